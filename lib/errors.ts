@@ -1,0 +1,117 @@
+// One error vocabulary for the library and every server: each class carries the
+// `code` word of spec/api.md section 3; server/http/errors.ts maps codes to statuses.
+
+export type ErrorCode =
+  | "bad_request"
+  | "payload_too_large"
+  | "unauthorized"
+  | "forbidden"
+  | "not_found"
+  | "conflict"
+  | "version_conflict"
+  | "rate_limited"
+  | "quota_exhausted"
+  | "engine_unreachable"
+  | "gpu_unavailable"
+  | "unsupported_media_type"
+  | "internal";
+
+/** Base class of every error the library and the servers throw on purpose. */
+export class SvcError extends Error {
+  readonly code: ErrorCode;
+  /** Extra, safe-to-show fields some errors carry (never secrets). */
+  readonly extra: Record<string, unknown>;
+  constructor(code: ErrorCode, message: string, extra: Record<string, unknown> = {}) {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
+    this.extra = extra;
+  }
+}
+
+/** Bad input: `field` names the offending option or body field when known. */
+export class ValidationError extends SvcError {
+  readonly field: string | undefined;
+  constructor(message: string, field?: string) {
+    super("bad_request", message, field ? { field } : {});
+    this.field = field;
+  }
+}
+export class PayloadTooLargeError extends SvcError {
+  constructor(message: string) { super("payload_too_large", message); }
+}
+export class UnauthorizedError extends SvcError {
+  constructor(message = "Missing or invalid API key.") { super("unauthorized", message); }
+}
+export class ForbiddenError extends SvcError {
+  constructor(message: string) { super("forbidden", message); }
+}
+export class NotFoundError extends SvcError {
+  constructor(message: string) { super("not_found", message); }
+}
+/** A resource that must not exist already does (for example a tenant id). */
+export class ConflictError extends SvcError {
+  constructor(message: string) { super("conflict", message); }
+}
+export class VersionConflictError extends SvcError {
+  constructor(message: string, readonly expected?: number, readonly actual?: number) {
+    super("version_conflict", message);
+  }
+}
+export class RateLimitedError extends SvcError {
+  constructor(message: string, readonly retryAfterS: number) { super("rate_limited", message); }
+}
+export class QuotaExhaustedError extends SvcError {
+  constructor(message: string, readonly retryAfterS: number) { super("quota_exhausted", message); }
+}
+export class EngineUnreachableError extends SvcError {
+  constructor(message = "The storage engine is unreachable.") { super("engine_unreachable", message); }
+}
+export class GpuUnavailableError extends SvcError {
+  constructor(message: string) { super("gpu_unavailable", message); }
+}
+export class UnsupportedMediaTypeError extends SvcError {
+  constructor(message: string) { super("unsupported_media_type", message); }
+}
+export class InternalError extends SvcError {
+  constructor(message = "Internal error.") { super("internal", message); }
+}
+
+/** HTTP status of each code, the one place where codes meet statuses. */
+export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  version_conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal: 500,
+  gpu_unavailable: 501,
+  engine_unreachable: 502,
+  quota_exhausted: 503,
+});
+
+const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
+  bad_request: ValidationError,
+  payload_too_large: PayloadTooLargeError,
+  unauthorized: UnauthorizedError,
+  forbidden: ForbiddenError,
+  not_found: NotFoundError,
+  conflict: ConflictError,
+  version_conflict: VersionConflictError,
+  rate_limited: class extends RateLimitedError { constructor(m: string) { super(m, 0); } },
+  quota_exhausted: class extends QuotaExhaustedError { constructor(m: string) { super(m, 0); } },
+  engine_unreachable: EngineUnreachableError,
+  gpu_unavailable: GpuUnavailableError,
+  unsupported_media_type: UnsupportedMediaTypeError,
+  internal: InternalError,
+};
+
+/** Rebuilds a typed error from a wire error body (used by the HTTP client). */
+export function errorFromCode(code: string, message: string): SvcError {
+  const Cls = (CLASS_OF as Record<string, new (m: string) => SvcError>)[code] ?? InternalError;
+  return new Cls(message);
+}

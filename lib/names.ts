@@ -1,0 +1,86 @@
+// Names, dtypes and metadata of spec/api.md sections 4 and 5, as zod schemas shared by
+// the library and the servers, plus the helper that turns a zod failure into a ValidationError.
+import { z } from "zod";
+import { ValidationError } from "./errors.js";
+
+export const namespaceSchema = z
+  .string()
+  .min(1, "namespace must not be empty")
+  .max(255, "namespace must be at most 255 characters")
+  .regex(/^[A-Za-z0-9_-]+$/, "namespace may contain only A-Z, a-z, 0-9, - and _");
+
+export const keySchema = z
+  .string()
+  .min(1, "key must not be empty")
+  .max(512, "key must be at most 512 characters")
+  .regex(/^[A-Za-z0-9_\-.:/@=]+$/, "key may contain only A-Z a-z 0-9 - _ . : / @ =")
+  .refine(
+    (k) => k.split("/").every((s) => s !== "" && s !== "." && s !== ".."),
+    "key must not have an empty, '.' or '..' path segment",
+  );
+
+export const tenantIdSchema = z
+  .string()
+  .min(1, "tenant_id must not be empty")
+  .max(64, "tenant_id must be at most 64 characters")
+  .regex(/^[a-z0-9_-]+$/, "tenant_id may contain only a-z, 0-9, - and _");
+
+export const DTYPES = [
+  "float32", "float64", "float16", "bfloat16",
+  "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+  "bool", "bytes",
+] as const;
+export type Dtype = (typeof DTYPES)[number];
+export const dtypeSchema = z.enum(DTYPES);
+
+export const FLOAT_DTYPES: ReadonlySet<Dtype> = new Set(["float32", "float64", "float16", "bfloat16"]);
+export const isFloatDtype = (d: Dtype): boolean => FLOAT_DTYPES.has(d);
+
+const ITEMSIZE: Record<Dtype, number> = {
+  float32: 4, float64: 8, float16: 2, bfloat16: 2,
+  int8: 1, uint8: 1, int16: 2, uint16: 2, int32: 4, uint32: 4, int64: 8, uint64: 8,
+  bool: 1, bytes: 1,
+};
+/** Bytes per element of a dtype (1 for `bytes`). */
+export const itemsize = (d: Dtype): number => ITEMSIZE[d];
+
+export const shapeSchema = z
+  .array(z.number().int("shape entries must be integers").min(1, "shape entries must be at least 1").max(2 ** 31 - 1))
+  .min(1, "shape must have at least one dimension")
+  .max(32, "shape must have at most 32 dimensions");
+
+export const METADATA_MAX_BYTES = 64 * 1024;
+export const METADATA_MAX_DEPTH = 8;
+
+function depthOf(v: unknown): number {
+  if (v === null || typeof v !== "object") return 0;
+  let d = 0;
+  for (const x of Object.values(v as object)) d = Math.max(d, depthOf(x));
+  return d + 1;
+}
+
+export const metadataSchema = z
+  .record(z.string(), z.unknown())
+  .refine((m) => Buffer.byteLength(JSON.stringify(m)) <= METADATA_MAX_BYTES, "metadata must be at most 64 KiB serialised")
+  .refine((m) => depthOf(m) <= METADATA_MAX_DEPTH, "metadata must be nested at most 8 levels deep");
+
+/**
+ * Parses `value` with `schema`; on failure throws a ValidationError whose message is one
+ * sentence naming the first bad field (`what` prefixes the path, e.g. "body").
+ */
+export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, what?: string): z.output<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  throw validationErrorFrom(r.error, what);
+}
+
+export function validationErrorFrom(err: z.ZodError, what?: string): ValidationError {
+  const issue = err.issues[0]!;
+  const path = issue.path.map(String).join(".");
+  const field = path || what || undefined;
+  let msg = issue.message;
+  if (issue.code === "unrecognized_keys") msg = `unknown field ${issue.keys.map((k) => `'${k}'`).join(", ")}`;
+  else if (issue.code === "invalid_type" && /received undefined/.test(msg)) msg = "is required";
+  const sentence = field && !msg.startsWith(field) ? `${field}: ${msg}` : msg;
+  return new ValidationError(sentence.endsWith(".") ? sentence : `${sentence}.`, field);
+}

@@ -1,0 +1,55 @@
+// Maps any thrown value to the error body of spec/api.md section 3. The only place
+// where error codes become HTTP statuses; stack traces and messages of unexpected
+// errors never reach a response.
+import type { ErrorRequestHandler, Response } from "express";
+import { z } from "zod";
+import { SvcError, STATUS_OF, type ErrorCode, RateLimitedError, QuotaExhaustedError } from "../../lib/errors.js";
+import { validationErrorFrom } from "../../lib/names.js";
+
+export interface ErrorBody {
+  detail: string;
+  code: ErrorCode;
+  request_id: string;
+}
+
+/** Normalises anything thrown into an SvcError (unknown errors become `internal`). */
+export function toSvcError(err: unknown): SvcError {
+  if (err instanceof SvcError) return err;
+  if (err instanceof z.ZodError) return validationErrorFrom(err);
+  const e = err as { type?: string; status?: number; statusCode?: number } | null;
+  // body-parser / raw-body errors
+  if (e?.type === "entity.too.large") return new SvcError("payload_too_large", "The request body is larger than the upload limit.");
+  if (e?.type === "entity.parse.failed") return new SvcError("bad_request", "The request body is not valid JSON.");
+  if (e?.type === "encoding.unsupported" || e?.type === "charset.unsupported")
+    return new SvcError("unsupported_media_type", "The request body's encoding is not supported.");
+  if (e?.type === "request.aborted") return new SvcError("bad_request", "The request was aborted by the client.");
+  if ((e?.status ?? e?.statusCode) === 400) return new SvcError("bad_request", "The request is malformed.");
+  return new SvcError("internal", "Internal error.");
+}
+
+export function statusOf(err: SvcError): number {
+  return STATUS_OF[err.code];
+}
+
+/** Writes the error response (status, Retry-After where it applies, JSON body). */
+export function sendError(res: Response, err: unknown, requestId: string): SvcError {
+  const e = toSvcError(err);
+  if (e instanceof RateLimitedError || e instanceof QuotaExhaustedError) {
+    if (e.retryAfterS > 0) res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
+  }
+  const body: ErrorBody = { detail: e.message, code: e.code, request_id: requestId };
+  if (!res.headersSent) res.status(statusOf(e)).json(body);
+  else res.destroy();
+  return e;
+}
+
+/** Express error middleware; `requestIdOf` reads the id the request was given. */
+export function errorMiddleware(
+  requestIdOf: (res: Response) => string,
+  log?: (e: SvcError, raw: unknown) => void,
+): ErrorRequestHandler {
+  return (err, _req, res, _next) => {
+    const e = sendError(res, err, requestIdOf(res));
+    log?.(e, err);
+  };
+}

@@ -1,0 +1,465 @@
+// createClient: the store's methods over HTTP through the gateway (spec/api.md section 6),
+// so that code moves from embedded to hosted by changing one line. Large payloads travel
+// as application/octet-stream both ways; errors come back as the library's error classes
+// carrying the server's code, detail and request_id; 429 and 502 are retried with
+// exponential backoff that honours Retry-After.
+import { Agent, request, type Dispatcher } from "undici";
+import {
+  SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, EngineUnreachableError, errorFromCode,
+} from "./errors.js";
+import { keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
+import { z } from "zod";
+
+/** What `client.lastResponse` exposes about the latest HTTP exchange. */
+export interface LastResponse {
+  status: number;
+  request_id: string | null;
+  /** `X-SVC-CUs`: compute units charged (null when the header was absent). */
+  cus: number | null;
+  rate_limit: { limit: number | null; remaining: number | null; reset: number | null };
+  /** `Retry-After` in seconds, when the response carried one. */
+  retry_after_s: number | null;
+  /** Every response header, lower-cased names. */
+  headers: Record<string, string>;
+  /** How many attempts this call took (1 without retries). */
+  attempts: number;
+}
+
+export interface ClientOptions {
+  /** The gateway's base address, e.g. `http://127.0.0.1:8080`. */
+  baseUrl: string;
+  /** A tenant API key (`svc_live_…`), sent as `X-Api-Key`. */
+  apiKey: string;
+  /** Retries of a 429 or 502 before the error is thrown (default 3, 0 disables). */
+  maxRetries?: number;
+  /** First backoff delay in ms, doubled on each retry (default 250). */
+  backoffMs?: number;
+  /** Longest wait before one retry, in ms; a Retry-After beyond it is not waited for (default 30000). */
+  maxBackoffMs?: number;
+  /** Per-request timeout in ms (default 120000). */
+  timeoutMs?: number;
+  /** Waits between retries; tests pass a recorder. */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const clientOptionsSchema = z.object({
+  baseUrl: z.url({ protocol: /^https?$/, error: "baseUrl must be an http(s) URL" }),
+  apiKey: z.string().min(1, "apiKey must not be empty"),
+  maxRetries: z.number().int().min(0).max(20).optional(),
+  backoffMs: z.number().min(0).max(60_000).optional(),
+  maxBackoffMs: z.number().min(0).max(3_600_000).optional(),
+  timeoutMs: z.number().int().min(1).max(3_600_000).optional(),
+  sleep: z.function().optional(),
+}).strict();
+
+export type Data = ArrayBufferView | ArrayBuffer;
+
+export type Metric = "cosine" | "dot" | "l2";
+export type Filter = Record<string, unknown>;
+
+export interface PutOptions {
+  dtype?: Dtype;
+  shape?: number[];
+  tolerance?: number;
+  max_rank?: number;
+  metadata?: Record<string, unknown>;
+  if_version?: number;
+}
+
+export interface CoreInput { shape: [number, number, number]; data: Data; dtype?: "float32" | "float64" }
+export interface PutCoresOptions { shape?: number[]; metadata?: Record<string, unknown>; if_version?: number }
+export interface PutCoresItem extends PutCoresOptions { key: string; cores: CoreInput[] }
+
+export interface TTInfo { modes: number[]; ranks: number[] }
+export interface PutResult {
+  namespace: string; key: string; version: number;
+  verdict: "compressed" | "weak" | "lossless" | "passthrough";
+  compressed: boolean; compression_ratio: number; relative_error: number;
+  dtype: Dtype; shape: number[] | null; tt: TTInfo | null;
+  bytes_in: number; bytes_stored: number; fingerprint: Fingerprint;
+}
+export interface Fingerprint { sha256: string; codec: "tt" | "lossless" | "raw"; tt: TTInfo | null; norm: number | null }
+export interface GetResult {
+  namespace: string; key: string; version: number; latest_version: number; versions: number[];
+  created_at: string; dtype: Dtype; shape: number[] | null; metadata: Record<string, unknown>;
+  verdict: PutResult["verdict"]; compressed: boolean; compression_ratio: number; relative_error: number;
+  bytes_in: number; bytes_stored: number; fingerprint: Fingerprint;
+}
+export interface ListResult {
+  namespace: string;
+  keys: Array<{ key: string; version: number; updated_at: string; dtype: Dtype; shape: number[] | null; verdict: PutResult["verdict"] }>;
+  total: number; limit: number; offset: number; next_offset: number | null;
+}
+export interface SearchResult {
+  namespace: string; results: Array<{ key: string; version: number; metadata: Record<string, unknown> }>;
+  total: number; limit: number; offset: number; next_offset: number | null;
+}
+export interface DeleteResult { namespace: string; key: string; deleted: true; version: number; purge_after: string }
+export interface ServeResult { data: TypedArray; shape: number[]; dtype: Dtype; version: number }
+export interface SimilarityResult { metric: Metric; score: number; a: { key: string; version: number }; b: { key: string; version: number } }
+export interface TopkResult { metric: Metric; results: Array<{ key: string; version: number; score: number }>; scanned: number; skipped: number }
+export interface GpuServeInfo { namespace: string; key: string; version: number; device: string; resident: boolean; bytes_on_device: number; tt: TTInfo | null }
+
+/** A GPU-resident entry on the server: what `serveGpu` returns. */
+export interface RemoteGpuHandle extends GpuServeInfo {
+  /** Dense reconstruction (a CPU serve of the same version). */
+  reconstruct(opts?: { slice?: Array<[number, number]>; dtype?: Dtype }): Promise<ServeResult>;
+  /** Inner product with another entry of the same namespace (query_similarity, metric dot). */
+  dot(other: { key: string; version: number }): Promise<number>;
+  /** Ends the use of this handle: later calls on it fail. The server's LRU cache evicts on its own. */
+  release(): Promise<void>;
+}
+
+export type TypedArray =
+  | Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array
+  | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+
+/** The hosted counterpart of a store from `createStore`. */
+export interface SvcClient {
+  put(ns: string, key: string, data: Data, opts?: PutOptions): Promise<PutResult>;
+  putCores(ns: string, key: string, cores: CoreInput[], opts?: PutCoresOptions): Promise<PutResult>;
+  putCoresBatch(ns: string, items: PutCoresItem[]): Promise<{ results: PutResult[] }>;
+  get(ns: string, key: string, opts?: { version?: number }): Promise<GetResult>;
+  list(ns: string, opts?: { prefix?: string; limit?: number; offset?: number }): Promise<ListResult>;
+  search(ns: string, filter: Filter, opts?: { prefix?: string; limit?: number; offset?: number }): Promise<SearchResult>;
+  delete(ns: string, key: string): Promise<DeleteResult>;
+  serve(ns: string, key: string, opts?: { version?: number; slice?: Array<[number, number]>; dtype?: Dtype }): Promise<ServeResult>;
+  serveGpu(ns: string, key: string, opts?: { version?: number }): Promise<RemoteGpuHandle>;
+  query: {
+    similarity(ns: string, a: string, b: string, opts?: { namespace_b?: string; version_a?: number; version_b?: number; metric?: Metric }): Promise<SimilarityResult>;
+    topk(ns: string, opts: { key: string; version?: number; k?: number; metric?: Metric; filter?: Filter; include_self?: boolean }): Promise<TopkResult>;
+    vector(ns: string, opts: { vector: Data | number[]; shape?: number[]; dtype?: "float32" | "float64"; k?: number; metric?: Metric; filter?: Filter }): Promise<TopkResult>;
+  };
+  /** Metadata of the latest HTTP response (null before the first call). */
+  readonly lastResponse: LastResponse | null;
+  /** Closes the connection pool. */
+  close(): Promise<void>;
+}
+
+const bytesOf = (d: Data): Buffer =>
+  d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
+
+/** The dtype a typed array implies, when the caller gave none. */
+function dtypeOfArray(d: Data): Dtype | undefined {
+  if (d instanceof Float32Array) return "float32";
+  if (d instanceof Float64Array) return "float64";
+  if (d instanceof Int8Array) return "int8";
+  if (d instanceof Int16Array) return "int16";
+  if (d instanceof Uint16Array) return "uint16";
+  if (d instanceof Int32Array) return "int32";
+  if (d instanceof Uint32Array) return "uint32";
+  if (d instanceof BigInt64Array) return "int64";
+  if (d instanceof BigUint64Array) return "uint64";
+  return undefined;
+}
+
+/** A typed array of `dtype` over `buf` (float16/bfloat16 as raw Uint16Array bits, bytes as Uint8Array). */
+export function typedArrayOf(dtype: Dtype, buf: Buffer): TypedArray {
+  const sizes: Record<Dtype, number> = {
+    float32: 4, float64: 8, float16: 2, bfloat16: 2, int8: 1, uint8: 1, int16: 2, uint16: 2,
+    int32: 4, uint32: 4, int64: 8, uint64: 8, bool: 1, bytes: 1,
+  };
+  const size = sizes[dtype];
+  if (buf.length % size !== 0) throw new ValidationError(`The ${buf.length} bytes are not a whole number of ${dtype} elements.`, "data");
+  let b = buf;
+  if (b.byteOffset % size !== 0) { b = Buffer.alloc(buf.length); buf.copy(b); }
+  const n = b.length / size;
+  switch (dtype) {
+    case "float32": return new Float32Array(b.buffer, b.byteOffset, n);
+    case "float64": return new Float64Array(b.buffer, b.byteOffset, n);
+    case "float16": case "bfloat16": case "uint16": return new Uint16Array(b.buffer, b.byteOffset, n);
+    case "int8": return new Int8Array(b.buffer, b.byteOffset, n);
+    case "int16": return new Int16Array(b.buffer, b.byteOffset, n);
+    case "int32": return new Int32Array(b.buffer, b.byteOffset, n);
+    case "uint32": return new Uint32Array(b.buffer, b.byteOffset, n);
+    case "int64": return new BigInt64Array(b.buffer, b.byteOffset, n);
+    case "uint64": return new BigUint64Array(b.buffer, b.byteOffset, n);
+    default: return new Uint8Array(b.buffer, b.byteOffset, n);
+  }
+}
+
+const numOrNull = (v: string | undefined): number | null => {
+  if (v === undefined || v === "") return null;
+  const n = Number(v);
+  return Number.isFinite(n) ? n : null;
+};
+
+function headerMap(h: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;
+  return out;
+}
+
+/** Seconds of a Retry-After header (delta seconds or an HTTP date), or null. */
+export function parseRetryAfter(v: string | undefined, now = Date.now()): number | null {
+  if (!v) return null;
+  if (/^\d+(\.\d+)?$/.test(v.trim())) return Number(v);
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? null : Math.max(0, (t - now) / 1000);
+}
+
+interface Req {
+  method: "GET" | "POST" | "DELETE";
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  json?: unknown;
+  raw?: Buffer;
+  headers?: Record<string, string>;
+  accept?: "json" | "octet";
+}
+
+interface Res { status: number; headers: Record<string, string>; body: Buffer }
+
+const encPath = (key: string): string => key.split("/").map(encodeURIComponent).join("/");
+
+/**
+ * Creates a client of the hosted service with the same methods, options, results and
+ * error classes as a store from `createStore`.
+ *
+ * @example
+ *   const store = createClient({ baseUrl: "http://127.0.0.1:8080", apiKey: process.env.SVC_API_KEY! });
+ *   await store.put("default", "field/t0", data, { shape: [128, 128, 128], dtype: "float32" });
+ *   console.log(store.lastResponse?.cus);
+ */
+export function createClient(options: ClientOptions): SvcClient {
+  parseOrThrow(clientOptionsSchema, options, "options");
+  const base = options.baseUrl.replace(/\/+$/, "");
+  const maxRetries = options.maxRetries ?? 3;
+  const backoffMs = options.backoffMs ?? 250;
+  const maxBackoffMs = options.maxBackoffMs ?? 30_000;
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const dispatcher: Dispatcher = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 4_000 });
+  let last: LastResponse | null = null;
+  let closed = false;
+
+  async function once(r: Req): Promise<Res> {
+    const url = new URL(base + r.path);
+    for (const [k, v] of Object.entries(r.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = {
+      "x-api-key": options.apiKey,
+      accept: r.accept === "octet" ? "application/octet-stream, application/json" : "application/json",
+      ...r.headers,
+    };
+    let body: Buffer | string | undefined;
+    if (r.raw) { headers["content-type"] = "application/octet-stream"; body = r.raw; }
+    else if (r.json !== undefined) { headers["content-type"] = "application/json"; body = JSON.stringify(r.json); }
+    try {
+      const res = await request(url, { method: r.method, headers, body, dispatcher });
+      const buf = Buffer.from(await res.body.arrayBuffer());
+      return { status: res.statusCode, headers: headerMap(res.headers), body: buf };
+    } catch (e) {
+      const code = (e as { code?: string }).code ?? "";
+      throw new EngineUnreachableError(`The service at ${base} could not be reached${code ? ` (${code})` : ""}.`);
+    }
+  }
+
+  function record(res: Res, attempts: number): void {
+    const h = res.headers;
+    last = {
+      status: res.status,
+      request_id: h["x-request-id"] ?? null,
+      cus: numOrNull(h["x-svc-cus"]),
+      rate_limit: {
+        limit: numOrNull(h["x-ratelimit-limit"]),
+        remaining: numOrNull(h["x-ratelimit-remaining"]),
+        reset: numOrNull(h["x-ratelimit-reset"]),
+      },
+      retry_after_s: parseRetryAfter(h["retry-after"]),
+      headers: h,
+      attempts,
+    };
+  }
+
+  function errorOf(res: Res): SvcError {
+    let detail = `The service answered HTTP ${res.status}.`;
+    let code = "internal";
+    let requestId = res.headers["x-request-id"] ?? null;
+    try {
+      const b = JSON.parse(res.body.toString("utf8")) as { detail?: unknown; code?: unknown; request_id?: unknown };
+      if (typeof b.detail === "string") detail = b.detail;
+      if (typeof b.code === "string") code = b.code;
+      if (typeof b.request_id === "string") requestId = b.request_id;
+    } catch { /* not JSON: keep the generic sentence */ }
+    if (code === "internal" && res.status !== 500) code = codeOfStatus(res.status);
+    const retry = parseRetryAfter(res.headers["retry-after"]) ?? 0;
+    const err = code === "rate_limited" ? new RateLimitedError(detail, retry)
+      : code === "quota_exhausted" ? new QuotaExhaustedError(detail, retry)
+        : errorFromCode(code, detail);
+    err.extra.status = res.status;
+    err.extra.request_id = requestId;
+    return Object.assign(err, { status: res.status, requestId });
+  }
+
+  async function call(r: Req): Promise<Res> {
+    if (closed) throw new ValidationError("The client is closed.", "client");
+    for (let attempt = 1; ; attempt++) {
+      const res = await once(r);
+      record(res, attempt);
+      if (res.status < 400) return res;
+      const retriable = res.status === 429 || res.status === 502;
+      if (retriable && attempt <= maxRetries) {
+        const ra = parseRetryAfter(res.headers["retry-after"]);
+        const expo = Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 1));
+        // full jitter on our own backoff; a server's Retry-After is a floor we respect
+        const wait = ra !== null ? ra * 1000 : expo / 2 + Math.random() * (expo / 2);
+        if (wait <= maxBackoffMs) {
+          await sleep(wait);
+          continue;
+        }
+      }
+      throw errorOf(res);
+    }
+  }
+
+  const json = async <T>(r: Req): Promise<T> => {
+    const res = await call(r);
+    try {
+      return JSON.parse(res.body.toString("utf8")) as T;
+    } catch {
+      throw new SvcError("internal", "The service answered with a body that is not JSON.");
+    }
+  };
+
+  const ns = (v: string) => parseOrThrow(namespaceSchema, v, "namespace");
+  const key = (v: string, field = "key") => parseOrThrow(keySchema, v, field);
+
+  const client: SvcClient = {
+    get lastResponse() { return last; },
+
+    async put(n, k, data, opts = {}) {
+      ns(n); key(k);
+      if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data)) {
+        throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
+      }
+      const dtype = opts.dtype ?? dtypeOfArray(data);
+      const headers: Record<string, string> = {};
+      if (opts.metadata !== undefined) headers["x-svc-metadata"] = JSON.stringify(opts.metadata);
+      return json<PutResult>({
+        method: "POST", path: "/v1/put", raw: bytesOf(data), headers,
+        query: {
+          namespace: n, key: k, dtype, shape: opts.shape?.join(","),
+          tolerance: opts.tolerance, max_rank: opts.max_rank, if_version: opts.if_version,
+        },
+      });
+    },
+
+    async putCores(n, k, cores, opts = {}) {
+      ns(n); key(k);
+      return json<PutResult>({ method: "POST", path: "/v1/put_cores", json: { namespace: n, key: k, cores: coresWire(cores), ...opts } });
+    },
+
+    async putCoresBatch(n, items) {
+      ns(n);
+      if (!Array.isArray(items)) throw new ValidationError("items must be a list.", "items");
+      const wire = items.map((it) => ({ ...it, cores: coresWire(it.cores) }));
+      return json<{ results: PutResult[] }>({ method: "POST", path: "/v1/put_cores_batch", json: { namespace: n, items: wire } });
+    },
+
+    async get(n, k, opts = {}) {
+      ns(n); key(k);
+      return json<GetResult>({ method: "GET", path: `/v1/get/${n}/${encPath(k)}`, query: { version: opts.version } });
+    },
+
+    async list(n, opts = {}) {
+      ns(n);
+      return json<ListResult>({ method: "GET", path: `/v1/list/${n}`, query: { prefix: opts.prefix, limit: opts.limit, offset: opts.offset } });
+    },
+
+    async search(n, filter, opts = {}) {
+      ns(n);
+      return json<SearchResult>({ method: "POST", path: "/v1/search", json: { namespace: n, filter, ...opts } });
+    },
+
+    async delete(n, k) {
+      ns(n); key(k);
+      return json<DeleteResult>({ method: "DELETE", path: `/v1/delete/${n}/${encPath(k)}` });
+    },
+
+    async serve(n, k, opts = {}) {
+      ns(n); key(k);
+      const res = await call({ method: "POST", path: "/v1/serve", accept: "octet", json: { namespace: n, key: k, device: "cpu", ...opts } });
+      const ct = res.headers["content-type"] ?? "";
+      if (ct.startsWith("application/octet-stream")) {
+        const dtype = res.headers["x-svc-dtype"] as Dtype;
+        const shape = (res.headers["x-svc-shape"] ?? "").split(",").filter(Boolean).map(Number);
+        return { data: typedArrayOf(dtype, res.body), shape, dtype, version: Number(res.headers["x-svc-version"]) };
+      }
+      const b = JSON.parse(res.body.toString("utf8")) as { dtype: Dtype; shape: number[]; version: number; data_b64: string };
+      return { data: typedArrayOf(b.dtype, Buffer.from(b.data_b64, "base64")), shape: b.shape, dtype: b.dtype, version: b.version };
+    },
+
+    async serveGpu(n, k, opts = {}) {
+      ns(n); key(k);
+      const info = await json<GpuServeInfo>({ method: "POST", path: "/v1/serve", json: { namespace: n, key: k, device: "gpu", ...opts } });
+      let released = false;
+      const live = () => { if (released) throw new ValidationError("This GPU handle was released.", "handle"); };
+      return {
+        ...info,
+        async reconstruct(o = {}) { live(); return client.serve(n, k, { ...o, version: info.version }); },
+        async dot(other) {
+          live();
+          const r = await client.query.similarity(n, k, other.key, { version_a: info.version, version_b: other.version, metric: "dot" });
+          return r.score;
+        },
+        async release() { released = true; },
+      };
+    },
+
+    query: {
+      async similarity(n, a, b, opts = {}) {
+        ns(n); key(a, "a"); key(b, "b");
+        return json<SimilarityResult>({ method: "POST", path: "/v1/query/similarity", json: { namespace: n, a, b, ...opts } });
+      },
+      async topk(n, opts) {
+        ns(n);
+        return json<TopkResult>({ method: "POST", path: "/v1/query/topk", json: { namespace: n, ...opts } });
+      },
+      async vector(n, opts) {
+        ns(n);
+        const { vector, ...rest } = opts;
+        const body: Record<string, unknown> = { namespace: n, ...rest };
+        if (Array.isArray(vector)) body.vector = vector;
+        else {
+          body.vector_b64 = bytesOf(vector).toString("base64");
+          body.dtype = opts.dtype ?? dtypeOfArray(vector) ?? "float32";
+        }
+        return json<TopkResult>({ method: "POST", path: "/v1/query/vector", json: body });
+      },
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      await dispatcher.close();
+    },
+  };
+  return client;
+}
+
+function coresWire(cores: CoreInput[]): unknown {
+  if (!Array.isArray(cores)) throw new ValidationError("cores must be a list.", "cores");
+  return cores.map((c, i) => {
+    if (!c || !(c.data instanceof ArrayBuffer || ArrayBuffer.isView(c.data))) {
+      throw new ValidationError(`cores.${i}.data must be a typed array, a Buffer or an ArrayBuffer.`, `cores.${i}.data`);
+    }
+    return { shape: c.shape, dtype: c.dtype ?? dtypeOfArray(c.data) ?? "float32", data_b64: bytesOf(c.data).toString("base64") };
+  });
+}
+
+function codeOfStatus(status: number): string {
+  switch (status) {
+    case 400: return "bad_request";
+    case 401: return "unauthorized";
+    case 403: return "forbidden";
+    case 404: return "not_found";
+    case 409: return "conflict";
+    case 413: return "payload_too_large";
+    case 415: return "unsupported_media_type";
+    case 429: return "rate_limited";
+    case 501: return "gpu_unavailable";
+    case 502: return "engine_unreachable";
+    case 503: return "quota_exhausted";
+    default: return "internal";
+  }
+}

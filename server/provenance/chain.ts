@@ -1,0 +1,179 @@
+// The receipt chain: serial and previous-receipt hash. Issuance is serialised in-process
+// through one queue; the head is persisted atomically (temp file, fsync, rename, fsync of
+// the directory) before any receipt of a batch is handed out. Requests that arrive while
+// a batch is being written are signed and committed together (group commit), so one
+// fsync covers many receipts without ever returning a receipt whose serial could be
+// handed out again after a crash.
+import { open, rename, readFile, mkdir } from "node:fs/promises";
+import { dirname, join, basename } from "node:path";
+import { z } from "zod";
+
+export interface ChainHead {
+  /** Serial of the last committed receipt (0 before the first). */
+  serial: number;
+  /** Hash of the last committed receipt, null before the first. */
+  last_receipt_sha256: string | null;
+}
+
+/** Where the head lives. */
+export interface ChainStore {
+  load(): Promise<ChainHead>;
+  save(head: ChainHead): Promise<void>;
+}
+
+const headSchema = z.strictObject({
+  serial: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  last_receipt_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable(),
+});
+
+/** Durable head in one JSON file, replaced atomically. */
+export class FileChainStore implements ChainStore {
+  readonly path: string;
+  constructor(path: string) {
+    this.path = path;
+  }
+
+  async load(): Promise<ChainHead> {
+    let text: string;
+    try {
+      text = await readFile(this.path, "utf8");
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { serial: 0, last_receipt_sha256: null };
+      throw new Error(`the receipt chain file ${basename(this.path)} cannot be read`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new Error(`the receipt chain file ${basename(this.path)} is not valid JSON`);
+    }
+    const r = headSchema.safeParse(parsed);
+    if (!r.success) throw new Error(`the receipt chain file ${basename(this.path)} is malformed`);
+    if ((r.data.serial === 0) !== (r.data.last_receipt_sha256 === null)) {
+      throw new Error(`the receipt chain file ${basename(this.path)} is inconsistent`);
+    }
+    return r.data;
+  }
+
+  async save(head: ChainHead): Promise<void> {
+    await writeFileAtomic(this.path, JSON.stringify(head) + "\n", 0o600);
+  }
+}
+
+/** Writes `data` to `path` through a temp file: fsync, rename, fsync of the directory. */
+export async function writeFileAtomic(path: string, data: string | Uint8Array, mode: number): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const tmp = join(dir, `.${basename(path)}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
+  const fh = await open(tmp, "wx", mode);
+  try {
+    await fh.writeFile(data);
+    await fh.chmod(mode); // the umask may have narrowed or widened nothing; make it exact
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+  const dh = await open(dir, "r");
+  try {
+    await dh.sync();
+  } finally {
+    await dh.close();
+  }
+}
+
+/** Volatile head, for tests and benchmarks of everything but persistence. */
+export class MemoryChainStore implements ChainStore {
+  #head: ChainHead;
+  saves = 0;
+  constructor(head: ChainHead = { serial: 0, last_receipt_sha256: null }) {
+    this.#head = { ...head };
+  }
+  async load(): Promise<ChainHead> {
+    return { ...this.#head };
+  }
+  async save(head: ChainHead): Promise<void> {
+    this.saves++;
+    this.#head = { ...head };
+  }
+}
+
+export interface Position {
+  serial: number;
+  previous: string | null;
+}
+
+interface Job<T> {
+  build: (pos: Position) => { value: T; hash: string };
+  resolve: (v: T) => void;
+  reject: (e: unknown) => void;
+}
+
+const MAX_BATCH = 64;
+
+/** Hands out positions in the chain one at a time and commits them in batches. */
+export class ReceiptChain {
+  #store: ChainStore;
+  #head: ChainHead;
+  #queue: Job<unknown>[] = [];
+  #draining = false;
+
+  private constructor(store: ChainStore, head: ChainHead) {
+    this.#store = store;
+    this.#head = head;
+  }
+
+  static async open(store: ChainStore): Promise<ReceiptChain> {
+    return new ReceiptChain(store, await store.load());
+  }
+
+  /** The committed head. */
+  get head(): ChainHead {
+    return { ...this.#head };
+  }
+
+  /**
+   * Builds the next entry with `build(position)`, which returns the value and its hash;
+   * resolves once the new head is durable. A build that throws consumes no serial.
+   */
+  append<T>(build: (pos: Position) => { value: T; hash: string }): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ build, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.#draining) void this.#drain();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    this.#draining = true;
+    try {
+      while (this.#queue.length > 0) {
+        const batch = this.#queue.splice(0, MAX_BATCH);
+        let head = { ...this.#head };
+        const built: Array<[Job<unknown>, unknown]> = [];
+        for (const job of batch) {
+          try {
+            const { value, hash } = job.build({ serial: head.serial + 1, previous: head.last_receipt_sha256 });
+            head = { serial: head.serial + 1, last_receipt_sha256: hash };
+            built.push([job, value]);
+          } catch (e) {
+            job.reject(e);
+          }
+        }
+        if (built.length === 0) continue;
+        try {
+          await this.#store.save(head);
+        } catch (e) {
+          // nothing of this batch left the process: the head stays where it was
+          for (const [job] of built) job.reject(e);
+          continue;
+        }
+        this.#head = head;
+        for (const [job, value] of built) job.resolve(value);
+        // let the responses go out before signing the next batch
+        await new Promise((r) => setImmediate(r));
+      }
+    } finally {
+      this.#draining = false;
+    }
+  }
+}

@@ -1,0 +1,348 @@
+// Receipts of schema svc.provenance.receipt.v1: the RFC 8785 canonical body, DSSE PAE
+// framing, ML-DSA-65 signing, and verification with the six named checks of
+// spec/provenance.md. Shared by the appliance and the offline verifiers.
+import { createHash, randomUUID } from "node:crypto";
+import canonicalize from "canonicalize";
+import { z } from "zod";
+import { ALGORITHM, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
+
+export const RECEIPT_SCHEMA = "svc.provenance.receipt.v1";
+export const RECEIPT_PAYLOAD_TYPE = "application/vnd.svc.provenance.receipt.v1+json";
+export const CANONICALIZATION = "RFC8785";
+export const CLAIMS_MAX_BYTES = 64 * 1024;
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+// ISO 8601 UTC with milliseconds, as Date.prototype.toISOString writes it
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+export const artifactSchema = z.strictObject({
+  name: z.string().min(1, "artifact.name must not be empty").max(1024, "artifact.name must be at most 1024 characters"),
+  sha256: z.string().regex(HEX64, "artifact.sha256 must be 64 lower-case hex characters"),
+  size_bytes: z.number().int("artifact.size_bytes must be an integer").min(0).max(Number.MAX_SAFE_INTEGER),
+  media_type: z
+    .string()
+    .max(255, "artifact.media_type must be at most 255 characters")
+    .regex(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(?:\s*;.*)?$/, "artifact.media_type must be a media type such as application/octet-stream"),
+});
+export type Artifact = z.infer<typeof artifactSchema>;
+
+function jsonDepth(v: unknown): number {
+  if (v === null || typeof v !== "object") return 0;
+  let d = 0;
+  for (const x of Object.values(v as object)) d = Math.max(d, jsonDepth(x));
+  return d + 1;
+}
+
+export const claimsSchema = z
+  .record(z.string(), z.unknown())
+  .refine((c) => Buffer.byteLength(JSON.stringify(c)) <= CLAIMS_MAX_BYTES, "claims must be at most 64 KiB serialised")
+  .refine((c) => jsonDepth(c) <= 32, "claims must be nested at most 32 levels deep")
+  .refine((c) => iJsonProblem(c) === null, "claims must hold only I-JSON values (finite numbers, safe integers, well-formed strings)");
+
+const signerSchema = z.strictObject({
+  algorithm: z.literal(ALGORITHM),
+  public_key_sha256: z.string().regex(HEX64, "signer.public_key_sha256 must be 64 lower-case hex characters"),
+});
+
+const signatureSchema = z.strictObject({
+  algorithm: z.literal(ALGORITHM),
+  canonicalization: z.literal(CANONICALIZATION),
+  payload_type: z.literal(RECEIPT_PAYLOAD_TYPE),
+  value: z.string().regex(BASE64, "signature.value must be base64"),
+});
+
+/** The signed part of a receipt: every member but `signature`. */
+export const receiptBodySchema = z.strictObject({
+  schema: z.literal(RECEIPT_SCHEMA),
+  receipt_id: z.uuid("receipt_id must be a UUID"),
+  serial: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  issued_at: z.string().regex(ISO_UTC, "issued_at must be an ISO 8601 UTC instant"),
+  artifact: artifactSchema,
+  claims: claimsSchema,
+  previous_receipt_sha256: z.string().regex(HEX64).nullable(),
+  signer: signerSchema,
+});
+export type ReceiptBody = z.infer<typeof receiptBodySchema>;
+export const receiptSchema = receiptBodySchema.extend({ signature: signatureSchema });
+export type Receipt = z.infer<typeof receiptSchema>;
+
+/** DSSE v1 pre-authentication encoding. */
+export function pae(payloadType: string, body: Uint8Array): Buffer {
+  const type = Buffer.from(payloadType, "utf8");
+  return Buffer.concat([
+    Buffer.from(`DSSEv1 ${type.length} `, "utf8"),
+    type,
+    Buffer.from(` ${body.length} `, "utf8"),
+    body,
+  ]);
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const wellFormed = (s: string): boolean => !LONE_SURROGATE.test(s);
+
+/**
+ * Why `v` is not I-JSON (RFC 7493, which RFC 8785 requires), or null: numbers must be
+ * finite and integers exactly representable, strings must be well-formed Unicode.
+ */
+export function iJsonProblem(v: unknown, depth = 0): string | null {
+  if (depth > 64) return "nested too deeply";
+  if (v === null || typeof v === "boolean") return null;
+  if (typeof v === "number") {
+    if (!Number.isFinite(v)) return "a number is not finite";
+    if (Number.isInteger(v) && !Number.isSafeInteger(v)) return "an integer is outside the exactly representable range";
+    return null;
+  }
+  if (typeof v === "string") return wellFormed(v) ? null : "a string holds a lone surrogate";
+  if (Array.isArray(v)) {
+    for (const x of v) {
+      const p = iJsonProblem(x, depth + 1);
+      if (p) return p;
+    }
+    return null;
+  }
+  if (typeof v === "object") {
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) return "a value is not a plain JSON object";
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      if (!wellFormed(k)) return "a member name holds a lone surrogate";
+      const p = iJsonProblem(x, depth + 1);
+      if (p) return p;
+    }
+    return null;
+  }
+  return "a value is not JSON";
+}
+
+/** RFC 8785 canonical JSON (UTF-8 bytes); throws when `v` is not I-JSON. */
+export function canonicalBytes(v: unknown): Buffer {
+  const problem = iJsonProblem(v);
+  if (problem) throw new Error(problem);
+  const s = canonicalize(v);
+  if (typeof s !== "string") throw new Error("the value has no JSON form");
+  return Buffer.from(s, "utf8");
+}
+
+export function sha256Hex(b: Uint8Array | string): string {
+  return createHash("sha256").update(b).digest("hex");
+}
+
+/** The receipt without its `signature` member. */
+export function bodyOf(receipt: Record<string, unknown>): Record<string, unknown> {
+  const { signature: _sig, ...body } = receipt;
+  return body;
+}
+
+/** The message a receipt's signature covers. */
+export function signedMessage(receipt: Record<string, unknown>): Buffer {
+  return pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(bodyOf(receipt)));
+}
+
+/** SHA-256 of the canonical form of the whole receipt: the next receipt's `previous_receipt_sha256`. */
+export function receiptHash(receipt: Receipt | Record<string, unknown>): string {
+  return sha256Hex(canonicalBytes(receipt));
+}
+
+export interface IssueInput {
+  artifact: Artifact;
+  claims: Record<string, unknown>;
+}
+
+/** Builds and signs one receipt at `serial`, chained to `previous`. */
+export function buildReceipt(
+  input: IssueInput,
+  chain: { serial: number; previous: string | null },
+  signer: Signer,
+  now: Date,
+): Receipt {
+  const body: ReceiptBody = {
+    schema: RECEIPT_SCHEMA,
+    receipt_id: randomUUID(),
+    serial: chain.serial,
+    issued_at: now.toISOString(),
+    artifact: { ...input.artifact },
+    claims: input.claims,
+    previous_receipt_sha256: chain.previous,
+    signer: { algorithm: ALGORITHM, public_key_sha256: signer.fingerprint },
+  };
+  const sig = signer.sign(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body)));
+  return {
+    ...body,
+    signature: {
+      algorithm: ALGORITHM,
+      canonicalization: CANONICALIZATION,
+      payload_type: RECEIPT_PAYLOAD_TYPE,
+      value: Buffer.from(sig).toString("base64"),
+    },
+  };
+}
+
+// ---- verification -------------------------------------------------------------
+
+export const CHECK_NAMES = ["schema", "canonical_body", "signed_fields", "signature", "signer", "artifact_commitment"] as const;
+export type CheckName = (typeof CHECK_NAMES)[number];
+export type Verdict = "valid" | "failed" | "unsupported_schema";
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface VerifyResult {
+  verdict: Verdict;
+  valid: boolean;
+  checks: Check[];
+  receipt_id: string | null;
+  signer_fingerprint: string | null;
+}
+
+/** A public key the verifier may use, with how far it is trusted. */
+export interface KnownKey {
+  publicKey: Uint8Array;
+  fingerprint: string;
+}
+
+export interface VerifyOptions {
+  backend: MlDsaBackend;
+  /** Keys a signature may be checked against (the appliance's own, a pinned key, a bundled key). */
+  keys: KnownKey[];
+  /**
+   * Fingerprints the signer must have to pass the `signer` check; null in integrity-only
+   * mode, where the check only asks that the key used is the one the receipt names.
+   */
+  trustedFingerprints: string[] | null;
+  /** The artifact's bytes, or its digest and size, when the caller has it. */
+  artifact?: { sha256: string; size_bytes: number } | undefined;
+}
+
+interface Ctx {
+  receipt: Record<string, unknown> | null;
+  body: Buffer | null;
+  key: KnownKey | null;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+
+function firstIssue(err: z.ZodError): string {
+  const i = err.issues[0]!;
+  const path = i.path.map(String).join(".");
+  const msg = i.message.startsWith(path) || !path ? i.message : `${path}: ${i.message}`;
+  return msg.endsWith(".") ? msg : `${msg}.`;
+}
+
+/**
+ * Runs the six checks in order. A check that throws fails with a generic detail (never
+ * a pass, never an exception to the caller); the verdict depends only on the inputs.
+ */
+export function verifyReceipt(input: unknown, opts: VerifyOptions): VerifyResult {
+  const ctx: Ctx = { receipt: isObject(input) ? input : null, body: null, key: null };
+  const checks: Check[] = [];
+  let unsupported = false;
+
+  const run = (name: CheckName, fn: () => Check | Omit<Check, "name">): void => {
+    try {
+      const r = fn();
+      checks.push({ name, ok: r.ok === true, detail: r.detail });
+    } catch {
+      checks.push({ name, ok: false, detail: "The check could not be carried out." });
+    }
+  };
+
+  run("schema", () => {
+    const r = ctx.receipt;
+    if (!r) return { ok: false, detail: "The receipt is not a JSON object." };
+    if (typeof r.schema !== "string") return { ok: false, detail: "The receipt has no schema." };
+    if (r.schema !== RECEIPT_SCHEMA) {
+      unsupported = true;
+      return { ok: false, detail: `Schema ${JSON.stringify(r.schema.slice(0, 80))} is not supported; this verifier reads ${RECEIPT_SCHEMA}.` };
+    }
+    return { ok: true, detail: `Schema ${RECEIPT_SCHEMA} is supported.` };
+  });
+
+  const skipped = (): Omit<Check, "name"> => ({ ok: false, detail: "Not evaluated: the receipt's schema is not supported." });
+
+  run("canonical_body", () => {
+    if (unsupported) return skipped();
+    if (!ctx.receipt) return { ok: false, detail: "There is no receipt body to canonicalise." };
+    const problem = iJsonProblem(bodyOf(ctx.receipt));
+    if (problem) return { ok: false, detail: `The body cannot be canonicalised under RFC 8785: ${problem}.` };
+    ctx.body = canonicalBytes(bodyOf(ctx.receipt));
+    return { ok: true, detail: `The body has an RFC 8785 canonical form of ${ctx.body.length} bytes.` };
+  });
+
+  run("signed_fields", () => {
+    if (unsupported) return skipped();
+    const r = receiptSchema.safeParse(ctx.receipt);
+    if (!r.success) return { ok: false, detail: `A signed or signature field is missing, extra or malformed: ${firstIssue(r.error)}` };
+    return { ok: true, detail: "Every signed field is present, well-formed and nothing else is." };
+  });
+
+  run("signature", () => {
+    if (unsupported) return skipped();
+    const r = ctx.receipt;
+    if (!r || !ctx.body) return { ok: false, detail: "Without a canonical body there is no signed message to check." };
+    const signer = r.signer as Record<string, unknown> | undefined;
+    const sigBlock = r.signature as Record<string, unknown> | undefined;
+    const fp = isObject(signer) ? signer.public_key_sha256 : undefined;
+    if (typeof fp !== "string") return { ok: false, detail: "The receipt does not name its signing key." };
+    if (!isObject(sigBlock) || typeof sigBlock.value !== "string" || !BASE64.test(sigBlock.value)) {
+      return { ok: false, detail: "The receipt carries no base64 signature value." };
+    }
+    if (sigBlock.algorithm !== ALGORITHM) return { ok: false, detail: `The signature algorithm is not ${ALGORITHM}.` };
+    if (sigBlock.payload_type !== RECEIPT_PAYLOAD_TYPE) return { ok: false, detail: "The signature's payload type is not the receipt payload type." };
+    const key = opts.keys.find((k) => k.fingerprint === fp && fingerprintOf(k.publicKey) === fp);
+    if (!key) return { ok: false, detail: "The public key the receipt names is not available to this verifier." };
+    ctx.key = key;
+    const sig = Buffer.from(sigBlock.value, "base64");
+    if (sig.length !== SIGNATURE_BYTES) return { ok: false, detail: `The signature has ${sig.length} bytes, not ${SIGNATURE_BYTES}.` };
+    const ok = opts.backend.verify(pae(RECEIPT_PAYLOAD_TYPE, ctx.body), sig, key.publicKey);
+    return ok
+      ? { ok: true, detail: `The ${ALGORITHM} signature over the DSSE PAE of the canonical body is valid.` }
+      : { ok: false, detail: `The ${ALGORITHM} signature does not match the receipt body.` };
+  });
+
+  run("signer", () => {
+    if (unsupported) return skipped();
+    if (!ctx.key) return { ok: false, detail: "No signing key was established, so the signer cannot be checked." };
+    if (opts.trustedFingerprints === null) {
+      return {
+        ok: true,
+        detail: `Integrity only: the receipt was checked with the key it names (${ctx.key.fingerprint}); the issuer was not authenticated.`,
+      };
+    }
+    return opts.trustedFingerprints.includes(ctx.key.fingerprint)
+      ? { ok: true, detail: `The signer ${ctx.key.fingerprint} is a trusted key.` }
+      : { ok: false, detail: `The signer ${ctx.key.fingerprint} is not a trusted key.` };
+  });
+
+  run("artifact_commitment", () => {
+    if (unsupported) return skipped();
+    const parsed = artifactSchema.safeParse(ctx.receipt?.artifact);
+    if (!parsed.success) return { ok: false, detail: `The artifact commitment is malformed: ${firstIssue(parsed.error)}` };
+    const a = parsed.data;
+    if (!opts.artifact) return { ok: true, detail: "The artifact commitment is well-formed; no artifact was supplied to compare." };
+    if (opts.artifact.sha256 !== a.sha256) return { ok: false, detail: "The supplied artifact's SHA-256 differs from the receipt's." };
+    if (opts.artifact.size_bytes !== a.size_bytes) return { ok: false, detail: "The supplied artifact's size differs from the receipt's." };
+    return { ok: true, detail: "The supplied artifact matches the receipt's SHA-256 and size." };
+  });
+
+  const valid = !unsupported && checks.length === CHECK_NAMES.length && checks.every((c) => c.ok);
+  const r = ctx.receipt;
+  const rid = r && typeof r.receipt_id === "string" && r.receipt_id.length <= 64 ? r.receipt_id : null;
+  const signerFp = r && isObject(r.signer) && typeof r.signer.public_key_sha256 === "string" && HEX64.test(r.signer.public_key_sha256)
+    ? r.signer.public_key_sha256
+    : null;
+  return {
+    verdict: unsupported ? "unsupported_schema" : valid ? "valid" : "failed",
+    valid,
+    checks,
+    receipt_id: rid,
+    signer_fingerprint: signerFp,
+  };
+}
+
+/** Digest and size of artifact bytes, for `VerifyOptions.artifact`. */
+export function artifactDigest(bytes: Uint8Array): { sha256: string; size_bytes: number } {
+  return { sha256: sha256Hex(bytes), size_bytes: bytes.length };
+}

@@ -1,0 +1,196 @@
+// Request and option schemas of spec/api.md section 6, shared by the library (options of
+// each store method) and the servers (JSON bodies and query strings). Built on lib/names.ts.
+import { z } from "zod";
+import { namespaceSchema, keySchema, dtypeSchema, shapeSchema, metadataSchema } from "./names.js";
+
+const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** Standard base64 text (RFC 4648 section 4, padded). */
+export const base64Schema = z
+  .string()
+  .refine((s) => s.length % 4 === 0 && B64.test(s), "must be standard base64 text");
+
+export const versionSchema = z.number().int("version must be an integer").min(1, "version must be at least 1").max(Number.MAX_SAFE_INTEGER);
+export const ifVersionSchema = z.number().int("if_version must be an integer").min(0, "if_version must be at least 0").max(Number.MAX_SAFE_INTEGER);
+export const toleranceSchema = z.number().gt(0, "tolerance must be greater than 0").lt(1, "tolerance must be less than 1");
+export const maxRankSchema = z.number().int("max_rank must be an integer").min(1, "max_rank must be at least 1").max(4096, "max_rank must be at most 4096");
+export const metricSchema = z.enum(["cosine", "dot", "l2"]);
+export type Metric = z.infer<typeof metricSchema>;
+export const coreDtypeSchema = z.enum(["float32", "float64"]);
+export const floatDtypeSchema = z.enum(["float32", "float64", "float16", "bfloat16"]);
+/** A key prefix: the key alphabet, possibly empty, possibly ending mid-segment. */
+export const prefixSchema = z
+  .string()
+  .max(512, "prefix must be at most 512 characters")
+  .regex(/^[A-Za-z0-9_\-.:/@=]*$/, "prefix may contain only A-Z a-z 0-9 - _ . : / @ =");
+export const filterSchema = z.record(z.string(), z.unknown());
+export const sliceSchema = z
+  .array(
+    z
+      .tuple([z.number().int().min(0), z.number().int().min(0)])
+      .refine(([a, b]) => a < b, "each slice pair must be [start, stop] with start < stop"),
+  )
+  .min(1, "slice must have one [start, stop] pair per dimension");
+
+// ---- library options (snake_case, as on the wire) ----
+
+export const putOptionsSchema = z.strictObject({
+  shape: shapeSchema.optional(),
+  dtype: dtypeSchema.optional(),
+  metadata: metadataSchema.optional(),
+  tolerance: toleranceSchema.optional(),
+  max_rank: maxRankSchema.optional(),
+  if_version: ifVersionSchema.optional(),
+});
+export type PutOptions = z.input<typeof putOptionsSchema>;
+
+export const putCoresOptionsSchema = z.strictObject({
+  shape: shapeSchema.optional(),
+  metadata: metadataSchema.optional(),
+  if_version: ifVersionSchema.optional(),
+});
+export type PutCoresOptions = z.input<typeof putCoresOptionsSchema>;
+
+export const getOptionsSchema = z.strictObject({ version: versionSchema.optional() });
+export type GetOptions = z.input<typeof getOptionsSchema>;
+
+export const listOptionsSchema = z.strictObject({
+  prefix: prefixSchema.default(""),
+  limit: z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000").default(1000),
+  offset: z.number().int("offset must be an integer").min(0, "offset must be at least 0").default(0),
+});
+export type ListOptions = z.input<typeof listOptionsSchema>;
+
+export const searchOptionsSchema = listOptionsSchema.extend({
+  limit: z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000").default(100),
+});
+export type SearchOptions = z.input<typeof searchOptionsSchema>;
+
+export const serveOptionsSchema = z.strictObject({
+  version: versionSchema.optional(),
+  slice: sliceSchema.optional(),
+  dtype: floatDtypeSchema.optional(),
+});
+export type ServeOptions = z.input<typeof serveOptionsSchema>;
+
+export const similarityOptionsSchema = z.strictObject({
+  namespace_b: namespaceSchema.optional(),
+  version_a: versionSchema.optional(),
+  version_b: versionSchema.optional(),
+  metric: metricSchema.default("cosine"),
+});
+export type SimilarityOptions = z.input<typeof similarityOptionsSchema>;
+
+const kSchema = z.number().int("k must be an integer").min(1, "k must be at least 1").max(1000, "k must be at most 1000").default(10);
+
+export const topkOptionsSchema = z.strictObject({
+  key: keySchema,
+  version: versionSchema.optional(),
+  k: kSchema,
+  metric: metricSchema.default("cosine"),
+  filter: filterSchema.optional(),
+  include_self: z.boolean().default(false),
+});
+export type TopkOptions = z.input<typeof topkOptionsSchema>;
+
+/** query.vector in the library: the vector is a typed array or a list of numbers. */
+export const vectorOptionsSchema = z.strictObject({
+  vector: z.union([
+    z.instanceof(Float32Array),
+    z.instanceof(Float64Array),
+    z.array(z.number().refine(Number.isFinite, "vector entries must be finite numbers")).min(1, "vector must not be empty"),
+  ]),
+  shape: shapeSchema.optional(),
+  dtype: coreDtypeSchema.optional(),
+  k: kSchema,
+  metric: metricSchema.default("cosine"),
+  filter: filterSchema.optional(),
+});
+export type VectorOptions = z.input<typeof vectorOptionsSchema>;
+
+// ---- HTTP bodies ----
+
+export const putBodySchema = putOptionsSchema.extend({
+  namespace: namespaceSchema,
+  key: keySchema,
+  data_b64: base64Schema,
+});
+
+/** Query string of the application/octet-stream form of put (values arrive as text). */
+export const putQuerySchema = z.strictObject({
+  namespace: namespaceSchema,
+  key: keySchema,
+  dtype: dtypeSchema.optional(),
+  shape: z
+    .string()
+    .regex(/^\d+(,\d+)*$/, "shape must be a comma list of integers")
+    .transform((s) => s.split(",").map(Number))
+    .pipe(shapeSchema)
+    .optional(),
+  tolerance: z.coerce.number().pipe(toleranceSchema).optional(),
+  max_rank: z.coerce.number().pipe(maxRankSchema).optional(),
+  if_version: z.coerce.number().pipe(ifVersionSchema).optional(),
+});
+
+export const coreBodySchema = z.strictObject({
+  shape: z.tuple([z.number().int().min(1), z.number().int().min(1), z.number().int().min(1)], "core shape must be [r_prev, n_k, r_next]"),
+  data_b64: base64Schema,
+  dtype: coreDtypeSchema.default("float32"),
+});
+export const coresListSchema = z.array(coreBodySchema).min(1, "cores must not be empty").max(64, "cores must have at most 64 entries");
+
+export const putCoresItemSchema = putCoresOptionsSchema.extend({ key: keySchema, cores: coresListSchema });
+export const putCoresBodySchema = putCoresItemSchema.extend({ namespace: namespaceSchema });
+export const putCoresBatchBodySchema = z.strictObject({
+  namespace: namespaceSchema,
+  items: z.array(z.unknown()).min(1, "items must not be empty").max(1000, "items must have at most 1000 entries"),
+});
+
+export const getQuerySchema = z.strictObject({ version: z.coerce.number().pipe(versionSchema).optional() });
+
+export const listQuerySchema = z.strictObject({
+  prefix: prefixSchema.optional(),
+  limit: z.coerce.number().pipe(z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000")).optional(),
+  offset: z.coerce.number().pipe(z.number().int("offset must be an integer").min(0, "offset must be at least 0")).optional(),
+});
+
+export const searchBodySchema = z.strictObject({
+  namespace: namespaceSchema,
+  filter: filterSchema.default({}),
+  prefix: prefixSchema.optional(),
+  limit: z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000").optional(),
+  offset: z.number().int("offset must be an integer").min(0, "offset must be at least 0").optional(),
+});
+
+export const serveBodySchema = serveOptionsSchema.extend({
+  namespace: namespaceSchema,
+  key: keySchema,
+  device: z.enum(["cpu", "gpu"]).default("cpu"),
+});
+
+export const similarityBodySchema = similarityOptionsSchema.extend({
+  namespace: namespaceSchema,
+  a: keySchema,
+  b: keySchema,
+});
+
+export const topkBodySchema = topkOptionsSchema.extend({ namespace: namespaceSchema });
+
+export const vectorBodySchema = z
+  .strictObject({
+    namespace: namespaceSchema,
+    vector_b64: base64Schema.optional(),
+    vector: z.array(z.number().refine(Number.isFinite, "vector entries must be finite numbers")).min(1, "vector must not be empty").optional(),
+    dtype: coreDtypeSchema.optional(),
+    shape: shapeSchema.optional(),
+    k: kSchema,
+    metric: metricSchema.default("cosine"),
+    filter: filterSchema.optional(),
+  })
+  .refine((b) => (b.vector_b64 === undefined) !== (b.vector === undefined), {
+    message: "exactly one of vector_b64 and vector is required",
+    path: ["vector"],
+  })
+  .refine((b) => b.vector_b64 === undefined || (b.dtype !== undefined && b.shape !== undefined), {
+    message: "vector_b64 needs dtype and shape",
+    path: ["vector_b64"],
+  });

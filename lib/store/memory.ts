@@ -1,0 +1,131 @@
+// In-memory implementation of the storage interface (for ":memory:" stores and tests):
+// same ordering and transaction semantics as LMDB, within one process.
+import type { RecordKey, StorageBackend, WriteTx } from "./backend.js";
+
+// Tuples become strings whose JS order is the element-wise order: strings joined by
+// NUL (below every key character), numbers as fixed-width decimals.
+function encodeKey(key: RecordKey): string {
+  return key.map((p) => (typeof p === "number" ? `\u0001${String(p).padStart(17, "0")}` : p)).join("\u0000");
+}
+
+function lowerBound(arr: string[], k: string): number {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (arr[mid]! < k) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+const DELETED = Symbol("deleted");
+
+export class MemoryBackend implements StorageBackend {
+  readonly name = "memory" as const;
+  #records = new Map<string, { key: RecordKey; value: unknown }>();
+  #sorted: string[] = [];
+  #payloads = new Map<string, Buffer>();
+  #queue: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  get(key: RecordKey): unknown {
+    const e = this.#records.get(encodeKey(key));
+    return e === undefined ? undefined : structuredClone(e.value);
+  }
+
+  *range(start: RecordKey, end: RecordKey): Iterable<{ key: RecordKey; value: unknown }> {
+    const s = encodeKey(start);
+    const e = encodeKey(end);
+    // snapshot the slice so that concurrent writes do not disturb the iteration
+    const keys = this.#sorted.slice(lowerBound(this.#sorted, s), lowerBound(this.#sorted, e));
+    for (const k of keys) {
+      const r = this.#records.get(k);
+      if (r) yield { key: r.key, value: structuredClone(r.value) };
+    }
+  }
+
+  getPayload(id: string): Buffer | undefined {
+    return this.#payloads.get(id);
+  }
+  hasPayload(id: string): boolean {
+    return this.#payloads.has(id);
+  }
+
+  transact<T>(fn: (tx: WriteTx) => T): Promise<T> {
+    if (this.#closed) return Promise.reject(new Error("The store is closed."));
+    const run = this.#queue.then(() => this.#run(fn));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  #run<T>(fn: (tx: WriteTx) => T): T {
+    // writes are staged and applied only when fn returns, so a throw keeps nothing
+    const recs = new Map<string, { key: RecordKey; value: unknown } | typeof DELETED>();
+    const pays = new Map<string, Buffer | typeof DELETED>();
+    const self = this;
+    const tx: WriteTx = {
+      get(key) {
+        const k = encodeKey(key);
+        const staged = recs.get(k);
+        if (staged === DELETED) return undefined;
+        if (staged) return structuredClone(staged.value);
+        return self.get(key);
+      },
+      *range(start, end) {
+        const s = encodeKey(start);
+        const e = encodeKey(end);
+        const keys = new Set(self.#sorted.slice(lowerBound(self.#sorted, s), lowerBound(self.#sorted, e)));
+        for (const k of recs.keys()) if (k >= s && k < e) keys.add(k);
+        for (const k of [...keys].sort()) {
+          const staged = recs.get(k);
+          if (staged === DELETED) continue;
+          const r = staged ?? self.#records.get(k);
+          if (r) yield { key: r.key, value: structuredClone(r.value) };
+        }
+      },
+      getPayload(id) {
+        const p = pays.get(id);
+        return p === DELETED ? undefined : (p ?? self.#payloads.get(id));
+      },
+      hasPayload(id) {
+        return tx.getPayload(id) !== undefined;
+      },
+      put(key, value) {
+        recs.set(encodeKey(key), { key: [...key], value: structuredClone(value) });
+      },
+      remove(key) {
+        recs.set(encodeKey(key), DELETED);
+      },
+      putPayload(id, bytes) {
+        pays.set(id, Buffer.from(bytes));
+      },
+      removePayload(id) {
+        pays.set(id, DELETED);
+      },
+      *payloadIds() {
+        const ids = new Set([...self.#payloads.keys(), ...pays.keys()]);
+        for (const id of ids) if (pays.get(id) !== DELETED) yield id;
+      },
+    };
+    const result = fn(tx);
+    for (const [k, v] of recs) {
+      if (v === DELETED) {
+        if (this.#records.delete(k)) this.#sorted.splice(lowerBound(this.#sorted, k), 1);
+      } else {
+        if (!this.#records.has(k)) this.#sorted.splice(lowerBound(this.#sorted, k), 0, k);
+        this.#records.set(k, v);
+      }
+    }
+    for (const [id, p] of pays) {
+      if (p === DELETED) this.#payloads.delete(id);
+      else this.#payloads.set(id, p);
+    }
+    return result;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#queue;
+  }
+}

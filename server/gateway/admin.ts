@@ -1,0 +1,183 @@
+// Admin endpoints (seed section 4, api.md section 7): tenants, keys, plans, usage, reload.
+// Service key only (Authorization: Bearer); a tenant key here is 401. Unknown tenant 404,
+// existing tenant 409 `conflict`, unknown plan 400. Keys are returned once and stored hashed.
+import express, { type Request, type Response, type Router } from "express";
+import { z } from "zod";
+import { ConflictError, NotFoundError, ValidationError } from "../../lib/errors.js";
+import { namespaceSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { checkServiceKey, generateApiKey, sha256Hex } from "./auth.js";
+import type { Clock } from "./clock.js";
+import { OPERATIONS, PERIOD_RE, periodOf, toCus, type UsageStore } from "./meter.js";
+import { effectiveRateLimit, planSchema, TIERS, type LimitsPolicy, type Plan } from "./plans.js";
+import type { TenantRecord, TenantRegistry } from "./tenants.js";
+
+export interface AdminDeps {
+  registry: TenantRegistry;
+  usage: UsageStore;
+  clock: Clock;
+  policy: LimitsPolicy;
+  serviceKey: string;
+}
+
+const rateLimitSchema = z.strictObject({
+  requests: z.number().int("rate_limit.requests must be an integer").min(1, "rate_limit.requests must be at least 1").max(1_000_000_000),
+  window_s: z.number().int("rate_limit.window_s must be an integer").min(1, "rate_limit.window_s must be at least 1").max(86_400 * 31),
+});
+const quotaSchema = z.number().min(0, "monthly_quota must be at least 0").max(1e12, "monthly_quota is too large").nullable();
+const enterpriseFields = { monthly_quota: quotaSchema.optional(), rate_limit: rateLimitSchema.optional() };
+
+const createSchema = z.strictObject({
+  tenant_id: tenantIdSchema,
+  plan: planSchema.default("starter"),
+  namespaces: z.array(namespaceSchema).min(1, "namespaces must not be empty").max(1000, "namespaces must have at most 1000 entries").default(["default"]),
+  email: z.email("email must be an e-mail address").max(320).optional(),
+  ...enterpriseFields,
+});
+const idSchema = z.strictObject({ tenant_id: tenantIdSchema });
+const addNamespaceSchema = z.strictObject({ tenant_id: tenantIdSchema, namespace: namespaceSchema });
+const updateTierSchema = z.strictObject({ tenant_id: tenantIdSchema, plan: planSchema, ...enterpriseFields });
+
+/** Plan terms for a tenant record (tier table, or enterprise overrides). */
+export function termsFor(plan: Plan, over: { monthly_quota?: number | null; rate_limit?: { requests: number; window_s: number } }) {
+  if (plan !== "enterprise" && (over.monthly_quota !== undefined || over.rate_limit !== undefined)) {
+    throw new ValidationError("monthly_quota and rate_limit may only be set for plan enterprise.", over.monthly_quota !== undefined ? "monthly_quota" : "rate_limit");
+  }
+  const tier = TIERS[plan];
+  return {
+    plan,
+    monthly_quota: over.monthly_quota !== undefined ? over.monthly_quota : tier.monthly_quota,
+    rate_limit: over.rate_limit ?? { ...tier.rate_limit },
+    custom_rate_limit: over.rate_limit !== undefined,
+  };
+}
+
+function requireActive(t: TenantRecord): void {
+  if (!t.active) throw new ConflictError(`Tenant ${t.tenant_id} is deactivated.`);
+}
+
+/** The usage record of one tenant for a period, with breakdown and overage. */
+export async function usageRecord(usage: UsageStore, t: TenantRecord, period: string) {
+  const u = await usage.get(t.tenant_id, period);
+  const breakdown: Record<string, number> = {};
+  for (const op of OPERATIONS) breakdown[op] = toCus(u.breakdown_milli[op] ?? 0);
+  const quotaMilli = t.monthly_quota === null ? null : Math.round(t.monthly_quota * 1000);
+  const overMilli = quotaMilli === null ? 0 : Math.max(0, u.total_milli - quotaMilli);
+  // Rate per CU in millionths, so the amount is an exact integer count of millionths.
+  const rateMicro = Math.round(TIERS[t.plan].overage_per_cu * 1e6);
+  return {
+    tenant_id: t.tenant_id,
+    period,
+    cus_used: toCus(u.total_milli),
+    monthly_quota: t.monthly_quota,
+    utilization: quotaMilli ? u.total_milli / quotaMilli : 0,
+    breakdown,
+    overage_cus: toCus(overMilli),
+    overage_amount: (overMilli * rateMicro) / 1000 / 1e6,
+  };
+}
+
+export function adminRouter(d: AdminDeps): Router {
+  const r = express.Router();
+  r.use((req, _res, next) => {
+    checkServiceKey(req, d.serviceKey);
+    next();
+  });
+  r.use(express.json({ limit: "64kb", strict: true }));
+  const body = (req: Request): unknown => (req.body === undefined ? {} : req.body);
+  const period = (req: Request): string => {
+    const p = req.query.period;
+    if (p === undefined) return periodOf(d.clock.now());
+    if (typeof p !== "string" || !PERIOD_RE.test(p)) throw new ValidationError("period must be a month in the form YYYY-MM.", "period");
+    return p;
+  };
+  const now = () => new Date(d.clock.now()).toISOString();
+  const limitsView = (t: TenantRecord) => ({ monthly_quota: t.monthly_quota, rate_limit: effectiveRateLimit(t, d.policy) });
+
+  r.post("/gate/onboard/create", async (req: Request, res: Response) => {
+    const b = parseOrThrow(createSchema, body(req));
+    const apiKey = generateApiKey();
+    const ts = now();
+    const rec: TenantRecord = {
+      tenant_id: b.tenant_id,
+      namespaces: [...new Set(b.namespaces)],
+      email: b.email ?? null,
+      key_hash: sha256Hex(apiKey),
+      active: true,
+      status: "active",
+      ...termsFor(b.plan, b),
+      created_at: ts,
+      updated_at: ts,
+    };
+    await d.registry.create(rec);
+    res.status(201).json({ tenant_id: rec.tenant_id, api_key: apiKey, plan: rec.plan, namespaces: rec.namespaces, ...limitsView(rec) });
+  });
+
+  r.post("/gate/onboard/rotate-key", async (req, res) => {
+    const b = parseOrThrow(idSchema, body(req));
+    const apiKey = generateApiKey();
+    await d.registry.update(b.tenant_id, (t) => {
+      requireActive(t);
+      return { ...t, key_hash: sha256Hex(apiKey), updated_at: now() };
+    });
+    res.status(200).json({ tenant_id: b.tenant_id, api_key: apiKey });
+  });
+
+  r.post("/gate/onboard/add-namespace", async (req, res) => {
+    const b = parseOrThrow(addNamespaceSchema, body(req));
+    const t = await d.registry.update(b.tenant_id, (t) => {
+      requireActive(t);
+      return t.namespaces.includes(b.namespace) ? t : { ...t, namespaces: [...t.namespaces, b.namespace], updated_at: now() };
+    });
+    res.status(200).json({ tenant_id: t.tenant_id, namespaces: t.namespaces });
+  });
+
+  r.post("/gate/onboard/update-tier", async (req, res) => {
+    const b = parseOrThrow(updateTierSchema, body(req));
+    const terms = termsFor(b.plan, b);
+    const t = await d.registry.update(b.tenant_id, (t) => {
+      requireActive(t);
+      return { ...t, ...terms, updated_at: now() };
+    });
+    res.status(200).json({ tenant_id: t.tenant_id, plan: t.plan, ...limitsView(t) });
+  });
+
+  r.post("/gate/onboard/deactivate", async (req, res) => {
+    const b = parseOrThrow(idSchema, body(req));
+    // Idempotent: deactivating twice answers the same.
+    const t = await d.registry.update(b.tenant_id, (t) => (t.active ? { ...t, active: false, status: "deactivated", key_hash: "", updated_at: now() } : t));
+    res.status(200).json({ tenant_id: t.tenant_id, status: t.status });
+  });
+
+  r.get("/gate/admin/tenants", async (_req, res) => {
+    const list = await d.registry.list();
+    res.status(200).json({ tenants: list.map((t) => ({ tenant_id: t.tenant_id, plan: t.plan, namespaces: t.namespaces, active: t.active })) });
+  });
+
+  r.get("/gate/admin/usage", async (req, res) => {
+    const p = period(req);
+    const list = await d.registry.list();
+    const tenants = await Promise.all(
+      list.map(async (t) => {
+        const u = await usageRecord(d.usage, t, p);
+        return { tenant_id: t.tenant_id, cus_used: u.cus_used, monthly_quota: u.monthly_quota, utilization: u.utilization };
+      }),
+    );
+    res.status(200).json({ period: p, tenants });
+  });
+
+  r.get("/gate/admin/usage/:tenant_id", async (req, res) => {
+    const id = parseOrThrow(tenantIdSchema, req.params.tenant_id, "tenant_id");
+    const p = period(req);
+    const t = await d.registry.get(id);
+    if (!t) throw new NotFoundError(`Tenant ${id} does not exist.`);
+    res.status(200).json(await usageRecord(d.usage, t, p));
+  });
+
+  r.post("/gate/admin/reload", async (_req, res) => {
+    const n = await d.registry.reload();
+    res.status(200).json({ status: "ok", tenants_loaded: n });
+  });
+
+  r.use((req, _res, next) => next(new NotFoundError(`No admin endpoint ${req.method} ${req.path}.`)));
+  return r;
+}

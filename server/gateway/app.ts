@@ -1,0 +1,268 @@
+// The gateway as an express app built from its dependencies; only server.ts listens.
+// The data plane runs the checks of api.md section 2 in order, written out once below.
+import express, { type Express, type NextFunction, type Request, type Response, type Router } from "express";
+import { performance } from "node:perf_hooks";
+import { Transform, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import {
+  NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
+  UnsupportedMediaTypeError, ValidationError,
+} from "../../lib/errors.js";
+import { errorMiddleware, sendError, toSvcError } from "../http/errors.js";
+import { requestId, requestIdOf } from "../http/request-id.js";
+import { checkAcl } from "./acl.js";
+import { adminRouter } from "./admin.js";
+import type { AuditSink } from "./audit.js";
+import { authenticateTenant } from "./auth.js";
+import type { Clock } from "./clock.js";
+import type { RateLimitSpec } from "./config.js";
+import { corsMiddleware } from "./cors.js";
+import { healthHandler } from "./health.js";
+import { milliCusOf, periodEndMs, periodOf, toCus, type UsageStore } from "./meter.js";
+import { effectiveRateLimit, enforcedQuota } from "./plans.js";
+import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
+import type { RateLimiter, RateLimitState, WindowSpec } from "./ratelimit.js";
+import { matchRoute, validateJsonBody, validatePutQuery, type RouteMatch } from "./routes.js";
+import type { TenantRecord, TenantRegistry } from "./tenants.js";
+
+export interface GatewayDeps {
+  registry: TenantRegistry;
+  limiter: RateLimiter;
+  usage: UsageStore;
+  audit: AuditSink;
+  engine: EngineClient;
+  clock: Clock;
+  serviceKey: string;
+  billingEnabled: boolean;
+  defaultRateLimit: RateLimitSpec;
+  maxUploadBytes: number;
+  corsOrigins?: readonly string[];
+  /**
+   * Billing seam (issue 4): a router with POST /gate/checkout and POST /webhooks/payment.
+   * It is mounted before the data plane and sees raw bodies (no JSON parser runs before it).
+   */
+  billing?: Router;
+}
+
+const isJson = (ct: string | undefined) => !!ct && /^application\/json\s*(;|$)/i.test(ct);
+const isOctet = (ct: string | undefined) => !!ct && /^application\/octet-stream\s*(;|$)/i.test(ct);
+
+/** Reads a request body into one Buffer, failing with 413 as soon as it passes `limit`. */
+function readBody(req: Request, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    let done = false;
+    const fail = (e: Error) => {
+      if (done) return;
+      done = true;
+      req.off("data", onData);
+      req.resume(); // discard the rest; the error answer closes the connection
+      reject(e);
+    };
+    const onData = (c: Buffer) => {
+      n += c.length;
+      if (n > limit) return fail(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
+      chunks.push(c);
+    };
+    req.on("data", onData);
+    req.once("end", () => {
+      if (done) return;
+      done = true;
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n));
+    });
+    req.once("error", () => fail(new ValidationError("The request was aborted by the client.")));
+  });
+}
+
+/** Passes a streamed body through, erroring once more than `limit` bytes went by. */
+function limitStream(limit: number): Transform {
+  let n = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      n += chunk.length;
+      if (n > limit) cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
+      else cb(null, chunk);
+    },
+  });
+}
+
+function setRateHeaders(res: Response, s: RateLimitState): void {
+  res.setHeader("X-RateLimit-Limit", String(s.limit));
+  res.setHeader("X-RateLimit-Remaining", String(s.remaining));
+  res.setHeader("X-RateLimit-Reset", String(s.resetS));
+}
+
+export function createApp(deps: GatewayDeps): Express {
+  const { registry, limiter, usage, audit, engine, clock } = deps;
+  const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
+  const startedAt = clock.now();
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  app.set("query parser", "simple");
+
+  // Step 1 (every route): request id, taken from X-Request-Id when it is a UUID, echoed.
+  app.use(requestId);
+  app.use(corsMiddleware(deps.corsOrigins ?? []));
+
+  app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
+
+  const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey });
+  app.use((req, res, next) => {
+    if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) {
+      res.setHeader("X-SVC-CUs", "0");
+      return admin(req, res, next);
+    }
+    next();
+  });
+
+  // Billing (issue 4) plugs in here: checkout (tenant key) and the payment webhook (raw body).
+  if (deps.billing) app.use(deps.billing);
+
+  app.use("/v1", (req, res) => void dataPlane(req, res));
+
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    res.setHeader("X-SVC-CUs", "0");
+    next(new NotFoundError(`No endpoint ${req.method} ${req.path}.`));
+  });
+  app.use(errorMiddleware(requestIdOf));
+
+  const windowOf = (t: TenantRecord): WindowSpec => {
+    const rl = effectiveRateLimit(t, policy);
+    return { requests: rl.requests, windowMs: rl.window_s * 1000 };
+  };
+
+  async function dataPlane(req: Request, res: Response): Promise<void> {
+    const t0 = performance.now();
+    const rid = requestIdOf(res);
+    const path = req.originalUrl.split("?")[0]!;
+    let tenant: TenantRecord | null = null;
+    let namespace = "";
+    let rateHeadersSet = false;
+    res.setHeader("X-SVC-CUs", "0");
+
+    const record = (status: number, milli: number) =>
+      audit.write({
+        ts: new Date(clock.now()).toISOString(),
+        tenant_id: tenant?.tenant_id ?? "",
+        method: req.method,
+        path,
+        namespace,
+        status,
+        cus: toCus(milli),
+        latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
+        request_id: rid,
+      });
+
+    try {
+      // Step 2: authentication (X-Api-Key or Bearer); unknown, rotated or deactivated key: 401.
+      tenant = await authenticateTenant(registry, req);
+
+      // Step 3: validation. Route and path names, media type, Content-Length against the upload
+      // limit before reading, then the JSON body (read once; its bytes are what we forward).
+      const route: RouteMatch | null = matchRoute(req.method, path);
+      if (!route) throw new NotFoundError(`No endpoint ${req.method} ${path}.`);
+      let namespaces = route.pathNamespaces;
+      let device: string | undefined;
+      let body: Buffer | Readable | null = null;
+      const ct = req.get("content-type");
+      if (route.body !== "none") {
+        const len = req.get("content-length");
+        if (len !== undefined && Number(len) > deps.maxUploadBytes) {
+          throw new PayloadTooLargeError(`The request body is larger than the upload limit of ${deps.maxUploadBytes} bytes.`);
+        }
+        if (route.body === "json-or-octet" && isOctet(ct)) {
+          namespaces = [validatePutQuery(new URL(req.originalUrl, "http://x").searchParams)];
+          body = len !== undefined ? req : req.pipe(limitStream(deps.maxUploadBytes));
+        } else if (isJson(ct)) {
+          const raw = await readBody(req, deps.maxUploadBytes);
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(raw.toString("utf8"));
+          } catch {
+            throw new ValidationError("The request body is not valid JSON.");
+          }
+          ({ namespaces, device } = validateJsonBody(route.op, parsed));
+          body = raw;
+        } else {
+          throw new UnsupportedMediaTypeError(
+            route.body === "json" ? "The request body must be application/json." : "The request body must be application/json or application/octet-stream.",
+          );
+        }
+      }
+      namespace = namespaces[0] ?? "";
+
+      // Step 4: namespace isolation: every namespace named (path, body, namespace_b).
+      checkAcl(tenant, namespaces);
+
+      // Step 5: rate limit (sliding window per tenant); a refused request never reaches the engine.
+      const rate = await limiter.hit(tenant.tenant_id, windowOf(tenant));
+      setRateHeaders(res, rate);
+      rateHeadersSet = true;
+      if (!rate.allowed) {
+        throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
+      }
+
+      // Step 6: quota (billing enabled only): the month's CUs reached the plan's quota: 503.
+      const quota = enforcedQuota(tenant, policy);
+      if (quota !== null) {
+        const now = clock.now();
+        const used = await usage.total(tenant.tenant_id, periodOf(now));
+        if (used >= Math.round(quota * 1000)) {
+          const end = periodEndMs(now);
+          throw new QuotaExhaustedError(
+            `Monthly CU quota exhausted for tenant ${tenant.tenant_id}: ${toCus(used)} of ${quota} CUs used; it resets at ${new Date(end).toISOString()}.`,
+            Math.ceil((end - now) / 1000),
+          );
+        }
+      }
+
+      // Step 7: forward to the engine with the service key and X-SVC-Tenant; 502 when unreachable.
+      const headers: Record<string, string> = {};
+      for (const h of FORWARDED_REQUEST_HEADERS) {
+        const v = req.get(h);
+        if (v !== undefined) headers[h] = v;
+      }
+      const upstream = await engine.forward({ method: req.method, path: req.originalUrl, headers, body, tenantId: tenant.tenant_id, requestId: rid });
+
+      // Step 8: metering, only on engine 2xx, in milli-CUs.
+      let milli = 0;
+      if (upstream.status >= 200 && upstream.status < 300) {
+        milli = milliCusOf(route.op, device);
+        await usage.add(tenant.tenant_id, periodOf(clock.now()), route.op, milli);
+      }
+      res.setHeader("X-SVC-CUs", String(toCus(milli)));
+
+      // Step 9: audit, written before the response starts; then the engine's answer streams back.
+      await record(upstream.status, milli);
+      res.status(upstream.status);
+      for (const [k, v] of Object.entries(responseHeadersToCopy(upstream.headers))) res.setHeader(k, v);
+      try {
+        await pipeline(upstream.body, res);
+      } catch {
+        res.destroy();
+      }
+    } catch (err) {
+      const e = toSvcError(err);
+      if (tenant && !rateHeadersSet) {
+        // 400/403/404/413/415 happen before step 5: report the window without counting this request.
+        try {
+          setRateHeaders(res, await limiter.peek(tenant.tenant_id, windowOf(tenant)));
+        } catch {
+          /* the limiter's store is down; the error answer still goes out */
+        }
+      }
+      if (e.code === "payload_too_large" || e.message.startsWith("The request was aborted")) res.setHeader("Connection", "close");
+      try {
+        await record(STATUS_OF[e.code], 0);
+      } catch {
+        // An audit log that cannot be written must not leave the client hanging.
+      }
+      if (!res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed)) return void res.destroy();
+      sendError(res, e, rid);
+    }
+  }
+
+  return app;
+}

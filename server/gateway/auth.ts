@@ -1,0 +1,56 @@
+// Authentication (api.md step 2) and API keys. Keys are `svc_live_` + 43 base64url characters
+// (32 random bytes); only their SHA-256 is stored. Comparisons of secrets run in constant time
+// on equal-length digests.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Request } from "express";
+import { UnauthorizedError } from "../../lib/errors.js";
+import type { TenantRecord, TenantRegistry } from "./tenants.js";
+
+export const KEY_PREFIX = "svc_live_";
+
+/** A fresh tenant API key (52 characters). */
+export function generateApiKey(): string {
+  return KEY_PREFIX + randomBytes(32).toString("base64url");
+}
+
+export function sha256Hex(s: string): string {
+  return createHash("sha256").update(s, "utf8").digest("hex");
+}
+
+function sha256(s: string): Buffer {
+  return createHash("sha256").update(s, "utf8").digest();
+}
+
+/** Constant-time equality of two secrets (compares their SHA-256 digests, always 32 bytes). */
+export function secretsEqual(a: string, b: string): boolean {
+  return timingSafeEqual(sha256(a), sha256(b));
+}
+
+/** The credential a request carries: `X-Api-Key`, else `Authorization: Bearer <key>`. */
+export function credentialOf(req: Request): string | undefined {
+  const k = req.get("x-api-key");
+  if (k) return k.trim();
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(req.get("authorization") ?? "");
+  return m?.[1];
+}
+
+/** The active tenant the request's key belongs to; UnauthorizedError otherwise. */
+export async function authenticateTenant(registry: TenantRegistry, req: Request): Promise<TenantRecord> {
+  const key = credentialOf(req);
+  if (!key) throw new UnauthorizedError("Missing API key: send it in X-Api-Key or Authorization: Bearer.");
+  // Keys are looked up by their SHA-256, so nothing secret is compared byte by byte with
+  // early exit; the final check below is a constant-time confirmation of the match.
+  const h = sha256Hex(key);
+  const t = key.startsWith(KEY_PREFIX) ? await registry.findByKeyHash(h) : null;
+  if (!t || !t.active || !timingSafeEqual(Buffer.from(t.key_hash, "hex"), Buffer.from(h, "hex"))) {
+    throw new UnauthorizedError("Invalid API key.");
+  }
+  return t;
+}
+
+/** Admin authentication: `Authorization: Bearer <service key>`; anything else is 401. */
+export function checkServiceKey(req: Request, serviceKey: string): void {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(req.get("authorization") ?? "");
+  if (!m) throw new UnauthorizedError("Missing service key: send it in Authorization: Bearer.");
+  if (!secretsEqual(m[1]!, serviceKey)) throw new UnauthorizedError("Invalid service key.");
+}

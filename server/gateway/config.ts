@@ -1,0 +1,176 @@
+// Gateway configuration: every SVC_GATE_* variable (seed section 5, api.md section 1) plus
+// SVC_ENGINE_MAX_UPLOAD_BYTES, read once, validated with zod and frozen. A bad value throws
+// a ConfigError whose message is one sentence naming the variable.
+import { z } from "zod";
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+export interface RateLimitSpec {
+  readonly requests: number;
+  readonly window_s: number;
+}
+
+export interface GatewayConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly engineUrl: string;
+  readonly engineServiceKey: string;
+  /** How long the gateway waits for the engine's response headers before answering 502. */
+  readonly engineTimeoutMs: number;
+  readonly dataDir: string;
+  readonly redisUrl: string | undefined;
+  readonly redisPrefix: string;
+  readonly auditEnabled: boolean;
+  readonly auditLogPath: string;
+  /** Allowed CORS origins; empty means CORS is off. "*" allows any origin. */
+  readonly corsOrigins: readonly string[];
+  readonly billingEnabled: boolean;
+  readonly defaultRateLimit: RateLimitSpec;
+  readonly maxUploadBytes: number;
+  readonly payment: {
+    readonly secretKey: string | undefined;
+    readonly publishableKey: string | undefined;
+    readonly webhookSecret: string | undefined;
+    readonly priceBuilder: string | undefined;
+    readonly pricePro: string | undefined;
+    readonly apiBase: string | undefined;
+  };
+}
+
+const bool = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .refine((s) => ["true", "false", "1", "0", "yes", "no", "on", "off"].includes(s), "must be true or false")
+  .transform((s) => ["true", "1", "yes", "on"].includes(s));
+
+const intIn = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, `must be between ${min} and ${max}`);
+
+const httpUrl = z
+  .string()
+  .trim()
+  .refine((s) => {
+    try {
+      const u = new URL(s);
+      return (u.protocol === "http:" || u.protocol === "https:") && (u.pathname === "/" || u.pathname === "");
+    } catch {
+      return false;
+    }
+  }, "must be an http(s) URL without a path, such as http://127.0.0.1:8000");
+
+const redisUrl = z
+  .string()
+  .trim()
+  .refine((s) => {
+    try {
+      const u = new URL(s);
+      return u.protocol === "redis:" || u.protocol === "rediss:";
+    } catch {
+      return false;
+    }
+  }, "must be a redis:// or rediss:// URL");
+
+const nonEmpty = z.string().trim().min(1, "must not be empty");
+
+// One entry per variable: its schema and default (undefined = optional, no default).
+const VARS = {
+  SVC_GATE_HOST: [nonEmpty, "0.0.0.0"],
+  SVC_GATE_PORT: [intIn(0, 65535), "8080"],
+  SVC_GATE_ENGINE_URL: [httpUrl, "http://127.0.0.1:8000"],
+  SVC_GATE_ENGINE_SERVICE_KEY: [z.string().min(16, "must be at least 16 characters (32 or more random characters are recommended)"), undefined],
+  SVC_GATE_ENGINE_TIMEOUT_MS: [intIn(1, 3_600_000), "30000"],
+  SVC_GATE_DATA_DIR: [nonEmpty, "./svc-data/gate"],
+  SVC_GATE_REDIS_URL: [redisUrl, undefined],
+  SVC_GATE_REDIS_PREFIX: [z.string().regex(/^[A-Za-z0-9_:.-]{1,64}$/, "must be 1-64 characters of A-Z a-z 0-9 _ : . -"), "svc:"],
+  SVC_GATE_AUDIT_ENABLED: [bool, "true"],
+  SVC_GATE_AUDIT_LOG_PATH: [nonEmpty, "/var/log/svc-gate/audit.jsonl"],
+  SVC_GATE_CORS_ORIGINS: [z.string(), undefined],
+  SVC_GATE_BILLING_ENABLED: [bool, "false"],
+  SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: [intIn(1, 1_000_000_000), "100"],
+  SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: [intIn(1, 86_400 * 31), "60"],
+  SVC_ENGINE_MAX_UPLOAD_BYTES: [intIn(1, Number.MAX_SAFE_INTEGER), String(100 * 1024 * 1024)],
+  SVC_GATE_PAYMENT_SECRET_KEY: [z.string(), undefined],
+  SVC_GATE_PAYMENT_PUBLISHABLE_KEY: [z.string(), undefined],
+  SVC_GATE_PAYMENT_WEBHOOK_SECRET: [z.string(), undefined],
+  SVC_GATE_PAYMENT_PRICE_BUILDER: [z.string(), undefined],
+  SVC_GATE_PAYMENT_PRICE_PRO: [z.string(), undefined],
+  SVC_GATE_PAYMENT_API_BASE: [z.string(), undefined],
+} as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
+
+type VarName = keyof typeof VARS;
+
+function read<N extends VarName>(env: NodeJS.ProcessEnv, name: N): z.output<(typeof VARS)[N][0]> | undefined {
+  const [schema, dflt] = VARS[name];
+  const raw = env[name] === undefined || env[name] === "" ? dflt : env[name];
+  if (raw === undefined) return undefined;
+  const r = (schema as z.ZodType).safeParse(raw);
+  if (!r.success) {
+    const msg = r.error.issues[0]?.message ?? "is invalid";
+    throw new ConfigError(name, `${name} ${msg.replace(/\.$/, "")}.`);
+  }
+  return r.data as z.output<(typeof VARS)[N][0]>;
+}
+
+function parseOrigins(raw: string | undefined): string[] {
+  if (raw === undefined) return [];
+  const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  for (const o of list) {
+    if (o === "*") continue;
+    let ok = false;
+    try {
+      const u = new URL(o);
+      ok = (u.protocol === "http:" || u.protocol === "https:") && u.origin === o.replace(/\/$/, "");
+    } catch {
+      ok = false;
+    }
+    if (!ok) throw new ConfigError("SVC_GATE_CORS_ORIGINS", `SVC_GATE_CORS_ORIGINS entry '${o}' is not an origin such as https://app.example.com or *.`);
+  }
+  return list.map((o) => o.replace(/\/$/, ""));
+}
+
+/** Reads and validates the gateway's environment once; the result is deeply frozen. */
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const serviceKey = read(env, "SVC_GATE_ENGINE_SERVICE_KEY");
+  if (serviceKey === undefined) {
+    throw new ConfigError("SVC_GATE_ENGINE_SERVICE_KEY", "SVC_GATE_ENGINE_SERVICE_KEY must be set (the service key for admin calls and for the engine).");
+  }
+  const cfg: GatewayConfig = {
+    host: read(env, "SVC_GATE_HOST")!,
+    port: read(env, "SVC_GATE_PORT")!,
+    engineUrl: read(env, "SVC_GATE_ENGINE_URL")!.replace(/\/$/, ""),
+    engineServiceKey: serviceKey,
+    engineTimeoutMs: read(env, "SVC_GATE_ENGINE_TIMEOUT_MS")!,
+    dataDir: read(env, "SVC_GATE_DATA_DIR")!,
+    redisUrl: read(env, "SVC_GATE_REDIS_URL"),
+    redisPrefix: read(env, "SVC_GATE_REDIS_PREFIX")!,
+    auditEnabled: read(env, "SVC_GATE_AUDIT_ENABLED")!,
+    auditLogPath: read(env, "SVC_GATE_AUDIT_LOG_PATH")!,
+    corsOrigins: Object.freeze(parseOrigins(read(env, "SVC_GATE_CORS_ORIGINS"))),
+    billingEnabled: read(env, "SVC_GATE_BILLING_ENABLED")!,
+    defaultRateLimit: Object.freeze({
+      requests: read(env, "SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS")!,
+      window_s: read(env, "SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S")!,
+    }),
+    maxUploadBytes: read(env, "SVC_ENGINE_MAX_UPLOAD_BYTES")!,
+    payment: Object.freeze({
+      secretKey: read(env, "SVC_GATE_PAYMENT_SECRET_KEY"),
+      publishableKey: read(env, "SVC_GATE_PAYMENT_PUBLISHABLE_KEY"),
+      webhookSecret: read(env, "SVC_GATE_PAYMENT_WEBHOOK_SECRET"),
+      priceBuilder: read(env, "SVC_GATE_PAYMENT_PRICE_BUILDER"),
+      pricePro: read(env, "SVC_GATE_PAYMENT_PRICE_PRO"),
+      apiBase: read(env, "SVC_GATE_PAYMENT_API_BASE"),
+    }),
+  };
+  return Object.freeze(cfg);
+}

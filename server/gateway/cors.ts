@@ -1,0 +1,35 @@
+// CORS from SVC_GATE_CORS_ORIGINS (off when unset). Browsers may read the X-SVC-*,
+// X-RateLimit-* and X-Request-Id headers; preflights are answered before authentication.
+import type { RequestHandler } from "express";
+
+export const EXPOSED_HEADERS = [
+  "X-Request-Id", "X-SVC-CUs", "X-SVC-Dtype", "X-SVC-Shape", "X-SVC-Version",
+  "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After",
+].join(", ");
+const ALLOWED_HEADERS = "X-Api-Key, Authorization, Content-Type, Accept, X-Request-Id, X-SVC-Metadata";
+const ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS";
+
+export function corsMiddleware(origins: readonly string[]): RequestHandler {
+  const any = origins.includes("*");
+  const set = new Set(origins);
+  return (req, res, next) => {
+    if (origins.length === 0) return next();
+    const origin = req.get("origin");
+    res.vary("Origin");
+    const allowed = origin !== undefined && (any || set.has(origin));
+    if (allowed) {
+      res.setHeader("Access-Control-Allow-Origin", any ? "*" : origin);
+      res.setHeader("Access-Control-Expose-Headers", EXPOSED_HEADERS);
+    }
+    if (req.method === "OPTIONS" && req.get("access-control-request-method")) {
+      if (allowed) {
+        res.setHeader("Access-Control-Allow-Methods", ALLOWED_METHODS);
+        res.setHeader("Access-Control-Allow-Headers", ALLOWED_HEADERS);
+        res.setHeader("Access-Control-Max-Age", "600");
+      }
+      res.status(204).end();
+      return;
+    }
+    next();
+  };
+}

@@ -1,0 +1,19 @@
+// GET /health and /gate/health (api.md section 9): no authentication; the two booleans are
+// measured on each call (engine: GET /health within 1 s; store: PING or a writable data dir).
+import type { RequestHandler } from "express";
+import type { EngineClient } from "./proxy.js";
+import type { TenantRegistry } from "./tenants.js";
+
+const within = <T>(p: Promise<T>, ms: number, fallback: T): Promise<T> =>
+  new Promise((resolve) => {
+    const t = setTimeout(() => resolve(fallback), ms);
+    p.then((v) => { clearTimeout(t); resolve(v); }, () => { clearTimeout(t); resolve(fallback); });
+  });
+
+export function healthHandler(engine: EngineClient, registry: TenantRegistry, startedAtMs: number, now: () => number): RequestHandler {
+  return async (_req, res) => {
+    const [engine_reachable, store_connected] = await Promise.all([within(engine.ping(), 1500, false), within(registry.ping(), 1000, false)]);
+    res.setHeader("X-SVC-CUs", "0");
+    res.status(200).json({ status: "ok", engine_reachable, store_connected, uptime_s: Math.max(0, Math.floor((now() - startedAtMs) / 1000)) });
+  };
+}

@@ -1,0 +1,144 @@
+// Per-tenant sliding-window rate limiting (api.md step 5). A true sliding log: the limiter
+// remembers the instant of every admitted request inside the window, so "at most N requests
+// in any window of W seconds" holds exactly, with no two-bucket approximation error. Memory
+// cost is O(N) per tenant, which is bounded by the plan's limit (at most a few thousand).
+// Rejected requests are not recorded, so a client that keeps retrying is not locked out
+// beyond the moment its oldest admitted request leaves the window.
+import { randomUUID } from "node:crypto";
+import type { Clock } from "./clock.js";
+import { LuaScript, type Redis } from "./redis.js";
+
+export interface WindowSpec {
+  readonly requests: number;
+  /** Window length in milliseconds (the tenant's window_s × 1000). */
+  readonly windowMs: number;
+}
+
+export interface RateLimitState {
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  /** Unix seconds (rounded up) at which the oldest request in the window leaves it. */
+  readonly resetS: number;
+  /** Whole seconds until a request would be admitted (0 when allowed). */
+  readonly retryAfterS: number;
+}
+
+export interface RateLimiter {
+  readonly kind: "memory" | "redis";
+  /** Admits and records one request for `tenant`, or refuses it without recording it. */
+  hit(tenant: string, spec: WindowSpec): Promise<RateLimitState>;
+  /** The current state without recording anything (for the headers of 400/403 answers). */
+  peek(tenant: string, spec: WindowSpec): Promise<RateLimitState>;
+  close(): Promise<void>;
+}
+
+function stateOf(allowed: boolean, spec: WindowSpec, count: number, oldestMs: number | null, nowMs: number): RateLimitState {
+  const resetMs = (oldestMs ?? nowMs) + spec.windowMs;
+  return {
+    allowed,
+    limit: spec.requests,
+    remaining: Math.max(0, spec.requests - count),
+    resetS: Math.ceil(resetMs / 1000),
+    retryAfterS: allowed ? 0 : Math.max(1, Math.ceil((resetMs - nowMs) / 1000)),
+  };
+}
+
+/** One instance: a ring of admission instants per tenant. */
+export class MemoryRateLimiter implements RateLimiter {
+  readonly kind = "memory" as const;
+  private logs = new Map<string, number[]>();
+  private sweepAt = 0;
+  constructor(private readonly clock: Clock) {}
+
+  private prune(tenant: string, now: number, windowMs: number): number[] {
+    let log = this.logs.get(tenant);
+    if (!log) {
+      log = [];
+      this.logs.set(tenant, log);
+    }
+    // Entries are in time order; drop those at or before now - window.
+    let i = 0;
+    while (i < log.length && log[i]! <= now - windowMs) i++;
+    if (i > 0) log.splice(0, i);
+    return log;
+  }
+
+  private sweep(now: number): void {
+    // Tenants idle for a long time would otherwise keep their (empty) arrays forever.
+    if (now < this.sweepAt) return;
+    this.sweepAt = now + 60_000;
+    for (const [t, log] of this.logs) if (log.length === 0) this.logs.delete(t);
+  }
+
+  async hit(tenant: string, spec: WindowSpec): Promise<RateLimitState> {
+    const now = this.clock.now();
+    this.sweep(now);
+    const log = this.prune(tenant, now, spec.windowMs);
+    if (log.length >= spec.requests) {
+      return stateOf(false, spec, log.length, log[log.length - spec.requests] ?? log[0]!, now);
+    }
+    log.push(now);
+    return stateOf(true, spec, log.length, log[0]!, now);
+  }
+
+  async peek(tenant: string, spec: WindowSpec): Promise<RateLimitState> {
+    const now = this.clock.now();
+    const log = this.prune(tenant, now, spec.windowMs);
+    return stateOf(log.length < spec.requests, spec, log.length, log[0] ?? null, now);
+  }
+
+  async close(): Promise<void> {
+    this.logs.clear();
+  }
+}
+
+// Sorted set of admission instants (microseconds, from the Redis server's own clock so that
+// gateways with skewed clocks agree). Prune, count, admit and expire in one atomic step.
+// Returns {allowed, count, oldest_us (of the entry that must leave before the next admission), now_us}.
+const HIT = new LuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local limit = tonumber(ARGV[1])
+local win = tonumber(ARGV[2]) * 1000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
+local count = redis.call('ZCARD', KEYS[1])
+if ARGV[4] == '1' then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {count < limit and 1 or 0, count, first[2] or '', tostring(now)}
+end
+if count >= limit then
+  local e = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+  return {0, count, e[2], tostring(now)}
+end
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000)
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {1, count + 1, first[2], tostring(now)}`);
+
+/** Several instances: one sorted set per tenant under `<prefix>rl:<tenant>`. */
+export class RedisRateLimiter implements RateLimiter {
+  readonly kind = "redis" as const;
+  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+
+  private async run(tenant: string, spec: WindowSpec, peek: boolean): Promise<RateLimitState> {
+    const r = (await HIT.run(this.redis, [`${this.prefix}rl:${tenant}`], [
+      String(spec.requests), String(spec.windowMs), peek ? "" : randomUUID(), peek ? "1" : "0",
+    ])) as [number, number, string, string];
+    const allowed = Number(r[0]) === 1;
+    const count = Number(r[1]);
+    const nowMs = Number(r[3]) / 1000;
+    const oldestMs = r[2] === "" || r[2] === undefined ? null : Number(r[2]) / 1000;
+    return stateOf(allowed, spec, count, oldestMs, nowMs);
+  }
+
+  hit(tenant: string, spec: WindowSpec): Promise<RateLimitState> {
+    return this.run(tenant, spec, false);
+  }
+
+  peek(tenant: string, spec: WindowSpec): Promise<RateLimitState> {
+    return this.run(tenant, spec, true);
+  }
+
+  async close(): Promise<void> {}
+}

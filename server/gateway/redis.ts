@@ -1,0 +1,48 @@
+// The one Redis connection factory of the gateway, plus Lua scripts run by SHA with a
+// fallback to EVAL when the server's script cache is empty (after a restart or SCRIPT FLUSH).
+import { createHash } from "node:crypto";
+import { createClient } from "redis";
+
+const makeClient = (url: string) =>
+  createClient({ url, socket: { connectTimeout: 5000, reconnectStrategy: (n: number) => Math.min(50 * 2 ** n, 2000) } });
+export type Redis = ReturnType<typeof makeClient>;
+
+/** Connects to `url`; rejects with a sentence (not the URL, which may carry a password). */
+export async function connectRedis(url: string): Promise<Redis> {
+  const client = makeClient(url);
+  // Errors surface on the commands that fail; the event only needs a listener so that a
+  // dropped connection does not crash the process.
+  client.on("error", () => {});
+  try {
+    await client.connect();
+  } catch {
+    client.destroy();
+    throw new Error("Could not connect to the Redis server named by SVC_GATE_REDIS_URL.");
+  }
+  return client;
+}
+
+export class LuaScript {
+  readonly sha: string;
+  constructor(readonly source: string) {
+    this.sha = createHash("sha1").update(source).digest("hex");
+  }
+  async run(client: Redis, keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await client.evalSha(this.sha, { keys, arguments: args });
+    } catch (e) {
+      if (!String((e as Error)?.message).startsWith("NOSCRIPT")) throw e;
+      return await client.eval(this.source, { keys, arguments: args });
+    }
+  }
+}
+
+/** Deletes every key under `prefix` with SCAN + DEL (never FLUSHDB); returns how many. */
+export async function deletePrefix(client: Redis, prefix: string): Promise<number> {
+  let n = 0;
+  for await (const batch of client.scanIterator({ MATCH: `${prefix.replace(/[*?[\]\\]/g, "\\$&")}*`, COUNT: 500 })) {
+    const keys = batch as unknown as string[];
+    if (keys.length) n += await client.del(keys);
+  }
+  return n;
+}

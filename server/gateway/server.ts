@@ -1,0 +1,90 @@
+// Builds the real dependencies from the configuration and listens. With SVC_GATE_REDIS_URL
+// the registry, usage and rate-limit counters live in Redis (several gateways act as one);
+// without it, a local registry and usage file under SVC_GATE_DATA_DIR and an in-memory limiter.
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Router } from "express";
+import { createApp } from "./app.js";
+import { DisabledAuditSink, FileAuditSink, type AuditSink } from "./audit.js";
+import { systemClock, type Clock } from "./clock.js";
+import type { GatewayConfig } from "./config.js";
+import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
+import { UndiciEngineClient } from "./proxy.js";
+import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
+import { connectRedis, type Redis } from "./redis.js";
+import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "./tenants.js";
+
+export interface RunningGateway {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  clock?: Clock;
+  billing?: Router;
+}
+
+export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
+  const clock = opts.clock ?? systemClock;
+  let redis: Redis | null = null;
+  let registry: TenantRegistry;
+  let usage: UsageStore;
+  let limiter: RateLimiter;
+  if (config.redisUrl) {
+    redis = await connectRedis(config.redisUrl);
+    registry = new RedisTenantRegistry(redis, config.redisPrefix);
+    usage = new RedisUsageStore(redis, config.redisPrefix);
+    limiter = new RedisRateLimiter(redis, config.redisPrefix);
+  } else {
+    registry = await LocalFileTenantRegistry.open(config.dataDir);
+    usage = await LocalFileUsageStore.open(config.dataDir);
+    limiter = new MemoryRateLimiter(clock);
+  }
+  let audit: AuditSink;
+  try {
+    audit = config.auditEnabled ? await FileAuditSink.open(config.auditLogPath) : new DisabledAuditSink();
+  } catch {
+    await redis?.quit().catch(() => {});
+    throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
+  }
+  const engine = new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs);
+  const app = createApp({
+    registry, limiter, usage, audit, engine, clock,
+    serviceKey: config.engineServiceKey,
+    billingEnabled: config.billingEnabled,
+    defaultRateLimit: config.defaultRateLimit,
+    maxUploadBytes: config.maxUploadBytes,
+    corsOrigins: config.corsOrigins,
+    billing: opts.billing,
+  });
+
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(config.port, config.host);
+    s.once("listening", () => resolve(s));
+    s.once("error", reject);
+  });
+  server.keepAliveTimeout = 65_000;
+  const { port } = server.address() as AddressInfo;
+  const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    port,
+    close() {
+      closing ??= (async () => {
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        });
+        await engine.close();
+        await limiter.close();
+        await usage.close();
+        await registry.close();
+        await audit.close();
+        if (redis) await redis.quit().catch(() => {});
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,303 @@
+// Tenant registry: the records behind the admin endpoints and authentication. One interface,
+// three implementations: Redis (shared by several gateways), a local JSON file under the data
+// directory (written atomically: temp file, fsync, rename) and plain memory for tests.
+import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import { ConflictError, NotFoundError } from "../../lib/errors.js";
+import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
+import { planSchema, type Plan } from "./plans.js";
+import type { RateLimitSpec } from "./config.js";
+import { LuaScript, type Redis } from "./redis.js";
+
+export interface TenantRecord {
+  tenant_id: string;
+  plan: Plan;
+  namespaces: string[];
+  email: string | null;
+  /** SHA-256 (hex) of the current API key; "" once deactivated. The key itself is never stored. */
+  key_hash: string;
+  active: boolean;
+  status: "active" | "deactivated";
+  /** CUs per UTC month from the plan (or an enterprise override); null = no limit. */
+  monthly_quota: number | null;
+  rate_limit: RateLimitSpec;
+  /** True when an enterprise tenant was given its own rate limit (it then applies even with billing off). */
+  custom_rate_limit: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export const tenantRecordSchema = z.object({
+  tenant_id: tenantIdSchema,
+  plan: planSchema,
+  namespaces: z.array(namespaceSchema),
+  email: z.string().nullable(),
+  key_hash: z.string().regex(/^([0-9a-f]{64})?$/),
+  active: z.boolean(),
+  status: z.enum(["active", "deactivated"]),
+  monthly_quota: z.number().nonnegative().nullable(),
+  rate_limit: z.object({ requests: z.number().int().positive(), window_s: z.number().int().positive() }),
+  custom_rate_limit: z.boolean(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+export interface TenantRegistry {
+  readonly kind: "redis" | "local" | "memory";
+  /** Adds a tenant; ConflictError when the id exists (deactivated ones included). */
+  create(rec: TenantRecord): Promise<void>;
+  get(tenantId: string): Promise<TenantRecord | null>;
+  /** The active tenant whose current key hashes to `keyHash`, or null. */
+  findByKeyHash(keyHash: string): Promise<TenantRecord | null>;
+  /** Replaces a record with `change(current)` atomically; NotFoundError when absent. */
+  update(tenantId: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord>;
+  list(): Promise<TenantRecord[]>;
+  /** Re-reads the registry from its storage; returns how many tenants it holds. */
+  reload(): Promise<number>;
+  /** Whether the backing store answers right now. */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+const notFound = (id: string) => new NotFoundError(`Tenant ${id} does not exist.`);
+const clone = (r: TenantRecord): TenantRecord => structuredClone(r);
+
+/** Registry in process memory only (tests, and the base of the local-file registry). */
+export class MemoryTenantRegistry implements TenantRegistry {
+  readonly kind: "memory" | "local" = "memory";
+  protected tenants = new Map<string, TenantRecord>();
+  protected byHash = new Map<string, string>();
+  // Mutations run one after another so a persisted snapshot never interleaves two changes.
+  private chain: Promise<unknown> = Promise.resolve();
+
+  protected index(): void {
+    this.byHash = new Map();
+    for (const t of this.tenants.values()) if (t.active && t.key_hash) this.byHash.set(t.key_hash, t.tenant_id);
+  }
+
+  /** Hook for persistence: called with the next state before it becomes current. */
+  protected async persist(_next: Map<string, TenantRecord>): Promise<void> {}
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.chain.then(fn, fn);
+    this.chain = p.catch(() => {});
+    return p;
+  }
+
+  create(rec: TenantRecord): Promise<void> {
+    return this.serial(async () => {
+      if (this.tenants.has(rec.tenant_id)) throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
+      const next = new Map(this.tenants).set(rec.tenant_id, clone(rec));
+      await this.persist(next);
+      this.tenants = next;
+      this.index();
+    });
+  }
+
+  async get(id: string): Promise<TenantRecord | null> {
+    const t = this.tenants.get(id);
+    return t ? clone(t) : null;
+  }
+
+  async findByKeyHash(h: string): Promise<TenantRecord | null> {
+    const id = this.byHash.get(h);
+    const t = id === undefined ? undefined : this.tenants.get(id);
+    return t && t.active && t.key_hash === h ? clone(t) : null;
+  }
+
+  update(id: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord> {
+    return this.serial(async () => {
+      const cur = this.tenants.get(id);
+      if (!cur) throw notFound(id);
+      const upd = clone(change(clone(cur)));
+      const next = new Map(this.tenants).set(id, upd);
+      await this.persist(next);
+      this.tenants = next;
+      this.index();
+      return clone(upd);
+    });
+  }
+
+  async list(): Promise<TenantRecord[]> {
+    return [...this.tenants.values()].sort((a, b) => (a.tenant_id < b.tenant_id ? -1 : 1)).map(clone);
+  }
+
+  async reload(): Promise<number> {
+    return this.tenants.size;
+  }
+
+  async ping(): Promise<boolean> {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    await this.chain;
+  }
+}
+
+const fileSchema = z.object({ version: z.literal(1), tenants: z.array(tenantRecordSchema) });
+
+/** Writes `data` to `path` atomically: a temp file in the same directory, fsync, rename. */
+export async function writeFileAtomic(path: string, data: string): Promise<void> {
+  const tmp = `${path}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
+  const fh = await open(tmp, "w", 0o600);
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  try {
+    await rename(tmp, path);
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
+  }
+}
+
+/** Registry persisted as DATA_DIR/tenants.json; every change is on disk before it is visible. */
+export class LocalFileTenantRegistry extends MemoryTenantRegistry {
+  override readonly kind = "local" as const;
+  readonly path: string;
+  private constructor(readonly dir: string) {
+    super();
+    this.path = join(dir, "tenants.json");
+  }
+
+  static async open(dir: string): Promise<LocalFileTenantRegistry> {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const r = new LocalFileTenantRegistry(dir);
+    await r.reload();
+    return r;
+  }
+
+  protected override async persist(next: Map<string, TenantRecord>): Promise<void> {
+    await writeFileAtomic(this.path, JSON.stringify({ version: 1, tenants: [...next.values()] }) + "\n");
+  }
+
+  override async reload(): Promise<number> {
+    let text: string;
+    try {
+      text = await readFile(this.path, "utf8");
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") {
+        this.tenants = new Map();
+        this.index();
+        return 0;
+      }
+      throw e;
+    }
+    let parsed: z.infer<typeof fileSchema>;
+    try {
+      parsed = fileSchema.parse(JSON.parse(text));
+    } catch {
+      throw new Error(`The tenant registry file ${this.path} is not a valid registry; it was left as it is.`);
+    }
+    this.tenants = new Map(parsed.tenants.map((t) => [t.tenant_id, t as TenantRecord]));
+    this.index();
+    return this.tenants.size;
+  }
+
+  override async ping(): Promise<boolean> {
+    try {
+      const { access, constants } = await import("node:fs/promises");
+      await access(this.dir, constants.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+// Create only when absent: record, key index and the id set in one step.
+const CREATE = new LuaScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[3]) end
+redis.call('SADD', KEYS[3], ARGV[3])
+return 1`);
+
+// Compare-and-set of a record, moving the key index from the old hash to the new one, so a
+// rotated or deactivated key stops working for every gateway in the same step.
+const CAS = new LuaScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+if cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+if ARGV[3] ~= ARGV[4] then
+  if ARGV[3] ~= '' then redis.call('DEL', ARGV[6] .. ARGV[3]) end
+  if ARGV[4] ~= '' then redis.call('SET', ARGV[6] .. ARGV[4], ARGV[5]) end
+end
+return 1`);
+
+// Key hash -> record in one round trip.
+const BY_HASH = new LuaScript(`
+local id = redis.call('GET', KEYS[1])
+if not id then return false end
+return redis.call('GET', ARGV[1] .. id)`);
+
+/** Registry in Redis: `<prefix>tenant:<id>` (JSON), `<prefix>key:<sha256>` (id), `<prefix>tenants` (set). */
+export class RedisTenantRegistry implements TenantRegistry {
+  readonly kind = "redis" as const;
+  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+
+  private tKey = (id: string) => `${this.prefix}tenant:${id}`;
+  private get hashPrefix() { return `${this.prefix}key:`; }
+
+  async create(rec: TenantRecord): Promise<void> {
+    const ok = await CREATE.run(this.redis, [this.tKey(rec.tenant_id), this.hashPrefix + rec.key_hash, `${this.prefix}tenants`], [
+      JSON.stringify(rec), rec.key_hash, rec.tenant_id,
+    ]);
+    if (Number(ok) !== 1) throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
+  }
+
+  async get(id: string): Promise<TenantRecord | null> {
+    const s = await this.redis.get(this.tKey(id));
+    return s ? (JSON.parse(s) as TenantRecord) : null;
+  }
+
+  async findByKeyHash(h: string): Promise<TenantRecord | null> {
+    const s = (await BY_HASH.run(this.redis, [this.hashPrefix + h], [`${this.prefix}tenant:`])) as string | null;
+    if (!s) return null;
+    const t = JSON.parse(s) as TenantRecord;
+    return t.active && t.key_hash === h ? t : null;
+  }
+
+  async update(id: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord> {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const curText = await this.redis.get(this.tKey(id));
+      if (!curText) throw notFound(id);
+      const cur = JSON.parse(curText) as TenantRecord;
+      const next = change(structuredClone(cur));
+      const nextText = JSON.stringify(next);
+      const r = Number(await CAS.run(this.redis, [this.tKey(id)], [curText, nextText, cur.active ? cur.key_hash : "", next.active ? next.key_hash : "", id, this.hashPrefix]));
+      if (r === 1) return next;
+      if (r === -1) throw notFound(id);
+    }
+    throw new ConflictError(`Tenant ${id} is being changed concurrently; try again.`);
+  }
+
+  async list(): Promise<TenantRecord[]> {
+    const ids = (await this.redis.sMembers(`${this.prefix}tenants`)).sort();
+    if (ids.length === 0) return [];
+    const vals = await this.redis.mGet(ids.map(this.tKey));
+    return vals.filter((v): v is string => typeof v === "string").map((v) => JSON.parse(v) as TenantRecord);
+  }
+
+  async reload(): Promise<number> {
+    // Nothing is cached in the process: every request reads Redis. Reload reports the count.
+    return await this.redis.sCard(`${this.prefix}tenants`);
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      return (await this.redis.ping()) === "PONG";
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {}
+}

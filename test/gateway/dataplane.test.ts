@@ -1,0 +1,311 @@
+// The data plane over real HTTP: every status of the seed's error table, every header, the
+// order of checks of api.md section 2 (asserted on the engine side) and the audit records.
+import test from "tape";
+import { randomUUID } from "node:crypto";
+import { request as httpRequest } from "node:http";
+import { admin, call, createTenant, SERVICE_KEY, startFakeEngine, startTestGateway, type FakeEngine, type TestGateway } from "./helpers.js";
+
+const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id"];
+
+let engine: FakeEngine;
+let gw: TestGateway;
+let key: string;
+
+test("setup: fake engine, gateway, tenant acme with namespaces default and ns2", async (t) => {
+  engine = await startFakeEngine();
+  gw = await startTestGateway(engine.url, { defaultRateLimit: { requests: 1000, window_s: 60 }, maxUploadBytes: 4096 });
+  key = await createTenant(gw.url, { tenant_id: "acme", namespaces: ["default", "ns2"] });
+  await createTenant(gw.url, { tenant_id: "other", namespaces: ["secret"] });
+  t.match(key, /^svc_live_[A-Za-z0-9_-]{43}$/, "the key is svc_live_ + 43 random base64url characters");
+});
+
+test("health reports engine_reachable and store_connected truthfully, without authentication", async (t) => {
+  for (const p of ["/health", "/gate/health"]) {
+    const r = await call(gw.url, p);
+    t.equal(r.status, 200, `${p} is 200`);
+    t.deepEqual(Object.keys(r.json).sort(), ["engine_reachable", "status", "store_connected", "uptime_s"], `${p} has exactly the documented fields`);
+    t.equal(r.json.status, "ok");
+    t.equal(r.json.engine_reachable, true, "engine answers");
+    t.equal(r.json.store_connected, true, "memory registry is connected");
+    t.ok(Number.isInteger(r.json.uptime_s), "uptime_s is an integer");
+  }
+});
+
+test("a get is forwarded with the service key, the tenant and the request id; a client's X-SVC-Tenant is discarded", async (t) => {
+  engine.seen.length = 0;
+  const rid = randomUUID();
+  const r = await call(gw.url, "/v1/get/default/a/b.c", { key, headers: { "x-request-id": rid, "x-svc-tenant": "other", authorization: "Bearer nonsense" } });
+  t.equal(r.status, 200, "200 from the engine");
+  t.equal(engine.seen.length, 1, "the engine saw one request");
+  const s = engine.seen[0]!;
+  t.equal(s.url, "/v1/get/default/a/b.c", "same method and path");
+  t.equal(s.headers["x-svc-tenant"], "acme", "X-SVC-Tenant is the authenticated tenant, not the client's");
+  t.equal(s.headers["authorization"], `Bearer ${SERVICE_KEY}`, "the engine gets the service key");
+  t.equal(s.headers["x-request-id"], rid, "the request id travels to the engine");
+  t.equal(s.headers["x-api-key"], undefined, "the tenant key is not forwarded");
+  t.equal(r.headers.get("x-request-id"), rid, "the request id is echoed");
+  t.equal(r.headers.get("x-svc-cus"), "0.1", "a get costs 0.1 CU");
+  t.equal(r.headers.get("x-ratelimit-limit"), "1000", "X-RateLimit-Limit is the default limit (billing off)");
+  t.equal(r.headers.get("x-ratelimit-remaining"), "999", "one request used");
+  t.ok(Number(r.headers.get("x-ratelimit-reset")) >= Math.floor(gw.clock.now() / 1000) + 60, "X-RateLimit-Reset is a Unix time a window ahead");
+  const a = gw.audit.records.at(-1)!;
+  t.deepEqual(Object.keys(a), AUDIT_FIELDS, "the audit record has exactly the seed's fields");
+  t.deepEqual(
+    { ...a, latency_ms: 0 },
+    { ts: new Date(gw.clock.now()).toISOString(), tenant_id: "acme", method: "GET", path: "/v1/get/default/a/b.c", namespace: "default", status: 200, cus: 0.1, latency_ms: 0, request_id: rid },
+    "the audit record describes the request",
+  );
+  t.ok(typeof a.latency_ms === "number" && a.latency_ms >= 0, "latency_ms is a number");
+  t.notOk(JSON.stringify(gw.audit.records).includes(key), "the audit log never contains the key");
+});
+
+test("Authorization: Bearer works as well as X-Api-Key; a request without a UUID X-Request-Id gets one", async (t) => {
+  const r = await call(gw.url, "/v1/list/default", { headers: { authorization: `Bearer ${key}`, "x-request-id": "not-a-uuid" } });
+  t.equal(r.status, 200);
+  t.match(r.headers.get("x-request-id") ?? "", /^[0-9a-f-]{36}$/, "a generated UUID");
+  t.equal(r.headers.get("x-svc-cus"), "0.1", "list costs 0.1 CU");
+});
+
+test("401: missing, unknown and malformed keys never reach the engine and are audited", async (t) => {
+  engine.seen.length = 0;
+  const before = gw.audit.records.length;
+  const cases: Array<[string, Record<string, string>]> = [
+    ["no key", {}],
+    ["unknown key", { "x-api-key": "svc_live_" + "x".repeat(43) }],
+    ["not a svc key", { "x-api-key": "hello" }],
+    ["service key as tenant key", { authorization: `Bearer ${SERVICE_KEY}` }],
+  ];
+  for (const [what, headers] of cases) {
+    const r = await call(gw.url, "/v1/get/default/k", { headers });
+    t.equal(r.status, 401, `${what}: 401`);
+    t.equal(r.json.code, "unauthorized", `${what}: code unauthorized`);
+    t.deepEqual(Object.keys(r.json).sort(), ["code", "detail", "request_id"], `${what}: the error body`);
+    t.equal(r.json.request_id, r.headers.get("x-request-id"), `${what}: request_id matches the header`);
+    t.equal(r.headers.get("x-svc-cus"), "0", `${what}: X-SVC-CUs 0`);
+    t.equal(r.headers.get("x-ratelimit-limit"), null, `${what}: no rate-limit headers for an unauthenticated request`);
+  }
+  t.equal(engine.seen.length, 0, "the engine saw none of them");
+  const recs = gw.audit.records.slice(before);
+  t.equal(recs.length, cases.length, "one audit record each");
+  t.ok(recs.every((a) => a.status === 401 && a.tenant_id === "" && a.cus === 0), "audited as 401 without a tenant");
+});
+
+test("400: bad JSON, missing fields, invalid names; rate-limit headers present, engine not contacted", async (t) => {
+  engine.seen.length = 0;
+  const bad: Array<[string, Parameters<typeof call>[2], string]> = [
+    ["/v1/put", { key, raw: "{not json", headers: { "content-type": "application/json" } }, "bad JSON"],
+    ["/v1/put", { key, body: { namespace: "default", data_b64: "AA==" } }, "missing key"],
+    ["/v1/put", { key, body: { namespace: "bad ns!", key: "k", data_b64: "AA==" } }, "invalid namespace in the body"],
+    ["/v1/put", { key, body: [1, 2] }, "a body that is not an object"],
+    ["/v1/serve", { key, body: { namespace: "default", key: "k", device: "tpu" } }, "bad device"],
+    ["/v1/get/bad%20ns/k", { key }, "invalid namespace in the path"],
+    ["/v1/get/default/a//b", { key }, "empty key segment"],
+    ["/v1/get/default", { key }, "get without a key"],
+    ["/v1/get/default/%E0%A4%A", { key }, "bad percent-encoding"],
+    ["/v1/put?namespace=default", { key, raw: Buffer.from([1, 2, 3]), headers: { "content-type": "application/octet-stream" } }, "octet put without key"],
+    ["/v1/query/similarity", { key, body: { namespace: "default", a: "x" } }, "similarity without b"],
+  ];
+  for (const [path, init, what] of bad) {
+    const r = await call(gw.url, path, init);
+    t.equal(r.status, 400, `${what}: 400`);
+    t.equal(r.json.code, "bad_request", `${what}: code bad_request`);
+    t.ok(typeof r.json.detail === "string" && r.json.detail.endsWith("."), `${what}: a sentence (${r.json.detail})`);
+    t.equal(r.headers.get("x-ratelimit-limit"), "1000", `${what}: X-RateLimit-Limit present`);
+  }
+  const dots = await rawRequest(gw.url, "GET", "/v1/get/default/a/../b", { "x-api-key": key }, []);
+  t.equal(dots.status, 400, "a '..' key segment (sent unnormalised): 400");
+  const dots2 = await rawRequest(gw.url, "GET", "/v1/get/default/a/%2E%2E/b", { "x-api-key": key }, []);
+  t.equal(dots2.status, 400, "a percent-encoded '..' key segment: 400");
+  t.equal(engine.seen.length, 0, "none reached the engine");
+  t.ok(gw.audit.records.slice(-bad.length - 2).every((a) => a.status === 400 && a.tenant_id === "acme"), "each was audited as 400 for acme");
+});
+
+test("415 for a body that is not JSON where JSON is required; 404 for an unknown route", async (t) => {
+  const r = await call(gw.url, "/v1/search", { key, raw: "namespace=default", headers: { "content-type": "text/plain" } });
+  t.equal(r.status, 415);
+  t.equal(r.json.code, "unsupported_media_type");
+  const r2 = await call(gw.url, "/v1/nope", { key });
+  t.equal(r2.status, 404);
+  t.equal(r2.json.code, "not_found");
+  const r3 = await call(gw.url, "/v1/put", { key, method: "GET" });
+  t.equal(r3.status, 404, "wrong method is no route");
+});
+
+test("403: every namespace named is ACL-checked (path, body, namespace_b); the engine is not contacted", async (t) => {
+  engine.seen.length = 0;
+  const cases: Array<[string, Parameters<typeof call>[2], string]> = [
+    ["/v1/get/secret/k", { key }, "path"],
+    ["/v1/list/secret", { key }, "list path"],
+    ["/v1/delete/secret/k", { key, method: "DELETE" }, "delete path"],
+    ["/v1/search", { key, body: { namespace: "secret" } }, "body"],
+    ["/v1/query/similarity", { key, body: { namespace: "default", a: "x", b: "y", namespace_b: "secret" } }, "namespace_b"],
+    ["/v1/put?namespace=secret&key=k", { key, raw: Buffer.from("abc"), headers: { "content-type": "application/octet-stream" } }, "octet query"],
+  ];
+  for (const [path, init, what] of cases) {
+    const r = await call(gw.url, path, init);
+    t.equal(r.status, 403, `${what}: 403`);
+    t.equal(r.json.code, "forbidden", `${what}: code forbidden`);
+    t.ok(r.headers.get("x-ratelimit-remaining") !== null, `${what}: rate-limit headers present`);
+  }
+  t.equal(engine.seen.length, 0, "no 403 request reached the engine");
+  const recs = gw.audit.records.slice(-cases.length);
+  t.ok(recs.every((a) => a.status === 403), "all audited as 403");
+  t.equal(recs[4]!.namespace, "default", "the audit namespace is the request's first namespace");
+  const ok = await call(gw.url, "/v1/query/similarity", { key, body: { namespace: "default", a: "x", b: "y", namespace_b: "ns2" } });
+  t.equal(ok.status, 200, "namespace_b inside the ACL passes");
+  t.equal(ok.headers.get("x-svc-cus"), "1", "query_similarity costs 1 CU");
+});
+
+test("CUs per operation; serve gpu vs dense by the body's device; engine errors are passed through and not charged", async (t) => {
+  const cases: Array<[string, Parameters<typeof call>[2], string]> = [
+    ["/v1/put", { key, body: { namespace: "default", key: "k", data_b64: "AAAA" } }, "1"],
+    ["/v1/put_cores", { key, body: { namespace: "default", key: "k", cores: [{}] } }, "1"],
+    ["/v1/put_cores_batch", { key, body: { namespace: "default", items: [{}] } }, "2"],
+    ["/v1/serve", { key, body: { namespace: "default", key: "k" } }, "0.5"],
+    ["/v1/serve", { key, body: { namespace: "default", key: "k", device: "gpu" } }, "2"],
+    ["/v1/search", { key, body: { namespace: "default" } }, "0.5"],
+    ["/v1/delete/default/k", { key, method: "DELETE" }, "0.1"],
+    ["/v1/query/topk", { key, body: { namespace: "default", key: "k" } }, "1"],
+    ["/v1/query/vector", { key, body: { namespace: "default", vector: [1] } }, "1"],
+  ];
+  for (const [path, init, cus] of cases) {
+    const r = await call(gw.url, path, init);
+    t.ok(r.status === 200 || r.status === 201, `${path} succeeds`);
+    t.equal(r.headers.get("x-svc-cus"), cus, `${path} ${JSON.stringify((init as { body?: unknown }).body ?? "")} costs ${cus} CU`);
+  }
+  engine.seen.length = 0;
+  const r = await call(gw.url, "/v1/get/default/missing", { key });
+  t.equal(r.status, 404, "the engine's 404 passes through");
+  t.equal(r.json.code, "not_found");
+  t.equal(r.headers.get("x-svc-cus"), "0", "nothing charged for a non-2xx answer");
+  t.equal(gw.audit.records.at(-1)!.cus, 0);
+  engine.respond = () => ({ status: 409, body: { detail: "Version conflict.", code: "version_conflict", request_id: "x" } });
+  const c = await call(gw.url, "/v1/put", { key, body: { namespace: "default", key: "k", data_b64: "AAAA", if_version: 7 } });
+  engine.respond = null;
+  t.equal(c.status, 409, "409 version_conflict passes through");
+  t.equal(c.headers.get("x-svc-cus"), "0");
+});
+
+test("usage sums are exact in milli-CUs: ten gets are exactly 1 CU", async (t) => {
+  const u0 = (await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json;
+  for (let i = 0; i < 10; i++) await call(gw.url, "/v1/get/default/k", { key });
+  const u1 = (await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json;
+  t.equal(u1.breakdown.get - u0.breakdown.get, 1, "exactly 1 CU more for get");
+  t.equal(Math.round((u1.cus_used - u0.cus_used) * 1000), 1000);
+  t.equal(u1.breakdown.get, 1.1, "1.1 CU of gets in total, no float drift");
+});
+
+test("the engine's own X-Request-Id and X-SVC-CUs never leak; the body is forwarded byte for byte", async (t) => {
+  engine.seen.length = 0;
+  const raw = '{"namespace":"default",  "key":"k2","data_b64":"AAAA" , "metadata":{"z":1,"a":2}}';
+  const r = await call(gw.url, "/v1/put", { key, raw, headers: { "content-type": "application/json" } });
+  t.equal(r.status, 201);
+  t.equal(engine.seen[0]!.body.toString(), raw, "the JSON bytes are forwarded as sent (not re-serialised)");
+  t.equal(r.headers.get("x-svc-cus"), "1", "the gateway's X-SVC-CUs, not the engine's");
+  t.notEqual(r.headers.get("x-request-id"), "00000000-0000-4000-8000-000000000000", "the gateway's request id, not the engine's");
+});
+
+test("octet-stream put streams the raw payload through with its query string", async (t) => {
+  engine.seen.length = 0;
+  const payload = Buffer.alloc(3000, 7);
+  const r = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=3000", { key, raw: payload, headers: { "content-type": "application/octet-stream", "x-svc-metadata": '{"a":1}' } });
+  t.equal(r.status, 201);
+  const s = engine.seen[0]!;
+  t.ok(s.body.equals(payload), "the engine received the exact bytes");
+  t.equal(s.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=3000", "the query string is kept");
+  t.equal(s.headers["x-svc-metadata"], '{"a":1}', "X-SVC-Metadata is forwarded");
+  t.equal(gw.audit.records.at(-1)!.path, "/v1/put", "the audit path has no query string");
+});
+
+function rawPost(url: string, path: string, headers: Record<string, string>, chunks: Buffer[]) {
+  return rawRequest(url, "POST", path, headers, chunks);
+}
+
+function rawRequest(url: string, method: string, path: string, headers: Record<string, string>, chunks: Buffer[]): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = httpRequest({ host: u.hostname, port: u.port, path, method, headers }, (res) => {
+      let b = "";
+      res.on("data", (d) => (b += d));
+      res.on("end", () => resolve({ status: res.statusCode!, body: b }));
+    });
+    req.on("error", (e) => ((e as NodeJS.ErrnoException).code === "EPIPE" || (e as NodeJS.ErrnoException).code === "ECONNRESET" ? undefined : reject(e)));
+    for (const c of chunks) req.write(c);
+    req.end();
+  });
+}
+
+test("413: by Content-Length before reading, and while reading a chunked body; the engine is not contacted", async (t) => {
+  engine.seen.length = 0;
+  const big = Buffer.alloc(5000, 65);
+  const r1 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "content-length": String(big.length) }, [big]);
+  t.equal(r1.status, 413, "Content-Length above the limit: 413");
+  t.equal(JSON.parse(r1.body).code, "payload_too_large");
+  const r2 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "transfer-encoding": "chunked" }, [big.subarray(0, 2500), big.subarray(2500)]);
+  t.equal(r2.status, 413, "chunked JSON above the limit: 413");
+  t.equal(engine.seen.length, 0, "neither reached the engine");
+  t.equal(gw.audit.records.at(-1)!.status, 413, "audited as 413");
+  const r3 = await rawPost(gw.url, "/v1/put?namespace=default&key=big", { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "5000" }, [big]);
+  t.equal(r3.status, 413, "octet-stream with Content-Length above the limit: 413");
+});
+
+test("429: the sliding window refuses the request, Retry-After and detail, the engine never sees it; the window slides", async (t) => {
+  const eng = await startFakeEngine();
+  const g = await startTestGateway(eng.url, { defaultRateLimit: { requests: 3, window_s: 60 } });
+  const k = await createTenant(g.url, { tenant_id: "acme" });
+  const t0 = g.clock.now();
+  for (let i = 0; i < 3; i++) {
+    const r = await call(g.url, "/v1/get/default/k", { key: k });
+    t.equal(r.status, 200, `request ${i + 1} admitted`);
+    t.equal(r.headers.get("x-ratelimit-remaining"), String(2 - i), `remaining ${2 - i}`);
+    g.clock.advance(10_000);
+  }
+  g.clock.set(t0 + 43_000);
+  const r = await call(g.url, "/v1/get/default/k", { key: k });
+  t.equal(r.status, 429, "fourth request inside 60 s: 429");
+  t.equal(r.json.code, "rate_limited");
+  t.equal(r.json.detail, "Rate limit exceeded for tenant acme; retry after 17 seconds.", "the detail sentence");
+  t.equal(r.headers.get("retry-after"), "17", "Retry-After until the first request leaves the window");
+  t.equal(r.headers.get("x-ratelimit-limit"), "3");
+  t.equal(r.headers.get("x-ratelimit-remaining"), "0");
+  t.equal(r.headers.get("x-ratelimit-reset"), String((t0 + 60_000) / 1000), "Reset is when the oldest request leaves");
+  t.equal(r.headers.get("x-svc-cus"), "0");
+  t.equal(eng.seen.length, 3, "the engine saw only the three admitted requests");
+  t.equal(g.audit.records.at(-1)!.status, 429, "the 429 is audited");
+  g.clock.set(t0 + 59_999);
+  t.equal((await call(g.url, "/v1/get/default/k", { key: k })).status, 429, "1 ms before the edge: still refused");
+  g.clock.set(t0 + 60_000);
+  const ok = await call(g.url, "/v1/get/default/k", { key: k });
+  t.equal(ok.status, 200, "at the edge the first request has left the window");
+  t.equal(ok.headers.get("x-ratelimit-remaining"), "0", "the other two are still inside");
+  t.equal((await call(g.url, "/v1/get/default/k", { key: k })).status, 429, "and the window is full again");
+  g.clock.set(t0 + 70_000);
+  t.equal((await call(g.url, "/v1/get/default/k", { key: k })).status, 200, "the second request left at +70 s");
+  t.equal(eng.seen.length, 5, "only admitted requests reached the engine");
+  await g.close();
+  await eng.close();
+});
+
+test("502 when the engine is stopped, audited; health then reports engine_reachable false", async (t) => {
+  const eng = await startFakeEngine();
+  const g = await startTestGateway(eng.url);
+  const k = await createTenant(g.url, { tenant_id: "acme" });
+  t.equal((await call(g.url, "/v1/get/default/k", { key: k })).status, 200, "engine up: 200");
+  await eng.close();
+  const r = await call(g.url, "/v1/get/default/k", { key: k });
+  t.equal(r.status, 502, "engine down: 502");
+  t.equal(r.json.code, "engine_unreachable");
+  t.equal(r.headers.get("x-svc-cus"), "0", "nothing charged");
+  t.equal(g.audit.records.at(-1)!.status, 502, "the 502 is audited");
+  const h = await call(g.url, "/health");
+  t.equal(h.status, 200);
+  t.equal(h.json.engine_reachable, false, "health tells the truth");
+  const u = await admin(g.url, "/gate/admin/usage/acme", undefined, "GET");
+  t.equal(u.json.breakdown.get, 0.1, "only the successful get was metered");
+  await g.close();
+});
+
+test("teardown", async () => {
+  await gw.close();
+  await engine.close();
+});

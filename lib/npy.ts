@@ -184,9 +184,9 @@ export function readNpyHeader(buf: Uint8Array): NpyHeader {
   const dict = parseHeaderDict(text.trim());
   const { descr, fortran_order: fortran, shape } = dict;
   if (typeof descr !== "string") fail("The .npy header has no string 'descr'.");
+  const { dtype, swap } = dtypeOfDescr(descr);
   if (typeof fortran !== "boolean") fail("The .npy header has no boolean 'fortran_order'.");
   if (!Array.isArray(shape)) fail("The .npy header has no tuple 'shape'.");
-  const { dtype, swap } = dtypeOfDescr(descr);
   if (fortran && shape.filter((n) => n > 1).length > 1) {
     fail("Fortran-ordered .npy arrays are not supported; save the array in C order (numpy.ascontiguousarray).");
   }

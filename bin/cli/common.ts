@@ -1,0 +1,162 @@
+// What every `svc` subcommand shares: the I/O it writes to (injectable so tests can run
+// commands in-process), usage errors (exit 2) versus failures of the work (exit 1), argument
+// parsing on node:util parseArgs, and number formatting.
+import { parseArgs } from "node:util";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { SvcError } from "../../lib/errors.js";
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+  env: NodeJS.ProcessEnv;
+  /** Whether standard error is a terminal (progress bars redraw in place only then). */
+  errIsTTY: boolean;
+  /** Resolves when the user asks the program to stop (SIGINT/SIGTERM); `svc up` waits on it. */
+  stopSignal?: Promise<string>;
+}
+
+export function processIo(): Io {
+  return {
+    out: (s) => process.stdout.write(s),
+    err: (s) => process.stderr.write(s),
+    env: process.env,
+    errIsTTY: Boolean(process.stderr.isTTY),
+  };
+}
+
+/** A mistake in how the program was called: exit code 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** A failure of the work that was already reported (exit code 1, nothing more printed). */
+export class ReportedFailure extends Error {
+  constructor(message = "failed") {
+    super(message);
+    this.name = "ReportedFailure";
+  }
+}
+
+export type OptionSpec = Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }>;
+export type Values = Record<string, string | boolean | string[] | undefined>;
+
+/** parseArgs whose errors are UsageErrors phrased as one sentence. */
+export function parse(argv: string[], options: OptionSpec, positionals: { min: number; max: number; names: string }): { values: Values; positionals: string[]; help: boolean } {
+  let r: { values: Values; positionals: string[] };
+  try {
+    r = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true }) as { values: Values; positionals: string[] };
+  } catch (e) {
+    const m = (e as Error).message.split("\n")[0]!.replace(/\. To specify a positional argument.*$/, "");
+    throw new UsageError(m.endsWith(".") ? m : `${m}.`);
+  }
+  const help = Boolean(r.values.help);
+  if (!help) {
+    const n = r.positionals.length;
+    if (n < positionals.min) throw new UsageError(`Missing argument: expected ${positionals.names}.`);
+    if (n > positionals.max) throw new UsageError(`Unexpected argument '${r.positionals[positionals.max]}'.`);
+  }
+  return { values: r.values, positionals: r.positionals, help };
+}
+
+/** Converts anything thrown by a command into its exit code and a one-sentence stderr line. */
+export function reportError(e: unknown, io: Io, usageHint: string): number {
+  const debug = (io.env.SVC_ENGINE_LOG_LEVEL ?? "").toLowerCase() === "debug";
+  if (e instanceof UsageError) {
+    io.err(`svc: ${e.message}\n${usageHint}\n`);
+    return 2;
+  }
+  if (e instanceof ReportedFailure) return 1;
+  if (e instanceof SvcError) {
+    const rid = (e.extra.request_id as string | undefined) ?? undefined;
+    io.err(`svc: ${e.message}${rid ? ` (request ${rid})` : ""}\n`);
+  } else if ((e as { variable?: string })?.variable !== undefined || (e as Error)?.name === "ConfigError") {
+    io.err(`svc: ${(e as Error).message}\n`);
+  } else if (e instanceof Error && (e as NodeJS.ErrnoException).code && (e as NodeJS.ErrnoException).syscall) {
+    const ne = e as NodeJS.ErrnoException;
+    io.err(`svc: ${describeErrno(ne)}\n`);
+  } else {
+    io.err(`svc: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}\n`);
+  }
+  if (debug && e instanceof Error && e.stack) io.err(`${e.stack}\n`);
+  return 1;
+}
+
+function describeErrno(e: NodeJS.ErrnoException): string {
+  const p = e.path ? ` ${e.path}` : "";
+  switch (e.code) {
+    case "ENOENT": return `No such file or directory:${p}.`;
+    case "EACCES": case "EPERM": return `Permission denied:${p}.`;
+    case "EISDIR": return `Is a directory:${p}.`;
+    case "ENOTDIR": return `Not a directory:${p}.`;
+    case "EADDRINUSE": return `The address is already in use (port ${(e as { port?: number }).port ?? "?"}).`;
+    default: return `${e.syscall} failed (${e.code})${p ? ` for${p}` : ""}.`;
+  }
+}
+
+/** The gateway address of admin and data commands. */
+export function gatewayUrl(io: Io): string {
+  const u = io.env.SVC_GATE_URL || "http://127.0.0.1:8080";
+  try {
+    const p = new URL(u);
+    if (p.protocol !== "http:" && p.protocol !== "https:") throw new Error();
+  } catch {
+    throw new UsageError(`SVC_GATE_URL '${u}' is not an http(s) URL.`);
+  }
+  return u.replace(/\/+$/, "");
+}
+
+/** The service key: SVC_GATE_ENGINE_SERVICE_KEY, else DIR/service.key of `svc up`. */
+export function serviceKey(io: Io, dataDir: string | undefined): string {
+  const env = io.env.SVC_GATE_ENGINE_SERVICE_KEY;
+  if (env) return env;
+  const dir = dataDir ?? "./svc-data";
+  const file = join(dir, "service.key");
+  try {
+    const k = readFileSync(file, "utf8").trim();
+    if (k) return k;
+  } catch { /* fall through */ }
+  throw new UsageError(`No service key: set SVC_GATE_ENGINE_SERVICE_KEY or run 'svc up' so that ${file} exists (or pass --data DIR).`);
+}
+
+const UNITS = ["B", "kB", "MB", "GB", "TB"];
+/** Decimal byte count, 3 significant digits: 1234567 → "1.23 MB". */
+export function fmtBytes(n: number): string {
+  let i = 0;
+  let v = n;
+  while (v >= 1000 && i < UNITS.length - 1) { v /= 1000; i++; }
+  return i === 0 ? `${n} B` : `${v.toPrecision(3)} ${UNITS[i]}`;
+}
+
+/** Seconds as "42s", "3m05s", "1h02m". */
+export function fmtDuration(s: number): string {
+  if (!Number.isFinite(s) || s < 0) return "?";
+  const t = Math.round(s);
+  if (t < 60) return `${t}s`;
+  if (t < 3600) return `${Math.floor(t / 60)}m${String(t % 60).padStart(2, "0")}s`;
+  return `${Math.floor(t / 3600)}h${String(Math.floor((t % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+/** Prints rows as aligned columns. */
+export function table(rows: string[][]): string {
+  const w: number[] = [];
+  for (const r of rows) r.forEach((c, i) => { w[i] = Math.max(w[i] ?? 0, c.length); });
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]!))).join("  ")).join("\n") + "\n";
+}
+
+/** A whole number option value, or a usage error naming the flag. */
+export function intFlag(v: string | undefined, flag: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`--${flag} must be a whole number between ${min} and ${max}.`);
+  return Number(v);
+}
+
+export function numFlag(v: string | undefined, flag: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n)) throw new UsageError(`--${flag} must be a number.`);
+  return n;
+}

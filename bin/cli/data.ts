@@ -1,0 +1,235 @@
+// Data commands: `svc put/get/ls/rm/serve` through createClient, with the tenant key from
+// SVC_API_KEY and the gateway from SVC_GATE_URL. `.npy` files are recognised by their magic
+// bytes, whatever their name.
+import { readFile, writeFile, rename, unlink } from "node:fs/promises";
+import { createClient, type SvcClient } from "../../lib/client.js";
+import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
+import { DTYPES, dtypeSchema, keySchema, namespaceSchema, type Dtype } from "../../lib/names.js";
+import { ValidationError } from "../../lib/errors.js";
+import { fmtBytes, gatewayUrl, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
+
+export const DATA_HELP = `Data commands (tenant key in SVC_API_KEY, gateway at SVC_GATE_URL, default http://127.0.0.1:8080):
+
+  svc put NS KEY FILE [--dtype D] [--shape a,b,c] [--tolerance T] [--max-rank R] [--meta JSON] [--if-version N]
+      FILE may be a .npy file (dtype and shape from its header) or raw little-endian bytes
+      (then --dtype, default bytes, and --shape describe them).
+  svc get NS KEY [--version N]            metadata and fingerprint, as JSON
+  svc ls NS [--prefix P]                  keys, one per line (all pages)
+  svc rm NS KEY                           soft delete
+  svc serve NS KEY -o OUT.npy [--slice 0:16,:,:] [--version N] [--dtype D]
+      reconstructs to a .npy file; bfloat16 entries are written as float32,
+      bytes entries as a uint8 vector.
+  svc import NS DIR                       every .npy under DIR (see svc import --help)
+
+Add --json to put, ls and rm to print the service's JSON response.`;
+
+export function dataClient(io: Io): SvcClient {
+  const apiKey = io.env.SVC_API_KEY;
+  if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
+  return createClient({ baseUrl: gatewayUrl(io), apiKey });
+}
+
+export function checkName(kind: "namespace" | "key", v: string): string {
+  const r = (kind === "namespace" ? namespaceSchema : keySchema).safeParse(v);
+  if (!r.success) throw new UsageError(`Invalid ${kind} '${v}': ${r.error.issues[0]!.message}.`);
+  return v;
+}
+
+function dtypeFlag(v: string | undefined): Dtype | undefined {
+  if (v === undefined) return undefined;
+  const r = dtypeSchema.safeParse(v);
+  if (!r.success) throw new UsageError(`--dtype must be one of ${DTYPES.join(", ")}.`);
+  return r.data;
+}
+
+function shapeFlag(v: string | undefined): number[] | undefined {
+  if (v === undefined) return undefined;
+  const parts = v.split(",");
+  if (!parts.every((p) => /^\d+$/.test(p.trim()) && Number(p) >= 1)) throw new UsageError("--shape must be a comma list of positive integers, for example 128,128,128.");
+  return parts.map(Number);
+}
+
+const isNpy = (b: Buffer) => b.length >= 6 && b[0] === 0x93 && b.subarray(1, 6).toString("latin1") === "NUMPY";
+
+export interface PreparedPut { data: Buffer; dtype: Dtype; shape: number[] | undefined }
+
+/** The payload, dtype and shape of FILE's bytes (a .npy file or raw bytes with flags). */
+export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[] | undefined, file: string): PreparedPut {
+  if (isNpy(buf)) {
+    const a = readNpy(buf);
+    const npyShape = a.shape.length === 0 ? [1] : a.shape; // a 0-d array is stored as one element
+    if (dtype !== undefined && dtype !== a.dtype) throw new UsageError(`--dtype ${dtype} disagrees with ${file}, whose header says ${a.dtype}.`);
+    if (shape !== undefined && shape.join(",") !== npyShape.join(",")) {
+      throw new UsageError(`--shape ${shape.join(",")} disagrees with ${file}, whose header says ${npyShape.join(",")}.`);
+    }
+    return { data: a.data, dtype: a.dtype, shape: npyShape };
+  }
+  const d = dtype ?? "bytes";
+  if (d !== "bytes" && shape === undefined) throw new UsageError(`--shape is required for raw ${d} data (${file} is not a .npy file).`);
+  return { data: buf, dtype: d, shape };
+}
+
+export function parseMeta(v: string | undefined): Record<string, unknown> | undefined {
+  if (v === undefined) return undefined;
+  let m: unknown;
+  try { m = JSON.parse(v); } catch { throw new UsageError("--meta must be a JSON object, for example '{\"run\": 3}'."); }
+  if (m === null || typeof m !== "object" || Array.isArray(m)) throw new UsageError("--meta must be a JSON object, for example '{\"run\": 3}'.");
+  return m as Record<string, unknown>;
+}
+
+/**
+ * `--slice 0:16,:,-4:` against a shape: one [start, stop) pair per dimension, python-style
+ * (negative indices count from the end; a bare index i means i:i+1; missing trailing dims are whole).
+ */
+export function parseSlice(spec: string, shape: number[]): Array<[number, number]> {
+  const parts = spec.split(",");
+  if (parts.length > shape.length) throw new UsageError(`--slice has ${parts.length} dimensions but the entry has ${shape.length}.`);
+  const out: Array<[number, number]> = [];
+  for (let i = 0; i < shape.length; i++) {
+    const n = shape[i]!;
+    const p = (parts[i] ?? ":").trim();
+    const norm = (s: string, dflt: number): number => {
+      if (s === "") return dflt;
+      if (!/^-?\d+$/.test(s)) throw new UsageError(`--slice dimension ${i} '${p}' is not start:stop, for example 0:16.`);
+      const x = Number(s);
+      return x < 0 ? n + x : x;
+    };
+    let a: number;
+    let b: number;
+    if (p.includes(":")) {
+      const [s, e, ...more] = p.split(":");
+      if (more.length) throw new UsageError(`--slice dimension ${i} '${p}': steps are not supported.`);
+      a = norm(s!, 0);
+      b = Math.min(norm(e!, n), n);
+    } else {
+      a = norm(p, 0);
+      b = a + 1;
+    }
+    if (a < 0 || a >= n || b <= a) throw new UsageError(`--slice dimension ${i} '${p}' selects nothing of a dimension of size ${n}.`);
+    out.push([a, b]);
+  }
+  return out;
+}
+
+const pct = (x: number) => (x === 0 ? "0" : x.toExponential(2));
+
+export async function putCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals, help } = parse(argv, {
+    dtype: { type: "string" }, shape: { type: "string" }, tolerance: { type: "string" }, "max-rank": { type: "string" },
+    meta: { type: "string" }, "if-version": { type: "string" }, json: { type: "boolean" },
+  }, { min: 3, max: 3, names: "NS KEY FILE" });
+  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  const [ns, key, file] = positionals as [string, string, string];
+  checkName("namespace", ns); checkName("key", key);
+  const dtype = dtypeFlag(values.dtype as string | undefined);
+  const shape = shapeFlag(values.shape as string | undefined);
+  const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
+  const maxRank = intFlag(values["max-rank"] as string | undefined, "max-rank", 1);
+  const ifVersion = intFlag(values["if-version"] as string | undefined, "if-version", 0);
+  const metadata = parseMeta(values.meta as string | undefined);
+  const client = dataClient(io);
+  try {
+    const p = preparePut(await readFile(file), dtype, shape, file);
+    const r = await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, tolerance, max_rank: maxRank, metadata, if_version: ifVersion });
+    if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
+    else {
+      io.out(`${r.namespace}/${r.key} version ${r.version}: ${r.verdict}, ${fmtBytes(r.bytes_in)} -> ${fmtBytes(r.bytes_stored)} ` +
+        `(ratio ${r.compression_ratio.toFixed(2)}, relative error ${pct(r.relative_error)}), ${client.lastResponse?.cus ?? "?"} CUs\n`);
+    }
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function getCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals, help } = parse(argv, { version: { type: "string" }, json: { type: "boolean" } }, { min: 2, max: 2, names: "NS KEY" });
+  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  const [ns, key] = positionals as [string, string];
+  checkName("namespace", ns); checkName("key", key);
+  const version = intFlag(values.version as string | undefined, "version", 1);
+  const client = dataClient(io);
+  try {
+    io.out(JSON.stringify(await client.get(ns, key, { version }), null, 2) + "\n");
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function lsCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals, help } = parse(argv, { prefix: { type: "string" }, json: { type: "boolean" } }, { min: 1, max: 1, names: "NS" });
+  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  const ns = checkName("namespace", positionals[0]!);
+  const client = dataClient(io);
+  try {
+    const all = [];
+    let offset: number | null = 0;
+    while (offset !== null) {
+      const page = await client.list(ns, { prefix: values.prefix as string | undefined, offset });
+      all.push(...page.keys);
+      offset = page.next_offset;
+    }
+    if (values.json) io.out(JSON.stringify({ namespace: ns, keys: all, total: all.length }, null, 2) + "\n");
+    else for (const k of all) io.out(`${k.key}\tv${k.version}\t${k.dtype}\t${(k.shape ?? []).join("x")}\t${k.verdict}\t${k.updated_at}\n`);
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function rmCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals, help } = parse(argv, { json: { type: "boolean" } }, { min: 2, max: 2, names: "NS KEY" });
+  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  const [ns, key] = positionals as [string, string];
+  checkName("namespace", ns); checkName("key", key);
+  const client = dataClient(io);
+  try {
+    const r = await client.delete(ns, key);
+    io.out(values.json ? JSON.stringify(r, null, 2) + "\n" : `Deleted ${r.namespace}/${r.key} (last version ${r.version}); purged after ${r.purge_after}.\n`);
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function serveCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals, help } = parse(argv, {
+    output: { type: "string", short: "o" }, slice: { type: "string" }, version: { type: "string" }, dtype: { type: "string" },
+  }, { min: 2, max: 2, names: "NS KEY" });
+  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  const [ns, key] = positionals as [string, string];
+  checkName("namespace", ns); checkName("key", key);
+  const out = values.output as string | undefined;
+  if (!out) throw new UsageError("-o OUT.npy is required.");
+  let version = intFlag(values.version as string | undefined, "version", 1);
+  let dtype = dtypeFlag(values.dtype as string | undefined);
+  if (dtype !== undefined && !isNpyDtype(dtype)) throw new UsageError(`--dtype ${dtype} cannot be written to a .npy file.`);
+  const client = dataClient(io);
+  try {
+    let slice: Array<[number, number]> | undefined;
+    // the slice syntax needs the shape, and bfloat16 entries need a float32 serve: read the metadata first
+    const info = await client.get(ns, key, { version });
+    version = info.version;
+    if (values.slice !== undefined) slice = parseSlice(values.slice as string, info.shape ?? []);
+    if (dtype === undefined && info.dtype === "bfloat16") dtype = "float32";
+    const r = await client.serve(ns, key, { version, slice, dtype });
+    const arr = r.dtype === "bytes" ? { dtype: "uint8", shape: [r.data.byteLength], data: r.data }
+      : { dtype: r.dtype, shape: r.shape, data: r.data };
+    if (!isNpyDtype(arr.dtype)) throw new ValidationError(`The served dtype ${arr.dtype} cannot be written to a .npy file.`);
+    const file = writeNpy(arr);
+    // write then rename, so that a failure never leaves a half-written OUT
+    const tmp = `${out}.partial-${process.pid}`;
+    try {
+      await writeFile(tmp, file);
+      await rename(tmp, out);
+    } catch (e) {
+      await unlink(tmp).catch(() => undefined);
+      throw e;
+    }
+    io.out(`Wrote ${out}: ${arr.dtype} [${arr.shape.join(", ")}], version ${r.version}, ${fmtBytes(file.length)}.\n`);
+    return 0;
+  } finally {
+    await client.close();
+  }
+}

@@ -1,0 +1,72 @@
+// The `svc` program: one entry point, one module per command group. Every command prints
+// --help, exits 0 on success, 1 on a failure of the work and 2 on a usage error, and writes
+// errors to standard error as one sentence (a stack only with SVC_ENGINE_LOG_LEVEL=debug).
+import { reportError, UsageError, type Io } from "./common.js";
+import { tenantCommand, usageCommand, reloadCommand } from "./admin.js";
+import { putCommand, getCommand, lsCommand, rmCommand, serveCommand } from "./data.js";
+import { importCommand } from "./import.js";
+
+export const HELP = `svc — tensor-train storage service
+
+Usage: svc COMMAND [ARGS] [--help]
+
+Server:
+  up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL]
+                         engine + gateway on an embedded store, one command
+  engine                 the engine alone, configured by SVC_ENGINE_* variables
+  gateway                the gateway alone, configured by SVC_GATE_* variables
+
+Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; gateway at SVC_GATE_URL):
+  tenant create ID [--plan P] [--namespace NS]... [--email E]
+  tenant rotate-key ID | add-namespace ID NS | set-plan ID PLAN | deactivate ID | list
+  usage [ID] [--period YYYY-MM]
+  reload
+
+Data (tenant key from SVC_API_KEY; gateway at SVC_GATE_URL, default http://127.0.0.1:8080):
+  put NS KEY FILE [--dtype D] [--shape a,b,c] [--tolerance T] [--max-rank R] [--meta JSON]
+  get NS KEY [--version N]
+  ls NS [--prefix P]
+  rm NS KEY
+  serve NS KEY -o OUT.npy [--slice 0:16,:,:]
+  import NS DIR
+
+Run 'svc COMMAND --help' for a command's options.
+`;
+
+type Command = (argv: string[], io: Io) => Promise<number>;
+
+// server commands load the servers lazily, so that data and admin commands start fast
+const COMMANDS: Record<string, Command> = {
+  up: async (a, io) => (await import("./up.js")).upCommand(a, io),
+  engine: async (a, io) => (await import("./up.js")).engineCommand(a, io),
+  gateway: async (a, io) => (await import("./up.js")).gatewayCommand(a, io),
+  tenant: tenantCommand,
+  usage: usageCommand,
+  reload: reloadCommand,
+  put: putCommand,
+  get: getCommand,
+  ls: lsCommand,
+  rm: rmCommand,
+  serve: serveCommand,
+  import: importCommand,
+};
+
+/** Runs `svc ARGV…`; returns the exit code. */
+export async function main(argv: string[], io: Io): Promise<number> {
+  const [cmd, ...rest] = argv;
+  const hint = cmd && COMMANDS[cmd] ? `Run 'svc ${cmd} --help' for usage.` : "Run 'svc --help' for usage.";
+  try {
+    if (cmd === undefined) throw new UsageError("Missing command.");
+    if (cmd === "--help" || cmd === "-h" || cmd === "help") { io.out(HELP); return 0; }
+    if (cmd === "--version") {
+      const { createRequire } = await import("node:module");
+      io.out(`${(createRequire(import.meta.url)("../../package.json") as { version: string }).version}\n`);
+      return 0;
+    }
+    const run = COMMANDS[cmd];
+    if (!run) throw new UsageError(`Unknown command '${cmd}'.`);
+    return await run(rest, io);
+  } catch (e) {
+    return reportError(e, io, hint);
+  }
+}

@@ -1,0 +1,141 @@
+// Similarity on the stored form: TT·TT with cores, TT·dense without densifying the TT,
+// dense·dense directly; norms come from put time. l2 is computed as
+// sqrt(‖a‖² + ‖b‖² − 2⟨a,b⟩) and, where that cancels badly (near-equal tensors), exactly
+// from the difference (a TT of summed ranks, or dense arithmetic).
+import type { Metric } from "../schemas.js";
+import { denseNorm } from "./codec.js";
+import { loadTT, type TT, type FloatArray } from "./ttapi.js";
+
+export type Operand =
+  | { kind: "tt"; tt: TT; norm: number; coreDtype: "float32" | "float64" }
+  | { kind: "dense"; x: Float32Array | Float64Array; norm: number };
+
+const sameModes = (a: TT, b: TT): boolean =>
+  a.modes.length === b.modes.length && a.modes.every((m, i) => m === b.modes[i]);
+
+/** Cores converted to one float type (the engine contracts cores of one type). */
+function withCoreType(t: TT, f64: boolean): TT {
+  const want = f64 ? Float64Array : Float32Array;
+  if (t.cores.every((c) => c instanceof want)) return t;
+  return { ...t, cores: t.cores.map((c) => (c instanceof want ? c : want.from(c))) };
+}
+
+const asType = (x: Float32Array | Float64Array, f64: boolean): FloatArray =>
+  f64 ? (x instanceof Float64Array ? x : Float64Array.from(x)) : x instanceof Float32Array ? x : Float32Array.from(x);
+
+const isF64 = (o: Operand): boolean => (o.kind === "tt" ? o.coreDtype === "float64" : o.x instanceof Float64Array);
+
+/** ⟨a, b⟩ on the stored forms. */
+export async function dotOf(a: Operand, b: Operand): Promise<number> {
+  const tt = await loadTT();
+  const f64 = isF64(a) || isF64(b);
+  if (a.kind === "tt" && b.kind === "tt") {
+    if (sameModes(a.tt, b.tt)) return tt.dot(withCoreType(a.tt, f64), withCoreType(b.tt, f64));
+    // different factorisations of the same dense shape: densify one side
+    const xb = await tt.reconstruct(b.tt);
+    return tt.dotDense(withCoreType(a.tt, f64), asType(xb, f64));
+  }
+  if (a.kind === "tt" && b.kind === "dense") return tt.dotDense(withCoreType(a.tt, f64), asType(b.x, f64));
+  if (a.kind === "dense" && b.kind === "tt") return tt.dotDense(withCoreType(b.tt, f64), asType(a.x, f64));
+  const da = a as Extract<Operand, { kind: "dense" }>;
+  const db = b as Extract<Operand, { kind: "dense" }>;
+  return tt.denseDot(asType(da.x, f64), asType(db.x, f64));
+}
+
+/** The TT of a − b (same modes): block cores of summed ranks. */
+export function ttDifference(a: TT, b: TT, f64: boolean): TT {
+  const d = a.modes.length;
+  const Arr = f64 ? Float64Array : Float32Array;
+  const cores: FloatArray[] = [];
+  const ranks: number[] = [1];
+  for (let k = 0; k < d; k++) {
+    const n = a.modes[k]!;
+    const ra0 = a.ranks[k]!, ra1 = a.ranks[k + 1]!, rb0 = b.ranks[k]!, rb1 = b.ranks[k + 1]!;
+    const first = k === 0, last = k === d - 1;
+    const r0 = first ? 1 : ra0 + rb0;
+    const r1 = last ? 1 : ra1 + rb1;
+    const out = new Arr(r0 * n * r1);
+    const A = a.cores[k]!, B = b.cores[k]!;
+    if (first && last) {
+      for (let j = 0; j < n; j++) out[j] = A[j]! - B[j]!;
+    } else {
+      // A occupies the top-left block, B the bottom-right; the first core is [A, -B] (side by side),
+      // the last is [A; B] (stacked), middle ones block-diagonal.
+      const bRow = first ? 0 : ra0;
+      const bCol = last ? 0 : ra1;
+      const sign = first ? -1 : 1;
+      for (let i = 0; i < ra0; i++) for (let j = 0; j < n; j++) for (let l = 0; l < ra1; l++)
+        out[(i * n + j) * r1 + l] = A[(i * n + j) * ra1 + l]!;
+      for (let i = 0; i < rb0; i++) for (let j = 0; j < n; j++) for (let l = 0; l < rb1; l++)
+        out[((bRow + i) * n + j) * r1 + (bCol + l)] = sign * B[(i * n + j) * rb1 + l]!;
+    }
+    cores.push(out);
+    ranks.push(r1);
+  }
+  return { modes: [...a.modes], ranks, cores, ...(a.shape ? { shape: [...a.shape] } : {}) };
+}
+
+/** ‖a − b‖ computed without cancellation. */
+export async function exactDistance(a: Operand, b: Operand): Promise<number> {
+  const tt = await loadTT();
+  const f64 = isF64(a) || isF64(b);
+  if (a.kind === "tt" && b.kind === "tt" && sameModes(a.tt, b.tt))
+    return tt.norm(ttDifference(withCoreType(a.tt, f64), withCoreType(b.tt, f64), f64));
+  const xa = a.kind === "tt" ? await tt.reconstruct(a.tt) : a.x;
+  const xb = b.kind === "tt" ? await tt.reconstruct(b.tt) : b.x;
+  const diff = new Float64Array(xa.length);
+  for (let i = 0; i < diff.length; i++) diff[i] = xa[i]! - xb[i]!;
+  return denseNorm(diff);
+}
+
+const CANCEL = 1e-3;
+
+/** Turns a dot product and the two norms into the metric's score. */
+export function scoreOf(metric: Metric, dot: number, na: number, nb: number): number {
+  if (metric === "dot") return dot;
+  if (metric === "cosine") return na === 0 || nb === 0 ? 0 : dot / (na * nb);
+  return Math.sqrt(Math.max(0, na * na + nb * nb - 2 * dot));
+}
+
+/** True when the l2 formula lost too many digits and the exact distance is needed. */
+export const l2NeedsExact = (dot: number, na: number, nb: number): boolean =>
+  na * na + nb * nb - 2 * dot < CANCEL * (na * na + nb * nb);
+
+export async function similarity(metric: Metric, a: Operand, b: Operand): Promise<number> {
+  const dot = await dotOf(a, b);
+  if (metric === "l2" && l2NeedsExact(dot, a.norm, b.norm)) return exactDistance(a, b);
+  return scoreOf(metric, dot, a.norm, b.norm);
+}
+
+
+/**
+ * Scores one query against many candidates: TT candidates sharing the query's modes go
+ * through one batched native call (dotBatch or dotDenseBatch), the rest pair by pair.
+ */
+export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): Promise<number[]> {
+  const tt = await loadTT();
+  const dots = new Array<number>(cands.length);
+  const batchIdx: number[] = [];
+  const f64 = isF64(q) || cands.some((c) => c.kind === "tt" && c.coreDtype === "float64");
+  for (let i = 0; i < cands.length; i++) {
+    const c = cands[i]!;
+    if (c.kind === "tt" && (q.kind === "dense" || sameModes(q.tt, c.tt))) batchIdx.push(i);
+  }
+  if (batchIdx.length > 0) {
+    const batch = batchIdx.map((i) => withCoreType((cands[i] as Extract<Operand, { kind: "tt" }>).tt, f64));
+    const res = q.kind === "tt"
+      ? await tt.dotBatch(withCoreType(q.tt, f64), batch)
+      : await tt.dotDenseBatch(asType(q.x, f64), batch);
+    batchIdx.forEach((i, j) => (dots[i] = res[j]!));
+  }
+  const batched = new Set(batchIdx);
+  for (let i = 0; i < cands.length; i++) if (!batched.has(i)) dots[i] = await dotOf(q, cands[i]!);
+  const scores = new Array<number>(cands.length);
+  for (let i = 0; i < cands.length; i++) {
+    const c = cands[i]!;
+    scores[i] = metric === "l2" && l2NeedsExact(dots[i]!, q.norm, c.norm)
+      ? await exactDistance(q, c)
+      : scoreOf(metric, dots[i]!, q.norm, c.norm);
+  }
+  return scores;
+}

@@ -161,7 +161,8 @@ export function createApp(deps: GatewayDeps): Express {
 
       // Step 3: validation. Route and path names, media type, Content-Length against the upload
       // limit before reading, then the JSON body (read once; its bytes are what we forward).
-      const route: RouteMatch | null = matchRoute(req.method, path);
+      const query = new URL(req.originalUrl, "http://x").searchParams;
+      const route: RouteMatch | null = matchRoute(req.method, path, query);
       if (!route) throw new NotFoundError(`No endpoint ${req.method} ${path}.`);
       let namespaces = route.pathNamespaces;
       let device: string | undefined;
@@ -173,7 +174,7 @@ export function createApp(deps: GatewayDeps): Express {
           throw new PayloadTooLargeError(`The request body is larger than the upload limit of ${deps.maxUploadBytes} bytes.`);
         }
         if (route.body === "json-or-octet" && isOctet(ct)) {
-          namespaces = [validatePutQuery(new URL(req.originalUrl, "http://x").searchParams)];
+          namespaces = [validatePutQuery(query)];
           body = len !== undefined ? req : req.pipe(limitStream(deps.maxUploadBytes));
         } else if (isJson(ct)) {
           const raw = await readBody(req, deps.maxUploadBytes);

@@ -92,7 +92,7 @@ const VARS = {
   SVC_GATE_ENGINE_TIMEOUT_MS: [intIn(1, 3_600_000), "30000"],
   SVC_GATE_DATA_DIR: [nonEmpty, "./svc-data/gate"],
   SVC_GATE_REDIS_URL: [redisUrl, undefined],
-  SVC_GATE_REDIS_PREFIX: [z.string().regex(/^[A-Za-z0-9_:.-]{1,64}$/, "must be 1-64 characters of A-Z a-z 0-9 _ : . -"), "svc:"],
+  SVC_GATE_REDIS_PREFIX: [z.string().regex(/^[A-Za-z0-9_:.-]{1,64}$/, "must be 1-64 letters, digits, underscores, colons, dots or hyphens"), "svc:"],
   SVC_GATE_AUDIT_ENABLED: [bool, "true"],
   SVC_GATE_AUDIT_LOG_PATH: [nonEmpty, "/var/log/svc-gate/audit.jsonl"],
   SVC_GATE_CORS_ORIGINS: [z.string(), undefined],

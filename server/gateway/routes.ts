@@ -1,10 +1,12 @@
 // What the validation step (api.md step 3) needs to know about each data-plane route: its
 // operation name (for metering), the body it takes, and which fields name namespaces (for
 // the ACL of step 4). The gateway checks what the order of checks depends on: well-formed
-// JSON, required fields, namespace and key names; the engine validates the rest of the body.
+// Bodies and query strings are checked with the same schemas the engine uses (lib/schemas.ts),
+// so a request the gateway lets through is one the engine accepts as well-formed.
 import { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
 import { keySchema, namespaceSchema, parseOrThrow } from "../../lib/names.js";
+import * as S from "../../lib/schemas.js";
 import type { Operation } from "./meter.js";
 
 export type BodyKind = "none" | "json" | "json-or-octet";
@@ -16,19 +18,23 @@ export interface RouteMatch {
   pathNamespaces: string[];
 }
 
-/** Zod schema per JSON body; loose objects, since the engine owns the remaining fields. */
+/** The shared zod schemas of api.md section 6 (lib/schemas.ts), per JSON body. */
 const BODY: Partial<Record<Operation, z.ZodType<Record<string, unknown>>>> = {
-  put: z.looseObject({ namespace: namespaceSchema, key: keySchema, data_b64: z.string({ message: "data_b64 must be a Base64 string" }) }),
-  put_cores: z.looseObject({ namespace: namespaceSchema, key: keySchema, cores: z.array(z.unknown(), { message: "cores must be a list" }).min(1, "cores must not be empty") }),
-  put_cores_batch: z.looseObject({
-    namespace: namespaceSchema,
-    items: z.array(z.unknown(), { message: "items must be a list" }).min(1, "items must not be empty").max(1000, "items must have at most 1000 entries"),
-  }),
-  serve: z.looseObject({ namespace: namespaceSchema, key: keySchema, device: z.enum(["cpu", "gpu"], { message: "device must be cpu or gpu" }).optional() }),
-  search: z.looseObject({ namespace: namespaceSchema }),
-  query_similarity: z.looseObject({ namespace: namespaceSchema, a: keySchema, b: keySchema, namespace_b: namespaceSchema.optional() }),
-  query_topk: z.looseObject({ namespace: namespaceSchema, key: keySchema }),
-  query_vector: z.looseObject({ namespace: namespaceSchema }),
+  put: S.putBodySchema,
+  put_cores: S.putCoresBodySchema,
+  put_cores_batch: S.putCoresBatchBodySchema,
+  serve: S.serveBodySchema,
+  search: S.searchBodySchema,
+  query_similarity: S.similarityBodySchema,
+  query_topk: S.topkBodySchema,
+  query_vector: S.vectorBodySchema as unknown as z.ZodType<Record<string, unknown>>,
+};
+
+/** Query strings of the routes without a body. */
+const QUERY: Partial<Record<Operation, z.ZodType>> = {
+  get: S.getQuerySchema,
+  list: S.listQuerySchema,
+  delete: z.strictObject({}),
 };
 
 const POST_ROUTES: Record<string, Operation> = {
@@ -54,7 +60,7 @@ function decode(seg: string, what: string): string {
  * Finds the route of `method` + raw `path` (percent-encoded, no query); null when none.
  * Path names are validated here (400 on a bad namespace or key).
  */
-export function matchRoute(method: string, path: string): RouteMatch | null {
+export function matchRoute(method: string, path: string, query: URLSearchParams = new URLSearchParams()): RouteMatch | null {
   if (method === "POST") {
     const op = POST_ROUTES[path];
     if (!op) return null;
@@ -67,11 +73,13 @@ export function matchRoute(method: string, path: string): RouteMatch | null {
   const ns = parseOrThrow(namespaceSchema, decode(m[2]!, "namespace"), "namespace");
   if (verb === "list") {
     if (m[3] !== undefined) return null;
-    return { op: "list", body: "none", pathNamespaces: [ns] };
+  } else {
+    if (m[3] === undefined) throw new ValidationError("key is required in the path after the namespace.", "key");
+    parseOrThrow(keySchema, decode(m[3], "key"), "key");
   }
-  if (m[3] === undefined) throw new ValidationError("key is required in the path after the namespace.", "key");
-  parseOrThrow(keySchema, decode(m[3], "key"), "key");
-  return { op: verb as Operation, body: "none", pathNamespaces: [ns] };
+  const op = verb as Operation;
+  parseOrThrow(QUERY[op]!, queryObject(query), "query");
+  return { op, body: "none", pathNamespaces: [ns] };
 }
 
 /** Validates a parsed JSON body of `op`; returns the namespaces it names and serve's device. */
@@ -85,12 +93,18 @@ export function validateJsonBody(op: Operation, body: unknown): { namespaces: st
   return { namespaces, device: typeof b.device === "string" ? b.device : undefined };
 }
 
+/** A query string as an object; a parameter given twice is a 400. */
+function queryObject(query: URLSearchParams): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of query) {
+    if (k in out) throw new ValidationError(`${k} must be given once in the query string.`, k);
+    out[k] = v;
+  }
+  return out;
+}
+
 /** Validates the query string of an application/octet-stream put; returns its namespace. */
 export function validatePutQuery(query: URLSearchParams): string {
-  for (const name of ["namespace", "key"]) {
-    if (query.getAll(name).length > 1) throw new ValidationError(`${name} must be given once in the query string.`, name);
-  }
-  const ns = parseOrThrow(namespaceSchema, query.get("namespace") ?? undefined, "namespace");
-  parseOrThrow(keySchema, query.get("key") ?? undefined, "key");
-  return ns;
+  const q = parseOrThrow(S.putQuerySchema, queryObject(query), "query");
+  return q.namespace;
 }

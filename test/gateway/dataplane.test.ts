@@ -104,6 +104,11 @@ test("400: bad JSON, missing fields, invalid names; rate-limit headers present, 
     ["/v1/get/default/%E0%A4%A", { key }, "bad percent-encoding"],
     ["/v1/put?namespace=default", { key, raw: Buffer.from([1, 2, 3]), headers: { "content-type": "application/octet-stream" } }, "octet put without key"],
     ["/v1/query/similarity", { key, body: { namespace: "default", a: "x" } }, "similarity without b"],
+    ["/v1/put", { key, body: { namespace: "default", key: "k", data_b64: "AAAA", colour: "red" } }, "an unknown field"],
+    ["/v1/put", { key, body: { namespace: "default", key: "k", data_b64: "not base64!" } }, "data_b64 that is not Base64"],
+    ["/v1/list/default?limit=5000", { key }, "list limit above 1000"],
+    ["/v1/get/default/k?version=0", { key }, "version 0"],
+    ["/v1/get/default/k?version=1&version=2", { key }, "version given twice"],
   ];
   for (const [path, init, what] of bad) {
     const r = await call(gw.url, path, init);
@@ -159,7 +164,7 @@ test("403: every namespace named is ACL-checked (path, body, namespace_b); the e
 test("CUs per operation; serve gpu vs dense by the body's device; engine errors are passed through and not charged", async (t) => {
   const cases: Array<[string, Parameters<typeof call>[2], string]> = [
     ["/v1/put", { key, body: { namespace: "default", key: "k", data_b64: "AAAA" } }, "1"],
-    ["/v1/put_cores", { key, body: { namespace: "default", key: "k", cores: [{}] } }, "1"],
+    ["/v1/put_cores", { key, body: { namespace: "default", key: "k", cores: [{ shape: [1, 2, 1], data_b64: "AAAAAAAAAAA=" }] } }, "1"],
     ["/v1/put_cores_batch", { key, body: { namespace: "default", items: [{}] } }, "2"],
     ["/v1/serve", { key, body: { namespace: "default", key: "k" } }, "0.5"],
     ["/v1/serve", { key, body: { namespace: "default", key: "k", device: "gpu" } }, "2"],

@@ -1,0 +1,75 @@
+// loadGatewayConfig: defaults, every variable parsed, one sentence naming a bad variable.
+import test from "tape";
+import { ConfigError, loadGatewayConfig } from "../../server/gateway/config.js";
+
+const KEY = "k".repeat(40);
+
+test("defaults of the seed and api.md", (t) => {
+  const c = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY });
+  t.equal(c.host, "0.0.0.0");
+  t.equal(c.port, 8080);
+  t.equal(c.engineUrl, "http://127.0.0.1:8000");
+  t.equal(c.dataDir, "./svc-data/gate");
+  t.equal(c.redisUrl, undefined);
+  t.equal(c.redisPrefix, "svc:");
+  t.equal(c.auditEnabled, true);
+  t.equal(c.auditLogPath, "/var/log/svc-gate/audit.jsonl");
+  t.deepEqual(c.corsOrigins, [], "CORS off");
+  t.equal(c.billingEnabled, false);
+  t.deepEqual(c.defaultRateLimit, { requests: 100, window_s: 60 });
+  t.equal(c.maxUploadBytes, 100 * 1024 * 1024);
+  t.equal(c.payment.secretKey, undefined);
+  t.ok(Object.isFrozen(c) && Object.isFrozen(c.defaultRateLimit) && Object.isFrozen(c.payment), "frozen");
+  t.end();
+});
+
+test("every variable is read", (t) => {
+  const c = loadGatewayConfig({
+    SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "9090",
+    SVC_GATE_ENGINE_URL: "http://10.0.0.2:8000/", SVC_GATE_DATA_DIR: "/tmp/g", SVC_GATE_REDIS_URL: "redis://127.0.0.1:6379/0",
+    SVC_GATE_REDIS_PREFIX: "t1:", SVC_GATE_AUDIT_ENABLED: "false", SVC_GATE_AUDIT_LOG_PATH: "/tmp/a.jsonl",
+    SVC_GATE_CORS_ORIGINS: "https://a.example, http://localhost:3000", SVC_GATE_BILLING_ENABLED: "true",
+    SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "7", SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "30", SVC_ENGINE_MAX_UPLOAD_BYTES: "1000",
+    SVC_GATE_PAYMENT_SECRET_KEY: "sk_test_x", SVC_GATE_PAYMENT_PUBLISHABLE_KEY: "pk", SVC_GATE_PAYMENT_WEBHOOK_SECRET: "whsec",
+    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b", SVC_GATE_PAYMENT_PRICE_PRO: "price_p", SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:12111",
+    SVC_GATE_ENGINE_TIMEOUT_MS: "1500",
+  });
+  t.deepEqual(
+    [c.host, c.port, c.engineUrl, c.dataDir, c.redisUrl, c.redisPrefix, c.auditEnabled, c.auditLogPath, c.billingEnabled, c.maxUploadBytes, c.engineTimeoutMs],
+    ["127.0.0.1", 9090, "http://10.0.0.2:8000", "/tmp/g", "redis://127.0.0.1:6379/0", "t1:", false, "/tmp/a.jsonl", true, 1000, 1500],
+  );
+  t.deepEqual(c.corsOrigins, ["https://a.example", "http://localhost:3000"]);
+  t.deepEqual(c.defaultRateLimit, { requests: 7, window_s: 30 });
+  t.deepEqual(c.payment, { secretKey: "sk_test_x", publishableKey: "pk", webhookSecret: "whsec", priceBuilder: "price_b", pricePro: "price_p", apiBase: "http://127.0.0.1:12111" });
+  t.end();
+});
+
+test("a bad value stops start-up with one sentence naming the variable", (t) => {
+  const bad: Array<[Record<string, string>, string]> = [
+    [{ SVC_GATE_ENGINE_SERVICE_KEY: "" }, "SVC_GATE_ENGINE_SERVICE_KEY"],
+    [{ SVC_GATE_ENGINE_SERVICE_KEY: "short" }, "SVC_GATE_ENGINE_SERVICE_KEY"],
+    [{ SVC_GATE_PORT: "80a" }, "SVC_GATE_PORT"],
+    [{ SVC_GATE_PORT: "70000" }, "SVC_GATE_PORT"],
+    [{ SVC_GATE_ENGINE_URL: "ftp://x" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: "http://x:8000/api" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_REDIS_URL: "http://127.0.0.1:6379" }, "SVC_GATE_REDIS_URL"],
+    [{ SVC_GATE_AUDIT_ENABLED: "maybe" }, "SVC_GATE_AUDIT_ENABLED"],
+    [{ SVC_GATE_BILLING_ENABLED: "2" }, "SVC_GATE_BILLING_ENABLED"],
+    [{ SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "0" }, "SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS"],
+    [{ SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "-5" }, "SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S"],
+    [{ SVC_ENGINE_MAX_UPLOAD_BYTES: "1e6" }, "SVC_ENGINE_MAX_UPLOAD_BYTES"],
+    [{ SVC_GATE_CORS_ORIGINS: "https://a.example/path" }, "SVC_GATE_CORS_ORIGINS"],
+    [{ SVC_GATE_REDIS_PREFIX: "has space" }, "SVC_GATE_REDIS_PREFIX"],
+  ];
+  for (const [env, name] of bad) {
+    try {
+      loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, ...env } as NodeJS.ProcessEnv);
+      t.fail(`${name}=${JSON.stringify(env)} accepted`);
+    } catch (e) {
+      t.ok(e instanceof ConfigError, `${name}: ConfigError`);
+      t.equal((e as ConfigError).variable, name, `${name}: names the variable`);
+      t.ok((e as Error).message.startsWith(name) && (e as Error).message.endsWith(".") && !(e as Error).message.slice(0, -1).includes(". "), `${name}: one sentence (${(e as Error).message})`);
+    }
+  }
+  t.end();
+});

@@ -1,0 +1,122 @@
+// Sliding-window rate limiters: the memory one with an injected clock (exact window edges),
+// the Redis Lua one against a real server (its own clock; short windows), and a comparison
+// showing that the window slides instead of resetting in fixed buckets.
+import test from "tape";
+import { FakeClock } from "../../server/gateway/clock.js";
+import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "../../server/gateway/ratelimit.js";
+import { redisFor, uniquePrefix } from "./helpers.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test("memory: at most N in any window; the oldest admission leaves exactly at +window", async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const rl = new MemoryRateLimiter(clock);
+  const spec = { requests: 3, windowMs: 1000 };
+  const s1 = await rl.hit("a", spec);
+  t.deepEqual(s1, { allowed: true, limit: 3, remaining: 2, resetS: 1001, retryAfterS: 0 }, "first admission");
+  clock.advance(400);
+  await rl.hit("a", spec);
+  clock.advance(400);
+  const s3 = await rl.hit("a", spec);
+  t.equal(s3.remaining, 0, "third admission leaves 0");
+  clock.advance(100); // t = 900 ms after the first
+  const no = await rl.hit("a", spec);
+  t.equal(no.allowed, false, "fourth within the window refused");
+  t.equal(no.retryAfterS, 1, "retry after ceil(100 ms) = 1 s");
+  t.equal(no.resetS, 1001, "reset when the first admission leaves");
+  clock.set(1_000_999);
+  t.equal((await rl.hit("a", spec)).allowed, false, "1 ms before the edge: refused");
+  clock.set(1_001_000);
+  t.equal((await rl.hit("a", spec)).allowed, true, "at the edge: the first left, admitted");
+  t.equal((await rl.hit("a", spec)).allowed, false, "full again");
+  clock.set(1_001_400);
+  t.equal((await rl.hit("a", spec)).allowed, true, "the second left at +1400 ms");
+  t.equal((await rl.hit("b", spec)).allowed, true, "tenants are independent");
+});
+
+test("memory: a true sliding window admits no burst of 2N across a fixed-bucket boundary", async (t) => {
+  const clock = new FakeClock(10_000_000);
+  const rl = new MemoryRateLimiter(clock);
+  const spec = { requests: 5, windowMs: 1000 };
+  clock.set(10_000_900);
+  for (let i = 0; i < 5; i++) await rl.hit("x", spec);
+  clock.set(10_001_100); // a fixed 1-s bucket would have reset at 10_001_000
+  const s = await rl.hit("x", spec);
+  t.equal(s.allowed, false, "200 ms later (across the bucket boundary) still refused");
+  t.equal(s.retryAfterS, 1);
+  const p = await rl.peek("x", spec);
+  t.equal(p.remaining, 0, "peek reports the state");
+  clock.set(10_001_900);
+  t.equal((await rl.hit("x", spec)).allowed, true, "a full window after the burst: admitted");
+});
+
+test("memory: peek counts nothing; a refused request is not recorded", async (t) => {
+  const clock = new FakeClock(0);
+  const rl = new MemoryRateLimiter(clock);
+  const spec = { requests: 1, windowMs: 1000 };
+  const p = await rl.peek("p", spec);
+  t.deepEqual([p.allowed, p.remaining], [true, 1], "peek on an empty window");
+  t.equal((await rl.peek("p", spec)).remaining, 1, "peek did not record");
+  await rl.hit("p", spec);
+  for (let i = 0; i < 5; i++) await rl.hit("p", spec);
+  clock.set(1000);
+  t.equal((await rl.hit("p", spec)).allowed, true, "refusals did not extend the window");
+});
+
+async function redisCase(t: test.Test, fn: (rl: RateLimiter) => Promise<void>) {
+  const prefix = uniquePrefix();
+  const { redis, cleanup } = await redisFor(prefix);
+  try {
+    await fn(new RedisRateLimiter(redis, prefix));
+  } finally {
+    const keys: string[] = [];
+    for await (const b of redis.scanIterator({ MATCH: `${prefix}*` })) keys.push(...(b as unknown as string[]));
+    t.ok(keys.every((k) => k.startsWith(prefix)), "only this run's keys exist under its prefix");
+    await cleanup();
+  }
+}
+
+test("redis: atomic sliding window with the server's clock, at the window edge", async (t) => {
+  await redisCase(t, async (rl) => {
+    const spec = { requests: 3, windowMs: 600 };
+    const first = await rl.hit("a", spec);
+    t.deepEqual([first.allowed, first.remaining, first.limit], [true, 2, 3], "first admission");
+    await rl.hit("a", spec);
+    await rl.hit("a", spec);
+    const no = await rl.hit("a", spec);
+    t.equal(no.allowed, false, "fourth within the window refused");
+    t.equal(no.remaining, 0);
+    t.ok(no.retryAfterS >= 1, "Retry-After at least 1 s");
+    t.ok(no.resetS >= Math.floor(Date.now() / 1000), "Reset is a Unix time");
+    const p = await rl.peek("a", spec);
+    t.equal(p.remaining, 0, "peek sees the full window");
+    await sleep(650);
+    const again = await rl.hit("a", spec);
+    t.equal(again.allowed, true, "after the window the oldest admissions left");
+    t.equal(again.remaining, 2, "the three old ones are gone, one new");
+  });
+});
+
+test("redis: concurrent hits never admit more than the limit", async (t) => {
+  await redisCase(t, async (rl) => {
+    const spec = { requests: 25, windowMs: 30_000 };
+    const results = await Promise.all(Array.from({ length: 100 }, () => rl.hit("c", spec)));
+    t.equal(results.filter((r) => r.allowed).length, 25, "exactly 25 of 100 concurrent requests admitted");
+  });
+});
+
+test("redis: two limiters on two connections share one window (several gateways)", async (t) => {
+  const prefix = uniquePrefix();
+  const a = await redisFor(prefix);
+  const b = await redisFor(prefix);
+  const la = new RedisRateLimiter(a.redis, prefix);
+  const lb = new RedisRateLimiter(b.redis, prefix);
+  const spec = { requests: 4, windowMs: 30_000 };
+  await la.hit("s", spec);
+  await lb.hit("s", spec);
+  await la.hit("s", spec);
+  t.equal((await lb.hit("s", spec)).remaining, 0, "the fourth admission on the other connection leaves 0");
+  t.equal((await la.hit("s", spec)).allowed, false, "the fifth is refused wherever it arrives");
+  await b.redis.quit();
+  await a.cleanup();
+});

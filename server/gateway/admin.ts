@@ -26,16 +26,16 @@ const rateLimitSchema = z.strictObject({
 const quotaSchema = z.number().min(0, "monthly_quota must be at least 0").max(1e12, "monthly_quota is too large").nullable();
 const enterpriseFields = { monthly_quota: quotaSchema.optional(), rate_limit: rateLimitSchema.optional() };
 
-const createSchema = z.strictObject({
+export const createSchema = z.strictObject({
   tenant_id: tenantIdSchema,
   plan: planSchema.default("starter"),
   namespaces: z.array(namespaceSchema).min(1, "namespaces must not be empty").max(1000, "namespaces must have at most 1000 entries").default(["default"]),
   email: z.email("email must be an e-mail address").max(320).optional(),
   ...enterpriseFields,
 });
-const idSchema = z.strictObject({ tenant_id: tenantIdSchema });
-const addNamespaceSchema = z.strictObject({ tenant_id: tenantIdSchema, namespace: namespaceSchema });
-const updateTierSchema = z.strictObject({ tenant_id: tenantIdSchema, plan: planSchema, ...enterpriseFields });
+export const idSchema = z.strictObject({ tenant_id: tenantIdSchema });
+export const addNamespaceSchema = z.strictObject({ tenant_id: tenantIdSchema, namespace: namespaceSchema });
+export const updateTierSchema = z.strictObject({ tenant_id: tenantIdSchema, plan: planSchema, ...enterpriseFields });
 
 /** Plan terms for a tenant record (tier table, or enterprise overrides). */
 export function termsFor(plan: Plan, over: { monthly_quota?: number | null; rate_limit?: { requests: number; window_s: number } }) {

@@ -77,7 +77,8 @@ export function buildBundleFiles(input: ExportInput): Array<[string, Buffer]> {
   }));
   const manifest = Buffer.from(HASHED_FILES.map((n) => `${sha256Hex(files.get(n)!)}  ${n}\n`).join(""), "utf8");
   files.set("MANIFEST.sha256", manifest);
-  const sig = signer.sign(pae(MANIFEST_PAYLOAD_TYPE, manifest));
+  // deterministic, so that the same inputs give the same bundle bytes
+  const sig = signer.signDeterministic(pae(MANIFEST_PAYLOAD_TYPE, manifest));
   files.set("MANIFEST.sha256.sig", Buffer.from(Buffer.from(sig).toString("base64") + "\n", "utf8"));
   return BUNDLE_FILES.map((n) => [n, files.get(n)!]);
 }
@@ -205,8 +206,8 @@ export async function readJsonDir(dir: string, maxTotal = MAX_TOTAL_BYTES): Prom
 
 export interface BundleVerifyOptions {
   backend: MlDsaBackend;
-  /** Pinned public key (from an independent channel). */
-  pinnedKey?: KnownKey | undefined;
+  /** Pinned public keys (from an independent channel: an instance's active and retired keys). */
+  pinnedKeys?: KnownKey[] | undefined;
   /** Pinned fingerprint (from an independent channel). */
   expectedFingerprint?: string | undefined;
   /** Neither pin: check integrity against the bundled key, not the issuer. */
@@ -300,12 +301,13 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
     if (bundled.length !== PUBLIC_KEY_BYTES) return { ok: false, detail: `The bundled public key does not have ${PUBLIC_KEY_BYTES} bytes.` };
     const bfp = fingerprintOf(bundled);
     if (bfp !== doc.data.fingerprint) return { ok: false, detail: "The bundled fingerprint is not the SHA-256 of the bundled public key." };
-    if (opts.pinnedKey) {
-      if (opts.expectedFingerprint && opts.pinnedKey.fingerprint !== opts.expectedFingerprint) {
-        return { ok: false, detail: "The pinned public key does not have the expected fingerprint." };
+    if (opts.pinnedKeys && opts.pinnedKeys.length > 0) {
+      const pinned = opts.pinnedKeys.find((k) => k.fingerprint === bfp && fingerprintOf(k.publicKey) === bfp);
+      if (!pinned) return { ok: false, detail: `The bundle's signer ${bfp} is not a pinned key.` };
+      if (opts.expectedFingerprint && bfp !== opts.expectedFingerprint) {
+        return { ok: false, detail: `The bundle's signer ${bfp} does not have the expected fingerprint.` };
       }
-      if (opts.pinnedKey.fingerprint !== bfp) return { ok: false, detail: `The bundle's signer ${bfp} is not the pinned key ${opts.pinnedKey.fingerprint}.` };
-      key = opts.pinnedKey;
+      key = pinned;
       return { ok: true, detail: `The bundle's signer is the pinned key ${bfp}.` };
     }
     if (opts.expectedFingerprint) {
@@ -344,7 +346,8 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
   });
 
   const keys = key ? [key] : [];
-  const trusted = opts.pinnedKey || opts.expectedFingerprint ? keys.map((k) => k.fingerprint) : null;
+  const pinned = (opts.pinnedKeys?.length ?? 0) > 0 || !!opts.expectedFingerprint;
+  const trusted = pinned ? keys.map((k) => k.fingerprint) : null;
   const rv = verifyReceipt(receipt, { backend: opts.backend, keys, trustedFingerprints: opts.integrityOnly || trusted ? trusted : [], artifact: opts.artifact });
   const all = [...rv.checks, ...checks];
   const isUnsupported = unsupported || rv.verdict === "unsupported_schema";

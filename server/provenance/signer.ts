@@ -1,7 +1,7 @@
 // ML-DSA-65 behind one interface with two backends: liboqs (the Open Quantum Safe
 // WASM build, default) and noble (pure JavaScript). Both sign FIPS 204 pure mode with
 // an empty context, so each verifies the other's signatures.
-import { createHash } from "node:crypto";
+import nodeCrypto, { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
@@ -25,6 +25,11 @@ export interface MlDsaBackend {
   readonly version: string;
   generateKeyPair(): KeyPair;
   sign(message: Uint8Array, secretKey: Uint8Array): Uint8Array;
+  /**
+   * FIPS 204 deterministic signing (rnd = 32 zero bytes): the same message and key give
+   * the same bytes, which keeps evidence bundles reproducible.
+   */
+  signDeterministic(message: Uint8Array, secretKey: Uint8Array): Uint8Array;
   /** False for any malformed input: never throws for a bad signature or key. */
   verify(message: Uint8Array, signature: Uint8Array, publicKey: Uint8Array): boolean;
 }
@@ -36,6 +41,7 @@ export interface Signer {
   /** SHA-256 of the raw public key, lower-case hex. */
   readonly fingerprint: string;
   sign(message: Uint8Array): Uint8Array;
+  signDeterministic(message: Uint8Array): Uint8Array;
 }
 
 function packageVersion(name: string): string {
@@ -54,6 +60,27 @@ export function fingerprintOf(publicKey: Uint8Array): string {
   return createHash("sha256").update(publicKey).digest("hex");
 }
 
+// liboqs-js has no deterministic-signing entry point; its WASM build draws the signing
+// randomness rnd through node:crypto.randomFillSync, looked up at each call. For the one
+// synchronous call we hand it zeros, which is FIPS 204's deterministic variant; the
+// result is checked against the expected length and, at start-up, for determinism.
+function withZeroRandomness<T>(fn: () => T): T {
+  const original = nodeCrypto.randomFillSync;
+  let calls = 0;
+  (nodeCrypto as { randomFillSync: unknown }).randomFillSync = <B extends NodeJS.ArrayBufferView>(buf: B): B => {
+    calls++;
+    new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength).fill(0);
+    return buf;
+  };
+  try {
+    const r = fn();
+    if (calls !== 1) throw new Error("liboqs did not draw the signing randomness as expected");
+    return r;
+  } finally {
+    (nodeCrypto as { randomFillSync: unknown }).randomFillSync = original;
+  }
+}
+
 async function createLiboqs(): Promise<MlDsaBackend> {
   const { createMLDSA65 } = await import("@oqs/liboqs-js");
   const sig = await createMLDSA65();
@@ -63,6 +90,7 @@ async function createLiboqs(): Promise<MlDsaBackend> {
     version,
     generateKeyPair: () => sig.generateKeyPair(),
     sign: (message, secretKey) => sig.sign(plain(message), plain(secretKey)),
+    signDeterministic: (message, secretKey) => withZeroRandomness(() => sig.sign(plain(message), plain(secretKey))),
     verify(message, signature, publicKey) {
       if (publicKey.length !== PUBLIC_KEY_BYTES || signature.length !== SIGNATURE_BYTES) return false;
       try {
@@ -82,6 +110,7 @@ async function createNoble(): Promise<MlDsaBackend> {
     version,
     generateKeyPair: () => ml_dsa65.keygen(),
     sign: (message, secretKey) => ml_dsa65.sign(message, secretKey),
+    signDeterministic: (message, secretKey) => ml_dsa65.sign(message, secretKey, { extraEntropy: false }),
     verify(message, signature, publicKey) {
       if (publicKey.length !== PUBLIC_KEY_BYTES || signature.length !== SIGNATURE_BYTES) return false;
       try {
@@ -118,6 +147,7 @@ export function createSigner(backend: MlDsaBackend, keyPair: KeyPair): Signer {
     publicKey,
     fingerprint,
     sign: (message) => backend.sign(message, secretKey),
+    signDeterministic: (message) => backend.signDeterministic(message, secretKey),
   };
 }
 
@@ -130,7 +160,9 @@ export function selfTest(backend: MlDsaBackend): "ok" | "failing" {
     const kp = backend.generateKeyPair();
     const msg = new TextEncoder().encode("svc-provenance self-test");
     const sig = backend.sign(msg, kp.secretKey);
-    const good = backend.verify(msg, sig, kp.publicKey);
+    const d1 = backend.signDeterministic(msg, kp.secretKey);
+    const d2 = backend.signDeterministic(msg, kp.secretKey);
+    const good = backend.verify(msg, sig, kp.publicKey) && backend.verify(msg, d1, kp.publicKey) && Buffer.from(d1).equals(Buffer.from(d2));
     const bad = new Uint8Array(sig);
     bad[0]! ^= 1;
     return good && !backend.verify(msg, bad, kp.publicKey) ? "ok" : "failing";

@@ -178,6 +178,25 @@ test("each backend verifies the other's signatures", async (t) => {
   await crossCheck(t, noble, oqs);
 });
 
+test("deterministic signing: both backends give the same bytes, equal to the deterministic KAT", async (t) => {
+  const oqs = await createBackend("liboqs");
+  const noble = await createBackend("noble");
+  const kp = noble.generateKeyPair();
+  const msg = crypto.randomBytes(500);
+  const a = oqs.signDeterministic(msg, kp.secretKey);
+  const b = noble.signDeterministic(msg, kp.secretKey);
+  t.ok(Buffer.from(a).equals(Buffer.from(b)), "liboqs and noble deterministic signatures are identical");
+  t.ok(Buffer.from(a).equals(Buffer.from(oqs.signDeterministic(msg, kp.secretKey))), "repeatable");
+  t.notOk(Buffer.from(oqs.sign(msg, kp.secretKey)).equals(Buffer.from(a)), "the default signing is hedged (randomised)");
+  const det = sigGen.find((v) => v.group.deterministic === true)!;
+  for (const be of [oqs, noble]) {
+    t.equal(toHex(be.signDeterministic(hex(det.tc.message), hex(det.tc.sk))), det.exp.signature, `${be.name}: deterministic sigGen tcId ${det.tc.tcId}`);
+  }
+  t.equal(typeof crypto.randomFillSync(new Uint8Array(4)), "object", "node:crypto randomness restored afterwards");
+  const r1 = crypto.randomFillSync(new Uint8Array(32));
+  t.notOk(r1.every((x) => x === 0), "randomness is random again");
+});
+
 test("verify returns false, never throws, for malformed keys and signatures", async (t) => {
   for (const name of ["liboqs", "noble"] as const) {
     const b = await createBackend(name);

@@ -1,0 +1,162 @@
+// What the three provenance programs share: argument parsing, one-sentence errors,
+// exit codes, reading key files and artifacts, printing a verify result.
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { readFile, stat } from "node:fs/promises";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { z } from "zod";
+import type { KnownKey, VerifyResult } from "./receipt.js";
+import { PUBLIC_KEY_BYTES, fingerprintOf } from "./signer.js";
+
+export const EXIT = { valid: 0, failed: 1, usage: 2, unsupported: 3 } as const;
+
+/** A usage problem or unreadable input: exit 2 with one sentence. */
+export class UsageError extends Error {
+  constructor(message: string, readonly exitCode: number = EXIT.usage) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+const sentence = (s: string): string => {
+  const t = s.trim().replace(/\s+/g, " ");
+  const c = t.charAt(0).toUpperCase() + t.slice(1);
+  return /[.!?]$/.test(c) ? c : `${c}.`;
+};
+
+/** Runs `main`, mapping errors to one sentence on stderr and an exit code. */
+export async function runCli(main: () => Promise<number>): Promise<void> {
+  try {
+    process.exitCode = await main();
+  } catch (e) {
+    const debug = (process.env.SVC_ENGINE_LOG_LEVEL ?? "").toLowerCase() === "debug";
+    if (e instanceof UsageError) {
+      process.stderr.write(sentence(e.message) + "\n");
+      process.exitCode = e.exitCode;
+    } else if (e instanceof Error && (e.name === "ConfigError")) {
+      process.stderr.write(sentence(e.message) + "\n");
+      process.exitCode = EXIT.usage;
+    } else {
+      process.stderr.write(sentence(e instanceof Error && /^[\w ,.'()/:-]{1,200}$/.test(e.message) ? e.message : "The command failed") + "\n");
+      process.exitCode = EXIT.failed;
+    }
+    if (debug && e instanceof Error && e.stack) process.stderr.write(e.stack + "\n");
+  }
+}
+
+export interface ParsedArgs {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
+export function parse(args: string[], options: NonNullable<ParseArgsConfig["options"]>, allowPositionals = false): ParsedArgs {
+  try {
+    const r = parseArgs({ args, options, strict: true, allowPositionals });
+    return { values: r.values as ParsedArgs["values"], positionals: r.positionals };
+  } catch (e) {
+    // node's messages name the option; keep only the first sentence, no codes
+    const msg = e instanceof Error ? e.message.split("\n")[0]!.replace(/^TypeError \[[A-Z_]+\]: /, "") : "bad arguments";
+    throw new UsageError(`${msg.replace(/\. To specify.*$/, "")}; see --help`);
+  }
+}
+
+const MAX_JSON_FILE = 16 * 1024 * 1024;
+
+/** Reads a JSON file (at most 16 MiB); unreadable or not JSON: UsageError (exit 2). */
+export async function readJsonFile(path: string, what: string): Promise<unknown> {
+  let text: string;
+  try {
+    const st = await stat(path);
+    if (!st.isFile()) throw new UsageError(`The ${what} ${path} is not a regular file`);
+    if (st.size > MAX_JSON_FILE) throw new UsageError(`The ${what} ${path} is larger than 16 MiB`);
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError(`The ${what} ${path} cannot be read`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError(`The ${what} ${path} is not valid JSON`);
+  }
+}
+
+const keyDoc = z.object({
+  public_key: z.string(),
+  fingerprint: z.string().optional(),
+  retired: z.array(z.object({ public_key: z.string(), fingerprint: z.string().optional() })).optional(),
+});
+
+function decodeKey(b64: string, fp: string | undefined, path: string): KnownKey {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) throw new UsageError(`The public key file ${path} does not hold base64`);
+  const publicKey = new Uint8Array(Buffer.from(b64, "base64"));
+  if (publicKey.length !== PUBLIC_KEY_BYTES) throw new UsageError(`The public key in ${path} does not have ${PUBLIC_KEY_BYTES} bytes`);
+  const fingerprint = fingerprintOf(publicKey);
+  if (fp !== undefined && fp !== fingerprint) throw new UsageError(`The fingerprint in ${path} is not the SHA-256 of its public key`);
+  return { publicKey, fingerprint };
+}
+
+/**
+ * A public key file: the appliance's public-key response saved as JSON (its active and
+ * retired keys are all pinned), or the raw key in base64.
+ */
+export async function readPublicKeyFile(path: string): Promise<KnownKey[]> {
+  let text: string;
+  try {
+    const st = await stat(path);
+    if (!st.isFile() || st.size > 1024 * 1024) throw new Error("bad");
+    text = (await readFile(path, "utf8")).trim();
+  } catch {
+    throw new UsageError(`The public key file ${path} cannot be read`);
+  }
+  if (text.startsWith("{")) {
+    let doc: z.infer<typeof keyDoc>;
+    try {
+      doc = keyDoc.parse(JSON.parse(text));
+    } catch {
+      throw new UsageError(`The public key file ${path} is neither a public-key response nor base64`);
+    }
+    return [decodeKey(doc.public_key, doc.fingerprint, path), ...(doc.retired ?? []).map((r) => decodeKey(r.public_key, r.fingerprint, path))];
+  }
+  return [decodeKey(text.replace(/\s+/g, ""), undefined, path)];
+}
+
+/** SHA-256 and size of a file, streamed. */
+export async function digestFile(path: string): Promise<{ sha256: string; size_bytes: number }> {
+  try {
+    const h = createHash("sha256");
+    let size = 0;
+    for await (const chunk of createReadStream(path)) {
+      h.update(chunk as Buffer);
+      size += (chunk as Buffer).length;
+    }
+    return { sha256: h.digest("hex"), size_bytes: size };
+  } catch {
+    throw new UsageError(`The artifact ${path} cannot be read`);
+  }
+}
+
+export function checkFingerprintArg(fp: string | undefined): string | undefined {
+  if (fp === undefined) return undefined;
+  const lower = fp.toLowerCase();
+  if (!/^[0-9a-f]{64}$/.test(lower)) throw new UsageError("--expected-fingerprint must be 64 hex characters");
+  return lower;
+}
+
+export function exitCodeOf(r: VerifyResult): number {
+  return r.verdict === "valid" ? EXIT.valid : r.verdict === "unsupported_schema" ? EXIT.unsupported : EXIT.failed;
+}
+
+/** Human output: verdict line, one line per check, the integrity-only note. */
+export function printResult(r: VerifyResult & { issuer_authenticated: boolean }, json: boolean): void {
+  if (json) {
+    process.stdout.write(JSON.stringify(r, null, 2) + "\n");
+    return;
+  }
+  const lines = [`verdict: ${r.verdict}`];
+  if (r.receipt_id) lines.push(`receipt_id: ${r.receipt_id}`);
+  if (r.signer_fingerprint) lines.push(`signer_fingerprint: ${r.signer_fingerprint}`);
+  for (const c of r.checks) lines.push(`  ${c.ok ? "ok  " : "FAIL"} ${c.name}: ${c.detail}`);
+  if (!r.issuer_authenticated) lines.push("NOTE: integrity only: the issuer was not authenticated (no pinned key or fingerprint).");
+  process.stdout.write(lines.join("\n") + "\n");
+}

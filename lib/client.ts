@@ -8,6 +8,16 @@ import {
   SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, EngineUnreachableError, errorFromCode,
 } from "./errors.js";
 import { keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
+import {
+  putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
+  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, filterSchema,
+  type PutOptions, type PutCoresOptions, type GetOptions, type ListOptions, type SearchOptions, type ServeOptions,
+  type SimilarityOptions, type TopkOptions, type VectorOptions,
+} from "./schemas.js";
+import type {
+  PutData, CoreInput, PutCoresItem, PutResult, EntryInfo, ListResult, SearchResult, DeleteResult, ServeResult, ServeArray,
+  SimilarityResult, TopkResult, TtInfo,
+} from "./store/index.js";
 import { z } from "zod";
 
 /** What `client.lastResponse` exposes about the latest HTTP exchange. */
@@ -52,105 +62,72 @@ const clientOptionsSchema = z.object({
   sleep: z.function().optional(),
 }).strict();
 
-export type Data = ArrayBufferView | ArrayBuffer;
+export type Data = PutData;
 
-export type Metric = "cosine" | "dot" | "l2";
-export type Filter = Record<string, unknown>;
-
-export interface PutOptions {
-  dtype?: Dtype;
-  shape?: number[];
-  tolerance?: number;
-  max_rank?: number;
-  metadata?: Record<string, unknown>;
-  if_version?: number;
-}
-
-export interface CoreInput { shape: [number, number, number]; data: Data; dtype?: "float32" | "float64" }
-export interface PutCoresOptions { shape?: number[]; metadata?: Record<string, unknown>; if_version?: number }
-export interface PutCoresItem extends PutCoresOptions { key: string; cores: CoreInput[] }
-
-export interface TTInfo { modes: number[]; ranks: number[] }
-export interface PutResult {
-  namespace: string; key: string; version: number;
-  verdict: "compressed" | "weak" | "lossless" | "passthrough";
-  compressed: boolean; compression_ratio: number; relative_error: number;
-  dtype: Dtype; shape: number[] | null; tt: TTInfo | null;
-  bytes_in: number; bytes_stored: number; fingerprint: Fingerprint;
-}
-export interface Fingerprint { sha256: string; codec: "tt" | "lossless" | "raw"; tt: TTInfo | null; norm: number | null }
-export interface GetResult {
-  namespace: string; key: string; version: number; latest_version: number; versions: number[];
-  created_at: string; dtype: Dtype; shape: number[] | null; metadata: Record<string, unknown>;
-  verdict: PutResult["verdict"]; compressed: boolean; compression_ratio: number; relative_error: number;
-  bytes_in: number; bytes_stored: number; fingerprint: Fingerprint;
-}
-export interface ListResult {
-  namespace: string;
-  keys: Array<{ key: string; version: number; updated_at: string; dtype: Dtype; shape: number[] | null; verdict: PutResult["verdict"] }>;
-  total: number; limit: number; offset: number; next_offset: number | null;
-}
-export interface SearchResult {
-  namespace: string; results: Array<{ key: string; version: number; metadata: Record<string, unknown> }>;
-  total: number; limit: number; offset: number; next_offset: number | null;
-}
-export interface DeleteResult { namespace: string; key: string; deleted: true; version: number; purge_after: string }
-export interface ServeResult { data: TypedArray; shape: number[]; dtype: Dtype; version: number }
-export interface SimilarityResult { metric: Metric; score: number; a: { key: string; version: number }; b: { key: string; version: number } }
-export interface TopkResult { metric: Metric; results: Array<{ key: string; version: number; score: number }>; scanned: number; skipped: number }
-export interface GpuServeInfo { namespace: string; key: string; version: number; device: string; resident: boolean; bytes_on_device: number; tt: TTInfo | null }
-
-/** A GPU-resident entry on the server: what `serveGpu` returns. */
+/** A GPU-resident entry on the server: what `serveGpu` returns over HTTP. */
+export interface GpuServeInfo { namespace: string; key: string; version: number; device: string; resident: boolean; bytes_on_device: number; tt: TtInfo | null }
 export interface RemoteGpuHandle extends GpuServeInfo {
   /** Dense reconstruction (a CPU serve of the same version). */
-  reconstruct(opts?: { slice?: Array<[number, number]>; dtype?: Dtype }): Promise<ServeResult>;
+  reconstruct(opts?: Omit<ServeOptions, "version">): Promise<ServeResult>;
   /** Inner product with another entry of the same namespace (query_similarity, metric dot). */
-  dot(other: { key: string; version: number }): Promise<number>;
+  dot(other: { key: string; version?: number }): Promise<number>;
   /** Ends the use of this handle: later calls on it fail. The server's LRU cache evicts on its own. */
   release(): Promise<void>;
 }
 
-export type TypedArray =
-  | Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array
-  | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+export type TypedArray = ServeArray;
 
-/** The hosted counterpart of a store from `createStore`. */
+/**
+ * The hosted counterpart of a store from `createStore`: the same methods, options, results
+ * and errors. Not available over HTTP: `compact` (an operator task on the engine) and
+ * `forTenant` (the gateway decides the tenant from the API key).
+ */
 export interface SvcClient {
-  put(ns: string, key: string, data: Data, opts?: PutOptions): Promise<PutResult>;
+  put(ns: string, key: string, data: PutData, opts?: PutOptions): Promise<PutResult>;
   putCores(ns: string, key: string, cores: CoreInput[], opts?: PutCoresOptions): Promise<PutResult>;
   putCoresBatch(ns: string, items: PutCoresItem[]): Promise<{ results: PutResult[] }>;
-  get(ns: string, key: string, opts?: { version?: number }): Promise<GetResult>;
-  list(ns: string, opts?: { prefix?: string; limit?: number; offset?: number }): Promise<ListResult>;
-  search(ns: string, filter: Filter, opts?: { prefix?: string; limit?: number; offset?: number }): Promise<SearchResult>;
+  get(ns: string, key: string, opts?: GetOptions): Promise<EntryInfo>;
+  list(ns: string, opts?: ListOptions): Promise<ListResult>;
+  search(ns: string, filter?: Record<string, unknown>, opts?: SearchOptions): Promise<SearchResult>;
   delete(ns: string, key: string): Promise<DeleteResult>;
-  serve(ns: string, key: string, opts?: { version?: number; slice?: Array<[number, number]>; dtype?: Dtype }): Promise<ServeResult>;
-  serveGpu(ns: string, key: string, opts?: { version?: number }): Promise<RemoteGpuHandle>;
-  query: {
-    similarity(ns: string, a: string, b: string, opts?: { namespace_b?: string; version_a?: number; version_b?: number; metric?: Metric }): Promise<SimilarityResult>;
-    topk(ns: string, opts: { key: string; version?: number; k?: number; metric?: Metric; filter?: Filter; include_self?: boolean }): Promise<TopkResult>;
-    vector(ns: string, opts: { vector: Data | number[]; shape?: number[]; dtype?: "float32" | "float64"; k?: number; metric?: Metric; filter?: Filter }): Promise<TopkResult>;
+  serve(ns: string, key: string, opts?: ServeOptions): Promise<ServeResult>;
+  serveGpu(ns: string, key: string, opts?: GetOptions): Promise<RemoteGpuHandle>;
+  readonly query: {
+    similarity(ns: string, a: string, b: string, opts?: SimilarityOptions): Promise<SimilarityResult>;
+    topk(ns: string, opts: TopkOptions): Promise<TopkResult>;
+    vector(ns: string, opts: VectorOptions): Promise<TopkResult>;
   };
   /** Metadata of the latest HTTP response (null before the first call). */
   readonly lastResponse: LastResponse | null;
-  /** Closes the connection pool. */
+  /** Closes the connection pool; later calls fail. */
   close(): Promise<void>;
 }
 
 const bytesOf = (d: Data): Buffer =>
   d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
 
-/** The dtype a typed array implies, when the caller gave none. */
-function dtypeOfArray(d: Data): Dtype | undefined {
+/** The natural dtype of the data, as the store decides it (Buffer and ArrayBuffer: raw bytes). */
+function naturalDtype(d: PutData): Dtype | "raw" {
+  if (d instanceof ArrayBuffer || Buffer.isBuffer(d) || d instanceof DataView) return "raw";
   if (d instanceof Float32Array) return "float32";
   if (d instanceof Float64Array) return "float64";
   if (d instanceof Int8Array) return "int8";
+  if (d instanceof Uint8Array || d instanceof Uint8ClampedArray) return "uint8";
   if (d instanceof Int16Array) return "int16";
   if (d instanceof Uint16Array) return "uint16";
   if (d instanceof Int32Array) return "int32";
   if (d instanceof Uint32Array) return "uint32";
   if (d instanceof BigInt64Array) return "int64";
   if (d instanceof BigUint64Array) return "uint64";
-  return undefined;
+  throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
+}
+
+/** Which explicit dtypes may reinterpret a typed array of another element type (as the store). */
+function compatible(natural: Dtype | "raw", dtype: Dtype): boolean {
+  if (natural === "raw" || natural === dtype) return true;
+  if (natural === "uint8") return true;
+  if (natural === "uint16") return dtype === "float16" || dtype === "bfloat16";
+  return false;
 }
 
 /** A typed array of `dtype` over `buf` (float16/bfloat16 as raw Uint16Array bits, bytes as Uint8Array). */
@@ -323,6 +300,10 @@ export function createClient(options: ClientOptions): SvcClient {
 
   const ns = (v: string) => parseOrThrow(namespaceSchema, v, "namespace");
   const key = (v: string, field = "key") => parseOrThrow(keySchema, v, field);
+  // options are checked here with the store's own schemas, so that a bad option fails the
+  // same way embedded and hosted, without a request
+  const opt = <S extends z.ZodType>(schema: S, v: unknown): z.output<S> => parseOrThrow(schema, v ?? {}, "options");
+  const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
   const client: SvcClient = {
     get lastResponse() { return last; },
@@ -332,43 +313,56 @@ export function createClient(options: ClientOptions): SvcClient {
       if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data)) {
         throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
       }
-      const dtype = opts.dtype ?? dtypeOfArray(data);
+      const o = opt(putOptionsSchema, opts);
+      const natural = naturalDtype(data);
+      const dtype: Dtype = o.dtype ?? (natural === "raw" ? "bytes" : natural);
+      if (!compatible(natural, dtype)) throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
       const headers: Record<string, string> = {};
-      if (opts.metadata !== undefined) headers["x-svc-metadata"] = JSON.stringify(opts.metadata);
+      // header values must be Latin-1: escape everything else so that any metadata travels
+      if (o.metadata !== undefined) headers["x-svc-metadata"] = JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
       return json<PutResult>({
         method: "POST", path: "/v1/put", raw: bytesOf(data), headers,
         query: {
-          namespace: n, key: k, dtype, shape: opts.shape?.join(","),
-          tolerance: opts.tolerance, max_rank: opts.max_rank, if_version: opts.if_version,
+          namespace: n, key: k, dtype, shape: o.shape?.join(","),
+          tolerance: o.tolerance, max_rank: o.max_rank, if_version: o.if_version,
         },
       });
     },
 
     async putCores(n, k, cores, opts = {}) {
       ns(n); key(k);
-      return json<PutResult>({ method: "POST", path: "/v1/put_cores", json: { namespace: n, key: k, cores: coresWire(cores), ...opts } });
+      const o = opt(putCoresOptionsSchema, opts);
+      return json<PutResult>({ method: "POST", path: "/v1/put_cores", json: defined({ namespace: n, key: k, cores: coresWire(cores, "cores"), ...o }) });
     },
 
     async putCoresBatch(n, items) {
       ns(n);
       if (!Array.isArray(items)) throw new ValidationError("items must be a list.", "items");
-      const wire = items.map((it) => ({ ...it, cores: coresWire(it.cores) }));
+      const wire = items.map((it, i) => {
+        if (it === null || typeof it !== "object") throw new ValidationError(`items.${i} must be an object.`, `items.${i}`);
+        const { key: k, cores, ...rest } = it;
+        return defined({ key: k, cores: coresWire(cores, `items.${i}.cores`), ...rest });
+      });
       return json<{ results: PutResult[] }>({ method: "POST", path: "/v1/put_cores_batch", json: { namespace: n, items: wire } });
     },
 
     async get(n, k, opts = {}) {
       ns(n); key(k);
-      return json<GetResult>({ method: "GET", path: `/v1/get/${n}/${encPath(k)}`, query: { version: opts.version } });
+      const o = opt(getOptionsSchema, opts);
+      return json<EntryInfo>({ method: "GET", path: `/v1/get/${n}/${encPath(k)}`, query: { version: o.version } });
     },
 
     async list(n, opts = {}) {
       ns(n);
-      return json<ListResult>({ method: "GET", path: `/v1/list/${n}`, query: { prefix: opts.prefix, limit: opts.limit, offset: opts.offset } });
+      const o = opt(listOptionsSchema, opts);
+      return json<ListResult>({ method: "GET", path: `/v1/list/${n}`, query: { prefix: o.prefix || undefined, limit: o.limit, offset: o.offset } });
     },
 
-    async search(n, filter, opts = {}) {
+    async search(n, filter = {}, opts = {}) {
       ns(n);
-      return json<SearchResult>({ method: "POST", path: "/v1/search", json: { namespace: n, filter, ...opts } });
+      parseOrThrow(filterSchema, filter, "filter");
+      const o = opt(searchOptionsSchema, opts);
+      return json<SearchResult>({ method: "POST", path: "/v1/search", json: defined({ namespace: n, filter, ...o, prefix: o.prefix || undefined }) });
     },
 
     async delete(n, k) {
@@ -378,25 +372,27 @@ export function createClient(options: ClientOptions): SvcClient {
 
     async serve(n, k, opts = {}) {
       ns(n); key(k);
-      const res = await call({ method: "POST", path: "/v1/serve", accept: "octet", json: { namespace: n, key: k, device: "cpu", ...opts } });
+      const o = opt(serveOptionsSchema, opts);
+      const res = await call({ method: "POST", path: "/v1/serve", accept: "octet", json: defined({ namespace: n, key: k, device: "cpu", ...o }) });
       const ct = res.headers["content-type"] ?? "";
       if (ct.startsWith("application/octet-stream")) {
         const dtype = res.headers["x-svc-dtype"] as Dtype;
         const shape = (res.headers["x-svc-shape"] ?? "").split(",").filter(Boolean).map(Number);
-        return { data: typedArrayOf(dtype, res.body), shape, dtype, version: Number(res.headers["x-svc-version"]) };
+        return { namespace: n, key: k, version: Number(res.headers["x-svc-version"]), data: typedArrayOf(dtype, res.body), dtype, shape };
       }
       const b = JSON.parse(res.body.toString("utf8")) as { dtype: Dtype; shape: number[]; version: number; data_b64: string };
-      return { data: typedArrayOf(b.dtype, Buffer.from(b.data_b64, "base64")), shape: b.shape, dtype: b.dtype, version: b.version };
+      return { namespace: n, key: k, version: b.version, data: typedArrayOf(b.dtype, Buffer.from(b.data_b64, "base64")), dtype: b.dtype, shape: b.shape };
     },
 
     async serveGpu(n, k, opts = {}) {
       ns(n); key(k);
-      const info = await json<GpuServeInfo>({ method: "POST", path: "/v1/serve", json: { namespace: n, key: k, device: "gpu", ...opts } });
+      const o = opt(getOptionsSchema, opts);
+      const info = await json<GpuServeInfo>({ method: "POST", path: "/v1/serve", json: defined({ namespace: n, key: k, device: "gpu", version: o.version }) });
       let released = false;
       const live = () => { if (released) throw new ValidationError("This GPU handle was released.", "handle"); };
       return {
         ...info,
-        async reconstruct(o = {}) { live(); return client.serve(n, k, { ...o, version: info.version }); },
+        async reconstruct(ro = {}) { live(); return client.serve(n, k, { ...ro, version: info.version }); },
         async dot(other) {
           live();
           const r = await client.query.similarity(n, k, other.key, { version_a: info.version, version_b: other.version, metric: "dot" });
@@ -409,20 +405,24 @@ export function createClient(options: ClientOptions): SvcClient {
     query: {
       async similarity(n, a, b, opts = {}) {
         ns(n); key(a, "a"); key(b, "b");
-        return json<SimilarityResult>({ method: "POST", path: "/v1/query/similarity", json: { namespace: n, a, b, ...opts } });
+        const o = opt(similarityOptionsSchema, opts);
+        return json<SimilarityResult>({ method: "POST", path: "/v1/query/similarity", json: defined({ namespace: n, a, b, ...o }) });
       },
       async topk(n, opts) {
         ns(n);
-        return json<TopkResult>({ method: "POST", path: "/v1/query/topk", json: { namespace: n, ...opts } });
+        const o = opt(topkOptionsSchema, opts);
+        return json<TopkResult>({ method: "POST", path: "/v1/query/topk", json: defined({ namespace: n, ...o }) });
       },
       async vector(n, opts) {
         ns(n);
-        const { vector, ...rest } = opts;
-        const body: Record<string, unknown> = { namespace: n, ...rest };
+        const o = opt(vectorOptionsSchema, opts);
+        const { vector, ...rest } = o;
+        const body: Record<string, unknown> = defined({ namespace: n, ...rest });
         if (Array.isArray(vector)) body.vector = vector;
         else {
           body.vector_b64 = bytesOf(vector).toString("base64");
-          body.dtype = opts.dtype ?? dtypeOfArray(vector) ?? "float32";
+          body.dtype = o.dtype ?? (vector instanceof Float64Array ? "float64" : "float32");
+          body.shape = o.shape ?? [vector.length];
         }
         return json<TopkResult>({ method: "POST", path: "/v1/query/vector", json: body });
       },
@@ -437,13 +437,14 @@ export function createClient(options: ClientOptions): SvcClient {
   return client;
 }
 
-function coresWire(cores: CoreInput[]): unknown {
-  if (!Array.isArray(cores)) throw new ValidationError("cores must be a list.", "cores");
+function coresWire(cores: CoreInput[], where: string): unknown {
+  if (!Array.isArray(cores)) throw new ValidationError(`${where} must be a list.`, where);
   return cores.map((c, i) => {
     if (!c || !(c.data instanceof ArrayBuffer || ArrayBuffer.isView(c.data))) {
-      throw new ValidationError(`cores.${i}.data must be a typed array, a Buffer or an ArrayBuffer.`, `cores.${i}.data`);
+      throw new ValidationError(`${where}.${i}.data must be a typed array, a Buffer or an ArrayBuffer.`, `${where}.${i}.data`);
     }
-    return { shape: c.shape, dtype: c.dtype ?? dtypeOfArray(c.data) ?? "float32", data_b64: bytesOf(c.data).toString("base64") };
+    const dtype = c.dtype ?? (c.data instanceof Float64Array ? "float64" : "float32");
+    return { shape: c.shape, dtype, data_b64: bytesOf(c.data).toString("base64") };
   });
 }
 

@@ -203,8 +203,12 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const out = values.output as string | undefined;
   if (!out) throw new UsageError("-o OUT.npy is required.");
   let version = intFlag(values.version as string | undefined, "version", 1);
-  let dtype = dtypeFlag(values.dtype as string | undefined);
-  if (dtype !== undefined && !isNpyDtype(dtype)) throw new UsageError(`--dtype ${dtype} cannot be written to a .npy file.`);
+  const SERVE_DTYPES = ["float16", "float32", "float64"] as const;
+  const want = values.dtype as string | undefined;
+  if (want !== undefined && !(SERVE_DTYPES as readonly string[]).includes(want)) {
+    throw new UsageError("--dtype must be float16, float32 or float64 (a conversion of floating data).");
+  }
+  let dtype = want as (typeof SERVE_DTYPES)[number] | undefined;
   const client = dataClient(io);
   try {
     let slice: Array<[number, number]> | undefined;

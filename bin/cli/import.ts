@@ -5,7 +5,8 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { keySchema } from "../../lib/names.js";
-import type { PutResult, SvcClient } from "../../lib/client.js";
+import type { SvcClient } from "../../lib/client.js";
+import type { PutResult } from "../../lib/store/index.js";
 import { checkName, dataClient, preparePut } from "./data.js";
 import { Progress } from "./progress.js";
 import { fmtBytes, intFlag, numFlag, parse, ReportedFailure, UsageError, type Io } from "./common.js";

@@ -1,0 +1,197 @@
+// GET /openapi.json: an OpenAPI 3.1 description of every gateway endpoint, generated with
+// zod 4's z.toJSONSchema from the very schemas the engine and the gateway validate with
+// (lib/schemas.ts, lib/names.ts, the admin schemas), so the document cannot drift from
+// the checks. OpenAPI 3.1 schemas are JSON Schema 2020-12, which is what zod emits.
+import { createRequire } from "node:module";
+import { z } from "zod";
+import type { RequestHandler } from "express";
+import { namespaceSchema, keySchema, tenantIdSchema } from "../../lib/names.js";
+import {
+  putBodySchema, putQuerySchema, putCoresBodySchema, putCoresBatchBodySchema, putCoresItemSchema, getQuerySchema,
+  listQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
+} from "../../lib/schemas.js";
+import { createSchema, idSchema, addNamespaceSchema, updateTierSchema } from "./admin.js";
+
+type Json = Record<string, unknown>;
+
+const toSchema = (s: z.ZodType): Json => {
+  const j = z.toJSONSchema(s, { io: "input", unrepresentable: "any", target: "draft-2020-12" }) as Json;
+  delete j.$schema;
+  return j;
+};
+
+/** Query (or path) parameters of a zod object schema, one per field. */
+function paramsOf(obj: z.ZodObject, where: "query" | "path" | "header"): Json[] {
+  const full = toSchema(obj);
+  const props = (full.properties ?? {}) as Record<string, Json>;
+  const required = new Set((full.required ?? []) as string[]);
+  return Object.entries(props).map(([name, schema]) => ({ name, in: where, required: where === "path" || required.has(name), schema }));
+}
+
+const pathParam = (name: string, s: z.ZodType, description: string): Json => ({ name, in: "path", required: true, description, schema: toSchema(s) });
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const errorResponse = (description: string) => ({ description, content: { "application/json": { schema: ref("Error") } } });
+
+const RATE_HEADERS = {
+  "X-RateLimit-Limit": { description: "Requests allowed in the window.", schema: { type: "integer" } },
+  "X-RateLimit-Remaining": { description: "Requests left in the window.", schema: { type: "integer" } },
+  "X-RateLimit-Reset": { description: "Unix time (seconds) at which the window frees a slot.", schema: { type: "integer" } },
+};
+const DATA_HEADERS = {
+  "X-SVC-CUs": { description: "Compute units charged for this request (0 when nothing was).", schema: { type: "number" } },
+  "X-Request-Id": { description: "Correlation id (UUID).", schema: { type: "string", format: "uuid" } },
+  ...RATE_HEADERS,
+};
+
+// the error statuses each kind of endpoint can answer (spec/api.md sections 2 and 3)
+const DATA_ERRORS = {
+  "400": errorResponse("Malformed request: bad JSON, a missing or invalid field, an invalid namespace or key."),
+  "401": errorResponse("Missing, unknown, rotated or deactivated API key."),
+  "403": errorResponse("A namespace of the request is not in the tenant's ACL."),
+  "404": errorResponse("Unknown key, deleted key or missing version."),
+  "409": errorResponse("Version conflict (if_version)."),
+  "413": errorResponse("Body larger than the upload limit."),
+  "415": errorResponse("Unsupported Content-Type."),
+  "429": { ...errorResponse("Rate limit exceeded; see Retry-After."), headers: { "Retry-After": { schema: { type: "integer" } }, ...RATE_HEADERS } },
+  "502": errorResponse("The engine is unreachable or timed out."),
+  "503": { ...errorResponse("Monthly CU quota exhausted (billing enabled); see Retry-After."), headers: { "Retry-After": { schema: { type: "integer" } } } },
+};
+const ADMIN_ERRORS = {
+  "400": errorResponse("Malformed request or unknown plan."),
+  "401": errorResponse("Missing or wrong service key (a tenant key is refused too)."),
+  "404": errorResponse("Unknown tenant."),
+  "409": errorResponse("The tenant exists already, or is deactivated."),
+};
+
+const ok = (status: string, description: string, content: Json = { "application/json": { schema: { type: "object" } } }) => ({
+  [status]: { description, headers: DATA_HEADERS, content },
+});
+
+const jsonBody = (s: z.ZodType): Json => ({ required: true, content: { "application/json": { schema: toSchema(s) } } });
+
+interface Op { method: "get" | "post" | "delete"; path: string; id: string; summary: string; kind: "data" | "admin" | "public"; body?: Json; params?: Json[]; responses: Json }
+
+function operations(): Op[] {
+  const nsParam = pathParam("namespace", namespaceSchema, "Namespace.");
+  const keyParam = pathParam("key", keySchema, "Key: the rest of the path after the namespace (it may contain '/'), percent-decoded.");
+  // put_cores_batch items are validated one by one with the put_cores item schema
+  const batchDoc = putCoresBatchBodySchema.extend({ items: z.array(putCoresItemSchema).min(1).max(1000) });
+  return [
+    {
+      method: "post", path: "/v1/put", id: "put", summary: "Ingest, compress and store a tensor or blob (1.0 CU).", kind: "data",
+      body: {
+        required: true,
+        content: {
+          "application/json": { schema: toSchema(putBodySchema) },
+          "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } },
+        },
+      },
+      params: [
+        ...paramsOf(putQuerySchema, "query").map((p) => ({ ...p, required: false, description: "Octet-stream form only (required there for namespace and key)." })),
+        { name: "X-SVC-Metadata", in: "header", required: false, description: "Octet-stream form: metadata as a JSON object.", schema: { type: "string" } },
+      ],
+      responses: ok("201", "Stored; the put outcome (verdict, compression_ratio, relative_error, fingerprint, …)."),
+    },
+    { method: "post", path: "/v1/put_cores", id: "put_cores", summary: "Store tensor-train cores as they are (1.0 CU).", kind: "data", body: jsonBody(putCoresBodySchema), responses: ok("201", "Stored; a put outcome.") },
+    { method: "post", path: "/v1/put_cores_batch", id: "put_cores_batch", summary: "Store up to 1000 put_cores items atomically validated (2.0 CU).", kind: "data", body: jsonBody(batchDoc), responses: ok("201", "results: one put outcome per item, in order.") },
+    { method: "get", path: "/v1/get/{namespace}/{key}", id: "get", summary: "Metadata and fingerprint, without decompression (0.1 CU).", kind: "data", params: [nsParam, keyParam, ...paramsOf(getQuerySchema, "query")], responses: ok("200", "The entry's version record.") },
+    { method: "delete", path: "/v1/delete/{namespace}/{key}", id: "delete", summary: "Soft delete of the whole key (0.1 CU).", kind: "data", params: [nsParam, keyParam], responses: ok("200", "deleted, last version, purge_after.") },
+    { method: "get", path: "/v1/list/{namespace}", id: "list", summary: "Keys in ascending byte order, paginated (0.1 CU).", kind: "data", params: [nsParam, ...paramsOf(listQuerySchema, "query")], responses: ok("200", "keys, total, limit, offset, next_offset.") },
+    { method: "post", path: "/v1/search", id: "search", summary: "Metadata-filtered key listing (0.5 CU).", kind: "data", body: jsonBody(searchBodySchema), responses: ok("200", "results, total, limit, offset, next_offset.") },
+    {
+      method: "post", path: "/v1/serve", id: "serve", summary: "Reconstruct a dense array (cpu, 0.5 CU) or load the cores into GPU memory (gpu, 2.0 CU).", kind: "data",
+      body: jsonBody(serveBodySchema),
+      responses: {
+        ...ok("200", "cpu: JSON with data_b64, or the raw bytes with X-SVC-Dtype, X-SVC-Shape and X-SVC-Version when Accept is application/octet-stream; gpu: residency record.", {
+          "application/json": { schema: { type: "object" } },
+          "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } },
+        }),
+        "501": errorResponse("device gpu requested where the engine has no usable CUDA device (gpu_unavailable)."),
+      },
+    },
+    { method: "post", path: "/v1/query/similarity", id: "query_similarity", summary: "Similarity of two entries on their stored form (1.0 CU).", kind: "data", body: jsonBody(similarityBodySchema), responses: ok("200", "metric, score, a, b.") },
+    { method: "post", path: "/v1/query/topk", id: "query_topk", summary: "Top-K entries most similar to a stored entry (1.0 CU).", kind: "data", body: jsonBody(topkBodySchema), responses: ok("200", "metric, results, scanned, skipped.") },
+    { method: "post", path: "/v1/query/vector", id: "query_vector", summary: "Top-K entries most similar to an external dense tensor (1.0 CU).", kind: "data", body: jsonBody(vectorBodySchema), responses: ok("200", "metric, results, scanned, skipped.") },
+
+    { method: "post", path: "/gate/onboard/create", id: "tenant_create", summary: "Create a tenant; the API key is returned once.", kind: "admin", body: jsonBody(createSchema), responses: { "201": { description: "tenant_id, api_key, plan, namespaces, monthly_quota, rate_limit." } } },
+    { method: "post", path: "/gate/onboard/rotate-key", id: "tenant_rotate_key", summary: "Issue a new API key; the old one stops working at once.", kind: "admin", body: jsonBody(idSchema), responses: { "200": { description: "tenant_id, api_key." } } },
+    { method: "post", path: "/gate/onboard/add-namespace", id: "tenant_add_namespace", summary: "Append a namespace to the tenant's ACL.", kind: "admin", body: jsonBody(addNamespaceSchema), responses: { "200": { description: "tenant_id, namespaces." } } },
+    { method: "post", path: "/gate/onboard/update-tier", id: "tenant_update_tier", summary: "Change the plan (quota and rate limit follow).", kind: "admin", body: jsonBody(updateTierSchema), responses: { "200": { description: "tenant_id, plan, monthly_quota, rate_limit." } } },
+    { method: "post", path: "/gate/onboard/deactivate", id: "tenant_deactivate", summary: "Deactivate a tenant; its key stops working at once.", kind: "admin", body: jsonBody(idSchema), responses: { "200": { description: "tenant_id, status (deactivated)." } } },
+    { method: "get", path: "/gate/admin/tenants", id: "tenants_list", summary: "Every tenant.", kind: "admin", responses: { "200": { description: "tenants: list of tenant_id, plan, namespaces, active." } } },
+    { method: "get", path: "/gate/admin/usage", id: "usage_all", summary: "Usage of every tenant for a period.", kind: "admin", params: [periodParam()], responses: { "200": { description: "period, tenants: list of tenant_id, cus_used, monthly_quota, utilization." } } },
+    { method: "get", path: "/gate/admin/usage/{tenant_id}", id: "usage_tenant", summary: "One tenant's usage record with breakdown and overage.", kind: "admin", params: [pathParam("tenant_id", tenantIdSchema, "Tenant id."), periodParam()], responses: { "200": { description: "tenant_id, period, cus_used, monthly_quota, utilization, breakdown, overage_cus, overage_amount." } } },
+    { method: "post", path: "/gate/admin/reload", id: "registry_reload", summary: "Reload the tenant registry from storage.", kind: "admin", responses: { "200": { description: "status (ok), tenants_loaded." } } },
+
+    { method: "get", path: "/health", id: "health", summary: "Liveness of the gateway and reachability of the engine and store.", kind: "public", responses: { "200": { description: "status, engine_reachable, store_connected, uptime_s." } } },
+    { method: "get", path: "/gate/health", id: "gate_health", summary: "Same as /health.", kind: "public", responses: { "200": { description: "status, engine_reachable, store_connected, uptime_s." } } },
+    { method: "get", path: "/openapi.json", id: "openapi", summary: "This document.", kind: "public", responses: { "200": { description: "The OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } } } },
+  ];
+}
+
+function periodParam(): Json {
+  return { name: "period", in: "query", required: false, description: "Month YYYY-MM (default the current UTC month).", schema: { type: "string", pattern: "^\\d{4}-(0[1-9]|1[0-2])$" } };
+}
+
+/** Builds the OpenAPI 3.1 document of the gateway. */
+export function openApiDocument(opts: { serverUrl?: string } = {}): Json {
+  const require = createRequire(import.meta.url);
+  const version = (require("../../package.json") as { version: string }).version;
+  const paths: Record<string, Record<string, Json>> = {};
+  for (const op of operations()) {
+    const security = op.kind === "data" ? [{ ApiKey: [] }, { TenantBearer: [] }] : op.kind === "admin" ? [{ ServiceKey: [] }] : [];
+    const errors = op.kind === "data" ? DATA_ERRORS : op.kind === "admin" ? ADMIN_ERRORS : {};
+    (paths[op.path] ??= {})[op.method] = {
+      operationId: op.id,
+      summary: op.summary,
+      tags: [op.kind === "data" ? "data plane" : op.kind === "admin" ? "admin" : "public"],
+      security,
+      ...(op.params?.length ? { parameters: op.params } : {}),
+      ...(op.body ? { requestBody: op.body } : {}),
+      responses: { ...op.responses, ...errors },
+    };
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "svc-tensor gateway",
+      version,
+      description: "Tensor-train compressed tensor storage behind a multi-tenant gateway. Request schemas are generated from the zod schemas the servers validate with.",
+    },
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    ...(opts.serverUrl ? { servers: [{ url: opts.serverUrl }] } : {}),
+    paths,
+    components: {
+      securitySchemes: {
+        ApiKey: { type: "apiKey", in: "header", name: "X-Api-Key", description: "Tenant API key (svc_live_…)." },
+        TenantBearer: { type: "http", scheme: "bearer", description: "Tenant API key as Authorization: Bearer." },
+        ServiceKey: { type: "http", scheme: "bearer", description: "The service key (SVC_GATE_ENGINE_SERVICE_KEY)." },
+      },
+      schemas: {
+        Error: {
+          type: "object",
+          required: ["detail", "code", "request_id"],
+          properties: {
+            detail: { type: "string", description: "One human-readable sentence." },
+            code: {
+              type: "string",
+              enum: ["bad_request", "payload_too_large", "unauthorized", "forbidden", "not_found", "conflict", "version_conflict", "rate_limited", "quota_exhausted", "engine_unreachable", "gpu_unavailable", "unsupported_media_type", "internal"],
+            },
+            request_id: { type: "string", format: "uuid" },
+          },
+        },
+      },
+    },
+  };
+}
+
+/** Express handler for GET /openapi.json (the document is built once). */
+export function openApiHandler(): RequestHandler {
+  let doc: string | null = null;
+  return (_req, res) => {
+    doc ??= JSON.stringify(openApiDocument());
+    res.setHeader("X-SVC-CUs", "0");
+    res.type("application/json").send(doc);
+  };
+}

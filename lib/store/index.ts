@@ -588,7 +588,12 @@ export class Store {
     keyName(key);
     const o = parseOrThrow(getOptionsSchema, opts, "options");
     this.#version(ns, key, o.version);
-    const b = (await loadTT()).backend();
+    let b: ReturnType<Awaited<ReturnType<typeof loadTT>>["backend"]>;
+    try {
+      b = (await loadTT()).backend();
+    } catch {
+      throw new GpuUnavailableError("No usable CUDA device: the native engine is not built.");
+    }
     if (b.cuda_device === null) throw new GpuUnavailableError(`No usable CUDA device: ${b.reason ?? "none found"}.`);
     throw new GpuUnavailableError("GPU residency serving is not available in this build.");
   }

@@ -1,0 +1,292 @@
+// The engine's HTTP app: every data-plane verb of spec/api.md section 6 over a Store,
+// trusting only the service key and scoping each request to X-SVC-Tenant. A factory:
+// tests drive it without listen. The hooks run in this order:
+//   1. request id  2. access log (on finish)  3. /health (no auth)  4. service key
+//   5. tenant header  6. upload limit from Content-Length  7. body parsing  8. routes
+//   9. not found  10. errors (the one error vocabulary of server/http/errors.ts)
+import { createHash, timingSafeEqual } from "node:crypto";
+import express, { type NextFunction, type Request, type Response } from "express";
+import { z } from "zod";
+import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
+import { metadataSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import {
+  getQuerySchema, listQuerySchema, putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema,
+  putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
+} from "../../lib/schemas.js";
+import type { CoreInput, Store } from "../../lib/store/index.js";
+import { loadTT } from "../../lib/store/ttapi.js";
+import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
+import { requestId, requestIdOf } from "../http/request-id.js";
+import type { EngineConfig, LogLevel } from "./config.js";
+
+export interface Logger {
+  debug(fields: Record<string, unknown>): void;
+  info(fields: Record<string, unknown>): void;
+  warn(fields: Record<string, unknown>): void;
+  error(fields: Record<string, unknown>): void;
+}
+
+const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 99 };
+
+/** One JSON object per line on `write` (stdout by default), at or above `level`. */
+export function jsonLogger(level: LogLevel, write: (line: string) => void = (l) => process.stdout.write(l)): Logger {
+  const at = (lv: Exclude<LogLevel, "silent">) => (fields: Record<string, unknown>) => {
+    if (LEVELS[lv] >= LEVELS[level]) write(JSON.stringify({ ts: new Date().toISOString(), level: lv, ...fields }) + "\n");
+  };
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+}
+
+export interface EngineDeps {
+  store: Store;
+  config: EngineConfig;
+  logger?: Logger;
+}
+
+type Handler = (req: Request, res: Response) => Promise<void>;
+const wrap = (h: Handler) => (req: Request, res: Response, next: NextFunction) => h(req, res).catch(next);
+
+const JSON_SLACK = 1024 * 1024; // field names, metadata and other JSON around the base64 payload
+
+const b64 = (s: string): Buffer => Buffer.from(s, "base64");
+
+/** The (namespace, key) of a path like /v1/get/ns/a/b/c, percent-decoded. */
+function nsKey(req: Request): { ns: string; key: string } {
+  const p = req.params as Record<string, string>;
+  try {
+    return { ns: decodeURIComponent(p[0]!), key: decodeURIComponent(p[1]!) };
+  } catch {
+    throw new ValidationError("The path is not valid percent-encoded text.", "path");
+  }
+}
+
+/**
+ * Builds the engine's express app (no listen).
+ * @example const app = createApp({ store: await createStore({ path: ":memory:" }), config: loadEngineConfig(env) });
+ */
+export function createApp({ store, config, logger = jsonLogger(config.log_level) }: EngineDeps): express.Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("query parser", "simple");
+  const startedAt = Date.now();
+  const jsonLimit = Math.ceil((config.max_upload_bytes * 4) / 3) + JSON_SLACK;
+
+  // 1. request id
+  app.use(requestId);
+
+  // 2. one access-log line per request; never a key, a payload or a stack
+  app.use((req, res, next) => {
+    const t0 = process.hrtime.bigint();
+    res.on("finish", () => {
+      logger.info({
+        msg: "request",
+        method: req.method,
+        path: req.path,
+        status: res.statusCode,
+        latency_ms: Number(process.hrtime.bigint() - t0) / 1e6,
+        request_id: requestIdOf(res),
+        tenant: (res.locals.tenant as string | undefined) ?? null,
+      });
+    });
+    next();
+  });
+
+  // 3. health, without authentication
+  app.get("/health", wrap(async (_req, res) => {
+    let device: string | null = null;
+    try {
+      device = (await loadTT()).backend().cuda_device;
+    } catch {
+      device = null;
+    }
+    res.json({
+      status: "ok",
+      uptime_s: Math.floor((Date.now() - startedAt) / 1000),
+      // GPU residency serving is not built yet: a found device is reported, but not available
+      gpu: { available: false, device, cache_bytes: 0 },
+      storage: store.storage,
+    });
+  }));
+
+  // 4. the service key: constant-time comparison of SHA-256 digests against every configured key
+  app.use((req, _res, next) => {
+    if (!config.require_auth) return next();
+    const h = req.get("authorization");
+    const m = h ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
+    if (!m) return next(new UnauthorizedError("Missing service key."));
+    const given = createHash("sha256").update(m[1]!, "utf8").digest();
+    let ok = false;
+    for (const d of config.api_key_digests) ok = timingSafeEqual(given, d) || ok;
+    next(ok ? undefined : new UnauthorizedError("Invalid service key."));
+  });
+
+  // 5. the tenant, injected by the gateway; every entry is scoped by it
+  app.use("/v1", (req, res, next) => {
+    const t = req.get("x-svc-tenant");
+    if (t === undefined) return next(new ValidationError("The X-SVC-Tenant header is required.", "X-SVC-Tenant"));
+    try {
+      res.locals.tenant = parseOrThrow(tenantIdSchema, t, "X-SVC-Tenant");
+      res.locals.store = store.forTenant(t);
+      next();
+    } catch (e) {
+      next(e);
+    }
+  });
+
+  // 6. upload limit decided from Content-Length before the body is read
+  app.use((req, _res, next) => {
+    const len = Number(req.get("content-length"));
+    const limit = req.is("application/octet-stream") ? config.max_upload_bytes : jsonLimit;
+    if (Number.isFinite(len) && len > limit)
+      return next(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes.`));
+    next();
+  });
+
+  // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; limits also enforced while streaming
+  app.use(express.json({ limit: jsonLimit, type: "application/json" }));
+  app.use("/v1/put", express.raw({ limit: config.max_upload_bytes, type: "application/octet-stream" }));
+
+  const st = (res: Response): Store => res.locals.store as Store;
+  const jsonBody = (req: Request): unknown => {
+    if (!req.is("application/json")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
+    return req.body;
+  };
+  const checkSize = (n: number) => {
+    if (n > config.max_upload_bytes)
+      throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes.`);
+  };
+  const putDefaults = { tolerance: config.compression_tol, max_rank: config.max_rank };
+  const cores = (list: z.output<typeof putCoresItemSchema>["cores"]): CoreInput[] =>
+    list.map((c) => ({ shape: c.shape, data: b64(c.data_b64), dtype: c.dtype }));
+
+  // 8. routes
+  app.post("/v1/put", wrap(async (req, res) => {
+    if (req.is("application/octet-stream")) {
+      const q = parseOrThrow(putQuerySchema, req.query, "query");
+      const mh = req.get("x-svc-metadata");
+      let metadata: Record<string, unknown> = {};
+      if (mh !== undefined) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(mh);
+        } catch {
+          throw new ValidationError("X-SVC-Metadata must be a JSON object.", "X-SVC-Metadata");
+        }
+        metadata = parseOrThrow(metadataSchema, parsed, "X-SVC-Metadata");
+      }
+      const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      checkSize(body.byteLength);
+      const { namespace, key, ...opts } = q;
+      res.status(201).json(await st(res).put(namespace, key, body, { ...putDefaults, dtype: "bytes", ...opts, metadata }));
+      return;
+    }
+    if (!req.is("application/json")) throw new UnsupportedMediaTypeError("put takes application/json or application/octet-stream.");
+    const b = parseOrThrow(putBodySchema, req.body, "body");
+    const data = b64(b.data_b64);
+    checkSize(data.byteLength);
+    const { namespace, key, data_b64: _d, ...opts } = b;
+    res.status(201).json(await st(res).put(namespace, key, data, { ...putDefaults, dtype: "bytes", ...opts }));
+  }));
+
+  app.post("/v1/put_cores", wrap(async (req, res) => {
+    const b = parseOrThrow(putCoresBodySchema, jsonBody(req), "body");
+    const { namespace, key, cores: list, ...opts } = b;
+    res.status(201).json(await st(res).putCores(namespace, key, cores(list), opts));
+  }));
+
+  app.post("/v1/put_cores_batch", wrap(async (req, res) => {
+    const b = parseOrThrow(putCoresBatchBodySchema, jsonBody(req), "body");
+    // every item is validated before anything is stored; the store commits them in one transaction
+    const items = b.items.map((it, i) => {
+      const r = putCoresItemSchema.safeParse(it);
+      if (!r.success) {
+        const e = toSvcError(r.error) as ValidationError;
+        throw new ValidationError(`items.${i}: ${e.message}`, `items.${i}${e.field ? `.${e.field}` : ""}`);
+      }
+      const { key, cores: list, ...opts } = r.data;
+      return { key, cores: cores(list), ...opts };
+    });
+    res.status(201).json(await st(res).putCoresBatch(b.namespace, items));
+  }));
+
+  app.get(/^\/v1\/get\/([^/]+)\/(.+)$/, wrap(async (req, res) => {
+    const { ns, key } = nsKey(req);
+    const q = parseOrThrow(getQuerySchema, req.query, "query");
+    res.json(await st(res).get(ns, key, q));
+  }));
+
+  app.delete(/^\/v1\/delete\/([^/]+)\/(.+)$/, wrap(async (req, res) => {
+    const { ns, key } = nsKey(req);
+    res.json(await st(res).delete(ns, key));
+  }));
+
+  app.get(/^\/v1\/list\/([^/]+)\/?$/, wrap(async (req, res) => {
+    let ns: string;
+    try {
+      ns = decodeURIComponent((req.params as Record<string, string>)[0]!);
+    } catch {
+      throw new ValidationError("The path is not valid percent-encoded text.", "path");
+    }
+    const q = parseOrThrow(listQuerySchema, req.query, "query");
+    res.json(await st(res).list(ns, q));
+  }));
+
+  app.post("/v1/search", wrap(async (req, res) => {
+    const { namespace, filter, ...opts } = parseOrThrow(searchBodySchema, jsonBody(req), "body");
+    res.json(await st(res).search(namespace, filter, opts));
+  }));
+
+  app.post("/v1/serve", wrap(async (req, res) => {
+    const { namespace, key, device, ...opts } = parseOrThrow(serveBodySchema, jsonBody(req), "body");
+    if (device === "gpu") {
+      if (opts.slice || opts.dtype) throw new ValidationError("slice and dtype apply to device cpu only.", opts.slice ? "slice" : "dtype");
+      await st(res).serveGpu(namespace, key, { version: opts.version });
+      return;
+    }
+    const r = await st(res).serve(namespace, key, opts);
+    const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
+    if (req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream") {
+      res.setHeader("X-SVC-Dtype", r.dtype);
+      res.setHeader("X-SVC-Shape", r.shape.join(","));
+      res.setHeader("X-SVC-Version", String(r.version));
+      res.type("application/octet-stream").send(bytes);
+      return;
+    }
+    res.json({ namespace: r.namespace, key: r.key, version: r.version, dtype: r.dtype, shape: r.shape, data_b64: bytes.toString("base64") });
+  }));
+
+  app.post("/v1/query/similarity", wrap(async (req, res) => {
+    const { namespace, a, b, ...opts } = parseOrThrow(similarityBodySchema, jsonBody(req), "body");
+    res.json(await st(res).query.similarity(namespace, a, b, opts));
+  }));
+
+  app.post("/v1/query/topk", wrap(async (req, res) => {
+    const { namespace, ...opts } = parseOrThrow(topkBodySchema, jsonBody(req), "body");
+    res.json(await st(res).query.topk(namespace, opts));
+  }));
+
+  app.post("/v1/query/vector", wrap(async (req, res) => {
+    const { namespace, vector_b64, vector, ...opts } = parseOrThrow(vectorBodySchema, jsonBody(req), "body");
+    let v: Float32Array<ArrayBuffer> | Float64Array<ArrayBuffer> | number[];
+    if (vector_b64 !== undefined) {
+      const bytes = b64(vector_b64);
+      const width = opts.dtype === "float64" ? 8 : 4;
+      if (bytes.byteLength === 0 || bytes.byteLength % width !== 0)
+        throw new ValidationError(`vector_b64 has ${bytes.byteLength} bytes, not a whole number of ${opts.dtype} values.`, "vector_b64");
+      const copy = new Uint8Array(bytes); // aligned
+      v = width === 8 ? new Float64Array(copy.buffer) : new Float32Array(copy.buffer);
+    } else v = vector!;
+    res.json(await st(res).query.vector(namespace, { vector: v, ...opts }));
+  }));
+
+  // 9. anything else
+  app.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}.`)));
+
+  // 10. errors: the body of api.md section 3; unexpected errors are logged without stack (stack at debug)
+  app.use(errorMiddleware(requestIdOf, (e: SvcError, raw: unknown) => {
+    if (statusOf(e) >= 500) {
+      logger.error({ msg: "request failed", code: e.code, error: raw instanceof Error ? raw.message : String(raw) });
+      if (raw instanceof Error) logger.debug({ msg: "stack", stack: raw.stack });
+    }
+  }));
+  return app;
+}

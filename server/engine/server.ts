@@ -1,0 +1,72 @@
+// Starts the engine: opens the store under SVC_ENGINE_DATA_DIR, listens on HOST:PORT
+// (port 0: an ephemeral port), over https when the TLS paths are set.
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import { createStore, type Store } from "../../lib/store/index.js";
+import { ValidationError } from "../../lib/errors.js";
+import { createApp, jsonLogger, type Logger } from "./app.js";
+import type { EngineConfig } from "./config.js";
+
+export interface RunningEngine {
+  url: string;
+  port: number;
+  store: Store;
+  close(): Promise<void>;
+}
+
+/**
+ * @example const engine = await startEngine(loadEngineConfig()); console.log(engine.url); await engine.close();
+ */
+export async function startEngine(config: EngineConfig, opts: { logger?: Logger } = {}): Promise<RunningEngine> {
+  const logger = opts.logger ?? jsonLogger(config.log_level);
+  let tls: { cert: Buffer; key: Buffer } | null = null;
+  if (config.tls_cert_path && config.tls_key_path) {
+    try {
+      tls = { cert: readFileSync(config.tls_cert_path), key: readFileSync(config.tls_key_path) };
+    } catch {
+      throw new ValidationError("SVC_ENGINE_TLS_CERT_PATH or SVC_ENGINE_TLS_KEY_PATH cannot be read.", "SVC_ENGINE_TLS_CERT_PATH");
+    }
+  }
+  const store = await createStore({
+    path: config.data_dir,
+    min_compress_bytes: config.min_compress_bytes,
+    min_compression_ratio: config.min_compression_ratio,
+    default_tolerance: config.compression_tol,
+    default_max_rank: config.max_rank,
+  });
+  const app = createApp({ store, config, logger });
+  const server = tls ? https.createServer(tls, app) : http.createServer(app);
+  server.requestTimeout = 0; // large uploads are bounded by size, not time
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  const port = (server.address() as AddressInfo).port;
+  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+  const url = `${tls ? "https" : "http"}://${host}:${port}`;
+  logger.info({ msg: "engine listening", url, storage: store.storage });
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    port,
+    store,
+    close: () =>
+      (closing ??= (async () => {
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        });
+        await store.close();
+      })()),
+  };
+}

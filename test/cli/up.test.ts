@@ -1,0 +1,169 @@
+// `svc up` end to end: spawned as a real process on ephemeral ports; the first run creates
+// and prints the service key (DIR/service.key, mode 0600); admin and data commands work
+// against it; SIGINT exits 0; a second run reuses the key without printing it and keeps
+// the tenants and data; an environment key wins over the file.
+import test from "tape";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { svc } from "./helpers.js";
+import { writeNpy, readNpy, npyTypedArray } from "../../lib/npy.js";
+import { createClient } from "../../lib/client.js";
+
+const root = new URL("../..", import.meta.url).pathname;
+
+interface Up { child: ChildProcess; out: string; err: string; gateway: string; engine: string; key: string | null; exited: Promise<number | null> }
+
+async function startUp(dir: string, env: NodeJS.ProcessEnv = {}): Promise<Up> {
+  const base = { ...process.env };
+  delete base.SVC_GATE_ENGINE_SERVICE_KEY;
+  delete base.SVC_GATE_AUDIT_LOG_PATH;
+  const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", dir, "--port", "0", "--engine-port", "0"], {
+    cwd: root, env: { ...base, SVC_ENGINE_LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "pipe", "pipe"],
+  });
+  const up = { child, out: "", err: "" } as Up;
+  up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
+  child.stdout!.on("data", (d) => { up.out += d; });
+  child.stderr!.on("data", (d) => { up.err += d; });
+  const deadline = Date.now() + 30_000;
+  while (!/^Ready\./m.test(up.out)) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  up.gateway = /^gateway: (\S+)$/m.exec(up.out)![1]!;
+  up.engine = /^engine:  (\S+)$/m.exec(up.out)![1]!;
+  up.key = /^SVC_GATE_ENGINE_SERVICE_KEY=(\S+)$/m.exec(up.out)?.[1] ?? null;
+  return up;
+}
+
+async function stopUp(up: Up): Promise<number | null> {
+  up.child.kill("SIGINT");
+  return up.exited;
+}
+
+test("svc up: first run prints the key and URLs, serves admin and data commands, SIGINT exits 0; second run reuses the key", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-"));
+  const data = join(dir, "data");
+  let up: Up | null = null;
+  try {
+    up = await startUp(data);
+    t.match(up.gateway, /^http:\/\/127\.0\.0\.1:\d+$/, `gateway URL printed with its real port: ${up.gateway}`);
+    t.match(up.engine, /^http:\/\/127\.0\.0\.1:\d+$/, "engine URL printed");
+    t.notEqual(up.gateway, "http://127.0.0.1:0", "not port 0");
+    t.match(String(up.key), /^[0-9a-f]{64}$/, "service key printed on its own line");
+    const keyFile = join(data, "service.key");
+    t.equal((await readFile(keyFile, "utf8")).trim(), up.key, "DIR/service.key holds the printed key");
+    t.equal((await stat(keyFile)).mode & 0o777, 0o600, "service.key has mode 0600");
+
+    // admin: the key comes from --data DIR
+    const admin = { SVC_GATE_URL: up.gateway };
+    const created = await svc(["tenant", "create", "acme", "--namespace", "default", "--namespace", "sims", "--data", data], admin);
+    t.equal(created.code, 0, `tenant create exits 0 ${created.err}`);
+    const apiKey = /^SVC_API_KEY=(svc_live_\S+)$/m.exec(created.out)?.[1];
+    t.ok(apiKey && apiKey.length >= 32, "the tenant key is printed once as SVC_API_KEY=");
+    const dup = await svc(["tenant", "create", "acme", "--data", data], admin);
+    t.equal(dup.code, 1, "creating it again exits 1");
+    t.match(dup.err, /^svc: .*acme.*\n$/, `one sentence: ${dup.err.trim()}`);
+
+    // data commands with SVC_API_KEY
+    const env = { SVC_GATE_URL: up.gateway, SVC_API_KEY: apiKey! };
+    const f = join(dir, "a.npy");
+    const ints = Int32Array.from({ length: 4096 }, (_, i) => (i * 7) % 13);
+    await writeFile(f, writeNpy({ dtype: "int32", shape: [16, 256], data: ints }));
+    const put = await svc(["put", "sims", "run/a", f, "--meta", '{"seed": 1}'], env);
+    t.equal(put.code, 0, `put exits 0 ${put.err}`);
+    t.match(put.out, /^sims\/run\/a version 1: lossless/, `put summary: ${put.out.trim()}`);
+    const ints2 = Int32Array.from({ length: 4096 }, (_, i) => (i * 5) % 11);
+    await writeFile(join(dir, "b.npy"), writeNpy({ dtype: "int32", shape: [16, 256], data: ints2 }));
+    t.equal((await svc(["put", "sims", "run/b", join(dir, "b.npy")], env)).code, 0, "second put");
+    const got = await svc(["get", "sims", "run/a"], env);
+    t.equal(got.code, 0, "get exits 0");
+    const info = JSON.parse(got.out);
+    t.deepEqual([info.dtype, info.shape, info.metadata, info.version], ["int32", [16, 256], { seed: 1 }, 1], "get shows dtype, shape, metadata, version");
+    const ls = await svc(["ls", "sims", "--prefix", "run/"], env);
+    t.deepEqual(ls.out.trim().split("\n").map((l) => l.split("\t")[0]), ["run/a", "run/b"], "ls lists both keys");
+    const outFile = join(dir, "out.npy");
+    const served = await svc(["serve", "sims", "run/a", "-o", outFile, "--slice", "2:4,-3:"], env);
+    t.equal(served.code, 0, `serve exits 0 ${served.err}`);
+    const back = readNpy(await readFile(outFile));
+    t.deepEqual([back.dtype, back.shape], ["int32", [2, 3]], "served block shape");
+    const want = [2, 3].flatMap((r) => [253, 254, 255].map((c) => ints[r * 256 + c]!));
+    t.deepEqual(Array.from(npyTypedArray(back.dtype, back.data)), want, "served block values are exact");
+
+    // query top-k through the client, then usage through the CLI
+    const client = createClient({ baseUrl: up.gateway, apiKey: apiKey! });
+    const top = await client.query.topk("sims", { key: "run/a", k: 5, include_self: true });
+    t.equal(top.results[0]?.key, "run/a", "top-1 of a query with include_self is itself");
+    t.equal(top.results.length, 2, "both entries ranked");
+    t.equal(client.lastResponse?.cus, 1, "query_topk charged 1 CU (X-SVC-CUs)");
+    await client.close();
+    const usage = await svc(["usage", "acme", "--data", data, "--json"], admin);
+    t.equal(usage.code, 0, "usage exits 0");
+    const u = JSON.parse(usage.out);
+    t.equal(u.breakdown.put, 2, "two puts metered");
+    t.equal(u.breakdown.query_topk, 1, "one query metered");
+    const table = await svc(["usage", "--data", data], admin);
+    t.match(table.out, /^acme\s+/m, "usage table lists acme");
+    const rmr = await svc(["rm", "sims", "run/b"], env);
+    t.match(rmr.out, /^Deleted sims\/run\/b \(last version 1\)/, "rm");
+    const forbidden = await svc(["ls", "other"], env);
+    t.equal(forbidden.code, 1, "namespace outside the ACL exits 1");
+    t.match(forbidden.err, /^svc: .*\(request [0-9a-f-]{36}\)\n$/, `403 sentence with request id: ${forbidden.err.trim()}`);
+    const reload = await svc(["reload", "--data", data], admin);
+    t.match(reload.out, /Reloaded the tenant registry: 1 tenants/, "reload");
+
+    t.equal(await stopUp(up), 0, "SIGINT: exit code 0");
+    t.match(up.err, /stopped\./, "reports a clean stop");
+    up = null;
+
+    // second run: same key, not printed; tenants and data kept
+    up = await startUp(data);
+    t.equal(up.key, null, "second run prints no key");
+    t.notOk(up.out.includes("SVC_GATE_ENGINE_SERVICE_KEY="), "no key line at all");
+    const again = await svc(["get", "sims", "run/a"], { SVC_GATE_URL: up.gateway, SVC_API_KEY: apiKey! });
+    t.equal(JSON.parse(again.out).version, 1, "tenant key and data survive the restart");
+    const list = await svc(["tenant", "list", "--data", data], { SVC_GATE_URL: up.gateway });
+    t.match(list.out, /^acme\s+starter\s+yes\s+default,sims$/m, "the file key still authorises admin calls");
+    up.child.kill("SIGTERM");
+    t.equal(await up.exited, 0, "SIGTERM: exit code 0");
+    up = null;
+
+    // an environment key wins over the file
+    const envKey = "e".repeat(64);
+    up = await startUp(data, { SVC_GATE_ENGINE_SERVICE_KEY: envKey });
+    t.equal(up.key, null, "no key printed with an environment key");
+    const withFile = await svc(["tenant", "list", "--data", join(dir, "nowhere")], { SVC_GATE_URL: up.gateway, SVC_GATE_ENGINE_SERVICE_KEY: envKey });
+    t.equal(withFile.code, 0, "the environment key authorises admin calls");
+    const old = await svc(["tenant", "list", "--data", data], { SVC_GATE_URL: up.gateway });
+    t.equal(old.code, 1, "the file's key does not, while the environment's is in force");
+    t.equal(await stopUp(up), 0, "exit 0");
+    up = null;
+  } finally {
+    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("svc up: a port in use is a one-sentence failure with exit 1, and nothing is left running", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-"));
+  const { createServer } = await import("node:net");
+  const blocker = createServer();
+  await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
+  const port = (blocker.address() as { port: number }).port;
+  try {
+    await mkdir(join(dir, "d"));
+    const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", join(dir, "d"), "--port", "0", "--engine-port", String(port)], {
+      cwd: root, env: { ...process.env, SVC_GATE_ENGINE_SERVICE_KEY: "" }, stdio: ["ignore", "pipe", "pipe"],
+    });
+    let err = "";
+    child.stderr.on("data", (d) => { err += d; });
+    const code = await new Promise((r) => child.on("exit", r));
+    t.equal(code, 1, "exit 1");
+    t.match(err, /^svc: The address is already in use/m, `stderr: ${err.trim()}`);
+    t.notOk(/\n\s+at /.test(err), "no stack trace");
+  } finally {
+    blocker.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});

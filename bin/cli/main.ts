@@ -59,9 +59,15 @@ export async function main(argv: string[], io: Io): Promise<number> {
     if (cmd === undefined) throw new UsageError("Missing command.");
     if (cmd === "--help" || cmd === "-h" || cmd === "help") { io.out(HELP); return 0; }
     if (cmd === "--version") {
-      const { createRequire } = await import("node:module");
-      io.out(`${(createRequire(import.meta.url)("../../package.json") as { version: string }).version}\n`);
-      return 0;
+      const { readFileSync } = await import("node:fs");
+      // the nearest package.json of this package, from the sources or from dist/
+      for (let u = new URL("./", import.meta.url); u.pathname !== "/"; u = new URL("../", u)) {
+        try {
+          const p = JSON.parse(readFileSync(new URL("package.json", u), "utf8")) as { name?: string; version?: string };
+          if (p.name === "svc-tensor") { io.out(`${p.version}\n`); return 0; }
+        } catch { /* keep walking up */ }
+      }
+      throw new Error("The package.json of svc-tensor was not found.");
     }
     const run = COMMANDS[cmd];
     if (!run) throw new UsageError(`Unknown command '${cmd}'.`);

@@ -2,7 +2,7 @@
 // zod 4's z.toJSONSchema from the very schemas the engine and the gateway validate with
 // (lib/schemas.ts, lib/names.ts, the admin schemas), so the document cannot drift from
 // the checks. OpenAPI 3.1 schemas are JSON Schema 2020-12, which is what zod emits.
-import { createRequire } from "node:module";
+import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { RequestHandler } from "express";
 import { namespaceSchema, keySchema, tenantIdSchema } from "../../lib/names.js";
@@ -134,10 +134,20 @@ function periodParam(): Json {
   return { name: "period", in: "query", required: false, description: "Month YYYY-MM (default the current UTC month).", schema: { type: "string", pattern: "^\\d{4}-(0[1-9]|1[0-2])$" } };
 }
 
+/** The package's version, from the nearest package.json above this file (source or dist). */
+function packageVersion(): string {
+  for (let u = new URL("./", import.meta.url); u.pathname !== "/"; u = new URL("../", u)) {
+    try {
+      const p = JSON.parse(readFileSync(new URL("package.json", u), "utf8")) as { name?: string; version?: string };
+      if (p.name === "svc-tensor" && p.version) return p.version;
+    } catch { /* keep walking up */ }
+  }
+  return "0.0.0";
+}
+
 /** Builds the OpenAPI 3.1 document of the gateway. */
 export function openApiDocument(opts: { serverUrl?: string } = {}): Json {
-  const require = createRequire(import.meta.url);
-  const version = (require("../../package.json") as { version: string }).version;
+  const version = packageVersion();
   const paths: Record<string, Record<string, Json>> = {};
   for (const op of operations()) {
     const security = op.kind === "data" ? [{ ApiKey: [] }, { TenantBearer: [] }] : op.kind === "admin" ? [{ ServiceKey: [] }] : [];

@@ -1,0 +1,31 @@
+{
+  "targets": [
+    {
+      "target_name": "svc_tensor",
+      "sources": [
+        "native/addon.cc",
+        "native/gemm.cc",
+        "native/kernels.cc",
+        "native/kernels_scalar.cc",
+        "native/kernels_avx2.cc",
+        "native/kernels_avx512.cc",
+        "native/linalg.cc",
+        "native/threads.cc",
+        "native/tt.cc",
+        "native/device_none.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],
+      "cflags!": ["-fno-exceptions", "-O2", "-O3"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++14", "-std=gnu++17", "-std=c++14", "-O2"],
+      "cflags_cc": ["-std=c++17", "-O3", "-ffp-contract=fast", "-fexceptions", "-Wno-psabi", "-Wno-unknown-pragmas"],
+      "ldflags": ["-pthread"],
+      "xcode_settings": {
+        "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
+        "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+        "OTHER_CPLUSPLUSFLAGS": ["-O3", "-ffp-contract=fast"]
+      },
+      "msvs_settings": { "VCCLCompilerTool": { "ExceptionHandling": 1 } }
+    }
+  ]
+}

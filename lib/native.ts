@@ -1,0 +1,88 @@
+// The only module that loads the native addon (build/Release/svc_tensor.node under the package
+// root). It declares the addon's surface as one interface; lib/tt.ts validates before calling it.
+import { createRequire } from "node:module";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { InternalError, ValidationError } from "./errors.js";
+
+export type NativeArray = Float32Array | Float64Array;
+
+/** What the native TT-SVD returns; null from compress means min_ratio was unreachable. */
+export interface NativeTTResult {
+  ranks: number[];
+  cores: NativeArray[];
+  relative_error: number;
+}
+
+export interface NativeBackend {
+  isa: string;
+  isa_note: string | null;
+  threads: number;
+  cuda_compiled: boolean;
+  cuda_device: string | null;
+  reason: string | null;
+}
+
+/** The addon's functions. Arguments are already validated and defaulted by lib/tt.ts. */
+export interface NativeAddon {
+  backend(): NativeBackend;
+  compress(data: NativeArray, modes: number[], tolerance: number, maxRank: number, minRatio: number): Promise<NativeTTResult | null>;
+  reconstruct(cores: NativeArray[], ranks: number[], modes: number[], shape: number[], groups: number[], slice: number[] | null): Promise<NativeArray>;
+  dot(aCores: NativeArray[], aRanks: number[], bCores: NativeArray[], bRanks: number[], modes: number[]): Promise<number>;
+  dotDense(cores: NativeArray[], ranks: number[], modes: number[], x: NativeArray): Promise<number>;
+  round(cores: NativeArray[], ranks: number[], modes: number[], tolerance: number, maxRank: number): Promise<NativeTTResult>;
+  dotBatch(qCores: NativeArray[], qRanks: number[], cCores: NativeArray[][], cRanks: number[][], modes: number[]): Promise<Float64Array>;
+  dotDenseBatch(x: NativeArray, cCores: NativeArray[][], cRanks: number[][], modes: number[]): Promise<Float64Array>;
+  denseDot(a: NativeArray, b: NativeArray): Promise<number>;
+}
+
+/** The package root: the nearest directory above this file with svc-tensor's package.json. */
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const pj = join(dir, "package.json");
+    if (existsSync(pj)) {
+      try {
+        if ((JSON.parse(readFileSync(pj, "utf8")) as { name?: string }).name === "svc-tensor") return dir;
+      } catch {
+        // not ours; keep walking up
+      }
+    }
+    const up = dirname(dir);
+    if (up === dir) throw new InternalError("Cannot find the svc-tensor package root to load the native addon.");
+    dir = up;
+  }
+}
+
+let addon: NativeAddon | undefined;
+
+/** The loaded addon (loaded on first use, so importing the library never fails by itself). */
+export function native(): NativeAddon {
+  if (addon) return addon;
+  const path = join(packageRoot(), "build", "Release", "svc_tensor.node");
+  if (!existsSync(path)) {
+    throw new InternalError("The native addon is not built (expected build/Release/svc_tensor.node); run `npm run build:native`.");
+  }
+  addon = createRequire(import.meta.url)(path) as NativeAddon;
+  return addon;
+}
+
+/** Turns a native rejection (an Error with `.code` and `.field`) into the library's error classes. */
+export function fromNative(err: unknown): Error {
+  if (err instanceof Error) {
+    const e = err as Error & { code?: string; field?: string };
+    if (e.code === "bad_request") return new ValidationError(e.message, e.field);
+    if (e.code === "internal") return new InternalError(e.message);
+  }
+  return err instanceof Error ? err : new InternalError(String(err));
+}
+
+/** Awaits a native promise, rewrapping its errors. */
+export async function call<T>(p: () => Promise<T>): Promise<T> {
+  try {
+    return await p();
+  } catch (err) {
+    throw fromNative(err);
+  }
+}

@@ -1,0 +1,401 @@
+// The tensor-train toolkit: TT-SVD compression, block reconstruction, inner products and
+// rounding over typed arrays. Validation, defaults and error messages live here; the math
+// runs in the native addon (lib/native.ts), off the event loop.
+import { z } from "zod";
+import { ValidationError } from "./errors.js";
+import { shapeSchema, parseOrThrow } from "./names.js";
+import { call, native } from "./native.js";
+
+export type FloatArray = Float32Array | Float64Array;
+
+/** A tensor in TT form. Core k holds ranks[k]*modes[k]*ranks[k+1] numbers, C order [r_prev][n_k][r_next]. */
+export interface TT {
+  /** TT mode sizes n_1..n_d; their product is the product of the dense shape. */
+  modes: number[];
+  /** Length d+1, ranks[0] = ranks[d] = 1. */
+  ranks: number[];
+  /** One core per mode, all of the same type. */
+  cores: FloatArray[];
+  /** The dense shape when it differs from modes (quantized factorisation); default = modes. */
+  shape?: number[];
+}
+
+export interface CompressOptions {
+  /** Relative Frobenius tolerance: ‖A − Â‖_F ≤ tolerance·‖A‖_F unless max_rank binds. Default 1e-3. */
+  tolerance?: number;
+  /** Cap on every TT rank. Default 256. */
+  max_rank?: number;
+  /** TT modes (product = product of shape); default chooseModes(shape). "auto" tries the plain
+   *  and the quantized factorisation and keeps the smaller result. */
+  modes?: number[] | "auto";
+  /** Give up (resolve null) as soon as the ranks make dense/TT size ≥ min_ratio unreachable. */
+  min_ratio?: number;
+}
+
+export interface CompressResult extends TT {
+  /** Measured ‖A − Â‖_F / ‖A‖_F, accumulated in float64. */
+  relative_error: number;
+}
+
+export interface RoundOptions {
+  tolerance?: number;
+  max_rank?: number;
+}
+
+export interface Backend {
+  /** Instruction set of the kernels in use: avx512, avx2 or scalar. */
+  isa: string;
+  /** Worker threads of the native pool. */
+  threads: number;
+  /** Whether CUDA code was compiled into the addon. */
+  cuda_compiled: boolean;
+  /** The CUDA device found, or null. */
+  cuda_device: string | null;
+  /** Why no CUDA device is used, or null when one is. */
+  reason: string | null;
+  /** Why the instruction set differs from SVC_TT_ISA, or null. */
+  isa_note: string | null;
+}
+
+export const DEFAULT_TOLERANCE = 1e-3;
+export const DEFAULT_MAX_RANK = 256;
+/** Smallest tolerances the arithmetic of each type can honour. */
+export const MIN_TOLERANCE_F32 = 1e-5;
+export const MIN_TOLERANCE_F64 = 1e-12;
+export const MAX_RANK_LIMIT = 4096;
+
+const int = (what: string) => z.number({ error: `${what} must be a number` }).int(`${what} must be an integer`);
+
+const toleranceSchema = z
+  .number({ error: "tolerance must be a number" })
+  .refine(Number.isFinite, "tolerance must be finite")
+  .refine((t) => t > 0 && t < 1, "tolerance must be greater than 0 and less than 1");
+const maxRankSchema = int("max_rank").min(1, "max_rank must be at least 1").max(MAX_RANK_LIMIT, `max_rank must be at most ${MAX_RANK_LIMIT}`);
+const modesSchema = z
+  .array(int("modes entries").min(1, "modes entries must be at least 1").max(2 ** 31 - 1, "modes entries are too large"), {
+    error: "modes must be an array of integers",
+  })
+  .min(1, "modes must have at least one entry")
+  .max(128, "modes must have at most 128 entries");
+
+const compressOptionsSchema = z
+  .strictObject(
+    {
+      tolerance: toleranceSchema.optional(),
+      max_rank: maxRankSchema.optional(),
+      modes: z.union([z.literal("auto"), modesSchema]).optional(),
+      min_ratio: z
+        .number({ error: "min_ratio must be a number" })
+        .refine(Number.isFinite, "min_ratio must be finite")
+        .refine((r) => r > 0, "min_ratio must be greater than 0")
+        .optional(),
+    },
+    { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
+  )
+  .optional();
+
+const roundOptionsSchema = z
+  .strictObject(
+    { tolerance: toleranceSchema.optional(), max_rank: maxRankSchema.optional() },
+    { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
+  )
+  .optional();
+
+const product = (xs: readonly number[]): number => xs.reduce((a, b) => a * b, 1);
+
+function floatArray(x: unknown, field: string): FloatArray {
+  if (!(x instanceof Float32Array || x instanceof Float64Array)) {
+    throw new ValidationError(`${field} must be a Float32Array or Float64Array.`, field);
+  }
+  return x;
+}
+
+function checkFinite(x: FloatArray, field: string): void {
+  for (let i = 0; i < x.length; i++) {
+    if (!Number.isFinite(x[i]!)) throw new ValidationError(`${field} must contain only finite numbers (found ${x[i]} at index ${i}).`, field);
+  }
+}
+
+function checkTolerance(tol: number, f64: boolean): void {
+  const min = f64 ? MIN_TOLERANCE_F64 : MIN_TOLERANCE_F32;
+  if (tol < min) {
+    throw new ValidationError(`tolerance must be at least ${min} for ${f64 ? "float64" : "float32"} data.`, "tolerance");
+  }
+}
+
+/** Splits modes into consecutive groups whose products are the dense dimensions. */
+function groupsOf(modes: readonly number[], shape: readonly number[], field: string): number[] {
+  const groups: number[] = [];
+  let mi = 0;
+  for (const n of shape) {
+    let p = 1;
+    let g = 0;
+    while (p < n && mi < modes.length) {
+      p *= modes[mi++]!;
+      g++;
+    }
+    if (p !== n) throw new ValidationError(`${field} must split into consecutive groups of modes whose products are the dense dimensions.`, field);
+    groups.push(g);
+  }
+  // Trailing modes of size 1 belong to the last dimension.
+  while (mi < modes.length && modes[mi] === 1) {
+    groups[groups.length - 1]!++;
+    mi++;
+  }
+  if (mi !== modes.length) throw new ValidationError(`${field} must split into consecutive groups of modes whose products are the dense dimensions.`, field);
+  return groups;
+}
+
+interface CheckedTT {
+  modes: number[];
+  ranks: number[];
+  cores: FloatArray[];
+  shape: number[];
+  groups: number[];
+  f64: boolean;
+}
+
+/** Validates a TT given by a caller; `name` prefixes field names (e.g. "a.cores[2]"). */
+function checkTT(t: unknown, name: string): CheckedTT {
+  const p = (f: string) => (name ? `${name}.${f}` : f);
+  if (t === null || typeof t !== "object") throw new ValidationError(`${name || "t"} must be a TT object.`, name || "t");
+  const o = t as Record<string, unknown>;
+  const modes = parseOrThrow(modesSchema, o.modes, p("modes"));
+  const d = modes.length;
+  const ranks = parseOrThrow(
+    z.array(int("ranks entries").min(1, "ranks entries must be at least 1").max(1 << 20, "ranks entries are too large"), {
+      error: "ranks must be an array of integers",
+    }),
+    o.ranks,
+    p("ranks"),
+  );
+  if (ranks.length !== d + 1) throw new ValidationError(`${p("ranks")} must have ${d + 1} entries (one more than modes).`, p("ranks"));
+  if (ranks[0] !== 1 || ranks[d] !== 1) throw new ValidationError(`${p("ranks")} must start and end with 1.`, p("ranks"));
+  if (!Array.isArray(o.cores) || o.cores.length !== d) {
+    throw new ValidationError(`${p("cores")} must be an array with one core per mode (${d}).`, p("cores"));
+  }
+  const cores: FloatArray[] = [];
+  let f64 = false;
+  for (let k = 0; k < d; k++) {
+    const field = p(`cores[${k}]`);
+    const c = floatArray(o.cores[k], field);
+    if (k === 0) f64 = c instanceof Float64Array;
+    else if ((c instanceof Float64Array) !== f64) throw new ValidationError(`${field} must have the same type as cores[0].`, field);
+    const want = ranks[k]! * modes[k]! * ranks[k + 1]!;
+    if (c.length !== want) {
+      throw new ValidationError(`${field} must have ranks[${k}]*modes[${k}]*ranks[${k + 1}] = ${want} elements, not ${c.length}.`, field);
+    }
+    checkFinite(c, field);
+    cores.push(c);
+  }
+  let shape = modes;
+  if (o.shape !== undefined) shape = parseOrThrow(shapeSchema, o.shape, p("shape"));
+  if (!Number.isSafeInteger(product(modes))) throw new ValidationError(`${p("modes")} describe a tensor too large to address.`, p("modes"));
+  const groups = groupsOf(modes, shape, o.shape !== undefined ? p("shape") : p("modes"));
+  return { modes, ranks, cores, shape, groups, f64 };
+}
+
+/**
+ * The TT modes the store uses for a dense shape; a pure function of the shape.
+ * Dimensions of at least QUANTIZE_MIN are split into factors of at most 8 (first-fit
+ * decreasing over the prime factors; a prime above 8 stays a factor of its own), most
+ * significant first, so the mode order is the dense C order. Smaller dimensions stay whole.
+ * @example chooseModes([256, 256, 256]) // [8, 8, 4, 8, 8, 4, 8, 8, 4]
+ */
+export function chooseModes(shape: number[]): number[] {
+  const s = parseOrThrow(shapeSchema, shape, "shape");
+  const out: number[] = [];
+  for (const n of s) out.push(...quantize(n));
+  return out;
+}
+
+/** Dimensions below this size are kept as one mode. */
+export const QUANTIZE_MIN = 64;
+
+function quantize(n: number): number[] {
+  if (n < QUANTIZE_MIN) return [n];
+  const primes: number[] = [];
+  let x = n;
+  for (let p = 2; p * p <= x; p++) {
+    while (x % p === 0) {
+      primes.push(p);
+      x /= p;
+    }
+  }
+  if (x > 1) primes.push(x);
+  if (primes.length === 1) return [n];
+  primes.sort((a, b) => b - a);
+  const bins: number[] = [];
+  for (const p of primes) {
+    const i = bins.findIndex((b) => b * p <= 8);
+    if (i >= 0) bins[i]! *= p;
+    else bins.push(p);
+  }
+  return bins.sort((a, b) => b - a);
+}
+
+/**
+ * TT-SVD of a dense C-order array. Resolves null only when min_ratio is given and unreachable.
+ * @example const t = await tt.compress(new Float32Array(64 ** 3), [64, 64, 64], { tolerance: 1e-3 });
+ */
+export async function compress(data: FloatArray, shape: number[], opts?: CompressOptions): Promise<CompressResult | null> {
+  const x = floatArray(data, "data");
+  if (x.length === 0) throw new ValidationError("data must not be empty.", "data");
+  const s = parseOrThrow(shapeSchema, shape, "shape");
+  if (product(s) !== x.length) {
+    throw new ValidationError(`shape multiplies to ${product(s)} but data has ${x.length} elements.`, "shape");
+  }
+  const o = parseOrThrow(compressOptionsSchema, opts, "options") ?? {};
+  const f64 = x instanceof Float64Array;
+  const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
+  checkTolerance(tolerance, f64);
+  const maxRank = o.max_rank ?? DEFAULT_MAX_RANK;
+  const minRatio = o.min_ratio ?? 0;
+  const candidates: number[][] = [];
+  if (o.modes === "auto") {
+    const q = chooseModes(s);
+    candidates.push(q);
+    if (q.length !== s.length) candidates.push([...s]);
+  } else if (o.modes !== undefined) {
+    if (product(o.modes) !== x.length) {
+      throw new ValidationError(`modes multiply to ${product(o.modes)} but data has ${x.length} elements.`, "modes");
+    }
+    groupsOf(o.modes, s, "modes");
+    candidates.push(o.modes);
+  } else {
+    candidates.push(chooseModes(s));
+  }
+  let best: CompressResult | null = null;
+  let bestSize = Infinity;
+  for (const modes of candidates) {
+    const r = await call(() => native().compress(x, modes, tolerance, maxRank, minRatio));
+    if (!r) continue;
+    const size = r.cores.reduce((a, c) => a + c.length, 0);
+    if (size < bestSize) {
+      bestSize = size;
+      best = { modes: [...modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
+      if (modes.length !== s.length || modes.some((m, i) => m !== s[i])) best.shape = [...s];
+    }
+  }
+  return best;
+}
+
+const sliceSchema = z.array(
+  z.tuple([int("slice start").min(0, "slice start must be at least 0"), int("slice stop")], { error: "slice entries must be [start, stop) pairs" }),
+  { error: "slice must be an array of [start, stop) pairs" },
+);
+
+/**
+ * The dense C-order array over t.shape ?? t.modes, or the block given by one [start, stop) per
+ * dense dimension, computed without building the rest.
+ * @example const block = await tt.reconstruct(t, { slice: [[0, 1], [0, 256], [10, 20]] });
+ */
+export async function reconstruct(t: TT, opts?: { slice?: [number, number][] }): Promise<FloatArray> {
+  const c = checkTT(t, "");
+  const o = parseOrThrow(z.strictObject({ slice: sliceSchema.optional() }, { error: "options must be an object" }).optional(), opts, "options") ?? {};
+  let flat: number[] | null = null;
+  if (o.slice) {
+    if (o.slice.length !== c.shape.length) {
+      throw new ValidationError(`slice must have one [start, stop) pair per dense dimension (${c.shape.length}).`, "slice");
+    }
+    flat = [];
+    for (let j = 0; j < c.shape.length; j++) {
+      const [a, b] = o.slice[j]!;
+      if (!(a < b && b <= c.shape[j]!)) {
+        throw new ValidationError(`slice[${j}] must satisfy 0 <= start < stop <= ${c.shape[j]}.`, `slice[${j}]`);
+      }
+      flat.push(a, b);
+    }
+  }
+  return call(() => native().reconstruct(c.cores, c.ranks, c.modes, c.shape, c.groups, flat));
+}
+
+function sameModes(a: CheckedTT, b: CheckedTT, field: string): void {
+  if (a.modes.length !== b.modes.length || a.modes.some((m, i) => m !== b.modes[i])) {
+    throw new ValidationError(`${field} must have the same modes as the first operand.`, field);
+  }
+}
+
+/** Inner product ⟨a, b⟩ computed on the cores (float64 accumulation); a and b need equal modes. */
+export async function dot(a: TT, b: TT): Promise<number> {
+  const x = checkTT(a, "a");
+  const y = checkTT(b, "b");
+  sameModes(x, y, "b.modes");
+  return call(() => native().dot(x.cores, x.ranks, y.cores, y.ranks, x.modes));
+}
+
+/** Frobenius norm computed on the cores. */
+export async function norm(a: TT): Promise<number> {
+  const x = checkTT(a, "a");
+  const v = await call(() => native().dot(x.cores, x.ranks, x.cores, x.ranks, x.modes));
+  return Math.sqrt(Math.max(0, v));
+}
+
+/** ⟨t, x⟩ with x dense C-order over t.shape ?? t.modes, without densifying t. */
+export async function dotDense(t: TT, x: FloatArray): Promise<number> {
+  const c = checkTT(t, "t");
+  const dense = floatArray(x, "x");
+  if (dense.length !== product(c.modes)) {
+    throw new ValidationError(`x must have ${product(c.modes)} elements (the dense size of t), not ${dense.length}.`, "x");
+  }
+  const v = await call(() => native().dotDense(c.cores, c.ranks, c.modes, dense));
+  if (!Number.isFinite(v)) throw new ValidationError("x must contain only finite numbers.", "x");
+  return v;
+}
+
+/** TT rounding: recompression to a relative tolerance and rank cap; reports the measured error. */
+export async function round(t: TT, opts?: RoundOptions): Promise<CompressResult> {
+  const c = checkTT(t, "t");
+  const o = parseOrThrow(roundOptionsSchema, opts, "options") ?? {};
+  const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
+  checkTolerance(tolerance, c.f64);
+  const r = await call(() => native().round(c.cores, c.ranks, c.modes, tolerance, o.max_rank ?? DEFAULT_MAX_RANK));
+  const out: CompressResult = { modes: [...c.modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
+  if (t.shape !== undefined) out.shape = [...c.shape];
+  return out;
+}
+
+/** ⟨q, c_i⟩ for every candidate, in one multithreaded native call; all need q's modes. */
+export async function dotBatch(q: TT, candidates: TT[]): Promise<Float64Array> {
+  const x = checkTT(q, "q");
+  if (!Array.isArray(candidates)) throw new ValidationError("candidates must be an array of TT objects.", "candidates");
+  const cs = candidates.map((c, i) => {
+    const y = checkTT(c, `candidates[${i}]`);
+    sameModes(x, y, `candidates[${i}].modes`);
+    return y;
+  });
+  return call(() => native().dotBatch(x.cores, x.ranks, cs.map((c) => c.cores), cs.map((c) => c.ranks), x.modes));
+}
+
+/** ⟨x, c_i⟩ for every candidate, x dense over the candidates' dense shape. */
+export async function dotDenseBatch(x: FloatArray, candidates: TT[]): Promise<Float64Array> {
+  const dense = floatArray(x, "x");
+  if (!Array.isArray(candidates)) throw new ValidationError("candidates must be an array of TT objects.", "candidates");
+  if (candidates.length === 0) return new Float64Array(0);
+  const cs = candidates.map((c, i) => checkTT(c, `candidates[${i}]`));
+  const first = cs[0]!;
+  cs.forEach((c, i) => sameModes(first, c, `candidates[${i}].modes`));
+  if (dense.length !== product(first.modes)) {
+    throw new ValidationError(`x must have ${product(first.modes)} elements (the candidates' dense size), not ${dense.length}.`, "x");
+  }
+  const v = await call(() => native().dotDenseBatch(dense, cs.map((c) => c.cores), cs.map((c) => c.ranks), first.modes));
+  if (v.some((s) => !Number.isFinite(s))) throw new ValidationError("x must contain only finite numbers.", "x");
+  return v;
+}
+
+/** ⟨a, b⟩ of two dense arrays of the same length, accumulated in float64. */
+export async function denseDot(a: FloatArray, b: FloatArray): Promise<number> {
+  const x = floatArray(a, "a");
+  const y = floatArray(b, "b");
+  if (x.length !== y.length) throw new ValidationError(`b must have the same length as a (${x.length}), not ${y.length}.`, "b");
+  const v = await call(() => native().denseDot(x, y));
+  if (!Number.isFinite(v)) throw new ValidationError("a and b must contain only finite numbers.", "a");
+  return v;
+}
+
+/** The native backend: instruction set, threads, CUDA build and device. */
+export function backend(): Backend {
+  const b = native().backend();
+  return { isa: b.isa, threads: b.threads, cuda_compiled: b.cuda_compiled, cuda_device: b.cuda_device, reason: b.reason, isa_note: b.isa_note };
+}
+

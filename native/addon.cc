@@ -1,0 +1,494 @@
+// N-API surface of the TT engine: typed arrays, numbers and arrays of numbers in, promises out.
+// Every call copies what it needs out of JavaScript values up front, runs in an AsyncWorker,
+// and hands results back as typed arrays over native memory (freed by a finalizer).
+#include <napi.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "device.h"
+#include "kernels.h"
+#include "threads.h"
+#include "tt.h"
+
+namespace svc {
+namespace {
+
+struct Arr {
+  void* p = nullptr;
+  size_t n = 0;
+  bool f64 = false;
+};
+
+TTError bad(const std::string& field, const std::string& msg) { return TTError("bad_request", field, msg); }
+
+Arr read_array(const Napi::Value& v, const std::string& field) {
+  if (!v.IsTypedArray()) throw bad(field, field + " must be a Float32Array or Float64Array");
+  auto ta = v.As<Napi::TypedArray>();
+  napi_typedarray_type t = ta.TypedArrayType();
+  if (t != napi_float32_array && t != napi_float64_array)
+    throw bad(field, field + " must be a Float32Array or Float64Array");
+  Arr a;
+  a.f64 = t == napi_float64_array;
+  a.n = ta.ElementLength();
+  a.p = static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
+  return a;
+}
+
+std::vector<size_t> read_sizes(const Napi::Value& v, const std::string& field) {
+  if (!v.IsArray()) throw bad(field, field + " must be an array of integers");
+  auto a = v.As<Napi::Array>();
+  std::vector<size_t> out;
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value x = a.Get(i);
+    if (!x.IsNumber()) throw bad(field, field + " must be an array of integers");
+    double d = x.As<Napi::Number>().DoubleValue();
+    if (!(d >= 0 && d <= 9007199254740991.0) || std::floor(d) != d)
+      throw bad(field, field + " must be an array of non-negative integers");
+    out.push_back(static_cast<size_t>(d));
+  }
+  return out;
+}
+
+double read_number(const Napi::Value& v, const std::string& field) {
+  if (!v.IsNumber()) throw bad(field, field + " must be a number");
+  return v.As<Napi::Number>().DoubleValue();
+}
+
+// A TT read from (cores[], ranks, modes), with the native backstop checks on its shape.
+struct TTArg {
+  std::vector<Arr> cores;
+  std::vector<size_t> ranks;
+  bool f64 = false;
+};
+
+TTArg read_tt(const Napi::Value& cores_v, const Napi::Value& ranks_v, const std::vector<size_t>& modes,
+              const std::string& name) {
+  TTArg t;
+  t.ranks = read_sizes(ranks_v, name + ".ranks");
+  if (!cores_v.IsArray()) throw bad(name + ".cores", name + ".cores must be an array of typed arrays");
+  auto arr = cores_v.As<Napi::Array>();
+  size_t d = modes.size();
+  if (arr.Length() != d || t.ranks.size() != d + 1 || d == 0)
+    throw bad(name + ".cores", name + " must have one core per mode and ranks of length modes + 1");
+  if (t.ranks[0] != 1 || t.ranks[d] != 1) throw bad(name + ".ranks", name + ".ranks must start and end with 1");
+  for (uint32_t k = 0; k < d; ++k) {
+    std::string f = name + ".cores[" + std::to_string(k) + "]";
+    Arr a = read_array(arr.Get(k), f);
+    if (k == 0) t.f64 = a.f64;
+    if (a.f64 != t.f64) throw bad(f, "all cores must have the same type");
+    double want = double(t.ranks[k]) * double(modes[k]) * double(t.ranks[k + 1]);
+    if (t.ranks[k] == 0 || double(a.n) != want) throw bad(f, f + " must have ranks[k] * modes[k] * ranks[k+1] elements");
+    t.cores.push_back(a);
+  }
+  return t;
+}
+
+template <typename T>
+std::vector<const T*> ptrs(const TTArg& t) {
+  std::vector<const T*> v;
+  for (auto& a : t.cores) v.push_back(static_cast<const T*>(a.p));
+  return v;
+}
+
+Napi::Value to_js(Napi::Env env, Buffer&& b, bool f64) {
+  size_t bytes = b.bytes;
+  size_t n = bytes / (f64 ? 8 : 4);
+  void* p = b.release();
+  auto ab = Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* data) { std::free(data); });
+  if (f64) return Napi::Float64Array::New(env, n, ab, 0);
+  return Napi::Float32Array::New(env, n, ab, 0);
+}
+
+Napi::Array sizes_js(Napi::Env env, const std::vector<size_t>& v) {
+  auto a = Napi::Array::New(env, v.size());
+  for (uint32_t i = 0; i < v.size(); ++i) a.Set(i, Napi::Number::New(env, double(v[i])));
+  return a;
+}
+
+// Base worker: keeps its JavaScript inputs alive, catches native errors, settles a promise.
+class Worker : public Napi::AsyncWorker {
+ public:
+  explicit Worker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+  void keep(const Napi::Value& v) {
+    if (v.IsObject()) refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
+  }
+
+ protected:
+  virtual void run() = 0;
+  virtual Napi::Value result(Napi::Env env) = 0;
+
+  void Execute() override {
+    try {
+      run();
+    } catch (const TTError& e) {
+      fail(e.code, e.field, e.what());
+    } catch (const std::bad_alloc&) {
+      fail("internal", "", "out of memory while processing the request");
+    } catch (const std::exception& e) {
+      fail("internal", "", e.what());
+    }
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    if (failed_) {
+      Napi::Error err = Napi::Error::New(env, message_);
+      err.Set("code", Napi::String::New(env, code_));
+      if (!field_.empty()) err.Set("field", Napi::String::New(env, field_));
+      deferred_.Reject(err.Value());
+      return;
+    }
+    deferred_.Resolve(result(env));
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  void fail(const std::string& code, const std::string& field, const std::string& msg) {
+    failed_ = true;
+    code_ = code;
+    field_ = field;
+    message_ = msg;
+  }
+  Napi::Promise::Deferred deferred_;
+  std::vector<Napi::ObjectReference> refs_;
+  bool failed_ = false;
+  std::string code_, field_, message_;
+};
+
+// Validation errors found while reading arguments reject the promise the same way.
+Napi::Value rejected(Napi::Env env, const TTError& e) {
+  auto d = Napi::Promise::Deferred::New(env);
+  Napi::Error err = Napi::Error::New(env, e.what());
+  err.Set("code", Napi::String::New(env, e.code));
+  if (!e.field.empty()) err.Set("field", Napi::String::New(env, e.field));
+  d.Reject(err.Value());
+  return d.Promise();
+}
+
+template <typename F>
+Napi::Value guard(const Napi::CallbackInfo& info, F&& f) {
+  try {
+    return f();
+  } catch (const TTError& e) {
+    return rejected(info.Env(), e);
+  }
+}
+
+Napi::Value tt_result_js(Napi::Env env, TTResult& r, bool f64) {
+  if (r.gave_up) return env.Null();
+  auto o = Napi::Object::New(env);
+  o.Set("ranks", sizes_js(env, r.ranks));
+  auto cores = Napi::Array::New(env, r.cores.size());
+  for (uint32_t k = 0; k < r.cores.size(); ++k) cores.Set(k, to_js(env, std::move(r.cores[k]), f64));
+  o.Set("cores", cores);
+  o.Set("relative_error", Napi::Number::New(env, r.relative_error));
+  return o;
+}
+
+// compress(data, modes, tolerance, max_rank, min_ratio) -> {ranks, cores, relative_error} | null
+class CompressWorker : public Worker {
+ public:
+  CompressWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    data_ = read_array(info[0], "data");
+    keep(info[0]);
+    modes_ = read_sizes(info[1], "modes");
+    tol_ = read_number(info[2], "tolerance");
+    max_rank_ = static_cast<size_t>(read_number(info[3], "max_rank"));
+    min_ratio_ = read_number(info[4], "min_ratio");
+  }
+
+ protected:
+  void run() override {
+    if (data_.f64) res_ = tt_compress(static_cast<const double*>(data_.p), data_.n, modes_, tol_, max_rank_, min_ratio_);
+    else res_ = tt_compress(static_cast<const float*>(data_.p), data_.n, modes_, tol_, max_rank_, min_ratio_);
+  }
+  Napi::Value result(Napi::Env env) override { return tt_result_js(env, res_, data_.f64); }
+
+ private:
+  Arr data_;
+  std::vector<size_t> modes_;
+  double tol_ = 0, min_ratio_ = 0;
+  size_t max_rank_ = 0;
+  TTResult res_;
+};
+
+// reconstruct(cores, ranks, modes, shape, groups, ranges | null) -> typed array
+class ReconstructWorker : public Worker {
+ public:
+  ReconstructWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    modes_ = read_sizes(info[2], "modes");
+    tt_ = read_tt(info[0], info[1], modes_, "t");
+    keep(info[0]);
+    shape_ = read_sizes(info[3], "shape");
+    groups_ = read_sizes(info[4], "groups");
+    if (groups_.size() != shape_.size()) throw bad("shape", "groups must have one entry per dense dimension");
+    size_t mi = 0;
+    for (size_t j = 0; j < shape_.size(); ++j) {
+      double p = 1;
+      for (size_t t = 0; t < groups_[j] && mi < modes_.size(); ++t, ++mi) p *= double(modes_[mi]);
+      if (p != double(shape_[j])) throw bad("shape", "modes do not factor the dense shape");
+    }
+    if (mi != modes_.size()) throw bad("shape", "modes do not factor the dense shape");
+    if (!info[5].IsNull() && !info[5].IsUndefined()) {
+      std::vector<size_t> flat = read_sizes(info[5], "slice");
+      if (flat.size() != 2 * shape_.size()) throw bad("slice", "slice must have one [start, stop) per dense dimension");
+      for (size_t j = 0; j < shape_.size(); ++j) ranges_.push_back({flat[2 * j], flat[2 * j + 1]});
+    }
+  }
+
+ protected:
+  void run() override {
+    if (tt_.f64) out_ = tt_reconstruct(ptrs<double>(tt_), modes_, tt_.ranks, shape_, groups_, ranges_);
+    else out_ = tt_reconstruct(ptrs<float>(tt_), modes_, tt_.ranks, shape_, groups_, ranges_);
+  }
+  Napi::Value result(Napi::Env env) override { return to_js(env, std::move(out_), tt_.f64); }
+
+ private:
+  TTArg tt_;
+  std::vector<size_t> modes_, shape_, groups_;
+  std::vector<std::pair<size_t, size_t>> ranges_;
+  Buffer out_;
+};
+
+template <typename TA, typename TB>
+double dot_of(const TTArg& a, const TTArg& b, const std::vector<size_t>& modes) {
+  return tt_dot(ptrs<TA>(a), a.ranks, ptrs<TB>(b), b.ranks, modes);
+}
+double dot_any(const TTArg& a, const TTArg& b, const std::vector<size_t>& modes) {
+  if (a.f64) return b.f64 ? dot_of<double, double>(a, b, modes) : dot_of<double, float>(a, b, modes);
+  return b.f64 ? dot_of<float, double>(a, b, modes) : dot_of<float, float>(a, b, modes);
+}
+template <typename TC, typename TX>
+double dd_of(const TTArg& t, const std::vector<size_t>& modes, const Arr& x) {
+  return tt_dot_dense(ptrs<TC>(t), t.ranks, modes, static_cast<const TX*>(x.p));
+}
+double dot_dense_any(const TTArg& t, const std::vector<size_t>& modes, const Arr& x) {
+  if (t.f64) return x.f64 ? dd_of<double, double>(t, modes, x) : dd_of<double, float>(t, modes, x);
+  return x.f64 ? dd_of<float, double>(t, modes, x) : dd_of<float, float>(t, modes, x);
+}
+size_t prod(const std::vector<size_t>& v) {
+  double p = 1;
+  for (size_t x : v) p *= double(x);
+  if (p > 9007199254740991.0) throw bad("modes", "modes describe a tensor too large to address");
+  return static_cast<size_t>(p);
+}
+
+// dot(aCores, aRanks, bCores, bRanks, modes) -> number
+class DotWorker : public Worker {
+ public:
+  DotWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    modes_ = read_sizes(info[4], "modes");
+    a_ = read_tt(info[0], info[1], modes_, "a");
+    b_ = read_tt(info[2], info[3], modes_, "b");
+    keep(info[0]);
+    keep(info[2]);
+  }
+
+ protected:
+  void run() override { v_ = dot_any(a_, b_, modes_); }
+  Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
+
+ private:
+  TTArg a_, b_;
+  std::vector<size_t> modes_;
+  double v_ = 0;
+};
+
+// dotDense(cores, ranks, modes, x) -> number
+class DotDenseWorker : public Worker {
+ public:
+  DotDenseWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    modes_ = read_sizes(info[2], "modes");
+    t_ = read_tt(info[0], info[1], modes_, "t");
+    x_ = read_array(info[3], "x");
+    if (x_.n != prod(modes_)) throw bad("x", "x must have as many elements as the dense tensor");
+    keep(info[0]);
+    keep(info[3]);
+  }
+
+ protected:
+  void run() override { v_ = dot_dense_any(t_, modes_, x_); }
+  Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
+
+ private:
+  TTArg t_;
+  Arr x_;
+  std::vector<size_t> modes_;
+  double v_ = 0;
+};
+
+// round(cores, ranks, modes, tolerance, max_rank) -> {ranks, cores, relative_error}
+class RoundWorker : public Worker {
+ public:
+  RoundWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    modes_ = read_sizes(info[2], "modes");
+    t_ = read_tt(info[0], info[1], modes_, "t");
+    keep(info[0]);
+    tol_ = read_number(info[3], "tolerance");
+    max_rank_ = static_cast<size_t>(read_number(info[4], "max_rank"));
+    if (!(tol_ > 0 && tol_ < 1)) throw bad("tolerance", "tolerance must be between 0 and 1");
+    if (max_rank_ < 1) throw bad("max_rank", "max_rank must be at least 1");
+  }
+
+ protected:
+  void run() override {
+    if (t_.f64) res_ = tt_round(ptrs<double>(t_), t_.ranks, modes_, tol_, max_rank_);
+    else res_ = tt_round(ptrs<float>(t_), t_.ranks, modes_, tol_, max_rank_);
+  }
+  Napi::Value result(Napi::Env env) override { return tt_result_js(env, res_, t_.f64); }
+
+ private:
+  TTArg t_;
+  std::vector<size_t> modes_;
+  double tol_ = 0;
+  size_t max_rank_ = 0;
+  TTResult res_;
+};
+
+std::vector<TTArg> read_candidates(const Napi::Value& cores_v, const Napi::Value& ranks_v,
+                                   const std::vector<size_t>& modes) {
+  if (!cores_v.IsArray() || !ranks_v.IsArray()) throw bad("candidates", "candidates must be an array");
+  auto cs = cores_v.As<Napi::Array>();
+  auto rs = ranks_v.As<Napi::Array>();
+  if (cs.Length() != rs.Length()) throw bad("candidates", "candidates cores and ranks differ in length");
+  std::vector<TTArg> out;
+  for (uint32_t i = 0; i < cs.Length(); ++i)
+    out.push_back(read_tt(cs.Get(i), rs.Get(i), modes, "candidates[" + std::to_string(i) + "]"));
+  return out;
+}
+
+Buffer scores_buffer(size_t n) { return alloc_buffer(std::max<size_t>(n, 1), sizeof(double)); }
+
+// dotBatch(qCores, qRanks, candCores[], candRanks[], modes) -> Float64Array
+class DotBatchWorker : public Worker {
+ public:
+  DotBatchWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    modes_ = read_sizes(info[4], "modes");
+    q_ = read_tt(info[0], info[1], modes_, "q");
+    cands_ = read_candidates(info[2], info[3], modes_);
+    keep(info[0]);
+    keep(info[2]);
+  }
+
+ protected:
+  void run() override {
+    out_ = scores_buffer(cands_.size());
+    out_.bytes = cands_.size() * sizeof(double);
+    double* o = out_.as<double>();
+    parallel_for(cands_.size(), [&](size_t i) { o[i] = dot_any(q_, cands_[i], modes_); });
+  }
+  Napi::Value result(Napi::Env env) override {
+    if (out_.bytes == 0) return Napi::Float64Array::New(env, 0);
+    return to_js(env, std::move(out_), true);
+  }
+
+ private:
+  TTArg q_;
+  std::vector<TTArg> cands_;
+  std::vector<size_t> modes_;
+  Buffer out_;
+};
+
+// dotDenseBatch(x, candCores[], candRanks[], modes) -> Float64Array
+class DotDenseBatchWorker : public Worker {
+ public:
+  DotDenseBatchWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    modes_ = read_sizes(info[3], "modes");
+    x_ = read_array(info[0], "x");
+    if (x_.n != prod(modes_)) throw bad("x", "x must have as many elements as the candidates' dense shape");
+    cands_ = read_candidates(info[1], info[2], modes_);
+    keep(info[0]);
+    keep(info[1]);
+  }
+
+ protected:
+  void run() override {
+    out_ = scores_buffer(cands_.size());
+    out_.bytes = cands_.size() * sizeof(double);
+    double* o = out_.as<double>();
+    for (size_t i = 0; i < cands_.size(); ++i) o[i] = dot_dense_any(cands_[i], modes_, x_);
+  }
+  Napi::Value result(Napi::Env env) override {
+    if (out_.bytes == 0) return Napi::Float64Array::New(env, 0);
+    return to_js(env, std::move(out_), true);
+  }
+
+ private:
+  Arr x_;
+  std::vector<TTArg> cands_;
+  std::vector<size_t> modes_;
+  Buffer out_;
+};
+
+// denseDot(a, b) -> number (float64 accumulation)
+class DenseDotWorker : public Worker {
+ public:
+  DenseDotWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    a_ = read_array(info[0], "a");
+    b_ = read_array(info[1], "b");
+    if (a_.n != b_.n) throw bad("b", "a and b must have the same length");
+    keep(info[0]);
+    keep(info[1]);
+  }
+
+ protected:
+  void run() override {
+    if (a_.f64) v_ = b_.f64 ? dense_dot(static_cast<const double*>(a_.p), static_cast<const double*>(b_.p), a_.n)
+                            : dense_dot(static_cast<const double*>(a_.p), static_cast<const float*>(b_.p), a_.n);
+    else v_ = b_.f64 ? dense_dot(static_cast<const float*>(a_.p), static_cast<const double*>(b_.p), a_.n)
+                     : dense_dot(static_cast<const float*>(a_.p), static_cast<const float*>(b_.p), a_.n);
+  }
+  Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
+
+ private:
+  Arr a_, b_;
+  double v_ = 0;
+};
+
+template <typename W>
+Napi::Value start(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto* w = new W(info);
+    Napi::Promise p = w->promise();
+    w->Queue();
+    return p;
+  });
+}
+
+Napi::Value Backend(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  static DeviceInfo dev = cuda_probe();
+  auto o = Napi::Object::New(env);
+  o.Set("isa", Napi::String::New(env, K().name));
+  o.Set("isa_note", std::string(isa_note()).empty() ? env.Null() : Napi::String::New(env, isa_note()));
+  o.Set("threads", Napi::Number::New(env, pool_threads()));
+  o.Set("cuda_compiled", Napi::Boolean::New(env, dev.compiled));
+  o.Set("cuda_device", dev.device.empty() ? env.Null() : Napi::String::New(env, dev.device));
+  o.Set("reason", dev.reason.empty() ? env.Null() : Napi::String::New(env, dev.reason));
+  return o;
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("backend", Napi::Function::New(env, Backend));
+  exports.Set("compress", Napi::Function::New(env, start<CompressWorker>));
+  exports.Set("reconstruct", Napi::Function::New(env, start<ReconstructWorker>));
+  exports.Set("dot", Napi::Function::New(env, start<DotWorker>));
+  exports.Set("dotDense", Napi::Function::New(env, start<DotDenseWorker>));
+  exports.Set("round", Napi::Function::New(env, start<RoundWorker>));
+  exports.Set("dotBatch", Napi::Function::New(env, start<DotBatchWorker>));
+  exports.Set("dotDenseBatch", Napi::Function::New(env, start<DotDenseBatchWorker>));
+  exports.Set("denseDot", Napi::Function::New(env, start<DenseDotWorker>));
+  return exports;
+}
+
+}  // namespace
+}  // namespace svc
+
+static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return svc::Init(env, exports); }
+NODE_API_MODULE(svc_tensor, InitAddon)

@@ -1,0 +1,32 @@
+// Inner kernels compiled once per instruction set (kernels_*.cc) and picked at run time.
+#pragma once
+#include <cstddef>
+
+namespace svc {
+
+struct Kernels {
+  const char* name;
+  int mr_d, nr_d, mr_f, nr_f;  // register tile of the GEMM micro-kernels
+  // C[mr x nr] (+)= A_panel(kc x MR) * B_panel(kc x NR); packed panels, row stride ldc.
+  void (*mk_d)(size_t kc, const double* a, const double* b, double* c, size_t ldc, size_t mr, size_t nr, bool acc);
+  void (*mk_f)(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr, size_t nr, bool acc);
+  // Reductions accumulated in float64.
+  double (*dot_ff)(const float* a, const float* b, size_t n);
+  double (*dot_dd)(const double* a, const double* b, size_t n);
+  double (*sqdiff_ff)(const float* a, const float* b, size_t n);
+  double (*sqdiff_dd)(const double* a, const double* b, size_t n);
+};
+
+const Kernels& kernels_scalar();
+#if defined(__x86_64__) || defined(_M_X64)
+const Kernels& kernels_avx2();
+const Kernels& kernels_avx512();
+#define SVC_HAVE_X86_KERNELS 1
+#endif
+
+// The kernels in use: the best the CPU supports, or SVC_TT_ISA=scalar|avx2|avx512.
+const Kernels& K();
+// Why the ISA differs from the one requested in SVC_TT_ISA, or empty.
+const char* isa_note();
+
+}  // namespace svc

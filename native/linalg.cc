@@ -1,0 +1,243 @@
+#include "linalg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace svc {
+
+// Tridiagonalisation (EISPACK tred2, as in JAMA). V is n x n row-major; on return V holds
+// the orthogonal transformation, d the diagonal and e the subdiagonal (e[0] unused).
+static void tred2(size_t n, double* V, double* d, double* e, bool want_vectors) {
+  auto v = [&](size_t i, size_t j) -> double& { return V[i * n + j]; };
+  for (size_t j = 0; j < n; ++j) d[j] = v(n - 1, j);
+  for (size_t i = n - 1; i > 0; --i) {
+    double scale = 0.0, h = 0.0;
+    for (size_t k = 0; k < i; ++k) scale += std::fabs(d[k]);
+    if (scale == 0.0) {
+      e[i] = d[i - 1];
+      for (size_t j = 0; j < i; ++j) {
+        d[j] = v(i - 1, j);
+        v(i, j) = 0.0;
+        v(j, i) = 0.0;
+      }
+    } else {
+      for (size_t k = 0; k < i; ++k) {
+        d[k] /= scale;
+        h += d[k] * d[k];
+      }
+      double f = d[i - 1];
+      double g = std::sqrt(h);
+      if (f > 0) g = -g;
+      e[i] = scale * g;
+      h = h - f * g;
+      d[i - 1] = f - g;
+      for (size_t j = 0; j < i; ++j) e[j] = 0.0;
+      for (size_t j = 0; j < i; ++j) {
+        f = d[j];
+        v(j, i) = f;
+        g = e[j] + v(j, j) * f;
+        // Column j below the diagonal equals row j right of it (symmetric lower part kept in rows).
+        for (size_t k = j + 1; k <= i - 1; ++k) {
+          g += v(k, j) * d[k];
+          e[k] += v(k, j) * f;
+        }
+        e[j] = g;
+      }
+      f = 0.0;
+      for (size_t j = 0; j < i; ++j) {
+        e[j] /= h;
+        f += e[j] * d[j];
+      }
+      double hh = f / (h + h);
+      for (size_t j = 0; j < i; ++j) e[j] -= hh * d[j];
+      for (size_t j = 0; j < i; ++j) {
+        f = d[j];
+        g = e[j];
+        for (size_t k = j; k <= i - 1; ++k) v(k, j) -= (f * e[k] + g * d[k]);
+        d[j] = v(i - 1, j);
+        v(i, j) = 0.0;
+      }
+    }
+    d[i] = h;
+  }
+  if (want_vectors) {
+    for (size_t i = 0; i + 1 < n; ++i) {
+      v(n - 1, i) = v(i, i);
+      v(i, i) = 1.0;
+      double h = d[i + 1];
+      if (h != 0.0) {
+        for (size_t k = 0; k <= i; ++k) d[k] = v(k, i + 1) / h;
+        for (size_t j = 0; j <= i; ++j) {
+          double g = 0.0;
+          for (size_t k = 0; k <= i; ++k) g += v(k, i + 1) * v(k, j);
+          for (size_t k = 0; k <= i; ++k) v(k, j) -= g * d[k];
+        }
+      }
+      for (size_t k = 0; k <= i; ++k) v(k, i + 1) = 0.0;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      d[j] = v(n - 1, j);
+      v(n - 1, j) = 0.0;
+    }
+    v(n - 1, n - 1) = 1.0;
+  } else {
+    // Diagonal of the tridiagonal matrix without accumulating the transformation.
+    for (size_t i = 0; i + 1 < n; ++i) v(n - 1, i) = v(i, i);
+    for (size_t j = 0; j < n; ++j) d[j] = v(n - 1, j);
+  }
+  e[0] = 0.0;
+}
+
+// Implicit QL on the tridiagonal (d, e). Zt is the transposed eigenvector matrix (row j =
+// vector j), rotated row-wise so the updates are contiguous; null when only values are wanted.
+static void tql2(size_t n, double* d, double* e, double* Zt) {
+  for (size_t i = 1; i < n; ++i) e[i - 1] = e[i];
+  e[n - 1] = 0.0;
+  double f = 0.0, tst1 = 0.0;
+  const double eps = std::ldexp(1.0, -52);
+  for (size_t l = 0; l < n; ++l) {
+    tst1 = std::max(tst1, std::fabs(d[l]) + std::fabs(e[l]));
+    size_t m = l;
+    while (m < n) {
+      if (std::fabs(e[m]) <= eps * tst1) break;
+      ++m;
+    }
+    if (m == n) m = n - 1;
+    if (m > l) {
+      int iter = 0;
+      do {
+        ++iter;
+        double g = d[l];
+        double p = (d[l + 1] - g) / (2.0 * e[l]);
+        double r = std::hypot(p, 1.0);
+        if (p < 0) r = -r;
+        d[l] = e[l] / (p + r);
+        d[l + 1] = e[l] * (p + r);
+        double dl1 = d[l + 1];
+        double h = g - d[l];
+        for (size_t i = l + 2; i < n; ++i) d[i] -= h;
+        f += h;
+        p = d[m];
+        double c = 1.0, c2 = c, c3 = c;
+        double el1 = e[l + 1];
+        double s = 0.0, s2 = 0.0;
+        for (size_t ii = m; ii-- > l;) {
+          size_t i = ii;
+          c3 = c2;
+          c2 = c;
+          s2 = s;
+          g = c * e[i];
+          h = c * p;
+          r = std::hypot(p, e[i]);
+          e[i + 1] = s * r;
+          s = e[i] / r;
+          c = p / r;
+          p = c * d[i] - s * g;
+          d[i + 1] = h + s * (c * g + s * d[i]);
+          if (Zt) {
+            double* zi = Zt + i * n;
+            double* zi1 = Zt + (i + 1) * n;
+            for (size_t k = 0; k < n; ++k) {
+              double hk = zi1[k];
+              zi1[k] = s * zi[k] + c * hk;
+              zi[k] = c * zi[k] - s * hk;
+            }
+          }
+        }
+        p = -s * s2 * c3 * el1 * e[l] / dl1;
+        e[l] = s * p;
+        d[l] = c * p;
+      } while (std::fabs(e[l]) > eps * tst1 && iter < 60);
+    }
+    d[l] += f;
+    e[l] = 0.0;
+  }
+}
+
+void sym_eig(size_t n, double* A, double* w, double* vecs) {
+  if (n == 0) return;
+  if (n == 1) {
+    w[0] = A[0];
+    if (vecs) vecs[0] = 1.0;
+    return;
+  }
+  std::vector<double> d(n), e(n);
+  tred2(n, A, d.data(), e.data(), vecs != nullptr);
+  std::vector<double> Zt;
+  if (vecs) {
+    Zt.resize(n * n);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) Zt[j * n + i] = A[i * n + j];
+  }
+  tql2(n, d.data(), e.data(), vecs ? Zt.data() : nullptr);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return d[a] > d[b]; });
+  for (size_t j = 0; j < n; ++j) {
+    w[j] = d[order[j]];
+    if (vecs) std::copy(Zt.begin() + order[j] * n, Zt.begin() + (order[j] + 1) * n, vecs + j * n);
+  }
+}
+
+void qr(size_t m, size_t n, const double* A, std::vector<double>& Q, std::vector<double>& R) {
+  size_t k = std::min(m, n);
+  std::vector<double> a(A, A + m * n);
+  std::vector<std::vector<double>> vs(k);
+  std::vector<double> w(n);
+  for (size_t j = 0; j < k; ++j) {
+    double norm2 = 0;
+    for (size_t i = j; i < m; ++i) norm2 += a[i * n + j] * a[i * n + j];
+    double norm = std::sqrt(norm2);
+    std::vector<double>& v = vs[j];
+    v.assign(m - j, 0.0);
+    if (norm == 0.0) continue;
+    double x0 = a[j * n + j];
+    double alpha = x0 > 0 ? -norm : norm;
+    for (size_t i = j; i < m; ++i) v[i - j] = a[i * n + j];
+    v[0] -= alpha;
+    double vv = 0;
+    for (double x : v) vv += x * x;
+    if (vv == 0.0) {
+      v.assign(m - j, 0.0);
+      continue;
+    }
+    double scale = 1.0 / std::sqrt(vv);
+    for (double& x : v) x *= scale;  // unit v: H = I - 2 v v^T
+    std::fill(w.begin(), w.end(), 0.0);
+    for (size_t i = j; i < m; ++i) {
+      double vi = v[i - j];
+      const double* row = &a[i * n];
+      for (size_t c = j; c < n; ++c) w[c] += vi * row[c];
+    }
+    for (size_t i = j; i < m; ++i) {
+      double vi = 2.0 * v[i - j];
+      double* row = &a[i * n];
+      for (size_t c = j; c < n; ++c) row[c] -= vi * w[c];
+    }
+  }
+  R.assign(k * n, 0.0);
+  for (size_t i = 0; i < k; ++i)
+    for (size_t c = i; c < n; ++c) R[i * n + c] = a[i * n + c];
+  Q.assign(m * k, 0.0);
+  for (size_t i = 0; i < k; ++i) Q[i * k + i] = 1.0;
+  std::vector<double> wq(k);
+  for (size_t jj = k; jj-- > 0;) {
+    const std::vector<double>& v = vs[jj];
+    std::fill(wq.begin(), wq.end(), 0.0);
+    for (size_t i = jj; i < m; ++i) {
+      double vi = v[i - jj];
+      if (vi == 0.0) continue;
+      const double* row = &Q[i * k];
+      for (size_t c = 0; c < k; ++c) wq[c] += vi * row[c];
+    }
+    for (size_t i = jj; i < m; ++i) {
+      double vi = 2.0 * v[i - jj];
+      if (vi == 0.0) continue;
+      double* row = &Q[i * k];
+      for (size_t c = 0; c < k; ++c) row[c] -= vi * wq[c];
+    }
+  }
+}
+
+}  // namespace svc

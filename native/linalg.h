@@ -1,0 +1,17 @@
+// Small dense float64 linear algebra for TT-SVD: symmetric eigensolver and Householder QR.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace svc {
+
+// Eigen-decomposition of the symmetric n x n matrix A (row-major, overwritten).
+// Eigenvalues come out in descending order in w; when vecs is non-null, row j of
+// vecs (n x n) is the unit eigenvector of w[j]. Householder tridiagonalisation + implicit QL.
+void sym_eig(size_t n, double* A, double* w, double* vecs);
+
+// Householder QR of the m x n matrix A (row-major, not modified), k = min(m, n):
+// Q is m x k with orthonormal columns, R is k x n upper triangular.
+void qr(size_t m, size_t n, const double* A, std::vector<double>& Q, std::vector<double>& R);
+
+}  // namespace svc

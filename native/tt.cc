@@ -1,0 +1,587 @@
+#include "tt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <numeric>
+
+#include "gemm.h"
+#include "kernels.h"
+#include "linalg.h"
+#include "threads.h"
+
+namespace svc {
+
+// Largest Gram matrix the eigensolver is asked to handle (O(n^3) work, n^2 memory).
+constexpr size_t kMaxGram = 4096;
+// Rows/columns sampled per unfolding for the min_ratio rank lower bounds.
+constexpr size_t kSample = 256;
+
+Buffer alloc_buffer(size_t count, size_t elem) {
+  if (count > (SIZE_MAX - 64) / elem)
+    throw TTError("internal", "", "out of memory: the requested buffer size overflows");
+  size_t bytes = std::max<size_t>(count * elem, 1);
+  size_t padded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, padded);
+  if (!p) throw TTError("internal", "", "out of memory: could not allocate " + std::to_string(bytes) + " bytes");
+  Buffer b;
+  b.p = p;
+  b.bytes = bytes;
+  return b;
+}
+
+namespace {
+
+inline double dotk(const float* a, const float* b, size_t n) { return K().dot_ff(a, b, n); }
+inline double dotk(const double* a, const double* b, size_t n) { return K().dot_dd(a, b, n); }
+inline double sqdiffk(const float* a, const float* b, size_t n) { return K().sqdiff_ff(a, b, n); }
+inline double sqdiffk(const double* a, const double* b, size_t n) { return K().sqdiff_dd(a, b, n); }
+template <typename TA, typename TB>
+double dot_mixed(const TA* a, const TB* b, size_t n) {
+  if constexpr (std::is_same_v<TA, TB>) {
+    return dotk(a, b, n);
+  } else {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += double(a[i]) * double(b[i]);
+    return s;
+  }
+}
+
+constexpr size_t kChunk = 1 << 18;
+
+template <typename T>
+double sumsq(const T* x, size_t n) {
+  size_t nb = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(nb);
+  parallel_for(nb, [&](size_t i) {
+    size_t s = i * kChunk, len = std::min(kChunk, n - s);
+    part[i] = dotk(x + s, x + s, len);
+  });
+  double t = 0;
+  for (double v : part) t += v;
+  return t;
+}
+
+size_t checked_mul(size_t a, size_t b, const char* field) {
+  if (a != 0 && b > SIZE_MAX / a) throw TTError("bad_request", field, std::string(field) + " describes a tensor too large to address");
+  return a * b;
+}
+
+struct Factor {
+  size_t r = 0;
+  bool identity = false;    // the whole row space is kept: Q = I, remainder = C
+  std::vector<double> Q;    // m x r, orthonormal columns (empty when identity)
+  double discarded = 0;     // squared Frobenius norm of what was cut
+};
+
+// Rank-revealing factorisation of the m x N matrix C for TT-SVD: a float64 Gram matrix of the
+// shorter side, its eigen-decomposition, truncation to discarded energy <= delta2 and rank <= rmax.
+template <typename T>
+Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
+  size_t g = std::min(m, N);
+  if (g > kMaxGram)
+    throw TTError("bad_request", "modes",
+                  "modes give an unfolding of " + std::to_string(m) + " x " + std::to_string(N) +
+                      " whose shorter side exceeds " + std::to_string(kMaxGram) + "; use smaller modes");
+  std::vector<double> G(g * g), w(g), V(g * g);
+  if (m <= N)
+    gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G.data(), m, false);
+  else
+    gemm<T, T, double>(N, N, m, C, 1, N, C, N, 1, G.data(), N, false);
+  for (size_t i = 0; i < g; ++i)
+    for (size_t j = i + 1; j < g; ++j) {
+      double s = 0.5 * (G[i * g + j] + G[j * g + i]);
+      G[i * g + j] = G[j * g + i] = s;
+    }
+  sym_eig(g, G.data(), w.data(), V.data());
+  size_t r = g;
+  double tail = 0;
+  while (r > 1 && tail + std::max(w[r - 1], 0.0) <= delta2) {
+    tail += std::max(w[r - 1], 0.0);
+    --r;
+  }
+  r = std::min(r, std::max<size_t>(rmax, 1));
+  Factor f;
+  f.r = r;
+  for (size_t i = r; i < g; ++i) f.discarded += std::max(w[i], 0.0);
+  if (m <= N) {
+    if (r == m) {
+      f.identity = true;
+      return f;
+    }
+    f.Q.resize(m * r);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = V[j * g + i];
+  } else {
+    // U = C V_r spans the kept column space; re-orthonormalise it by QR.
+    std::vector<double> U(m * r), R;
+    gemm<T, double, double>(m, r, N, C, N, 1, V.data(), 1, g, U.data(), r, false);
+    qr(m, r, U.data(), f.Q, R);
+  }
+  return f;
+}
+
+// Remainder Q^T C (r x N) in the working type.
+template <typename T>
+Buffer project(const Factor& f, const T* C, size_t m, size_t N) {
+  std::vector<T> Qt(f.r * m);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < f.r; ++j) Qt[j * m + i] = static_cast<T>(f.Q[i * f.r + j]);
+  Buffer out = alloc_buffer(checked_mul(f.r, N, "data"), sizeof(T));
+  gemm<T, T, T>(f.r, N, m, Qt.data(), m, 1, C, N, 1, out.as<T>(), N, false);
+  return out;
+}
+
+template <typename T>
+struct CoreRef {
+  const T* p;
+  size_t r0, n, r1;
+};
+
+// Dense contraction of a chain of (contiguous) cores into out, C order over their mode indices.
+template <typename T>
+void contract_chain(const std::vector<CoreRef<T>>& cs, T* out) {
+  size_t d = cs.size();
+  if (d == 1) {
+    std::memcpy(out, cs[0].p, cs[0].n * sizeof(T));
+    return;
+  }
+  // Split point s: left part = cores [0, s), right part = cores [s, d); pick the cheapest.
+  std::vector<double> P(d + 1, 1.0), Qs(d + 1, 1.0);
+  for (size_t k = 0; k < d; ++k) P[k + 1] = P[k] * double(cs[k].n);
+  for (size_t k = d; k-- > 0;) Qs[k] = Qs[k + 1] * double(cs[k].n);
+  size_t best = 1;
+  double bestc = std::numeric_limits<double>::infinity();
+  for (size_t s = 1; s < d; ++s) {
+    double c = P[s] * double(cs[s].r0) + double(cs[s].r0) * Qs[s];
+    if (c < bestc) { bestc = c; best = s; }
+  }
+  size_t s = best;
+  std::vector<T> lbuf, rbuf, tmp;
+  const T* L = cs[0].p;
+  size_t Lrows = cs[0].n;
+  for (size_t k = 1; k < s; ++k) {
+    const auto& c = cs[k];
+    tmp.resize(checked_mul(Lrows, c.n * c.r1, "cores"));
+    gemm<T, T, T>(Lrows, c.n * c.r1, c.r0, L, c.r0, 1, c.p, c.n * c.r1, 1, tmp.data(), c.n * c.r1, false);
+    lbuf.swap(tmp);
+    L = lbuf.data();
+    Lrows *= c.n;
+  }
+  const T* R = cs[d - 1].p;
+  size_t Rcols = cs[d - 1].n;
+  for (size_t k = d - 1; k-- > s;) {
+    const auto& c = cs[k];
+    tmp.resize(checked_mul(c.r0 * c.n, Rcols, "cores"));
+    gemm<T, T, T>(c.r0 * c.n, Rcols, c.r1, c.p, c.r1, 1, R, Rcols, 1, tmp.data(), Rcols, false);
+    rbuf.swap(tmp);
+    R = rbuf.data();
+    Rcols *= c.n;
+  }
+  size_t rs = cs[s].r0;
+  gemm<T, T, T>(Lrows, Rcols, rs, L, rs, 1, R, Rcols, 1, out, Rcols, false);
+}
+
+template <typename T>
+std::vector<CoreRef<T>> full_refs(const std::vector<const T*>& cores, const std::vector<size_t>& modes,
+                                  const std::vector<size_t>& ranks) {
+  std::vector<CoreRef<T>> v;
+  for (size_t k = 0; k < modes.size(); ++k) v.push_back({cores[k], ranks[k], modes[k], ranks[k + 1]});
+  return v;
+}
+
+// Relative error of a TT against the dense data it came from, by a chunked reconstruction.
+template <typename T>
+double measure_error(const T* data, size_t n, const std::vector<const T*>& cores, const std::vector<size_t>& modes,
+                     const std::vector<size_t>& ranks, double norm2) {
+  size_t n0 = modes[0], per = n / n0;
+  size_t step = std::max<size_t>(1, std::min(n0, (size_t(1) << 22) / std::max<size_t>(per, 1)));
+  if (n0 >= 8 && step > n0 / 8) step = std::max<size_t>(1, n0 / 8);
+  std::vector<CoreRef<T>> refs = full_refs(cores, modes, ranks);
+  std::vector<T> buf(step * per), first;
+  double err2 = 0;
+  for (size_t a = 0; a < n0; a += step) {
+    size_t len = std::min(step, n0 - a);
+    size_t r1 = ranks[1];
+    refs[0] = {cores[0] + a * r1, 1, len, r1};
+    contract_chain(refs, buf.data());
+    const T* src = data + a * per;
+    size_t cnt = len * per;
+    size_t nb = (cnt + kChunk - 1) / kChunk;
+    std::vector<double> part(nb);
+    parallel_for(nb, [&](size_t i) {
+      size_t s = i * kChunk;
+      part[i] = sqdiffk(src + s, buf.data() + s, std::min(kChunk, cnt - s));
+    });
+    for (double v : part) err2 += v;
+  }
+  return std::sqrt(err2 / norm2);
+}
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::vector<size_t> stratified(size_t total, size_t want, uint64_t seed) {
+  std::vector<size_t> idx;
+  if (total <= want) {
+    idx.resize(total);
+    std::iota(idx.begin(), idx.end(), 0);
+    return idx;
+  }
+  uint64_t s = seed;
+  for (size_t i = 0; i < want; ++i) {
+    size_t lo = i * total / want, hi = (i + 1) * total / want;
+    idx.push_back(lo + splitmix(s) % (hi - lo));
+  }
+  return idx;
+}
+
+// Lower bounds on the TT ranks any approximation within tol can have: the delta-rank of a
+// submatrix never exceeds the delta-rank of the matrix, so a sampled block of each unfolding
+// bounds that unfolding's rank from below. Used to give up early on min_ratio.
+template <typename T>
+std::vector<size_t> rank_lower_bounds(const T* data, size_t n, const std::vector<size_t>& modes, double delta2,
+                                      size_t max_rank) {
+  size_t d = modes.size();
+  std::vector<size_t> lb(d + 1, 1);
+  size_t M = 1;
+  for (size_t k = 1; k < d; ++k) {
+    M *= modes[k - 1];
+    size_t Nn = n / M;
+    std::vector<size_t> rows = stratified(M, kSample, 0x5eed0000 + 2 * k);
+    std::vector<size_t> cols = stratified(Nn, kSample, 0x5eed0001 + 2 * k);
+    size_t sr = rows.size(), sc = cols.size();
+    std::vector<double> sub(sr * sc);
+    for (size_t a = 0; a < sr; ++a)
+      for (size_t b = 0; b < sc; ++b) sub[a * sc + b] = double(data[rows[a] * Nn + cols[b]]);
+    size_t g = std::min(sr, sc);
+    std::vector<double> G(g * g), w(g);
+    if (sr <= sc)
+      gemm<double, double, double>(sr, sr, sc, sub.data(), sc, 1, sub.data(), 1, sc, G.data(), g, false);
+    else
+      gemm<double, double, double>(sc, sc, sr, sub.data(), 1, sc, sub.data(), sc, 1, G.data(), g, false);
+    for (size_t i = 0; i < g; ++i)
+      for (size_t j = i + 1; j < g; ++j) G[i * g + j] = G[j * g + i] = 0.5 * (G[i * g + j] + G[j * g + i]);
+    sym_eig(g, G.data(), w.data(), nullptr);
+    size_t r = g;
+    double tail = 0;
+    while (r > 1 && tail + std::max(w[r - 1], 0.0) <= delta2) {
+      tail += std::max(w[r - 1], 0.0);
+      --r;
+    }
+    lb[k] = std::min(r, max_rank);
+  }
+  // Keep the bounds consistent with r_k <= r_{k-1} n_k and r_k <= r_{k+1} n_{k+1}.
+  for (size_t k = 1; k < d; ++k) lb[k] = std::min(lb[k], lb[k - 1] * modes[k - 1]);
+  for (size_t k = d - 1; k >= 1; --k) lb[k] = std::min(lb[k], lb[k + 1] * modes[k]);
+  return lb;
+}
+
+double tt_size(const std::vector<size_t>& modes, const std::vector<size_t>& r) {
+  double s = 0;
+  for (size_t k = 0; k < modes.size(); ++k) s += double(r[k]) * double(modes[k]) * double(r[k + 1]);
+  return s;
+}
+
+}  // namespace
+
+template <typename T>
+TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, double tol, size_t max_rank,
+                     double min_ratio) {
+  size_t d = modes.size();
+  size_t prod = 1;
+  for (size_t m : modes) prod = checked_mul(prod, m, "modes");
+  if (d == 0 || prod != n) throw TTError("bad_request", "modes", "modes must multiply to the length of data");
+  if (!(tol > 0 && tol < 1)) throw TTError("bad_request", "tolerance", "tolerance must be between 0 and 1");
+  if (max_rank < 1) throw TTError("bad_request", "max_rank", "max_rank must be at least 1");
+  double norm2 = sumsq(data, n);
+  if (!std::isfinite(norm2))
+    throw TTError("bad_request", "data", "data must contain only finite numbers whose squared norm fits in float64");
+  if (norm2 == 0) throw TTError("bad_request", "data", "data must not be all zeros");
+
+  TTResult res;
+  if (min_ratio > 0) {
+    if (d == 1 && min_ratio > 1) {
+      res.gave_up = true;
+      return res;
+    }
+    if (d > 1) {
+      std::vector<size_t> lb = rank_lower_bounds(data, n, modes, tol * tol * norm2, max_rank);
+      if (double(n) / tt_size(modes, lb) < min_ratio) {
+        res.gave_up = true;
+        return res;
+      }
+      res.ranks = lb;  // refined below as the true ranks become known
+    }
+  }
+  std::vector<size_t> lb = res.ranks;
+  res.ranks.assign(1, 1);
+  if (d == 1) {
+    Buffer c = alloc_buffer(n, sizeof(T));
+    std::memcpy(c.p, data, n * sizeof(T));
+    res.cores.push_back(std::move(c));
+    res.ranks.push_back(1);
+    res.relative_error = 0;
+    return res;
+  }
+  const double delta2 = tol * tol * norm2 / double(d - 1);
+  const T* cur = data;
+  Buffer curbuf;
+  size_t rprev = 1, rest = n;
+  for (size_t k = 0; k + 1 < d; ++k) {
+    size_t m = rprev * modes[k], N = rest / modes[k];
+    Factor f = factor_step(cur, m, N, delta2, max_rank);
+    Buffer core = alloc_buffer(m * f.r, sizeof(T));
+    T* cp = core.as<T>();
+    if (f.identity) {
+      std::fill(cp, cp + m * f.r, T(0));
+      for (size_t i = 0; i < m; ++i) cp[i * f.r + i] = T(1);
+    } else {
+      for (size_t i = 0; i < m * f.r; ++i) cp[i] = static_cast<T>(f.Q[i]);
+      Buffer next = project(f, cur, m, N);
+      curbuf = std::move(next);
+      cur = curbuf.as<T>();
+    }
+    res.cores.push_back(std::move(core));
+    res.ranks.push_back(f.r);
+    rprev = f.r;
+    rest = N;
+    if (min_ratio > 0) {
+      std::vector<size_t> r = lb;
+      for (size_t j = 0; j <= k + 1; ++j) r[j] = res.ranks[j];
+      if (double(n) / tt_size(modes, r) < min_ratio) {
+        TTResult gave;
+        gave.gave_up = true;
+        return gave;
+      }
+    }
+  }
+  // The last remainder is the last core.
+  Buffer last;
+  if (cur == data) {
+    last = alloc_buffer(rprev * rest, sizeof(T));
+    std::memcpy(last.p, data, rprev * rest * sizeof(T));
+  } else {
+    last = std::move(curbuf);
+  }
+  res.cores.push_back(std::move(last));
+  res.ranks.push_back(1);
+  std::vector<const T*> cps;
+  for (auto& c : res.cores) cps.push_back(c.as<T>());
+  res.relative_error = measure_error(data, n, cps, modes, res.ranks, norm2);
+  return res;
+}
+
+template <typename T>
+Buffer tt_reconstruct(const std::vector<const T*>& cores, const std::vector<size_t>& modes,
+                      const std::vector<size_t>& ranks, const std::vector<size_t>& shape,
+                      const std::vector<size_t>& groups, const std::vector<std::pair<size_t, size_t>>& ranges) {
+  std::vector<CoreRef<T>> refs;
+  std::vector<std::vector<T>> owned;
+  size_t total = 1, mi = 0;
+  for (size_t j = 0; j < shape.size(); ++j) {
+    size_t s = 0, e = shape[j];
+    if (!ranges.empty()) { s = ranges[j].first; e = ranges[j].second; }
+    if (s >= e || e > shape[j]) throw TTError("bad_request", "slice", "slice ranges must satisfy 0 <= start < stop <= size");
+    total = checked_mul(total, e - s, "slice");
+    size_t g = groups[j];
+    if (s == 0 && e == shape[j]) {
+      for (size_t t = 0; t < g; ++t, ++mi) refs.push_back({cores[mi], ranks[mi], modes[mi], ranks[mi + 1]});
+      continue;
+    }
+    size_t rin = ranks[mi], rout = ranks[mi + g], len = e - s;
+    owned.emplace_back(checked_mul(checked_mul(rin, len, "slice"), rout, "slice"));
+    T* dst = owned.back().data();
+    if (g == 1) {
+      const T* c = cores[mi];
+      size_t n = modes[mi];
+      for (size_t a = 0; a < rin; ++a) std::memcpy(dst + a * len * rout, c + (a * n + s) * rout, len * rout * sizeof(T));
+    } else {
+      // Merge the group's factor cores for each index in [s, e): prefix products along the
+      // mixed-radix digits, recomputed only from the first digit that changed.
+      std::vector<size_t> n(g), rk(g + 1), dig(g, SIZE_MAX);
+      for (size_t t = 0; t < g; ++t) n[t] = modes[mi + t];
+      for (size_t t = 0; t <= g; ++t) rk[t] = ranks[mi + t];
+      std::vector<std::vector<double>> pre(g);
+      std::vector<size_t> cd(g);
+      for (size_t i = s; i < e; ++i) {
+        size_t x = i;
+        for (size_t t = g; t-- > 0;) { cd[t] = x % n[t]; x /= n[t]; }
+        size_t from = 0;
+        while (from < g && cd[from] == dig[from]) ++from;
+        for (size_t t = from; t < g; ++t) {
+          dig[t] = cd[t];
+          const T* c = cores[mi + t];
+          std::vector<double>& P = pre[t];
+          P.assign(rin * rk[t + 1], 0.0);
+          if (t == 0) {
+            for (size_t a = 0; a < rin; ++a)
+              for (size_t b = 0; b < rk[1]; ++b) P[a * rk[1] + b] = double(c[(a * n[0] + cd[0]) * rk[1] + b]);
+          } else {
+            const std::vector<double>& Pp = pre[t - 1];
+            for (size_t a = 0; a < rin; ++a)
+              for (size_t q = 0; q < rk[t]; ++q) {
+                double v = Pp[a * rk[t] + q];
+                if (v == 0) continue;
+                const T* row = c + (q * n[t] + cd[t]) * rk[t + 1];
+                double* out = &P[a * rk[t + 1]];
+                for (size_t b = 0; b < rk[t + 1]; ++b) out[b] += v * double(row[b]);
+              }
+          }
+        }
+        const std::vector<double>& F = pre[g - 1];
+        for (size_t a = 0; a < rin; ++a)
+          for (size_t b = 0; b < rout; ++b) dst[(a * len + (i - s)) * rout + b] = static_cast<T>(F[a * rout + b]);
+      }
+    }
+    refs.push_back({dst, rin, len, rout});
+    mi += g;
+  }
+  Buffer out = alloc_buffer(total, sizeof(T));
+  contract_chain(refs, out.as<T>());
+  return out;
+}
+
+template <typename TA, typename TB>
+double tt_dot(const std::vector<const TA*>& a, const std::vector<size_t>& ra, const std::vector<const TB*>& b,
+              const std::vector<size_t>& rb, const std::vector<size_t>& modes) {
+  std::vector<double> V{1.0}, W, V2;
+  for (size_t k = 0; k < modes.size(); ++k) {
+    size_t n = modes[k], a0 = ra[k], a1 = ra[k + 1], b0 = rb[k], b1 = rb[k + 1];
+    W.resize(a0 * n * b1);
+    gemm<double, TB, double>(a0, n * b1, b0, V.data(), b0, 1, b[k], n * b1, 1, W.data(), n * b1, false);
+    V2.resize(a1 * b1);
+    gemm<TA, double, double>(a1, b1, a0 * n, a[k], 1, a1, W.data(), b1, 1, V2.data(), b1, false);
+    V.swap(V2);
+  }
+  return V[0];
+}
+
+template <typename TC, typename TX>
+double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_t>& ranks,
+                    const std::vector<size_t>& modes, const TX* x) {
+  size_t d = modes.size();
+  size_t n = 1;
+  for (size_t m : modes) n *= m;
+  if (d == 1) return dot_mixed(cores[0], x, n);
+  size_t nd = modes[d - 1], r = ranks[d - 1];
+  size_t rows = n / nd;
+  std::vector<double> Y(checked_mul(rows, r, "x")), Y2;
+  gemm<TX, TC, double>(rows, r, nd, x, nd, 1, cores[d - 1], 1, nd, Y.data(), r, false);
+  for (size_t k = d - 1; k-- > 0;) {
+    size_t nk = modes[k], r0 = ranks[k], r1 = ranks[k + 1];
+    size_t rows2 = rows / nk;
+    Y2.resize(rows2 * r0);
+    gemm<double, TC, double>(rows2, r0, nk * r1, Y.data(), nk * r1, 1, cores[k], 1, nk * r1, Y2.data(), r0, false);
+    Y.swap(Y2);
+    rows = rows2;
+  }
+  return Y[0];
+}
+
+template <typename T>
+TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>& ranks_in,
+                  const std::vector<size_t>& modes, double tol, size_t max_rank) {
+  size_t d = modes.size();
+  std::vector<size_t> r = ranks_in;
+  std::vector<std::vector<double>> c(d);
+  for (size_t k = 0; k < d; ++k) {
+    size_t len = r[k] * modes[k] * r[k + 1];
+    c[k].assign(cores[k], cores[k] + len);
+  }
+  double orig2 = tt_dot(cores, ranks_in, cores, ranks_in, modes);
+  if (!std::isfinite(orig2)) throw TTError("bad_request", "cores", "cores must hold finite numbers whose norm fits in float64");
+  if (orig2 <= 0) throw TTError("bad_request", "cores", "the tensor must not be zero");
+  // Right-to-left orthogonalisation: core k becomes right-orthonormal, R moves into core k-1.
+  for (size_t k = d - 1; k >= 1; --k) {
+    size_t n = modes[k], m = r[k], cols = n * r[k + 1];
+    std::vector<double> Ct(cols * m);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < cols; ++j) Ct[j * m + i] = c[k][i * cols + j];
+    std::vector<double> Q, R;
+    qr(cols, m, Ct.data(), Q, R);  // Ct = Q R, C = R^T Q^T
+    size_t kk = std::min(cols, m);
+    std::vector<double> nc(kk * cols);
+    for (size_t i = 0; i < cols; ++i)
+      for (size_t j = 0; j < kk; ++j) nc[j * cols + i] = Q[i * kk + j];
+    size_t rows = r[k - 1] * modes[k - 1];
+    std::vector<double> prev(rows * kk);
+    gemm<double, double, double>(rows, kk, m, c[k - 1].data(), m, 1, R.data(), 1, m, prev.data(), kk, false);
+    c[k].swap(nc);
+    c[k - 1].swap(prev);
+    r[k] = kk;
+  }
+  double nrm2 = 0;
+  for (double v : c[0]) nrm2 += v * v;
+  double delta2 = d > 1 ? tol * tol * nrm2 / double(d - 1) : 0;
+  for (size_t k = 0; k + 1 < d; ++k) {
+    size_t m = r[k] * modes[k], N = r[k + 1];
+    Factor f = factor_step(c[k].data(), m, N, delta2, max_rank);
+    if (f.identity) continue;
+    std::vector<double> Rm(f.r * N);
+    gemm<double, double, double>(f.r, N, m, f.Q.data(), 1, f.r, c[k].data(), N, 1, Rm.data(), N, false);
+    size_t cols = modes[k + 1] * r[k + 2];
+    std::vector<double> next(f.r * cols);
+    gemm<double, double, double>(f.r, cols, N, Rm.data(), N, 1, c[k + 1].data(), cols, 1, next.data(), cols, false);
+    c[k].swap(f.Q);
+    c[k + 1].swap(next);
+    r[k + 1] = f.r;
+  }
+  TTResult res;
+  res.ranks = r;
+  for (size_t k = 0; k < d; ++k) {
+    Buffer b = alloc_buffer(c[k].size(), sizeof(T));
+    T* p = b.as<T>();
+    for (size_t i = 0; i < c[k].size(); ++i) p[i] = static_cast<T>(c[k][i]);
+    res.cores.push_back(std::move(b));
+  }
+  std::vector<const T*> out;
+  for (auto& b : res.cores) out.push_back(b.as<T>());
+  double new2 = tt_dot(out, r, out, r, modes);
+  double cross = tt_dot(cores, ranks_in, out, r, modes);
+  res.relative_error = std::sqrt(std::max(0.0, orig2 + new2 - 2 * cross) / orig2);
+  return res;
+}
+
+template <typename TA, typename TB>
+double dense_dot(const TA* a, const TB* b, size_t n) {
+  size_t nb = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(nb);
+  parallel_for(nb, [&](size_t i) {
+    size_t s = i * kChunk;
+    part[i] = dot_mixed(a + s, b + s, std::min(kChunk, n - s));
+  });
+  double t = 0;
+  for (double v : part) t += v;
+  return t;
+}
+
+#define SVC_T(T)                                                                                                  \
+  template TTResult tt_compress<T>(const T*, size_t, const std::vector<size_t>&, double, size_t, double);       \
+  template Buffer tt_reconstruct<T>(const std::vector<const T*>&, const std::vector<size_t>&,                    \
+                                    const std::vector<size_t>&, const std::vector<size_t>&,                      \
+                                    const std::vector<size_t>&, const std::vector<std::pair<size_t, size_t>>&);   \
+  template TTResult tt_round<T>(const std::vector<const T*>&, const std::vector<size_t>&,                        \
+                                const std::vector<size_t>&, double, size_t);
+SVC_T(float)
+SVC_T(double)
+#define SVC_T2(A, B)                                                                                              \
+  template double tt_dot<A, B>(const std::vector<const A*>&, const std::vector<size_t>&,                          \
+                               const std::vector<const B*>&, const std::vector<size_t>&,                          \
+                               const std::vector<size_t>&);                                                       \
+  template double tt_dot_dense<A, B>(const std::vector<const A*>&, const std::vector<size_t>&,                    \
+                                     const std::vector<size_t>&, const B*);                                       \
+  template double dense_dot<A, B>(const A*, const B*, size_t);
+SVC_T2(float, float)
+SVC_T2(float, double)
+SVC_T2(double, float)
+SVC_T2(double, double)
+
+}  // namespace svc

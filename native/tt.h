@@ -1,0 +1,71 @@
+// Tensor-train arithmetic on raw buffers: TT-SVD, block reconstruction, inner products, rounding.
+// Inputs are validated in TypeScript; the checks here are a backstop and throw TTError.
+#pragma once
+#include <cstddef>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace svc {
+
+// An error with the stable code the TypeScript layer maps to its error classes.
+struct TTError : std::runtime_error {
+  std::string code;   // "bad_request" or "internal"
+  std::string field;  // the offending input, when known
+  TTError(std::string c, std::string f, const std::string& msg)
+      : std::runtime_error(msg), code(std::move(c)), field(std::move(f)) {}
+};
+
+// A malloc'd, 64-byte aligned buffer handed to JavaScript without a copy (freed by a finalizer).
+struct Buffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; o.bytes = 0; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) { std::free(p); p = o.p; bytes = o.bytes; o.p = nullptr; o.bytes = 0; }
+    return *this;
+  }
+  ~Buffer() { std::free(p); }
+  void* release() { void* q = p; p = nullptr; bytes = 0; return q; }
+  template <typename T> T* as() const { return static_cast<T*>(p); }
+};
+Buffer alloc_buffer(size_t count, size_t elem_size);
+
+struct TTResult {
+  bool gave_up = false;  // min_ratio was unreachable
+  std::vector<size_t> ranks;
+  std::vector<Buffer> cores;
+  double relative_error = 0;
+};
+
+template <typename T>
+TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, double tol, size_t max_rank,
+                     double min_ratio);
+
+// Dense block over the dense shape: modes are grouped per dense dimension (groups[j] modes for
+// dimension j, in order); ranges[j] = [start, stop) or the whole dimension when ranges is empty.
+template <typename T>
+Buffer tt_reconstruct(const std::vector<const T*>& cores, const std::vector<size_t>& modes,
+                      const std::vector<size_t>& ranks, const std::vector<size_t>& shape,
+                      const std::vector<size_t>& groups, const std::vector<std::pair<size_t, size_t>>& ranges);
+
+template <typename TA, typename TB>
+double tt_dot(const std::vector<const TA*>& a, const std::vector<size_t>& ra, const std::vector<const TB*>& b,
+              const std::vector<size_t>& rb, const std::vector<size_t>& modes);
+
+template <typename TC, typename TX>
+double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_t>& ranks,
+                    const std::vector<size_t>& modes, const TX* x);
+
+template <typename T>
+TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>& ranks,
+                  const std::vector<size_t>& modes, double tol, size_t max_rank);
+
+template <typename TA, typename TB>
+double dense_dot(const TA* a, const TB* b, size_t n);
+
+}  // namespace svc

@@ -1,0 +1,97 @@
+// tt.compress: the error bound on random, smooth and exactly low-rank tensors, recovery of
+// known ranks, measured error reporting, dtypes, rank caps, min_ratio and modes choice.
+import test from "tape";
+import * as tt from "../../lib/tt.js";
+import { denseOf, noise, prod, randomTT, relErr, smoothField, ttSize } from "./helpers.js";
+
+test("compress: random tensor keeps the bound at several tolerances, and relative_error is the true error", async (t) => {
+  const x = noise(12 * 10 * 14, 7, true);
+  for (const tol of [0.5, 0.2, 0.05, 1e-3]) {
+    const r = (await tt.compress(x, [12, 10, 14], { tolerance: tol }))!;
+    const err = relErr(x, await tt.reconstruct(r));
+    t.ok(err <= tol, `tol ${tol}: error ${err.toExponential(3)} <= tol`);
+    t.ok(Math.abs(err - r.relative_error) <= 1e-9 + 1e-6 * err, `tol ${tol}: reported error ${r.relative_error.toExponential(3)} matches`);
+  }
+});
+
+test("compress: smooth float32 field keeps the bound at 1e-2, 1e-3, 1e-4 and compresses", async (t) => {
+  const x = smoothField(32, 32, 32);
+  for (const tol of [1e-2, 1e-3, 1e-4]) {
+    for (const modes of [[32, 32, 32], undefined]) {
+      const r = (await tt.compress(x, [32, 32, 32], { tolerance: tol, modes }))!;
+      t.ok(r.cores.every((c) => c instanceof Float32Array), "float32 in, float32 cores out");
+      const err = relErr(x, await tt.reconstruct(r));
+      t.ok(err <= tol, `tol ${tol} modes ${r.modes}: error ${err.toExponential(3)} <= tol`);
+      t.ok(ttSize(r) < x.length / 4, `tol ${tol} modes ${r.modes}: ratio ${(x.length / ttSize(r)).toFixed(1)} > 4`);
+    }
+  }
+});
+
+test("compress: exact recovery of a known TT-rank tensor at tol 1e-6", async (t) => {
+  const src = randomTT([6, 7, 8, 5], [1, 3, 4, 2, 1], 11);
+  const x = denseOf(src);
+  const r = (await tt.compress(x, [6, 7, 8, 5], { tolerance: 1e-6, modes: [6, 7, 8, 5] }))!;
+  t.deepEqual(r.modes, [6, 7, 8, 5], "modes kept");
+  t.ok(r.ranks.every((v, i) => v <= src.ranks[i]!), `ranks ${r.ranks} <= ${src.ranks}`);
+  t.ok(r.relative_error <= 1e-6, `error ${r.relative_error.toExponential(2)} <= 1e-6`);
+  t.ok(relErr(x, denseOf(r)) <= 1e-6, "independent dense check agrees");
+});
+
+test("compress: exactly low-rank float32 tensor with quantized modes keeps the bound", async (t) => {
+  const src = randomTT([64, 64], [1, 3, 1], 5, false);
+  const x = Float32Array.from(denseOf(src));
+  const r = (await tt.compress(x, [64, 64], { tolerance: 1e-4 }))!;
+  t.deepEqual(r.modes, tt.chooseModes([64, 64]), "default modes come from chooseModes");
+  t.deepEqual(r.shape, [64, 64], "dense shape is recorded when modes differ");
+  t.ok(relErr(x, await tt.reconstruct(r)) <= 1e-4, "bound holds");
+  t.ok(Math.max(...r.ranks) <= 8, `ranks stay small: ${r.ranks}`);
+});
+
+test("compress: max_rank caps every rank", async (t) => {
+  const x = noise(16 * 16 * 16, 3);
+  const r = (await tt.compress(x, [16, 16, 16], { tolerance: 1e-3, max_rank: 3, modes: [16, 16, 16] }))!;
+  t.ok(r.ranks.every((v) => v <= 3), `ranks ${r.ranks} <= 3`);
+  t.ok(r.relative_error > 1e-3 && r.relative_error < 1, "the cap binds and the error is reported honestly");
+  t.ok(Math.abs(relErr(x, await tt.reconstruct(r)) - r.relative_error) < 1e-6, "reported error is the true error");
+});
+
+test("compress: one-dimensional and size-1 dimensions", async (t) => {
+  const x = noise(10, 9, true);
+  const r = (await tt.compress(x, [10]))!;
+  t.deepEqual(r.ranks, [1, 1], "a single core");
+  t.deepEqual(Array.from(await tt.reconstruct(r)), Array.from(x), "exact");
+  const y = smoothField(1, 8, 9, true);
+  const s = (await tt.compress(y, [1, 8, 9], { tolerance: 1e-8 }))!;
+  t.ok(relErr(y, await tt.reconstruct(s)) <= 1e-8, "shape with a 1 keeps the bound");
+});
+
+test("compress: min_ratio gives up on noise and keeps compressible data", async (t) => {
+  const x = noise(64 * 64 * 64, 4);
+  t.equal(await tt.compress(x, [64, 64, 64], { tolerance: 1e-2, min_ratio: 4 }), null, "noise with min_ratio 4 -> null");
+  const y = smoothField(64, 64, 64);
+  const r = await tt.compress(y, [64, 64, 64], { tolerance: 1e-3, min_ratio: 4 });
+  t.ok(r !== null && y.length / ttSize(r) >= 4, "smooth field reaches the ratio");
+  const tiny = noise(20, 1);
+  t.equal(await tt.compress(tiny, [20], { min_ratio: 2 }), null, "a 1-D tensor cannot reach a ratio above 1");
+});
+
+test("compress: modes 'auto' keeps the smaller of plain and quantized", async (t) => {
+  const y = smoothField(64, 64, 64);
+  const auto = (await tt.compress(y, [64, 64, 64], { tolerance: 1e-2, modes: "auto" }))!;
+  const plain = (await tt.compress(y, [64, 64, 64], { tolerance: 1e-2, modes: [64, 64, 64] }))!;
+  const quant = (await tt.compress(y, [64, 64, 64], { tolerance: 1e-2 }))!;
+  t.equal(ttSize(auto), Math.min(ttSize(plain), ttSize(quant)), "auto is the better of the two");
+  t.ok(auto.relative_error <= 1e-2, "bound holds");
+});
+
+test("compress: runs off the event loop", async (t) => {
+  const y = smoothField(96, 96, 96);
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 1);
+  const p = tt.compress(y, [96, 96, 96], { tolerance: 1e-4, modes: [96, 96, 96] });
+  t.ok(p instanceof Promise, "returns a promise");
+  await p;
+  clearInterval(timer);
+  t.ok(ticks > 0, `the event loop kept running (${ticks} timer ticks during the call)`);
+  t.equal(prod([96, 96, 96]), y.length, "sanity");
+});

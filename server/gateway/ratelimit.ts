@@ -44,48 +44,59 @@ function stateOf(allowed: boolean, spec: WindowSpec, count: number, oldestMs: nu
   };
 }
 
-/** One instance: a ring of admission instants per tenant. */
+/** Admission instants of one tenant, oldest first; `head` skips entries already expired. */
+interface Log {
+  ts: number[];
+  head: number;
+}
+
+/** One instance: a queue of admission instants per tenant (amortised O(1) per request). */
 export class MemoryRateLimiter implements RateLimiter {
   readonly kind = "memory" as const;
-  private logs = new Map<string, number[]>();
+  private logs = new Map<string, Log>();
   private sweepAt = 0;
   constructor(private readonly clock: Clock) {}
 
-  private prune(tenant: string, now: number, windowMs: number): number[] {
+  private prune(tenant: string, now: number, windowMs: number): Log {
     let log = this.logs.get(tenant);
     if (!log) {
-      log = [];
+      log = { ts: [], head: 0 };
       this.logs.set(tenant, log);
     }
     // Entries are in time order; drop those at or before now - window.
-    let i = 0;
-    while (i < log.length && log[i]! <= now - windowMs) i++;
-    if (i > 0) log.splice(0, i);
+    while (log.head < log.ts.length && log.ts[log.head]! <= now - windowMs) log.head++;
+    if (log.head > 1024 && log.head * 2 > log.ts.length) {
+      log.ts = log.ts.slice(log.head);
+      log.head = 0;
+    }
     return log;
   }
 
   private sweep(now: number): void {
-    // Tenants idle for a long time would otherwise keep their (empty) arrays forever.
+    // Tenants idle for a long time would otherwise keep their (empty) queues forever.
     if (now < this.sweepAt) return;
     this.sweepAt = now + 60_000;
-    for (const [t, log] of this.logs) if (log.length === 0) this.logs.delete(t);
+    for (const [t, log] of this.logs) if (log.head >= log.ts.length) this.logs.delete(t);
   }
 
   async hit(tenant: string, spec: WindowSpec): Promise<RateLimitState> {
     const now = this.clock.now();
     this.sweep(now);
     const log = this.prune(tenant, now, spec.windowMs);
-    if (log.length >= spec.requests) {
-      return stateOf(false, spec, log.length, log[log.length - spec.requests] ?? log[0]!, now);
+    const count = log.ts.length - log.head;
+    if (count >= spec.requests) {
+      // The admission that must leave before another fits (the limit may have been lowered).
+      return stateOf(false, spec, count, log.ts[log.ts.length - spec.requests]!, now);
     }
-    log.push(now);
-    return stateOf(true, spec, log.length, log[0]!, now);
+    log.ts.push(now);
+    return stateOf(true, spec, count + 1, log.ts[log.head]!, now);
   }
 
   async peek(tenant: string, spec: WindowSpec): Promise<RateLimitState> {
     const now = this.clock.now();
     const log = this.prune(tenant, now, spec.windowMs);
-    return stateOf(log.length < spec.requests, spec, log.length, log[0] ?? null, now);
+    const count = log.ts.length - log.head;
+    return stateOf(count < spec.requests, spec, count, count > 0 ? log.ts[log.head]! : null, now);
   }
 
   async close(): Promise<void> {

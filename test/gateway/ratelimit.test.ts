@@ -120,3 +120,19 @@ test("redis: two limiters on two connections share one window (several gateways)
   await b.redis.quit();
   await a.cleanup();
 });
+
+test("memory: large windows stay exact across queue compaction", async (t) => {
+  const clock = new FakeClock(0);
+  const rl = new MemoryRateLimiter(clock);
+  const spec = { requests: 5000, windowMs: 1000 };
+  for (let i = 0; i < 4000; i++) {
+    clock.set(i / 8); // 4000 admissions over 500 ms
+    await rl.hit("big", spec);
+  }
+  clock.set(1100); // the first 800 (t < 100 ms) have left
+  const s = await rl.hit("big", spec);
+  t.equal(s.remaining, 5000 - (4000 - 801) - 1, "count after expiry is exact");
+  clock.set(2099); // every original admission has left; the one at 1100 ms has not
+  const p = await rl.peek("big", spec);
+  t.equal(p.remaining, 5000 - 1, "only the admission at 1100 ms remains");
+});

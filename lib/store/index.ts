@@ -618,6 +618,8 @@ export class Store {
     const nsB = o.namespace_b ?? ns;
     const ra = this.#version(ns, a, o.version_a).rec;
     const rb = this.#version(nsB, b, o.version_b).rec;
+    for (const [r, what, k] of [[ra, "a", a], [rb, "b", b]] as const)
+      if (r.dtype === "bytes") throw new ValidationError(`Entry ${k} holds bytes; similarity needs numeric data.`, what);
     if (!sameShape(ra.shape, rb.shape))
       throw new ValidationError(`Entries ${a} [${ra.shape.join(", ")}] and ${b} [${rb.shape.join(", ")}] have different shapes.`, "b");
     const score = await similarity(o.metric, await this.#operand(ra, "a"), await this.#operand(rb, "b"));

@@ -158,6 +158,37 @@ test("engine: the octet-stream forms of put and serve", async (t) => {
   await e.close();
 });
 
+test("engine: floating data, cores and the three queries", async (t) => {
+  const e = await start();
+  const n = 16;
+  const fld = (ph: number) => Float32Array.from({ length: n ** 3 }, (_, i) => Math.sin((Math.floor(i / 256) + ph) / 5) * Math.cos((i % 16) / 4 - ph));
+  for (let i = 0; i < 4; i++) {
+    const r = await call(e, "POST", "/v1/put", { namespace: "f", key: `x${i}`, data_b64: b64(fld(i * 0.2)), dtype: "float32", shape: [n, n, n], tolerance: 1e-4, metadata: { i } });
+    t.ok(r.status === 201 && r.json.verdict === "compressed" && r.json.tt.ranks[0] === 1, `float put x${i}: ${r.json.verdict}, ratio ${r.json.compression_ratio?.toFixed(1)}`);
+  }
+  const core = (r0: number, m: number, r1: number, v: number) => ({ shape: [r0, m, r1], data_b64: b64(new Float32Array(r0 * m * r1).fill(v)), dtype: "float32" });
+  const pc = await call(e, "POST", "/v1/put_cores", { namespace: "f", key: "c", cores: [core(1, n, 2, 0.5), core(2, n, 2, 0.25), core(2, n, 1, 1)], metadata: { src: "cores" } });
+  t.deepEqual([pc.status, pc.json.verdict, pc.json.relative_error, pc.json.shape], [201, "compressed", 0, [n, n, n]], "put_cores 201");
+  const bad = await call(e, "POST", "/v1/put_cores", { namespace: "f", key: "c2", cores: [core(1, n, 2, 1), core(3, n, 1, 1)] });
+  t.equal(bad.status, 400, "ranks that do not chain: 400");
+  const batch = await call(e, "POST", "/v1/put_cores_batch", { namespace: "f", items: [{ key: "b1", cores: [core(1, 4, 1, 1)] }, { key: "b2", cores: [core(1, 4, 1, 2)], metadata: { k: 1 } }] });
+  t.deepEqual([batch.status, batch.json.results.map((r: any) => [r.key, r.version])], [201, [["b1", 1], ["b2", 1]]], "put_cores_batch 201 with results in order");
+  const sim = await call(e, "POST", "/v1/query/similarity", { namespace: "f", a: "x0", b: "x1", metric: "cosine" });
+  t.ok(sim.status === 200 && sim.json.score > 0.5 && sim.json.score <= 1 + 1e-9 && sim.json.a.key === "x0", `similarity ${sim.json.score}`);
+  const topk = await call(e, "POST", "/v1/query/topk", { namespace: "f", key: "x0", k: 2, metric: "l2" });
+  t.deepEqual([topk.status, topk.json.results.length, topk.json.results[0].key, topk.json.scanned, topk.json.skipped], [200, 2, "x1", 4, 2], "topk: nearest neighbour, 4 scanned (3 fields + cores), 2 skipped");
+  const vb = await call(e, "POST", "/v1/query/vector", { namespace: "f", vector_b64: b64(fld(0.6)), dtype: "float32", shape: [n, n, n], k: 1 });
+  t.deepEqual([vb.status, vb.json.results[0].key], [200, "x3"], "vector query with vector_b64");
+  const vl = await call(e, "POST", "/v1/query/vector", { namespace: "f", vector: Array.from(fld(0)), shape: [n, n, n], k: 1, filter: { i: { $gte: 1 } } });
+  t.deepEqual([vl.status, vl.json.results[0].key], [200, "x1"], "vector query with a JSON list and a filter");
+  const res = await fetch(`${e.url}/v1/serve`, { method: "POST", headers: H("acme", { accept: "application/octet-stream" }), body: JSON.stringify({ namespace: "f", key: "x2", dtype: "float64", slice: [[0, 2], [0, n], [0, n]] }) });
+  const bytes = Buffer.from(await res.arrayBuffer());
+  t.deepEqual([res.status, res.headers.get("x-svc-dtype"), res.headers.get("x-svc-shape"), bytes.byteLength], [200, "float64", `2,${n},${n}`, 2 * n * n * 8], "octet-stream serve of a TT slice as float64");
+  const gpu = await call(e, "POST", "/v1/serve", { namespace: "f", key: "x0", device: "gpu" });
+  t.ok(gpu.status === 501 && isErrorBody(gpu.json, "gpu_unavailable"), `gpu serving: 501 (${gpu.json.detail})`);
+  await e.close();
+});
+
 test("engine: bad requests get the documented status and a one-sentence detail", async (t) => {
   const e = await start();
   const cases: [string, string, unknown, Record<string, string>, number, string][] = [

@@ -337,7 +337,9 @@ export function createClient(options: ClientOptions): SvcClient {
 
     async putCoresBatch(n, items) {
       ns(n);
-      if (!Array.isArray(items)) throw new ValidationError("items must be a list.", "items");
+      if (!Array.isArray(items) || items.length < 1 || items.length > 1000) {
+        throw new ValidationError("items must be a list of 1 to 1000 put_cores requests.", "items");
+      }
       const wire = items.map((it, i) => {
         if (it === null || typeof it !== "object") throw new ValidationError(`items.${i} must be an object.`, `items.${i}`);
         const { key: k, cores, ...rest } = it;

@@ -1,0 +1,191 @@
+// Gateway overhead: requests per second and p50/p99 latency for `get` and a 64 KiB `put`,
+// through the gateway and straight to the engine, with 1 and 50 connections, and the gateway
+// with its in-memory limiter/meter against the Redis ones. Loopback only; each figure runs for
+// a fixed time (SVC_BENCH_SECONDS, default 3 s, after 0.5 s of warm-up), so the whole program
+// is bounded (about 14 runs). The engine and the gateway run as child processes (this same
+// file with --role), the load generator (an undici Pool) in this process.
+//   node --import tsx bench/gateway.ts            (or: npm run bench -- gateway)
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { mkdtemp, rm } from "node:fs/promises";
+import { cpus, tmpdir, totalmem, platform, arch } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { Pool } from "undici";
+
+const SERVICE_KEY = randomBytes(32).toString("hex");
+const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 3;
+const WARMUP_MS = 500;
+const REDIS_URL = process.env.SVC_BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
+const role = process.argv.find((a) => a.startsWith("--role="))?.slice(7);
+
+if (role === "engine") {
+  const { loadEngineConfig } = await import("../server/engine/config.js");
+  const { startEngine } = await import("../server/engine/server.js");
+  const e = await startEngine(loadEngineConfig(process.env));
+  process.stdout.write(JSON.stringify({ url: e.url, storage: e.store.storage }) + "\n");
+  process.once("SIGTERM", () => void e.close().then(() => process.exit(0)));
+} else if (role === "gateway") {
+  const { loadGatewayConfig } = await import("../server/gateway/config.js");
+  const { startGateway } = await import("../server/gateway/server.js");
+  const g = await startGateway(loadGatewayConfig(process.env));
+  process.stdout.write(JSON.stringify({ url: g.url }) + "\n");
+  process.once("SIGTERM", () => void g.close().then(() => process.exit(0)));
+} else {
+  await main();
+}
+
+interface Child { info: Record<string, string>; proc: ChildProcess }
+
+async function child(r: string, env: Record<string, string>): Promise<Child> {
+  const proc = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const info = await new Promise<Record<string, string>>((resolve, reject) => {
+    createInterface({ input: proc.stdout! }).once("line", (l) => resolve(JSON.parse(l)));
+    proc.once("exit", (c) => reject(new Error(`${r} exited with ${c}`)));
+  });
+  return { info, proc };
+}
+
+async function stop(c: Child): Promise<void> {
+  if (c.proc.exitCode !== null) return;
+  const done = new Promise((r) => c.proc.once("exit", r));
+  c.proc.kill("SIGTERM");
+  await done;
+}
+
+interface Req { method: "GET" | "POST"; path: string; headers: Record<string, string>; body?: () => string }
+
+async function load(url: string, connections: number, req: Req) {
+  const pool = new Pool(url, { connections, pipelining: 1 });
+  const lat: number[] = [];
+  let errors = 0;
+  let measuring = false;
+  let stopAt = 0;
+  const worker = async () => {
+    while (Date.now() < stopAt) {
+      const t0 = process.hrtime.bigint();
+      try {
+        const r = await pool.request({ method: req.method, path: req.path, headers: req.headers, body: req.body?.() });
+        await r.body.dump();
+        if (r.statusCode >= 300) errors++;
+      } catch {
+        errors++;
+      }
+      if (measuring) lat.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  };
+  stopAt = Date.now() + WARMUP_MS;
+  await Promise.all(Array.from({ length: connections }, worker));
+  measuring = true;
+  const start = Date.now();
+  stopAt = start + SECONDS * 1000;
+  await Promise.all(Array.from({ length: connections }, worker));
+  const elapsed = (Date.now() - start) / 1000;
+  await pool.close();
+  lat.sort((a, b) => a - b);
+  const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
+  const r3 = (x: number) => Math.round(x * 1000) / 1000;
+  return { requests: lat.length, errors, rps: Math.round(lat.length / elapsed), p50_ms: r3(q(0.5)), p99_ms: r3(q(0.99)) };
+}
+
+async function main() {
+  const dir = await mkdtemp(join(tmpdir(), "svc-bench-gw-"));
+  const prefix = `svc-bench:${randomBytes(6).toString("hex")}:`;
+  const children: Child[] = [];
+  try {
+    const engine = await child("engine", {
+      SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent",
+    });
+    children.push(engine);
+    const gwEnv = (redis: boolean): Record<string, string> => ({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.info.url!, SVC_GATE_DATA_DIR: join(dir, redis ? "gate-redis" : "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, redis ? "audit-redis.jsonl" : "audit.jsonl"), SVC_GATE_BILLING_ENABLED: "true",
+      ...(redis ? { SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: prefix } : {}),
+    });
+    const gwMem = await child("gateway", gwEnv(false));
+    children.push(gwMem);
+    let gwRedis: Child | null = null;
+    try {
+      gwRedis = await child("gateway", gwEnv(true));
+      children.push(gwRedis);
+    } catch {
+      gwRedis = null;
+    }
+
+    // An enterprise tenant with limits far above what the bench sends, so every request runs
+    // the limiter, the quota check and the meter without being refused. The 1-s window keeps
+    // the sliding log short.
+    const keys = new Map<string, string>();
+    for (const [name, g] of [["memory", gwMem], ["redis", gwRedis]] as const) {
+      if (!g) continue;
+      const r = await fetch(g.info.url + "/gate/onboard/create", {
+        method: "POST",
+        headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
+        body: JSON.stringify({ tenant_id: "bench", plan: "enterprise", monthly_quota: 1e12, rate_limit: { requests: 100_000_000, window_s: 1 } }),
+      });
+      keys.set(name, ((await r.json()) as { api_key: string }).api_key);
+    }
+    const payload = randomBytes(64 * 1024).toString("base64");
+    let n = 0;
+    const putBody = () => JSON.stringify({ namespace: "default", key: `p${n++ % 64}`, data_b64: payload });
+    // Seed the entry that `get` reads (through the engine directly, tenant "bench").
+    const direct = { authorization: `Bearer ${SERVICE_KEY}`, "x-svc-tenant": "bench" };
+    await fetch(engine.info.url + "/v1/put", { method: "POST", headers: { ...direct, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }) });
+
+    const cpu = cpus();
+    console.log(`# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${SECONDS} s per figure, redis ${gwRedis ? REDIS_URL : "unavailable"}`);
+
+    const figures: Array<Record<string, unknown>> = [];
+    const run = async (op: "get" | "put_64k", via: "direct" | "gateway", limiter: "memory" | "redis" | null, connections: number) => {
+      const base = via === "direct" ? engine.info.url! : (limiter === "redis" ? gwRedis! : gwMem).info.url!;
+      const auth = via === "direct" ? direct : { "x-api-key": keys.get(limiter!)! };
+      const req: Req = op === "get"
+        ? { method: "GET", path: "/v1/get/default/g", headers: auth }
+        : { method: "POST", path: "/v1/put", headers: { ...auth, "content-type": "application/json" }, body: putBody };
+      const r = await load(base, connections, req);
+      const fig = { bench: "gateway", op, via, limiter, connections, ...r };
+      figures.push(fig);
+      console.log(JSON.stringify(fig));
+    };
+    for (const op of ["get", "put_64k"] as const) {
+      for (const c of [1, 50]) {
+        await run(op, "direct", null, c);
+        await run(op, "gateway", "memory", c);
+      }
+    }
+    if (gwRedis) for (const c of [1, 50]) await run("get", "gateway", "redis", c);
+
+    const find = (op: string, via: string, lim: string | null, c: number) => figures.find((f) => f.op === op && f.via === via && f.limiter === lim && f.connections === c) as { p50_ms: number; rps: number } | undefined;
+    for (const op of ["get", "put_64k"]) {
+      for (const c of [1, 50]) {
+        const d = find(op, "direct", null, c)!;
+        const g = find(op, "gateway", "memory", c)!;
+        console.log(JSON.stringify({ bench: "gateway", figure: "overhead", op, connections: c, p50_added_ms: Math.round((g.p50_ms - d.p50_ms) * 1000) / 1000, throughput_ratio: Math.round((g.rps / d.rps) * 1000) / 1000 }));
+      }
+    }
+    if (gwRedis) {
+      for (const c of [1, 50]) {
+        const m = find("get", "gateway", "memory", c)!;
+        const r = find("get", "gateway", "redis", c)!;
+        console.log(JSON.stringify({ bench: "gateway", figure: "redis_vs_memory", op: "get", connections: c, p50_added_ms: Math.round((r.p50_ms - m.p50_ms) * 1000) / 1000, throughput_ratio: Math.round((r.rps / m.rps) * 1000) / 1000 }));
+      }
+    }
+  } finally {
+    for (const c of children.reverse()) await stop(c);
+    try {
+      const { connectRedis, deletePrefix } = await import("../server/gateway/redis.js");
+      const redis = await connectRedis(REDIS_URL);
+      await deletePrefix(redis, prefix);
+      await redis.quit();
+    } catch {
+      // no Redis: nothing to clean
+    }
+    await rm(dir, { recursive: true, force: true });
+  }
+}

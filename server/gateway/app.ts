@@ -18,6 +18,7 @@ import type { Clock } from "./clock.js";
 import type { RateLimitSpec } from "./config.js";
 import { corsMiddleware } from "./cors.js";
 import { healthHandler } from "./health.js";
+import { openApiHandler } from "./openapi.js";
 import { milliCusOf, periodEndMs, periodOf, toCus, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, enforcedQuota } from "./plans.js";
 import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
@@ -107,6 +108,7 @@ export function createApp(deps: GatewayDeps): Express {
   app.use(corsMiddleware(deps.corsOrigins ?? []));
 
   app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
+  app.get("/openapi.json", openApiHandler({ billing: deps.billing ? {} : undefined }));
 
   const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey });
   app.use((req, res, next) => {

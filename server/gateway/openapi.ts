@@ -72,6 +72,25 @@ const jsonBody = (s: z.ZodType): Json => ({ required: true, content: { "applicat
 
 interface Op { method: "get" | "post" | "delete"; path: string; id: string; summary: string; kind: "data" | "admin" | "public"; body?: Json; params?: Json[]; responses: Json }
 
+/** Billing (issue 4) adds two routes when its router is mounted; its body schema when it exports one. */
+export interface BillingDoc { checkoutBody?: z.ZodType }
+
+function billingOperations(b: BillingDoc): Op[] {
+  return [
+    {
+      method: "post", path: "/gate/checkout", id: "checkout", summary: "Create a payment-provider checkout session for plan builder or pro (tenant key).", kind: "data",
+      body: b.checkoutBody ? jsonBody(b.checkoutBody) : { required: true, content: { "application/json": { schema: { type: "object", required: ["plan", "success_url", "cancel_url"] } } } },
+      responses: { "200": { description: "session_id, checkout_url." }, "404": errorResponse("Billing is disabled.") },
+    },
+    {
+      method: "post", path: "/webhooks/payment", id: "payment_webhook", summary: "Payment-provider events, verified with the Stripe-Signature header.", kind: "public",
+      params: [{ name: "Stripe-Signature", in: "header", required: true, schema: { type: "string" } }],
+      body: { required: true, content: { "application/json": { schema: { type: "object" } } } },
+      responses: { "200": { description: "received (true)." }, "400": errorResponse("Bad or stale signature, or a malformed event.") },
+    },
+  ];
+}
+
 function operations(): Op[] {
   const nsParam = pathParam("namespace", namespaceSchema, "Namespace.");
   const keyParam = pathParam("key", keySchema, "Key: the rest of the path after the namespace (it may contain '/'), percent-decoded.");
@@ -146,10 +165,10 @@ function packageVersion(): string {
 }
 
 /** Builds the OpenAPI 3.1 document of the gateway. */
-export function openApiDocument(opts: { serverUrl?: string } = {}): Json {
+export function openApiDocument(opts: { serverUrl?: string; billing?: BillingDoc } = {}): Json {
   const version = packageVersion();
   const paths: Record<string, Record<string, Json>> = {};
-  for (const op of operations()) {
+  for (const op of [...operations(), ...(opts.billing ? billingOperations(opts.billing) : [])]) {
     const security = op.kind === "data" ? [{ ApiKey: [] }, { TenantBearer: [] }] : op.kind === "admin" ? [{ ServiceKey: [] }] : [];
     const errors = op.kind === "data" ? DATA_ERRORS : op.kind === "admin" ? ADMIN_ERRORS : {};
     (paths[op.path] ??= {})[op.method] = {
@@ -196,11 +215,11 @@ export function openApiDocument(opts: { serverUrl?: string } = {}): Json {
   };
 }
 
-/** Express handler for GET /openapi.json (the document is built once). */
-export function openApiHandler(): RequestHandler {
+/** Express handler for GET /openapi.json (the document is built once); `billing` when that router is mounted. */
+export function openApiHandler(opts: { billing?: BillingDoc } = {}): RequestHandler {
   let doc: string | null = null;
   return (_req, res) => {
-    doc ??= JSON.stringify(openApiDocument());
+    doc ??= JSON.stringify(openApiDocument(opts));
     res.setHeader("X-SVC-CUs", "0");
     res.type("application/json").send(doc);
   };

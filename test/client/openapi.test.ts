@@ -1,0 +1,119 @@
+// GET /openapi.json: a valid-looking OpenAPI 3.1 document whose operations are exactly the
+// routes the gateway serves: every documented operation answers on the live gateway (not the
+// catch-all 404), every route registered in the app and its admin router is documented,
+// the data-plane operations are exactly the gateway's metered OPERATIONS, and the request
+// schemas are the zod schemas' JSON Schema (a field the engine requires is required here).
+import test from "tape";
+import express from "express";
+import { request } from "undici";
+import { z } from "zod";
+import { startStack } from "../cli/stack.js";
+import { openApiDocument } from "../../server/gateway/openapi.js";
+import { adminRouter } from "../../server/gateway/admin.js";
+import { createApp } from "../../server/gateway/app.js";
+import { OPERATIONS, MemoryUsageStore } from "../../server/gateway/meter.js";
+import { MemoryTenantRegistry } from "../../server/gateway/tenants.js";
+import { MemoryRateLimiter } from "../../server/gateway/ratelimit.js";
+import { MemoryAuditSink } from "../../server/gateway/audit.js";
+import { UndiciEngineClient } from "../../server/gateway/proxy.js";
+import { systemClock } from "../../server/gateway/clock.js";
+import { putBodySchema, topkBodySchema } from "../../lib/schemas.js";
+
+type Doc = { openapi: string; info: { version: string }; paths: Record<string, Record<string, { operationId: string; security: unknown[]; requestBody?: { content: Record<string, { schema: Record<string, unknown> }> }; responses: Record<string, unknown>; tags: string[] }>> };
+
+type Layer = { route?: { path: string | string[]; methods: Record<string, boolean> } };
+const routesOf = (stack: Layer[]) =>
+  stack.filter((l) => l.route).flatMap((l) => [l.route!.path].flat().flatMap((p) => Object.keys(l.route!.methods).map((m) => `${m.toUpperCase()} ${p.replace(/:([a-z_]+)/g, "{$1}")}`)));
+
+const documented = (doc: Doc) => Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`));
+
+test("openapi: served on the live gateway; every documented operation is a live route", async (t) => {
+  const stack = await startStack(["ns"]);
+  try {
+    const res = await request(`${stack.gateway}/openapi.json`);
+    t.equal(res.statusCode, 200, "200 without authentication");
+    t.match(String(res.headers["content-type"]), /^application\/json/, "JSON");
+    const doc = (await res.body.json()) as Doc;
+    t.equal(doc.openapi, "3.1.0", "OpenAPI 3.1");
+    t.equal(doc.info.version, "0.1.0", "package version");
+    const ops = documented(doc);
+    t.ok(ops.length >= 23, `${ops.length} operations documented`);
+
+    const fill = (p: string) => p.replace("{namespace}", "ns").replace("{key}", "some/key").replace("{tenant_id}", "t1");
+    for (const op of ops) {
+      const [method, path] = op.split(" ") as [string, string];
+      const o = doc.paths[path]![method.toLowerCase()]!;
+      const tag = o.tags[0];
+      const headers: Record<string, string> = { "content-type": "application/json" };
+      if (tag === "data plane") headers["x-api-key"] = stack.apiKey;
+      if (tag === "admin") headers.authorization = `Bearer ${stack.serviceKey}`;
+      // an empty object is never a valid body for a mutating call, so nothing changes
+      const r = await request(`${stack.gateway}${fill(path)}`, { method: method as "GET", headers, body: method === "POST" ? "{}" : undefined });
+      const text = await r.body.text();
+      const notRouted = r.statusCode === 404 && /No endpoint/.test(text);
+      t.notOk(notRouted, `${op} is served (HTTP ${r.statusCode})`);
+      t.notEqual(r.statusCode, 401, `${op}: the documented security scheme is the one it accepts`);
+    }
+    const bogus = await request(`${stack.gateway}/v1/nothing`, { headers: { "x-api-key": stack.apiKey } });
+    t.match(await bogus.body.text(), /No endpoint/, "the probe can tell an unserved route");
+    const wrongMethod = await request(`${stack.gateway}/gate/admin/tenants`, { method: "DELETE", headers: { authorization: `Bearer ${stack.serviceKey}` } });
+    t.equal(wrongMethod.statusCode, 404, "an undocumented method on a documented path is not served");
+    await wrongMethod.body.text();
+  } finally {
+    await stack.close();
+  }
+});
+
+test("openapi: every route registered in the app and the admin router is documented; data-plane operations are the metered OPERATIONS", async (t) => {
+  const doc = openApiDocument() as unknown as Doc;
+  const ops = new Set(documented(doc));
+  const app = createApp({
+    registry: new MemoryTenantRegistry(), limiter: new MemoryRateLimiter(systemClock), usage: new MemoryUsageStore(), audit: new MemoryAuditSink(),
+    engine: new UndiciEngineClient("http://127.0.0.1:9", "k".repeat(32), 1000), clock: systemClock, serviceKey: "k".repeat(32),
+    billingEnabled: false, defaultRateLimit: { requests: 100, window_s: 60 }, maxUploadBytes: 1024,
+  });
+  const appRoutes = routesOf((app as unknown as { router: { stack: Layer[] } }).router.stack);
+  const adminRoutes = routesOf((adminRouter({} as never) as unknown as { stack: Layer[] }).stack);
+  t.ok(appRoutes.length >= 3 && adminRoutes.length >= 9, `introspected ${appRoutes.length} app and ${adminRoutes.length} admin routes`);
+  for (const r of [...appRoutes, ...adminRoutes]) t.ok(ops.has(r), `${r} is documented`);
+  const dataOps = Object.values(doc.paths).flatMap((p) => Object.values(p)).filter((o) => o.tags[0] === "data plane").map((o) => o.operationId).sort();
+  t.deepEqual(dataOps, [...OPERATIONS].sort(), "data-plane operationIds = the gateway's OPERATIONS");
+
+  const withBilling = openApiDocument({ billing: {} }) as unknown as Doc;
+  t.ok(withBilling.paths["/gate/checkout"]?.post && withBilling.paths["/webhooks/payment"]?.post, "billing routes documented when the billing router is mounted");
+  t.notOk(doc.paths["/gate/checkout"], "and absent when it is not");
+  const billingApp = createApp({
+    registry: new MemoryTenantRegistry(), limiter: new MemoryRateLimiter(systemClock), usage: new MemoryUsageStore(), audit: new MemoryAuditSink(),
+    engine: new UndiciEngineClient("http://127.0.0.1:9", "k".repeat(32), 1000), clock: systemClock, serviceKey: "k".repeat(32),
+    billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 }, maxUploadBytes: 1024, billing: express.Router(),
+  });
+  const served = await new Promise<string>((resolve) => {
+    const srv = billingApp.listen(0, "127.0.0.1", async () => {
+      const port = (srv.address() as { port: number }).port;
+      const r = await request(`http://127.0.0.1:${port}/openapi.json`);
+      const text = await r.body.text();
+      srv.close(() => resolve(text));
+    });
+  });
+  t.ok(JSON.parse(served).paths["/gate/checkout"], "an app with a billing router serves the billing paths in its document");
+  t.end();
+});
+
+test("openapi: request schemas are the zod schemas' JSON Schema", (t) => {
+  const doc = openApiDocument() as unknown as Doc;
+  const put = doc.paths["/v1/put"]!.post!;
+  const putSchema = put.requestBody!.content["application/json"]!.schema;
+  const fromZod = z.toJSONSchema(putBodySchema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+  delete fromZod.$schema;
+  t.deepEqual(putSchema, fromZod, "put body = z.toJSONSchema(putBodySchema)");
+  t.deepEqual(putSchema.required, ["namespace", "key", "data_b64"], "required fields of put");
+  t.ok(put.requestBody!.content["application/octet-stream"], "put also takes application/octet-stream");
+  const topk = doc.paths["/v1/query/topk"]!.post!.requestBody!.content["application/json"]!.schema as { properties: Record<string, { default?: unknown; maximum?: number }> };
+  const tk = z.toJSONSchema(topkBodySchema, { io: "input", unrepresentable: "any" }) as { properties: Record<string, { maximum?: number }> };
+  t.equal(topk.properties.k!.maximum, tk.properties.k!.maximum, "k's bound comes from the schema");
+  t.equal(topk.properties.k!.default, 10, "k's default from the schema");
+  t.ok(doc.paths["/v1/put"]!.post!.responses["429"] && doc.paths["/gate/admin/tenants"]!.get!.responses["401"], "error responses documented");
+  t.deepEqual(doc.paths["/gate/admin/tenants"]!.get!.security, [{ ServiceKey: [] }], "admin endpoints use the service key");
+  t.deepEqual(doc.paths["/health"]!.get!.security, [], "health needs no key");
+  t.end();
+});

@@ -3,7 +3,7 @@
 // runs in the native addon (lib/native.ts), off the event loop.
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
-import { shapeSchema, parseOrThrow } from "./names.js";
+import { shapeSchema } from "./names.js";
 import { call, native } from "./native.js";
 
 export type FloatArray = Float32Array | Float64Array;
@@ -59,9 +59,12 @@ export interface Backend {
 
 export const DEFAULT_TOLERANCE = 1e-3;
 export const DEFAULT_MAX_RANK = 256;
-/** Smallest tolerances the arithmetic of each type can honour. */
+/** Smallest tolerances the arithmetic can honour: float32 cores carry ~6e-8 rounding per
+ *  element, and compress resolves singular values through a float64 Gram matrix (about 1e-8
+ *  of the largest); round uses QR + Jacobi SVD and goes further for float64. */
 export const MIN_TOLERANCE_F32 = 1e-5;
-export const MIN_TOLERANCE_F64 = 1e-12;
+export const MIN_TOLERANCE_F64 = 1e-7;
+export const MIN_ROUND_TOLERANCE_F64 = 1e-12;
 export const MAX_RANK_LIMIT = 4096;
 
 const int = (what: string) => z.number({ error: `${what} must be a number` }).int(`${what} must be an integer`);
@@ -101,6 +104,20 @@ const roundOptionsSchema = z
   )
   .optional();
 
+/** Parses with schema; a failure names `field` plus the path inside it (e.g. "shape.0"). */
+function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, field: string, fallback = "options"): z.output<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const path = [field, ...issue.path.map(String)].filter((x) => x !== "").join(".") || fallback;
+  let msg = issue.message;
+  if (issue.code === "invalid_type" && /received undefined/.test(msg)) msg = "is required";
+  const sentence = msg.startsWith(path) ? msg : `${path}: ${msg}`;
+  return (() => {
+    throw new ValidationError(sentence.endsWith(".") ? sentence : `${sentence}.`, path);
+  })();
+}
+
 const product = (xs: readonly number[]): number => xs.reduce((a, b) => a * b, 1);
 
 function floatArray(x: unknown, field: string): FloatArray {
@@ -116,8 +133,8 @@ function checkFinite(x: FloatArray, field: string): void {
   }
 }
 
-function checkTolerance(tol: number, f64: boolean): void {
-  const min = f64 ? MIN_TOLERANCE_F64 : MIN_TOLERANCE_F32;
+function checkTolerance(tol: number, f64: boolean, f64Min = MIN_TOLERANCE_F64): void {
+  const min = f64 ? f64Min : MIN_TOLERANCE_F32;
   if (tol < min) {
     throw new ValidationError(`tolerance must be at least ${min} for ${f64 ? "float64" : "float32"} data.`, "tolerance");
   }
@@ -225,12 +242,23 @@ function quantize(n: number): number[] {
   if (x > 1) primes.push(x);
   if (primes.length === 1) return [n];
   primes.sort((a, b) => b - a);
-  const bins: number[] = [];
+  // First-fit decreasing into factors of at most 8 fixes how many factors there are ...
+  const ffd: number[] = [];
   for (const p of primes) {
-    const i = bins.findIndex((b) => b * p <= 8);
-    if (i >= 0) bins[i]! *= p;
-    else bins.push(p);
+    const i = ffd.findIndex((b) => b * p <= 8);
+    if (i >= 0) ffd[i]! *= p;
+    else ffd.push(p);
   }
+  // ... then the primes are dealt to the smallest factor so far, which balances them
+  // (1024 -> 8,8,4,4 rather than 8,8,8,2), unless that breaks the cap.
+  const cap = Math.max(8, primes[0]!);
+  const bal: number[] = new Array<number>(ffd.length).fill(1);
+  for (const p of primes) {
+    let i = 0;
+    for (let j = 1; j < bal.length; j++) if (bal[j]! < bal[i]!) i = j;
+    bal[i]! *= p;
+  }
+  const bins = bal.every((b) => b <= cap) ? bal : ffd;
   return bins.sort((a, b) => b - a);
 }
 
@@ -245,7 +273,7 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
   if (product(s) !== x.length) {
     throw new ValidationError(`shape multiplies to ${product(s)} but data has ${x.length} elements.`, "shape");
   }
-  const o = parseOrThrow(compressOptionsSchema, opts, "options") ?? {};
+  const o = parseOrThrow(compressOptionsSchema, opts, "") ?? {};
   const f64 = x instanceof Float64Array;
   const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
   checkTolerance(tolerance, f64);
@@ -292,7 +320,7 @@ const sliceSchema = z.array(
  */
 export async function reconstruct(t: TT, opts?: { slice?: [number, number][] }): Promise<FloatArray> {
   const c = checkTT(t, "");
-  const o = parseOrThrow(z.strictObject({ slice: sliceSchema.optional() }, { error: "options must be an object" }).optional(), opts, "options") ?? {};
+  const o = parseOrThrow(z.strictObject({ slice: sliceSchema.optional() }, { error: "options must be an object" }).optional(), opts, "") ?? {};
   let flat: number[] | null = null;
   if (o.slice) {
     if (o.slice.length !== c.shape.length) {
@@ -346,9 +374,9 @@ export async function dotDense(t: TT, x: FloatArray): Promise<number> {
 /** TT rounding: recompression to a relative tolerance and rank cap; reports the measured error. */
 export async function round(t: TT, opts?: RoundOptions): Promise<CompressResult> {
   const c = checkTT(t, "t");
-  const o = parseOrThrow(roundOptionsSchema, opts, "options") ?? {};
+  const o = parseOrThrow(roundOptionsSchema, opts, "") ?? {};
   const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
-  checkTolerance(tolerance, c.f64);
+  checkTolerance(tolerance, c.f64, MIN_ROUND_TOLERANCE_F64);
   const r = await call(() => native().round(c.cores, c.ranks, c.modes, tolerance, o.max_rank ?? DEFAULT_MAX_RANK));
   const out: CompressResult = { modes: [...c.modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
   if (t.shape !== undefined) out.shape = [...c.shape];

@@ -241,3 +241,68 @@ void qr(size_t m, size_t n, const double* A, std::vector<double>& Q, std::vector
 }
 
 }  // namespace svc
+
+namespace svc {
+
+void jacobi_svd(size_t rows, size_t cols, const double* A, std::vector<double>& U, std::vector<double>& S,
+                std::vector<double>& V) {
+  // Column-major working copies so that rotations touch contiguous memory.
+  std::vector<double> a(rows * cols), v(cols * cols, 0.0);
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t j = 0; j < cols; ++j) a[j * rows + i] = A[i * cols + j];
+  for (size_t j = 0; j < cols; ++j) v[j * cols + j] = 1.0;
+  const double tol = 1e-15;
+  for (int sweep = 0; sweep < 80; ++sweep) {
+    bool rotated = false;
+    for (size_t p = 0; p + 1 < cols; ++p)
+      for (size_t q = p + 1; q < cols; ++q) {
+        double* ap = &a[p * rows];
+        double* aq = &a[q * rows];
+        double alpha = 0, beta = 0, gamma = 0;
+        for (size_t i = 0; i < rows; ++i) {
+          alpha += ap[i] * ap[i];
+          beta += aq[i] * aq[i];
+          gamma += ap[i] * aq[i];
+        }
+        if (gamma == 0.0 || std::fabs(gamma) <= tol * std::sqrt(alpha * beta)) continue;
+        rotated = true;
+        double zeta = (beta - alpha) / (2.0 * gamma);
+        double t = (zeta >= 0 ? 1.0 : -1.0) / (std::fabs(zeta) + std::sqrt(1.0 + zeta * zeta));
+        double c = 1.0 / std::sqrt(1.0 + t * t), s = c * t;
+        for (size_t i = 0; i < rows; ++i) {
+          double x = ap[i], y = aq[i];
+          ap[i] = c * x - s * y;
+          aq[i] = s * x + c * y;
+        }
+        double* vp = &v[p * cols];
+        double* vq = &v[q * cols];
+        for (size_t i = 0; i < cols; ++i) {
+          double x = vp[i], y = vq[i];
+          vp[i] = c * x - s * y;
+          vq[i] = s * x + c * y;
+        }
+      }
+    if (!rotated) break;
+  }
+  std::vector<double> norms(cols);
+  for (size_t j = 0; j < cols; ++j) {
+    double s = 0;
+    for (size_t i = 0; i < rows; ++i) s += a[j * rows + i] * a[j * rows + i];
+    norms[j] = std::sqrt(s);
+  }
+  std::vector<size_t> order(cols);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return norms[x] > norms[y]; });
+  U.assign(rows * cols, 0.0);
+  S.assign(cols, 0.0);
+  V.assign(cols * cols, 0.0);
+  for (size_t jj = 0; jj < cols; ++jj) {
+    size_t j = order[jj];
+    S[jj] = norms[j];
+    double inv = norms[j] > 0 ? 1.0 / norms[j] : 0.0;
+    for (size_t i = 0; i < rows; ++i) U[i * cols + jj] = a[j * rows + i] * inv;
+    for (size_t i = 0; i < cols; ++i) V[i * cols + jj] = v[j * cols + i];
+  }
+}
+
+}  // namespace svc

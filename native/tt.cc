@@ -486,6 +486,53 @@ double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_
   return Y[0];
 }
 
+namespace {
+
+// Truncated SVD of a small m x N float64 matrix by QR + one-sided Jacobi (resolves singular
+// values far below the float64 Gram's sqrt(eps) floor, which rounding at tight tolerances needs).
+// Returns Q (m x r, orthonormal) in f.Q and the remainder Q^T C = S_r V_r^T (r x N) in rem.
+Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t rmax, std::vector<double>& rem) {
+  bool tall = m >= N;
+  size_t rows = tall ? m : N, cols = tall ? N : m;
+  std::vector<double> B(rows * cols);
+  if (tall) std::copy(C, C + m * N, B.begin());
+  else
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < N; ++j) B[j * m + i] = C[i * N + j];
+  std::vector<double> Ub, S, V;
+  if (rows > 2 * cols) {
+    std::vector<double> Q, R, Ur;
+    qr(rows, cols, B.data(), Q, R);
+    jacobi_svd(cols, cols, R.data(), Ur, S, V);
+    Ub.assign(rows * cols, 0.0);
+    gemm<double, double, double>(rows, cols, cols, Q.data(), cols, 1, Ur.data(), cols, 1, Ub.data(), cols, false);
+  } else {
+    jacobi_svd(rows, cols, B.data(), Ub, S, V);
+  }
+  size_t g = cols, r = g;
+  double tail = 0;
+  while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
+    tail += S[r - 1] * S[r - 1];
+    --r;
+  }
+  r = std::min(r, std::max<size_t>(rmax, 1));
+  Factor f;
+  f.r = r;
+  for (size_t i = r; i < g; ++i) f.discarded += S[i] * S[i];
+  // B = Ub S V^T. tall: C = B -> left = Ub, right = V. wide: C = B^T = V S Ub^T -> left = V, right = Ub.
+  const std::vector<double>& L = tall ? Ub : V;
+  const std::vector<double>& Rt = tall ? V : Ub;
+  f.Q.resize(m * r);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = L[i * g + j];
+  rem.assign(r * N, 0.0);
+  for (size_t j = 0; j < r; ++j)
+    for (size_t c = 0; c < N; ++c) rem[j * N + c] = S[j] * Rt[c * g + j];
+  return f;
+}
+
+}  // namespace
+
 template <typename T>
 TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>& ranks_in,
                   const std::vector<size_t>& modes, double tol, size_t max_rank) {
@@ -523,10 +570,8 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
   double delta2 = d > 1 ? tol * tol * nrm2 / double(d - 1) : 0;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = r[k] * modes[k], N = r[k + 1];
-    Factor f = factor_step(c[k].data(), m, N, delta2, max_rank);
-    if (f.identity) continue;
-    std::vector<double> Rm(f.r * N);
-    gemm<double, double, double>(f.r, N, m, f.Q.data(), 1, f.r, c[k].data(), N, 1, Rm.data(), N, false);
+    std::vector<double> Rm;
+    Factor f = factor_precise(c[k].data(), m, N, delta2, max_rank, Rm);
     size_t cols = modes[k + 1] * r[k + 2];
     std::vector<double> next(f.r * cols);
     gemm<double, double, double>(f.r, cols, N, Rm.data(), N, 1, c[k + 1].data(), cols, 1, next.data(), cols, false);

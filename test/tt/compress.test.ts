@@ -61,8 +61,8 @@ test("compress: one-dimensional and size-1 dimensions", async (t) => {
   t.deepEqual(r.ranks, [1, 1], "a single core");
   t.deepEqual(Array.from(await tt.reconstruct(r)), Array.from(x), "exact");
   const y = smoothField(1, 8, 9, true);
-  const s = (await tt.compress(y, [1, 8, 9], { tolerance: 1e-8 }))!;
-  t.ok(relErr(y, await tt.reconstruct(s)) <= 1e-8, "shape with a 1 keeps the bound");
+  const s = (await tt.compress(y, [1, 8, 9], { tolerance: 1e-7 }))!;
+  t.ok(relErr(y, await tt.reconstruct(s)) <= 1e-7, "shape with a 1 keeps the bound");
 });
 
 test("compress: min_ratio gives up on noise and keeps compressible data", async (t) => {

@@ -63,6 +63,12 @@ export interface TenantRegistry {
 
 const notFound = (id: string) => new NotFoundError(`Tenant ${id} does not exist.`);
 const clone = (r: TenantRecord): TenantRecord => structuredClone(r);
+/** Stored records are frozen, so reads can hand them out without copying. */
+const frozen = (r: TenantRecord): TenantRecord => {
+  Object.freeze(r.namespaces);
+  Object.freeze(r.rate_limit);
+  return Object.freeze(r);
+};
 
 /** Registry in process memory only (tests, and the base of the local-file registry). */
 export class MemoryTenantRegistry implements TenantRegistry {
@@ -89,7 +95,7 @@ export class MemoryTenantRegistry implements TenantRegistry {
   create(rec: TenantRecord): Promise<void> {
     return this.serial(async () => {
       if (this.tenants.has(rec.tenant_id)) throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
-      const next = new Map(this.tenants).set(rec.tenant_id, clone(rec));
+      const next = new Map(this.tenants).set(rec.tenant_id, frozen(clone(rec)));
       await this.persist(next);
       this.tenants = next;
       this.index();
@@ -97,31 +103,30 @@ export class MemoryTenantRegistry implements TenantRegistry {
   }
 
   async get(id: string): Promise<TenantRecord | null> {
-    const t = this.tenants.get(id);
-    return t ? clone(t) : null;
+    return this.tenants.get(id) ?? null;
   }
 
   async findByKeyHash(h: string): Promise<TenantRecord | null> {
     const id = this.byHash.get(h);
     const t = id === undefined ? undefined : this.tenants.get(id);
-    return t && t.active && t.key_hash === h ? clone(t) : null;
+    return t && t.active && t.key_hash === h ? t : null;
   }
 
   update(id: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord> {
     return this.serial(async () => {
       const cur = this.tenants.get(id);
       if (!cur) throw notFound(id);
-      const upd = clone(change(clone(cur)));
+      const upd = frozen(clone(change(clone(cur))));
       const next = new Map(this.tenants).set(id, upd);
       await this.persist(next);
       this.tenants = next;
       this.index();
-      return clone(upd);
+      return upd;
     });
   }
 
   async list(): Promise<TenantRecord[]> {
-    return [...this.tenants.values()].sort((a, b) => (a.tenant_id < b.tenant_id ? -1 : 1)).map(clone);
+    return [...this.tenants.values()].sort((a, b) => (a.tenant_id < b.tenant_id ? -1 : 1));
   }
 
   async reload(): Promise<number> {
@@ -195,7 +200,7 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
     } catch {
       throw new Error(`The tenant registry file ${this.path} is not a valid registry; it was left as it is.`);
     }
-    this.tenants = new Map(parsed.tenants.map((t) => [t.tenant_id, t as TenantRecord]));
+    this.tenants = new Map(parsed.tenants.map((t) => [t.tenant_id, frozen(t as TenantRecord)]));
     this.index();
     return this.tenants.size;
   }

@@ -59,6 +59,9 @@ export interface PutCoresItem extends PutCoresOptions {
   cores: CoreInput[];
 }
 
+const dim = z.number().int("core shape entries must be integers").min(1, "core shape entries must be at least 1").max(1 << 20, "core shape entries are too large");
+const coreShapeSchema = z.tuple([dim, dim, dim], "core shape must be [r_prev, n_k, r_next]");
+
 // ---- record keys: (tenant, namespace, key) scopes everything ----
 const headKey = (t: string, ns: string, key: string): RecordKey => ["h", t, ns, key];
 const versionKey = (t: string, ns: string, key: string, v: number): RecordKey => ["v", t, ns, key, v];
@@ -94,6 +97,9 @@ function compatible(natural: Dtype | "raw", dtype: Dtype): boolean {
   if (natural === "uint16") return dtype === "float16" || dtype === "bfloat16";
   return false;
 }
+
+/** What decoding needs: a version record, or a head (which carries its latest version's). */
+type Entry = Pick<VersionRecord, "dtype" | "shape" | "fingerprint" | "layout">;
 
 interface Prepared {
   record: Omit<VersionRecord, "version" | "created_at">;
@@ -316,7 +322,7 @@ export class Store {
       const c = cores[k]!;
       const here = `${where}.${k}`;
       if (c === null || typeof c !== "object") throw new ValidationError(`${here} must be an object.`, here);
-      const shape = parseOrThrow(z.tuple([z.number().int().min(1).max(1 << 20), z.number().int().min(1).max(1 << 20), z.number().int().min(1).max(1 << 20)]), c.shape, `${here}.shape`);
+      const shape = parseOrThrow(coreShapeSchema, c.shape, `${here}.shape`);
       const natural = c.data instanceof Float32Array ? "float32" : c.data instanceof Float64Array ? "float64" : undefined;
       const dt = c.dtype === undefined ? (natural ?? "float32") : parseOrThrow(coreDtypeSchema, c.dtype, `${here}.dtype`);
       if (natural && natural !== dt) throw new ValidationError(`${here}.dtype ${dt} does not match its ${natural} data.`, `${here}.dtype`);
@@ -386,6 +392,8 @@ export class Store {
           shape: rec.shape,
           verdict: rec.verdict,
           metadata: it.metadata,
+          fingerprint: rec.fingerprint,
+          layout: rec.layout,
           tombstones: head?.tombstones ?? [],
         };
         heads.set(it.key, next);
@@ -511,13 +519,13 @@ export class Store {
 
   // ---------------- serve ----------------
 
-  #payload(rec: VersionRecord): Buffer {
+  #payload(rec: Entry): Buffer {
     const p = this.#core.backend.getPayload(rec.fingerprint.sha256);
     if (!p) throw new NotFoundError("The entry's payload is missing.");
     return p;
   }
 
-  #tt(rec: VersionRecord): TT {
+  #tt(rec: Entry): TT {
     const id = rec.fingerprint.sha256;
     const cached = this.#core.cache.get(id);
     const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
@@ -540,7 +548,7 @@ export class Store {
     return t;
   }
 
-  async #dense(rec: VersionRecord): Promise<ServeArray> {
+  async #dense(rec: Entry): Promise<ServeArray> {
     const payload = this.#payload(rec);
     if (rec.layout.codec === "lossless") return typedView(await losslessDecode(payload, rec.layout.shuffle), rec.dtype);
     return typedView(new Uint8Array(payload), rec.dtype);
@@ -600,7 +608,7 @@ export class Store {
 
   // ---------------- similarity ----------------
 
-  async #operand(rec: VersionRecord, what: string): Promise<Operand> {
+  async #operand(rec: Entry, what: string): Promise<Operand> {
     if (rec.dtype === "bytes") throw new ValidationError(`${what} holds bytes; similarity needs numeric data.`, what);
     if (rec.layout.codec === "tt")
       return { kind: "tt", tt: this.#tt(rec), norm: rec.fingerprint.norm!, coreDtype: rec.layout.core_dtype };
@@ -638,11 +646,9 @@ export class Store {
         skipped++;
         continue;
       }
-      const rec = this.#core.backend.get(versionKey(this.tenant, ns, key, head.latest)) as VersionRecord | undefined;
-      if (!rec) continue; // purged between the scan and this read
       keys.push(key);
-      versions.push(rec.version);
-      cands.push(await this.#operand(rec, key));
+      versions.push(head.latest);
+      cands.push(await this.#operand(head, key));
     }
     const scores = cands.length ? await scoreBatch(metric, q, cands) : [];
     const order = scores.map((_, i) => i);

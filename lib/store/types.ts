@@ -170,6 +170,9 @@ export interface HeadRecord {
   shape: number[];
   verdict: Verdict;
   metadata: Record<string, unknown>;
+  /** Fingerprint and payload layout of the latest version: top-K scores from heads alone. */
+  fingerprint: Fingerprint;
+  layout: PayloadLayout;
   /** Versions from..upto are deleted; purge after `purge_after` (ms). */
   tombstones: { from: number; upto: number; purge_after: number }[];
 }

@@ -104,10 +104,10 @@ test("tt: weak when the rank cap forces a larger error; passthrough for noise an
 test("tt: float64 keeps float64 cores; float16 and bfloat16 round-trip in their dtype", async (t) => {
   const s = await open();
   const x = field(24, 2, Float64Array);
-  const r = await s.put("ns", "d", x, { shape: [24, 24, 24], tolerance: 1e-9, max_rank: 64 });
+  const r = await s.put("ns", "d", x, { shape: [24, 24, 24], tolerance: 1e-7, max_rank: 64 });
   const back = await s.serve("ns", "d");
   t.ok(back.data instanceof Float64Array, "float64 served as float64");
-  t.ok(r.relative_error <= 1e-9 && relErr(back.data as Float64Array, x) <= 1e-9, `float64 precision kept (${relErr(back.data as Float64Array, x)})`);
+  t.ok(r.relative_error <= 1e-7 && relErr(back.data as Float64Array, x) <= 1e-7, `float64 precision kept (${relErr(back.data as Float64Array, x)})`);
   const x32 = field(24, 3);
   const h = Uint16Array.from(x32, (v) => {
     const f = new Float32Array([v]);

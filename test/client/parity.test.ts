@@ -16,7 +16,7 @@ import { startEngine } from "../../server/engine/server.js";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { startGateway } from "../../server/gateway/server.js";
 
-type Api = Pick<SvcClient, "put" | "putCores" | "putCoresBatch" | "get" | "list" | "search" | "delete" | "serve" | "query">;
+type Api = Pick<SvcClient, "put" | "putCores" | "putCoresBatch" | "get" | "list" | "search" | "delete" | "serve" | "query"> & { serveGpu(ns: string, key: string): Promise<unknown> };
 
 const INSTANT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
@@ -91,6 +91,8 @@ const STEPS: Array<[string, (s: Api) => Promise<unknown>]> = [
   ["serve a slice beyond the shape", (s) => s.serve("ns", "a/two", { slice: [[0, 2], [0, 65]] })],
   ["serve with a float dtype on int data", (s) => s.serve("ns", "a/two", { dtype: "float32" })],
   ["serve a missing key", (s) => s.serve("ns", "nope")],
+  ["serveGpu of a missing key", (s) => s.serveGpu("ns", "nope")],
+  ["serveGpu where this build or machine has no GPU path", (s) => s.serveGpu("ns", "a/two")],
   ["similarity cosine", (s) => s.query.similarity("ns", "a/two", "b/three")],
   ["similarity dot", (s) => s.query.similarity("ns", "a/two", "b/three", { metric: "dot" })],
   ["similarity l2 with versions", (s) => s.query.similarity("ns", "a/two", "b/three", { metric: "l2", version_a: 1, version_b: 1 })],

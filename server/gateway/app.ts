@@ -105,6 +105,11 @@ export function createApp(deps: GatewayDeps): Express {
 
   // Step 1 (every route): request id, taken from X-Request-Id when it is a UUID, echoed.
   app.use(requestId);
+  // X-SVC-CUs is on every response; only a data-plane request that the engine answered 2xx changes it.
+  app.use((_req, res, next) => {
+    res.setHeader("X-SVC-CUs", "0");
+    next();
+  });
   app.use(corsMiddleware(deps.corsOrigins ?? []));
 
   app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
@@ -112,10 +117,7 @@ export function createApp(deps: GatewayDeps): Express {
 
   const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey });
   app.use((req, res, next) => {
-    if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) {
-      res.setHeader("X-SVC-CUs", "0");
-      return admin(req, res, next);
-    }
+    if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) return admin(req, res, next);
     next();
   });
 
@@ -124,8 +126,7 @@ export function createApp(deps: GatewayDeps): Express {
 
   app.use("/v1", (req, res) => void dataPlane(req, res));
 
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    res.setHeader("X-SVC-CUs", "0");
+  app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new NotFoundError(`No endpoint ${req.method} ${req.path}.`));
   });
   app.use(errorMiddleware(requestIdOf));
@@ -142,7 +143,6 @@ export function createApp(deps: GatewayDeps): Express {
     let tenant: TenantRecord | null = null;
     let namespace = "";
     let rateHeadersSet = false;
-    res.setHeader("X-SVC-CUs", "0");
 
     const record = (status: number, milli: number) =>
       audit.write({
@@ -247,7 +247,9 @@ export function createApp(deps: GatewayDeps): Express {
         res.destroy();
       }
     } catch (err) {
-      const e = toSvcError(err);
+      // A client that went away mid-request is recorded as the bad request it is, not as a 502.
+      const clientGone = !res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed);
+      const e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
       if (tenant && !rateHeadersSet) {
         // 400/403/404/413/415 happen before step 5: report the window without counting this request.
         try {
@@ -262,7 +264,7 @@ export function createApp(deps: GatewayDeps): Express {
       } catch {
         // An audit log that cannot be written must not leave the client hanging.
       }
-      if (!res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed)) return void res.destroy();
+      if (clientGone) return void res.destroy();
       sendError(res, e, rid);
     }
   }

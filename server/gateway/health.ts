@@ -13,7 +13,6 @@ const within = <T>(p: Promise<T>, ms: number, fallback: T): Promise<T> =>
 export function healthHandler(engine: EngineClient, registry: TenantRegistry, startedAtMs: number, now: () => number): RequestHandler {
   return async (_req, res) => {
     const [engine_reachable, store_connected] = await Promise.all([within(engine.ping(), 1500, false), within(registry.ping(), 1000, false)]);
-    res.setHeader("X-SVC-CUs", "0");
     res.status(200).json({ status: "ok", engine_reachable, store_connected, uptime_s: Math.max(0, Math.floor((now() - startedAtMs) / 1000)) });
   };
 }

@@ -4,7 +4,9 @@ import { createHash } from "node:crypto";
 import { createClient } from "redis";
 
 const makeClient = (url: string) =>
-  createClient({ url, socket: { connectTimeout: 5000, reconnectStrategy: (n: number) => Math.min(50 * 2 ** n, 2000) } });
+  // No offline queue: while the connection is down a command fails at once (the request gets
+  // an error answer) instead of waiting, unbounded, for a reconnect.
+  createClient({ url, disableOfflineQueue: true, socket: { connectTimeout: 5000, reconnectStrategy: (n: number) => Math.min(50 * 2 ** n, 2000) } });
 export type Redis = ReturnType<typeof makeClient>;
 
 /** Connects to `url`; rejects with a sentence (not the URL, which may carry a password). */

@@ -310,6 +310,67 @@ test("502 when the engine is stopped, audited; health then reports engine_reacha
   await g.close();
 });
 
+test("501 gpu_unavailable from the engine passes through uncharged; X-SVC-CUs is on admin, health and 404 answers too", async (t) => {
+  engine.respond = () => ({ status: 501, body: { detail: "No usable CUDA device.", code: "gpu_unavailable", request_id: "x" } });
+  const r = await call(gw.url, "/v1/serve", { key, body: { namespace: "default", key: "k", device: "gpu" } });
+  engine.respond = null;
+  t.equal(r.status, 501);
+  t.equal(r.json.code, "gpu_unavailable");
+  t.equal(r.headers.get("x-svc-cus"), "0", "not charged");
+  t.equal((await call(gw.url, "/health")).headers.get("x-svc-cus"), "0", "health");
+  t.equal((await admin(gw.url, "/gate/admin/tenants", undefined, "GET")).headers.get("x-svc-cus"), "0", "admin");
+  t.equal((await call(gw.url, "/nowhere")).headers.get("x-svc-cus"), "0", "404 outside /v1");
+});
+
+test("a client that aborts mid-upload neither crashes nor wedges the gateway, and nothing is charged", async (t) => {
+  const before = (await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used;
+  await new Promise<void>((resolve) => {
+    const u = new URL(gw.url);
+    const req = httpRequest({ host: u.hostname, port: u.port, path: "/v1/put?namespace=default&key=aborted", method: "POST", headers: { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "3000" } });
+    req.on("error", () => resolve());
+    req.write(Buffer.alloc(1000, 1));
+    setTimeout(() => { req.destroy(); resolve(); }, 100);
+  });
+  await new Promise((r) => setTimeout(r, 200));
+  const h = await call(gw.url, "/v1/get/default/k", { key });
+  t.equal(h.status, 200, "the gateway still serves");
+  const after = (await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used;
+  t.equal(Math.round((after - before) * 1000), 100, "only the later get was charged");
+  const aborted = gw.audit.records.find((a) => a.path === "/v1/put" && a.namespace === "default" && a.status === 400 && a.cus === 0);
+  t.ok(aborted, "the aborted upload is audited as a 400, not as an engine failure");
+  const jsonAbort = await new Promise<string>((resolve) => {
+    const u = new URL(gw.url);
+    const req = httpRequest({ host: u.hostname, port: u.port, path: "/v1/put", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "content-length": "500" } });
+    req.on("error", () => resolve("closed"));
+    req.write('{"namespace":"default","key":"k","data_b64":"');
+    setTimeout(() => { req.destroy(); resolve("destroyed"); }, 100);
+  });
+  t.ok(jsonAbort, "aborted JSON upload");
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal((await call(gw.url, "/v1/get/default/k", { key })).status, 200, "still serving after an aborted JSON upload");
+});
+
+test("502 when the engine does not answer within SVC_GATE_ENGINE_TIMEOUT_MS", async (t) => {
+  const express = (await import("express")).default;
+  const { listen, closeServer } = await import("./helpers.js");
+  const { UndiciEngineClient } = await import("../../server/gateway/proxy.js");
+  const hung = express();
+  let reached = 0;
+  hung.use((_req, _res) => { reached++; }); // never answers
+  const l = await listen(hung);
+  const g = await startTestGateway(l.url, { engine: new UndiciEngineClient(l.url, SERVICE_KEY, 300, 4) });
+  const k = await createTenant(g.url, { tenant_id: "slow" });
+  const t0 = Date.now();
+  const r = await call(g.url, "/v1/get/default/k", { key: k });
+  t.equal(r.status, 502, "502 after the timeout");
+  t.equal(r.json.code, "engine_unreachable");
+  t.ok(Date.now() - t0 < 5000, "answered promptly");
+  t.equal(reached, 1, "the request had reached the engine");
+  t.equal(g.audit.records.at(-1)!.status, 502, "audited");
+  await g.close();
+  await closeServer(l.server);
+});
+
 test("teardown", async () => {
   await gw.close();
   await engine.close();

@@ -102,6 +102,12 @@ test("health reports store_connected false when Redis goes away", async (t) => {
   t.equal((await call(g.url, "/health")).json.store_connected, true, "connected");
   redis.destroy();
   t.equal((await call(g.url, "/health")).json.store_connected, false, "after the connection is gone: false");
+  const t0 = Date.now();
+  const r = await call(g.url, "/v1/get/default/k", { key: "svc_live_" + "a".repeat(43) });
+  t.equal(r.status, 500, "a data-plane request gets a prompt error answer, not a hang");
+  t.deepEqual([r.json.code, r.json.detail], ["internal", "Internal error."], "no internals in the body");
+  t.ok(Date.now() - t0 < 3000, "promptly");
+  t.equal(g.audit.records.at(-1)!.status, 500, "audited");
   await g.close();
   await engine.close();
 });

@@ -4,6 +4,7 @@
 // from the difference (a TT of summed ranks, or dense arithmetic).
 import type { Metric } from "../schemas.js";
 import { denseNorm } from "./codec.js";
+import { call, native } from "../native.js";
 import { loadTT, type TT, type FloatArray } from "./ttapi.js";
 
 export type Operand =
@@ -113,22 +114,34 @@ export async function similarity(metric: Metric, a: Operand, b: Operand): Promis
  * through one batched native call (dotBatch or dotDenseBatch), the rest pair by pair.
  */
 export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): Promise<number[]> {
-  const tt = await loadTT();
   const dots = new Array<number>(cands.length);
-  const batchIdx: number[] = [];
   const f64 = isF64(q) || cands.some((c) => c.kind === "tt" && c.coreDtype === "float64");
+  // TT candidates grouped by modes: a TT query batches the group with its own modes, a dense
+  // query batches every group; everything else goes pair by pair.
+  const groups = new Map<string, number[]>();
   for (let i = 0; i < cands.length; i++) {
     const c = cands[i]!;
-    if (c.kind === "tt" && (q.kind === "dense" || sameModes(q.tt, c.tt))) batchIdx.push(i);
+    if (c.kind !== "tt" || (q.kind === "tt" && !sameModes(q.tt, c.tt))) continue;
+    const key = c.tt.modes.join(",");
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = []));
+    g.push(i);
   }
-  if (batchIdx.length > 0) {
-    const batch = batchIdx.map((i) => withCoreType((cands[i] as Extract<Operand, { kind: "tt" }>).tt, f64));
+  const batched = new Set<number>();
+  for (const idx of groups.values()) {
+    const batch = idx.map((i) => withCoreType((cands[i] as Extract<Operand, { kind: "tt" }>).tt, f64));
+    // Stored cores were validated (chain, sizes, finiteness) when they were put, so the
+    // batch goes to the addon's one multithreaded call without tt.ts re-validating every
+    // candidate, which costs several times the arithmetic at 10,000 candidates.
+    const modes = batch[0]!.modes;
     const res = q.kind === "tt"
-      ? await tt.dotBatch(withCoreType(q.tt, f64), batch)
-      : await tt.dotDenseBatch(asType(q.x, f64), batch);
-    batchIdx.forEach((i, j) => (dots[i] = res[j]!));
+      ? await call(() => native().dotBatch(withCoreType(q.tt, f64).cores, q.tt.ranks, batch.map((c) => c.cores), batch.map((c) => c.ranks), modes))
+      : await call(() => native().dotDenseBatch(asType(q.x, f64), batch.map((c) => c.cores), batch.map((c) => c.ranks), modes));
+    idx.forEach((i, j) => {
+      dots[i] = res[j]!;
+      batched.add(i);
+    });
   }
-  const batched = new Set(batchIdx);
   for (let i = 0; i < cands.length; i++) if (!batched.has(i)) dots[i] = await dotOf(q, cands[i]!);
   const scores = new Array<number>(cands.length);
   for (let i = 0; i < cands.length; i++) {

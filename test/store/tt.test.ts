@@ -203,6 +203,15 @@ test("tt: pairwise similarity on stored forms agrees with dense arithmetic", asy
       t.ok(close(r.score, want, 1e-5, m === "l2" ? 1e-6 * norm(served.get(x!)!) : 1e-12), `${m}(${x}, ${y}) = ${r.score} vs dense ${want}`);
     }
   }
+  // top-K mixing every kind of candidate: TT of the query's modes (batched), TT of other
+  // modes, raw floats and lossless ints; from a TT query and from a dense (raw) query
+  for (const qk of ["a", "raw"]) {
+    for (const m of ["cosine", "l2"] as const) {
+      const r = await s.query.topk("ns", { key: qk, k: 100, metric: m, include_self: true });
+      const ok = r.results.every((x) => close(x.score, dense(m, served.get(qk)!, served.get(x.key)!), 1e-5, m === "l2" ? 1e-6 * norm(served.get(qk)!) : 1e-12));
+      t.ok(ok && r.scanned === 8 && r.skipped === 2, `top-K from ${qk} (${m}) over mixed candidates agrees with dense; scanned ${r.scanned}, skipped ${r.skipped}`);
+    }
+  }
   const self = await s.query.similarity("ns", "a", "a", { metric: "l2" });
   t.ok(Math.abs(self.score) < 1e-6 * norm(served.get("a")!), `l2 of an entry with itself is ~0 (${self.score})`);
   const r = await s.query.similarity("ns", "a", "b");

@@ -10,7 +10,7 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
 import { artifactDigest, buildReceipt, signedMessage, verifyReceipt } from "../server/provenance/receipt.js";
@@ -37,6 +37,8 @@ emit({
   cpus: cpus().length,
   cpu: cpus()[0]?.model ?? "unknown",
   mem_gib: Math.round(totalmem() / 2 ** 30),
+  // other work on the machine skews every figure: record how busy it was
+  loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
   seconds: SECONDS,
   concurrency: CONCURRENCY,
 });

@@ -111,16 +111,37 @@ interface Job<T> {
 
 const MAX_BATCH = 64;
 
-/** Hands out positions in the chain one at a time and commits them in batches. */
+/** A receipt built on top of a head whose write failed: it was never handed out. */
+export class ChainWriteError extends Error {
+  constructor() {
+    super("An earlier write of the receipt chain failed; the receipt was not issued.");
+    this.name = "ChainWriteError";
+  }
+}
+
+/**
+ * Hands out positions in the chain one at a time and commits them in batches. While one
+ * batch is being written (fsync), the next is built on top of it; it is handed out only
+ * after its own write, which follows the first. If a write fails, that batch and every
+ * batch built on it are refused and the next batch starts again from the durable head.
+ */
 export class ReceiptChain {
   #store: ChainStore;
+  /** Durable head: every receipt up to here was handed out. */
   #head: ChainHead;
+  /** Head including built batches whose write is pending. */
+  #tentative: ChainHead;
+  /** Bumped on a failed write, so that batches built on the lost state are refused. */
+  #generation = 0;
   #queue: Job<unknown>[] = [];
   #draining = false;
+  /** Wakes the drain loop when a request arrives while it waits for a write. */
+  #wake: (() => void) | null = null;
 
   private constructor(store: ChainStore, head: ChainHead) {
     this.#store = store;
     this.#head = head;
+    this.#tentative = { ...head };
   }
 
   static async open(store: ChainStore): Promise<ReceiptChain> {
@@ -140,15 +161,26 @@ export class ReceiptChain {
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ build, resolve: resolve as (v: unknown) => void, reject });
       if (!this.#draining) void this.#drain();
+      else this.#wake?.();
     });
   }
 
   async #drain(): Promise<void> {
     this.#draining = true;
+    let last: Promise<void> = Promise.resolve();
+    let lastDone = true;
     try {
-      while (this.#queue.length > 0) {
+      for (;;) {
+        if (this.#queue.length === 0) {
+          if (lastDone) break;
+          // wait for the pending write, or build the next batch as soon as a request comes
+          await Promise.race([last, new Promise<void>((r) => (this.#wake = r))]);
+          this.#wake = null;
+          continue;
+        }
         const batch = this.#queue.splice(0, MAX_BATCH);
-        let head = { ...this.#head };
+        const generation = this.#generation;
+        let head = { ...this.#tentative };
         const built: Array<[Job<unknown>, unknown]> = [];
         for (const job of batch) {
           try {
@@ -160,20 +192,38 @@ export class ReceiptChain {
           }
         }
         if (built.length === 0) continue;
-        try {
-          await this.#store.save(head);
-        } catch (e) {
-          // nothing of this batch left the process: the head stays where it was
-          for (const [job] of built) job.reject(e);
-          continue;
-        }
-        this.#head = head;
-        for (const [job, value] of built) job.resolve(value);
-        // let the responses go out before signing the next batch
-        await new Promise((r) => setImmediate(r));
+        this.#tentative = head;
+        const prev = last;
+        const current = this.#commit(prev, head, generation, built);
+        last = current;
+        lastDone = false;
+        void current.then(() => {
+          if (last === current) lastDone = true;
+        });
+        // at most two batches in flight: the one being written and the one just built
+        await prev;
       }
     } finally {
       this.#draining = false;
     }
+  }
+
+  async #commit(prev: Promise<void>, head: ChainHead, generation: number, built: Array<[Job<unknown>, unknown]>): Promise<void> {
+    await prev;
+    if (generation !== this.#generation) {
+      for (const [job] of built) job.reject(new ChainWriteError());
+      return;
+    }
+    try {
+      await this.#store.save(head);
+    } catch (e) {
+      // nothing of this batch left the process: start again from the durable head
+      this.#generation++;
+      this.#tentative = { ...this.#head };
+      for (const [job] of built) job.reject(e);
+      return;
+    }
+    this.#head = head;
+    for (const [job, value] of built) job.resolve(value);
   }
 }

@@ -2,7 +2,7 @@
 import test from "tape";
 import { readFile, writeFile, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { FileChainStore, MemoryChainStore, ReceiptChain, type ChainHead, type ChainStore } from "../../server/provenance/chain.js";
+import { ChainWriteError, FileChainStore, MemoryChainStore, ReceiptChain, type ChainHead, type ChainStore } from "../../server/provenance/chain.js";
 import { tempDir } from "./helpers.js";
 
 const h = (n: number): string => n.toString(16).padStart(64, "0");
@@ -88,4 +88,37 @@ test("a corrupt or inconsistent chain file stops the start instead of restarting
     }
   }
   await cleanup();
+});
+
+test("a failed write refuses the batch built on top of it; the next receipt starts from the durable head", async (t) => {
+  const inner = new MemoryChainStore();
+  const pending: Array<{ head: ChainHead; go: (ok: boolean) => void }> = [];
+  const store: ChainStore = {
+    load: () => inner.load(),
+    save: (head: ChainHead) =>
+      new Promise<void>((resolve, reject) => {
+        pending.push({ head, go: (ok) => (ok ? inner.save(head).then(resolve) : reject(new Error("disk full"))) });
+      }),
+  };
+  const chain = await ReceiptChain.open(store);
+  const build = (pos: { serial: number }) => ({ value: pos.serial, hash: h(pos.serial) });
+  const a = chain.append(build);
+  await new Promise((r) => setImmediate(r));
+  t.equal(pending.length, 1, "the first batch is being written");
+  const b = chain.append(build);
+  const c = chain.append(build);
+  await new Promise((r) => setImmediate(r));
+  t.equal(pending.length, 1, "the second batch waits for the first write");
+  pending.shift()!.go(false);
+  const results = await Promise.allSettled([a, b, c]);
+  t.equal((results[0] as PromiseRejectedResult).reason.message, "disk full", "the failed batch is refused");
+  t.ok(results.slice(1).every((r) => r.status === "rejected" && r.reason instanceof ChainWriteError), "the batch built on it is refused too");
+  t.deepEqual(chain.head, { serial: 0, last_receipt_sha256: null }, "the durable head did not move");
+  const d = chain.append(build);
+  await new Promise((r) => setImmediate(r));
+  t.equal(pending.length, 1);
+  t.equal(pending[0]!.head.serial, 1, "the next receipt gets serial 1 again: nothing was handed out");
+  pending.shift()!.go(true);
+  t.equal(await d, 1);
+  t.deepEqual(chain.head, { serial: 1, last_receipt_sha256: h(1) });
 });

@@ -2,7 +2,7 @@
 // /gate/onboard/* and /gate/admin/* endpoints with the service key (seed section 4).
 import { request } from "undici";
 import { errorFromCode, EngineUnreachableError, SvcError } from "../../lib/errors.js";
-import { namespaceSchema, tenantIdSchema, parseOrThrow } from "../../lib/names.js";
+import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
 import { gatewayUrl, parse, serviceKey, table, UsageError, type Io, type OptionSpec } from "./common.js";
 
 export const TENANT_HELP = `Usage:
@@ -149,7 +149,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
     }
     case "add-namespace": {
       const ns = positionals[1]!;
-      parseOrThrow(namespaceSchema, ns, "namespace");
+      if (!namespaceSchema.safeParse(ns).success) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
       const r = await adminCall(io, data, "POST", "/gate/onboard/add-namespace", { tenant_id: tenantId(positionals[0]!), namespace: ns });
       print(r, `Tenant ${r.tenant_id} namespaces: ${(r.namespaces as string[]).join(", ")}\n`);
       return 0;

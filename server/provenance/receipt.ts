@@ -27,18 +27,28 @@ export const artifactSchema = z.strictObject({
 });
 export type Artifact = z.infer<typeof artifactSchema>;
 
-function jsonDepth(v: unknown): number {
-  if (v === null || typeof v !== "object") return 0;
-  let d = 0;
-  for (const x of Object.values(v as object)) d = Math.max(d, jsonDepth(x));
-  return d + 1;
+/** True when `v` nests deeper than `max` (stops descending there: safe on hostile input). */
+function deeperThan(v: unknown, max: number): boolean {
+  if (v === null || typeof v !== "object") return false;
+  if (max === 0) return true;
+  for (const x of Object.values(v as object)) if (deeperThan(x, max - 1)) return true;
+  return false;
 }
 
-export const claimsSchema = z
-  .record(z.string(), z.unknown())
-  .refine((c) => Buffer.byteLength(JSON.stringify(c)) <= CLAIMS_MAX_BYTES, "claims must be at most 64 KiB serialised")
-  .refine((c) => jsonDepth(c) <= 32, "claims must be nested at most 32 levels deep")
-  .refine((c) => iJsonProblem(c) === null, "claims must hold only I-JSON values (finite numbers, safe integers, well-formed strings)");
+// Depth first, so that the size and I-JSON checks never recurse into hostile nesting.
+export const claimsSchema = z.record(z.string(), z.unknown()).superRefine((c, ctx) => {
+  if (deeperThan(c, 32)) {
+    ctx.addIssue({ code: "custom", message: "claims must be nested at most 32 levels deep" });
+    return;
+  }
+  if (Buffer.byteLength(JSON.stringify(c)) > CLAIMS_MAX_BYTES) {
+    ctx.addIssue({ code: "custom", message: "claims must be at most 64 KiB serialised" });
+    return;
+  }
+  if (iJsonProblem(c) !== null) {
+    ctx.addIssue({ code: "custom", message: "claims must hold only I-JSON values (finite numbers, safe integers, well-formed strings)" });
+  }
+});
 
 const signerSchema = z.strictObject({
   algorithm: z.literal(ALGORITHM),

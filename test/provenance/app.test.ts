@@ -140,6 +140,12 @@ test("bad input gets 400/413/415 with one sentence, and consumes no serial", asy
   const big = await post(`${a.url}/v1/provenance/exact`, { artifact_b64: Buffer.alloc(300 * 1024).toString("base64") }, a.adminKey);
   t.equal(big.status, 413, "body over the limit: 413");
   t.equal(big.json.code, "payload_too_large");
+  const deep = "[".repeat(100_000) + "]".repeat(100_000);
+  const deepExact = await post(`${a.url}/v1/provenance/exact`, `{"artifact":${JSON.stringify(sampleArtifact)},"claims":{"x":${deep}}}`, a.adminKey);
+  t.equal(deepExact.status, 400, "claims nested 100,000 deep: 400, not a crash");
+  const deepVerify = await post(`${a.url}/v1/provenance/verify`, `{"receipt":{"schema":"svc.provenance.receipt.v1","claims":{"x":${deep}}}}`);
+  t.equal(deepVerify.status, 422, "a receipt nested 100,000 deep: 422 failed");
+  t.equal(deepVerify.json.verdict, "failed");
   const vmissing = await post(`${a.url}/v1/provenance/verify`, {});
   t.equal(vmissing.status, 400, "verify without receipt: 400");
   const nf = await get(`${a.url}/v1/nothing`);

@@ -3,7 +3,6 @@
 import express, { type Express, type NextFunction, type Request, type Response, type Router } from "express";
 import { performance } from "node:perf_hooks";
 import { Transform, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import {
   NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
   UnsupportedMediaTypeError, ValidationError,
@@ -85,6 +84,28 @@ function limitStream(limit: number): Transform {
       if (n > limit) cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
       else cb(null, chunk);
     },
+  });
+}
+
+/**
+ * Streams the engine's body to the client. Plain pipe() rather than stream.pipeline: the
+ * latter allocates an AbortController and a DOMException (with a stack) per call, which is
+ * measurable per request. A failure on either side tears both down.
+ */
+function relay(body: Readable, res: Response): Promise<void> {
+  return new Promise((resolve) => {
+    const fail = () => {
+      body.destroy();
+      res.destroy();
+      resolve();
+    };
+    body.once("error", fail);
+    res.once("error", fail);
+    res.once("close", () => {
+      if (!res.writableFinished) body.destroy();
+      resolve();
+    });
+    body.pipe(res);
   });
 }
 
@@ -241,11 +262,7 @@ export function createApp(deps: GatewayDeps): Express {
       await record(upstream.status, milli);
       res.status(upstream.status);
       for (const [k, v] of Object.entries(responseHeadersToCopy(upstream.headers))) res.setHeader(k, v);
-      try {
-        await pipeline(upstream.body, res);
-      } catch {
-        res.destroy();
-      }
+      await relay(upstream.body, res);
     } catch (err) {
       // A client that went away mid-request is recorded as the bad request it is, not as a 502.
       const clientGone = !res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed);

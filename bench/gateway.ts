@@ -6,6 +6,7 @@
 // file with --role), the load generator (an undici Pool) in this process.
 //   node --import tsx bench/gateway.ts            (or: npm run bench -- gateway)
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { mkdtemp, rm } from "node:fs/promises";
 import { cpus, tmpdir, totalmem, platform, arch } from "node:os";
@@ -43,6 +44,7 @@ async function child(r: string, env: Record<string, string>): Promise<Child> {
     env: { PATH: process.env.PATH, ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
+  // `node` itself (no npx/shell wrapper), so /proc/<pid>/stat is the server's own CPU time.
   const info = await new Promise<Record<string, string>>((resolve, reject) => {
     createInterface({ input: proc.stdout! }).once("line", (l) => resolve(JSON.parse(l)));
     proc.once("exit", (c) => reject(new Error(`${r} exited with ${c}`)));
@@ -59,7 +61,17 @@ async function stop(c: Child): Promise<void> {
 
 interface Req { method: "GET" | "POST"; path: string; headers: Record<string, string>; body?: () => string }
 
-async function load(url: string, connections: number, req: Req) {
+/** CPU seconds (user + system) a process has used so far; null off Linux. */
+function cpuSeconds(pid: number | undefined): number | null {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100; // utime + stime in clock ticks (USER_HZ = 100)
+  } catch {
+    return null;
+  }
+}
+
+async function load(url: string, connections: number, req: Req, pids: Array<number | undefined>) {
   const pool = new Pool(url, { connections, pipelining: 1 });
   const lat: number[] = [];
   let errors = 0;
@@ -81,15 +93,23 @@ async function load(url: string, connections: number, req: Req) {
   stopAt = Date.now() + WARMUP_MS;
   await Promise.all(Array.from({ length: connections }, worker));
   measuring = true;
+  const cpu0 = pids.map(cpuSeconds);
   const start = Date.now();
   stopAt = start + SECONDS * 1000;
   await Promise.all(Array.from({ length: connections }, worker));
   const elapsed = (Date.now() - start) / 1000;
+  const cpu = pids.map((p, i) => {
+    const a = cpu0[i], b = cpuSeconds(p);
+    return a === null || b === null || lat.length === 0 ? null : Math.round(((b - a) / lat.length) * 1e6);
+  });
   await pool.close();
   lat.sort((a, b) => a - b);
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
   const r3 = (x: number) => Math.round(x * 1000) / 1000;
-  return { requests: lat.length, errors, rps: Math.round(lat.length / elapsed), p50_ms: r3(q(0.5)), p99_ms: r3(q(0.99)) };
+  return {
+    requests: lat.length, errors, rps: Math.round(lat.length / elapsed), p50_ms: r3(q(0.5)), p99_ms: r3(q(0.99)),
+    engine_cpu_us_per_req: cpu[0] ?? null, gateway_cpu_us_per_req: cpu[1] ?? null,
+  };
 }
 
 async function main() {
@@ -148,7 +168,8 @@ async function main() {
       const req: Req = op === "get"
         ? { method: "GET", path: "/v1/get/default/g", headers: auth }
         : { method: "POST", path: "/v1/put", headers: { ...auth, "content-type": "application/json" }, body: putBody };
-      const r = await load(base, connections, req);
+      const gwChild = via === "direct" ? undefined : limiter === "redis" ? gwRedis! : gwMem;
+      const r = await load(base, connections, req, [engine.proc.pid, gwChild?.proc.pid]);
       const fig = { bench: "gateway", op, via, limiter, connections, ...r };
       figures.push(fig);
       console.log(JSON.stringify(fig));

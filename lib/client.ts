@@ -187,6 +187,9 @@ interface Req {
 
 interface Res { status: number; headers: Record<string, string>; body: Buffer }
 
+/** Longest metadata sent in the X-SVC-Metadata header; longer goes as a JSON put. */
+const METADATA_HEADER_MAX = 8 * 1024;
+
 const encPath = (key: string): string => key.split("/").map(encodeURIComponent).join("/");
 
 /**
@@ -317,15 +320,18 @@ export function createClient(options: ClientOptions): SvcClient {
       const natural = naturalDtype(data);
       const dtype: Dtype = o.dtype ?? (natural === "raw" ? "bytes" : natural);
       if (!compatible(natural, dtype)) throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
+      const fields = { namespace: n, key: k, dtype, shape: o.shape, tolerance: o.tolerance, max_rank: o.max_rank, if_version: o.if_version };
+      const meta = o.metadata === undefined ? undefined : JSON.stringify(o.metadata);
+      if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
+        // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
+        return json<PutResult>({ method: "POST", path: "/v1/put", json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }) });
+      }
       const headers: Record<string, string> = {};
       // header values must be Latin-1: escape everything else so that any metadata travels
-      if (o.metadata !== undefined) headers["x-svc-metadata"] = JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+      if (meta !== undefined) headers["x-svc-metadata"] = meta.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
       return json<PutResult>({
         method: "POST", path: "/v1/put", raw: bytesOf(data), headers,
-        query: {
-          namespace: n, key: k, dtype, shape: o.shape?.join(","),
-          tolerance: o.tolerance, max_rank: o.max_rank, if_version: o.if_version,
-        },
+        query: { ...fields, shape: o.shape?.join(",") },
       });
     },
 

@@ -167,3 +167,51 @@ test("svc up: a port in use is a one-sentence failure with exit 1, and nothing i
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test("svc up --redis: tenants live in Redis under the configured prefix and survive a restart with a fresh data dir", async (t) => {
+  const { createClient: createRedis } = await import("redis");
+  const { randomUUID } = await import("node:crypto");
+  const prefix = `svc-test-up-${randomUUID()}:`;
+  const redis = createRedis({ url: "redis://127.0.0.1:6379" });
+  await redis.connect();
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-redis-"));
+  let up: Up | null = null;
+  try {
+    const spawnRedis = async (data: string) => {
+      const base = { ...process.env };
+      delete base.SVC_GATE_ENGINE_SERVICE_KEY;
+      const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", data, "--port", "0", "--engine-port", "0", "--redis", "redis://127.0.0.1:6379"], {
+        cwd: root, env: { ...base, SVC_GATE_REDIS_PREFIX: prefix, SVC_GATE_ENGINE_SERVICE_KEY: "r".repeat(64), SVC_ENGINE_LOG_LEVEL: "warn" }, stdio: ["ignore", "pipe", "pipe"],
+      });
+      const u = { child, out: "", err: "" } as Up;
+      u.exited = new Promise((r) => child.on("exit", (code) => r(code)));
+      child.stdout!.on("data", (d) => { u.out += d; });
+      child.stderr!.on("data", (d) => { u.err += d; });
+      const deadline = Date.now() + 30_000;
+      while (!/^Ready\./m.test(u.out)) {
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up --redis did not start: ${u.out}\n${u.err}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      u.gateway = /^gateway: (\S+)$/m.exec(u.out)![1]!;
+      return u;
+    };
+    up = await spawnRedis(join(dir, "a"));
+    const admin = { SVC_GATE_URL: up.gateway, SVC_GATE_ENGINE_SERVICE_KEY: "r".repeat(64) };
+    t.equal((await svc(["tenant", "create", "redis-tenant"], admin)).code, 0, "tenant created");
+    t.ok(await redis.exists(`${prefix}tenant:redis-tenant`), "the tenant record is in Redis under the prefix");
+    t.equal(await stopUp(up), 0, "SIGINT: exit 0");
+    up = await spawnRedis(join(dir, "b"));
+    const list = await svc(["tenant", "list"], { ...admin, SVC_GATE_URL: up.gateway });
+    t.match(list.out, /^redis-tenant\s+starter\s+yes/m, "a second svc up with another data dir sees the tenant through Redis");
+    t.equal(await stopUp(up), 0, "exit 0");
+    up = null;
+  } finally {
+    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    for await (const keys of redis.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) {
+      const list = ([] as string[]).concat(keys as string | string[]);
+      if (list.length) await redis.del(list);
+    }
+    await redis.quit();
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -8,7 +8,7 @@
 // Environment: SVC_BENCH_SECONDS per figure (default 2), SVC_BENCH_CONCURRENCY (default 32).
 // Every phase is bounded in time; the temporary home is removed.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
@@ -70,6 +70,17 @@ for (const b of Object.values(backends)) {
     if (!verifyReceipt(receipt, opts).valid) throw new Error("receipt did not verify");
   });
   emit({ figure: "receipt_verify", backend: b.name, ops: rv.ops, per_s: rv.per_s });
+}
+
+/** CPU seconds (user + system) a process has used, from /proc; null elsewhere. */
+function cpuSeconds(pid: number): number | null {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return (Number(rest[11]) + Number(rest[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return null;
+  }
 }
 
 async function freePort(): Promise<number> {
@@ -144,12 +155,19 @@ for (const name of ["liboqs", "noble"] as const) {
       }
     }
     const issueBody = JSON.stringify({ artifact, claims: { run: "bench" } });
+    // the server's own CPU time per request is steadier than throughput on a busy machine
+    const c0 = cpuSeconds(child.pid!);
     const issue = await load(pool, "/v1/provenance/exact", issueBody, adminKey, 201);
-    emit({ figure: "http_issue", backend: name, concurrency: CONCURRENCY, receipts: issue.ok, per_s: issue.per_s, p50_ms: issue.p50_ms, p99_ms: issue.p99_ms, errors: issue.errors, durable: "fsync per batch" });
+    const c1 = cpuSeconds(child.pid!);
+    const cpuMs = c0 !== null && c1 !== null && issue.ok > 0 ? Math.round(((c1 - c0) * 1e6) / issue.ok) / 1000 : null;
+    emit({ figure: "http_issue", backend: name, concurrency: CONCURRENCY, receipts: issue.ok, per_s: issue.per_s, p50_ms: issue.p50_ms, p99_ms: issue.p99_ms, errors: issue.errors, durable: "fsync per batch", server_cpu_ms_per_receipt: cpuMs, one_core_bound_per_s: cpuMs ? Math.round(1000 / cpuMs) : null });
     const one = await pool.request({ method: "POST", path: "/v1/provenance/exact", headers: { "content-type": "application/json", authorization: `Bearer ${adminKey}` }, body: issueBody });
     const receipt = await one.body.json();
+    const v0 = cpuSeconds(child.pid!);
     const ver = await load(pool, "/v1/provenance/verify", JSON.stringify({ receipt }), null, 200);
-    emit({ figure: "http_verify", backend: name, concurrency: CONCURRENCY, verifications: ver.ok, per_s: ver.per_s, p50_ms: ver.p50_ms, p99_ms: ver.p99_ms, errors: ver.errors });
+    const v1 = cpuSeconds(child.pid!);
+    const vMs = v0 !== null && v1 !== null && ver.ok > 0 ? Math.round(((v1 - v0) * 1e6) / ver.ok) / 1000 : null;
+    emit({ figure: "http_verify", backend: name, concurrency: CONCURRENCY, verifications: ver.ok, per_s: ver.per_s, p50_ms: ver.p50_ms, p99_ms: ver.p99_ms, errors: ver.errors, server_cpu_ms_per_verification: vMs, one_core_bound_per_s: vMs ? Math.round(1000 / vMs) : null });
     await pool.close();
   } finally {
     child.kill("SIGTERM");

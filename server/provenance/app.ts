@@ -11,7 +11,7 @@ import type { ReceiptChain } from "./chain.js";
 import { publicKeyDocument, secretMatches, type Keyring } from "./keys.js";
 import type { ProvenanceMetrics } from "./metrics.js";
 import {
-  RECEIPT_SCHEMA, artifactDigest, artifactSchema, buildReceipt, claimsSchema, receiptHash, receiptSchema, verifyReceipt,
+  RECEIPT_SCHEMA, artifactDigest, isBase64, artifactSchema, buildReceipt, claimsSchema, receiptHash, receiptSchema, verifyReceipt,
   type Artifact, type VerifyResult,
 } from "./receipt.js";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
@@ -37,8 +37,7 @@ export interface AppDeps {
   maxBodyBytes?: number;
 }
 
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-const b64Field = (name: string) => z.string().regex(BASE64, `${name} must be base64`);
+const b64Field = (name: string) => z.string().refine(isBase64, `${name} must be base64`);
 
 const exactBody = z
   .strictObject({

@@ -27,7 +27,69 @@ export interface TenantRecord {
   custom_rate_limit: boolean;
   created_at: string;
   updated_at: string;
+  /** Payment-provider state (billing, issue 4); absent until a payment event names the tenant. */
+  billing?: TenantBilling;
+  /** Plan terms in force from each instant on (oldest first), so a closed period's overage uses its own plan. */
+  plan_history?: PlanChange[];
 }
+
+export interface TenantBilling {
+  /** The provider subscription that set the current paid plan (null when none). */
+  subscription_id: string | null;
+  customer_id: string | null;
+  /** Provider `created` (Unix s) of the last applied event; older events are not applied. */
+  last_event_created: number;
+  /** Subscriptions reported deleted before (or without) their checkout: never applied later. */
+  ended_subscriptions: string[];
+}
+
+export interface PlanChange {
+  from: string;
+  plan: Plan;
+  monthly_quota: number | null;
+}
+
+/** How many plan changes a record keeps (oldest dropped first). */
+export const PLAN_HISTORY_MAX = 120;
+
+/** `next` with a plan_history entry appended when its plan or quota differs from `cur`'s. */
+export function withPlanHistory(cur: TenantRecord | null, next: TenantRecord): TenantRecord {
+  if (cur && cur.plan === next.plan && cur.monthly_quota === next.monthly_quota && next.plan_history) return next;
+  const base = next.plan_history ?? cur?.plan_history ?? [];
+  const first = base.length === 0 && cur ? [{ from: cur.created_at, plan: cur.plan, monthly_quota: cur.monthly_quota }] : [];
+  const changed = !cur || cur.plan !== next.plan || cur.monthly_quota !== next.monthly_quota;
+  const entry = changed ? [{ from: cur ? next.updated_at : next.created_at, plan: next.plan, monthly_quota: next.monthly_quota }] : [];
+  return { ...next, plan_history: [...base, ...first, ...entry].slice(-PLAN_HISTORY_MAX) };
+}
+
+/** A payment event recorded as processed (kept `retainMs` after it was processed). */
+export interface ProcessedEvent {
+  event_id: string;
+  tenant_id: string;
+  /** What the billing module decided (for example "applied" or "skipped:out_of_order"). */
+  note: string;
+  at_ms: number;
+}
+
+export interface EventOnce {
+  eventId: string;
+  /** "" when the event names no valid tenant. */
+  tenantId: string;
+  nowMs: number;
+  retainMs: number;
+}
+
+/** What an event does to its tenant: `next` (null: no change) and the note recorded with the event id. */
+export interface EventChange {
+  next: TenantRecord | null;
+  note: string;
+}
+
+export type EventResult =
+  | { duplicate: true; note: string }
+  | { duplicate: false; note: string; before: TenantRecord | null; after: TenantRecord | null };
+
+const eventSchema = z.object({ event_id: z.string(), tenant_id: z.string(), note: z.string(), at_ms: z.number() });
 
 export const tenantRecordSchema = z.object({
   tenant_id: tenantIdSchema,
@@ -42,6 +104,15 @@ export const tenantRecordSchema = z.object({
   custom_rate_limit: z.boolean(),
   created_at: z.string(),
   updated_at: z.string(),
+  billing: z
+    .object({
+      subscription_id: z.string().nullable(),
+      customer_id: z.string().nullable(),
+      last_event_created: z.number().int().nonnegative(),
+      ended_subscriptions: z.array(z.string()),
+    })
+    .optional(),
+  plan_history: z.array(z.object({ from: z.string(), plan: planSchema, monthly_quota: z.number().nonnegative().nullable() })).optional(),
 });
 
 export interface TenantRegistry {
@@ -54,6 +125,13 @@ export interface TenantRegistry {
   /** Replaces a record with `change(current)` atomically; NotFoundError when absent. */
   update(tenantId: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord>;
   list(): Promise<TenantRecord[]>;
+  /**
+   * Billing (issue 4): records `ev.eventId` as processed and writes `change(current).next` in
+   * one atomic step, at most once per event id across every gateway sharing the store. A
+   * processed id answers `{ duplicate: true }` and changes nothing. The change must not touch
+   * the key hash or the active flag.
+   */
+  applyEventOnce(ev: EventOnce, change: (cur: TenantRecord | null) => EventChange): Promise<EventResult>;
   /** Re-reads the registry from its storage; returns how many tenants it holds. */
   reload(): Promise<number>;
   /** Whether the backing store answers right now. */
@@ -75,6 +153,7 @@ export class MemoryTenantRegistry implements TenantRegistry {
   readonly kind: "memory" | "local" = "memory";
   protected tenants = new Map<string, TenantRecord>();
   protected byHash = new Map<string, string>();
+  protected events = new Map<string, ProcessedEvent>();
   // Mutations run one after another so a persisted snapshot never interleaves two changes.
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -84,7 +163,7 @@ export class MemoryTenantRegistry implements TenantRegistry {
   }
 
   /** Hook for persistence: called with the next state before it becomes current. */
-  protected async persist(_next: Map<string, TenantRecord>): Promise<void> {}
+  protected async persist(_next: Map<string, TenantRecord>, _events: Map<string, ProcessedEvent> = this.events): Promise<void> {}
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const p = this.chain.then(fn, fn);
@@ -95,7 +174,7 @@ export class MemoryTenantRegistry implements TenantRegistry {
   create(rec: TenantRecord): Promise<void> {
     return this.serial(async () => {
       if (this.tenants.has(rec.tenant_id)) throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
-      const next = new Map(this.tenants).set(rec.tenant_id, frozen(clone(rec)));
+      const next = new Map(this.tenants).set(rec.tenant_id, frozen(clone(withPlanHistory(null, rec))));
       await this.persist(next);
       this.tenants = next;
       this.index();
@@ -116,12 +195,36 @@ export class MemoryTenantRegistry implements TenantRegistry {
     return this.serial(async () => {
       const cur = this.tenants.get(id);
       if (!cur) throw notFound(id);
-      const upd = frozen(clone(change(clone(cur))));
+      const upd = frozen(clone(withPlanHistory(cur, change(clone(cur)))));
       const next = new Map(this.tenants).set(id, upd);
       await this.persist(next);
       this.tenants = next;
       this.index();
       return upd;
+    });
+  }
+
+  applyEventOnce(ev: EventOnce, change: (cur: TenantRecord | null) => EventChange): Promise<EventResult> {
+    return this.serial(async () => {
+      const done = this.events.get(ev.eventId);
+      if (done) return { duplicate: true as const, note: done.note };
+      const cur = (ev.tenantId && this.tenants.get(ev.tenantId)) || null;
+      const { next, note } = change(cur ? clone(cur) : null);
+      let tenants = this.tenants;
+      let upd: TenantRecord | null = null;
+      if (next && cur) {
+        checkEventChange(cur, next);
+        upd = frozen(clone(withPlanHistory(cur, next)));
+        tenants = new Map(this.tenants).set(cur.tenant_id, upd);
+      }
+      // The processed ids and the tenant change become current (and, locally, reach disk) together.
+      const events = new Map([...this.events].filter(([, e]) => e.at_ms >= ev.nowMs - ev.retainMs));
+      events.set(ev.eventId, { event_id: ev.eventId, tenant_id: ev.tenantId, note, at_ms: ev.nowMs });
+      await this.persist(tenants, events);
+      this.tenants = tenants;
+      this.events = events;
+      if (upd) this.index();
+      return { duplicate: false as const, note, before: cur, after: upd ?? cur };
     });
   }
 
@@ -142,7 +245,13 @@ export class MemoryTenantRegistry implements TenantRegistry {
   }
 }
 
-const fileSchema = z.object({ version: z.literal(1), tenants: z.array(tenantRecordSchema) });
+const fileSchema = z.object({ version: z.literal(1), tenants: z.array(tenantRecordSchema), events: z.array(eventSchema).default([]) });
+
+function checkEventChange(cur: TenantRecord, next: TenantRecord): void {
+  if (next.tenant_id !== cur.tenant_id || next.key_hash !== cur.key_hash || next.active !== cur.active) {
+    throw new Error("A payment event may not change a tenant's id, key or active flag.");
+  }
+}
 
 /** Writes `data` to `path` atomically: a temp file in the same directory, fsync, rename. */
 export async function writeFileAtomic(path: string, data: string): Promise<void> {
@@ -178,8 +287,8 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
     return r;
   }
 
-  protected override async persist(next: Map<string, TenantRecord>): Promise<void> {
-    await writeFileAtomic(this.path, JSON.stringify({ version: 1, tenants: [...next.values()] }) + "\n");
+  protected override async persist(next: Map<string, TenantRecord>, events: Map<string, ProcessedEvent> = this.events): Promise<void> {
+    await writeFileAtomic(this.path, JSON.stringify({ version: 1, tenants: [...next.values()], events: [...events.values()] }) + "\n");
   }
 
   override async reload(): Promise<number> {
@@ -189,6 +298,7 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") {
         this.tenants = new Map();
+        this.events = new Map();
         this.index();
         return 0;
       }
@@ -201,6 +311,7 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
       throw new Error(`The tenant registry file ${this.path} is not a valid registry; it was left as it is.`);
     }
     this.tenants = new Map(parsed.tenants.map((t) => [t.tenant_id, frozen(t as TenantRecord)]));
+    this.events = new Map(parsed.events.map((e) => [e.event_id, e]));
     this.index();
     return this.tenants.size;
   }
@@ -237,6 +348,18 @@ if ARGV[3] ~= ARGV[4] then
 end
 return 1`);
 
+// A payment event at most once: the processed-event record (kept ARGV[4] ms) and the tenant's
+// new record are written together, and only if the record is still the one the change was
+// computed from (compare-and-set); {0, note} when the event was processed before, {2} to retry.
+const EVENT_ONCE = new LuaScript(`
+local done = redis.call('GET', KEYS[2])
+if done then return {0, done} end
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[1] then return {2, ''} end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2]) end
+redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+return {1, ''}`);
+
 // Key hash -> record in one round trip.
 const BY_HASH = new LuaScript(`
 local id = redis.call('GET', KEYS[1])
@@ -253,7 +376,7 @@ export class RedisTenantRegistry implements TenantRegistry {
 
   async create(rec: TenantRecord): Promise<void> {
     const ok = await CREATE.run(this.redis, [this.tKey(rec.tenant_id), this.hashPrefix + rec.key_hash, `${this.prefix}tenants`], [
-      JSON.stringify(rec), rec.key_hash, rec.tenant_id,
+      JSON.stringify(withPlanHistory(null, rec)), rec.key_hash, rec.tenant_id,
     ]);
     if (Number(ok) !== 1) throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
   }
@@ -275,13 +398,34 @@ export class RedisTenantRegistry implements TenantRegistry {
       const curText = await this.redis.get(this.tKey(id));
       if (!curText) throw notFound(id);
       const cur = JSON.parse(curText) as TenantRecord;
-      const next = change(structuredClone(cur));
+      const next = withPlanHistory(cur, change(structuredClone(cur)));
       const nextText = JSON.stringify(next);
       const r = Number(await CAS.run(this.redis, [this.tKey(id)], [curText, nextText, cur.active ? cur.key_hash : "", next.active ? next.key_hash : "", id, this.hashPrefix]));
       if (r === 1) return next;
       if (r === -1) throw notFound(id);
     }
     throw new ConflictError(`Tenant ${id} is being changed concurrently; try again.`);
+  }
+
+  async applyEventOnce(ev: EventOnce, change: (cur: TenantRecord | null) => EventChange): Promise<EventResult> {
+    const eKey = `${this.prefix}billing:event:${ev.eventId}`;
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const curText = ev.tenantId ? await this.redis.get(this.tKey(ev.tenantId)) : null;
+      const cur = curText ? (JSON.parse(curText) as TenantRecord) : null;
+      const { next, note } = change(cur ? structuredClone(cur) : null);
+      let upd: TenantRecord | null = null;
+      if (next && cur) {
+        checkEventChange(cur, next);
+        upd = withPlanHistory(cur, next);
+      }
+      const value = JSON.stringify({ event_id: ev.eventId, tenant_id: ev.tenantId, note, at_ms: ev.nowMs });
+      const r = (await EVENT_ONCE.run(this.redis, [ev.tenantId ? this.tKey(ev.tenantId) : `${this.prefix}tenant:`, eKey], [
+        curText ?? "", upd ? JSON.stringify(upd) : "", value, String(Math.max(1, Math.round(ev.retainMs))),
+      ])) as [number, string];
+      if (Number(r[0]) === 0) return { duplicate: true, note: (JSON.parse(r[1]) as ProcessedEvent).note };
+      if (Number(r[0]) === 1) return { duplicate: false, note, before: cur, after: upd ?? cur };
+    }
+    throw new ConflictError(`Tenant ${ev.tenantId} is being changed concurrently; try again.`);
   }
 
   async list(): Promise<TenantRecord[]> {

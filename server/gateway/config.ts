@@ -1,6 +1,7 @@
 // Gateway configuration: every SVC_GATE_* variable (seed section 5, api.md section 1) plus
 // SVC_ENGINE_MAX_UPLOAD_BYTES, read once, validated with zod and frozen. A bad value throws
 // a ConfigError whose message is one sentence naming the variable.
+import { dirname, join } from "node:path";
 import { z } from "zod";
 
 export class ConfigError extends Error {
@@ -39,6 +40,8 @@ export interface GatewayConfig {
     readonly priceBuilder: string | undefined;
     readonly pricePro: string | undefined;
     readonly apiBase: string | undefined;
+    /** JSONL record of every payment event applied or skipped (billing, issue 4). */
+    readonly eventLogPath: string;
   };
 }
 
@@ -105,7 +108,8 @@ const VARS = {
   SVC_GATE_PAYMENT_WEBHOOK_SECRET: [z.string(), undefined],
   SVC_GATE_PAYMENT_PRICE_BUILDER: [z.string(), undefined],
   SVC_GATE_PAYMENT_PRICE_PRO: [z.string(), undefined],
-  SVC_GATE_PAYMENT_API_BASE: [z.string(), undefined],
+  SVC_GATE_PAYMENT_API_BASE: [httpUrl, undefined],
+  SVC_GATE_BILLING_LOG_PATH: [nonEmpty, undefined],
 } as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
 
 type VarName = keyof typeof VARS;
@@ -169,8 +173,15 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       webhookSecret: read(env, "SVC_GATE_PAYMENT_WEBHOOK_SECRET"),
       priceBuilder: read(env, "SVC_GATE_PAYMENT_PRICE_BUILDER"),
       pricePro: read(env, "SVC_GATE_PAYMENT_PRICE_PRO"),
-      apiBase: read(env, "SVC_GATE_PAYMENT_API_BASE"),
+      apiBase: read(env, "SVC_GATE_PAYMENT_API_BASE")?.replace(/\/$/, ""),
+      eventLogPath: read(env, "SVC_GATE_BILLING_LOG_PATH") ?? join(dirname(read(env, "SVC_GATE_AUDIT_LOG_PATH")!), "billing.jsonl"),
     }),
   };
+  if (cfg.billingEnabled) {
+    // Billing on without its credentials would accept no webhook and create no checkout: refuse to start.
+    for (const name of ["SVC_GATE_PAYMENT_SECRET_KEY", "SVC_GATE_PAYMENT_WEBHOOK_SECRET", "SVC_GATE_PAYMENT_PRICE_BUILDER", "SVC_GATE_PAYMENT_PRICE_PRO"] as const) {
+      if (!read(env, name)?.trim()) throw new ConfigError(name, `${name} must be set when SVC_GATE_BILLING_ENABLED is true.`);
+    }
+  }
   return Object.freeze(cfg);
 }

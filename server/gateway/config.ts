@@ -40,9 +40,9 @@ export interface GatewayConfig {
     readonly priceBuilder: string | undefined;
     readonly pricePro: string | undefined;
     readonly apiBase: string | undefined;
-    /** JSONL record of every payment event applied or skipped (billing, issue 4). */
-    readonly eventLogPath: string;
   };
+  /** JSONL record of every payment event applied or skipped (billing, issue 4). */
+  readonly billingLogPath: string;
 }
 
 const bool = z
@@ -174,8 +174,8 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       priceBuilder: read(env, "SVC_GATE_PAYMENT_PRICE_BUILDER"),
       pricePro: read(env, "SVC_GATE_PAYMENT_PRICE_PRO"),
       apiBase: read(env, "SVC_GATE_PAYMENT_API_BASE")?.replace(/\/$/, ""),
-      eventLogPath: read(env, "SVC_GATE_BILLING_LOG_PATH") ?? join(dirname(read(env, "SVC_GATE_AUDIT_LOG_PATH")!), "billing.jsonl"),
     }),
+    billingLogPath: read(env, "SVC_GATE_BILLING_LOG_PATH") ?? join(dirname(read(env, "SVC_GATE_AUDIT_LOG_PATH")!), "billing.jsonl"),
   };
   if (cfg.billingEnabled) {
     // Billing on without its credentials would accept no webhook and create no checkout: refuse to start.

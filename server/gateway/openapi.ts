@@ -14,6 +14,71 @@ import { createSchema, idSchema, addNamespaceSchema, updateTierSchema } from "./
 
 type Json = Record<string, unknown>;
 
+// ---- response bodies ----
+// The results are TypeScript types in lib/store/types.ts, not zod schemas, so these are
+// written here; test/client/openapi.test.ts parses live responses of every operation with
+// them (strict objects), so a field added, removed or retyped on the wire fails that test.
+const int = z.number().int();
+const instant = z.string().regex(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+const dtypeOut = z.enum(["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool", "bytes"]);
+const verdict = z.enum(["compressed", "weak", "lossless", "passthrough"]);
+const metric = z.enum(["cosine", "dot", "l2"]);
+const ttInfo = z.strictObject({ modes: z.array(int), ranks: z.array(int) });
+const fingerprint = z.strictObject({ sha256: z.string(), codec: z.enum(["tt", "lossless", "raw"]), tt: ttInfo.nullable(), norm: z.number().nullable() });
+const putResult = z.strictObject({
+  namespace: z.string(), key: z.string(), version: int, verdict, compressed: z.boolean(), compression_ratio: z.number(), relative_error: z.number(),
+  dtype: dtypeOut, shape: z.array(int), tt: ttInfo.nullable(), bytes_in: int, bytes_stored: int, fingerprint,
+});
+const rateLimit = z.strictObject({ requests: int, window_s: int });
+const ref2 = z.strictObject({ key: z.string(), version: int });
+const topk = z.strictObject({ metric, results: z.array(z.strictObject({ key: z.string(), version: int, score: z.number() })), scanned: int, skipped: int });
+
+/** Success bodies by operationId. */
+export const RESPONSE_SCHEMAS = {
+  put: putResult,
+  put_cores: putResult,
+  put_cores_batch: z.strictObject({ results: z.array(putResult) }),
+  get: z.strictObject({
+    namespace: z.string(), key: z.string(), version: int, latest_version: int, versions: z.array(int), created_at: instant,
+    dtype: dtypeOut, shape: z.array(int), metadata: z.record(z.string(), z.unknown()), verdict, compressed: z.boolean(),
+    compression_ratio: z.number(), relative_error: z.number(), bytes_in: int, bytes_stored: int, fingerprint,
+  }),
+  delete: z.strictObject({ namespace: z.string(), key: z.string(), deleted: z.literal(true), version: int, purge_after: instant }),
+  list: z.strictObject({
+    namespace: z.string(),
+    keys: z.array(z.strictObject({ key: z.string(), version: int, updated_at: instant, dtype: dtypeOut, shape: z.array(int), verdict })),
+    total: int, limit: int, offset: int, next_offset: int.nullable(),
+  }),
+  search: z.strictObject({
+    namespace: z.string(), results: z.array(z.strictObject({ key: z.string(), version: int, metadata: z.record(z.string(), z.unknown()) })),
+    total: int, limit: int, offset: int, next_offset: int.nullable(),
+  }),
+  serve: z.union([
+    z.strictObject({ namespace: z.string(), key: z.string(), version: int, dtype: dtypeOut, shape: z.array(int), data_b64: z.string() }),
+    z.strictObject({ namespace: z.string(), key: z.string(), version: int, device: z.string(), resident: z.boolean(), bytes_on_device: int, tt: ttInfo.nullable() }),
+  ]),
+  query_similarity: z.strictObject({ metric, score: z.number(), a: ref2, b: ref2 }),
+  query_topk: topk,
+  query_vector: topk,
+  tenant_create: z.strictObject({ tenant_id: z.string(), api_key: z.string(), plan: z.string(), namespaces: z.array(z.string()), monthly_quota: z.number().nullable(), rate_limit: rateLimit }),
+  tenant_rotate_key: z.strictObject({ tenant_id: z.string(), api_key: z.string() }),
+  tenant_add_namespace: z.strictObject({ tenant_id: z.string(), namespaces: z.array(z.string()) }),
+  tenant_update_tier: z.strictObject({ tenant_id: z.string(), plan: z.string(), monthly_quota: z.number().nullable(), rate_limit: rateLimit }),
+  tenant_deactivate: z.strictObject({ tenant_id: z.string(), status: z.literal("deactivated") }),
+  tenants_list: z.strictObject({ tenants: z.array(z.strictObject({ tenant_id: z.string(), plan: z.string(), namespaces: z.array(z.string()), active: z.boolean() })) }),
+  usage_all: z.strictObject({
+    period: z.string(),
+    tenants: z.array(z.strictObject({ tenant_id: z.string(), cus_used: z.number(), monthly_quota: z.number().nullable(), utilization: z.number().nullable() })),
+  }),
+  usage_tenant: z.strictObject({
+    tenant_id: z.string(), period: z.string(), cus_used: z.number(), monthly_quota: z.number().nullable(), utilization: z.number().nullable(),
+    breakdown: z.record(z.string(), z.number()), overage_cus: z.number(), overage_amount: z.number(),
+  }),
+  registry_reload: z.strictObject({ status: z.literal("ok"), tenants_loaded: int }),
+  health: z.strictObject({ status: z.literal("ok"), engine_reachable: z.boolean(), store_connected: z.boolean(), uptime_s: int }),
+  gate_health: z.strictObject({ status: z.literal("ok"), engine_reachable: z.boolean(), store_connected: z.boolean(), uptime_s: int }),
+} as const satisfies Record<string, z.ZodType>;
+
 const toSchema = (s: z.ZodType): Json => {
   const j = z.toJSONSchema(s, { io: "input", unrepresentable: "any", target: "draft-2020-12" }) as Json;
   delete j.$schema;
@@ -171,6 +236,13 @@ export function openApiDocument(opts: { serverUrl?: string; billing?: BillingDoc
   for (const op of [...operations(), ...(opts.billing ? billingOperations(opts.billing) : [])]) {
     const security = op.kind === "data" ? [{ ApiKey: [] }, { TenantBearer: [] }] : op.kind === "admin" ? [{ ServiceKey: [] }] : [];
     const errors = op.kind === "data" ? DATA_ERRORS : op.kind === "admin" ? ADMIN_ERRORS : {};
+    const rs = (RESPONSE_SCHEMAS as Record<string, z.ZodType>)[op.id];
+    if (rs) {
+      // the success response's JSON body gets the schema of RESPONSE_SCHEMAS
+      const [code, r] = Object.entries(op.responses).find(([c]) => c.startsWith("2"))! as [string, Json];
+      const content = { ...((r.content as Json | undefined) ?? {}), "application/json": { schema: toSchema(rs) } };
+      op.responses = { ...op.responses, [code]: { ...r, content } };
+    }
     (paths[op.path] ??= {})[op.method] = {
       operationId: op.id,
       summary: op.summary,

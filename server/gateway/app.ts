@@ -125,13 +125,20 @@ export function createApp(deps: GatewayDeps): Express {
   app.set("query parser", "simple");
 
   // Step 1 (every route): request id, taken from X-Request-Id when it is a UUID, echoed.
-  app.use(requestId);
-  // X-SVC-CUs is on every response; only a data-plane request that the engine answered 2xx changes it.
-  app.use((_req, res, next) => {
-    res.setHeader("X-SVC-CUs", "0");
-    next();
+  // X-SVC-CUs is on every response; only a data-plane request the engine answered 2xx changes it.
+  // CORS preflights are answered here, before authentication. The data plane is dispatched
+  // from this first layer: it needs nothing else of the router, and every layer it skips is
+  // measurable per request.
+  const cors = corsMiddleware(deps.corsOrigins ?? []);
+  app.use((req, res, next) => {
+    requestId(req, res, () => {
+      res.setHeader("X-SVC-CUs", "0");
+      cors(req, res, () => {
+        if (/^\/v1(\/|\?|$)/.test(req.url)) return void dataPlane(req, res);
+        next();
+      });
+    });
   });
-  app.use(corsMiddleware(deps.corsOrigins ?? []));
 
   app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
   app.get("/openapi.json", openApiHandler({ billing: deps.billing ? {} : undefined }));
@@ -144,8 +151,6 @@ export function createApp(deps: GatewayDeps): Express {
 
   // Billing (issue 4) plugs in here: checkout (tenant key) and the payment webhook (raw body).
   if (deps.billing) app.use(deps.billing);
-
-  app.use("/v1", (req, res) => void dataPlane(req, res));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new NotFoundError(`No endpoint ${req.method} ${req.path}.`));

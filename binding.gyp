@@ -18,7 +18,7 @@
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],
       "cflags!": ["-fno-exceptions", "-O2", "-O3"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++14", "-std=gnu++17", "-std=c++14", "-O2"],
-      "cflags_cc": ["-std=c++17", "-O3", "-ffp-contract=fast", "-fexceptions", "-Wno-psabi", "-Wno-unknown-pragmas"],
+      "cflags_cc": ["-std=c++17", "-O3", "-ffp-contract=fast", "-fopenmp-simd", "-fexceptions", "-Wno-psabi", "-Wno-unknown-pragmas"],
       "ldflags": ["-pthread"],
       "xcode_settings": {
         "GCC_ENABLE_CPP_EXCEPTIONS": "YES",

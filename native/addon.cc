@@ -4,6 +4,9 @@
 #include <napi.h>
 
 #include <cmath>
+#if defined(__GLIBC__) || defined(__linux__)
+#include <malloc.h>
+#endif
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -475,6 +478,12 @@ Napi::Value Backend(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+#if defined(M_MMAP_THRESHOLD)
+  // Results and work buffers are large and short-lived: keep freed memory in the heap instead of
+  // returning it to the OS at once, so the next call does not page-fault through fresh pages.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
   exports.Set("backend", Napi::Function::New(env, Backend));
   exports.Set("compress", Napi::Function::New(env, start<CompressWorker>));
   exports.Set("reconstruct", Napi::Function::New(env, start<ReconstructWorker>));

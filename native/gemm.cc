@@ -138,7 +138,7 @@ void gemm(size_t M, size_t N, size_t K, const TA* A, ptrdiff_t rsA, ptrdiff_t cs
   const size_t mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC;
   const size_t threads = parallel ? static_cast<size_t>(pool_threads()) : 1;
   const double flops = double(M) * double(N) * double(K);
-  if (threads <= 1 || flops < 2e5) {
+  if (threads <= 1 || flops < 4e6) {
     for (size_t a = 0; a < mt; ++a)
       for (size_t b = 0; b < nt; ++b)
         tile(a * MC, std::min(MC, M - a * MC), b * NC, std::min(NC, N - b * NC), 0, K, A, rsA, csA, B, rsB, csB, C,

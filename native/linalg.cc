@@ -6,10 +6,11 @@
 
 namespace svc {
 
-// Tridiagonalisation (EISPACK tred2, as in JAMA). V is n x n row-major; on return V holds
-// the orthogonal transformation, d the diagonal and e the subdiagonal (e[0] unused).
-static void tred2(size_t n, double* V, double* d, double* e, bool want_vectors) {
-  auto v = [&](size_t i, size_t j) -> double& { return V[i * n + j]; };
+// Tridiagonalisation (EISPACK tred2, as in JAMA). JAMA's V(i, j) is stored at W[j*n + i]
+// (transposed) so that its column sweeps, the O(n^3) part, run over contiguous memory.
+// On return W^T holds the orthogonal transformation, d the diagonal, e the subdiagonal.
+static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors) {
+  auto v = [&](size_t i, size_t j) -> double& { return W[j * n + i]; };
   for (size_t j = 0; j < n; ++j) d[j] = v(n - 1, j);
   for (size_t i = n - 1; i > 0; --i) {
     double scale = 0.0, h = 0.0;
@@ -37,10 +38,11 @@ static void tred2(size_t n, double* V, double* d, double* e, bool want_vectors) 
         f = d[j];
         v(j, i) = f;
         g = e[j] + v(j, j) * f;
-        // Column j below the diagonal equals row j right of it (symmetric lower part kept in rows).
+        const double* wj = W + j * n;
+#pragma omp simd reduction(+ : g)
         for (size_t k = j + 1; k <= i - 1; ++k) {
-          g += v(k, j) * d[k];
-          e[k] += v(k, j) * f;
+          g += wj[k] * d[k];
+          e[k] += wj[k] * f;
         }
         e[j] = g;
       }
@@ -54,7 +56,9 @@ static void tred2(size_t n, double* V, double* d, double* e, bool want_vectors) 
       for (size_t j = 0; j < i; ++j) {
         f = d[j];
         g = e[j];
-        for (size_t k = j; k <= i - 1; ++k) v(k, j) -= (f * e[k] + g * d[k]);
+        double* wj = W + j * n;
+#pragma omp simd
+        for (size_t k = j; k <= i - 1; ++k) wj[k] -= (f * e[k] + g * d[k]);
         d[j] = v(i - 1, j);
         v(i, j) = 0.0;
       }
@@ -68,10 +72,14 @@ static void tred2(size_t n, double* V, double* d, double* e, bool want_vectors) 
       double h = d[i + 1];
       if (h != 0.0) {
         for (size_t k = 0; k <= i; ++k) d[k] = v(k, i + 1) / h;
+        const double* wi = W + (i + 1) * n;
         for (size_t j = 0; j <= i; ++j) {
+          double* wj = W + j * n;
           double g = 0.0;
-          for (size_t k = 0; k <= i; ++k) g += v(k, i + 1) * v(k, j);
-          for (size_t k = 0; k <= i; ++k) v(k, j) -= g * d[k];
+#pragma omp simd reduction(+ : g)
+          for (size_t k = 0; k <= i; ++k) g += wi[k] * wj[k];
+#pragma omp simd
+          for (size_t k = 0; k <= i; ++k) wj[k] -= g * d[k];
         }
       }
       for (size_t k = 0; k <= i; ++k) v(k, i + 1) = 0.0;
@@ -164,12 +172,9 @@ void sym_eig(size_t n, double* A, double* w, double* vecs) {
   }
   std::vector<double> d(n), e(n);
   tred2(n, A, d.data(), e.data(), vecs != nullptr);
+  // A now holds the transformation transposed: row j is what tql2 rotates into eigenvector j.
   std::vector<double> Zt;
-  if (vecs) {
-    Zt.resize(n * n);
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < n; ++j) Zt[j * n + i] = A[i * n + j];
-  }
+  if (vecs) Zt.assign(A, A + n * n);
   tql2(n, d.data(), e.data(), vecs ? Zt.data() : nullptr);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 #include <numeric>
+#include <type_traits>
 
 #include "gemm.h"
 #include "kernels.h"
@@ -141,15 +142,11 @@ struct CoreRef {
   size_t r0, n, r1;
 };
 
-// Dense contraction of a chain of (contiguous) cores into out, C order over their mode indices.
+// Split point s of a chain: left part = cores [0, s), right part = cores [s, d), chosen so the
+// two dense halves (P_s x r_s and r_s x Q_s) are as small as possible.
 template <typename T>
-void contract_chain(const std::vector<CoreRef<T>>& cs, T* out) {
+size_t best_split(const std::vector<CoreRef<T>>& cs) {
   size_t d = cs.size();
-  if (d == 1) {
-    std::memcpy(out, cs[0].p, cs[0].n * sizeof(T));
-    return;
-  }
-  // Split point s: left part = cores [0, s), right part = cores [s, d); pick the cheapest.
   std::vector<double> P(d + 1, 1.0), Qs(d + 1, 1.0);
   for (size_t k = 0; k < d; ++k) P[k + 1] = P[k] * double(cs[k].n);
   for (size_t k = d; k-- > 0;) Qs[k] = Qs[k + 1] * double(cs[k].n);
@@ -159,30 +156,59 @@ void contract_chain(const std::vector<CoreRef<T>>& cs, T* out) {
     double c = P[s] * double(cs[s].r0) + double(cs[s].r0) * Qs[s];
     if (c < bestc) { bestc = c; best = s; }
   }
-  size_t s = best;
-  std::vector<T> lbuf, rbuf, tmp;
+  return best;
+}
+
+// Dense left half: cores [0, s) as a (n_0...n_{s-1}) x r_s matrix; returns it and its rows.
+template <typename T>
+const T* left_chain(const std::vector<CoreRef<T>>& cs, size_t s, std::vector<T>& buf, size_t& rows) {
+  std::vector<T> tmp;
   const T* L = cs[0].p;
-  size_t Lrows = cs[0].n;
+  rows = cs[0].n;
   for (size_t k = 1; k < s; ++k) {
     const auto& c = cs[k];
-    tmp.resize(checked_mul(Lrows, c.n * c.r1, "cores"));
-    gemm<T, T, T>(Lrows, c.n * c.r1, c.r0, L, c.r0, 1, c.p, c.n * c.r1, 1, tmp.data(), c.n * c.r1, false);
-    lbuf.swap(tmp);
-    L = lbuf.data();
-    Lrows *= c.n;
+    tmp.resize(checked_mul(rows, c.n * c.r1, "cores"));
+    gemm<T, T, T>(rows, c.n * c.r1, c.r0, L, c.r0, 1, c.p, c.n * c.r1, 1, tmp.data(), c.n * c.r1, false);
+    buf.swap(tmp);
+    L = buf.data();
+    rows *= c.n;
   }
+  return L;
+}
+
+// Dense right half: cores [s, d) as an r_s x (n_s...n_{d-1}) matrix; returns it and its columns.
+template <typename T>
+const T* right_chain(const std::vector<CoreRef<T>>& cs, size_t s, std::vector<T>& buf, size_t& cols) {
+  size_t d = cs.size();
+  std::vector<T> tmp;
   const T* R = cs[d - 1].p;
-  size_t Rcols = cs[d - 1].n;
+  cols = cs[d - 1].n;
   for (size_t k = d - 1; k-- > s;) {
     const auto& c = cs[k];
-    tmp.resize(checked_mul(c.r0 * c.n, Rcols, "cores"));
-    gemm<T, T, T>(c.r0 * c.n, Rcols, c.r1, c.p, c.r1, 1, R, Rcols, 1, tmp.data(), Rcols, false);
-    rbuf.swap(tmp);
-    R = rbuf.data();
-    Rcols *= c.n;
+    tmp.resize(checked_mul(c.r0 * c.n, cols, "cores"));
+    gemm<T, T, T>(c.r0 * c.n, cols, c.r1, c.p, c.r1, 1, R, cols, 1, tmp.data(), cols, false);
+    buf.swap(tmp);
+    R = buf.data();
+    cols *= c.n;
   }
+  return R;
+}
+
+// Dense contraction of a chain of (contiguous) cores into out, C order over their mode indices:
+// out = L_s R_s, one GEMM with inner dimension r_s over the two dense halves.
+template <typename T>
+void contract_chain(const std::vector<CoreRef<T>>& cs, T* out) {
+  size_t d = cs.size();
+  if (d == 1) {
+    std::memcpy(out, cs[0].p, cs[0].n * sizeof(T));
+    return;
+  }
+  size_t s = best_split(cs), rows = 0, cols = 0;
+  std::vector<T> lbuf, rbuf;
+  const T* L = left_chain(cs, s, lbuf, rows);
+  const T* R = right_chain(cs, s, rbuf, cols);
   size_t rs = cs[s].r0;
-  gemm<T, T, T>(Lrows, Rcols, rs, L, rs, 1, R, Rcols, 1, out, Rcols, false);
+  gemm<T, T, T>(rows, cols, rs, L, rs, 1, R, cols, 1, out, cols, false);
 }
 
 template <typename T>
@@ -471,19 +497,18 @@ double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_
   size_t n = 1;
   for (size_t m : modes) n *= m;
   if (d == 1) return dot_mixed(cores[0], x, n);
-  size_t nd = modes[d - 1], r = ranks[d - 1];
-  size_t rows = n / nd;
-  std::vector<double> Y(checked_mul(rows, r, "x")), Y2;
-  gemm<TX, TC, double>(rows, r, nd, x, nd, 1, cores[d - 1], 1, nd, Y.data(), r, false);
-  for (size_t k = d - 1; k-- > 0;) {
-    size_t nk = modes[k], r0 = ranks[k], r1 = ranks[k + 1];
-    size_t rows2 = rows / nk;
-    Y2.resize(rows2 * r0);
-    gemm<double, TC, double>(rows2, r0, nk * r1, Y.data(), nk * r1, 1, cores[k], 1, nk * r1, Y2.data(), r0, false);
-    Y.swap(Y2);
-    rows = rows2;
-  }
-  return Y[0];
+  // <x, L R> = sum((x R^T) .* L): one pass over x with the small dense halves of the TT.
+  std::vector<CoreRef<TC>> refs = full_refs(cores, modes, ranks);
+  size_t s = best_split(refs), rows = 0, cols = 0;
+  std::vector<TC> lbuf, rbuf;
+  const TC* L = left_chain(refs, s, lbuf, rows);
+  const TC* R = right_chain(refs, s, rbuf, cols);
+  size_t rs = refs[s].r0;
+  std::vector<double> Z(checked_mul(rows, rs, "x"));
+  gemm<TX, TC, double>(rows, rs, cols, x, cols, 1, R, 1, cols, Z.data(), rs, false);
+  double acc = 0;
+  for (size_t i = 0; i < rows * rs; ++i) acc += Z[i] * double(L[i]);
+  return acc;
 }
 
 namespace {
@@ -568,10 +593,12 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
   double nrm2 = 0;
   for (double v : c[0]) nrm2 += v * v;
   double delta2 = d > 1 ? tol * tol * nrm2 / double(d - 1) : 0;
+  double discarded = 0;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = r[k] * modes[k], N = r[k + 1];
     std::vector<double> Rm;
     Factor f = factor_precise(c[k].data(), m, N, delta2, max_rank, Rm);
+    discarded += f.discarded;
     size_t cols = modes[k + 1] * r[k + 2];
     std::vector<double> next(f.r * cols);
     gemm<double, double, double>(f.r, cols, N, Rm.data(), N, 1, c[k + 1].data(), cols, 1, next.data(), cols, false);
@@ -589,9 +616,16 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
   }
   std::vector<const T*> out;
   for (auto& b : res.cores) out.push_back(b.as<T>());
-  double new2 = tt_dot(out, r, out, r, modes);
-  double cross = tt_dot(cores, ranks_in, out, r, modes);
-  res.relative_error = std::sqrt(std::max(0.0, orig2 + new2 - 2 * cross) / orig2);
+  if constexpr (std::is_same_v<T, double>) {
+    // The truncations act on orthonormal frames, so the squared error is exactly the discarded
+    // energy; summing it avoids the cancellation of |t|^2 + |s|^2 - 2<t,s> at small errors.
+    res.relative_error = std::sqrt(discarded / nrm2);
+  } else {
+    // float32 cores add their own rounding, so compare the stored result with the input.
+    double new2 = tt_dot(out, r, out, r, modes);
+    double cross = tt_dot(cores, ranks_in, out, r, modes);
+    res.relative_error = std::sqrt(std::max(0.0, orig2 + new2 - 2 * cross) / orig2);
+  }
   return res;
 }
 

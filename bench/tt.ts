@@ -1,0 +1,227 @@
+// Benchmark of the TT engine: compression, reconstruction and dot throughput (MB/s of dense
+// float32) and ratio on synthetic data sets at tolerances 1e-2, 1e-3, 1e-4.
+// Usage: node --import tsx bench/tt.ts [name ...]   (names: smooth128 smooth256 heat128 lowrank image noise early)
+// Prints the backend/machine line first, then one JSON object per figure.
+import { cpus, loadavg, totalmem } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
+import * as tt from "../lib/tt.js";
+
+const TOLS = [1e-2, 1e-3, 1e-4];
+const MB = 1 << 20;
+const want = process.argv.slice(2);
+const deadline = Date.now() + Number(process.env.SVC_BENCH_BUDGET_S ?? 300) * 1000;
+
+function out(o: Record<string, unknown>) {
+  console.log(JSON.stringify(o));
+}
+
+function rng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+function gauss(seed: number) {
+  const u = rng(seed);
+  return () => Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u());
+}
+
+/** Sum of separable terms a_t * f_t(x) g_t(y) h_t(z) on an n^3 grid, built by outer products. */
+function separable(n: number, terms: { a: number; f: (x: number) => number; g: (x: number) => number; h: (x: number) => number }[]) {
+  const x = new Float32Array(n * n * n);
+  const fx = new Float64Array(n), gy = new Float64Array(n), hz = new Float32Array(n);
+  for (const t of terms) {
+    for (let i = 0; i < n; i++) {
+      fx[i] = t.a * t.f(i / n);
+      gy[i] = t.g(i / n);
+      hz[i] = t.h(i / n);
+    }
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < n; j++) {
+        const s = fx[i]! * gy[j]!;
+        const base = (i * n + j) * n;
+        for (let k = 0; k < n; k++) x[base + k]! += s * hz[k]!;
+      }
+  }
+  return x;
+}
+
+/** Smooth 3-D field: a mixture of 8 anisotropic Gaussian blobs with random correlated
+ *  covariances (not separable, so the TT ranks are not simply the number of blobs). */
+function smooth(n: number) {
+  const u = rng(42);
+  const blobs = Array.from({ length: 8 }, () => {
+    // precision matrix P = L L^T with a random lower-triangular L
+    const s = 1 / (0.05 + 0.2 * u());
+    const l = [s * (0.5 + u()), (u() - 0.5) * s, s * (0.5 + u()), (u() - 0.5) * s, (u() - 0.5) * s, s * (0.5 + u())];
+    return { c: [u(), u(), u()], l, a: u() - 0.3 };
+  });
+  const x = new Float32Array(n * n * n);
+  for (const { c, l, a } of blobs) {
+    for (let i = 0; i < n; i++) {
+      const dx = i / n - c[0]!;
+      for (let j = 0; j < n; j++) {
+        const dy = j / n - c[1]!;
+        const y0 = l[0]! * dx, y1 = l[1]! * dx + l[2]! * dy, y2b = l[3]! * dx + l[4]! * dy;
+        const base = (i * n + j) * n, q01 = y0 * y0 + y1 * y1;
+        for (let k = 0; k < n; k++) {
+          const y2 = y2b + l[5]! * (k / n - c[2]!);
+          const q = 0.5 * (q01 + y2 * y2);
+          if (q < 40) x[base + k]! += a * Math.exp(-q);
+        }
+      }
+    }
+  }
+  return x;
+}
+
+/** Heat equation u_t = Δu on [0,1]^3 with Dirichlet walls, at t = 2e-3, from a rough initial
+ *  condition (random Fourier sine coefficients up to wave number 12, decaying as 1/k). */
+function heat(n: number) {
+  const g = gauss(7);
+  const terms = [];
+  for (let a = 1; a <= 12; a++)
+    for (let b = 1; b <= 12; b++)
+      for (let c = 1; c <= 12; c++) {
+        const k2 = a * a + b * b + c * c;
+        const amp = (g() / Math.sqrt(k2)) * Math.exp(-k2 * Math.PI * Math.PI * 2e-3);
+        terms.push({ a: amp, f: (x: number) => Math.sin(a * Math.PI * x), g: (x: number) => Math.sin(b * Math.PI * x), h: (x: number) => Math.sin(c * Math.PI * x) });
+      }
+  return separable(n, terms);
+}
+
+/** Exactly low-rank TT tensor: random cores with TT ranks 6 at 128^3, densified by the engine. */
+async function lowrank(n: number) {
+  const g = gauss(3);
+  const ranks = [1, 6, 6, 1];
+  const cores = [0, 1, 2].map((k) => Float32Array.from({ length: ranks[k]! * n * ranks[k + 1]! }, () => g()));
+  return (await tt.reconstruct({ modes: [n, n, n], ranks, cores })) as Float32Array;
+}
+
+/** Natural-image-like 2-D array (synthesised: 1/f spectrum noise plus random sharp-edged
+ *  shapes), 2048 x 2048; not a photograph. */
+function image(n: number) {
+  const g = gauss(11), u = rng(12);
+  const x = new Float32Array(n * n);
+  // 1/f noise as a sum of octaves of bilinearly interpolated lattice noise, amplitude ~ 1/frequency.
+  for (let cell = n / 4; cell >= 2; cell /= 2) {
+    const m = n / cell + 1;
+    const lat = Float32Array.from({ length: m * m }, () => g());
+    const amp = cell / n;
+    for (let i = 0; i < n; i++) {
+      const fi = i / cell, i0 = Math.floor(fi), ti = fi - i0;
+      for (let j = 0; j < n; j++) {
+        const fj = j / cell, j0 = Math.floor(fj), tj = fj - j0;
+        const v = (1 - ti) * ((1 - tj) * lat[i0 * m + j0]! + tj * lat[i0 * m + j0 + 1]!) + ti * ((1 - tj) * lat[(i0 + 1) * m + j0]! + tj * lat[(i0 + 1) * m + j0 + 1]!);
+        x[i * n + j]! += amp * v;
+      }
+    }
+  }
+  for (let s = 0; s < 40; s++) {
+    const cx = u() * n, cy = u() * n, r = (0.02 + 0.15 * u()) * n, v = u() - 0.5, rect = u() < 0.5;
+    for (let i = Math.max(0, Math.floor(cy - r)); i < Math.min(n, cy + r); i++)
+      for (let j = Math.max(0, Math.floor(cx - r)); j < Math.min(n, cx + r); j++)
+        if (rect || (i - cy) ** 2 + (j - cx) ** 2 < r * r) x[i * n + j]! += v;
+  }
+  return x;
+}
+
+function noise(len: number) {
+  const g = gauss(5);
+  return Float32Array.from({ length: len }, () => g());
+}
+
+function peakReset() {
+  try {
+    writeFileSync("/proc/self/clear_refs", "5");
+    return true;
+  } catch {
+    return false;
+  }
+}
+function peakRss(): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
+    return m ? Number(m[1]) * 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+function rss(): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
+    return m ? Number(m[1]) * 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+async function timeit<T>(f: () => Promise<T>, minMs = 300, maxReps = 50): Promise<{ s: number; v: T }> {
+  let v = await f();
+  let reps = 0;
+  const t0 = performance.now();
+  do {
+    v = await f();
+    reps++;
+  } while (performance.now() - t0 < minMs && reps < maxReps);
+  return { s: (performance.now() - t0) / 1000 / reps, v };
+}
+
+const size = (t: tt.TT) => t.cores.reduce((a, c) => a + c.length, 0);
+
+async function bench(name: string, data: Float32Array, shape: number[], modeSets: Record<string, number[]>) {
+  const bytes = data.length * 4;
+  for (const [label, modes] of Object.entries(modeSets)) {
+    for (const tol of TOLS) {
+      if (Date.now() > deadline) return out({ name, skipped: "time budget spent" });
+      const base = rss();
+      const havePeak = peakReset();
+      const t0 = performance.now();
+      const r = (await tt.compress(data, shape, { tolerance: tol, modes }))!;
+      const cs = (performance.now() - t0) / 1000;
+      const peak = havePeak ? (peakRss() - base) / bytes : null;
+      const rec = await timeit(() => tt.reconstruct(r));
+      const dd = await timeit(() => tt.dotDense(r, data));
+      const dt = await timeit(() => tt.dot(r, r), 200, 2000);
+      out({
+        name, shape, modes_rule: label, modes: r.modes, tolerance: tol,
+        ratio: +(data.length / size(r)).toFixed(2), relative_error: +r.relative_error.toExponential(3), max_rank: Math.max(...r.ranks),
+        compress_s: +cs.toFixed(4), compress_MBps: +(bytes / MB / cs).toFixed(1),
+        reconstruct_MBps: +(bytes / MB / rec.s).toFixed(1), dot_dense_MBps: +(bytes / MB / dd.s).toFixed(1),
+        dot_tt_ms: +(dt.s * 1000).toFixed(4), peak_extra_over_input: peak === null ? null : +peak.toFixed(2),
+      });
+    }
+  }
+}
+
+async function early(name: string, data: Float32Array, shape: number[]) {
+  for (const tol of [1e-2, 1e-3]) {
+    const t0 = performance.now();
+    const full = await tt.compress(data, shape, { tolerance: tol });
+    const fs = (performance.now() - t0) / 1000;
+    const t1 = performance.now();
+    const r = await tt.compress(data, shape, { tolerance: tol, min_ratio: 2 });
+    const es = (performance.now() - t1) / 1000;
+    out({ name: `early_exit_${name}`, shape, tolerance: tol, min_ratio: 2, gave_up: r === null, full_ratio: full ? +(data.length / size(full)).toFixed(3) : null, full_s: +fs.toFixed(3), early_s: +es.toFixed(4), fraction_of_full: +(es / fs).toFixed(4) });
+  }
+}
+
+const b = tt.backend();
+out({ backend: b, machine: { cpu: cpus()[0]?.model ?? "unknown", cores: cpus().length, loadavg_1m: +loadavg()[0]!.toFixed(2), mem_GiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version } });
+
+const sets: Record<string, () => Promise<void>> = {
+  smooth128: async () => bench("smooth_gaussian_mixture", smooth(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
+  smooth256: async () => bench("smooth_gaussian_mixture", smooth(256), [256, 256, 256], { plain: [256, 256, 256], choose: tt.chooseModes([256, 256, 256]) }),
+  heat128: async () => bench("heat_equation", heat(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
+  lowrank: async () => bench("exact_tt_rank6", await lowrank(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
+  image: async () => bench("synthetic_natural_image_1f_edges", image(2048), [2048, 2048], { plain: [2048, 2048], choose: tt.chooseModes([2048, 2048]) }),
+  noise: async () => bench("white_noise", noise(128 ** 3), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
+  early: async () => {
+    await early("white_noise_128", noise(128 ** 3), [128, 128, 128]);
+    await early("synthetic_image_2048", image(2048), [2048, 2048]);
+  },
+};
+for (const [k, f] of Object.entries(sets)) if (want.length === 0 || want.includes(k)) await f();

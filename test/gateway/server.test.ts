@@ -107,3 +107,27 @@ test("a bad configuration stops the process with one sentence naming the variabl
   t.equal(code, 2, "exit status 2");
   t.equal(err.trim(), "SVC_GATE_PORT must be a whole number.", "the sentence names the variable, no stack trace");
 });
+
+test("audit group commit: concurrent requests each get one whole line, written before their responses", async (t) => {
+  const { FileAuditSink } = await import("../../server/gateway/audit.js");
+  const dir = await mkdtemp(join(tmpdir(), "svc-gate-audit-"));
+  const path = join(dir, "audit.jsonl");
+  const sink = await FileAuditSink.open(path);
+  const rec = (i: number) => ({ ts: new Date(0).toISOString(), tenant_id: "t", method: "GET", path: `/v1/get/ns/k${i}`, namespace: "ns", status: 200, cus: 0.1, latency_ms: 1, request_id: `id-${i}` });
+  await Promise.all(Array.from({ length: 200 }, async (_, i) => {
+    await sink.write(rec(i));
+    const text = await readFile(path, "utf8");
+    if (!text.includes(`"id-${i}"`)) throw new Error(`record ${i} not on disk when its write resolved`);
+  }));
+  const lines = (await readFile(path, "utf8")).trim().split("\n");
+  t.equal(lines.length, 200, "200 lines");
+  t.deepEqual(lines.map((l) => JSON.parse(l).request_id).sort(), Array.from({ length: 200 }, (_, i) => `id-${i}`).sort(), "every record once, each line valid JSON");
+  await sink.close();
+  try {
+    await sink.write(rec(999));
+    t.fail("write after close resolved");
+  } catch (e) {
+    t.match((e as Error).message, /closed/, "a write after close is refused, not lost silently");
+  }
+  await rm(dir, { recursive: true, force: true });
+});

@@ -11,10 +11,11 @@ import type { ReceiptChain } from "./chain.js";
 import { publicKeyDocument, secretMatches, type Keyring } from "./keys.js";
 import type { ProvenanceMetrics } from "./metrics.js";
 import {
-  RECEIPT_SCHEMA, artifactDigest, isBase64, artifactSchema, buildReceipt, claimsSchema, receiptHash, receiptSchema, verifyReceipt,
+  RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactDigest, isBase64, artifactSchema, canonicalBytes, claimsSchema, pae, receiptBody, receiptHash,
+  receiptSchema, verifyReceipt, withSignature,
   type Artifact, type VerifyResult,
 } from "./receipt.js";
-import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
+import { ALGORITHM, type AsyncSigner, type MlDsaBackend, type Signer } from "./signer.js";
 
 export type LogFn = (entry: Record<string, unknown>) => void;
 
@@ -23,6 +24,8 @@ export interface AppDeps {
   keyring: Keyring;
   /** Signs with the active key. */
   signer: Signer;
+  /** The same key in a worker thread; when given, receipts are signed there. */
+  asyncSigner?: AsyncSigner | undefined;
   backend: MlDsaBackend;
   backendStatus: "ok" | "failing";
   chain: ReceiptChain;
@@ -64,6 +67,9 @@ function bearer(req: Request): string | null {
 }
 
 export function createApp(deps: AppDeps): express.Express {
+  if (deps.asyncSigner && deps.asyncSigner.fingerprint !== deps.signer.fingerprint) {
+    throw new Error("the worker signer and the signer hold different keys");
+  }
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -140,8 +146,11 @@ export function createApp(deps: AppDeps): express.Express {
         artifact = parseOrThrow(artifactSchema, body.artifact, "artifact");
       }
       const claims = body.claims ?? {};
-      const receipt = await deps.chain.append((pos) => {
-        const r = buildReceipt({ artifact, claims }, pos, deps.signer, deps.clock());
+      const receipt = await deps.chain.append(async (pos) => {
+        const body = receiptBody({ artifact, claims }, pos, deps.signer.fingerprint, deps.clock());
+        const message = pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body));
+        const signature = deps.asyncSigner ? await deps.asyncSigner.sign(message) : deps.signer.sign(message);
+        const r = withSignature(body, signature);
         return { value: r, hash: receiptHash(r) };
       });
       m.receiptsIssued.inc();

@@ -103,8 +103,10 @@ export interface Position {
   previous: string | null;
 }
 
+type Built<T> = { value: T; hash: string };
+
 interface Job<T> {
-  build: (pos: Position) => { value: T; hash: string };
+  build: (pos: Position) => Built<T> | Promise<Built<T>>;
   resolve: (v: T) => void;
   reject: (e: unknown) => void;
 }
@@ -154,10 +156,11 @@ export class ReceiptChain {
   }
 
   /**
-   * Builds the next entry with `build(position)`, which returns the value and its hash;
-   * resolves once the new head is durable. A build that throws consumes no serial.
+   * Builds the next entry with `build(position)`, which returns (or resolves to) the value
+   * and its hash; resolves once the new head is durable. A build that throws consumes no
+   * serial. Builds run one at a time, in order.
    */
-  append<T>(build: (pos: Position) => { value: T; hash: string }): Promise<T> {
+  append<T>(build: (pos: Position) => Built<T> | Promise<Built<T>>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ build, resolve: resolve as (v: unknown) => void, reject });
       if (!this.#draining) void this.#drain();
@@ -184,7 +187,7 @@ export class ReceiptChain {
         const built: Array<[Job<unknown>, unknown]> = [];
         for (const job of batch) {
           try {
-            const { value, hash } = job.build({ serial: head.serial + 1, previous: head.last_receipt_sha256 });
+            const { value, hash } = await job.build({ serial: head.serial + 1, previous: head.last_receipt_sha256 });
             head = { serial: head.serial + 1, last_receipt_sha256: hash };
             built.push([job, value]);
           } catch (e) {

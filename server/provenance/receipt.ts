@@ -161,14 +161,14 @@ export interface IssueInput {
   claims: Record<string, unknown>;
 }
 
-/** Builds and signs one receipt at `serial`, chained to `previous`. */
-export function buildReceipt(
+/** The unsigned body of the receipt at `serial`, chained to `previous`. */
+export function receiptBody(
   input: IssueInput,
   chain: { serial: number; previous: string | null },
-  signer: Signer,
+  fingerprint: string,
   now: Date,
-): Receipt {
-  const body: ReceiptBody = {
+): ReceiptBody {
+  return {
     schema: RECEIPT_SCHEMA,
     receipt_id: randomUUID(),
     serial: chain.serial,
@@ -176,18 +176,32 @@ export function buildReceipt(
     artifact: { ...input.artifact },
     claims: input.claims,
     previous_receipt_sha256: chain.previous,
-    signer: { algorithm: ALGORITHM, public_key_sha256: signer.fingerprint },
+    signer: { algorithm: ALGORITHM, public_key_sha256: fingerprint },
   };
-  const sig = signer.sign(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body)));
+}
+
+/** The body with its signature block. */
+export function withSignature(body: ReceiptBody, signature: Uint8Array): Receipt {
   return {
     ...body,
     signature: {
       algorithm: ALGORITHM,
       canonicalization: CANONICALIZATION,
       payload_type: RECEIPT_PAYLOAD_TYPE,
-      value: Buffer.from(sig).toString("base64"),
+      value: Buffer.from(signature).toString("base64"),
     },
   };
+}
+
+/** Builds and signs one receipt at `serial`, chained to `previous`. */
+export function buildReceipt(
+  input: IssueInput,
+  chain: { serial: number; previous: string | null },
+  signer: Signer,
+  now: Date,
+): Receipt {
+  const body = receiptBody(input, chain, signer.fingerprint, now);
+  return withSignature(body, signer.sign(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body))));
 }
 
 // ---- verification -------------------------------------------------------------

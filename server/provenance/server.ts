@@ -9,7 +9,7 @@ import { FileChainStore, ReceiptChain } from "./chain.js";
 import type { ProvenanceConfig } from "./config.js";
 import { bootstrap, hashSecret, paths, type BootResult } from "./keys.js";
 import { createMetrics } from "./metrics.js";
-import { createBackend, createSigner, selfTest } from "./signer.js";
+import { createBackend, createSigner, createWorkerSigner, selfTest } from "./signer.js";
 
 /** The package version, for bundles and /health (found by walking up to package.json). */
 export function applianceVersion(): string {
@@ -51,9 +51,12 @@ export async function startProvenance(
   const boot = await bootstrap(config, backend);
   const chain = await ReceiptChain.open(new FileChainStore(paths(config.home).chain));
   const signer = createSigner(backend, boot.keyring.active);
+  // receipts are signed in a worker thread so that HTTP work overlaps with ML-DSA
+  const asyncSigner = await createWorkerSigner(config.backend, boot.keyring.active);
   const app = createApp({
     keyring: boot.keyring,
     signer,
+    asyncSigner,
     backend,
     backendStatus: selfTest(backend),
     chain,
@@ -76,10 +79,12 @@ export async function startProvenance(
     port,
     boot,
     server,
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
-      }),
+      });
+      await asyncSigner.close();
+    },
   };
 }

@@ -170,3 +170,68 @@ export function selfTest(backend: MlDsaBackend): "ok" | "failing" {
     return "failing";
   }
 }
+
+/** Signs off the main thread; the same key and backend as a Signer. */
+export interface AsyncSigner {
+  readonly fingerprint: string;
+  sign(message: Uint8Array): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a worker thread that signs with `keyPair` through the named backend. From the
+ * TypeScript sources (tsx) the worker registers tsx itself; from dist/ it is plain JS.
+ */
+export async function createWorkerSigner(backend: BackendName, keyPair: KeyPair): Promise<AsyncSigner> {
+  const { Worker } = await import("node:worker_threads");
+  const fromSource = import.meta.url.endsWith(".ts");
+  const url = new URL(fromSource ? "./sign-worker.ts" : "./sign-worker.js", import.meta.url).href;
+  const code = fromSource
+    ? `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(url)}); })`
+    : `import(${JSON.stringify(url)})`;
+  const worker = new Worker(code, {
+    eval: true,
+    workerData: { backend, publicKey: keyPair.publicKey, secretKey: keyPair.secretKey },
+  });
+  const pending = new Map<number, { resolve: (s: Uint8Array) => void; reject: (e: Error) => void }>();
+  let nextId = 1;
+  let failed: Error | null = null;
+  const failAll = (e: Error): void => {
+    failed = e;
+    for (const p of pending.values()) p.reject(e);
+    pending.clear();
+  };
+  const fingerprint = await new Promise<string>((resolve, reject) => {
+    worker.once("error", () => reject(new Error("the signing worker failed to start")));
+    worker.once("message", (m: { ready?: boolean; fingerprint?: string }) =>
+      m.ready && m.fingerprint ? resolve(m.fingerprint) : reject(new Error("the signing worker failed to start")));
+  });
+  if (fingerprint !== fingerprintOf(keyPair.publicKey)) {
+    await worker.terminate();
+    throw new Error("the signing worker holds another key");
+  }
+  worker.on("message", (m: { id: number; signature?: Uint8Array; error?: boolean }) => {
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (m.signature) p.resolve(m.signature);
+    else p.reject(new Error("the signing worker could not sign"));
+  });
+  worker.on("error", () => failAll(new Error("the signing worker failed")));
+  worker.on("exit", () => failAll(new Error("the signing worker exited")));
+  worker.unref();
+  return {
+    fingerprint,
+    sign(message) {
+      if (failed) return Promise.reject(failed);
+      const id = nextId++;
+      return new Promise<Uint8Array>((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, message });
+      });
+    },
+    async close() {
+      await worker.terminate();
+    },
+  };
+}

@@ -182,6 +182,24 @@ test("concurrent requests get distinct consecutive serials, an unbroken chain, a
   await cleanup();
 });
 
+test("receipts signed in the worker thread (both backends) verify and chain under concurrency", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  for (const backend of ["liboqs", "noble"] as const) {
+    const a = await startApp(join(dir, backend), { backend, worker: true });
+    const rs = await Promise.all(Array.from({ length: 12 }, (_, i) => post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { i } }, a.adminKey)));
+    t.ok(rs.every((r) => r.status === 201), `${backend}: all 201`);
+    const sorted = rs.map((r) => r.json).sort((x, y) => x.serial - y.serial);
+    t.deepEqual(sorted.map((r) => r.serial), Array.from({ length: 12 }, (_, i) => i + 1), `${backend}: serials 1..12`);
+    t.ok(sorted.every((r, i) => i === 0 || r.previous_receipt_sha256 === receiptHash(sorted[i - 1])), `${backend}: chained`);
+    for (const r of sorted.slice(0, 3)) {
+      const v = await post(`${a.url}/v1/provenance/verify`, { receipt: r });
+      t.equal(v.json.verdict, "valid", `${backend}: serial ${r.serial} valid`);
+    }
+    await a.close();
+  }
+  await cleanup();
+});
+
 test("verify: tampered 422 failed, other instance 422 failed, unsupported schema 422, non-object 422", async (t) => {
   const { dir, cleanup } = await tempDir();
   const a = await startApp(join(dir, "a"));

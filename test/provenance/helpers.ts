@@ -9,7 +9,7 @@ import { FileChainStore, ReceiptChain } from "../../server/provenance/chain.js";
 import { loadConfig, type ProvenanceConfig } from "../../server/provenance/config.js";
 import { bootstrap, hashSecret, paths, type BootResult } from "../../server/provenance/keys.js";
 import { createMetrics } from "../../server/provenance/metrics.js";
-import { createBackend, createSigner, selfTest, type BackendName, type MlDsaBackend } from "../../server/provenance/signer.js";
+import { createBackend, createSigner, createWorkerSigner, selfTest, type BackendName, type MlDsaBackend } from "../../server/provenance/signer.js";
 
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), "svc-prov-"));
@@ -33,7 +33,7 @@ export interface TestApp {
 /** Boots a home (or reuses it) and serves createApp on 127.0.0.1:0. */
 export async function startApp(
   dir: string,
-  opts: { backend?: BackendName; adminKey?: string; metricsToken?: string; clock?: () => Date; maxBodyBytes?: number } = {},
+  opts: { backend?: BackendName; adminKey?: string; metricsToken?: string; clock?: () => Date; maxBodyBytes?: number; worker?: boolean } = {},
 ): Promise<TestApp> {
   const config = configFor(dir, opts.backend ? { SVC_PROVENANCE_BACKEND: opts.backend } : {});
   const backend = await createBackend(config.backend);
@@ -41,9 +41,11 @@ export async function startApp(
   const adminKey = boot.adminKey ?? opts.adminKey ?? "";
   const chain = await ReceiptChain.open(new FileChainStore(paths(config.home).chain));
   const logs: string[] = [];
+  const asyncSigner = opts.worker ? await createWorkerSigner(config.backend, boot.keyring.active) : undefined;
   const app = createApp({
     keyring: boot.keyring,
     signer: createSigner(backend, boot.keyring.active),
+    asyncSigner,
     backend,
     backendStatus: selfTest(backend),
     chain,
@@ -66,7 +68,10 @@ export async function startApp(
     logs,
     backend,
     chain,
-    close: () => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }),
+    close: async () => {
+      await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
+      await asyncSigner?.close();
+    },
   };
 }
 

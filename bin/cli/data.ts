@@ -23,10 +23,11 @@ export const DATA_HELP = `Data commands (tenant key in SVC_API_KEY, gateway at S
 
 Add --json to put, ls and rm to print the service's JSON response.`;
 
-export function dataClient(io: Io): SvcClient {
+/** The client of data commands; `patient` (bulk jobs) waits out long rate-limit windows. */
+export function dataClient(io: Io, patient = false): SvcClient {
   const apiKey = io.env.SVC_API_KEY;
   if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
-  return createClient({ baseUrl: gatewayUrl(io), apiKey });
+  return createClient({ baseUrl: gatewayUrl(io), apiKey, ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}) });
 }
 
 export function checkName(kind: "namespace" | "key", v: string): string {

@@ -115,7 +115,8 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
   try { st = await stat(dir); } catch { throw new UsageError(`${dir} does not exist.`); }
   if (!st.isDirectory()) throw new UsageError(`${dir} is not a directory.`);
   const files = await findNpyFiles(dir);
-  const client = dataClient(io);
+  // an import may outrun the tenant's rate limit: wait for the window (Retry-After) instead of failing files
+  const client = dataClient(io, true);
   try {
     const progress = new Progress({
       write: io.err, isTTY: io.errIsTTY, totalItems: files.length, totalBytes: files.reduce((a, f) => a + f.size, 0),

@@ -80,3 +80,20 @@ test("svc import: a clean directory exits 0; --json summary; TTY progress redraw
     await stack.close();
   }
 });
+
+test("svc import: a tenant rate limit smaller than the import is waited out (Retry-After), no file fails", async (t) => {
+  const stack = await startStack(["ns"], { SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "4", SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "1" });
+  try {
+    const src = join(stack.dir, "many");
+    await mkdir(src);
+    for (let i = 0; i < 10; i++) await writeFile(join(src, `f${i}.npy`), writeNpy({ dtype: "uint8", shape: [16], data: new Uint8Array(16).fill(i) }));
+    const t0 = Date.now();
+    const r = await svc(["import", "ns", src, "--json"], { SVC_GATE_URL: stack.gateway, SVC_API_KEY: stack.apiKey });
+    const s = JSON.parse(r.out);
+    t.equal(r.code, 0, "exit 0");
+    t.deepEqual([s.imported, s.failed], [10, 0], "all 10 files imported through a 4-per-second limit");
+    t.ok(Date.now() - t0 >= 1000, `it waited for the window (${Date.now() - t0} ms)`);
+  } finally {
+    await stack.close();
+  }
+});

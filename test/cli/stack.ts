@@ -10,7 +10,7 @@ import { startGateway } from "../../server/gateway/server.js";
 
 export interface Stack { dir: string; gateway: string; engine: string; serviceKey: string; apiKey: string; close(): Promise<void> }
 
-export async function startStack(namespaces = ["default", "ns"]): Promise<Stack> {
+export async function startStack(namespaces = ["default", "ns"], gateEnv: NodeJS.ProcessEnv = {}): Promise<Stack> {
   const dir = await mkdtemp(join(tmpdir(), "svc-stack-"));
   const serviceKey = "s".repeat(64);
   const engine = await startEngine(loadEngineConfig({
@@ -18,7 +18,7 @@ export async function startStack(namespaces = ["default", "ns"]): Promise<Stack>
   }));
   const gateway = await startGateway(loadGatewayConfig({
     SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_ENGINE_SERVICE_KEY: serviceKey,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "100000",
+    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "100000", ...gateEnv,
   }));
   const res = await request(`${gateway.url}/gate/onboard/create`, {
     method: "POST", headers: { authorization: `Bearer ${serviceKey}`, "content-type": "application/json" },

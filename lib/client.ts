@@ -230,6 +230,9 @@ export function createClient(options: ClientOptions): SvcClient {
       return { status: res.statusCode, headers: headerMap(res.headers), body: buf };
     } catch (e) {
       const code = (e as { code?: string }).code ?? "";
+      if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") {
+        throw new EngineUnreachableError(`The service at ${base} did not answer within ${timeoutMs} ms.`);
+      }
       throw new EngineUnreachableError(`The service at ${base} could not be reached${code ? ` (${code})` : ""}.`);
     }
   }
@@ -281,7 +284,7 @@ export function createClient(options: ClientOptions): SvcClient {
       if (retriable && attempt <= maxRetries) {
         const ra = parseRetryAfter(res.headers["retry-after"]);
         const expo = Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 1));
-        // full jitter on our own backoff; a server's Retry-After is a floor we respect
+        // our own backoff waits a random time in [expo/2, expo] (equal jitter); a server's Retry-After is honoured as given
         const wait = ra !== null ? ra * 1000 : expo / 2 + Math.random() * (expo / 2);
         if (wait <= maxBackoffMs) {
           await sleep(wait);

@@ -198,6 +198,16 @@ test("client: bad names and options are ValidationErrors before any request; an 
   await c.close();
 });
 
+test("client: a server that does not answer within timeoutMs is EngineUnreachableError naming the timeout", async (t) => {
+  await withServer([() => { /* never answers */ }], async (url) => {
+    const c = createClient({ baseUrl: url, apiKey: "k", timeoutMs: 300 });
+    const e = await c.get("ns", "a").catch((x) => x);
+    t.ok(e instanceof EngineUnreachableError, "EngineUnreachableError");
+    t.match(e.message, /did not answer within 300 ms\.$/, e.message);
+    await c.close();
+  });
+});
+
 test("client: parseRetryAfter reads delta seconds and HTTP dates", (t) => {
   t.equal(parseRetryAfter("17"), 17, "seconds");
   t.equal(parseRetryAfter(new Date(10_000 + 5_000).toUTCString(), 10_000), 5, "HTTP date");

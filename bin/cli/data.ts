@@ -144,7 +144,7 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
 }
 
 export async function getCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, { version: { type: "string" }, json: { type: "boolean" } }, { min: 2, max: 2, names: "NS KEY" });
+  const { values, positionals, help } = parse(argv, { version: { type: "string" } }, { min: 2, max: 2, names: "NS KEY" });
   if (help) { io.out(DATA_HELP + "\n"); return 0; }
   const [ns, key] = positionals as [string, string];
   checkName("namespace", ns); checkName("key", key);

@@ -1,0 +1,341 @@
+// Billing (seed sections 4-6 and 8, api.md section 8): POST /gate/checkout creates a
+// subscription checkout session for plan builder or pro; POST /webhooks/payment takes the
+// provider's signed events and moves tenants between plans. Each event id is applied at most
+// once, in the same atomic step as the plan change (TenantRegistry.applyEventOnce), so a
+// replay, a retry or two gateways receiving the same event change a tenant once. Events older
+// than the last one applied to a tenant never overwrite it. Every event, applied or skipped,
+// leaves a line in the billing log; every request leaves the usual audit record.
+import express, { type Request, type Response, type Router } from "express";
+import { closeSync, openSync, writeSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { dirname } from "node:path";
+import { performance } from "node:perf_hooks";
+import { z } from "zod";
+import { ConflictError, RateLimitedError, SvcError, STATUS_OF, UnsupportedMediaTypeError, ValidationError } from "../../lib/errors.js";
+import { parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { sendError, toSvcError } from "../http/errors.js";
+import { requestIdOf } from "../http/request-id.js";
+import { termsFor } from "./admin.js";
+import type { AuditSink } from "./audit.js";
+import { authenticateTenant } from "./auth.js";
+import type { Clock } from "./clock.js";
+import { effectiveRateLimit, type LimitsPolicy } from "./plans.js";
+import type { RateLimiter } from "./ratelimit.js";
+import { PaymentProviderError, WebhookSignatureError, type PaidPlan, type PaymentProvider } from "./stripe-client.js";
+import type { EventChange, TenantBilling, TenantRecord, TenantRegistry } from "./tenants.js";
+
+/** How long a processed event id is remembered (the provider retries for 3 days; resends are manual). */
+export const EVENT_RETENTION_MS = 35 * 86_400_000;
+/** Largest webhook body accepted (provider events are a few KiB). */
+export const MAX_WEBHOOK_BYTES = 1024 * 1024;
+const ENDED_SUBSCRIPTIONS_MAX = 50;
+
+const httpsUrl = (field: string) =>
+  z
+    .string({ message: `${field} must be a string` })
+    .max(2048, `${field} must be at most 2048 characters`)
+    .refine((s) => {
+      try {
+        const u = new URL(s);
+        return u.protocol === "https:" || u.protocol === "http:";
+      } catch {
+        return false;
+      }
+    }, `${field} must be an absolute http(s) URL`);
+
+/** Body of POST /gate/checkout (api.md section 8). */
+export const checkoutBodySchema = z.strictObject({
+  plan: z.enum(["builder", "pro"], { message: "plan must be builder or pro" }),
+  success_url: httpsUrl("success_url"),
+  cancel_url: httpsUrl("cancel_url"),
+});
+
+const metadataOf = z.record(z.string(), z.unknown()).nullish();
+const eventSchema = z.object({
+  id: z.string().regex(/^[A-Za-z0-9_]{1,255}$/),
+  type: z.string().min(1).max(255),
+  created: z.number().int().nonnegative(),
+  data: z.object({ object: z.record(z.string(), z.unknown()) }),
+});
+const sessionSchema = z.object({
+  id: z.string().optional(),
+  client_reference_id: z.string().nullish(),
+  payment_status: z.string().nullish(),
+  subscription: z.union([z.string(), z.object({ id: z.string() })]).nullish(),
+  customer: z.union([z.string(), z.object({ id: z.string() })]).nullish(),
+  metadata: metadataOf,
+});
+const subscriptionSchema = z.object({
+  id: z.string(),
+  customer: z.union([z.string(), z.object({ id: z.string() })]).nullish(),
+  metadata: metadataOf,
+});
+
+/** One line of the billing log per webhook event. */
+export interface BillingLogRecord {
+  ts: string;
+  event_id: string;
+  type: string;
+  created: number;
+  tenant_id: string;
+  outcome: "applied" | "skipped";
+  /** Why it was skipped (duplicate, out_of_order, not_paid, unknown_tenant, ...); "" when applied. */
+  reason: string;
+  plan_before: string | null;
+  plan_after: string | null;
+  request_id: string;
+}
+
+export interface BillingLog {
+  write(rec: BillingLogRecord): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The billing log as JSONL, one synchronous O_APPEND write per record (as the audit log). */
+export class FileBillingLog implements BillingLog {
+  private fd: number | null;
+  private constructor(fd: number) {
+    this.fd = fd;
+  }
+  static async open(path: string): Promise<FileBillingLog> {
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    return new FileBillingLog(openSync(path, "a", 0o600));
+  }
+  async write(rec: BillingLogRecord): Promise<void> {
+    if (this.fd === null) throw new Error("The billing log is closed.");
+    const buf = Buffer.from(JSON.stringify(rec) + "\n", "utf8");
+    let off = 0;
+    while (off < buf.length) off += writeSync(this.fd, buf, off);
+  }
+  async close(): Promise<void> {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+  }
+}
+
+/** The billing log in memory (tests). */
+export class MemoryBillingLog implements BillingLog {
+  readonly records: BillingLogRecord[] = [];
+  async write(rec: BillingLogRecord): Promise<void> {
+    this.records.push({ ...rec });
+  }
+  async close(): Promise<void> {}
+}
+
+export interface BillingDeps {
+  registry: TenantRegistry;
+  provider: PaymentProvider;
+  clock: Clock;
+  audit: AuditSink;
+  log: BillingLog;
+  prices: Readonly<Record<PaidPlan, string>>;
+  /** Checkout requests count in the tenant's rate window like data-plane ones. */
+  limiter: RateLimiter;
+  policy: LimitsPolicy;
+}
+
+/** What one verified event does; `tenantId` "" when it names no valid tenant. */
+interface EventPlan {
+  tenantId: string;
+  /** A decision taken from the event alone (nothing to apply), or the change to apply. */
+  skip?: string;
+  change?: (cur: TenantRecord) => { next: TenantRecord | null; reason: string };
+}
+
+const idOf = (v: string | { id: string } | null | undefined): string | null => (v == null ? null : typeof v === "string" ? v : v.id);
+const validTenant = (v: unknown): string | null => (typeof v === "string" && tenantIdSchema.safeParse(v).success ? v : null);
+const billingOf = (t: TenantRecord): TenantBilling => t.billing ?? { subscription_id: null, customer_id: null, last_event_created: 0, ended_subscriptions: [] };
+
+/** Decides what a verified event means; pure (the registry applies it atomically). */
+export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): EventPlan {
+  const obj = ev.data.object;
+  if (ev.type === "checkout.session.completed") {
+    const s = sessionSchema.safeParse(obj);
+    if (!s.success) return { tenantId: "", skip: "malformed_session" };
+    const ref = s.data.client_reference_id ?? null;
+    const metaTenant = s.data.metadata?.tenant_id;
+    const tenantId = validTenant(ref ?? metaTenant);
+    if (!tenantId) return { tenantId: "", skip: "no_tenant" };
+    if (ref !== null && metaTenant !== undefined && metaTenant !== ref) return { tenantId, skip: "tenant_mismatch" };
+    const plan = s.data.metadata?.plan;
+    if (plan !== "builder" && plan !== "pro") return { tenantId, skip: "unknown_plan" };
+    if (s.data.payment_status !== "paid") return { tenantId, skip: "not_paid" };
+    const sub = idOf(s.data.subscription);
+    const customer = idOf(s.data.customer);
+    return {
+      tenantId,
+      change: (cur) => {
+        const b = billingOf(cur);
+        if (!cur.active) return { next: null, reason: "deactivated" };
+        if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
+        if (sub && b.ended_subscriptions.includes(sub)) return { next: null, reason: "subscription_already_deleted" };
+        const billing: TenantBilling = { ...b, subscription_id: sub, customer_id: customer ?? b.customer_id, last_event_created: ev.created };
+        return { next: { ...cur, ...termsFor(plan, {}), billing, updated_at: nowIso }, reason: "" };
+      },
+    };
+  }
+  if (ev.type === "customer.subscription.deleted") {
+    const s = subscriptionSchema.safeParse(obj);
+    if (!s.success) return { tenantId: "", skip: "malformed_subscription" };
+    const tenantId = validTenant(s.data.metadata?.tenant_id);
+    if (!tenantId) return { tenantId: "", skip: "no_tenant" };
+    const sub = s.data.id;
+    return {
+      tenantId,
+      change: (cur) => {
+        const b = billingOf(cur);
+        if (!cur.active) return { next: null, reason: "deactivated" };
+        if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
+        if (b.subscription_id !== sub) {
+          // Not the subscription that set the plan (an older one, or its checkout has not
+          // arrived yet): remember it so that a late checkout of it is never applied.
+          if (b.ended_subscriptions.includes(sub)) return { next: null, reason: "not_current_subscription" };
+          const billing = { ...b, ended_subscriptions: [...b.ended_subscriptions, sub].slice(-ENDED_SUBSCRIPTIONS_MAX) };
+          return { next: { ...cur, billing, updated_at: nowIso }, reason: "not_current_subscription" };
+        }
+        if (cur.plan !== "builder" && cur.plan !== "pro") return { next: null, reason: "not_a_paid_plan" };
+        const billing: TenantBilling = {
+          ...b,
+          subscription_id: null,
+          last_event_created: ev.created,
+          ended_subscriptions: [...b.ended_subscriptions, sub].slice(-ENDED_SUBSCRIPTIONS_MAX),
+        };
+        return { next: { ...cur, ...termsFor("starter", {}), billing, updated_at: nowIso }, reason: "" };
+      },
+    };
+  }
+  return { tenantId: "", skip: "ignored_type" };
+}
+
+export interface EventOutcome {
+  tenantId: string;
+  outcome: "applied" | "skipped";
+  reason: string;
+  planBefore: string | null;
+  planAfter: string | null;
+}
+
+/** Applies one verified event at most once (durably, across gateways) and logs the outcome. */
+export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "clock" | "log">, raw: unknown, requestId: string): Promise<EventOutcome> {
+  const parsed = eventSchema.safeParse(raw);
+  if (!parsed.success) throw new ValidationError("The event lacks a valid id, type, created or data.object.");
+  const ev = parsed.data;
+  const now = deps.clock.now();
+  const nowIso = new Date(now).toISOString();
+  const plan = planEvent(ev, nowIso);
+  let out: EventOutcome;
+  if (plan.skip === "ignored_type") {
+    // Types other than the two handled answer 200 and change nothing; no id is recorded.
+    out = { tenantId: "", outcome: "skipped", reason: "ignored_type", planBefore: null, planAfter: null };
+  } else {
+    const r = await deps.registry.applyEventOnce(
+      { eventId: ev.id, tenantId: plan.tenantId, nowMs: now, retainMs: EVENT_RETENTION_MS },
+      (cur): EventChange => {
+        if (plan.skip) return { next: null, note: `skipped:${plan.skip}` };
+        if (!cur) return { next: null, note: "skipped:unknown_tenant" };
+        const c = plan.change!(cur);
+        return { next: c.next, note: c.reason ? `skipped:${c.reason}` : "applied" };
+      },
+    );
+    if (r.duplicate) {
+      out = { tenantId: plan.tenantId, outcome: "skipped", reason: "duplicate", planBefore: null, planAfter: null };
+      const t = plan.tenantId ? await deps.registry.get(plan.tenantId) : null;
+      out.planBefore = out.planAfter = t?.plan ?? null;
+    } else {
+      const applied = r.note === "applied";
+      out = {
+        tenantId: plan.tenantId,
+        outcome: applied ? "applied" : "skipped",
+        reason: applied ? "" : r.note.slice("skipped:".length),
+        planBefore: r.before?.plan ?? null,
+        planAfter: r.after?.plan ?? null,
+      };
+    }
+  }
+  await deps.log.write({
+    ts: nowIso, event_id: ev.id, type: ev.type, created: ev.created, tenant_id: out.tenantId,
+    outcome: out.outcome, reason: out.reason, plan_before: out.planBefore, plan_after: out.planAfter, request_id: requestId,
+  });
+  return out;
+}
+
+/** Reads the raw body (the signature covers its exact bytes), 413 past MAX_WEBHOOK_BYTES. */
+const rawBody = express.raw({ type: () => true, limit: MAX_WEBHOOK_BYTES, inflate: false });
+const jsonBody = express.json({ limit: "16kb", strict: true, type: () => true });
+
+const runMiddleware = (mw: express.RequestHandler, req: Request, res: Response) =>
+  new Promise<void>((resolve, reject) => mw(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+
+/** The billing router: POST /gate/checkout and POST /webhooks/payment. Mount it only when billing is on. */
+export function billingRouter(deps: BillingDeps): Router {
+  const r = express.Router();
+
+  // Every request leaves the usual audit record (path without query, no namespace, 0 CUs).
+  const audit = (req: Request, res: Response, tenantId: string, status: number, t0: number) =>
+    deps.audit.write({
+      ts: new Date(deps.clock.now()).toISOString(),
+      tenant_id: tenantId,
+      method: req.method,
+      path: req.originalUrl.split("?")[0]!,
+      namespace: "",
+      status,
+      cus: 0,
+      latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
+      request_id: requestIdOf(res),
+    });
+
+  const fail = async (req: Request, res: Response, err: unknown, tenantId: string, t0: number) => {
+    const e = err instanceof PaymentProviderError ? new SvcError("engine_unreachable", err.message) : err instanceof WebhookSignatureError ? new ValidationError(err.message) : toSvcError(err);
+    try {
+      await audit(req, res, tenantId, STATUS_OF[e.code], t0);
+    } catch {
+      // An audit log that cannot be written must not leave the caller hanging.
+    }
+    sendError(res, e, requestIdOf(res));
+  };
+
+  r.post("/gate/checkout", async (req, res) => {
+    const t0 = performance.now();
+    let tenantId = "";
+    try {
+      const tenant = await authenticateTenant(deps.registry, req);
+      tenantId = tenant.tenant_id;
+      const rl = effectiveRateLimit(tenant, deps.policy);
+      const rate = await deps.limiter.hit(tenant.tenant_id, { requests: rl.requests, windowMs: rl.window_s * 1000 });
+      res.setHeader("X-RateLimit-Limit", String(rate.limit));
+      res.setHeader("X-RateLimit-Remaining", String(rate.remaining));
+      res.setHeader("X-RateLimit-Reset", String(rate.resetS));
+      if (!rate.allowed) throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
+      if (!/^application\/json\s*(;|$)/i.test(req.get("content-type") ?? "")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
+      await runMiddleware(jsonBody, req, res);
+      const b = parseOrThrow(checkoutBodySchema, req.body ?? {});
+      if (tenant.plan === b.plan) throw new ConflictError(`Tenant ${tenant.tenant_id} is already on plan ${b.plan}.`);
+      if (tenant.plan === "enterprise") throw new ConflictError(`Tenant ${tenant.tenant_id} is on plan enterprise, which is not sold through checkout.`);
+      const s = await deps.provider.createCheckoutSession({
+        tenantId: tenant.tenant_id, plan: b.plan, price: deps.prices[b.plan], successUrl: b.success_url, cancelUrl: b.cancel_url, email: tenant.email,
+      });
+      await audit(req, res, tenantId, 200, t0);
+      res.status(200).json({ session_id: s.id, checkout_url: s.url });
+    } catch (err) {
+      await fail(req, res, err, tenantId, t0);
+    }
+  });
+
+  r.post("/webhooks/payment", async (req, res) => {
+    const t0 = performance.now();
+    let tenantId = "";
+    try {
+      await runMiddleware(rawBody, req, res);
+      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const event = deps.provider.verifyEvent(raw, req.get("stripe-signature"), deps.clock.now());
+      const out = await applyPaymentEvent(deps, event, requestIdOf(res));
+      tenantId = out.tenantId;
+      await audit(req, res, tenantId, 200, t0);
+      res.status(200).json({ received: true });
+    } catch (err) {
+      await fail(req, res, err, tenantId, t0);
+    }
+  });
+
+  return r;
+}

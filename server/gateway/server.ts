@@ -6,12 +6,14 @@ import type { AddressInfo } from "node:net";
 import type { Router } from "express";
 import { createApp } from "./app.js";
 import { DisabledAuditSink, FileAuditSink, type AuditSink } from "./audit.js";
+import { billingRouter, FileBillingLog } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
 import { UndiciEngineClient } from "./proxy.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
 import { connectRedis, type Redis } from "./redis.js";
+import { StripePaymentProvider } from "./stripe-client.js";
 import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "./tenants.js";
 
 export interface RunningGateway {
@@ -49,6 +51,25 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
   }
   const engine = new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs);
+  // Billing (issue 4): with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
+  let billingLog: FileBillingLog | null = null;
+  let billing = opts.billing;
+  if (!billing && config.billingEnabled) {
+    const p = config.payment;
+    try {
+      billingLog = await FileBillingLog.open(config.billingLogPath);
+    } catch {
+      await audit.close();
+      await redis?.quit().catch(() => {});
+      throw new Error(`The billing log SVC_GATE_BILLING_LOG_PATH (${config.billingLogPath}) cannot be opened for appending.`);
+    }
+    billing = billingRouter({
+      registry, clock, audit, limiter, log: billingLog,
+      provider: new StripePaymentProvider({ secretKey: p.secretKey!, webhookSecret: p.webhookSecret!, apiBase: p.apiBase }),
+      prices: { builder: p.priceBuilder!, pro: p.pricePro! },
+      policy: { billingEnabled: config.billingEnabled, defaultRateLimit: config.defaultRateLimit },
+    });
+  }
   const app = createApp({
     registry, limiter, usage, audit, engine, clock,
     serviceKey: config.engineServiceKey,
@@ -56,7 +77,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     defaultRateLimit: config.defaultRateLimit,
     maxUploadBytes: config.maxUploadBytes,
     corsOrigins: config.corsOrigins,
-    billing: opts.billing,
+    billing,
   });
 
   const server: Server = await new Promise((resolve, reject) => {
@@ -82,6 +103,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
         await usage.close();
         await registry.close();
         await audit.close();
+        await billingLog?.close();
         if (redis) await redis.quit().catch(() => {});
       })();
       return closing;

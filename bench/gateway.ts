@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { mkdtemp, rm } from "node:fs/promises";
-import { cpus, tmpdir, totalmem, platform, arch } from "node:os";
+import { cpus, tmpdir, totalmem, platform, arch, loadavg } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
@@ -126,6 +126,10 @@ async function main() {
       SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0",
       SVC_GATE_ENGINE_URL: engine.info.url!, SVC_GATE_DATA_DIR: join(dir, redis ? "gate-redis" : "gate"),
       SVC_GATE_AUDIT_LOG_PATH: join(dir, redis ? "audit-redis.jsonl" : "audit.jsonl"), SVC_GATE_BILLING_ENABLED: "true",
+      // Billing on so that the quota check runs; the payment provider is never called here.
+      SVC_GATE_PAYMENT_SECRET_KEY: "sk_test_bench", SVC_GATE_PAYMENT_WEBHOOK_SECRET: "whsec_bench",
+      SVC_GATE_PAYMENT_PRICE_BUILDER: "price_bench_builder", SVC_GATE_PAYMENT_PRICE_PRO: "price_bench_pro",
+      SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:9",
       ...(redis ? { SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: prefix } : {}),
     });
     const gwMem = await child("gateway", gwEnv(false));
@@ -159,7 +163,7 @@ async function main() {
     await fetch(engine.info.url + "/v1/put", { method: "POST", headers: { ...direct, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }) });
 
     const cpu = cpus();
-    console.log(`# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${SECONDS} s per figure, redis ${gwRedis ? REDIS_URL : "unavailable"}`);
+    console.log(`# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${SECONDS} s per figure, redis ${gwRedis ? REDIS_URL : "unavailable"}, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 
     const figures: Array<Record<string, unknown>> = [];
     const run = async (op: "get" | "put_64k", via: "direct" | "gateway", limiter: "memory" | "redis" | null, connections: number) => {
@@ -182,6 +186,7 @@ async function main() {
     }
     if (gwRedis) for (const c of [1, 50]) await run("get", "gateway", "redis", c);
 
+    console.log(`# load average after the runs: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
     const find = (op: string, via: string, lim: string | null, c: number) => figures.find((f) => f.op === op && f.via === via && f.limiter === lim && f.connections === c) as { p50_ms: number; rps: number } | undefined;
     for (const op of ["get", "put_64k"]) {
       for (const c of [1, 50]) {

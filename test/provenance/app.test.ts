@@ -148,6 +148,26 @@ test("bad input gets 400/413/415 with one sentence, and consumes no serial", asy
   t.equal(deepVerify.json.verdict, "failed");
   const vmissing = await post(`${a.url}/v1/provenance/verify`, {});
   t.equal(vmissing.status, 400, "verify without receipt: 400");
+  for (const [name, body, status] of [
+    ["verify with an extra field", { receipt: {}, tenant: "x" }, 400],
+    ["verify with artifact_b64 not base64", { receipt: {}, artifact_b64: "%%" }, 400],
+    ["verify, malformed JSON", "{\"receipt\":", 400],
+  ] as const) {
+    const r = await post(`${a.url}/v1/provenance/verify`, body);
+    t.equal(r.status, status, `${name}: ${status}`);
+    t.equal(r.json?.code, "bad_request");
+  }
+  t.equal((await post(`${a.url}/v1/provenance/verify`, "x", undefined, { "content-type": "text/plain" })).status, 415, "verify, text/plain: 415");
+  for (const [name, body, status] of [
+    ["bundle without receipt", {}, 400],
+    ["bundle with an extra field", { receipt: {}, x: 1 }, 400],
+    ["bundle, malformed JSON", "[", 400],
+    ["bundle of a non-receipt", { receipt: 5 }, 422],
+  ] as const) {
+    const r = await post(`${a.url}/v1/provenance/evidence-bundle`, body, a.adminKey);
+    t.equal(r.status, status, `${name}: ${status}`);
+  }
+  t.equal((await post(`${a.url}/v1/provenance/evidence-bundle`, "x", a.adminKey, { "content-type": "text/plain" })).status, 415, "bundle, text/plain: 415");
   const nf = await get(`${a.url}/v1/nothing`);
   t.equal(nf.status, 404);
   t.equal(nf.json.code, "not_found");

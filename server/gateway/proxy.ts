@@ -4,7 +4,7 @@
 // responses are streamed.
 import { Pool, type Dispatcher } from "undici";
 import type { Readable } from "node:stream";
-import { EngineUnreachableError } from "../../lib/errors.js";
+import { EngineUnreachableError, SvcError } from "../../lib/errors.js";
 
 export interface ForwardRequest {
   method: string;
@@ -70,7 +70,10 @@ export class UndiciEngineClient implements EngineClient {
     let res: Dispatcher.ResponseData;
     try {
       res = await this.pool.request({ method: r.method as Dispatcher.HttpMethod, path: r.path, headers, body: r.body });
-    } catch {
+    } catch (e) {
+      // The request body's own failure (for example the upload limit while streaming) is the
+      // answer, not the engine's reachability.
+      if (e instanceof SvcError) throw e;
       throw new EngineUnreachableError("The storage engine is unreachable or did not answer in time.");
     }
     return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body };

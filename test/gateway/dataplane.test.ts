@@ -252,6 +252,9 @@ test("413: by Content-Length before reading, and while reading a chunked body; t
   t.equal(gw.audit.records.at(-1)!.status, 413, "audited as 413");
   const r3 = await rawPost(gw.url, "/v1/put?namespace=default&key=big", { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "5000" }, [big]);
   t.equal(r3.status, 413, "octet-stream with Content-Length above the limit: 413");
+  const r4 = await rawPost(gw.url, "/v1/put?namespace=default&key=big", { "x-api-key": key, "content-type": "application/octet-stream", "transfer-encoding": "chunked" }, [big.subarray(0, 2000), big.subarray(2000)]);
+  t.equal(r4.status, 413, "chunked octet-stream above the limit, counted while streaming: 413");
+  t.equal(gw.audit.records.at(-1)!.status, 413, "audited as 413");
 });
 
 test("429: the sliding window refuses the request, Retry-After and detail, the engine never sees it; the window slides", async (t) => {

@@ -528,9 +528,9 @@ export class Store {
   #tt(rec: Entry): TT {
     const id = rec.fingerprint.sha256;
     const cached = this.#core.cache.get(id);
+    if (cached) return cached;
     const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
     const shapeDiffers = rec.shape.length !== layout.modes.length || rec.shape.some((s, i) => s !== layout.modes[i]);
-    if (cached) return cached;
     const bytes = this.#payload(rec);
     const cores: (Float32Array | Float64Array)[] = [];
     const width = layout.core_dtype === "float64" ? 8 : 4;
@@ -608,10 +608,15 @@ export class Store {
 
   // ---------------- similarity ----------------
 
+  /** The TT operand of an entry, synchronously (top-K builds thousands). */
+  #ttOperand(rec: Entry): Operand {
+    const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
+    return { kind: "tt", tt: this.#tt(rec), norm: rec.fingerprint.norm!, coreDtype: layout.core_dtype };
+  }
+
   async #operand(rec: Entry, what: string): Promise<Operand> {
     if (rec.dtype === "bytes") throw new ValidationError(`${what} holds bytes; similarity needs numeric data.`, what);
-    if (rec.layout.codec === "tt")
-      return { kind: "tt", tt: this.#tt(rec), norm: rec.fingerprint.norm!, coreDtype: rec.layout.core_dtype };
+    if (rec.layout.codec === "tt") return this.#ttOperand(rec);
     const dense = await this.#dense(rec);
     const x = rec.dtype === "float64" ? (dense as Float64Array) : rec.dtype === "float32" ? (dense as Float32Array)
       : isFloatDtype(rec.dtype) ? toWorkingFloat(dense, rec.dtype) : toFloat64(dense, rec.dtype);
@@ -648,7 +653,7 @@ export class Store {
       }
       keys.push(key);
       versions.push(head.latest);
-      cands.push(await this.#operand(head, key));
+      cands.push(head.layout.codec === "tt" ? this.#ttOperand(head) : await this.#operand(head, key));
     }
     const scores = cands.length ? await scoreBatch(metric, q, cands) : [];
     const order = scores.map((_, i) => i);

@@ -119,13 +119,18 @@ export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): 
   // TT candidates grouped by modes: a TT query batches the group with its own modes, a dense
   // query batches every group; everything else goes pair by pair.
   const groups = new Map<string, number[]>();
+  let last: { modes: number[]; group: number[] } | undefined;
   for (let i = 0; i < cands.length; i++) {
     const c = cands[i]!;
     if (c.kind !== "tt" || (q.kind === "tt" && !sameModes(q.tt, c.tt))) continue;
-    const key = c.tt.modes.join(",");
-    let g = groups.get(key);
-    if (!g) groups.set(key, (g = []));
-    g.push(i);
+    // consecutive candidates nearly always share modes: compare before building a key
+    if (!last || !sameModes({ modes: last.modes } as TT, c.tt)) {
+      const key = c.tt.modes.join(",");
+      let g = groups.get(key);
+      if (!g) groups.set(key, (g = []));
+      last = { modes: c.tt.modes, group: g };
+    }
+    last.group.push(i);
   }
   const batched = new Set<number>();
   for (const idx of groups.values()) {

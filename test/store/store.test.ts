@@ -222,6 +222,23 @@ for (const kind of ["memory", "lmdb"]) {
   });
 }
 
+test("lmdb: get never reads the payload (it works with the payload gone; serve does not)", async (t) => {
+  const d = mkdtempSync(join(tmpdir(), "svc-store-"));
+  dirs.push(d);
+  const s = await createStore({ path: d });
+  const r = await s.put("ns", "k", ints(4096, (i) => i % 9), { shape: [4096], metadata: { m: 1 } });
+  await s.close();
+  const { LmdbBackend } = await import("../../lib/store/lmdb.js");
+  const raw = new LmdbBackend(d);
+  await raw.transact((tx) => tx.removePayload(r.fingerprint.sha256));
+  await raw.close();
+  const s2 = await createStore({ path: d });
+  const g = await s2.get("ns", "k");
+  t.deepEqual([g.version, g.metadata, g.fingerprint.sha256], [1, { m: 1 }, r.fingerprint.sha256], "get answers from the records alone");
+  await rejects(t, s2.serve("ns", "k"), NotFoundError, /payload is missing/, "serve needs the payload");
+  await s2.close();
+});
+
 test.onFinish(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });

@@ -37,7 +37,9 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     default_max_rank: config.max_rank,
   });
   const app = createApp({ store, config, logger });
-  const server = tls ? https.createServer(tls, app) : http.createServer(app);
+  // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default
+  const maxHeaderSize = 96 * 1024;
+  const server = tls ? https.createServer({ ...tls, maxHeaderSize }, app) : http.createServer({ maxHeaderSize }, app);
   server.requestTimeout = 0; // large uploads are bounded by size, not time
   try {
     await new Promise<void>((resolve, reject) => {

@@ -141,6 +141,13 @@ test("engine: the octet-stream forms of put and serve", async (t) => {
     H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify({ src: "octet" }) }));
   t.deepEqual([put.status, put.json.shape, put.json.dtype, put.json.version], [201, [30, 100], "uint16", 1], "octet-stream put with query fields");
   t.deepEqual((await call(e, "GET", "/v1/get/default/raw/1")).json.metadata, { src: "octet" }, "metadata from X-SVC-Metadata");
+  const bigMeta = { note: "m".repeat(60 * 1024) };
+  const big = await call(e, "POST", "/v1/put?namespace=default&key=raw/big&dtype=uint16&shape=3000", raw,
+    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify(bigMeta) }));
+  t.equal(big.status, 201, "60 KiB of metadata fits in X-SVC-Metadata");
+  const tooBig = await call(e, "POST", "/v1/put?namespace=default&key=raw/big2&dtype=uint16&shape=3000", raw,
+    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify({ note: "m".repeat(66 * 1024) }) }));
+  t.ok(tooBig.status === 400 && /64 KiB/.test(tooBig.json.detail), `metadata above 64 KiB: 400 (${tooBig.json?.detail})`);
   const badMeta = await call(e, "POST", "/v1/put?namespace=default&key=raw/2&dtype=uint16&shape=3000", raw,
     H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": "{not json" }));
   t.equal(badMeta.status, 400, "bad X-SVC-Metadata 400");

@@ -1,6 +1,8 @@
 // The tensor-train toolkit: TT-SVD compression, block reconstruction, inner products and
 // rounding over typed arrays. Validation, defaults and error messages live here; the math
 // runs in the native addon (lib/native.ts), off the event loop.
+import { constants as bufferConstants } from "node:buffer";
+import { totalmem } from "node:os";
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { shapeSchema } from "./names.js";
@@ -28,7 +30,10 @@ export interface CompressOptions {
   /** TT modes (product = product of shape); default chooseModes(shape). "auto" tries the plain
    *  and the quantized factorisation and keeps the smaller result. */
   modes?: number[] | "auto";
-  /** Give up (resolve null) as soon as the ranks make dense/TT size ≥ min_ratio unreachable. */
+  /** Give up (resolve null) as soon as the ranks show that the tolerance cannot be met with
+   *  dense/TT size ≥ min_ratio: sampled rank lower bounds before any decomposition, then the
+   *  true ranks after each step. Also null when max_rank would have to cut a rank (the tolerance
+   *  would not hold). Without min_ratio a binding max_rank just raises relative_error. */
   min_ratio?: number;
 }
 
@@ -335,7 +340,17 @@ export async function reconstruct(t: TT, opts?: { slice?: [number, number][] }):
       flat.push(a, b);
     }
   }
+  const elements = flat ? c.shape.reduce((a, _, j) => a * (flat![2 * j + 1]! - flat![2 * j]!), 1) : product(c.shape);
+  checkResultSize(elements * (c.f64 ? 8 : 4), flat ? "slice" : "shape");
   return call(() => native().reconstruct(c.cores, c.ranks, c.modes, c.shape, c.groups, flat));
+}
+
+/** Refuses results that could not be allocated (typed-array limit, or half the machine's memory). */
+function checkResultSize(bytes: number, field: string): void {
+  const limit = Math.min(bufferConstants.MAX_LENGTH, totalmem() / 2);
+  if (bytes > limit) {
+    throw new ValidationError(`${field} asks for a dense result of ${bytes} bytes, more than the ${Math.floor(limit)} bytes allowed here; request a smaller slice.`, field);
+  }
 }
 
 function sameModes(a: CheckedTT, b: CheckedTT, field: string): void {

@@ -16,8 +16,10 @@
 
 namespace svc {
 
-// Largest Gram matrix the eigensolver is asked to handle (O(n^3) work, n^2 memory).
-constexpr size_t kMaxGram = 4096;
+// Shorter sides above this use the randomized range finder instead of a full eigensolver.
+constexpr size_t kEigFull = 384;
+// Largest side for which rounding uses Jacobi SVD (accurate) rather than the Gram route (fast).
+constexpr size_t kMaxJacobi = 384;
 // Rows/columns sampled per unfolding for the min_ratio rank lower bounds.
 constexpr size_t kSample = 256;
 
@@ -71,22 +73,25 @@ size_t checked_mul(size_t a, size_t b, const char* field) {
   return a * b;
 }
 
+uint64_t splitmix(uint64_t& s);
+
 struct Factor {
   size_t r = 0;
   bool identity = false;    // the whole row space is kept: Q = I, remainder = C
   std::vector<double> Q;    // m x r, orthonormal columns (empty when identity)
   double discarded = 0;     // squared Frobenius norm of what was cut
+  bool capped = false;      // rmax cut the rank below what the budget needed
 };
+
+template <typename T>
+Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax);
 
 // Rank-revealing factorisation of the m x N matrix C for TT-SVD: a float64 Gram matrix of the
 // shorter side, its eigen-decomposition, truncation to discarded energy <= delta2 and rank <= rmax.
 template <typename T>
 Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
   size_t g = std::min(m, N);
-  if (g > kMaxGram)
-    throw TTError("bad_request", "modes",
-                  "modes give an unfolding of " + std::to_string(m) + " x " + std::to_string(N) +
-                      " whose shorter side exceeds " + std::to_string(kMaxGram) + "; use smaller modes");
+  if (g > kEigFull) return factor_random(C, m, N, delta2, rmax);
   std::vector<double> G(g * g), w(g), V(g * g);
   if (m <= N)
     gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G.data(), m, false);
@@ -104,8 +109,9 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
     tail += std::max(w[r - 1], 0.0);
     --r;
   }
-  r = std::min(r, std::max<size_t>(rmax, 1));
   Factor f;
+  f.capped = r > rmax;
+  r = std::min(r, std::max<size_t>(rmax, 1));
   f.r = r;
   for (size_t i = r; i < g; ++i) f.discarded += std::max(w[i], 0.0);
   if (m <= N) {
@@ -123,6 +129,86 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
     qr(m, r, U.data(), f.Q, R);
   }
   return f;
+}
+
+// Adaptive randomized subspace iteration for large unfoldings: an orthonormal basis of the
+// dominant left (rows side) or right singular subspace of C, with Rayleigh-Ritz values. The
+// discarded energy is |C|^2 minus the kept Ritz values, which is exactly the error of the
+// projection used, so the truncation bound holds however rough the subspace is; a rough subspace
+// only costs rank. The block grows (64, 128, ... up to max_rank + 8) until the budget is met.
+template <typename T>
+Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
+  const bool rows = m <= N;
+  const size_t g = rows ? m : N;
+  const size_t p = 8;
+  const double trace = sumsq(C, m * N);
+  auto apply = [&](const std::vector<double>& X, size_t K, std::vector<double>& Y) {
+    std::vector<double> T1;
+    Y.assign(g * K, 0.0);
+    if (rows) {
+      T1.assign(N * K, 0.0);
+      gemm<T, double, double>(N, K, m, C, 1, N, X.data(), K, 1, T1.data(), K, false);
+      gemm<T, double, double>(m, K, N, C, N, 1, T1.data(), K, 1, Y.data(), K, false);
+    } else {
+      T1.assign(m * K, 0.0);
+      gemm<T, double, double>(m, K, N, C, N, 1, X.data(), K, 1, T1.data(), K, false);
+      gemm<T, double, double>(N, K, m, C, 1, N, T1.data(), K, 1, Y.data(), K, false);
+    }
+  };
+  size_t K = std::min(g, std::min<size_t>(64, rmax + p));
+  for (;;) {
+    std::vector<double> Om(g * K), Y, Q, R, W;
+    uint64_t seed = 0x7a11ed + K;
+    for (size_t i = 0; i < g * K; i += 2) {
+      double u1 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53, u2 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53;
+      double rad = std::sqrt(-2 * std::log(u1));
+      Om[i] = rad * std::cos(6.283185307179586 * u2);
+      if (i + 1 < g * K) Om[i + 1] = rad * std::sin(6.283185307179586 * u2);
+    }
+    apply(Om, K, Y);
+    qr(g, K, Y.data(), Q, R);
+    for (int it = 0; it < 2; ++it) {
+      apply(Q, K, Y);
+      qr(g, K, Y.data(), Q, R);
+    }
+    apply(Q, K, W);
+    std::vector<double> B(K * K), th(K), S(K * K);
+    gemm<double, double, double>(K, K, g, Q.data(), 1, K, W.data(), K, 1, B.data(), K, false);
+    for (size_t i = 0; i < K; ++i)
+      for (size_t j = i + 1; j < K; ++j) B[i * K + j] = B[j * K + i] = 0.5 * (B[i * K + j] + B[j * K + i]);
+    sym_eig(K, B.data(), th.data(), S.data());
+    size_t r = 0;
+    double kept = 0;
+    bool met = false;
+    for (size_t i = 0; i < K; ++i) {
+      kept += std::max(th[i], 0.0);
+      if (trace - kept <= delta2) { r = i + 1; met = true; break; }
+    }
+    bool done = (met && (r + p <= K || K == g)) || K == g || K >= rmax + p;
+    if (!done) {
+      K = std::min(g, std::min(2 * K, rmax + p));
+      continue;
+    }
+    if (!met) r = K;
+    Factor f;
+    f.capped = !met || r > rmax;
+    r = std::max<size_t>(1, std::min(r, rmax));
+    f.r = r;
+    kept = 0;
+    for (size_t i = 0; i < r; ++i) kept += std::max(th[i], 0.0);
+    f.discarded = std::max(0.0, trace - kept);
+    // Ritz vectors Z = Q S[:, :r] (g x r).
+    std::vector<double> Z(g * r);
+    gemm<double, double, double>(g, r, K, Q.data(), K, 1, S.data(), 1, K, Z.data(), r, false);
+    if (rows) {
+      f.Q.swap(Z);
+    } else {
+      std::vector<double> U(m * r), Rr;
+      gemm<T, double, double>(m, r, N, C, N, 1, Z.data(), r, 1, U.data(), r, false);
+      qr(m, r, U.data(), f.Q, Rr);
+    }
+    return f;
+  }
 }
 
 // Remainder Q^T C (r x N) in the working type.
@@ -281,8 +367,10 @@ std::vector<size_t> rank_lower_bounds(const T* data, size_t n, const std::vector
   for (size_t k = 1; k < d; ++k) {
     M *= modes[k - 1];
     size_t Nn = n / M;
-    std::vector<size_t> rows = stratified(M, kSample, 0x5eed0000 + 2 * k);
-    std::vector<size_t> cols = stratified(Nn, kSample, 0x5eed0001 + 2 * k);
+    // One more row and column than max_rank can show that the cap would have to bind.
+    size_t S = std::max(kSample, std::min<size_t>(max_rank + 32, 2 * kSample));
+    std::vector<size_t> rows = stratified(M, S, 0x5eed0000 + 2 * k);
+    std::vector<size_t> cols = stratified(Nn, S, 0x5eed0001 + 2 * k);
     size_t sr = rows.size(), sc = cols.size();
     std::vector<double> sub(sr * sc);
     for (size_t a = 0; a < sr; ++a)
@@ -302,7 +390,7 @@ std::vector<size_t> rank_lower_bounds(const T* data, size_t n, const std::vector
       tail += std::max(w[r - 1], 0.0);
       --r;
     }
-    lb[k] = std::min(r, max_rank);
+    lb[k] = r;
   }
   // Keep the bounds consistent with r_k <= r_{k-1} n_k and r_k <= r_{k+1} n_{k+1}.
   for (size_t k = 1; k < d; ++k) lb[k] = std::min(lb[k], lb[k - 1] * modes[k - 1]);
@@ -340,7 +428,10 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
     }
     if (d > 1) {
       std::vector<size_t> lb = rank_lower_bounds(data, n, modes, tol * tol * norm2, max_rank);
-      if (double(n) / tt_size(modes, lb) < min_ratio) {
+      // A bound above max_rank means the cap would bind and the tolerance cannot be met.
+      bool capped = false;
+      for (size_t& v : lb) if (v > max_rank) { capped = true; v = max_rank; }
+      if (capped || double(n) / tt_size(modes, lb) < min_ratio) {
         res.gave_up = true;
         return res;
       }
@@ -380,6 +471,11 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
     rprev = f.r;
     rest = N;
     if (min_ratio > 0) {
+      if (f.capped) {
+        TTResult gave;
+        gave.gave_up = true;
+        return gave;
+      }
       std::vector<size_t> r = lb;
       for (size_t j = 0; j <= k + 1; ++j) r[j] = res.ranks[j];
       if (double(n) / tt_size(modes, r) < min_ratio) {
@@ -597,7 +693,19 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = r[k] * modes[k], N = r[k + 1];
     std::vector<double> Rm;
-    Factor f = factor_precise(c[k].data(), m, N, delta2, max_rank, Rm);
+    Factor f;
+    if (std::min(m, N) <= kMaxJacobi) {
+      f = factor_precise(c[k].data(), m, N, delta2, max_rank, Rm);
+    } else {
+      // Large ranks: the Gram route (O(n^3) once instead of Jacobi sweeps), precise to ~1e-8.
+      f = factor_step(c[k].data(), m, N, delta2, max_rank);
+      if (f.identity) {
+        f.Q.assign(m * m, 0.0);
+        for (size_t i = 0; i < m; ++i) f.Q[i * m + i] = 1.0;
+      }
+      Rm.assign(f.r * N, 0.0);
+      gemm<double, double, double>(f.r, N, m, f.Q.data(), 1, f.r, c[k].data(), N, 1, Rm.data(), N, false);
+    }
     discarded += f.discarded;
     size_t cols = modes[k + 1] * r[k + 2];
     std::vector<double> next(f.r * cols);

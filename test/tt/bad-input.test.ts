@@ -100,6 +100,16 @@ test("the native backstop rejects bad calls with codes instead of crashing", asy
   await expectCode(() => n.dot(g.cores, g.ranks, g.cores.slice(0, 2), g.ranks, g.modes), "core count");
   await expectCode(() => n.dotDense(g.cores, g.ranks, g.modes, new Float32Array(3)), "dense length");
   await expectCode(() => n.denseDot(new Float32Array(3), new Float64Array(2)), "dense lengths");
-  await expectCode(() => n.compress(new Float32Array(1 << 12).fill(1), [4096], 1e-3, 8, 0).then(() => n.compress(new Float32Array(5000 * 5000).fill(1), [5000, 5000], 1e-3, 8, 0)), "unfolding too large for the eigensolver");
+  await expectCode(() => n.compress(new Float32Array(8).fill(1), [2, 4], 0, 8, 0), "tolerance 0");
+  await expectCode(() => n.compress(new Float32Array(8).fill(1), [2, 4], 1e-3, 0, 0), "max_rank 0");
+  await expectCode(() => n.compress(new Float32Array(8).fill(NaN), [2, 4], 1e-3, 4, 0), "NaN data");
   t.pass("the process is still alive");
+});
+
+test("a dense result too large to allocate is refused before any work", async (t) => {
+  const big = { modes: [1 << 20, 1 << 20, 1 << 10], ranks: [1, 1, 1, 1], cores: [new Float32Array(1 << 20).fill(1), new Float32Array(1 << 20).fill(1), new Float32Array(1 << 10).fill(1)] };
+  await rejects(t, () => tt.reconstruct(big), "shape", "2^50-element reconstruction");
+  const block = await tt.reconstruct(big, { slice: [[0, 2], [5, 7], [0, 3]] });
+  t.deepEqual(Array.from(block), new Array(12).fill(1), "a small block of it is fine");
+  await rejects(t, () => tt.reconstruct(big, { slice: [[0, 1 << 20], [0, 1 << 10], [0, 1 << 10]] }), "slice", "a block that is still too large");
 });

@@ -71,6 +71,9 @@ test("compress: min_ratio gives up on noise and keeps compressible data", async 
   const y = smoothField(64, 64, 64);
   const r = await tt.compress(y, [64, 64, 64], { tolerance: 1e-3, min_ratio: 4 });
   t.ok(r !== null && y.length / ttSize(r) >= 4, "smooth field reaches the ratio");
+  t.equal(await tt.compress(y, [64, 64, 64], { tolerance: 1e-3, min_ratio: 1.5, max_rank: 2 }), null, "null when max_rank would have to bind");
+  const capped = await tt.compress(y, [64, 64, 64], { tolerance: 1e-3, max_rank: 2 });
+  t.ok(capped !== null && capped.relative_error > 1e-3, "without min_ratio the capped result is returned with its error");
   const tiny = noise(20, 1);
   t.equal(await tt.compress(tiny, [20], { min_ratio: 2 }), null, "a 1-D tensor cannot reach a ratio above 1");
 });
@@ -94,4 +97,20 @@ test("compress: runs off the event loop", async (t) => {
   clearInterval(timer);
   t.ok(ticks > 0, `the event loop kept running (${ticks} timer ticks during the call)`);
   t.equal(prod([96, 96, 96]), y.length, "sanity");
+});
+
+test("compress: large unfoldings (randomized range finder) keep the bound and find the rank", async (t) => {
+  const m = 1500, n = 1200, r = 5;
+  const u = noise(m * r, 21, true), v = noise(r * n, 22, true);
+  const x = new Float64Array(m * n);
+  for (let i = 0; i < m; i++) for (let k = 0; k < r; k++) { const a = u[i * r + k]! / (k + 1) ** 3; for (let j = 0; j < n; j++) x[i * n + j]! += a * v[k * n + j]!; }
+  const e = (await tt.compress(x, [m, n], { tolerance: 1e-6, modes: [m, n] }))!;
+  t.deepEqual(e.ranks, [1, r, 1], "exact rank found");
+  t.ok(e.relative_error <= 1e-6, `error ${e.relative_error.toExponential(2)}`);
+  const y = noise(600 * 700, 23);
+  for (const tol of [0.5, 0.2]) {
+    const c = (await tt.compress(y, [600, 700], { tolerance: tol, modes: [600, 700], max_rank: 600 }))!;
+    t.ok(c.relative_error <= tol, `noise tol ${tol}: error ${c.relative_error.toFixed(4)} with rank ${c.ranks[1]}`);
+    t.ok(Math.abs(relErr(y, await tt.reconstruct(c)) - c.relative_error) < 1e-6, "reported error is the true error");
+  }
 });

@@ -88,6 +88,9 @@ export function createApp(deps: AppDeps): express.Express {
     next(ok ? undefined : new UnauthorizedError("Missing or invalid admin API key or metrics token."));
   };
   const requireJson = (req: Request, _res: Response, next: NextFunction): void => {
+    const len = req.headers["content-length"];
+    const hasBody = req.headers["transfer-encoding"] !== undefined || (len !== undefined && len !== "0");
+    if (!hasBody) return next(new ValidationError("The request body must be a JSON object."));
     next(req.is("application/json") ? undefined : new UnsupportedMediaTypeError("Requests must have Content-Type application/json."));
   };
   const verifyWith = (receipt: unknown, artifactB64: string | undefined): VerifyResult =>
@@ -111,8 +114,9 @@ export function createApp(deps: AppDeps): express.Express {
     });
     next();
   });
-  // 3. JSON bodies, size-limited before they are read (413 from Content-Length)
-  app.use(express.json({ limit: deps.maxBodyBytes ?? 32 * 1024 * 1024, strict: true }));
+  // 3. JSON bodies, size-limited before they are read (413 from Content-Length); mounted per
+  // route after authentication, so an unauthenticated caller never gets a body parsed
+  const json = express.json({ limit: deps.maxBodyBytes ?? 32 * 1024 * 1024, strict: true });
 
   app.get("/health", (_req, res) => {
     const ok = deps.backendStatus === "ok";
@@ -128,7 +132,7 @@ export function createApp(deps: AppDeps): express.Express {
     res.json(publicKeyDoc);
   });
 
-  app.post("/v1/provenance/exact", requireAdmin, requireJson, async (req, res, next) => {
+  app.post("/v1/provenance/exact", requireAdmin, requireJson, json, async (req, res, next) => {
     try {
       const body = parseOrThrow(exactBody, req.body ?? {}, "body");
       let artifact: Artifact;
@@ -160,7 +164,7 @@ export function createApp(deps: AppDeps): express.Express {
     }
   });
 
-  app.post("/v1/provenance/verify", requireJson, (req, res, next) => {
+  app.post("/v1/provenance/verify", requireJson, json, (req, res, next) => {
     try {
       const body = parseOrThrow(verifyBody, req.body ?? {}, "body");
       const result = verifyWith(body.receipt, body.artifact_b64);
@@ -171,7 +175,7 @@ export function createApp(deps: AppDeps): express.Express {
     }
   });
 
-  app.post("/v1/provenance/evidence-bundle", requireAdmin, requireJson, async (req, res, next) => {
+  app.post("/v1/provenance/evidence-bundle", requireAdmin, requireJson, json, async (req, res, next) => {
     try {
       const body = parseOrThrow(verifyBody, req.body ?? {}, "body");
       const result = verifyWith(body.receipt, body.artifact_b64);

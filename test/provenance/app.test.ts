@@ -158,6 +158,9 @@ test("bad input gets 400/413/415 with one sentence, and consumes no serial", asy
     t.equal(r.json?.code, "bad_request");
   }
   t.equal((await post(`${a.url}/v1/provenance/verify`, "x", undefined, { "content-type": "text/plain" })).status, 415, "verify, text/plain: 415");
+  const empty = await post(`${a.url}/v1/provenance/verify`, "");
+  t.equal(empty.status, 400, "verify with an empty body: 400");
+  t.equal(empty.json.code, "bad_request");
   for (const [name, body, status] of [
     ["bundle without receipt", {}, 400],
     ["bundle with an extra field", { receipt: {}, x: 1 }, 400],

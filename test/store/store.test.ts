@@ -108,6 +108,11 @@ for (const kind of ["memory", "lmdb"]) {
     t.deepEqual(c2, { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "fully expired key and its payload purged");
     const fresh = await s.put("ns", "keep", ints(4, () => 1), { shape: [4] });
     t.equal(fresh.version, 1, "a purged key starts again at version 1");
+    clock.set(T0 + 100 * DAY);
+    await s.delete("ns", "keep");
+    t.deepEqual(await s.compact(), { versions_purged: 0, keys_purged: 0, payloads_purged: 0 }, "compact() reads the store's clock: not yet");
+    clock.advance(30 * DAY);
+    t.deepEqual(await s.compact(), { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "compact() after 30 days on the injected clock");
     await s.close();
   });
 

@@ -1,13 +1,13 @@
 // The gateway as an express app built from its dependencies; only server.ts listens.
 // The data plane runs the checks of api.md section 2 in order, written out once below.
-import express, { type Express, type NextFunction, type Request, type Response, type Router } from "express";
+import express, { type ErrorRequestHandler, type Express, type NextFunction, type Request, type Response, type Router } from "express";
 import { performance } from "node:perf_hooks";
 import { Transform, type Readable } from "node:stream";
 import {
   NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
   UnsupportedMediaTypeError, ValidationError,
 } from "../../lib/errors.js";
-import { errorMiddleware, sendError, toSvcError } from "../http/errors.js";
+import { sendError, toSvcError } from "../http/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { checkAcl } from "./acl.js";
 import { adminRouter } from "./admin.js";
@@ -42,7 +42,17 @@ export interface GatewayDeps {
    * It is mounted before the data plane and sees raw bodies (no JSON parser runs before it).
    */
   billing?: Router;
+  /**
+   * Where unexpected (500) failures are reported: one object per failure with the request id
+   * and the error's class name only; never a key, a payload, a message or a stack trace.
+   */
+  log?: (entry: Record<string, unknown>) => void;
 }
+
+/** The default log: one JSON line on standard error. */
+export const stderrLog = (entry: Record<string, unknown>): void => {
+  process.stderr.write(JSON.stringify({ ts: new Date().toISOString(), ...entry }) + "\n");
+};
 
 const isJson = (ct: string | undefined) => !!ct && /^application\/json\s*(;|$)/i.test(ct);
 const isOctet = (ct: string | undefined) => !!ct && /^application\/octet-stream\s*(;|$)/i.test(ct);
@@ -155,7 +165,14 @@ export function createApp(deps: GatewayDeps): Express {
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new NotFoundError(`No endpoint ${req.method} ${req.path}.`));
   });
-  app.use(errorMiddleware(requestIdOf));
+  const log = deps.log ?? stderrLog;
+  const reportInternal = (where: string, requestId: string, raw: unknown) =>
+    log({ level: "error", msg: `internal error in the ${where}`, request_id: requestId, error: (raw as Error | null)?.constructor?.name ?? typeof raw });
+  app.use(((err, _req, res, _next) => {
+    const rid = requestIdOf(res);
+    const e = sendError(res, err, rid);
+    if (e.code === "internal") reportInternal("admin routes", rid, err);
+  }) as ErrorRequestHandler);
 
   const windowOf = (t: TenantRecord): WindowSpec => {
     const rl = effectiveRateLimit(t, policy);
@@ -275,6 +292,7 @@ export function createApp(deps: GatewayDeps): Express {
       // A client that went away mid-request is recorded as the bad request it is, not as a 502.
       const clientGone = !res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed);
       const e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
+      if (e.code === "internal") reportInternal("data plane", rid, err);
       if (tenant && !rateHeadersSet) {
         // 400/403/404/413/415 happen before step 5: report the window without counting this request.
         try {

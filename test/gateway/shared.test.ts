@@ -111,3 +111,26 @@ test("health reports store_connected false when Redis goes away", async (t) => {
   await g.close();
   await engine.close();
 });
+
+test("an unexpected failure is logged with the request id and the error's class only", async (t) => {
+  const engine = await startFakeEngine();
+  const { MemoryTenantRegistry } = await import("../../server/gateway/tenants.js");
+  const { startTestGateway } = await import("./helpers.js");
+  const registry = new MemoryTenantRegistry();
+  const logged: Array<Record<string, unknown>> = [];
+  const g = await startTestGateway(engine.url, { registry, log: (e) => logged.push(e) });
+  const secret = "svc_live_" + "s".repeat(43);
+  registry.findByKeyHash = async () => { throw new TypeError(`boom with ${secret}`); };
+  registry.list = async () => { throw new RangeError(`list failed for ${secret}`); };
+  const r = await call(g.url, "/v1/get/default/k", { key: secret });
+  t.equal(r.status, 500);
+  t.deepEqual([r.json.code, r.json.detail], ["internal", "Internal error."], "no message or stack in the body");
+  const a = await admin(g.url, "/gate/admin/tenants", undefined, "GET");
+  t.equal(a.status, 500, "admin failure: 500");
+  t.equal(logged.length, 2, "both failures logged");
+  t.deepEqual(logged[0], { level: "error", msg: "internal error in the data plane", request_id: r.json.request_id, error: "TypeError" });
+  t.deepEqual(logged[1], { level: "error", msg: "internal error in the admin routes", request_id: a.json.request_id, error: "RangeError" });
+  t.notOk(JSON.stringify(logged).includes(secret), "the key in the error message never reaches the log");
+  await g.close();
+  await engine.close();
+});

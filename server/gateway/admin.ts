@@ -9,7 +9,7 @@ import { checkServiceKey, generateApiKey, sha256Hex } from "./auth.js";
 import type { Clock } from "./clock.js";
 import { OPERATIONS, PERIOD_RE, periodOf, toCus, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, planSchema, TIERS, type LimitsPolicy, type Plan } from "./plans.js";
-import type { TenantRecord, TenantRegistry } from "./tenants.js";
+import { termsForPeriod, type TenantRecord, type TenantRegistry } from "./tenants.js";
 
 export interface AdminDeps {
   registry: TenantRegistry;
@@ -55,20 +55,21 @@ function requireActive(t: TenantRecord): void {
   if (!t.active) throw new ConflictError(`Tenant ${t.tenant_id} is deactivated.`);
 }
 
-/** The usage record of one tenant for a period, with breakdown and overage. */
+/** The usage record of one tenant for a period, with breakdown and overage under the terms the period closed with. */
 export async function usageRecord(usage: UsageStore, t: TenantRecord, period: string) {
   const u = await usage.get(t.tenant_id, period);
+  const terms = termsForPeriod(t, period);
   const breakdown: Record<string, number> = {};
   for (const op of OPERATIONS) breakdown[op] = toCus(u.breakdown_milli[op] ?? 0);
-  const quotaMilli = t.monthly_quota === null ? null : Math.round(t.monthly_quota * 1000);
+  const quotaMilli = terms.monthly_quota === null ? null : Math.round(terms.monthly_quota * 1000);
   const overMilli = quotaMilli === null ? 0 : Math.max(0, u.total_milli - quotaMilli);
   // Rate per CU in millionths, so the amount is an exact integer count of millionths.
-  const rateMicro = Math.round(TIERS[t.plan].overage_per_cu * 1e6);
+  const rateMicro = Math.round(TIERS[terms.plan].overage_per_cu * 1e6);
   return {
     tenant_id: t.tenant_id,
     period,
     cus_used: toCus(u.total_milli),
-    monthly_quota: t.monthly_quota,
+    monthly_quota: terms.monthly_quota,
     utilization: quotaMilli ? u.total_milli / quotaMilli : 0,
     breakdown,
     overage_cus: toCus(overMilli),

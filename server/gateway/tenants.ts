@@ -62,6 +62,20 @@ export function withPlanHistory(cur: TenantRecord | null, next: TenantRecord): T
   return { ...next, plan_history: [...base, ...first, ...entry].slice(-PLAN_HISTORY_MAX) };
 }
 
+/**
+ * The plan and quota in force at the end of `period` (YYYY-MM): the last plan_history entry
+ * from before the period's end (a closed period keeps the terms it closed with), else the
+ * oldest known entry, else the record's current terms.
+ */
+export function termsForPeriod(t: TenantRecord, period: string): { plan: Plan; monthly_quota: number | null } {
+  const [y, m] = period.split("-").map(Number) as [number, number];
+  const end = Date.UTC(y, m, 1); // m is 1-based: this is the 1st of the next month
+  const h = t.plan_history ?? [];
+  let pick = h[0];
+  for (const e of h) if (Date.parse(e.from) < end) pick = e;
+  return pick ? { plan: pick.plan, monthly_quota: pick.monthly_quota } : { plan: t.plan, monthly_quota: t.monthly_quota };
+}
+
 /** A payment event recorded as processed (kept `retainMs` after it was processed). */
 export interface ProcessedEvent {
   event_id: string;

@@ -411,3 +411,28 @@ test("webhook: a store failure answers 500 without recording the event, so the p
     await engine.close();
   }
 });
+
+test("billing on: an exhausted starter quota blocks data (503) but not checkout; the paid upgrade lifts the block at once", async (t) => {
+  const engine = await startFakeEngine();
+  const stripe = await startFakeStripe();
+  const env = await setup(engine, stripe);
+  try {
+    const key = await createTenant(env.gw.url, { tenant_id: "acme" });
+    await env.gw.deps.usage.add("acme", "2026-01", "put", 1_000_000);
+    const blocked = await call(env.gw.url, "/v1/get/default/k", { key });
+    t.equal(blocked.status, 503, "quota of 1,000 CUs reached: 503");
+    t.equal(blocked.headers.get("x-ratelimit-limit"), "10", "starter rate limit (billing on)");
+    const co = await call(env.gw.url, "/gate/checkout", { key, body: { plan: "builder", success_url: "https://a.example/s", cancel_url: "https://a.example/c" } });
+    t.equal(co.status, 200, "checkout still works with the quota exhausted");
+    const up = stripeEvent("evt_unblock", "checkout.session.completed", sec(env), checkoutCompleted("acme", "builder"));
+    t.equal((await webhook(env, up)).status, 200, "payment event");
+    const open = await call(env.gw.url, "/v1/get/default/k", { key });
+    t.equal(open.status, 200, "the next request passes");
+    t.equal(open.headers.get("x-ratelimit-limit"), "100", "under builder's rate limit");
+    t.equal(engine.seen.length, 1, "only the allowed request reached the engine");
+  } finally {
+    await env.close();
+    await stripe.close();
+    await engine.close();
+  }
+});

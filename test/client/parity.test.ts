@@ -70,6 +70,27 @@ const STEPS: Array<[string, (s: Api) => Promise<unknown>]> = [
   ["put with a bad key", (s) => s.put("ns", "a/../b", ints(16, (i) => i), { shape: [16] })],
   ["put a string as data", (s) => s.put("ns", "x", "text" as never, {})],
   ["put empty bytes", (s) => s.put("ns", "x", Buffer.alloc(0))],
+  // the store suite's bad inputs, one by one
+  ["put with an empty key", (s) => s.put("ns", "", ints(16, (i) => i), { shape: [16] })],
+  ["put with a '..' key segment", (s) => s.put("ns", "../x", ints(16, (i) => i), { shape: [16] })],
+  ["put with an unknown dtype", (s) => s.put("ns", "x", ints(16, (i) => i), { shape: [16], dtype: "nope" as never })],
+  ["put with max_rank 0", (s) => s.put("ns", "x", ints(16, (i) => i), { shape: [16], max_rank: 0 })],
+  ["put with a negative if_version", (s) => s.put("ns", "x", ints(16, (i) => i), { shape: [16], if_version: -1 })],
+  ["put with a zero dimension", (s) => s.put("ns", "x", ints(16, (i) => i), { shape: [0] })],
+  ["put with a misspelt option", (s) => s.put("ns", "x", ints(16, (i) => i), { shap: [16] } as never)],
+  // byte order of keys
+  ...["b", "a/2", "a/10", "a/1", "A", "c:x", "a.b"].map((k, i): [string, (s: Api) => Promise<unknown>] =>
+    [`put ${k} for the byte-order listing`, (s) => s.put("order", k, ints(4, () => i), { shape: [4], metadata: { i, even: i % 2 === 0, name: k } })]),
+  ["list in ascending byte order", (s) => s.list("order")],
+  ["list a prefix page", (s) => s.list("order", { prefix: "a/", limit: 2 })],
+  ["list the last prefix page", (s) => s.list("order", { prefix: "a/", limit: 2, offset: 2 })],
+  ["search in byte order", (s) => s.search("order", { even: true, i: { $gte: 2 } })],
+  ["search a page", (s) => s.search("order", { even: true }, { limit: 1, offset: 1 })],
+  ["search with an empty filter", (s) => s.search("order", {})],
+  ["list with limit 1001", (s) => s.list("order", { limit: 1001 })],
+  ["list with a negative offset", (s) => s.list("order", { offset: -1 })],
+  ["list with a bad prefix", (s) => s.list("order", { prefix: "a b" })],
+  ["search with a misspelt option", (s) => s.search("order", {}, { limt: 3 } as never)],
   ["get latest", (s) => s.get("ns", "a/one")],
   ["get version 1", (s) => s.get("ns", "a/one", { version: 1 })],
   ["get a missing version", (s) => s.get("ns", "a/one", { version: 9 })],
@@ -95,6 +116,10 @@ const STEPS: Array<[string, (s: Api) => Promise<unknown>]> = [
   ["serve a slice with the wrong rank", (s) => s.serve("ns", "a/two", { slice: [[0, 2]] })],
   ["serve a slice beyond the shape", (s) => s.serve("ns", "a/two", { slice: [[0, 2], [0, 65]] })],
   ["serve with a float dtype on int data", (s) => s.serve("ns", "a/two", { dtype: "float32" })],
+  ["serve an empty slice", (s) => s.serve("ns", "a/two", { slice: [[2, 1], [0, 1]] })],
+  ["serve with a slice that is not a list", (s) => s.serve("ns", "a/two", { slice: "x" as never })],
+  ["topk with an unknown metric", (s) => s.query.topk("ns", { key: "a/two", metric: "manhattan" as never })],
+  ["topk of a missing key", (s) => s.query.topk("ns", { key: "nope" })],
   ["serve a missing key", (s) => s.serve("ns", "nope")],
   ["serveGpu of a missing key", (s) => s.serveGpu("ns", "nope")],
   ["serveGpu where this build or machine has no GPU path", (s) => s.serveGpu("ns", "a/two")],
@@ -162,7 +187,7 @@ test("client parity: every store method gives identical results embedded and thr
   try {
     const res = await request(`${gateway.url}/gate/onboard/create`, {
       method: "POST", headers: { authorization: `Bearer ${serviceKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ tenant_id: "parity", namespaces: ["ns", "other"] }),
+      body: JSON.stringify({ tenant_id: "parity", namespaces: ["ns", "other", "order"] }),
     });
     const { api_key } = (await res.body.json()) as { api_key: string };
     client = createClient({ baseUrl: gateway.url, apiKey: api_key });

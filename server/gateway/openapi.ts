@@ -11,6 +11,7 @@ import {
   listQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
 } from "../../lib/schemas.js";
 import { createSchema, idSchema, addNamespaceSchema, updateTierSchema } from "./admin.js";
+import { checkoutBodySchema } from "./billing.js";
 
 type Json = Record<string, unknown>;
 
@@ -137,21 +138,27 @@ const jsonBody = (s: z.ZodType): Json => ({ required: true, content: { "applicat
 
 interface Op { method: "get" | "post" | "delete"; path: string; id: string; summary: string; kind: "data" | "admin" | "public"; body?: Json; params?: Json[]; responses: Json }
 
-/** Billing (issue 4) adds two routes when its router is mounted; its body schema when it exports one. */
+/** Billing (issue 4) adds two routes when its router is mounted (checkout body: billing.ts's schema unless given). */
 export interface BillingDoc { checkoutBody?: z.ZodType }
 
 function billingOperations(b: BillingDoc): Op[] {
   return [
     {
       method: "post", path: "/gate/checkout", id: "checkout", summary: "Create a payment-provider checkout session for plan builder or pro (tenant key).", kind: "data",
-      body: b.checkoutBody ? jsonBody(b.checkoutBody) : { required: true, content: { "application/json": { schema: { type: "object", required: ["plan", "success_url", "cancel_url"] } } } },
-      responses: { "200": { description: "session_id, checkout_url." }, "404": errorResponse("Billing is disabled.") },
+      body: jsonBody(b.checkoutBody ?? checkoutBodySchema),
+      responses: {
+        "200": { description: "The checkout session.", content: { "application/json": { schema: toSchema(z.strictObject({ session_id: z.string(), checkout_url: z.string() })) } } },
+        "404": errorResponse("Billing is disabled."),
+      },
     },
     {
       method: "post", path: "/webhooks/payment", id: "payment_webhook", summary: "Payment-provider events, verified with the Stripe-Signature header.", kind: "public",
       params: [{ name: "Stripe-Signature", in: "header", required: true, schema: { type: "string" } }],
       body: { required: true, content: { "application/json": { schema: { type: "object" } } } },
-      responses: { "200": { description: "received (true)." }, "400": errorResponse("Bad or stale signature, or a malformed event.") },
+      responses: {
+        "200": { description: "Processed, or a replay or an ignored event type.", content: { "application/json": { schema: toSchema(z.strictObject({ received: z.literal(true) })) } } },
+        "400": errorResponse("Bad or stale signature, or a malformed event."),
+      },
     },
   ];
 }

@@ -7,7 +7,7 @@ import { Agent, request, type Dispatcher } from "undici";
 import {
   SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, EngineUnreachableError, errorFromCode,
 } from "./errors.js";
-import { keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
+import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
   similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, filterSchema,
@@ -389,6 +389,9 @@ export function createClient(options: ClientOptions): SvcClient {
       if (ct.startsWith("application/octet-stream")) {
         const dtype = res.headers["x-svc-dtype"] as Dtype;
         const shape = (res.headers["x-svc-shape"] ?? "").split(",").filter(Boolean).map(Number);
+        if (!dtypeSchema.safeParse(dtype).success || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+          throw new SvcError("internal", "The service answered a serve without valid X-SVC-Dtype and X-SVC-Shape headers.");
+        }
         return { namespace: n, key: k, version: Number(res.headers["x-svc-version"]), data: typedArrayOf(dtype, res.body), dtype, shape };
       }
       const b = JSON.parse(res.body.toString("utf8")) as { dtype: Dtype; shape: number[]; version: number; data_b64: string };

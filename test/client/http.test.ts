@@ -79,6 +79,16 @@ test("client: serve asks for octet-stream and returns a typed array of the serve
   });
 });
 
+test("client: an octet-stream serve without a valid X-SVC-Dtype is an internal error, not a wrong array", async (t) => {
+  await withServer([(_q, _b, res) => { res.writeHead(200, { "content-type": "application/octet-stream", "x-svc-shape": "2" }); res.end(Buffer.alloc(8)); }], async (url) => {
+    const c = createClient({ baseUrl: url, apiKey: "k" });
+    const e = await c.serve("ns", "k").catch((x) => x);
+    t.ok(e instanceof SvcError && e.code === "internal", "internal");
+    t.match(e.message, /without valid X-SVC-Dtype/, e.message);
+    await c.close();
+  });
+});
+
 test("client: keys with slashes are percent-encoded per segment in get and delete paths", async (t) => {
   await withServer([jsonRes(200, { ok: 1 }), jsonRes(200, { deleted: true })], async (url, seen) => {
     const c = createClient({ baseUrl: url, apiKey: "k" });

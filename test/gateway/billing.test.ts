@@ -436,3 +436,35 @@ test("billing on: an exhausted starter quota blocks data (503) but not checkout;
     await engine.close();
   }
 });
+
+test("webhook over the local-file registry: a failed write leaves the file and the registry as they were", async (t) => {
+  const engine = await startFakeEngine();
+  const stripe = await startFakeStripe();
+  const root = await mkdtemp(join(tmpdir(), "svc-billing-fail-"));
+  const dir = join(root, "gate");
+  const registry = await LocalFileTenantRegistry.open(dir);
+  const env = await setup(engine, stripe, registry);
+  try {
+    await createTenant(env.gw.url, { tenant_id: "acme" });
+    const before = await readFile(join(dir, "tenants.json"), "utf8");
+    const body = stripeEvent("evt_disk", "checkout.session.completed", sec(env), checkoutCompleted("acme", "pro"));
+    // The data directory disappears (unmounted volume): the temp file cannot be created.
+    const { rename } = await import("node:fs/promises");
+    await rename(dir, `${dir}.away`);
+    const r = await webhook(env, body);
+    t.equal(r.status, 500, "the write fails: 500 (the provider will retry)");
+    await rename(`${dir}.away`, dir);
+    t.equal(await readFile(join(dir, "tenants.json"), "utf8"), before, "tenants.json is byte for byte what it was");
+    t.equal((await tenant(env, "acme")).plan, "starter", "the registry did not change in memory either");
+    t.equal(env.log.records.length, 0, "no billing-log record for an event that was not decided");
+    const again = await webhook(env, body);
+    t.equal(again.status, 200, "the retry succeeds");
+    t.equal((await tenant(env, "acme")).plan, "pro", "and applies the event once");
+    t.deepEqual(env.log.records.map((x) => x.outcome), ["applied"], "one applied record");
+  } finally {
+    await env.close();
+    await stripe.close();
+    await engine.close();
+    await rm(root, { recursive: true, force: true });
+  }
+});

@@ -1,6 +1,8 @@
 // The gateway as an express app built from its dependencies; only server.ts listens.
 // The data plane runs the checks of api.md section 2 in order, written out once below.
 import express, { type ErrorRequestHandler, type Express, type NextFunction, type Request, type Response, type Router } from "express";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Transform, type Readable } from "node:stream";
 import {
@@ -8,11 +10,12 @@ import {
   UnsupportedMediaTypeError, ValidationError,
 } from "../../lib/errors.js";
 import { sendError, toSvcError } from "../http/errors.js";
+import { SvcError } from "../../lib/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { checkAcl } from "./acl.js";
 import { adminRouter } from "./admin.js";
 import type { AuditSink } from "./audit.js";
-import { authenticateTenant } from "./auth.js";
+import { authenticateTenant, headerOf } from "./auth.js";
 import type { Clock } from "./clock.js";
 import type { RateLimitSpec } from "./config.js";
 import { corsMiddleware } from "./cors.js";
@@ -58,7 +61,7 @@ const isJson = (ct: string | undefined) => !!ct && /^application\/json\s*(;|$)/i
 const isOctet = (ct: string | undefined) => !!ct && /^application\/octet-stream\s*(;|$)/i.test(ct);
 
 /** Reads a request body into one Buffer, failing with 413 as soon as it passes `limit`. */
-function readBody(req: Request, limit: number): Promise<Buffer> {
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let n = 0;
@@ -102,7 +105,7 @@ function limitStream(limit: number): Transform {
  * latter allocates an AbortController and a DOMException (with a stack) per call, which is
  * measurable per request. A failure on either side tears both down.
  */
-function relay(body: Readable, res: Response): Promise<void> {
+function relay(body: Readable, res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const fail = () => {
       body.destroy();
@@ -119,12 +122,43 @@ function relay(body: Readable, res: Response): Promise<void> {
   });
 }
 
-function setRateHeaders(res: Response, s: RateLimitState): void {
+function setRateHeaders(res: ServerResponse, s: RateLimitState): void {
   res.setHeader("X-RateLimit-Limit", String(s.limit));
   res.setHeader("X-RateLimit-Remaining", String(s.remaining));
   res.setHeader("X-RateLimit-Reset", String(s.resetS));
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const DATA_PLANE = /^\/v1(\/|\?|$)/;
+
+/** Step 1 on a plain Node request (same rule as server/http/request-id.ts). */
+function takeRequestId(req: IncomingMessage, res: ServerResponse): string {
+  const given = headerOf(req, "x-request-id");
+  const id = given && UUID.test(given) ? given.toLowerCase() : randomUUID();
+  res.setHeader("X-Request-Id", id);
+  return id;
+}
+
+/** The error body of api.md section 3 on a plain Node response (as server/http/errors.ts writes it). */
+function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
+  if ((e instanceof RateLimitedError || e instanceof QuotaExhaustedError) && e.retryAfterS > 0) {
+    res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
+  }
+  if (res.headersSent) return void res.destroy();
+  const body = JSON.stringify({ detail: e.message, code: e.code, request_id: requestId });
+  res.statusCode = STATUS_OF[e.code];
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(body));
+  res.end(body);
+}
+
+/**
+ * The gateway app. The data plane runs on plain Node request/response objects: `app.listen`
+ * (what startGateway and the tests use) serves `/v1/*` straight from the HTTP server without
+ * entering express, whose per-request set-up (prototype swaps, router state) measurably
+ * costs on the gateway's hot path; every other path, and `/v1/*` when the app is mounted as
+ * a plain handler, goes through the express router below and reaches the same code.
+ */
 export function createApp(deps: GatewayDeps): Express {
   const { registry, limiter, usage, audit, engine, clock } = deps;
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
@@ -144,11 +178,23 @@ export function createApp(deps: GatewayDeps): Express {
     requestId(req, res, () => {
       res.setHeader("X-SVC-CUs", "0");
       cors(req, res, () => {
-        if (/^\/v1(\/|\?|$)/.test(req.url)) return void dataPlane(req, res);
+        if (DATA_PLANE.test(req.url)) return void dataPlane(req, res, requestIdOf(res));
         next();
       });
     });
   });
+
+  // The fast path: the same steps for /v1/* without the express router.
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    if (!DATA_PLANE.test(req.url ?? "")) return void app(req, res);
+    const rid = takeRequestId(req, res);
+    res.setHeader("X-SVC-CUs", "0");
+    cors(req, res, () => void dataPlane(req, res, rid));
+  };
+  app.listen = ((...args: unknown[]): Server => {
+    const server = createServer(handler);
+    return server.listen(...(args as Parameters<Server["listen"]>));
+  }) as unknown as Express["listen"];
 
   app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
   app.get("/openapi.json", openApiHandler({ billing: deps.billing ? {} : undefined }));
@@ -179,10 +225,11 @@ export function createApp(deps: GatewayDeps): Express {
     return { requests: rl.requests, windowMs: rl.window_s * 1000 };
   };
 
-  async function dataPlane(req: Request, res: Response): Promise<void> {
+  async function dataPlane(req: IncomingMessage, res: ServerResponse, rid: string): Promise<void> {
     const t0 = performance.now();
-    const rid = requestIdOf(res);
-    const path = req.originalUrl.split("?")[0]!;
+    const url = req.url ?? "/";
+    const method = req.method ?? "GET";
+    const path = url.split("?")[0]!;
     let tenant: TenantRecord | null = null;
     let namespace = "";
     let rateHeadersSet = false;
@@ -191,7 +238,7 @@ export function createApp(deps: GatewayDeps): Express {
       audit.write({
         ts: new Date(clock.now()).toISOString(),
         tenant_id: tenant?.tenant_id ?? "",
-        method: req.method,
+        method,
         path,
         namespace,
         status,
@@ -206,15 +253,15 @@ export function createApp(deps: GatewayDeps): Express {
 
       // Step 3: validation. Route and path names, media type, Content-Length against the upload
       // limit before reading, then the JSON body (read once; its bytes are what we forward).
-      const query = new URL(req.originalUrl, "http://x").searchParams;
-      const route: RouteMatch | null = matchRoute(req.method, path, query);
-      if (!route) throw new NotFoundError(`No endpoint ${req.method} ${path}.`);
+      const query = new URL(url, "http://x").searchParams;
+      const route: RouteMatch | null = matchRoute(method, path, query);
+      if (!route) throw new NotFoundError(`No endpoint ${method} ${path}.`);
       let namespaces = route.pathNamespaces;
       let device: string | undefined;
       let body: Buffer | Readable | null = null;
-      const ct = req.get("content-type");
+      const ct = headerOf(req, "content-type");
       if (route.body !== "none") {
-        const len = req.get("content-length");
+        const len = headerOf(req, "content-length");
         if (len !== undefined && Number(len) > deps.maxUploadBytes) {
           throw new PayloadTooLargeError(`The request body is larger than the upload limit of ${deps.maxUploadBytes} bytes.`);
         }
@@ -270,10 +317,10 @@ export function createApp(deps: GatewayDeps): Express {
       // Step 7: forward to the engine with the service key and X-SVC-Tenant; 502 when unreachable.
       const headers: Record<string, string> = {};
       for (const h of FORWARDED_REQUEST_HEADERS) {
-        const v = req.get(h);
+        const v = headerOf(req, h);
         if (v !== undefined) headers[h] = v;
       }
-      const upstream = await engine.forward({ method: req.method, path: req.originalUrl, headers, body, tenantId: tenant.tenant_id, requestId: rid });
+      const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid });
 
       // Step 8: metering, only on engine 2xx, in milli-CUs.
       let milli = 0;
@@ -285,7 +332,7 @@ export function createApp(deps: GatewayDeps): Express {
 
       // Step 9: audit, written before the response starts; then the engine's answer streams back.
       await record(upstream.status, milli);
-      res.status(upstream.status);
+      res.statusCode = upstream.status;
       for (const [k, v] of Object.entries(responseHeadersToCopy(upstream.headers))) res.setHeader(k, v);
       await relay(upstream.body, res);
     } catch (err) {
@@ -308,7 +355,7 @@ export function createApp(deps: GatewayDeps): Express {
         // An audit log that cannot be written must not leave the client hanging.
       }
       if (clientGone) return void res.destroy();
-      sendError(res, e, rid);
+      writeError(res, e, rid);
     }
   }
 

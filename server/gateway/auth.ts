@@ -2,7 +2,7 @@
 // (32 random bytes); only their SHA-256 is stored. Comparisons of secrets run in constant time
 // on equal-length digests.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Request } from "express";
+import type { IncomingMessage } from "node:http";
 import { UnauthorizedError } from "../../lib/errors.js";
 import type { TenantRecord, TenantRegistry } from "./tenants.js";
 
@@ -26,16 +26,22 @@ export function secretsEqual(a: string, b: string): boolean {
   return timingSafeEqual(sha256(a), sha256(b));
 }
 
+/** A request header (the first, when it was sent more than once); works on plain Node requests. */
+export function headerOf(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
 /** The credential a request carries: `X-Api-Key`, else `Authorization: Bearer <key>`. */
-export function credentialOf(req: Request): string | undefined {
-  const k = req.get("x-api-key");
+export function credentialOf(req: IncomingMessage): string | undefined {
+  const k = headerOf(req, "x-api-key");
   if (k) return k.trim();
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(req.get("authorization") ?? "");
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(headerOf(req, "authorization") ?? "");
   return m?.[1];
 }
 
 /** The active tenant the request's key belongs to; UnauthorizedError otherwise. */
-export async function authenticateTenant(registry: TenantRegistry, req: Request): Promise<TenantRecord> {
+export async function authenticateTenant(registry: TenantRegistry, req: IncomingMessage): Promise<TenantRecord> {
   const key = credentialOf(req);
   if (!key) throw new UnauthorizedError("Missing API key: send it in X-Api-Key or Authorization: Bearer.");
   // Keys are looked up by their SHA-256, so nothing secret is compared byte by byte with
@@ -49,8 +55,8 @@ export async function authenticateTenant(registry: TenantRegistry, req: Request)
 }
 
 /** Admin authentication: `Authorization: Bearer <service key>`; anything else is 401. */
-export function checkServiceKey(req: Request, serviceKey: string): void {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(req.get("authorization") ?? "");
+export function checkServiceKey(req: IncomingMessage, serviceKey: string): void {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(headerOf(req, "authorization") ?? "");
   if (!m) throw new UnauthorizedError("Missing service key: send it in Authorization: Bearer.");
   if (!secretsEqual(m[1]!, serviceKey)) throw new UnauthorizedError("Invalid service key.");
 }

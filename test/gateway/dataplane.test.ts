@@ -374,6 +374,29 @@ test("502 when the engine does not answer within SVC_GATE_ENGINE_TIMEOUT_MS", as
   await closeServer(l.server);
 });
 
+test("the app used as a plain handler (express router path) behaves like app.listen (fast path)", async (t) => {
+  const { createServer } = await import("node:http");
+  const { createApp } = await import("../../server/gateway/app.js");
+  const server = createServer(createApp(gw.deps));
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  engine.seen.length = 0;
+  const rid = randomUUID();
+  const ok = await call(url, "/v1/get/default/k", { key, headers: { "x-request-id": rid, "x-svc-tenant": "other" } });
+  t.equal(ok.status, 200);
+  t.equal(ok.headers.get("x-request-id"), rid);
+  t.equal(ok.headers.get("x-svc-cus"), "0.1");
+  t.ok(ok.headers.get("x-ratelimit-limit"), "rate-limit headers");
+  t.equal(engine.seen[0]!.headers["x-svc-tenant"], "acme", "the client's X-SVC-Tenant is discarded here too");
+  const denied = await call(url, "/v1/get/secret/k", { key });
+  t.equal(denied.status, 403);
+  t.deepEqual(Object.keys(denied.json).sort(), ["code", "detail", "request_id"]);
+  t.equal(gw.audit.records.at(-1)!.status, 403, "audited");
+  const noKey = await call(url, "/v1/list/default");
+  t.equal(noKey.status, 401);
+  await new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); });
+});
+
 test("teardown", async () => {
   await gw.close();
   await engine.close();

@@ -360,16 +360,21 @@ std::vector<size_t> stratified(size_t total, size_t want, uint64_t seed) {
 // bounds that unfolding's rank from below. Used to give up early on min_ratio.
 template <typename T>
 std::vector<size_t> rank_lower_bounds(const T* data, size_t n, const std::vector<size_t>& modes, double delta2,
-                                      size_t max_rank) {
+                                      size_t max_rank, bool& capped) {
   size_t d = modes.size();
-  std::vector<size_t> lb(d + 1, 1);
-  size_t M = 1;
-  for (size_t k = 1; k < d; ++k) {
-    M *= modes[k - 1];
-    size_t Nn = n / M;
-    // One more row and column than max_rank can show that the cap would have to bind.
-    size_t S = std::max(kSample, std::min<size_t>(max_rank + 32, 2 * kSample));
-    std::vector<size_t> rows = stratified(M, S, 0x5eed0000 + 2 * k);
+  std::vector<size_t> lb(d + 1, 1), M(d + 1, 1);
+  for (size_t k = 1; k <= d; ++k) M[k] = M[k - 1] * modes[k - 1];
+  // Middle unfoldings first: they have the largest ranks, so a binding cap shows up soonest.
+  std::vector<size_t> order;
+  for (size_t k = 1; k < d; ++k) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return std::min(M[a], n / M[a]) > std::min(M[b], n / M[b]); });
+  // Up to twice max_rank rows and columns (256..512), so a sample can show the cap would bind.
+  const size_t S = std::max(kSample, std::min<size_t>(2 * max_rank, 2 * kSample));
+  capped = false;
+  for (size_t k : order) {
+    size_t Mk = M[k], Nn = n / Mk;
+    std::vector<size_t> rows = stratified(Mk, S, 0x5eed0000 + 2 * k);
     std::vector<size_t> cols = stratified(Nn, S, 0x5eed0001 + 2 * k);
     size_t sr = rows.size(), sc = cols.size();
     std::vector<double> sub(sr * sc);
@@ -391,6 +396,10 @@ std::vector<size_t> rank_lower_bounds(const T* data, size_t n, const std::vector
       --r;
     }
     lb[k] = r;
+    if (r > max_rank) {
+      capped = true;
+      return lb;
+    }
   }
   // Keep the bounds consistent with r_k <= r_{k-1} n_k and r_k <= r_{k+1} n_{k+1}.
   for (size_t k = 1; k < d; ++k) lb[k] = std::min(lb[k], lb[k - 1] * modes[k - 1]);
@@ -427,10 +436,9 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
       return res;
     }
     if (d > 1) {
-      std::vector<size_t> lb = rank_lower_bounds(data, n, modes, tol * tol * norm2, max_rank);
       // A bound above max_rank means the cap would bind and the tolerance cannot be met.
       bool capped = false;
-      for (size_t& v : lb) if (v > max_rank) { capped = true; v = max_rank; }
+      std::vector<size_t> lb = rank_lower_bounds(data, n, modes, tol * tol * norm2, max_rank, capped);
       if (capped || double(n) / tt_size(modes, lb) < min_ratio) {
         res.gave_up = true;
         return res;

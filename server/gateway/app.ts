@@ -253,7 +253,8 @@ export function createApp(deps: GatewayDeps): Express {
 
       // Step 3: validation. Route and path names, media type, Content-Length against the upload
       // limit before reading, then the JSON body (read once; its bytes are what we forward).
-      const query = new URL(url, "http://x").searchParams;
+      const qi = url.indexOf("?");
+      const query = new URLSearchParams(qi < 0 ? "" : url.slice(qi + 1));
       const route: RouteMatch | null = matchRoute(method, path, query);
       if (!route) throw new NotFoundError(`No endpoint ${method} ${path}.`);
       let namespaces = route.pathNamespaces;

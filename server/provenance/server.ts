@@ -1,12 +1,13 @@
 // Starts the appliance: backend, first boot, chain, app, listener.
 import { existsSync, readFileSync } from "node:fs";
+import { open, readFile, unlink } from "node:fs/promises";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createApp, type LogFn } from "./app.js";
 import { FileChainStore, ReceiptChain } from "./chain.js";
-import type { ProvenanceConfig } from "./config.js";
+import { ConfigError, type ProvenanceConfig } from "./config.js";
 import { bootstrap, hashSecret, paths, type BootResult } from "./keys.js";
 import { createMetrics } from "./metrics.js";
 import { createBackend, createSigner, createWorkerSigner, selfTest } from "./signer.js";
@@ -29,6 +30,46 @@ export function applianceVersion(): string {
   return "unknown";
 }
 
+/**
+ * Takes the state directory for this process: two appliances on one home would hand out
+ * the same serials. A lock left by a process that no longer runs is taken over.
+ */
+const heldHere = new Set<string>();
+
+export async function lockHome(home: string): Promise<() => Promise<void>> {
+  const path = join(home, "serve.lock");
+  if (heldHere.has(path)) throw new ConfigError(`Another svc-provenance process (pid ${process.pid}) is serving this state directory.`);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fh = await open(path, "wx", 0o600);
+      await fh.writeFile(`${process.pid}\n`);
+      await fh.close();
+      heldHere.add(path);
+      return async () => {
+        heldHere.delete(path);
+        await unlink(path).catch(() => undefined);
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw new ConfigError("The state directory cannot be locked.");
+    }
+    const pid = Number((await readFile(path, "utf8").catch(() => "")).trim());
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) {
+      throw new ConfigError(`Another svc-provenance process (pid ${pid}) is serving this state directory.`);
+    }
+    await unlink(path).catch(() => undefined); // stale: its process is gone
+  }
+  throw new ConfigError("The state directory cannot be locked.");
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 export interface RunningProvenance {
   url: string;
   port: number;
@@ -49,10 +90,18 @@ export async function startProvenance(
   const log = opts.log ?? stderrLog;
   const backend = await createBackend(config.backend);
   const boot = await bootstrap(config, backend);
-  const chain = await ReceiptChain.open(new FileChainStore(paths(config.home).chain));
+  const unlock = await lockHome(config.home);
+  let chain: ReceiptChain;
+  let asyncSigner: Awaited<ReturnType<typeof createWorkerSigner>>;
+  try {
+    chain = await ReceiptChain.open(new FileChainStore(paths(config.home).chain));
+    // receipts are signed in a worker thread so that HTTP work overlaps with ML-DSA
+    asyncSigner = await createWorkerSigner(config.backend, boot.keyring.active);
+  } catch (e) {
+    await unlock();
+    throw e;
+  }
   const signer = createSigner(backend, boot.keyring.active);
-  // receipts are signed in a worker thread so that HTTP work overlaps with ML-DSA
-  const asyncSigner = await createWorkerSigner(config.backend, boot.keyring.active);
   const app = createApp({
     keyring: boot.keyring,
     signer,
@@ -67,10 +116,20 @@ export async function startProvenance(
     version: applianceVersion(),
     log,
   });
-  const server = await new Promise<Server>((resolve, reject) => {
-    // express 5 hands listen errors (EADDRINUSE, EACCES) to the callback
-    const s = app.listen(config.port, config.host, (err?: Error) => (err ? reject(err) : resolve(s)));
-  });
+  let server: Server;
+  try {
+    server = await new Promise<Server>((resolve, reject) => {
+      // express 5 hands listen errors (EADDRINUSE, EACCES) to the callback
+      const s = app.listen(config.port, config.host, (err?: Error) => (err ? reject(err) : resolve(s)));
+    });
+  } catch (e) {
+    await asyncSigner.close();
+    await unlock();
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ConfigError(code === "EADDRINUSE"
+      ? `Port ${config.port} on ${config.host} is in use (SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT).`
+      : `Cannot listen on ${config.host}:${config.port} (SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT).`);
+  }
   const port = (server.address() as AddressInfo).port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
   log({ msg: "listening", host: config.host, port, backend: backend.name, fingerprint: signer.fingerprint, serial: chain.head.serial });
@@ -85,6 +144,7 @@ export async function startProvenance(
         server.closeAllConnections();
       });
       await asyncSigner.close();
+      await unlock();
     },
   };
 }

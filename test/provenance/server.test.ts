@@ -1,0 +1,58 @@
+// startProvenance end to end: first boot through the real server, one process per state
+// directory, a busy port, restart.
+import test from "tape";
+import { writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { startProvenance } from "../../server/provenance/server.js";
+import { configFor, get, post, sampleArtifact, tempDir } from "./helpers.js";
+
+const quiet = () => undefined;
+
+test("startProvenance serves with the worker signer, keeps one process per home, restarts cleanly", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const config = configFor(dir);
+  const a = await startProvenance(config, { log: quiet });
+  t.ok(a.boot.adminKey, "first boot made an admin key");
+  const h = await get(`${a.url}/health`);
+  t.equal(h.json.backend.name, "liboqs");
+  const r = await post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact }, a.boot.adminKey!);
+  t.equal(r.status, 201, "issues a receipt");
+  t.equal((await post(`${a.url}/v1/provenance/verify`, { receipt: r.json })).status, 200, "which verifies");
+  try {
+    await startProvenance(config, { log: quiet });
+    t.fail("a second process on the same home started");
+  } catch (e) {
+    t.match((e as Error).message, /Another svc-provenance process \(pid \d+\) is serving this state directory/, "a second appliance on the same home is refused");
+  }
+  await a.close();
+  const b = await startProvenance(config, { log: quiet });
+  t.equal(b.boot.adminKey, null, "a restart prints no key");
+  const r2 = await post(`${b.url}/v1/provenance/exact`, { artifact: sampleArtifact }, a.boot.adminKey!);
+  t.equal(r2.json.serial, 2, "the chain continues");
+  await b.close();
+  await writeFile(join(config.home, "serve.lock"), "999999999\n");
+  const c = await startProvenance(config, { log: quiet });
+  t.pass("a stale lock of a process that is gone is taken over");
+  await c.close();
+  await cleanup();
+});
+
+test("a busy port stops the start with a sentence naming the variables, and frees the home", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const blocker = createServer();
+  await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()));
+  const port = (blocker.address() as { port: number }).port;
+  const config = configFor(dir, { SVC_PROVENANCE_PORT: String(port) });
+  try {
+    await startProvenance(config, { log: quiet });
+    t.fail("started on a busy port");
+  } catch (e) {
+    t.match((e as Error).message, /in use \(SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT\)/);
+  }
+  await new Promise<void>((r) => blocker.close(() => r()));
+  const ok = await startProvenance(configFor(dir), { log: quiet });
+  t.pass("the home is not left locked");
+  await ok.close();
+  await cleanup();
+});

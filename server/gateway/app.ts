@@ -170,9 +170,8 @@ export function createApp(deps: GatewayDeps): Express {
 
   // Step 1 (every route): request id, taken from X-Request-Id when it is a UUID, echoed.
   // X-SVC-CUs is on every response; only a data-plane request the engine answered 2xx changes it.
-  // CORS preflights are answered here, before authentication. The data plane is dispatched
-  // from this first layer: it needs nothing else of the router, and every layer it skips is
-  // measurable per request.
+  // CORS preflights are answered here, before authentication. When the app is used as a plain
+  // handler, /v1/* is dispatched to the data plane from this first layer.
   const cors = corsMiddleware(deps.corsOrigins ?? []);
   app.use((req, res, next) => {
     requestId(req, res, () => {

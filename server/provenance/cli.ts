@@ -153,10 +153,12 @@ export function printResult(r: VerifyResult & { issuer_authenticated: boolean },
     process.stdout.write(JSON.stringify(r, null, 2) + "\n");
     return;
   }
+  // details can quote names from the input: no control characters reach the terminal
+  const safe = (x: string): string => x.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
   const lines = [`verdict: ${r.verdict}`];
-  if (r.receipt_id) lines.push(`receipt_id: ${r.receipt_id}`);
+  if (r.receipt_id) lines.push(`receipt_id: ${safe(r.receipt_id)}`);
   if (r.signer_fingerprint) lines.push(`signer_fingerprint: ${r.signer_fingerprint}`);
-  for (const c of r.checks) lines.push(`  ${c.ok ? "ok  " : "FAIL"} ${c.name}: ${c.detail}`);
+  for (const c of r.checks) lines.push(`  ${c.ok ? "ok  " : "FAIL"} ${c.name}: ${safe(c.detail)}`);
   if (!r.issuer_authenticated) lines.push("NOTE: integrity only: the issuer was not authenticated (no pinned key or fingerprint).");
   process.stdout.write(lines.join("\n") + "\n");
 }

@@ -1,6 +1,7 @@
 // startProvenance end to end: first boot through the real server, one process per state
 // directory, a busy port, restart.
 import test from "tape";
+import { spawn } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
@@ -54,5 +55,44 @@ test("a busy port stops the start with a sentence naming the variables, and free
   const ok = await startProvenance(configFor(dir), { log: quiet });
   t.pass("the home is not left locked");
   await ok.close();
+  await cleanup();
+});
+
+test("svc-provenance serve: prints the admin key once, logs JSON lines without secrets, stops on SIGTERM", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const env = { ...process.env, SVC_PROVENANCE_HOME: join(dir, "home"), SVC_PROVENANCE_CONFIG: join(dir, "etc", "service.env"), SVC_PROVENANCE_PORT: "0" };
+  const child = spawn(process.execPath, ["--import", "tsx", "bin/svc-provenance.ts", "serve"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("no listening line in 30 s")), 30_000);
+    child.stderr.on("data", (d) => {
+      stderr += d;
+      const m = /"msg":"listening".*"port":(\d+)/.exec(stderr);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+  });
+  await new Promise((r) => setTimeout(r, 200)); // the key line follows the listen
+  const key = /^SVC_PROVENANCE_ADMIN_KEY=(\S+)$/m.exec(stdout)?.[1];
+  t.ok(key, "the admin key line is on stdout");
+  const url = `http://127.0.0.1:${port}`;
+  const r = await post(`${url}/v1/provenance/exact`, { artifact: sampleArtifact }, key);
+  t.equal(r.status, 201, "serves receipts");
+  await post(`${url}/v1/provenance/exact`, { artifact: sampleArtifact }, "wrong-key");
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  child.kill("SIGTERM");
+  t.equal(await exit, 0, "SIGTERM: exit 0");
+  const lines = stderr.trim().split("\n");
+  t.ok(lines.length >= 3 && lines.every((l) => { try { return typeof JSON.parse(l).msg === "string"; } catch { return false; } }), "stderr is JSON lines");
+  const { readFile } = await import("node:fs/promises");
+  const sk = JSON.parse(await readFile(join(dir, "home", "keys", "signing-key.json"), "utf8")).secret_key as string;
+  t.notOk(stderr.includes(sk.slice(172, 236)), "no secret key in the log");
+  t.notOk(stderr.includes(key!), "no admin key in the log");
+  t.notOk(stderr.includes("wrong-key"), "no presented key in the log");
+  t.equal(stdout.trim().split("\n").length, 1, "stdout holds only the key line");
   await cleanup();
 });

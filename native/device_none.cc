@@ -6,7 +6,7 @@ namespace svc {
 DeviceInfo cuda_probe() {
   DeviceInfo d;
   d.compiled = false;
-  d.reason = "built without CUDA (nvcc was not found at build time, or the node-gyp fallback was used)";
+  d.reason = "built without CUDA (no nvcc at build time, SVC_WITH_CUDA=OFF, or the node-gyp fallback)";
   return d;
 }
 

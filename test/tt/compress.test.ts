@@ -114,3 +114,17 @@ test("compress: large unfoldings (randomized range finder) keep the bound and fi
     t.ok(Math.abs(relErr(y, await tt.reconstruct(c)) - c.relative_error) < 1e-6, "reported error is the true error");
   }
 });
+
+test("compress: concurrent calls share the native pool and give the same results as sequential ones", async (t) => {
+  const inputs = [1, 2, 3, 4, 5, 6].map((s) => smoothField(24, 20, 28, s % 2 === 0, s));
+  const seq = [];
+  for (const x of inputs) seq.push((await tt.compress(x, [24, 20, 28], { tolerance: 1e-4, modes: [24, 20, 28] }))!);
+  const par = await Promise.all(inputs.map((x) => tt.compress(x, [24, 20, 28], { tolerance: 1e-4, modes: [24, 20, 28] })));
+  for (let i = 0; i < inputs.length; i++) {
+    t.deepEqual(par[i]!.ranks, seq[i]!.ranks, `input ${i}: same ranks`);
+    t.ok(Math.abs(par[i]!.relative_error - seq[i]!.relative_error) <= 1e-12 + 1e-9 * seq[i]!.relative_error, `input ${i}: same error`);
+  }
+  const dots = await Promise.all(par.map((r) => tt.dot(r!, r!)));
+  const norms = await Promise.all(par.map((r) => tt.norm(r!)));
+  t.ok(dots.every((d, i) => Math.abs(Math.sqrt(d) - norms[i]!) <= 1e-9 * norms[i]!), "concurrent dots and norms agree");
+});

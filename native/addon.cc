@@ -481,8 +481,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 #if defined(M_MMAP_THRESHOLD)
   // Results and work buffers are large and short-lived: keep freed memory in the heap instead of
   // returning it to the OS at once, so the next call does not page-fault through fresh pages.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
 #endif
   exports.Set("backend", Napi::Function::New(env, Backend));
   exports.Set("compress", Napi::Function::New(env, start<CompressWorker>));

@@ -88,23 +88,26 @@ template <>
 struct Micro<double> {
   static size_t mr() { return K().mr_d; }
   static size_t nr() { return K().nr_d; }
-  static void run(size_t kc, const double* a, const double* b, double* c, size_t ldc, size_t m, size_t n, bool acc) {
-    K().mk_d(kc, a, b, c, ldc, m, n, acc);
+  static void run(size_t kc, const double* a, const double* b, double* c, size_t ldc, size_t m, size_t n, bool acc,
+                  bool stream) {
+    K().mk_d(kc, a, b, c, ldc, m, n, acc, stream);
   }
 };
 template <>
 struct Micro<float> {
   static size_t mr() { return K().mr_f; }
   static size_t nr() { return K().nr_f; }
-  static void run(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t m, size_t n, bool acc) {
-    K().mk_f(kc, a, b, c, ldc, m, n, acc);
+  static void run(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t m, size_t n, bool acc,
+                  bool stream) {
+    K().mk_f(kc, a, b, c, ldc, m, n, acc, stream);
   }
 };
 
 // One output tile [i0, i0+mc) x [j0, j0+nc) over k in [k0, k1).
 template <typename TA, typename TB, typename TC>
 void tile(size_t i0, size_t mc, size_t j0, size_t nc, size_t k0, size_t k1, const TA* A, ptrdiff_t rsA,
-          ptrdiff_t csA, const TB* B, ptrdiff_t rsB, ptrdiff_t csB, TC* C, size_t ldc, bool accumulate) {
+          ptrdiff_t csA, const TB* B, ptrdiff_t rsB, ptrdiff_t csB, TC* C, size_t ldc, bool accumulate,
+          bool stream = false) {
   const size_t MR = Micro<TC>::mr(), NR = Micro<TC>::nr();
   size_t mcp = (mc + MR - 1) / MR * MR, ncp = (nc + NR - 1) / NR * NR;
   TC* pa = scratch<TC>(0, mcp * KC);
@@ -118,7 +121,8 @@ void tile(size_t i0, size_t mc, size_t j0, size_t nc, size_t k0, size_t k1, cons
       size_t nr = std::min(NR, nc - jj);
       for (size_t ii = 0; ii < mc; ii += MR) {
         size_t mr = std::min(MR, mc - ii);
-        Micro<TC>::run(kc, pa + ii * kc, pb + jj * kc, C + (i0 + ii) * ldc + j0 + jj, ldc, mr, nr, acc);
+        Micro<TC>::run(kc, pa + ii * kc, pb + jj * kc, C + (i0 + ii) * ldc + j0 + jj, ldc, mr, nr, acc,
+                       stream && k1 - k0 <= KC);
       }
     }
   }
@@ -156,10 +160,17 @@ void gemm(size_t M, size_t N, size_t K, const TA* A, ptrdiff_t rsA, ptrdiff_t cs
       else ncs /= 2;
     }
     size_t mts = (M + mcs - 1) / mcs, nts = (N + ncs - 1) / ncs;
+    // Large outputs written once (inner dimension within one block, as in reconstruction): bypass
+    // the cache with non-temporal stores when every row start is 64-byte aligned.
+    const bool stream = !accumulate && K <= KC && double(M) * double(N) * sizeof(TC) >= double(16 << 20) &&
+                        reinterpret_cast<uintptr_t>(C) % 64 == 0 && (ldc * sizeof(TC)) % 64 == 0 &&
+                        ncs % Micro<TC>::nr() == 0;
     parallel_for(mts * nts, [&](size_t t) {
       size_t a = t / nts, b = t % nts;
       size_t i0 = a * mcs, j0 = b * ncs;
-      tile(i0, std::min(mcs, M - i0), j0, std::min(ncs, N - j0), 0, K, A, rsA, csA, B, rsB, csB, C, ldc, accumulate);
+      tile(i0, std::min(mcs, M - i0), j0, std::min(ncs, N - j0), 0, K, A, rsA, csA, B, rsB, csB, C, ldc, accumulate,
+           stream);
+      if (stream) stream_fence();
     });
     return;
   }

@@ -51,6 +51,12 @@ const Kernels& K() {
   return *k;
 }
 
+void stream_fence() {
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_ia32_sfence();
+#endif
+}
+
 const char* isa_note() {
   K();
   return note.c_str();

@@ -8,8 +8,11 @@ struct Kernels {
   const char* name;
   int mr_d, nr_d, mr_f, nr_f;  // register tile of the GEMM micro-kernels
   // C[mr x nr] (+)= A_panel(kc x MR) * B_panel(kc x NR); packed panels, row stride ldc.
-  void (*mk_d)(size_t kc, const double* a, const double* b, double* c, size_t ldc, size_t mr, size_t nr, bool acc);
-  void (*mk_f)(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr, size_t nr, bool acc);
+  // stream: write full tiles with non-temporal stores (C rows 64-byte aligned, no accumulate).
+  void (*mk_d)(size_t kc, const double* a, const double* b, double* c, size_t ldc, size_t mr, size_t nr, bool acc,
+               bool stream);
+  void (*mk_f)(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr, size_t nr, bool acc,
+               bool stream);
   // Reductions accumulated in float64.
   double (*dot_ff)(const float* a, const float* b, size_t n);
   double (*dot_dd)(const double* a, const double* b, size_t n);
@@ -26,6 +29,8 @@ const Kernels& kernels_avx512();
 
 // The kernels in use: the best the CPU supports, or SVC_TT_ISA=scalar|avx2|avx512.
 const Kernels& K();
+// Orders non-temporal stores before later loads/stores (no-op off x86).
+void stream_fence();
 // Why the ISA differs from the one requested in SVC_TT_ISA, or empty.
 const char* isa_note();
 

@@ -2,6 +2,10 @@
 #include "kernels.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
+
+#if defined(__x86_64__) || defined(_M_X64)
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))), apply_to = function)
 #else
@@ -17,6 +21,8 @@
 #define NVD 2
 #define MRF 8
 #define NVF 2
+#define KSTREAM_F(p, v) _mm512_stream_ps(p, (__m512)(v))
+#define KSTREAM_D(p, v) _mm512_stream_pd(p, (__m512d)(v))
 #include "kernels.inc"
 
 #if defined(__clang__)

@@ -102,7 +102,16 @@ Napi::Value to_js(Napi::Env env, Buffer&& b, bool f64) {
   size_t bytes = b.bytes;
   size_t n = bytes / (f64 ? 8 : 4);
   void* p = b.release();
-  auto ab = Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* data) { std::free(data); });
+  // Tell V8 about the native memory so large results trigger collection (and their finalizers).
+  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
+  auto ab = Napi::ArrayBuffer::New(
+      env, p, bytes,
+      [](Napi::Env e, void* data, size_t* hint) {
+        Napi::MemoryManagement::AdjustExternalMemory(e, -static_cast<int64_t>(*hint));
+        delete hint;
+        std::free(data);
+      },
+      new size_t(bytes));
   if (f64) return Napi::Float64Array::New(env, n, ab, 0);
   return Napi::Float32Array::New(env, n, ab, 0);
 }

@@ -121,6 +121,9 @@ try {
       items.push({ key: `m${String(i).padStart(6, "0")}`, cores: m.cores.map((c, k) => ({ shape: [m.ranks[k]!, m.modes[k]!, m.ranks[k + 1]!] as [number, number, number], data: c as Float32Array })), shape: [64, 64, 64], metadata: { i, base: i % BASES } });
     }
     await store.putCoresBatch("fam", items);
+    // the first 2000 also form a namespace of their own, for the in-memory comparison
+    const head = items.filter((it) => Number(it.key.slice(1)) < 2000);
+    if (head.length) await store.putCoresBatch("fam2k", head);
   }
   closeSync(fd);
   emit({ figure: "setup", entries: TOPK_N, max_rank: maxRank, seconds: r3((performance.now() - tSetup) / 1000) });
@@ -185,7 +188,7 @@ try {
     dtop = d.top;
   }
   // the same comparison with the dense side fully in memory, over the first M entries
-  const M = Math.min(TOPK_N, 2000);
+  const M = Math.min(TOPK_N, 2000); // must match the fam2k namespace of the setup
   const mem: Float32Array[] = [];
   for (let i = 0; i < M; i++) {
     const a = new Float32Array(BYTES / 4);
@@ -208,12 +211,12 @@ try {
   const sub: number[] = [];
   for (let r = 0; r < 3; r++) {
     const s = performance.now();
-    await store.query.topk("fam", { key: qKey, k: K, metric: "cosine", filter: { i: { $lt: M } } });
+    await store.query.topk(M === TOPK_N ? "fam" : "fam2k", { key: qKey, k: K, metric: "cosine" });
     sub.push(performance.now() - s);
   }
   emit({
     figure: "topk_in_memory", entries: M, tt_ms_p50: r3(pct(sub, 50)), dense_f32_in_memory_ms: r3(Math.min(...memRuns)),
-    speedup: r3(Math.min(...memRuns) / pct(sub, 50)), note: "TT top-K filtered to the first M entries (the filter runs before scoring) vs the same entries held in memory as float32",
+    speedup: r3(Math.min(...memRuns) / pct(sub, 50)), note: "TT top-K over a namespace of the first M entries vs the same entries held in memory as float32",
   });
   closeSync(qfd);
   const ttMs = pct(warm, 50);
@@ -229,7 +232,7 @@ try {
     let stored = 0;
     let meta = 0;
     const seen = new Set<string>();
-    for (const ns of ["put", "fam"]) {
+    for (const ns of ["put", "fam", "fam2k"]) {
       for (let off = 0; ; ) {
         const page = await store.list(ns, { offset: off, limit: 1000 });
         for (const item of page.keys) {

@@ -46,7 +46,7 @@ test("two processes putting the same key: versions 1..2N, each exactly once", as
     const g = await store.get("ns", "shared", { version: ack.version });
     const d = await store.serve("ns", "shared", { version: ack.version });
     const want = Int32Array.from({ length: 256 }, (_, j) => j * 31 + ack.i);
-    if (g.metadata.tag === ack.tag && g.metadata.i === ack.i && Buffer.compare(Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength), Buffer.from(want.buffer)) === 0) ok++;
+    if (g.metadata.tag === ack.tag && g.metadata.i === ack.i && (g.metadata[`f${ack.tag}${ack.i % 7}`] as { n: number })?.n === ack.i && Buffer.compare(Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength), Buffer.from(want.buffer)) === 0) ok++;
   }
   t.equal(ok, 2 * N, "each version holds the data and metadata its writer acknowledged");
   await store.close();

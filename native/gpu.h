@@ -54,3 +54,13 @@ std::pair<size_t, size_t> memory();
 
 }  // namespace gpu
 }  // namespace svc
+
+namespace Napi {
+class Env;
+class Object;
+}  // namespace Napi
+
+namespace svc {
+// Adds the gpu* functions of native/gpu.cc to the addon's exports.
+void register_gpu(Napi::Env env, Napi::Object exports);
+}  // namespace svc

@@ -20,7 +20,8 @@ void fail_cuda(cudaError_t err, const char* what) {
 
 void ensure_device() {
   static const DeviceInfo dev = cuda_probe();
-  if (dev.device.empty()) throw TTError("gpu_unavailable", "", "no usable CUDA device: " + dev.reason);
+  if (dev.device.empty())
+    throw TTError("gpu_unavailable", "", dev.reason.rfind("no ", 0) == 0 ? dev.reason : "no usable CUDA device: " + dev.reason);
   check(cudaSetDevice(0), "cudaSetDevice");
 }
 
@@ -44,11 +45,6 @@ constexpr size_t kStageMax = size_t(64) << 20;
 size_t header_bytes(size_t d) { return 16 * (d + 1); }
 }  // namespace
 
-size_t bytes_for(const std::vector<size_t>& modes, const std::vector<size_t>& ranks) {
-  size_t n = 0;
-  for (size_t k = 0; k < modes.size(); ++k) n += ranks[k] * modes[k] * ranks[k + 1];
-  return header_bytes(modes.size()) + 4 * n;
-}
 
 std::shared_ptr<DevTT> lookup(uint64_t handle, const char* field) {
   std::lock_guard<std::mutex> g(reg_mu);

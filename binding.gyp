@@ -5,6 +5,7 @@
       "sources": [
         "native/addon.cc",
         "native/gemm.cc",
+        "native/gpu.cc",
         "native/kernels.cc",
         "native/kernels_scalar.cc",
         "native/kernels_avx2.cc",

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device.h"
+#include "gpu.h"
 #include "kernels.h"
 #include "threads.h"
 #include "tt.h"
@@ -502,6 +503,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("dotBatch", Napi::Function::New(env, start<DotBatchWorker>));
   exports.Set("dotDenseBatch", Napi::Function::New(env, start<DotDenseBatchWorker>));
   exports.Set("denseDot", Napi::Function::New(env, start<DenseDotWorker>));
+  register_gpu(env, exports);
   return exports;
 }
 

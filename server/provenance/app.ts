@@ -13,19 +13,18 @@ import type { ProvenanceMetrics } from "./metrics.js";
 import {
   RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactDigest, isBase64, artifactSchema, canonicalBytes, claimsSchema, pae, receiptBody, receiptHash,
   receiptSchema, verifyReceipt, withSignature,
-  type Artifact, type VerifyResult,
+  type Artifact, type Receipt, type VerifyResult,
 } from "./receipt.js";
-import { ALGORITHM, type AsyncSigner, type MlDsaBackend, type Signer } from "./signer.js";
+import { randomUUID } from "node:crypto";
+import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
 
 export type LogFn = (entry: Record<string, unknown>) => void;
 
 export interface AppDeps {
   /** The keys of this instance: the active one signs, the retired ones still verify. */
   keyring: Keyring;
-  /** Signs with the active key. */
+  /** Signs with the active key (bundles; receipts too unless the chain is batched). */
   signer: Signer;
-  /** The same key in a worker thread; when given, receipts are signed there. */
-  asyncSigner?: AsyncSigner | undefined;
   backend: MlDsaBackend;
   backendStatus: "ok" | "failing";
   chain: ReceiptChain;
@@ -67,9 +66,6 @@ function bearer(req: Request): string | null {
 }
 
 export function createApp(deps: AppDeps): express.Express {
-  if (deps.asyncSigner && deps.asyncSigner.fingerprint !== deps.signer.fingerprint) {
-    throw new Error("the worker signer and the signer hold different keys");
-  }
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -150,13 +146,14 @@ export function createApp(deps: AppDeps): express.Express {
         artifact = parseOrThrow(artifactSchema, body.artifact, "artifact");
       }
       const claims = body.claims ?? {};
-      const receipt = await deps.chain.append(async (pos) => {
-        const body = receiptBody({ artifact, claims }, pos, deps.signer.fingerprint, deps.clock());
-        const message = pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body));
-        const signature = deps.asyncSigner ? await deps.asyncSigner.sign(message) : deps.signer.sign(message);
-        const r = withSignature(body, signature);
-        return { value: r, hash: receiptHash(r) };
-      });
+      // a batched chain builds and signs in its worker thread; else here, one at a time
+      const receipt = deps.chain.batched
+        ? await deps.chain.appendInput<Receipt>({ artifact, claims, receipt_id: randomUUID(), issued_at: deps.clock().toISOString() })
+        : await deps.chain.append((pos) => {
+            const body = receiptBody({ artifact, claims }, pos, deps.signer.fingerprint, deps.clock());
+            const r = withSignature(body, deps.signer.sign(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body))));
+            return { value: r, hash: receiptHash(r) };
+          });
       m.receiptsIssued.inc();
       res.status(201).json(receipt);
     } catch (e) {

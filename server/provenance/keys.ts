@@ -2,7 +2,7 @@
 //   keys/                     0700
 //   keys/signing-key.json     0600  the active keypair (the only file with a secret key)
 //   keys/retired/<fp>.json    0600  earlier public keys, kept so old receipts verify
-//   chain.json                0600  the receipt chain head
+//   chain.log                 0600  the receipt chain heads, one JSON line per committed batch
 // The configuration file holds only the SHA-256 of the admin key.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { chmod, mkdir, readdir, readFile, stat } from "node:fs/promises";
@@ -33,7 +33,7 @@ export const paths = (home: string) => ({
   keys: join(home, "keys"),
   active: join(home, "keys", "signing-key.json"),
   retired: join(home, "keys", "retired"),
-  chain: join(home, "chain.json"),
+  chain: join(home, "chain.log"),
 });
 
 const b64 = (n: number) =>

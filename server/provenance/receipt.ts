@@ -167,10 +167,11 @@ export function receiptBody(
   chain: { serial: number; previous: string | null },
   fingerprint: string,
   now: Date,
+  receiptId: string = randomUUID(),
 ): ReceiptBody {
   return {
     schema: RECEIPT_SCHEMA,
-    receipt_id: randomUUID(),
+    receipt_id: receiptId,
     serial: chain.serial,
     issued_at: now.toISOString(),
     artifact: { ...input.artifact },

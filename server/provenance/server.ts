@@ -6,11 +6,12 @@ import type { AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createApp, type LogFn } from "./app.js";
-import { FileChainStore, ReceiptChain } from "./chain.js";
+import { LogChainStore, ReceiptChain } from "./chain.js";
 import { ConfigError, type ProvenanceConfig } from "./config.js";
 import { bootstrap, hashSecret, paths, type BootResult } from "./keys.js";
 import { createMetrics } from "./metrics.js";
-import { createBackend, createSigner, createWorkerSigner, selfTest } from "./signer.js";
+import { createBackend, createSigner, selfTest } from "./signer.js";
+import { createReceiptWorker, type ReceiptWorker } from "./worker.js";
 
 /** The package version, for bundles and /health (found by walking up to package.json). */
 export function applianceVersion(): string {
@@ -92,11 +93,17 @@ export async function startProvenance(
   const boot = await bootstrap(config, backend);
   const unlock = await lockHome(config.home);
   let chain: ReceiptChain;
-  let asyncSigner: Awaited<ReturnType<typeof createWorkerSigner>>;
+  let worker: ReceiptWorker;
+  let store: LogChainStore;
   try {
-    chain = await ReceiptChain.open(new FileChainStore(paths(config.home).chain));
-    // receipts are signed in a worker thread so that HTTP work overlaps with ML-DSA
-    asyncSigner = await createWorkerSigner(config.backend, boot.keyring.active);
+    // receipts are built and signed in a worker thread, a batch at a time, so that HTTP
+    // work overlaps with ML-DSA
+    worker = await createReceiptWorker(config.backend, boot.keyring.active);
+    store = new LogChainStore(paths(config.home).chain);
+    chain = await ReceiptChain.open(store, worker.buildBatch).catch(async (e) => {
+      await worker.close();
+      throw e;
+    });
   } catch (e) {
     await unlock();
     throw e;
@@ -105,7 +112,6 @@ export async function startProvenance(
   const app = createApp({
     keyring: boot.keyring,
     signer,
-    asyncSigner,
     backend,
     backendStatus: selfTest(backend),
     chain,
@@ -123,7 +129,8 @@ export async function startProvenance(
       const s = app.listen(config.port, config.host, (err?: Error) => (err ? reject(err) : resolve(s)));
     });
   } catch (e) {
-    await asyncSigner.close();
+    await worker.close();
+    store.close();
     await unlock();
     const code = (e as NodeJS.ErrnoException).code;
     throw new ConfigError(code === "EADDRINUSE"
@@ -143,7 +150,8 @@ export async function startProvenance(
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      await asyncSigner.close();
+      await worker.close();
+      store.close();
       await unlock();
     },
   };

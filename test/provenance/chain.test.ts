@@ -2,7 +2,7 @@
 import test from "tape";
 import { readFile, writeFile, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { ChainWriteError, FileChainStore, MemoryChainStore, ReceiptChain, type ChainHead, type ChainStore } from "../../server/provenance/chain.js";
+import { ChainWriteError, FileChainStore, LogChainStore, MemoryChainStore, ReceiptChain, type BatchBuilder, type BatchResult, type ChainHead, type ChainStore } from "../../server/provenance/chain.js";
 import { tempDir } from "./helpers.js";
 
 const h = (n: number): string => n.toString(16).padStart(64, "0");
@@ -121,4 +121,114 @@ test("a failed write refuses the batch built on top of it; the next receipt star
   pending.shift()!.go(true);
   t.equal(await d, 1);
   t.deepEqual(chain.head, { serial: 1, last_receipt_sha256: h(1) });
+});
+
+test("a batch builder builds whole batches in order; an entry it cannot build takes no serial", async (t) => {
+  const calls: Array<{ n: number; start: number }> = [];
+  const builder: BatchBuilder = async (inputs, start) => {
+    calls.push({ n: inputs.length, start: start.serial });
+    const out: BatchResult[] = [];
+    let serial = start.serial;
+    let previous = start.previous;
+    for (const input of inputs) {
+      if (input === "bad") {
+        out.push({ error: new Error("cannot build") });
+        continue;
+      }
+      out.push({ serial, value: { input, serial, previous }, hash: h(serial) });
+      previous = h(serial);
+      serial++;
+    }
+    return out;
+  };
+  const chain = await ReceiptChain.open(new MemoryChainStore(), builder);
+  t.equal(chain.batched, true);
+  const all = await Promise.allSettled(["a", "b", "bad", "c", ...Array.from({ length: 40 }, (_, i) => `x${i}`)].map((x) => chain.appendInput<{ serial: number; previous: string | null }>(x)));
+  const ok = all.filter((r) => r.status === "fulfilled").map((r) => (r as PromiseFulfilledResult<{ serial: number; previous: string | null }>).value);
+  t.equal(all[2]!.status, "rejected", "the bad entry is refused");
+  t.deepEqual(ok.map((v) => v.serial), Array.from({ length: 43 }, (_, i) => i + 1), "the others get 1..43 without a gap");
+  t.ok(ok.every((v, i) => v.previous === (i === 0 ? null : h(i))), "each chains to the one before");
+  t.ok(calls.length < 44, `built in ${calls.length} batches`);
+  t.deepEqual(chain.head, { serial: 43, last_receipt_sha256: h(43) });
+  try {
+    await chain.append(() => ({ value: 1, hash: h(1) }));
+    t.fail("append on a batched chain");
+  } catch (e) {
+    t.match((e as Error).message, /appendInput/, "append is refused on a batched chain");
+  }
+  const plain = await ReceiptChain.open(new MemoryChainStore());
+  try {
+    await plain.appendInput("a");
+    t.fail("appendInput on a plain chain");
+  } catch (e) {
+    t.match((e as Error).message, /no batch builder/, "appendInput is refused without a builder");
+  }
+});
+
+test("a batch builder that skips a serial has its entries refused; nothing is committed past it", async (t) => {
+  let skip = true;
+  const builder: BatchBuilder = async (inputs, start) =>
+    inputs.map((input, i) => ({ serial: start.serial + i + (skip ? 1 : 0), value: input, hash: h(start.serial + i) }));
+  const store = new MemoryChainStore();
+  const chain = await ReceiptChain.open(store, builder);
+  const rs = await Promise.allSettled([chain.appendInput("a"), chain.appendInput("b")]);
+  t.ok(rs.every((r) => r.status === "rejected" && /broke the chain/.test(String((r as PromiseRejectedResult).reason))), "both refused");
+  t.deepEqual(chain.head, { serial: 0, last_receipt_sha256: null }, "nothing committed");
+  t.equal(store.saves, 0, "nothing written");
+  skip = false;
+  t.equal(await chain.appendInput("c"), "c", "a correct builder works again");
+  t.equal(chain.head.serial, 1, "from serial 1");
+});
+
+test("the log store: one line per batch, reopened at its last line, a torn last line dropped, compaction", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const path = join(dir, "chain.log");
+  const s1 = new LogChainStore(path);
+  const c1 = await ReceiptChain.open(s1);
+  for (let i = 0; i < 3; i++) await c1.append((pos) => ({ value: pos.serial, hash: h(pos.serial) }));
+  s1.close();
+  const lines = (await readFile(path, "utf8")).split("\n");
+  t.equal(lines.length, 4, "three lines and a final newline");
+  t.deepEqual(JSON.parse(lines[2]!), { serial: 3, last_receipt_sha256: h(3) });
+  t.equal((await stat(path)).mode & 0o777, 0o600, "mode 0600");
+  await writeFile(path, (await readFile(path, "utf8")) + '{"serial":4,"last_rec', { flag: "w" });
+  const s2 = new LogChainStore(path);
+  const c2 = await ReceiptChain.open(s2);
+  t.deepEqual(c2.head, { serial: 3, last_receipt_sha256: h(3) }, "a torn last line is dropped");
+  t.equal(await c2.append((pos) => ({ value: pos.serial, hash: h(pos.serial) })), 4, "serial 4 is issued again: it was never answered");
+  s2.close();
+  const after = (await readFile(path, "utf8")).split("\n");
+  t.deepEqual(JSON.parse(after[3]!), { serial: 4, last_receipt_sha256: h(4) }, "the torn fragment was cut off before appending");
+  t.equal(after.length, 5);
+
+  const small = join(dir, "small.log");
+  const s3 = new LogChainStore(small, { compactBytes: 300 });
+  const c3 = await ReceiptChain.open(s3);
+  for (let i = 0; i < 20; i++) await c3.append((pos) => ({ value: pos.serial, hash: h(pos.serial) }));
+  s3.close();
+  t.ok((await stat(small)).size <= 300, "compacted below the threshold");
+  const c4 = await ReceiptChain.open(new LogChainStore(small));
+  t.deepEqual(c4.head, { serial: 20, last_receipt_sha256: h(20) }, "the head survives compaction");
+  t.deepEqual((await readdir(dir)).filter((f) => f.endsWith(".tmp")), [], "no temp files left");
+  await cleanup();
+});
+
+test("the log store refuses a corrupt or out-of-order line instead of restarting at 1", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const path = join(dir, "chain.log");
+  const good = (n: number) => JSON.stringify({ serial: n, last_receipt_sha256: h(n) });
+  for (const [content, why] of [
+    [`${good(1)}\n{oops}\n${good(3)}\n`, /line 2 .* not valid JSON/],
+    [`${good(1)}\n${good(3)}\n${good(2)}\n`, /line 3 .* serials must increase/],
+    [`${JSON.stringify({ serial: 1, last_receipt_sha256: null })}\n`, /line 1 .* malformed/],
+  ] as const) {
+    await writeFile(path, content);
+    try {
+      await ReceiptChain.open(new LogChainStore(path));
+      t.fail("accepted");
+    } catch (e) {
+      t.match((e as Error).message, why, (e as Error).message);
+    }
+  }
+  await cleanup();
 });

@@ -5,11 +5,12 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp } from "../../server/provenance/app.js";
-import { FileChainStore, ReceiptChain } from "../../server/provenance/chain.js";
+import { LogChainStore, ReceiptChain } from "../../server/provenance/chain.js";
 import { loadConfig, type ProvenanceConfig } from "../../server/provenance/config.js";
 import { bootstrap, hashSecret, paths, type BootResult } from "../../server/provenance/keys.js";
 import { createMetrics } from "../../server/provenance/metrics.js";
-import { createBackend, createSigner, createWorkerSigner, selfTest, type BackendName, type MlDsaBackend } from "../../server/provenance/signer.js";
+import { createBackend, createSigner, selfTest, type BackendName, type MlDsaBackend } from "../../server/provenance/signer.js";
+import { createReceiptWorker } from "../../server/provenance/worker.js";
 
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), "svc-prov-"));
@@ -39,13 +40,13 @@ export async function startApp(
   const backend = await createBackend(config.backend);
   const boot = await bootstrap(config, backend);
   const adminKey = boot.adminKey ?? opts.adminKey ?? "";
-  const chain = await ReceiptChain.open(new FileChainStore(paths(config.home).chain));
+  const worker = opts.worker ? await createReceiptWorker(config.backend, boot.keyring.active) : undefined;
+  const store = new LogChainStore(paths(config.home).chain);
+  const chain = await ReceiptChain.open(store, worker?.buildBatch);
   const logs: string[] = [];
-  const asyncSigner = opts.worker ? await createWorkerSigner(config.backend, boot.keyring.active) : undefined;
   const app = createApp({
     keyring: boot.keyring,
     signer: createSigner(backend, boot.keyring.active),
-    asyncSigner,
     backend,
     backendStatus: selfTest(backend),
     chain,
@@ -70,7 +71,8 @@ export async function startApp(
     chain,
     close: async () => {
       await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
-      await asyncSigner?.close();
+      await worker?.close();
+      store.close();
     },
   };
 }

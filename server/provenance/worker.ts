@@ -1,0 +1,75 @@
+// The main-thread side of receipt-worker.ts: a BatchBuilder for the chain that builds
+// receipts in a worker thread.
+import { Worker } from "node:worker_threads";
+import type { BatchBuilder, BatchResult } from "./chain.js";
+import { ValidationError } from "../../lib/errors.js";
+import { fingerprintOf, type BackendName, type KeyPair } from "./signer.js";
+
+export interface ReceiptWorker {
+  readonly fingerprint: string;
+  /** Inputs are `{ artifact, claims, receipt_id, issued_at }`. */
+  readonly buildBatch: BatchBuilder;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the worker with a copy of `keyPair`. From the TypeScript sources (tsx) the worker
+ * registers tsx itself; from dist/ it is plain JavaScript.
+ */
+export async function createReceiptWorker(backend: BackendName, keyPair: KeyPair): Promise<ReceiptWorker> {
+  const fromSource = import.meta.url.endsWith(".ts");
+  const url = new URL(fromSource ? "./receipt-worker.ts" : "./receipt-worker.js", import.meta.url).href;
+  const code = fromSource
+    ? `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(url)}); })`
+    : `import(${JSON.stringify(url)})`;
+  const worker = new Worker(code, {
+    eval: true,
+    workerData: { backend, publicKey: keyPair.publicKey, secretKey: keyPair.secretKey },
+  });
+  const pending = new Map<number, { resolve: (r: BatchResult[]) => void; reject: (e: Error) => void }>();
+  let nextId = 1;
+  let failed: Error | null = null;
+  const failAll = (e: Error): void => {
+    failed ??= e;
+    for (const p of pending.values()) p.reject(e);
+    pending.clear();
+  };
+  let fingerprint: string;
+  try {
+    fingerprint = await new Promise<string>((resolve, reject) => {
+      worker.once("error", () => reject(new Error("The receipt worker failed to start.")));
+      worker.once("message", (m: { ready?: boolean; fingerprint?: string }) =>
+        m.ready && m.fingerprint ? resolve(m.fingerprint) : reject(new Error("The receipt worker failed to start.")));
+    });
+  } catch (e) {
+    await worker.terminate();
+    throw e;
+  }
+  if (fingerprint !== fingerprintOf(keyPair.publicKey)) {
+    await worker.terminate();
+    throw new Error("The receipt worker holds another key.");
+  }
+  worker.on("message", (m: { id: number; results: BatchResult[] }) => {
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    p.resolve(m.results.map((r) => ("error" in r ? { error: new ValidationError(String(r.error)) } : r)));
+  });
+  worker.on("error", () => failAll(new Error("The receipt worker failed.")));
+  worker.on("exit", () => failAll(new Error("The receipt worker exited.")));
+  worker.unref();
+  return {
+    fingerprint,
+    buildBatch(inputs, start) {
+      if (failed) return Promise.reject(failed);
+      const id = nextId++;
+      return new Promise<BatchResult[]>((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, start, items: inputs });
+      });
+    },
+    async close() {
+      await worker.terminate();
+    },
+  };
+}

@@ -35,6 +35,17 @@ export interface NativeAddon {
   dotBatch(qCores: NativeArray[], qRanks: number[], cCores: NativeArray[][], cRanks: number[][], modes: number[]): Promise<Float64Array>;
   dotDenseBatch(x: NativeArray, cCores: NativeArray[][], cRanks: number[][], modes: number[]): Promise<Float64Array>;
   denseDot(a: NativeArray, b: NativeArray): Promise<number>;
+  // GPU side (native/gpu.cc; lib/gpu.ts wraps it). Without CUDA or a device every call but
+  // gpuBytesFor and gpuRelease rejects or throws with code gpu_unavailable.
+  gpuLoad(cores: Float32Array[], ranks: number[], modes: number[]): Promise<{ handle: number; bytes: number; h2d_s: number }>;
+  gpuRelease(handle: number): boolean;
+  gpuReconstruct(handle: number, shape: number[], groups: number[], slice: number[] | null): Promise<Float32Array>;
+  gpuReconstructTimed(handle: number, repeats: number): Promise<number>;
+  gpuDot(a: number, b: number): Promise<number>;
+  gpuDotDense(handle: number, x: Float32Array): Promise<number>;
+  gpuTopk(query: number, candidates: number[], norms: Float64Array | null, metric: string, k: number): Promise<{ index: Uint32Array; score: Float64Array }>;
+  gpuMemory(): { free: number; total: number };
+  gpuBytesFor(ranks: number[], modes: number[]): number;
 }
 
 /** The package root: the nearest directory above this file with svc-tensor's package.json. */

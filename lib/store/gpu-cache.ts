@@ -3,7 +3,7 @@
 // The device sits behind DeviceAllocator: the CUDA one (lib/gpu.ts) and an in-memory one for
 // tests of the accounting, which can be told to run out of memory.
 import { GpuUnavailableError, InternalError, ValidationError } from "../errors.js";
-import type { TT } from "./ttapi.js";
+import { loadTT, type TT } from "./ttapi.js";
 
 /** Thrown by an allocator when the device has no room for an allocation. */
 export class DeviceOutOfMemoryError extends Error {
@@ -227,9 +227,10 @@ export function deviceBytesOf(tt: TT): number {
 
 /**
  * A device in host memory: the same accounting as a GPU (capacity, out-of-memory), holding
- * copies of the cores. For tests of the cache and of the serving path without a GPU.
+ * float32 copies of the cores and computing with the CPU engine. For tests of the cache and
+ * of the serving path on machines without a GPU.
  */
-export class MemoryDeviceAllocator implements DeviceAllocator<number> {
+export class MemoryDeviceAllocator implements DeviceBackend<number> {
   readonly device = "memory:0";
   readonly #entries = new Map<number, { tt: TT; bytes: number }>();
   #next = 1;
@@ -278,4 +279,79 @@ export class MemoryDeviceAllocator implements DeviceAllocator<number> {
     if (!e) throw new InternalError(`Device handle ${handle} is not allocated.`);
     return e.tt;
   }
+
+  async reconstruct(handle: number, tt: TT, slice?: [number, number][]): Promise<Float32Array> {
+    const t = { ...this.get(handle), shape: tt.shape ?? tt.modes };
+    return (await loadTT()).reconstruct(t, slice ? { slice } : undefined) as Promise<Float32Array>;
+  }
+
+  async dot(a: number, b: number): Promise<number> {
+    return (await loadTT()).dot(this.get(a), this.get(b));
+  }
+
+  async dotDense(handle: number, x: Float32Array | Float64Array): Promise<number> {
+    return (await loadTT()).dotDense(this.get(handle), Float32Array.from(x));
+  }
+
+  async topk(query: number, candidates: number[], norms: Float64Array | null, metric: "cosine" | "dot" | "l2", k: number) {
+    const raw = await (await loadTT()).dotBatch(this.get(query), candidates.map((c) => this.get(c)));
+    return rankScores(raw, norms, metric, k);
+  }
+}
+
+/** The metric over raw inner products and the k best (ties by position), as native/cuda/topk.cu does. */
+export function rankScores(raw: Float64Array, norms: Float64Array | null, metric: "cosine" | "dot" | "l2", k: number): { index: Uint32Array; score: Float64Array } {
+  if (metric !== "dot" && (!norms || norms.length !== raw.length + 1))
+    throw new ValidationError("norms must hold the query's norm then one per candidate.", "norms");
+  const s = Float64Array.from(raw, (v, j) => {
+    if (metric === "cosine") {
+      const den = norms![0]! * norms![j + 1]!;
+      return den > 0 ? v / den : 0;
+    }
+    if (metric === "l2") return Math.sqrt(Math.max(0, norms![0]! ** 2 + norms![j + 1]! ** 2 - 2 * v));
+    return v;
+  });
+  const lower = metric === "l2";
+  const idx = Array.from(s.keys()).sort((a, b) => (s[a] === s[b] ? a - b : lower ? s[a]! - s[b]! : s[b]! - s[a]!));
+  const n = Math.min(k, idx.length);
+  return { index: Uint32Array.from(idx.slice(0, n)), score: Float64Array.from(idx.slice(0, n), (i) => s[i]!) };
+}
+
+/** What a device computes on resident entries, next to loading them (lib/gpu.ts: CUDA). */
+export interface DeviceBackend<H = unknown> extends DeviceAllocator<H> {
+  /** The dense tensor, or a block (one [start, stop) per dense dimension), as float32. */
+  reconstruct(handle: H, tt: TT, slice?: [number, number][]): Promise<Float32Array>;
+  /** ⟨a, b⟩ of two resident entries with the same modes. */
+  dot(a: H, b: H): Promise<number>;
+  /** ⟨entry, x⟩ for a dense x over the entry's dense shape. */
+  dotDense(handle: H, x: Float32Array | Float64Array): Promise<number>;
+  /** The k best candidates for the metric: positions into `candidates` and scores, best first. */
+  topk(query: H, candidates: H[], norms: Float64Array | null, metric: "cosine" | "dot" | "l2", k: number): Promise<{ index: Uint32Array; score: Float64Array }>;
+}
+
+/** GPU serving for a store: a residency cache over a device, or why there is none. */
+export type GpuServing = { cache: GpuCache<unknown>; backend: DeviceBackend<unknown> } | { unavailable: string };
+
+/** Serving over `backend` with a cache of `budgetBytes`. */
+export function gpuServing<H>(backend: DeviceBackend<H>, budgetBytes: number): GpuServing {
+  return { cache: new GpuCache<H>(backend, budgetBytes) as GpuCache<unknown>, backend: backend as DeviceBackend<unknown> };
+}
+
+/** What serveGpu returns: an entry pinned on the device until release(). */
+export interface GpuHandle {
+  namespace: string;
+  key: string;
+  version: number;
+  /** `cuda:0` (or the in-memory device's name in tests). */
+  device: string;
+  resident: true;
+  bytes_on_device: number;
+  tt: { modes: number[]; ranks: number[] };
+  /** The dense tensor or a block, reconstructed on the device (blocks of entries whose dense
+   *  dimensions span several TT modes: on the CPU), in the entry's dtype or `dtype`. */
+  reconstruct(opts?: { slice?: [number, number][]; dtype?: "float32" | "float64" | "float16" | "bfloat16" }): Promise<import("./types.js").ServeResult>;
+  /** ⟨this, other⟩: on the device for another live handle with the same modes, else on the CPU. */
+  dot(other: GpuHandle | { key: string; version?: number; namespace?: string }): Promise<number>;
+  /** Unpins the entry (the cache may then evict it); later calls on the handle fail. Idempotent. */
+  release(): void;
 }

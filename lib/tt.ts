@@ -70,7 +70,8 @@ export const DEFAULT_MAX_RANK = 256;
 export const MIN_TOLERANCE_F32 = 1e-5;
 export const MIN_TOLERANCE_F64 = 1e-7;
 export const MIN_ROUND_TOLERANCE_F64 = 1e-12;
-export const MAX_RANK_LIMIT = 4096;
+/** Largest max_rank accepted: beyond it the factorisations would need gigabytes and minutes. */
+export const MAX_RANK_LIMIT = 1024;
 
 const int = (what: string) => z.number({ error: `${what} must be a number` }).int(`${what} must be an integer`);
 

@@ -18,6 +18,8 @@ import {
   asBytes, denseNorm, extractBlock, fromWorkingFloat, hasNonFinite, losslessDecode, losslessEncode, product,
   sha256hex, toFloat64, toWorkingFloat, typedView,
 } from "./codec.js";
+import { gpuServingFor } from "../gpu.js";
+import { type GpuHandle, type GpuServing } from "./gpu-cache.js";
 import { LmdbBackend } from "./lmdb.js";
 import { MemoryBackend } from "./memory.js";
 import { scoreBatch, similarity, type Operand } from "./query.js";
@@ -28,6 +30,9 @@ import type {
 } from "./types.js";
 
 export type * from "./types.js";
+
+/** Device handles behind the GpuHandles this module gave out (for handle.dot(handle)). */
+const gpuHandles = new WeakMap<GpuHandle, { backend: unknown; handle: unknown; live: () => void }>();
 
 /** Tombstones are kept this long after a delete. */
 export const TOMBSTONE_RETENTION_MS = 30 * 24 * 3600 * 1000;
@@ -41,9 +46,11 @@ const storeOptionsSchema = z.strictObject({
   default_max_rank: maxRankSchema.default(256),
   clock: z.custom<Clock>((c) => typeof (c as Clock | null)?.now === "function", "clock must have a now() method").optional(),
   core_cache_bytes: z.number().int().min(0).default(256 * 1024 * 1024),
+  // GPU serving (lib/store/gpu-cache.ts); absent: decided on first use from the native backend
+  gpu: z.custom<GpuServing>((g) => g !== null && typeof g === "object" && ("unavailable" in g || "cache" in g), "gpu must be a GpuServing").optional(),
 });
 export type StoreOptions = z.input<typeof storeOptionsSchema>;
-type StoreConfig = Omit<z.output<typeof storeOptionsSchema>, "clock" | "tenant" | "path">;
+type StoreConfig = Omit<z.output<typeof storeOptionsSchema>, "clock" | "tenant" | "path" | "gpu">;
 
 /** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
 export type PutData = ArrayBufferView | ArrayBuffer;
@@ -112,6 +119,7 @@ interface Core {
   clock: Clock;
   cache: CoreCache;
   closed: boolean;
+  gpu?: GpuServing;
 }
 
 /** Decoded TT cores by payload hash (content-addressed, so never stale), bounded in bytes. */
@@ -149,8 +157,8 @@ class CoreCache {
 export async function createStore(options: StoreOptions): Promise<Store> {
   const o = parseOrThrow(storeOptionsSchema, options, "options");
   const backend: StorageBackend = o.path === ":memory:" ? new MemoryBackend() : new LmdbBackend(o.path);
-  const { path: _p, tenant, clock, ...config } = o;
-  return new Store({ backend, config, clock: clock ?? systemClock, cache: new CoreCache(o.core_cache_bytes), closed: false }, tenant);
+  const { path: _p, tenant, clock, gpu, ...config } = o;
+  return new Store({ backend, config, clock: clock ?? systemClock, cache: new CoreCache(o.core_cache_bytes), closed: false, gpu }, tenant);
 }
 
 /** A store scoped to one tenant; `forTenant` gives views of the same database for others. */
@@ -592,23 +600,91 @@ export class Store {
     return { namespace: ns, key, version: rec.version, data, dtype: outDtype, shape: outShape };
   }
 
+  /** GPU serving of this store (every tenant view): set by the engine from SVC_ENGINE_DEVICE. */
+  useGpu(gpu: GpuServing): void {
+    this.#core.gpu = gpu;
+  }
+
+  /** The GPU serving in use: the configured one, or (library use) the first CUDA device. */
+  gpu(): GpuServing {
+    return (this.#core.gpu ??= gpuServingFor("auto", null));
+  }
+
   /**
-   * serve on the GPU. This build has no GPU residency path: it throws GpuUnavailableError
-   * with the reason (no CUDA device found, or GPU serving not built).
+   * serve on the GPU: loads the entry's TT cores to the device (or finds them resident in the
+   * LRU cache) and pins them until `release()`. GpuUnavailableError (with the reason) where
+   * there is no usable device or the entry cannot be made resident.
    */
-  async serveGpu(ns: string, key: string, opts: GetOptions = {}): Promise<never> {
+  async serveGpu(ns: string, key: string, opts: GetOptions = {}): Promise<GpuHandle> {
     namespace(ns);
     keyName(key);
     const o = parseOrThrow(getOptionsSchema, opts, "options");
-    this.#version(ns, key, o.version);
-    let b: ReturnType<Awaited<ReturnType<typeof loadTT>>["backend"]>;
-    try {
-      b = (await loadTT()).backend();
-    } catch {
-      throw new GpuUnavailableError("No usable CUDA device: the native engine is not built.");
-    }
-    if (b.cuda_device === null) throw new GpuUnavailableError(`No usable CUDA device: ${b.reason ?? "none found"}.`);
-    throw new GpuUnavailableError("GPU residency serving is not available in this build.");
+    const { rec } = this.#version(ns, key, o.version);
+    const gpu = this.gpu();
+    if ("unavailable" in gpu) throw new GpuUnavailableError(gpu.unavailable);
+    if (rec.layout.codec !== "tt")
+      throw new ValidationError(`Entry ${key} version ${rec.version} is stored without TT cores (${rec.layout.codec}); GPU serving applies to TT-compressed entries.`, "key");
+    const tt = this.#tt(rec);
+    const lease = await gpu.cache.acquire({ tenant: this.tenant, ns, key, version: rec.version }, () => tt);
+    const { backend } = gpu;
+    let released = false;
+    const live = () => {
+      if (released) throw new ValidationError("This GPU handle was released.", "handle");
+    };
+    const handles = gpuHandles;
+    const handle: GpuHandle = {
+      namespace: ns,
+      key,
+      version: rec.version,
+      device: gpu.cache.device,
+      resident: true,
+      bytes_on_device: lease.bytes,
+      tt: { modes: [...tt.modes], ranks: [...tt.ranks] },
+      reconstruct: async (ro = {}) => {
+        live();
+        const r = parseOrThrow(serveOptionsSchema, ro, "options");
+        const { slice, dtype } = r;
+        if (r.version !== undefined) throw new ValidationError("version is fixed by the handle.", "version");
+        const cpu = () => this.serve(ns, key, { version: rec.version, slice, dtype });
+        if (slice) {
+          if (slice.length !== rec.shape.length)
+            throw new ValidationError(`slice has ${slice.length} pairs but the entry has ${rec.shape.length} dimensions.`, "slice");
+          slice.forEach(([, stop], i) => {
+            if (stop > rec.shape[i]!) throw new ValidationError(`slice.${i} stops at ${stop}, beyond dimension size ${rec.shape[i]}.`, `slice.${i}`);
+          });
+          // blocks of quantized entries (dense dimensions spanning several modes): CPU
+          const single = rec.shape.length === tt.modes.length && rec.shape.every((n, i) => n === tt.modes[i]);
+          if (!single) return cpu();
+        }
+        const work = await backend.reconstruct(lease.handle, { ...tt, shape: rec.shape }, slice?.map(([a, b]) => [a, b] as [number, number]));
+        const outDtype = (dtype ?? rec.dtype) as Dtype;
+        return {
+          namespace: ns, key, version: rec.version, dtype: outDtype,
+          shape: slice ? slice.map(([a, b]) => b - a) : [...rec.shape],
+          data: fromWorkingFloat(work, outDtype as "float32"),
+        };
+      },
+      dot: async (other) => {
+        live();
+        const mine = handles.get(other as GpuHandle);
+        if (mine && mine.backend === backend) {
+          mine.live();
+          const ot = (other as GpuHandle).tt;
+          if (ot.modes.length === tt.modes.length && ot.modes.every((m, i) => m === tt.modes[i])) return backend.dot(lease.handle, mine.handle);
+        }
+        const r = await this.query.similarity(ns, key, other.key, {
+          version_a: rec.version, version_b: other.version, namespace_b: (other as { namespace?: string }).namespace, metric: "dot",
+        });
+        return r.score;
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        lease.release();
+      },
+    };
+    handles.set(handle, { backend, handle: lease.handle, live });
+    return handle;
   }
 
   // ---------------- similarity ----------------

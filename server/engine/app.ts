@@ -14,7 +14,8 @@ import {
   putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
 } from "../../lib/schemas.js";
 import type { CoreInput, Store } from "../../lib/store/index.js";
-import { loadTT } from "../../lib/store/ttapi.js";
+import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
+import type { GpuServing } from "../../lib/store/gpu-cache.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import type { EngineConfig, LogLevel } from "./config.js";
@@ -40,6 +41,8 @@ export interface EngineDeps {
   store: Store;
   config: EngineConfig;
   logger?: Logger;
+  /** GPU serving; default from SVC_ENGINE_DEVICE and SVC_ENGINE_GPU_CACHE_BYTES. Installed on the store. */
+  gpu?: GpuServing;
 }
 
 type Handler = (req: Request, res: Response) => Promise<void>;
@@ -63,7 +66,11 @@ function nsKey(req: Request): { ns: string; key: string } {
  * Builds the engine's express app (no listen).
  * @example const app = createApp({ store: await createStore({ path: ":memory:" }), config: loadEngineConfig(env) });
  */
-export function createApp({ store, config, logger = jsonLogger(config.log_level) }: EngineDeps): express.Express {
+export function createApp({ store, config, logger = jsonLogger(config.log_level), gpu }: EngineDeps): express.Express {
+  // GPU serving decided once: a residency cache on the CUDA device, or the reason there is none
+  const serving = gpu ?? gpuServingFor(config.device, config.gpu_cache_bytes);
+  store.useGpu(serving);
+  if ("unavailable" in serving && config.device.startsWith("cuda")) logger.warn({ msg: "gpu unavailable", reason: serving.unavailable });
   const app = express();
   app.disable("x-powered-by");
   app.set("query parser", "simple");
@@ -92,17 +99,13 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
 
   // 3. health, without authentication
   app.get("/health", wrap(async (_req, res) => {
-    let device: string | null = null;
-    try {
-      device = (await loadTT()).backend().cuda_device;
-    } catch {
-      device = null;
-    }
+    // available: serving works (a device and SVC_ENGINE_DEVICE allow it); device: the CUDA
+    // device found, also when serving is disabled; cache_bytes: bytes resident on the device
+    const available = !("unavailable" in serving);
     res.json({
       status: "ok",
       uptime_s: Math.floor((Date.now() - startedAt) / 1000),
-      // GPU residency serving is not built yet: a found device is reported, but not available
-      gpu: { available: false, device, cache_bytes: 0 },
+      gpu: { available, device: gpuStatus().device, cache_bytes: available ? serving.cache.stats().bytes_on_device : 0 },
       storage: store.storage,
     });
   }));
@@ -239,7 +242,10 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const { namespace, key, device, ...opts } = parseOrThrow(serveBodySchema, jsonBody(req), "body");
     if (device === "gpu") {
       if (opts.slice || opts.dtype) throw new ValidationError("slice and dtype apply to device cpu only.", opts.slice ? "slice" : "dtype");
-      await st(res).serveGpu(namespace, key, { version: opts.version });
+      const h = await st(res).serveGpu(namespace, key, { version: opts.version });
+      // the entry stays resident in the LRU cache; this request's pin ends with the answer
+      h.release();
+      res.json({ namespace: h.namespace, key: h.key, version: h.version, device: h.device, resident: h.resident, bytes_on_device: h.bytes_on_device, tt: h.tt });
       return;
     }
     const r = await st(res).serve(namespace, key, opts);

@@ -3,7 +3,7 @@
 //   sign / verify          raw ML-DSA-65 operations per second, per backend
 //   receipt_verify         the six checks on one receipt (canonicalisation + verify), per backend
 //   http_issue             receipts/s through POST /v1/provenance/exact of a real appliance
-//                          (child process, durable chain with fsync, signing worker thread),
+//                          (child process, durable chain log, receipts built in a worker thread),
 //                          liboqs and noble, with the server's CPU time per receipt (all threads)
 //   http_verify            verifications/s through POST /v1/provenance/verify, with the server's
 //                          CPU time per verification and the rate one free core would allow
@@ -162,7 +162,7 @@ for (const name of ["liboqs", "noble"] as const) {
     const issue = await load(pool, "/v1/provenance/exact", issueBody, adminKey, 201);
     const c1 = cpuSeconds(child.pid!);
     const cpuMs = c0 !== null && c1 !== null && issue.ok > 0 ? Math.round(((c1 - c0) * 1e6) / issue.ok) / 1000 : null;
-    emit({ figure: "http_issue", backend: name, concurrency: CONCURRENCY, receipts: issue.ok, per_s: issue.per_s, p50_ms: issue.p50_ms, p99_ms: issue.p99_ms, errors: issue.errors, durable: "fsync per batch", server_cpu_ms_per_receipt: cpuMs, signing: "worker thread" });
+    emit({ figure: "http_issue", backend: name, concurrency: CONCURRENCY, receipts: issue.ok, per_s: issue.per_s, p50_ms: issue.p50_ms, p99_ms: issue.p99_ms, errors: issue.errors, durable: "fdatasync per batch", server_cpu_ms_per_receipt: cpuMs, signing: "worker thread" });
     const one = await pool.request({ method: "POST", path: "/v1/provenance/exact", headers: { "content-type": "application/json", authorization: `Bearer ${adminKey}` }, body: issueBody });
     const receipt = await one.body.json();
     const v0 = cpuSeconds(child.pid!);

@@ -23,7 +23,7 @@ SVC_PROVENANCE_HOST (127.0.0.1), SVC_PROVENANCE_PORT (8001), SVC_PROVENANCE_METR
 Exit codes: 0 success, 1 failure, 2 usage or configuration error.
 `;
 
-function printAdminKey(key: string | null): void {
+function printAdminKey(key: string | null | undefined): void {
   if (key) process.stdout.write(`SVC_PROVENANCE_ADMIN_KEY=${key}\n`);
 }
 
@@ -38,8 +38,7 @@ await runCli(async () => {
   switch (cmd) {
     case "serve": {
       const config = loadConfig();
-      const running = await startProvenance(config);
-      printAdminKey(running.boot.adminKey);
+      const running = await startProvenance(config, { onAdminKey: printAdminKey });
       await new Promise<void>((resolve) => {
         const stop = (): void => {
           process.off("SIGINT", stop);

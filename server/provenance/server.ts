@@ -86,11 +86,18 @@ export const stderrLog: LogFn = (entry) => {
 
 export async function startProvenance(
   config: ProvenanceConfig,
-  opts: { log?: LogFn; clock?: () => Date } = {},
+  opts: {
+    log?: LogFn;
+    clock?: () => Date;
+    /** Called with a newly created admin key right after first boot, before anything can fail. */
+    onAdminKey?: (key: string) => void;
+  } = {},
 ): Promise<RunningProvenance> {
   const log = opts.log ?? stderrLog;
   const backend = await createBackend(config.backend);
   const boot = await bootstrap(config, backend);
+  // shown at once: a later failure (a busy port) must not lose the only copy of the key
+  if (boot.adminKey) opts.onAdminKey?.(boot.adminKey);
   const unlock = await lockHome(config.home);
   let chain: ReceiptChain;
   let worker: ReceiptWorker;

@@ -45,12 +45,14 @@ test("a busy port stops the start with a sentence naming the variables, and free
   await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()));
   const port = (blocker.address() as { port: number }).port;
   const config = configFor(dir, { SVC_PROVENANCE_PORT: String(port) });
+  let shown: string | null = null;
   try {
-    await startProvenance(config, { log: quiet });
+    await startProvenance(config, { log: quiet, onAdminKey: (k) => (shown = k) });
     t.fail("started on a busy port");
   } catch (e) {
     t.match((e as Error).message, /in use \(SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT\)/);
   }
+  t.ok(shown !== null && (shown as string).startsWith("svcp_"), "the first-boot admin key was shown before the listen failed");
   await new Promise<void>((r) => blocker.close(() => r()));
   const ok = await startProvenance(configFor(dir), { log: quiet });
   t.pass("the home is not left locked");

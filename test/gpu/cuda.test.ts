@@ -1,0 +1,159 @@
+// The CUDA kernels against the CPU oracle (lib/tt.ts): load, whole and block reconstruction,
+// TT·TT and TT·dense inner products, batched top-K, and the store's serveGpu on the device.
+// Every result must equal the CPU's within 1e-5 relative. Skipped where tt.backend() finds no
+// CUDA device (the skip message says why).
+import test from "tape";
+import { GpuUnavailableError, ValidationError } from "../../lib/errors.js";
+import { CudaDevice, gpuServingFor } from "../../lib/gpu.js";
+import { createStore } from "../../lib/store/index.js";
+import { deviceBytesOf, gpuServing, rankScores } from "../../lib/store/gpu-cache.js";
+import * as tt from "../../lib/tt.js";
+import { coresOf, randomTT, relDiff, relErr } from "./helpers.js";
+
+const b = tt.backend();
+const skip = b.cuda_device === null;
+
+/** A test that runs only with a CUDA device; elsewhere it reports one skipped assertion saying why. */
+function cudaTest(name: string, fn: (t: test.Test) => Promise<void>): void {
+  if (!skip) return void test(name, fn);
+  test(name, (t) => {
+    t.skip(`no CUDA device: ${b.reason}`);
+    t.end();
+  });
+}
+
+const CASES: [number[], number[]][] = [
+  [[37], []],
+  [[5, 7], [3]],
+  [[64, 64, 64], [16, 16]],
+  [[33, 65, 17], [32, 7]],
+  [[10, 11, 12, 13], [4, 32, 5]],
+  [[2, 2, 2, 2, 2, 2, 2, 2, 2, 2], [2, 4, 8, 16, 32, 16, 8, 4, 2]],
+];
+
+cudaTest("cuda: whole reconstruction equals the CPU for every case (1e-5 relative)", async (t) => {
+  const dev = new CudaDevice();
+  for (const [i, [modes, inner]] of CASES.entries()) {
+    const a = randomTT(modes, inner, 100 + i);
+    const h = await dev.load(a);
+    const gpu = await dev.reconstruct(h, a);
+    const cpu = await tt.reconstruct(a);
+    t.ok(gpu instanceof Float32Array && gpu.length === cpu.length, `modes [${modes}]: length ${gpu.length}`);
+    const e = relDiff(gpu, cpu);
+    t.ok(e <= 1e-5, `modes [${modes}] ranks [${a.ranks}]: relative difference ${e.toExponential(2)}`);
+    dev.free(h);
+  }
+});
+
+cudaTest("cuda: float64 cores are loaded as float32 and still match (1e-5)", async (t) => {
+  const dev = new CudaDevice();
+  const a32 = randomTT([20, 21, 22], [6, 7], 7);
+  const a = { ...a32, cores: a32.cores.map((c) => Float64Array.from(c)) };
+  const h = await dev.load(a);
+  t.ok(relDiff(await dev.reconstruct(h, a), await tt.reconstruct(a)) <= 1e-5, "float64 entry");
+  dev.free(h);
+});
+
+cudaTest("cuda: blocks equal the CPU's blocks; quantized entries refuse device blocks", async (t) => {
+  const dev = new CudaDevice();
+  const a = randomTT([33, 65, 17], [32, 7], 8);
+  const h = await dev.load(a);
+  for (const slice of [[[0, 33], [0, 65], [0, 17]], [[3, 4], [10, 60], [0, 17]], [[0, 33], [64, 65], [5, 9]], [[32, 33], [0, 1], [16, 17]]] as [number, number][][]) {
+    const gpu = await dev.reconstruct(h, a, slice);
+    const cpu = await tt.reconstruct(a, { slice });
+    t.ok(relDiff(gpu, cpu) <= 1e-5 && gpu.length === cpu.length, `slice ${JSON.stringify(slice)}`);
+  }
+  const q = randomTT([16, 16, 4], [5, 6], 9, [256, 4]);
+  const hq = await dev.load(q);
+  t.ok(relDiff(await dev.reconstruct(hq, q), await tt.reconstruct(q)) <= 1e-5, "quantized whole tensor on the device");
+  try {
+    await dev.reconstruct(hq, q, [[0, 10], [0, 4]]);
+    t.fail("should refuse");
+  } catch (e) {
+    t.ok(e instanceof GpuUnavailableError, "quantized block: refused (the store uses the CPU)");
+  }
+  dev.free(h);
+  dev.free(hq);
+});
+
+cudaTest("cuda: TT·TT and TT·dense inner products equal the CPU (1e-5)", async (t) => {
+  const dev = new CudaDevice();
+  for (const [i, [modes, inner]] of CASES.entries()) {
+    const a = randomTT(modes, inner, 200 + i);
+    const c = randomTT(modes, inner.map((r) => Math.max(1, r - 1)), 300 + i);
+    const ha = await dev.load(a);
+    const hc = await dev.load(c);
+    const cpu = await tt.dot(a, c);
+    const gpu = await dev.dot(ha, hc);
+    t.ok(relErr(gpu, cpu) <= 1e-5, `dot modes [${modes}]: ${gpu} vs ${cpu}`);
+    const self = await dev.dot(ha, ha);
+    t.ok(relErr(self, await tt.dot(a, a)) <= 1e-5, `self dot modes [${modes}]`);
+    const x = await tt.reconstruct(c);
+    const dd = await dev.dotDense(ha, x);
+    const cd = await tt.dotDense(a, x);
+    t.ok(relErr(dd, cd) <= 1e-5, `dotDense modes [${modes}]: ${dd} vs ${cd}`);
+    dev.free(ha);
+    dev.free(hc);
+  }
+});
+
+cudaTest("cuda: batched top-K over resident entries equals the CPU ranking for each metric", async (t) => {
+  const dev = new CudaDevice();
+  const modes = [16, 16, 16];
+  const q = randomTT(modes, [8, 8], 400);
+  const cands = Array.from({ length: 300 }, (_, i) => randomTT(modes, [1 + (i % 8), 1 + ((i * 3) % 8)], 500 + i));
+  const hq = await dev.load(q);
+  const hs = [];
+  for (const c of cands) hs.push(await dev.load(c));
+  const raw = await tt.dotBatch(q, cands);
+  const norms = Float64Array.from([q, ...cands], (x) => 0);
+  for (const [i, x] of [q, ...cands].entries()) norms[i] = await tt.norm(x);
+  for (const metric of ["dot", "cosine", "l2"] as const) {
+    const gpu = await dev.topk(hq, hs, metric === "dot" ? null : norms, metric, 10);
+    const cpu = rankScores(raw, norms, metric, 10);
+    t.deepEqual(Array.from(gpu.index), Array.from(cpu.index), `${metric}: same top 10`);
+    t.ok(Array.from(gpu.score).every((s, i) => relErr(s, cpu.score[i]!) <= 1e-5), `${metric}: same scores`);
+  }
+  const all = await dev.topk(hq, hs, null, "dot", 1000);
+  t.equal(all.index.length, 300, "k above the candidates: every candidate");
+  for (const h of [hq, ...hs]) dev.free(h);
+});
+
+cudaTest("cuda: bad handles, released handles and mismatched modes are clear errors", async (t) => {
+  const dev = new CudaDevice();
+  const a = randomTT([8, 8], [4], 600);
+  const c = randomTT([4, 16], [4], 601);
+  const ha = await dev.load(a);
+  const hc = await dev.load(c);
+  await dev.dot(ha, hc).then(() => t.fail("modes differ"), (e) => t.ok(e instanceof ValidationError, "other modes: ValidationError"));
+  dev.free(hc);
+  await dev.dot(ha, hc).then(() => t.fail("released"), (e) => t.ok(e instanceof ValidationError && /not a resident/.test(e.message), "released handle"));
+  await dev.dotDense(ha, new Float32Array(3)).then(() => t.fail("size"), (e) => t.ok(e instanceof ValidationError, "dense of the wrong size"));
+  const m = dev.memory();
+  t.ok(m.free > 0 && m.free <= m.total, `memory: ${m.free} free of ${m.total}`);
+  t.ok((await dev.reconstructTimed(ha, 3)) > 0, "timed reconstruction reports seconds");
+  dev.free(ha);
+});
+
+cudaTest("cuda: store.serveGpu on the device equals the CPU serve; cache accounting matches the device bytes", async (t) => {
+  const serving = gpuServingFor("cuda", 64 << 20);
+  t.ok("cache" in serving, "serving available");
+  const s = await createStore({ path: ":memory:", gpu: serving });
+  const a = randomTT([40, 30, 20], [12, 9], 700);
+  await s.putCores("ns", "a", coresOf(a));
+  await s.putCores("ns", "b", coresOf(randomTT([40, 30, 20], [5, 6], 701)));
+  const h = await s.serveGpu("ns", "a");
+  t.equal(h.device, "cuda:0", "device");
+  t.equal(h.bytes_on_device, deviceBytesOf(a), "bytes_on_device");
+  t.ok(relDiff((await h.reconstruct()).data as Float32Array, (await s.serve("ns", "a")).data as Float32Array) <= 1e-5, "reconstruct");
+  const hb = await s.serveGpu("ns", "b");
+  t.ok(relErr(await h.dot(hb), (await s.query.similarity("ns", "a", "b", { metric: "dot" })).score) <= 1e-5, "dot");
+  h.release();
+  hb.release();
+  if ("cache" in serving) {
+    t.equal(serving.cache.stats().bytes_on_device, h.bytes_on_device + hb.bytes_on_device, "cache bytes: both entries");
+    t.equal(serving.cache.clear(), h.bytes_on_device + hb.bytes_on_device, "clear frees both");
+  }
+  await s.close();
+  t.ok(gpuServing(new CudaDevice(), 1) !== null, "a tiny budget is accepted (entries are then refused)");
+});

@@ -26,7 +26,8 @@ export interface AppDeps {
   /** Signs with the active key (bundles; receipts too unless the chain is batched). */
   signer: Signer;
   backend: MlDsaBackend;
-  backendStatus: "ok" | "failing";
+  /** The backend's status, read at each /health (a constant, or a live check). */
+  backendStatus: "ok" | "failing" | (() => "ok" | "failing");
   chain: ReceiptChain;
   adminKeySha256: string;
   /** SHA-256 of SVC_PROVENANCE_METRICS_TOKEN, or null. */
@@ -115,12 +116,13 @@ export function createApp(deps: AppDeps): express.Express {
   const json = express.json({ limit: deps.maxBodyBytes ?? 32 * 1024 * 1024, strict: true });
 
   app.get("/health", (_req, res) => {
-    const ok = deps.backendStatus === "ok";
+    const status = typeof deps.backendStatus === "function" ? deps.backendStatus() : deps.backendStatus;
+    const ok = status === "ok";
     res.status(ok ? 200 : 503).json({
       status: ok ? "ok" : "degraded",
       receipt_schema: RECEIPT_SCHEMA,
       signing_algorithm: ALGORITHM,
-      backend: { name: deps.backend.name, version: deps.backend.version, status: deps.backendStatus },
+      backend: { name: deps.backend.name, version: deps.backend.version, status },
     });
   });
 

@@ -120,7 +120,8 @@ export async function startProvenance(
     keyring: boot.keyring,
     signer,
     backend,
-    backendStatus: selfTest(backend),
+    // the start-up self-test, and whether the receipt worker still runs
+    backendStatus: ((selfTestResult) => () => (selfTestResult === "ok" && worker.healthy ? "ok" : "failing"))(selfTest(backend)),
     chain,
     adminKeySha256: boot.adminKeySha256,
     metricsTokenSha256: config.metricsToken ? hashSecret(config.metricsToken) : null,

@@ -9,6 +9,8 @@ export interface ReceiptWorker {
   readonly fingerprint: string;
   /** Inputs are `{ artifact, claims, receipt_id, issued_at }`. */
   readonly buildBatch: BatchBuilder;
+  /** False once the worker has failed or exited. */
+  readonly healthy: boolean;
   close(): Promise<void>;
 }
 
@@ -60,6 +62,9 @@ export async function createReceiptWorker(backend: BackendName, keyPair: KeyPair
   worker.unref();
   return {
     fingerprint,
+    get healthy() {
+      return failed === null;
+    },
     buildBatch(inputs, start) {
       if (failed) return Promise.reject(failed);
       const id = nextId++;

@@ -223,6 +223,24 @@ test("receipts built in the worker thread, a batch at a time (both backends), ve
   await cleanup();
 });
 
+test("a receipt worker that has died: /health says failing (503) and issuance answers 500 without details", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const a = await startApp(dir, { worker: true });
+  t.equal((await get(`${a.url}/health`)).status, 200, "healthy at first");
+  await a.worker!.close();
+  const h = await get(`${a.url}/health`);
+  t.equal(h.status, 503, "503 once the worker is gone");
+  t.equal(h.json.status, "degraded");
+  t.equal(h.json.backend.status, "failing");
+  const r = await post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact }, a.adminKey);
+  t.equal(r.status, 500, "issuance fails");
+  t.equal(r.json.code, "internal");
+  t.equal(r.json.detail, "Internal error.", "no internals in the body");
+  t.equal((await post(`${a.url}/v1/provenance/verify`, { receipt: {} })).status, 422, "verification still answers");
+  await a.close();
+  await cleanup();
+});
+
 test("verify: tampered 422 failed, other instance 422 failed, unsupported schema 422, non-object 422", async (t) => {
   const { dir, cleanup } = await tempDir();
   const a = await startApp(join(dir, "a"));

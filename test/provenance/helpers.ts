@@ -10,7 +10,7 @@ import { loadConfig, type ProvenanceConfig } from "../../server/provenance/confi
 import { bootstrap, hashSecret, paths, type BootResult } from "../../server/provenance/keys.js";
 import { createMetrics } from "../../server/provenance/metrics.js";
 import { createBackend, createSigner, selfTest, type BackendName, type MlDsaBackend } from "../../server/provenance/signer.js";
-import { createReceiptWorker } from "../../server/provenance/worker.js";
+import { createReceiptWorker, type ReceiptWorker } from "../../server/provenance/worker.js";
 
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), "svc-prov-"));
@@ -28,6 +28,7 @@ export interface TestApp {
   logs: string[];
   backend: MlDsaBackend;
   chain: ReceiptChain;
+  worker: ReceiptWorker | undefined;
   close: () => Promise<void>;
 }
 
@@ -48,7 +49,7 @@ export async function startApp(
     keyring: boot.keyring,
     signer: createSigner(backend, boot.keyring.active),
     backend,
-    backendStatus: selfTest(backend),
+    backendStatus: ((st) => () => (st === "ok" && (worker?.healthy ?? true) ? "ok" : "failing"))(selfTest(backend)),
     chain,
     adminKeySha256: boot.adminKeySha256,
     metricsTokenSha256: opts.metricsToken ? hashSecret(opts.metricsToken) : null,
@@ -69,6 +70,7 @@ export async function startApp(
     logs,
     backend,
     chain,
+    worker,
     close: async () => {
       await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
       await worker?.close();

@@ -135,6 +135,7 @@ export class CudaDevice implements DeviceBackend<number> {
 /**
  * GPU serving as the engine configures it: `device` is SVC_ENGINE_DEVICE (auto, cpu, cuda,
  * cuda:N), `budgetBytes` SVC_ENGINE_GPU_CACHE_BYTES (null: half the device's free memory).
+ * With cuda (or cuda:0) query.topk also scores on the device; with auto only serve does.
  * @example const gpu = gpuServingFor("auto", null); // { unavailable: "..." } on a machine without a GPU
  */
 export function gpuServingFor(device: string, budgetBytes: number | null): GpuServing {
@@ -152,5 +153,6 @@ export function gpuServingFor(device: string, budgetBytes: number | null): GpuSe
       return { unavailable: (e as Error).message };
     }
   }
-  return gpuServing(dev, budget);
+  // auto: serve on the device when asked; cuda: top-K queries use resident entries as well
+  return gpuServing(dev, budget, device.startsWith("cuda"));
 }

@@ -330,11 +330,13 @@ export interface DeviceBackend<H = unknown> extends DeviceAllocator<H> {
 }
 
 /** GPU serving for a store: a residency cache over a device, or why there is none. */
-export type GpuServing = { cache: GpuCache<unknown>; backend: DeviceBackend<unknown> } | { unavailable: string };
+export type GpuServing =
+  | { cache: GpuCache<unknown>; backend: DeviceBackend<unknown>; /** query.topk on the device too */ queries: boolean }
+  | { unavailable: string };
 
-/** Serving over `backend` with a cache of `budgetBytes`. */
-export function gpuServing<H>(backend: DeviceBackend<H>, budgetBytes: number): GpuServing {
-  return { cache: new GpuCache<H>(backend, budgetBytes) as GpuCache<unknown>, backend: backend as DeviceBackend<unknown> };
+/** Serving over `backend` with a cache of `budgetBytes`; `queries`: top-K queries use the device as well. */
+export function gpuServing<H>(backend: DeviceBackend<H>, budgetBytes: number, queries = false): GpuServing {
+  return { cache: new GpuCache<H>(backend, budgetBytes) as GpuCache<unknown>, backend: backend as DeviceBackend<unknown>, queries };
 }
 
 /** What serveGpu returns: an entry pinned on the device until release(). */

@@ -218,3 +218,41 @@ test("engine: with a device, serve gpu answers 200 with the residency fields and
   t.equal(other.status, 400, "unknown device: 400");
   await e.close();
 });
+
+test("query.topk with queries on the device equals the CPU ranking; falls back to the CPU when entries do not fit or are not all TT", async (t) => {
+  const dev = new MemoryDeviceAllocator(1 << 26);
+  const serving = gpuServing(dev, 1 << 22, true);
+  const g = await createStore({ path: ":memory:", gpu: serving });
+  const c = await createStore({ path: ":memory:", gpu: { unavailable: "cpu only" } });
+  const q = randomTT([8, 8, 8], [3, 3], 20);
+  for (const s of [g, c]) {
+    await s.putCores("ns", "q", coresOf(q));
+    for (let i = 0; i < 30; i++) await s.putCores("ns", `c${i}`, coresOf(randomTT([8, 8, 8], [1 + (i % 4), 2], 30 + i)));
+    await s.putCores("ns", "same", coresOf(q)); // l2 of near-equal tensors takes the exact path
+  }
+  for (const metric of ["cosine", "dot", "l2"] as const) {
+    const a = await g.query.topk("ns", { key: "q", k: 7, metric });
+    const b = await c.query.topk("ns", { key: "q", k: 7, metric });
+    t.deepEqual(a.results.map((r) => r.key), b.results.map((r) => r.key), `${metric}: same keys in the same order`);
+    t.ok(a.results.every((r, i) => relErr(r.score, b.results[i]!.score) <= 1e-5 || Math.abs(r.score - b.results[i]!.score) <= 1e-9), `${metric}: same scores`);
+    t.equal(a.scanned, b.scanned, `${metric}: scanned`);
+  }
+  const st = "cache" in serving ? serving.cache.stats() : null;
+  t.equal(st?.entries, 32, "the query and every candidate became resident");
+  t.equal(st?.pinned, 0, "no pins left after the queries");
+  t.ok((st?.hits ?? 0) >= 64, "later queries found the entries resident");
+  // a cache too small for the candidates: the CPU answers the same
+  const small = await createStore({ path: ":memory:", gpu: gpuServing(new MemoryDeviceAllocator(1 << 26), 3000, true) });
+  await small.putCores("ns", "q", coresOf(q));
+  for (let i = 0; i < 30; i++) await small.putCores("ns", `c${i}`, coresOf(randomTT([8, 8, 8], [1 + (i % 4), 2], 30 + i)));
+  await small.putCores("ns", "same", coresOf(q));
+  const sm = await small.query.topk("ns", { key: "q", k: 7 });
+  t.deepEqual(sm.results.map((r) => r.key), (await c.query.topk("ns", { key: "q", k: 7 })).results.map((r) => r.key), "over the budget: CPU ranking");
+  // a raw candidate of the same shape: CPU path for the query, same answer
+  const raw = await tt.reconstruct(q);
+  for (const s of [g, c]) await s.put("ns", "raw", raw as Float32Array, { shape: [8, 8, 8] });
+  const ga = await g.query.topk("ns", { key: "q", k: 3 });
+  const ca = await c.query.topk("ns", { key: "q", k: 3 });
+  t.deepEqual(ga.results.map((r) => r.key), ca.results.map((r) => r.key), "mixed candidates: same answer");
+  for (const s of [g, c, small]) await s.close();
+});

@@ -20,6 +20,7 @@ import {
 } from "./codec.js";
 import { gpuServingFor } from "../gpu.js";
 import { type GpuHandle, type GpuServing } from "./gpu-cache.js";
+import { deviceScores } from "./gpu-query.js";
 import { LmdbBackend } from "./lmdb.js";
 import { MemoryBackend } from "./memory.js";
 import { scoreBatch, similarity, type Operand } from "./query.js";
@@ -720,7 +721,7 @@ export class Store {
     return { metric: o.metric, score, a: { key: a, version: ra.version }, b: { key: b, version: rb.version } };
   }
 
-  async #rank(ns: string, metric: Metric, k: number, q: Operand, shape: number[], filter: FilterNode | null, exclude: string | null): Promise<TopkResult> {
+  async #rank(ns: string, metric: Metric, k: number, q: Operand, shape: number[], filter: FilterNode | null, exclude: string | null, qid: { key: string; version: number } | null = null): Promise<TopkResult> {
     let skipped = 0;
     const keys: string[] = [];
     const versions: number[] = [];
@@ -736,7 +737,12 @@ export class Store {
       versions.push(head.latest);
       cands.push(head.layout.codec === "tt" ? this.#ttOperand(head) : await this.#operand(head, key));
     }
-    const scores = cands.length ? await scoreBatch(metric, q, cands) : [];
+    // on the device when GPU serving is on for queries (SVC_ENGINE_DEVICE=cuda), else the CPU
+    const ids = (key: string, version: number) => ({ tenant: this.tenant, ns, key, version });
+    const onDevice = cands.length
+      ? await deviceScores(this.#core.gpu, metric, q, qid && ids(qid.key, qid.version), cands, keys.map((key, i) => ids(key, versions[i]!)))
+      : null;
+    const scores = onDevice ?? (cands.length ? await scoreBatch(metric, q, cands) : []);
     const order = scores.map((_, i) => i);
     order.sort((i, j) => (metric === "l2" ? scores[i]! - scores[j]! : scores[j]! - scores[i]!) || (keys[i]! < keys[j]! ? -1 : 1));
     return {
@@ -753,7 +759,7 @@ export class Store {
     const filter = o.filter ? compileFilter(o.filter) : null;
     const { rec } = this.#version(ns, o.key, o.version);
     const q = await this.#operand(rec, "key");
-    return this.#rank(ns, o.metric, o.k, q, rec.shape, filter, o.include_self ? null : o.key);
+    return this.#rank(ns, o.metric, o.k, q, rec.shape, filter, o.include_self ? null : o.key, { key: o.key, version: rec.version });
   }
 
   async #vector(ns: string, opts: VectorOptions): Promise<TopkResult> {

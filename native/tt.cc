@@ -141,6 +141,37 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
   return f;
 }
 
+// Orthonormal basis of the columns of Y (g x K) by two rounds of Gram + eigen-decomposition
+// (all GEMM work, unlike Householder QR): Q = Y V diag(1/sqrt(lambda)). Directions below 1e-13
+// of the largest are dropped; returns how many columns Q has.
+size_t orthonormalize(size_t g, size_t K, const std::vector<double>& Y, std::vector<double>& Q) {
+  std::vector<double> cur(Y.begin(), Y.begin() + g * K), G, w, V, sc;
+  size_t k = K;
+  for (int round = 0; round < 2; ++round) {
+    G.assign(k * k, 0.0);
+    w.assign(k, 0.0);
+    V.assign(k * k, 0.0);
+    gemm<double, double, double>(k, k, g, cur.data(), 1, k, cur.data(), k, 1, G.data(), k, false);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t j = i + 1; j < k; ++j) G[i * k + j] = G[j * k + i] = 0.5 * (G[i * k + j] + G[j * k + i]);
+    sym_eig(k, G.data(), w.data(), V.data());
+    size_t keep = 0;
+    while (keep < k && w[keep] > 1e-13 * std::max(w[0], 1e-300)) ++keep;
+    if (keep == 0) keep = 1;
+    // sc (k x keep) = V[:, :keep] / sqrt(w)
+    sc.assign(k * keep, 0.0);
+    for (size_t j = 0; j < keep; ++j) {
+      double f = w[j] > 0 ? 1.0 / std::sqrt(w[j]) : 0.0;
+      for (size_t i = 0; i < k; ++i) sc[i * keep + j] = V[j * k + i] * f;
+    }
+    Q.assign(g * keep, 0.0);
+    gemm<double, double, double>(g, keep, k, cur.data(), k, 1, sc.data(), keep, 1, Q.data(), keep, false);
+    k = keep;
+    if (round == 0) cur = Q;
+  }
+  return k;
+}
+
 // Adaptive randomized subspace iteration for large unfoldings: an orthonormal basis of the
 // dominant left (rows side) or right singular subspace of C, with Rayleigh-Ritz values. The
 // discarded energy is |C|^2 minus the kept Ritz values, which is exactly the error of the
@@ -167,7 +198,7 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
   };
   size_t K = std::min(g, std::min<size_t>(64, rmax + p));
   for (;;) {
-    std::vector<double> Om(g * K), Y, Q, R, W;
+    std::vector<double> Om(g * K), Y, Q, W;
     uint64_t seed = 0x7a11ed + K;
     for (size_t i = 0; i < g * K; i += 2) {
       double u1 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53, u2 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53;
@@ -176,30 +207,31 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
       if (i + 1 < g * K) Om[i + 1] = rad * std::sin(6.283185307179586 * u2);
     }
     apply(Om, K, Y);
-    qr(g, K, Y.data(), Q, R);
+    size_t k = orthonormalize(g, K, Y, Q);
     for (int it = 0; it < 2; ++it) {
-      apply(Q, K, Y);
-      qr(g, K, Y.data(), Q, R);
+      apply(Q, k, Y);
+      k = orthonormalize(g, k, Y, Q);
     }
-    apply(Q, K, W);
-    std::vector<double> B(K * K), th(K), S(K * K);
-    gemm<double, double, double>(K, K, g, Q.data(), 1, K, W.data(), K, 1, B.data(), K, false);
-    for (size_t i = 0; i < K; ++i)
-      for (size_t j = i + 1; j < K; ++j) B[i * K + j] = B[j * K + i] = 0.5 * (B[i * K + j] + B[j * K + i]);
-    sym_eig(K, B.data(), th.data(), S.data());
+    apply(Q, k, W);
+    std::vector<double> B(k * k), th(k), S(k * k);
+    gemm<double, double, double>(k, k, g, Q.data(), 1, k, W.data(), k, 1, B.data(), k, false);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t j = i + 1; j < k; ++j) B[i * k + j] = B[j * k + i] = 0.5 * (B[i * k + j] + B[j * k + i]);
+    sym_eig(k, B.data(), th.data(), S.data());
     size_t r = 0;
     double kept = 0;
     bool met = false;
-    for (size_t i = 0; i < K; ++i) {
+    for (size_t i = 0; i < k; ++i) {
       kept += std::max(th[i], 0.0);
       if (trace - kept <= delta2) { r = i + 1; met = true; break; }
     }
-    bool done = (met && (r + p <= K || K == g)) || K == g || K >= rmax + p;
+    // k < K means the sketch found fewer than K independent directions: the range is exhausted.
+    bool done = (met && (r + p <= k || k == g || k < K)) || K == g || K >= rmax + p || k < K;
     if (!done) {
       K = std::min(g, std::min(2 * K, rmax + p));
       continue;
     }
-    if (!met) r = K;
+    if (!met) r = k;
     Factor f;
     f.capped = !met || r > rmax;
     r = std::max<size_t>(1, std::min(r, rmax));
@@ -209,7 +241,7 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
     f.discarded = std::max(0.0, trace - kept);
     // Ritz vectors Z = Q S[:, :r] (g x r).
     std::vector<double> Z(g * r);
-    gemm<double, double, double>(g, r, K, Q.data(), K, 1, S.data(), 1, K, Z.data(), r, false);
+    gemm<double, double, double>(g, r, k, Q.data(), k, 1, S.data(), 1, k, Z.data(), r, false);
     if (rows) {
       f.Q.swap(Z);
     } else {

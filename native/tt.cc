@@ -91,15 +91,22 @@ struct Factor {
   std::vector<double> Q;    // m x r, orthonormal columns (empty when identity)
   double discarded = 0;     // squared Frobenius norm of what was cut
   bool capped = false;      // rmax cut the rank below what the budget needed
+  bool right_identity = false;  // last step, full column rank kept: core = C, remainder = I
 };
 
 template <typename T>
 Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax);
+template <typename T>
+Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
+template <typename T>
+Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
+  return factor_step(C, m, N, delta2, rmax, false);
+}
 
 // Rank-revealing factorisation of the m x N matrix C for TT-SVD: a float64 Gram matrix of the
 // shorter side, its eigen-decomposition, truncation to discarded energy <= delta2 and rank <= rmax.
 template <typename T>
-Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
+Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
   size_t g = std::min(m, N);
   if (g > kEigFull) return factor_random(C, m, N, delta2, rmax);
   std::vector<double> G(g * g), w(g), V(g * g);
@@ -132,6 +139,10 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
     f.Q.resize(m * r);
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = V[j * g + i];
+  } else if (last && r == N) {
+    // Nothing to cut and no later step to protect: C = C * I exactly, without an m x r float64
+    // basis (which would be twice the input for float32 data).
+    f.right_identity = true;
   } else {
     // U = C V_r spans the kept column space; re-orthonormalise it by QR.
     std::vector<double> U(m * r), R;
@@ -504,10 +515,18 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
   size_t rprev = 1, rest = n;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = rprev * modes[k], N = rest / modes[k];
-    Factor f = factor_step(cur, m, N, delta2, max_rank);
+    Factor f = factor_step(cur, m, N, delta2, max_rank, k + 2 == d);
     Buffer core = alloc_buffer(m * f.r, sizeof(T));
     T* cp = core.as<T>();
-    if (f.identity) {
+    if (f.right_identity) {
+      std::memcpy(cp, cur, m * N * sizeof(T));
+      Buffer eye = alloc_buffer(N * N, sizeof(T));
+      T* ep = eye.as<T>();
+      std::fill(ep, ep + N * N, T(0));
+      for (size_t i = 0; i < N; ++i) ep[i * N + i] = T(1);
+      curbuf = std::move(eye);
+      cur = curbuf.as<T>();
+    } else if (f.identity) {
       std::fill(cp, cp + m * f.r, T(0));
       for (size_t i = 0; i < m; ++i) cp[i * f.r + i] = T(1);
     } else {

@@ -2,6 +2,7 @@
 // reason), and the whole serving path (store.serveGpu, handles, LRU through the store, the
 // engine's 200 answer) on the in-memory device, whose results must equal the CPU's.
 import test from "tape";
+import { existsSync, readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { GpuUnavailableError, NotFoundError, ValidationError } from "../../lib/errors.js";
 import { CudaDevice, gpuServingFor, gpuStatus } from "../../lib/gpu.js";
@@ -45,6 +46,20 @@ test("gpu native surface: entry bytes agree with the cache's accounting; calls w
   t.equal(native().gpuRelease(12345), false, "releasing an unknown handle is false, not a crash");
   await rejects(t, dev.dot(1, 2), Error, /GPU entry|no usable|not compiled/i, "dot of unknown handles");
   await rejects(t, native().gpuDot(-1 as number, 1) as Promise<unknown>, Error, /GPU handle/, "a bad handle is a bad request");
+});
+
+test("gpu build: the addon exports every gpu* function and cuda_compiled matches the CMake build's SVC_WITH_CUDA", async (t) => {
+  const fns = ["gpuLoad", "gpuRelease", "gpuReconstruct", "gpuReconstructTimed", "gpuDot", "gpuDotDense", "gpuTopk", "gpuMemory", "gpuBytesFor"];
+  const addon = native() as unknown as Record<string, unknown>;
+  t.deepEqual(fns.filter((f) => typeof addon[f] !== "function"), [], "all gpu* functions exported");
+  const cache = new URL("../../build/CMakeCache.txt", import.meta.url);
+  if (!existsSync(cache)) {
+    t.skip("no build/CMakeCache.txt (node-gyp build): nothing to compare");
+    return;
+  }
+  const m = /^SVC_WITH_CUDA:BOOL=(ON|OFF)$/m.exec(readFileSync(cache, "utf8"));
+  t.ok(m, "CMakeCache.txt records SVC_WITH_CUDA");
+  t.equal(tt.backend().cuda_compiled, m?.[1] === "ON", `cuda_compiled is ${tt.backend().cuda_compiled} for SVC_WITH_CUDA=${m?.[1]}`);
 });
 
 test("gpu serving config: cpu, cuda:N and a machine without a device are unavailable with the reason", async (t) => {

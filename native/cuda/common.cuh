@@ -18,7 +18,8 @@ inline void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) fail_cuda(err, what);
 }
 
-// One entry on the device: a header of int32 ranks (16*(d+1) bytes) then the float32 cores.
+// One entry on the device: a header of int32 ranks (16*(d+1) bytes) then the float32 cores,
+// in one allocation from the stream-ordered pool (freed with cudaFreeAsync).
 struct DevTT {
   std::vector<size_t> modes, ranks, offsets;  // offsets of each core, in floats from cores()
   void* base = nullptr;

@@ -144,7 +144,16 @@ Napi::Value f32_js(Napi::Env env, Buffer&& b) {
   size_t bytes = b.bytes;
   if (bytes == 0) return Napi::Float32Array::New(env, 0);
   void* p = b.release();
-  auto ab = Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* data) { std::free(data); });
+  // as addon.cc: V8 learns about the native memory, so large results trigger collection
+  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
+  auto ab = Napi::ArrayBuffer::New(
+      env, p, bytes,
+      [](Napi::Env e, void* data, size_t* hint) {
+        Napi::MemoryManagement::AdjustExternalMemory(e, -static_cast<int64_t>(*hint));
+        delete hint;
+        std::free(data);
+      },
+      new size_t(bytes));
   return Napi::Float32Array::New(env, bytes / 4, ab, 0);
 }
 

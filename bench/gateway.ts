@@ -1,9 +1,12 @@
 // Gateway overhead: requests per second and p50/p99 latency for `get` and a 64 KiB `put`,
 // through the gateway and straight to the engine, with 1 and 50 connections, and the gateway
-// with its in-memory limiter/meter against the Redis ones. Loopback only; each figure runs for
-// a fixed time (SVC_BENCH_SECONDS, default 3 s, after 0.5 s of warm-up), so the whole program
-// is bounded (about 14 runs). The engine and the gateway run as child processes (this same
-// file with --role), the load generator (an undici Pool) in this process.
+// with its in-memory limiter/meter against the Redis ones. Loopback only. The variants of one
+// figure are measured in interleaved slices (direct, gateway, gateway+Redis, direct, ...;
+// SVC_BENCH_ROUNDS rounds, default 3, of SVC_BENCH_SECONDS each, default 1 s, after 0.3 s of
+// warm-up) and each figure is the median over the rounds, so that load from other processes on
+// a shared machine hits every variant alike; the whole program is bounded (about a minute).
+// The engine and the gateway run as child processes (this same file with --role), the load
+// generator (an undici Pool) in this process.
 //   node --import tsx bench/gateway.ts            (or: npm run bench -- gateway)
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -16,8 +19,9 @@ import { fileURLToPath } from "node:url";
 import { Pool } from "undici";
 
 const SERVICE_KEY = randomBytes(32).toString("hex");
-const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 3;
-const WARMUP_MS = 500;
+const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 1;
+const ROUNDS = Number(process.env.SVC_BENCH_ROUNDS) || 3;
+const WARMUP_MS = 300;
 const REDIS_URL = process.env.SVC_BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 const role = process.argv.find((a) => a.startsWith("--role="))?.slice(7);
 
@@ -163,43 +167,61 @@ async function main() {
     await fetch(engine.info.url + "/v1/put", { method: "POST", headers: { ...direct, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }) });
 
     const cpu = cpus();
-    console.log(`# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${SECONDS} s per figure, redis ${gwRedis ? REDIS_URL : "unavailable"}, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+    console.log(`# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${ROUNDS} interleaved rounds of ${SECONDS} s per figure, redis ${gwRedis ? REDIS_URL : "unavailable"}, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 
-    const figures: Array<Record<string, unknown>> = [];
-    const run = async (op: "get" | "put_64k", via: "direct" | "gateway", limiter: "memory" | "redis" | null, connections: number) => {
-      const base = via === "direct" ? engine.info.url! : (limiter === "redis" ? gwRedis! : gwMem).info.url!;
-      const auth = via === "direct" ? direct : { "x-api-key": keys.get(limiter!)! };
-      const req: Req = op === "get"
-        ? { method: "GET", path: "/v1/get/default/g", headers: auth }
-        : { method: "POST", path: "/v1/put", headers: { ...auth, "content-type": "application/json" }, body: putBody };
-      const gwChild = via === "direct" ? undefined : limiter === "redis" ? gwRedis! : gwMem;
-      const r = await load(base, connections, req, [engine.proc.pid, gwChild?.proc.pid]);
-      const fig = { bench: "gateway", op, via, limiter, connections, ...r };
-      figures.push(fig);
-      console.log(JSON.stringify(fig));
+    type Via = "direct" | "memory" | "redis";
+    const median = (xs: number[]) => {
+      const v = [...xs].sort((a, b) => a - b);
+      return v.length % 2 ? v[v.length >> 1]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2;
     };
-    for (const op of ["get", "put_64k"] as const) {
-      for (const c of [1, 50]) {
-        await run(op, "direct", null, c);
-        await run(op, "gateway", "memory", c);
+    const r3 = (x: number) => Math.round(x * 1000) / 1000;
+    const figures: Array<{ op: string; via: Via; connections: number; rps: number; p50_ms: number; p99_ms: number }> = [];
+    const measure = async (op: "get" | "put_64k", connections: number, vias: Via[]) => {
+      const runs = new Map<Via, Array<Awaited<ReturnType<typeof load>>>>();
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const via of vias) {
+          const target = via === "direct" ? engine : via === "redis" ? gwRedis! : gwMem;
+          const auth = via === "direct" ? direct : { "x-api-key": keys.get(via)! };
+          const req: Req = op === "get"
+            ? { method: "GET", path: "/v1/get/default/g", headers: auth }
+            : { method: "POST", path: "/v1/put", headers: { ...auth, "content-type": "application/json" }, body: putBody };
+          const r = await load(target.info.url!, connections, req, [engine.proc.pid, via === "direct" ? undefined : target.proc.pid]);
+          runs.set(via, [...(runs.get(via) ?? []), r]);
+        }
       }
-    }
-    if (gwRedis) for (const c of [1, 50]) await run("get", "gateway", "redis", c);
-
+      for (const via of vias) {
+        const rs = runs.get(via)!;
+        const cpu = (k: "engine_cpu_us_per_req" | "gateway_cpu_us_per_req") => {
+          const xs = rs.map((r) => r[k]).filter((x): x is number => x !== null);
+          return xs.length ? Math.round(median(xs)) : null;
+        };
+        const fig = {
+          bench: "gateway", op, via: via === "direct" ? "direct" : "gateway", limiter: via === "direct" ? null : via, connections,
+          rounds: rs.length, requests: rs.reduce((a, r) => a + r.requests, 0), errors: rs.reduce((a, r) => a + r.errors, 0),
+          rps: Math.round(median(rs.map((r) => r.rps))), p50_ms: r3(median(rs.map((r) => r.p50_ms))), p99_ms: r3(median(rs.map((r) => r.p99_ms))),
+          engine_cpu_us_per_req: cpu("engine_cpu_us_per_req"), gateway_cpu_us_per_req: cpu("gateway_cpu_us_per_req"),
+        };
+        figures.push({ op, via, connections, rps: fig.rps, p50_ms: fig.p50_ms, p99_ms: fig.p99_ms });
+        console.log(JSON.stringify(fig));
+      }
+    };
+    for (const c of [1, 50]) await measure("get", c, gwRedis ? ["direct", "memory", "redis"] : ["direct", "memory"]);
+    for (const c of [1, 50]) await measure("put_64k", c, ["direct", "memory"]);
     console.log(`# load average after the runs: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
-    const find = (op: string, via: string, lim: string | null, c: number) => figures.find((f) => f.op === op && f.via === via && f.limiter === lim && f.connections === c) as { p50_ms: number; rps: number } | undefined;
+
+    const find = (op: string, via: Via, c: number) => figures.find((f) => f.op === op && f.via === via && f.connections === c)!;
     for (const op of ["get", "put_64k"]) {
       for (const c of [1, 50]) {
-        const d = find(op, "direct", null, c)!;
-        const g = find(op, "gateway", "memory", c)!;
-        console.log(JSON.stringify({ bench: "gateway", figure: "overhead", op, connections: c, p50_added_ms: Math.round((g.p50_ms - d.p50_ms) * 1000) / 1000, throughput_ratio: Math.round((g.rps / d.rps) * 1000) / 1000 }));
+        const d = find(op, "direct", c);
+        const g = find(op, "memory", c);
+        console.log(JSON.stringify({ bench: "gateway", figure: "overhead", op, connections: c, p50_added_ms: r3(g.p50_ms - d.p50_ms), throughput_ratio: r3(g.rps / d.rps) }));
       }
     }
     if (gwRedis) {
       for (const c of [1, 50]) {
-        const m = find("get", "gateway", "memory", c)!;
-        const r = find("get", "gateway", "redis", c)!;
-        console.log(JSON.stringify({ bench: "gateway", figure: "redis_vs_memory", op: "get", connections: c, p50_added_ms: Math.round((r.p50_ms - m.p50_ms) * 1000) / 1000, throughput_ratio: Math.round((r.rps / m.rps) * 1000) / 1000 }));
+        const m = find("get", "memory", c);
+        const r = find("get", "redis", c);
+        console.log(JSON.stringify({ bench: "gateway", figure: "redis_vs_memory", op: "get", connections: c, p50_added_ms: r3(r.p50_ms - m.p50_ms), throughput_ratio: r3(r.rps / m.rps) }));
       }
     }
   } finally {

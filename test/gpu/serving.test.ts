@@ -180,10 +180,10 @@ test("store.serveGpu: the LRU cache bounds device memory across tenants and vers
   await s.close();
 });
 
-async function engine(gpuOpt: Parameters<typeof createApp>[0]["gpu"], env: Record<string, string> = {}) {
+async function engine(gpuOpt: Parameters<typeof createApp>[0]["gpu"], env: Record<string, string> = {}, logger: Logger = quiet) {
   const store = await createStore({ path: ":memory:" });
   const config = loadEngineConfig({ SVC_ENGINE_REQUIRE_AUTH: "false", SVC_ENGINE_LOG_LEVEL: "silent", ...env });
-  const app = createApp({ store, config, logger: quiet, gpu: gpuOpt });
+  const app = createApp({ store, config, logger, gpu: gpuOpt });
   const server = app.listen(0);
   await new Promise((r) => server.once("listening", r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -270,4 +270,25 @@ test("query.topk with queries on the device equals the CPU ranking; falls back t
   const ca = await c.query.topk("ns", { key: "q", k: 3 });
   t.deepEqual(ga.results.map((r) => r.key), ca.results.map((r) => r.key), "mixed candidates: same answer");
   for (const s of [g, c, small]) await s.close();
+});
+
+test("engine: SVC_ENGINE_DEVICE=cuda without a device and cuda:1 answer 501 with the reason; cuda logs it once at warn", { skip: hasDevice }, async (t) => {
+  const warns: Record<string, unknown>[] = [];
+  const logger: Logger = { ...quiet, warn: (f) => warns.push(f) };
+  const e = await engine(undefined, { SVC_ENGINE_DEVICE: "cuda" }, logger);
+  await e.store.forTenant("acme").putCores("ns", "a", coresOf(randomTT([6, 6, 6], [2, 2], 12)));
+  const r = await e.call("POST", "/v1/serve", { namespace: "ns", key: "a", device: "gpu" });
+  t.equal(r.status, 501, "cuda without a device: 501");
+  t.match(r.json.detail, /^No usable CUDA device: .+\.$/, `detail: ${r.json.detail}`);
+  t.equal(warns.length, 1, "one warning at start-up");
+  t.equal(warns[0]?.msg, "gpu unavailable", "warning names the condition");
+  const topk = await e.call("POST", "/v1/query/topk", { namespace: "ns", key: "a", include_self: true });
+  t.equal(topk.status, 200, "query.topk still answers on the CPU");
+  t.equal(topk.json.results[0]?.key, "a", "and finds the entry");
+  await e.close();
+  const e1 = await engine(undefined, { SVC_ENGINE_DEVICE: "cuda:1" });
+  await e1.store.forTenant("acme").putCores("ns", "a", coresOf(randomTT([6, 6, 6], [2, 2], 12)));
+  const r1 = await e1.call("POST", "/v1/serve", { namespace: "ns", key: "a", device: "gpu" });
+  t.ok(r1.status === 501 && /Only CUDA device 0/.test(r1.json.detail), "cuda:1: 501, only device 0");
+  await e1.close();
 });

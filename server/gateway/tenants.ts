@@ -1,7 +1,7 @@
 // Tenant registry: the records behind the admin endpoints and authentication. One interface,
 // three implementations: Redis (shared by several gateways), a local JSON file under the data
 // directory (written atomically: temp file, fsync, rename) and plain memory for tests.
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { access, constants, mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
@@ -332,7 +332,6 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
 
   override async ping(): Promise<boolean> {
     try {
-      const { access, constants } = await import("node:fs/promises");
       await access(this.dir, constants.W_OK);
       return true;
     } catch {

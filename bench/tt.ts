@@ -1,6 +1,6 @@
 // Benchmark of the TT engine: compression, reconstruction and dot throughput (MB/s of dense
 // float32) and ratio on synthetic data sets at tolerances 1e-2, 1e-3, 1e-4.
-// Usage: node --import tsx bench/tt.ts [name ...]   (names: smooth128 smooth256 heat128 lowrank image noise early)
+// Usage: node --import tsx bench/tt.ts [name ...]   (names: smooth128 smooth256 heat128 lowrank image noise small early)
 // Prints the backend/machine line first, then one JSON object per figure.
 import { cpus, loadavg, totalmem } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -198,14 +198,54 @@ async function bench(name: string, data: Float32Array, shape: number[], modeSets
 }
 
 async function early(name: string, data: Float32Array, shape: number[]) {
+  // min_ratio 2, and 1.5x the ratio the full decomposition reaches (max_rank 256 included):
+  // null exactly when the result's ratio would be below min_ratio.
   for (const tol of [1e-2, 1e-3]) {
     const t0 = performance.now();
     const full = await tt.compress(data, shape, { tolerance: tol });
     const fs = (performance.now() - t0) / 1000;
-    const t1 = performance.now();
-    const r = await tt.compress(data, shape, { tolerance: tol, min_ratio: 2 });
-    const es = (performance.now() - t1) / 1000;
-    out({ name: `early_exit_${name}`, shape, tolerance: tol, min_ratio: 2, gave_up: r === null, full_ratio: full ? +(data.length / size(full)).toFixed(3) : null, full_s: +fs.toFixed(3), early_s: +es.toFixed(4), fraction_of_full: +(es / fs).toFixed(4) });
+    const fullRatio = full ? data.length / size(full) : 0;
+    for (const minRatio of [2, +(1.5 * fullRatio).toFixed(2)]) {
+      const t1 = performance.now();
+      const r = await tt.compress(data, shape, { tolerance: tol, min_ratio: minRatio });
+      const es = (performance.now() - t1) / 1000;
+      out({ name: `early_exit_${name}`, shape, tolerance: tol, min_ratio: minRatio, gave_up: r === null, full_ratio: +fullRatio.toFixed(3), full_capped: full ? full.relative_error > tol : null, full_s: +fs.toFixed(3), early_s: +es.toFixed(4), fraction_of_full: +(es / fs).toFixed(4) });
+    }
+  }
+}
+
+/** The store's put path on small smooth tensors (bench/store.ts's fields): compress with the
+ *  store's options (max_rank 256, min_ratio 1.2), median of 40 calls over 8 variants. */
+async function small() {
+  const field = (shape: number[], p: number) => {
+    const n = shape.reduce((a, b) => a * b, 1), d = shape.length, x = new Float32Array(n), idx = new Array<number>(d).fill(0);
+    for (let i = 0; i < n; i++) {
+      let a = 1, c = 1;
+      for (let k = 0; k < d; k++) {
+        a *= Math.sin((idx[k]! + 1 + p) / (5 + k));
+        c *= Math.cos(idx[k]! / (7 + 2 * k) - p);
+      }
+      x[i] = a + 0.5 * c;
+      for (let k = d - 1; k >= 0; k--) {
+        if (++idx[k]! < shape[k]!) break;
+        idx[k] = 0;
+      }
+    }
+    return x;
+  };
+  for (const shape of [[32, 32], [128, 128], [64, 64, 64]]) {
+    const vs = Array.from({ length: 8 }, (_, i) => field(shape, i * 0.1));
+    for (const opts of [{ tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 }, { tolerance: 1e-3, max_rank: 256 }]) {
+      const lat: number[] = [];
+      let r: tt.CompressResult | null = null;
+      for (let i = 0; i < 40; i++) {
+        const t0 = performance.now();
+        r = await tt.compress(vs[i % 8]!, shape, opts);
+        lat.push(performance.now() - t0);
+      }
+      lat.sort((a, b) => a - b);
+      out({ name: "small_smooth", shape, min_ratio: "min_ratio" in opts ? opts.min_ratio : null, p50_ms: +lat[20]!.toFixed(3), ratio: r ? +(vs[0]!.length / size(r)).toFixed(1) : null });
+    }
   }
 }
 
@@ -219,6 +259,7 @@ const sets: Record<string, () => Promise<void>> = {
   lowrank: async () => bench("exact_tt_rank6", await lowrank(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   image: async () => bench("synthetic_natural_image_1f_edges", image(2048), [2048, 2048], { plain: [2048, 2048], choose: tt.chooseModes([2048, 2048]) }),
   noise: async () => bench("white_noise", noise(128 ** 3), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
+  small,
   early: async () => {
     await early("white_noise_128", noise(128 ** 3), [128, 128, 128]);
     await early("synthetic_image_2048", image(2048), [2048, 2048]);

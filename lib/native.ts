@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InternalError, ValidationError } from "./errors.js";
+import { GpuUnavailableError, InternalError, SvcError, ValidationError } from "./errors.js";
 
 export type NativeArray = Float32Array | Float64Array;
 
@@ -79,14 +79,24 @@ export function native(): NativeAddon {
   return addon;
 }
 
-/** Turns a native rejection (an Error with `.code` and `.field`) into the library's error classes. */
+/** Turns a native rejection (an Error with `.code` and `.field`) into the library's error classes.
+ *  The addon raises bad_request, internal, gpu_unavailable and out_of_memory (device memory;
+ *  lib/gpu.ts maps it with the byte count where it knows it); anything else, including errors
+ *  without a code (N-API type errors), becomes an InternalError. */
 export function fromNative(err: unknown): Error {
-  if (err instanceof Error) {
-    const e = err as Error & { code?: string; field?: string };
-    if (e.code === "bad_request") return new ValidationError(e.message, e.field);
-    if (e.code === "internal") return new InternalError(e.message);
+  if (err instanceof SvcError) return err;
+  const e = (err ?? {}) as { code?: unknown; field?: unknown; message?: unknown };
+  const message = typeof e.message === "string" && e.message ? e.message : String(err);
+  switch (e.code) {
+    case "bad_request":
+      return new ValidationError(message, typeof e.field === "string" && e.field ? e.field : undefined);
+    case "gpu_unavailable":
+      return new GpuUnavailableError(message);
+    case "out_of_memory":
+      return new InternalError(`Out of device memory: ${message}`);
+    default:
+      return new InternalError(message);
   }
-  return err instanceof Error ? err : new InternalError(String(err));
 }
 
 /** Awaits a native promise, rewrapping its errors. */

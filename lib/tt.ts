@@ -30,10 +30,11 @@ export interface CompressOptions {
   /** TT modes (product = product of shape); default chooseModes(shape). "auto" tries the plain
    *  and the quantized factorisation and keeps the smaller result. */
   modes?: number[] | "auto";
-  /** Give up (resolve null) as soon as the ranks show that the tolerance cannot be met with
-   *  dense/TT size ≥ min_ratio: sampled rank lower bounds before any decomposition, then the
-   *  true ranks after each step. Also null when max_rank would have to cut a rank (the tolerance
-   *  would not hold). Without min_ratio a binding max_rank just raises relative_error. */
+  /** Resolve null instead of the result when its dense/TT size ratio would be below min_ratio,
+   *  and give up as soon as rank lower bounds prove it (sampled before any decomposition, then
+   *  the true ranks and discarded energy after each step). The result, when there is one, is the
+   *  same as without min_ratio (max_rank included: a capped, "weak" result that reaches the
+   *  ratio is returned). */
   min_ratio?: number;
 }
 
@@ -178,6 +179,10 @@ interface CheckedTT {
   f64: boolean;
 }
 
+const ranksSchema = z.array(int("ranks entries").min(1, "ranks entries must be at least 1").max(1 << 20, "ranks entries are too large"), {
+  error: "ranks must be an array of integers",
+});
+
 /** Validates a TT given by a caller; `name` prefixes field names (e.g. "a.cores[2]"). */
 function checkTT(t: unknown, name: string): CheckedTT {
   const p = (f: string) => (name ? `${name}.${f}` : f);
@@ -185,13 +190,7 @@ function checkTT(t: unknown, name: string): CheckedTT {
   const o = t as Record<string, unknown>;
   const modes = parseOrThrow(modesSchema, o.modes, p("modes"));
   const d = modes.length;
-  const ranks = parseOrThrow(
-    z.array(int("ranks entries").min(1, "ranks entries must be at least 1").max(1 << 20, "ranks entries are too large"), {
-      error: "ranks must be an array of integers",
-    }),
-    o.ranks,
-    p("ranks"),
-  );
+  const ranks = parseOrThrow(ranksSchema, o.ranks, p("ranks"));
   if (ranks.length !== d + 1) throw new ValidationError(`${p("ranks")} must have ${d + 1} entries (one more than modes).`, p("ranks"));
   if (ranks[0] !== 1 || ranks[d] !== 1) throw new ValidationError(`${p("ranks")} must start and end with 1.`, p("ranks"));
   if (!Array.isArray(o.cores) || o.cores.length !== d) {
@@ -318,6 +317,7 @@ const sliceSchema = z.array(
   z.tuple([int("slice start").min(0, "slice start must be at least 0"), int("slice stop")], { error: "slice entries must be [start, stop) pairs" }),
   { error: "slice must be an array of [start, stop) pairs" },
 );
+const reconstructOptionsSchema = z.strictObject({ slice: sliceSchema.optional() }, { error: "options must be an object" }).optional();
 
 /**
  * The dense C-order array over t.shape ?? t.modes, or the block given by one [start, stop) per
@@ -326,7 +326,7 @@ const sliceSchema = z.array(
  */
 export async function reconstruct(t: TT, opts?: { slice?: [number, number][] }): Promise<FloatArray> {
   const c = checkTT(t, "");
-  const o = parseOrThrow(z.strictObject({ slice: sliceSchema.optional() }, { error: "options must be an object" }).optional(), opts, "") ?? {};
+  const o = parseOrThrow(reconstructOptionsSchema, opts, "") ?? {};
   let flat: number[] | null = null;
   if (o.slice) {
     if (o.slice.length !== c.shape.length) {

@@ -92,10 +92,13 @@ struct Factor {
   double discarded = 0;     // squared Frobenius norm of what was cut
   bool capped = false;      // rmax cut the rank below what the budget needed
   bool right_identity = false;  // last step, full column rank kept: core = C, remainder = I
+  double kept_min = 0;      // smallest kept squared singular value of the remainder Q^T C
 };
 
 template <typename T>
 Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax);
+template <typename T>
+Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
 Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
@@ -107,8 +110,13 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
 // shorter side, its eigen-decomposition, truncation to discarded energy <= delta2 and rank <= rmax.
 template <typename T>
 Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
+  if (std::min(m, N) > kEigFull) return factor_random(C, m, N, delta2, rmax);
+  return factor_exact(C, m, N, delta2, rmax, last);
+}
+
+template <typename T>
+Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
   size_t g = std::min(m, N);
-  if (g > kEigFull) return factor_random(C, m, N, delta2, rmax);
   std::vector<double> G(g * g), w(g), V(g * g);
   if (m <= N)
     gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G.data(), m, false);
@@ -130,6 +138,7 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, b
   f.capped = r > rmax;
   r = std::min(r, std::max<size_t>(rmax, 1));
   f.r = r;
+  f.kept_min = std::max(w[r - 1], 0.0);
   for (size_t i = r; i < g; ++i) f.discarded += std::max(w[i], 0.0);
   if (m <= N) {
     if (r == m) {
@@ -239,7 +248,18 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
     // k < K means the sketch found fewer than K independent directions: the range is exhausted.
     bool done = (met && (r + p <= k || k == g || k < K)) || K == g || K >= rmax + p || k < K;
     if (!done) {
-      K = std::min(g, std::min(2 * K, rmax + p));
+      // Next block: double it, or more when the energy still missing would need more directions
+      // (at the current smallest Ritz value each), and straight to the cap when the doubled block
+      // would be within 3/4 of it (a second large round costs more than one slightly larger).
+      size_t want = 2 * K;
+      if (!met && k > 0 && th[k - 1] > 0) {
+        double more = (trace - kept - delta2) / th[k - 1];
+        if (more > 0 && double(k) + more > double(want)) want = size_t(std::min(double(g), double(k) + more)) + p;
+      }
+      size_t top = std::min(g, rmax + p);
+      K = 4 * want >= 3 * top ? top : want;
+      // A block of half the side or more costs more than the exact Gram route.
+      if (2 * K >= g) return factor_exact(C, m, N, delta2, rmax, false);
       continue;
     }
     if (!met) r = k;
@@ -250,6 +270,7 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
     kept = 0;
     for (size_t i = 0; i < r; ++i) kept += std::max(th[i], 0.0);
     f.discarded = std::max(0.0, trace - kept);
+    f.kept_min = std::max(th[r - 1], 0.0);  // B = Z^T C has B B^T = diag(th[:r]) exactly
     // Ritz vectors Z = Q S[:, :r] (g x r).
     std::vector<double> Z(g * r);
     gemm<double, double, double>(g, r, k, Q.data(), k, 1, S.data(), 1, k, Z.data(), r, false);
@@ -408,63 +429,141 @@ std::vector<size_t> stratified(size_t total, size_t want, uint64_t seed) {
   return idx;
 }
 
-// Lower bounds on the TT ranks any approximation within tol can have: the delta-rank of a
-// submatrix never exceeds the delta-rank of the matrix, so a sampled block of each unfolding
-// bounds that unfolding's rank from below. Used to give up early on min_ratio.
-template <typename T>
-std::vector<size_t> rank_lower_bounds(const T* data, size_t n, const std::vector<size_t>& modes, double delta2,
-                                      size_t max_rank, bool& capped) {
-  size_t d = modes.size();
-  std::vector<size_t> lb(d + 1, 1), M(d + 1, 1);
-  for (size_t k = 1; k <= d; ++k) M[k] = M[k - 1] * modes[k - 1];
-  // Middle unfoldings first: they have the largest ranks, so a binding cap shows up soonest.
-  std::vector<size_t> order;
-  for (size_t k = 1; k < d; ++k) order.push_back(k);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return std::min(M[a], n / M[a]) > std::min(M[b], n / M[b]); });
-  // Up to twice max_rank rows and columns (256..512), so a sample can show the cap would bind.
-  const size_t S = std::max(kSample, std::min<size_t>(2 * max_rank, 2 * kSample));
-  capped = false;
-  for (size_t k : order) {
-    size_t Mk = M[k], Nn = n / Mk;
-    std::vector<size_t> rows = stratified(Mk, S, 0x5eed0000 + 2 * k);
-    std::vector<size_t> cols = stratified(Nn, S, 0x5eed0001 + 2 * k);
-    size_t sr = rows.size(), sc = cols.size();
-    std::vector<double> sub(sr * sc);
-    for (size_t a = 0; a < sr; ++a)
-      for (size_t b = 0; b < sc; ++b) sub[a * sc + b] = double(data[rows[a] * Nn + cols[b]]);
-    size_t g = std::min(sr, sc);
-    std::vector<double> G(g * g), w(g);
-    if (sr <= sc)
-      gemm<double, double, double>(sr, sr, sc, sub.data(), sc, 1, sub.data(), 1, sc, G.data(), g, false);
-    else
-      gemm<double, double, double>(sc, sc, sr, sub.data(), 1, sc, sub.data(), sc, 1, G.data(), g, false);
-    for (size_t i = 0; i < g; ++i)
-      for (size_t j = i + 1; j < g; ++j) G[i * g + j] = G[j * g + i] = 0.5 * (G[i * g + j] + G[j * g + i]);
-    sym_eig(g, G.data(), w.data(), nullptr);
-    size_t r = g;
+// min_ratio: proving early that dense/TT size >= min_ratio cannot be reached by the TT that the
+// decomposition would return (max_rank included), without changing that TT.
+//
+// Facts used (A_k: the k-th unfolding of the data, M_k x N_k; delta2: the per-step budget;
+// E: the energy discarded by the steps done so far; rho_k(tau): the smallest r with
+// sum_{i>r} sigma_i(A_k)^2 <= tau):
+//  1. An uncapped step k keeps r_k >= rho_k(E_{k-1} + delta2): the data so far equal an
+//     orthonormal frame times the remainder plus an orthogonal error of energy E_{k-1}, so the
+//     step's rank-r_k truncation is a rank-r_k approximation of A_k within E_{k-1} + delta2.
+//     A step that needs more than max_rank is capped: r_k = max_rank (possible only where
+//     min(M_k, N_k) > max_rank), and what it discards is then unbounded.
+//  2. The delta-rank of a submatrix never exceeds that of the matrix (its singular values are
+//     no larger), so a sampled block of A_k gives rho_k from below at any threshold.
+//  3. After step s, if the smallest kept squared singular value of the remainder B_s exceeds
+//     everything the later steps may discard, the later cores still have full row rank r_s, so
+//     r_k >= ceil(r_s / (n_{s+1} ... n_k)) for k > s (as long as no later step is capped).
+// The size bound is the minimum over the scenarios "the first capped step from now on is j"
+// (or none): ranks from 1 (and 3) before j, max_rank at j, 1 after.
+struct RankProbe {
+  std::vector<size_t> modes, M;       // M[k] = n_1 ... n_k
+  size_t n = 0, cap = 0;
+  double delta2 = 0, margin = 0;
+  std::vector<std::vector<double>> w;  // per unfolding: sampled squared singular values, descending
+  size_t boost = SIZE_MAX;              // unfolding whose rank is taken as large as it can be
+
+  size_t smax(size_t k) const { return std::min(M[k], n / M[k]); }
+  // Lower bound on rho_k(tau); 1 where nothing was sampled.
+  size_t rho(size_t k, double tau) const {
+    if (k == boost) return smax(k) > cap ? cap + 1 : smax(k);
+    const std::vector<double>& v = w[k];
+    if (v.empty()) return 1;
+    size_t r = v.size();
     double tail = 0;
-    while (r > 1 && tail + std::max(w[r - 1], 0.0) <= delta2) {
-      tail += std::max(w[r - 1], 0.0);
+    while (r > 1 && tail + std::max(v[r - 1], 0.0) <= tau + margin) {
+      tail += std::max(v[r - 1], 0.0);
       --r;
     }
-    lb[k] = r;
-    if (r > max_rank) {
-      capped = true;
-      return lb;
-    }
+    return r;
   }
-  // Keep the bounds consistent with r_k <= r_{k-1} n_k and r_k <= r_{k+1} n_{k+1}.
-  for (size_t k = 1; k < d; ++k) lb[k] = std::min(lb[k], lb[k - 1] * modes[k - 1]);
-  for (size_t k = d - 1; k >= 1; --k) lb[k] = std::min(lb[k], lb[k + 1] * modes[k]);
-  return lb;
+  // Lower bound on the final TT size given the ranks of steps 1..s (known[0..s]), the energy E
+  // discarded so far, and (chain) whether fact 3 applies to r_s.
+  double size_bound(const std::vector<size_t>& known, size_t s, double E, bool chain) const {
+    size_t d = modes.size();
+    std::vector<double> L(d + 1, 1.0);
+    for (size_t k = 0; k <= s; ++k) L[k] = double(known[k]);
+    L[d] = 1;
+    // Bounds for an uncapped future step k, and whether it can be uncapped at all.
+    std::vector<bool> must_cap(d + 1, false);
+    double div = 1;
+    for (size_t k = s + 1; k < d; ++k) {
+      size_t r = rho(k, E + double(k - s) * delta2);
+      if (r > cap) must_cap[k] = true;
+      double lb = double(std::min(r, smax(k)));
+      if (chain && s > 0) {
+        div *= double(modes[k - 1]);
+        lb = std::max(lb, std::ceil(double(known[s]) / div));
+      }
+      L[k] = std::min(lb, double(cap));
+    }
+    auto core = [&](const std::vector<double>& r, size_t k) { return r[k] * double(modes[k]) * r[k + 1]; };
+    // Scenario "no cap from now on": every future step uncapped.
+    double best = std::numeric_limits<double>::infinity();
+    bool ok = true;
+    for (size_t k = s + 1; k < d; ++k) ok = ok && !must_cap[k];
+    if (ok) {
+      double t = 0;
+      for (size_t k = 0; k < d; ++k) t += core(L, k);
+      best = t;
+    }
+    // Scenario "first cap at j": L before j (without the chain, which needs no later cap), cap at
+    // j, 1 after.
+    std::vector<double> R(d + 1, 1.0);
+    for (size_t k = 0; k <= s; ++k) R[k] = double(known[k]);
+    for (size_t j = s + 1; j < d; ++j) {
+      if (smax(j) > cap) {
+        std::vector<double> T = R;
+        T[j] = double(cap);
+        double t = 0;
+        for (size_t k = 0; k < d; ++k) t += core(T, k);
+        best = std::min(best, t);
+      }
+      if (must_cap[j]) break;  // step j cannot be passed uncapped
+      R[j] = std::min(double(std::min(rho(j, E + double(j - s) * delta2), smax(j))), double(cap));
+    }
+    return best;
+  }
+};
+
+// Samples the unfoldings (middle ones first: they carry the largest ranks) with blocks of 64
+// rows and columns, growing (128, 256, up to max_rank + 32 and at most 512) only while the
+// sample looks saturated (its delta-rank is at least half its size), so that compressible data
+// pay microseconds. Returns true as soon as the size bound proves min_ratio unreachable.
+template <typename T>
+bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
+  size_t d = P.modes.size(), n = P.n;
+  std::vector<size_t> order;
+  for (size_t k = 1; k < d; ++k) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return P.smax(a) > P.smax(b); });
+  const size_t smax_sample = std::max<size_t>(64, std::min<size_t>(2 * kSample, P.cap + 32));
+  std::vector<size_t> ones(d + 1, 1);
+  for (size_t k : order) {
+    size_t Mk = P.M[k], Nn = n / Mk;
+    for (size_t S = 64;; S = std::min(2 * S, smax_sample)) {
+      std::vector<size_t> rows = stratified(Mk, S, 0x5eed0000 + 2 * k);
+      std::vector<size_t> cols = stratified(Nn, S, 0x5eed0001 + 2 * k);
+      size_t sr = rows.size(), sc = cols.size();
+      std::vector<double> sub(sr * sc);
+      for (size_t a = 0; a < sr; ++a) {
+        const T* row = data + rows[a] * Nn;
+        for (size_t b = 0; b < sc; ++b) sub[a * sc + b] = double(row[cols[b]]);
+      }
+      size_t g = std::min(sr, sc);
+      std::vector<double> G(g * g), w(g);
+      if (sr <= sc)
+        gemm<double, double, double>(sr, sr, sc, sub.data(), sc, 1, sub.data(), 1, sc, G.data(), g, false);
+      else
+        gemm<double, double, double>(sc, sc, sr, sub.data(), 1, sc, sub.data(), sc, 1, G.data(), g, false);
+      for (size_t i = 0; i < g; ++i)
+        for (size_t j = i + 1; j < g; ++j) G[i * g + j] = G[j * g + i] = 0.5 * (G[i * g + j] + G[j * g + i]);
+      sym_eig(g, G.data(), w.data(), nullptr);
+      P.w[k] = w;
+      size_t r = P.rho(k, double(k) * P.delta2);
+      bool whole = sr == Mk && sc == Nn;
+      if (whole || S >= smax_sample || r > P.cap || 2 * r < g) break;
+      // A larger sample only helps if even the largest rank of this unfolding would decide.
+      P.boost = k;
+      bool could = double(n) / P.size_bound(ones, 0, 0.0, false) < min_ratio;
+      P.boost = SIZE_MAX;
+      if (!could) break;
+    }
+    if (double(n) / P.size_bound(ones, 0, 0.0, false) < min_ratio) return true;
+  }
+  return false;
 }
 
-double tt_size(const std::vector<size_t>& modes, const std::vector<size_t>& r) {
-  double s = 0;
-  for (size_t k = 0; k < modes.size(); ++k) s += double(r[k]) * double(modes[k]) * double(r[k + 1]);
-  return s;
-}
 
 }  // namespace
 
@@ -483,25 +582,13 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
   if (norm2 == 0) throw TTError("bad_request", "data", "data must not be all zeros");
 
   TTResult res;
-  if (min_ratio > 0) {
-    if (d == 1 && min_ratio > 1) {
+  res.ranks.assign(1, 1);
+  if (d == 1) {
+    // The one core is the data: ratio 1.
+    if (min_ratio > 1) {
       res.gave_up = true;
       return res;
     }
-    if (d > 1) {
-      // A bound above max_rank means the cap would bind and the tolerance cannot be met.
-      bool capped = false;
-      std::vector<size_t> lb = rank_lower_bounds(data, n, modes, tol * tol * norm2, max_rank, capped);
-      if (capped || double(n) / tt_size(modes, lb) < min_ratio) {
-        res.gave_up = true;
-        return res;
-      }
-      res.ranks = lb;  // refined below as the true ranks become known
-    }
-  }
-  std::vector<size_t> lb = res.ranks;
-  res.ranks.assign(1, 1);
-  if (d == 1) {
     Buffer c = alloc_buffer(n, sizeof(T));
     std::memcpy(c.p, data, n * sizeof(T));
     res.cores.push_back(std::move(c));
@@ -510,12 +597,42 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
     return res;
   }
   const double delta2 = tol * tol * norm2 / double(d - 1);
+  RankProbe probe;
+  if (min_ratio > 0) {
+    probe.modes = modes;
+    probe.n = n;
+    probe.cap = std::max<size_t>(max_rank, 1);
+    probe.delta2 = delta2;
+    probe.margin = 1e-12 * norm2;
+    probe.M.assign(d + 1, 1);
+    for (size_t k = 1; k <= d; ++k) probe.M[k] = probe.M[k - 1] * modes[k - 1];
+    probe.w.assign(d + 1, {});
+    bool gave = probe_gives_up(data, probe, min_ratio);
+    if (gave) {
+      res.gave_up = true;
+      return res;
+    }
+  }
   const T* cur = data;
   Buffer curbuf;
   size_t rprev = 1, rest = n;
+  double discarded = 0;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = rprev * modes[k], N = rest / modes[k];
     Factor f = factor_step(cur, m, N, delta2, max_rank, k + 2 == d);
+    discarded += f.discarded;
+    if (min_ratio > 0) {
+      // The ranks so far are final; bound the rest before building this step's core.
+      std::vector<size_t> known(res.ranks);
+      known.push_back(f.r);
+      size_t s = k + 1;
+      bool chain = f.kept_min > double(d - 1 - s) * delta2 + probe.margin;
+      if (double(n) / probe.size_bound(known, s, discarded, chain) < min_ratio) {
+        TTResult gave;
+        gave.gave_up = true;
+        return gave;
+      }
+    }
     Buffer core = alloc_buffer(m * f.r, sizeof(T));
     T* cp = core.as<T>();
     if (f.right_identity) {
@@ -539,20 +656,6 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
     res.ranks.push_back(f.r);
     rprev = f.r;
     rest = N;
-    if (min_ratio > 0) {
-      if (f.capped) {
-        TTResult gave;
-        gave.gave_up = true;
-        return gave;
-      }
-      std::vector<size_t> r = lb;
-      for (size_t j = 0; j <= k + 1; ++j) r[j] = res.ranks[j];
-      if (double(n) / tt_size(modes, r) < min_ratio) {
-        TTResult gave;
-        gave.gave_up = true;
-        return gave;
-      }
-    }
   }
   // The last remainder is the last core.
   Buffer last;

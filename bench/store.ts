@@ -7,7 +7,9 @@
 //   topk       top-K over N entries of a 64³ smooth field family (TT, ranks ≤ 16: 16 TT-SVD
 //              bases, members perturb their cores by up to ±2.5%) against a
 //              dense float32 brute-force scan of the same entries
-//   disk       store size on disk against the sum of bytes_stored plus metadata
+//   disk       store size on disk (data and lock files, at close, no compact) against the sum
+//              of bytes_stored (each payload once) plus metadata (JSON of each entry's get),
+//              with the pages of the records, of the payload databases and the rest
 // Environment: SVC_BENCH_TOPK_N (default 10000), SVC_BENCH_SECONDS per put size (default 2).
 // Every phase is bounded; temporary files live under os.tmpdir() and are removed.
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeSync, readdirSync } from "node:fs";
@@ -15,6 +17,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import * as tt from "../lib/tt.js";
 import { createStore, type Store } from "../lib/store/index.js";
+import { LmdbBackend } from "../lib/store/lmdb.js";
 
 const TOPK_N = Number(process.env.SVC_BENCH_TOPK_N ?? 10_000);
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 2);
@@ -256,7 +259,19 @@ try {
       disk += st.size;
       allocated += st.blocks * 512;
     }
-    emit({ figure: "disk", payload_bytes: stored, metadata_bytes: meta, file_bytes: disk, allocated_bytes: allocated, ratio_allocated: r3(allocated / (stored + meta)) });
+    // where the pages go: records, payload databases (index, bodies, stream), and the rest
+    // (free pages kept for reuse, LMDB's meta pages)
+    const lb = new LmdbBackend(join(dir, "db"));
+    const st = lb.stats();
+    await lb.close();
+    const pagesOf = (names: string[]) => names.reduce((s, n) => s + st.dbs[n]!.pages, 0) * st.page_size;
+    const recordBytes = pagesOf(["records"]);
+    const payloadDbBytes = pagesOf(["payloads", "payload_index", "payload_bodies", "payload_stream"]);
+    emit({
+      figure: "disk", payload_bytes: stored, metadata_bytes: meta, file_bytes: disk, allocated_bytes: allocated,
+      ratio_file: r3(disk / (stored + meta)), ratio_allocated: r3(allocated / (stored + meta)),
+      records_pages_bytes: recordBytes, payload_pages_bytes: payloadDbBytes, other_pages_bytes: (st.last_page + 1) * st.page_size - recordBytes - payloadDbBytes,
+    });
   }
 } finally {
   await store?.close();

@@ -22,6 +22,7 @@ import { gpuServingFor } from "../gpu.js";
 import { type GpuHandle, type GpuServing } from "./gpu-cache.js";
 import { deviceScores } from "./gpu-query.js";
 import { LmdbBackend } from "./lmdb.js";
+import { packRecord, unpackRecord } from "./records.js";
 import { MemoryBackend } from "./memory.js";
 import { scoreBatch, similarity, type Operand } from "./query.js";
 import { loadTT, type TT } from "./ttapi.js";
@@ -388,7 +389,7 @@ export class Store {
       // check phase: nothing is written until every item passed
       const heads = new Map<string, HeadRecord | undefined>();
       const plans = items.map((it, i) => {
-        const head = heads.has(it.key) ? heads.get(it.key) : (tx.get(headKey(t, ns, it.key)) as HeadRecord | undefined);
+        const head = heads.has(it.key) ? heads.get(it.key) : unpackRecord<HeadRecord>(tx.get(headKey(t, ns, it.key)));
         const live = head !== undefined && !head.deleted;
         const current = live ? head.latest : 0;
         if (it.if_version !== undefined && it.if_version !== current) {
@@ -418,8 +419,8 @@ export class Store {
       for (const { it, version, next } of plans) {
         const rec: VersionRecord = { ...it.prepared.record, version, created_at: now, metadata: it.metadata };
         if (!tx.hasPayload(rec.fingerprint.sha256)) tx.putPayload(rec.fingerprint.sha256, it.prepared.payload);
-        tx.put(versionKey(t, ns, it.key, version), rec);
-        tx.put(headKey(t, ns, it.key), next);
+        tx.put(versionKey(t, ns, it.key, version), packRecord(rec));
+        tx.put(headKey(t, ns, it.key), packRecord(next));
         results.push(putResult(ns, it.key, rec));
       }
       return results;
@@ -429,7 +430,7 @@ export class Store {
   // ---------------- get / delete / list / search ----------------
 
   #head(ns: string, key: string): HeadRecord {
-    const h = this.#open().backend.get(headKey(this.tenant, ns, key)) as HeadRecord | undefined;
+    const h = unpackRecord<HeadRecord>(this.#open().backend.get(headKey(this.tenant, ns, key)));
     if (!h || h.deleted) throw new NotFoundError(`No entry ${key} in namespace ${ns}.`);
     return h;
   }
@@ -438,7 +439,7 @@ export class Store {
     const head = this.#head(ns, key);
     const v = version ?? head.latest;
     const rec = v >= head.first_live && v <= head.latest
-      ? (this.#core.backend.get(versionKey(this.tenant, ns, key, v)) as VersionRecord | undefined)
+      ? unpackRecord<VersionRecord>(this.#core.backend.get(versionKey(this.tenant, ns, key, v)))
       : undefined;
     if (!rec) throw new NotFoundError(`Entry ${key} in namespace ${ns} has no version ${v}.`);
     return { head, rec };
@@ -479,7 +480,7 @@ export class Store {
     keyName(key);
     const t = this.tenant;
     return backend.transact((tx) => {
-      const head = tx.get(headKey(t, ns, key)) as HeadRecord | undefined;
+      const head = unpackRecord<HeadRecord>(tx.get(headKey(t, ns, key)));
       if (!head || head.deleted) throw new NotFoundError(`No entry ${key} in namespace ${ns}.`);
       const now = clock.now();
       const purgeAfter = now + TOMBSTONE_RETENTION_MS;
@@ -489,7 +490,7 @@ export class Store {
         updated_at: now,
         tombstones: [...head.tombstones, { from: head.first_live, upto: head.latest, purge_after: purgeAfter }],
       };
-      tx.put(headKey(t, ns, key), next);
+      tx.put(headKey(t, ns, key), packRecord(next));
       return { namespace: ns, key, deleted: true as const, version: head.latest, purge_after: iso(purgeAfter) };
     });
   }
@@ -498,7 +499,7 @@ export class Store {
     const { backend } = this.#open();
     for (const { key, value } of backend.range(headKey(this.tenant, ns, prefix), headKey(this.tenant, ns, prefix + END))) {
       const head = value as HeadRecord;
-      if (!head.deleted) yield { key: key[3] as string, head };
+      if (!head.deleted) yield { key: key[3] as string, head: unpackRecord<HeadRecord>(head)! };
     }
   }
 
@@ -806,7 +807,7 @@ function compactIn(tx: WriteTx, now: number): CompactResult {
   let keysPurged = 0;
   const referenced = new Set<string>();
   for (const { key, value } of [...tx.range(["h"], ["h", END])]) {
-    const head = value as HeadRecord;
+    const head = unpackRecord<HeadRecord>(value)!;
     const [, t, ns, k] = key as [string, string, string, string];
     const expired = head.tombstones.filter((s) => s.purge_after <= now);
     if (expired.length > 0) {
@@ -824,10 +825,10 @@ function compactIn(tx: WriteTx, now: number): CompactResult {
         keysPurged++;
         continue;
       }
-      tx.put(key, { ...head, tombstones: kept });
+      tx.put(key, packRecord({ ...head, tombstones: kept }));
     }
   }
-  for (const { value } of tx.range(["v"], ["v", END])) referenced.add((value as VersionRecord).fingerprint.sha256);
+  for (const { value } of tx.range(["v"], ["v", END])) referenced.add(unpackRecord<VersionRecord>(value)!.fingerprint.sha256);
   let payloadsPurged = 0;
   for (const id of [...tx.payloadIds()]) {
     if (!referenced.has(id)) {

@@ -1,29 +1,130 @@
-// LMDB implementation of the storage interface: one environment under `path` with two
-// named databases, `records` (msgpack: heads and version records) and `payloads`
-// (binary, keyed by the payload's SHA-256), so reading metadata never touches payloads.
+// LMDB implementation of the storage interface: one environment under `path` with named
+// databases: `records` (msgpack: heads and version records) and the payload databases
+// below, so reading metadata never touches payloads.
+//
+// Payload layout (format 2; docs/store.md "Storage layout"). LMDB keeps a value larger than
+// about half a page in whole overflow pages of its own, and B-tree pages filled by random
+// keys (payload hashes) are about half full; payloads of a few KB lost 15-20% that way. So:
+//   - `payload_bodies`: the largest prefix of a payload that fills whole overflow pages
+//     exactly (k * pageSize - PAGE_HEADER bytes), under an append-ordered 6-byte id.
+//   - `payload_stream`: the rest of every payload (less than a page; small payloads whole),
+//     appended to a byte stream cut into segments of exactly one overflow page each,
+//     under append-ordered 6-byte segment numbers. A tail may span two segments.
+//   - `payload_index`: payload id (SHA-256, 32 bytes binary) -> where its body and tail are.
+// Everything a put writes is in the same LMDB write transaction as its records, so
+// atomicity, durability (fsync before the commit resolves) and cross-process serialisation
+// are LMDB's, as before. Removing payloads (compact) leaves dead bytes in stream segments;
+// the same transaction then drops segments with nothing live and moves the live tails out of
+// segments less than RELOCATE_BELOW full, so dead space stays bounded.
+//
+// Stores written before format 2 kept each payload whole in `payloads` (keyed by the hex
+// hash). That database is still read (and cleaned by compact), never written: old stores
+// open and read as they are, with no migration step, and new payloads go to the new layout.
 import { mkdirSync } from "node:fs";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import type { RecordKey, StorageBackend, WriteTx } from "./backend.js";
 
 const k = (key: RecordKey): Key => key as unknown as Key;
 
+/** Page header bytes of lmdb-js 3.x's LMDB: a value of k * pageSize - PAGE_HEADER bytes fills k overflow pages exactly. */
+export const PAGE_HEADER = 24;
+/** compact moves the live tails out of stream segments whose live bytes are below this share. */
+export const RELOCATE_BELOW = 0.75;
+/** Format byte of a payload_index entry. */
+const INDEX_FORMAT = 2;
+const ENTRY_BYTES = 25;
+
+/** Where a payload lives: `bodyLen` bytes in body `bodyId` (0: none), then `tailLen` bytes of the stream from (`seg`, `off`). */
+interface Entry {
+  bodyId: number;
+  bodyLen: number;
+  seg: number;
+  off: number;
+  tailLen: number;
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+/** Index keys: a lowercase hex SHA-256 as its 32 bytes (tag 0), any other id as UTF-8 (tag 1). */
+function indexKey(id: string): Buffer {
+  if (id.length === 64 && HEX64.test(id)) {
+    const b = Buffer.allocUnsafe(33);
+    b[0] = 0;
+    b.write(id, 1, "hex");
+    return b;
+  }
+  return Buffer.concat([Buffer.from([1]), Buffer.from(id, "utf8")]);
+}
+const idOf = (key: Buffer): string => (key[0] === 0 ? key.toString("hex", 1) : key.toString("utf8", 1));
+
+/** 6-byte big-endian ids: byte order is numeric order, so new ids append. */
+function numKey(n: number): Buffer {
+  const b = Buffer.allocUnsafe(6);
+  b.writeUIntBE(n, 0, 6);
+  return b;
+}
+const numOf = (key: Buffer): number => key.readUIntBE(0, 6);
+
+function encodeEntry(e: Entry): Buffer {
+  const b = Buffer.allocUnsafe(ENTRY_BYTES);
+  b[0] = INDEX_FORMAT;
+  b.writeUIntBE(e.bodyId, 1, 6);
+  b.writeUIntBE(e.bodyLen, 7, 6);
+  b.writeUIntBE(e.seg, 13, 6);
+  b.writeUInt16BE(e.off, 19);
+  b.writeUInt32BE(e.tailLen, 21);
+  return b;
+}
+function decodeEntry(b: Uint8Array): Entry {
+  const v = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  if (v.byteLength !== ENTRY_BYTES || v[0] !== INDEX_FORMAT)
+    throw new Error(`Unknown payload index entry (format ${v[0]}, ${v.byteLength} bytes): this store was written by a newer version.`);
+  return { bodyId: v.readUIntBE(1, 6), bodyLen: v.readUIntBE(7, 6), seg: v.readUIntBE(13, 6), off: v.readUInt16BE(19), tailLen: v.readUInt32BE(21) };
+}
+
+type Bin = Database<Buffer, Buffer>;
+
+/** A value through lmdb-js's reused read buffer (valid until the next read): copy out at once. */
+function peek(db: Bin, key: Buffer): Buffer | undefined {
+  const b = db.getBinaryFast(key);
+  return b === undefined ? undefined : b.subarray(0, (db as unknown as { lastSize: number }).lastSize);
+}
+
 export class LmdbBackend implements StorageBackend {
   readonly name = "lmdb" as const;
   readonly path: string;
+  /** Bytes of one stream segment: exactly one overflow page. */
+  readonly segmentBytes: number;
+  readonly pageSize: number;
   #root: RootDatabase;
   #records: Database<unknown, Key>;
-  #payloads: Database<Buffer, string>;
+  /** Format 1 payloads (whole, keyed by hex hash): read and removed, never written. */
+  #legacy: Database<Buffer, string>;
+  #index: Bin;
+  #bodies: Bin;
+  #stream: Bin;
+  /**
+   * Inside one write transaction callback: the last body id and the open stream segment, read
+   * once and then kept up to date (nothing else writes while the callback runs); null outside.
+   */
+  #tail: { bodyId: number; segId: number; seg: Buffer } | null = null;
 
   constructor(path: string) {
     mkdirSync(path, { recursive: true });
     this.path = path;
     // overlappingSync off: a commit is fsynced before its promise resolves, so a put that
     // returned survives a crash of the process or the machine. Never noSync.
-    this.#root = open({ path, maxDbs: 4, overlappingSync: false });
+    this.#root = open({ path, maxDbs: 8, overlappingSync: false });
     // shared msgpack structures: heads and version records all have one of a few shapes, and
     // decoding with shared structures makes a scan of 10,000 heads about 3x faster
     this.#records = this.#root.openDB<unknown, Key>({ name: "records", sharedStructuresKey: Symbol.for("svc.structures") });
-    this.#payloads = this.#root.openDB<Buffer, string>({ name: "payloads", encoding: "binary" });
+    this.#legacy = this.#root.openDB<Buffer, string>({ name: "payloads", encoding: "binary" });
+    const bin = (name: string) => this.#root.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" });
+    this.#index = bin("payload_index");
+    this.#bodies = bin("payload_bodies");
+    this.#stream = bin("payload_stream");
+    // the page size is fixed when the environment is created: read it, do not assume it
+    this.pageSize = (this.#root.getStats() as { pageSize: number }).pageSize;
+    this.segmentBytes = this.pageSize - PAGE_HEADER;
   }
 
   get(key: RecordKey): unknown {
@@ -34,29 +135,224 @@ export class LmdbBackend implements StorageBackend {
     for (const { key, value } of this.#records.getRange({ start: k(start), end: k(end), snapshot: true })) yield { key: key as RecordKey, value };
   }
 
+  // Reads: several gets, all synchronous, so all from one snapshot (lmdb-js renews its read
+  // transaction at most once per macrotask; inside a write transaction they see its writes).
   getPayload(id: string): Buffer | undefined {
-    return this.#payloads.get(id);
+    const raw = peek(this.#index, indexKey(id));
+    if (raw === undefined) return this.#legacy.get(id);
+    const e = decodeEntry(raw);
+    const out = Buffer.allocUnsafeSlow(e.bodyLen + e.tailLen); // own, aligned memory
+    if (e.bodyId !== 0) {
+      const body = peek(this.#bodies, numKey(e.bodyId));
+      if (body === undefined || body.byteLength !== e.bodyLen) return undefined;
+      out.set(body, 0);
+    }
+    return this.#readTail(e, out, e.bodyLen) ? out : undefined;
   }
+
+  /** Copies the entry's tail into `out` at `at`; false when a segment is missing or short. */
+  #readTail(e: Entry, out: Uint8Array, at: number): boolean {
+    let seg = e.seg;
+    let off = e.off;
+    let left = e.tailLen;
+    while (left > 0) {
+      const s = peek(this.#stream, numKey(seg));
+      if (s === undefined || s.byteLength <= off) return false;
+      const n = Math.min(left, s.byteLength - off);
+      out.set(s.subarray(off, off + n), at);
+      at += n;
+      left -= n;
+      seg++;
+      off = 0;
+    }
+    return true;
+  }
+
   hasPayload(id: string): boolean {
-    return this.#payloads.doesExist(id);
+    return this.#index.doesExist(indexKey(id)) || this.#legacy.doesExist(id);
+  }
+
+  /** The last id of an append-ordered database, 0 when empty. */
+  #lastId(db: Bin): number {
+    for (const key of db.getKeys({ reverse: true, limit: 1 })) return numOf(key);
+    return 0;
+  }
+
+  /** The write position (last body id, open segment), read in this transaction on first use. */
+  #position(): { bodyId: number; segId: number; seg: Buffer } {
+    if (this.#tail) return this.#tail;
+    const segId = this.#lastId(this.#stream);
+    const seg = segId === 0 ? Buffer.alloc(0) : this.#stream.get(numKey(segId))!;
+    return (this.#tail = { bodyId: this.#lastId(this.#bodies), segId, seg });
+  }
+
+  /** Appends `bytes` to the stream (in a write transaction); returns where they start. */
+  #append(bytes: Uint8Array): { seg: number; off: number } {
+    const size = this.segmentBytes;
+    const pos = this.#position();
+    if (pos.segId === 0 || pos.seg.byteLength >= size) {
+      pos.segId++;
+      pos.seg = Buffer.alloc(0);
+    }
+    const start = { seg: pos.segId, off: pos.seg.byteLength };
+    for (let at = 0; at < bytes.byteLength; ) {
+      if (pos.seg.byteLength >= size) {
+        pos.segId++;
+        pos.seg = Buffer.alloc(0);
+      }
+      const n = Math.min(size - pos.seg.byteLength, bytes.byteLength - at);
+      const next = Buffer.allocUnsafe(pos.seg.byteLength + n);
+      next.set(pos.seg, 0);
+      next.set(bytes.subarray(at, at + n), pos.seg.byteLength);
+      this.#stream.putSync(numKey(pos.segId), next);
+      pos.seg = next;
+      at += n;
+    }
+    return start;
+  }
+
+  /** Writes a payload in the current write transaction (replacing one of the same id: true when that left dead stream bytes). */
+  #write(id: string, bytes: Uint8Array): boolean {
+    const replaced = this.#remove(id);
+    const n = bytes.byteLength;
+    const pages = Math.floor((n + PAGE_HEADER) / this.pageSize);
+    const bodyLen = pages > 0 ? pages * this.pageSize - PAGE_HEADER : 0;
+    let bodyId = 0;
+    if (bodyLen > 0) {
+      bodyId = ++this.#position().bodyId;
+      this.#bodies.putSync(numKey(bodyId), Buffer.from(bytes.buffer, bytes.byteOffset, bodyLen));
+    }
+    const tailLen = n - bodyLen;
+    const at = tailLen > 0 ? this.#append(bytes.subarray(bodyLen)) : { seg: 0, off: 0 };
+    this.#index.putSync(indexKey(id), encodeEntry({ bodyId, bodyLen, seg: at.seg, off: at.off, tailLen }));
+    return replaced;
+  }
+
+  /** Removes a payload in the current write transaction; true when its tail left dead stream bytes. */
+  #remove(id: string): boolean {
+    this.#legacy.removeSync(id);
+    const key = indexKey(id);
+    const raw = this.#index.get(key);
+    if (raw === undefined) return false;
+    const e = decodeEntry(raw);
+    if (e.bodyId !== 0) this.#bodies.removeSync(numKey(e.bodyId));
+    this.#index.removeSync(key);
+    return e.tailLen > 0;
+  }
+
+  /**
+   * After removals: drops stream segments with no live bytes and moves the live tails of
+   * segments (all but the last) less than RELOCATE_BELOW full to the end of the stream.
+   * Afterwards every segment but the last is at least RELOCATE_BELOW full.
+   */
+  #reclaim(): void {
+    const seg = this.segmentBytes;
+    const segments: number[] = [];
+    for (const key of this.#stream.getKeys({})) segments.push(numOf(key));
+    if (segments.length === 0) return;
+    const last = segments[segments.length - 1]!;
+    // live bytes per segment, and the tails touching each (a tail spans at most two segments)
+    const spans = (e: Entry): [number, number][] => {
+      const out: [number, number][] = [];
+      for (let s = e.seg, off = e.off, left = e.tailLen; left > 0; s++, off = 0) {
+        const n = Math.min(left, seg - off);
+        out.push([s, n]);
+        left -= n;
+      }
+      return out;
+    };
+    const live = new Map<number, number>();
+    const touching = new Map<number, number[]>();
+    const entries: { key: Buffer; e: Entry; spans: [number, number][] }[] = [];
+    for (const { key, value } of this.#index.getRange({})) {
+      const e = decodeEntry(value);
+      if (e.tailLen === 0) continue;
+      const sp = spans(e);
+      for (const [s, n] of sp) {
+        live.set(s, (live.get(s) ?? 0) + n);
+        let list = touching.get(s);
+        if (!list) touching.set(s, (list = []));
+        list.push(entries.length);
+      }
+      entries.push({ key, e, spans: sp });
+    }
+    // choose the tails to move; moving a tail that spans into a neighbour lowers the
+    // neighbour's count too, so repeat until no segment (but the last) is sparse
+    const moving = new Set<number>();
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const s of segments) {
+        const l = live.get(s) ?? 0;
+        if (s === last || l === 0 || l >= seg * RELOCATE_BELOW) continue;
+        for (const i of touching.get(s) ?? []) {
+          if (moving.has(i)) continue;
+          moving.add(i);
+          for (const [t, n] of entries[i]!.spans) live.set(t, live.get(t)! - n);
+        }
+        changed = true;
+      }
+    }
+    // read the moving tails before anything is written (an append rewrites the last segment)
+    const moved = [...moving].sort((a, b) => a - b).map((i) => {
+      const { key, e } = entries[i]!;
+      const bytes = Buffer.allocUnsafe(e.tailLen);
+      if (!this.#readTail(e, bytes, 0)) throw new Error("A payload's stream segment is missing.");
+      return { key, e, bytes };
+    });
+    // segments with nothing live left go (the last too: appends then start a fresh one)
+    for (const s of segments) if ((live.get(s) ?? 0) === 0) this.#stream.removeSync(numKey(s));
+    this.#tail = null; // the open segment may be gone: read the position again
+    for (const { key, e, bytes } of moved) {
+      const at = this.#append(bytes);
+      this.#index.putSync(key, encodeEntry({ ...e, seg: at.seg, off: at.off }));
+    }
   }
 
   transact<T>(fn: (tx: WriteTx) => T): Promise<T> {
     const records = this.#records;
-    const payloads = this.#payloads;
+    let removed = false;
     const tx: WriteTx = {
       get: (key) => records.get(k(key)),
       range: (start, end) => this.range(start, end),
-      getPayload: (id) => payloads.get(id),
-      hasPayload: (id) => payloads.doesExist(id),
+      getPayload: (id) => this.getPayload(id),
+      hasPayload: (id) => this.hasPayload(id),
       put: (key, value) => void records.putSync(k(key), value),
       remove: (key) => void records.removeSync(k(key)),
-      putPayload: (id, bytes) => void payloads.putSync(id, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)),
-      removePayload: (id) => void payloads.removeSync(id),
-      payloadIds: () => payloads.getKeys({ snapshot: false }) as Iterable<string>,
+      putPayload: (id, bytes) => void (removed = this.#write(id, bytes) || removed),
+      removePayload: (id) => void (removed = this.#remove(id) || removed),
+      payloadIds: () => this.#payloadIds(),
     };
     // a child transaction is rolled back when the callback throws
-    return records.childTransaction(() => fn(tx)) as Promise<T>;
+    return records.childTransaction(() => {
+      this.#tail = null;
+      try {
+        const result = fn(tx);
+        if (removed) this.#reclaim();
+        return result;
+      } finally {
+        this.#tail = null;
+      }
+    }) as Promise<T>;
+  }
+
+  *#payloadIds(): Iterable<string> {
+    for (const key of this.#index.getKeys({ snapshot: false })) yield idOf(key);
+    for (const key of this.#legacy.getKeys({ snapshot: false })) yield key;
+  }
+
+  /** Entries and pages of each database, and the environment's high-water page (tests, bench/store.ts). */
+  stats(): { page_size: number; last_page: number; dbs: Record<string, { entries: number; pages: number; overflow_pages: number }> } {
+    const dbs: Record<string, { entries: number; pages: number; overflow_pages: number }> = {};
+    let last = 0;
+    const all: [string, { getStats(): unknown }][] = [
+      ["records", this.#records], ["payloads", this.#legacy], ["payload_index", this.#index], ["payload_bodies", this.#bodies], ["payload_stream", this.#stream],
+    ];
+    for (const [name, db] of all) {
+      const s = db.getStats() as { entryCount: number; treeBranchPageCount: number; treeLeafPageCount: number; overflowPages: number; lastPageNumber: number };
+      dbs[name] = { entries: s.entryCount, pages: s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages, overflow_pages: s.overflowPages };
+      last = s.lastPageNumber;
+    }
+    return { page_size: this.pageSize, last_page: last, dbs };
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,6 @@
 // The storage interface, checked on both implementations (LMDB and memory): tuple key
 // order, ranges, payloads, and transactions that keep nothing when they throw.
+// Store-only: the storage interface underneath the store, not a store method.
 import test from "tape";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

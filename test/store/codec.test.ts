@@ -1,5 +1,6 @@
 // Byte-level helpers of the store: float16/bfloat16 conversion (rounding, subnormals,
 // infinities, NaN), the byte shuffle, the lossless codec round trip and block extraction.
+// Store-only: byte-level helpers, not store methods.
 import test from "tape";
 import {
   bf16ToFloat, extractBlock, floatToBf16, floatToHalf, halfToFloat, losslessDecode, losslessEncode, shuffle, unshuffle, denseNorm,

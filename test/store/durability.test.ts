@@ -1,6 +1,8 @@
 // Concurrency across processes and crash safety: two processes writing the same key never
 // lose or duplicate a version; a process killed with SIGKILL in the middle of a stream of
 // puts leaves every acknowledged put readable and intact, nothing partial, no repair step.
+// Store-only (not run through createClient, see harness.ts): a SIGKILLed writer and two
+// processes sharing one LMDB directory are properties of the embedded store's process.
 import test from "tape";
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";

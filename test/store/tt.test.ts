@@ -2,20 +2,11 @@
 // passthrough, measured relative error, float64/float16/bfloat16, serve with slices and
 // output dtypes, put_cores and the atomic batch, and similarity (pairwise, top-K, vector)
 // against dense float64 arithmetic on the reconstructed tensors (1e-5 relative).
-import test from "tape";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createStore, type Store } from "../../lib/store/index.js";
-import { ValidationError, VersionConflictError, NotFoundError } from "../../lib/errors.js";
+import { ValidationError, VersionConflictError, NotFoundError, GpuUnavailableError } from "../../lib/errors.js";
 import { halfToFloat, bf16ToFloat } from "../../lib/store/codec.js";
+import { rejects, storeSuite } from "./harness.js";
 
-const dirs: string[] = [];
-async function open(): Promise<Store> {
-  const d = mkdtempSync(join(tmpdir(), "svc-tt-"));
-  dirs.push(d);
-  return createStore({ path: d });
-}
+const suite = storeSuite({ targets: ["lmdb", "http"], namespaces: ["ns", "ns2", "fam"] });
 
 /** A smooth 3-D field: low TT rank. */
 function field(n: number, phase: number, Arr: typeof Float32Array | typeof Float64Array = Float32Array) {
@@ -45,17 +36,7 @@ const dense = (m: string, a: ArrayLike<number>, b: ArrayLike<number>) =>
   m === "dot" ? dot(a, b) : m === "cosine" ? dot(a, b) / (norm(a) * norm(b)) : dist(a, b);
 const close = (x: number, y: number, rel = 1e-5, abs = 1e-9) => Math.abs(x - y) <= rel * Math.max(Math.abs(x), Math.abs(y)) + abs;
 
-async function rejects(t: test.Test, p: Promise<unknown>, cls: Function, re: RegExp, msg: string) {
-  try {
-    await p;
-    t.fail(`${msg}: resolved`);
-  } catch (e) {
-    t.ok(e instanceof cls && re.test((e as Error).message), `${msg}: ${(e as Error).message}`);
-  }
-}
-
-test("tt: a smooth float32 field is compressed within tolerance", async (t) => {
-  const s = await open();
+suite.test("a smooth float32 field is compressed within tolerance", async (t, s) => {
   const x = field(32, 0);
   const r = await s.put("ns", "f", x, { shape: [32, 32, 32], tolerance: 1e-4 });
   t.deepEqual([r.verdict, r.compressed, r.fingerprint.codec, r.dtype], ["compressed", true, "tt", "float32"], "verdict compressed, codec tt");
@@ -79,11 +60,9 @@ test("tt: a smooth float32 field is compressed within tolerance", async (t) => {
   t.ok(as64.data instanceof Float64Array && as64.dtype === "float64", "output dtype float64");
   const as16 = await s.serve("ns", "f", { dtype: "float16" });
   t.ok(as16.data instanceof Uint16Array && Math.abs(halfToFloat((as16.data as Uint16Array)[5]!) - (back.data as Float32Array)[5]!) < 1e-3, "output dtype float16 (bit patterns)");
-  await s.close();
 });
 
-test("tt: weak when the rank cap forces a larger error; passthrough for noise and small data", async (t) => {
-  const s = await open();
+suite.test("weak when the rank cap forces a larger error; passthrough for noise and small data", async (t, s) => {
   const x = field(32, 1);
   const w = await s.put("ns", "w", x, { shape: [32, 32, 32], tolerance: 1e-5, max_rank: 1 });
   t.deepEqual([w.verdict, w.compressed], ["weak", true], "verdict weak");
@@ -98,11 +77,9 @@ test("tt: weak when the rank cap forces a larger error; passthrough for noise an
   t.equal(small.verdict, "passthrough", "below min_compress_bytes");
   await rejects(t, s.put("ns", "nan", Float32Array.from([1, NaN, 3, 4]), { shape: [4] }), ValidationError, /NaN or infinite/, "NaN refused");
   await rejects(t, s.put("ns", "inf", new Float64Array(2048).fill(Infinity), { shape: [2048] }), ValidationError, /NaN or infinite/, "Infinity refused");
-  await s.close();
 });
 
-test("tt: float64 keeps float64 cores; float16 and bfloat16 round-trip in their dtype", async (t) => {
-  const s = await open();
+suite.test("float64 keeps float64 cores; float16 and bfloat16 round-trip in their dtype", async (t, s) => {
   const x = field(24, 2, Float64Array);
   const r = await s.put("ns", "d", x, { shape: [24, 24, 24], tolerance: 1e-7, max_rank: 64 });
   const back = await s.serve("ns", "d");
@@ -119,7 +96,6 @@ test("tt: float64 keeps float64 cores; float16 and bfloat16 round-trip in their 
   t.ok(bb.data instanceof Uint16Array && bb.dtype === "bfloat16", "bfloat16 served as bfloat16 bits");
   const ref = Float64Array.from(h, bf16ToFloat);
   t.ok(relErr(Float64Array.from(bb.data as Uint16Array, bf16ToFloat), ref) < 2e-2, "bfloat16 values within tolerance plus rounding");
-  await s.close();
 });
 
 /** Random TT cores of the given modes and ranks. */
@@ -146,8 +122,7 @@ function contract(cs: { shape: [number, number, number]; data: Float32Array }[])
   return cur;
 }
 
-test("tt: put_cores stores given cores; chains are validated; the batch is atomic", async (t) => {
-  const s = await open();
+suite.test("put_cores stores given cores; chains are validated; the batch is atomic", async (t, s) => {
   const cs = cores([4, 6, 5], [1, 3, 2, 1], 11);
   const r = await s.putCores("ns", "c", cs, { shape: [24, 5], metadata: { src: "cores" } });
   t.deepEqual([r.verdict, r.relative_error, r.shape, r.tt], ["compressed", 0, [24, 5], { modes: [4, 6, 5], ranks: [1, 3, 2, 1] }], "put_cores result");
@@ -165,8 +140,20 @@ test("tt: put_cores stores given cores; chains are validated; the batch is atomi
     [[{ shape: [1, 4, 2], data: new Float32Array(8) }, { shape: [2, 4, 1], data: new Float64Array(8) }], /same dtype/, "mixed dtypes"],
     [[{ shape: [1, 4, 1], data: Float32Array.from([1, NaN, 0, 0]) }], /NaN/, "non-finite core"],
     [[], /1 to 64 cores/, "no cores"],
+    [Array.from({ length: 65 }, () => ({ shape: [1, 1, 1], data: new Float32Array(1) })), /1 to 64 cores/, "65 cores"],
+    [[null], /cores\.0 must be an object/, "a core that is not an object"],
+    [[{ shape: [1, 4], data: new Float32Array(4) }], /core shape must be/, "a core shape of two entries"],
+    [[{ shape: [1, 0, 1], data: new Float32Array(0) }], /at least 1/, "a zero core dimension"],
+    [[{ shape: [1, 2.5, 1], data: new Float32Array(2) }], /integers/, "a fractional core dimension"],
+    [[{ shape: [1, 4, 1], data: new Float32Array(4), dtype: "float64" }], /dtype float64 does not match its float32 data/, "dtype against the typed array"],
+    [[{ shape: [1, 4, 1], data: new Float32Array(4), dtype: "float16" }], /cores\.0\.dtype/, "a core dtype other than float32/float64"],
+    [[{ shape: [1, 4, 1], data: [1, 2, 3, 4] }], /cores\.0\.data must be a Float32Array/, "data as a plain list"],
+    [[{ shape: [1, 4, 2], data: Float32Array.from([1, 2, 3, 4, 5, 6, 7, Infinity]) }, { shape: [2, 4, 3], data: new Float32Array(24) }], /cores\.0\.data contains NaN/, "the first core's problem is named first"],
+    [[{ shape: [1, 2, 1], data: new Uint8Array(8) }], /./, "bytes taken as float32 (accepted shape, rank chain ok)"],
   ];
-  for (const [c, re, msg] of bad) await rejects(t, s.putCores("ns", "x", c as never), ValidationError, re, msg);
+  for (const [c, re, msg] of bad.slice(0, -1)) await rejects(t, s.putCores("ns", "x", c as never), ValidationError, re, msg);
+  const fromBytes = await s.putCores("ns", "bytes", bad.at(-1)![0] as never);
+  t.deepEqual([fromBytes.dtype, fromBytes.tt], ["float32", { modes: [2], ranks: [1, 1] }], "cores given as bytes are float32 unless dtype says otherwise");
   await rejects(t, s.putCores("ns", "x", cs, { shape: [7, 7] }), ValidationError, /modes give 120/, "dense shape product");
   const ok1 = { key: "b1", cores: cores([8, 8], [1, 2, 1], 1) };
   const res = await s.putCoresBatch("ns", [ok1, { key: "b2", cores: cores([8, 8], [1, 3, 1], 2), metadata: { i: 2 } }, { key: "b1", cores: cores([8, 8], [1, 1, 1], 3) }]);
@@ -175,12 +162,24 @@ test("tt: put_cores stores given cores; chains are validated; the batch is atomi
     ValidationError, /^items\.1: .*last core/, "an invalid item fails the batch, naming its index");
   await rejects(t, s.putCoresBatch("ns", [{ key: "n1", cores: cores([8, 8], [1, 2, 1], 4) }, { key: "b2", cores: cores([8, 8], [1, 2, 1], 5), if_version: 5 }]),
     VersionConflictError, /items\.1/, "a version conflict fails the whole batch");
+  await rejects(t, s.putCoresBatch("ns", [{ key: "n1", cores: cores([8, 8], [1, 2, 1], 4) }, { key: "bad//key", cores: cores([8, 8], [1, 2, 1], 5) }]),
+    ValidationError, /^items\.1: .*segment/, "an invalid key fails the batch, naming its index");
+  await rejects(t, s.putCoresBatch("ns", [{ key: "n1", cores: [] }, { key: "n2", cores: cores([8, 8], [1, 2, 1], 5), colour: 1 } as never]),
+    ValidationError, /^items\.1: unknown field 'colour'/, "every item's key and options are checked before any item's cores");
+  await rejects(t, s.putCoresBatch("ns", [{ key: "n1", cores: [] }]), ValidationError, /^items\.0: cores must be a list of 1 to 64 cores/, "an item without cores");
+  await rejects(t, s.putCoresBatch("ns", [null as never]), ValidationError, /^items\.0: must be an object/, "an item that is not an object");
   await rejects(t, s.get("ns", "n1"), NotFoundError, /No entry n1/, "nothing of a failed batch was stored");
-  await s.close();
+  const info = await s.get("ns", "b2");
+  t.deepEqual([info.metadata, info.fingerprint.codec, info.fingerprint.tt], [{ i: 2 }, "tt", { modes: [8, 8], ranks: [1, 3, 1] }], "a batch item's metadata and TT form");
+  const c64 = [{ shape: [1, 3, 1] as [number, number, number], data: Float64Array.from([1, 2, 3]), dtype: "float64" as const }];
+  const r64 = await s.putCores("ns", "c64", c64, { shape: [3] });
+  const s64 = await s.serve("ns", "c64");
+  t.deepEqual([r64.dtype, s64.data instanceof Float64Array, Array.from(s64.data as Float64Array)], ["float64", true, [1, 2, 3]], "float64 cores serve as float64, exactly");
+  const asF32 = await s.serve("ns", "c64", { dtype: "float32", slice: [[1, 3]] });
+  t.ok(asF32.data instanceof Float32Array && Array.from(asF32.data).join() === "2,3", "a slice of them as float32");
 });
 
-test("tt: pairwise similarity on stored forms agrees with dense arithmetic", async (t) => {
-  const s = await open();
+suite.test("pairwise similarity on stored forms agrees with dense arithmetic", async (t, s, ctx) => {
   const a = field(32, 0), b = field(32, 0.3);
   await s.put("ns", "a", a, { shape: [32, 32, 32], tolerance: 1e-5 });
   await s.put("ns", "b", b, { shape: [32, 32, 32], tolerance: 1e-5 });
@@ -219,18 +218,27 @@ test("tt: pairwise similarity on stored forms agrees with dense arithmetic", asy
   await rejects(t, s.query.similarity("ns", "a", "flat"), ValidationError, /different shapes/, "different shapes: 400");
   await rejects(t, s.query.similarity("ns", "blob", "a"), ValidationError, /bytes/, "bytes entries: 400");
   await rejects(t, s.query.similarity("ns", "a", "zz"), NotFoundError, /No entry zz/, "unknown key: 404");
-  const other = s.forTenant("other");
+  const other = await ctx.tenant("other");
   await other.put("ns2", "a", b, { shape: [32, 32, 32] });
   await rejects(t, s.query.similarity("ns", "a", "a", { namespace_b: "ns2" }), NotFoundError, /No entry/, "namespace_b stays within the tenant");
-  await s.close();
+  await s.put("ns2", "a", b, { shape: [32, 32, 32], tolerance: 1e-5 });
+  const across = await s.query.similarity("ns", "a", "a", { namespace_b: "ns2", metric: "dot" });
+  const direct = await s.query.similarity("ns", "a", "b", { metric: "dot" });
+  t.ok(close(across.score, direct.score, 1e-6), `namespace_b compares across namespaces of the tenant (${across.score})`);
+  // versions: a second version of b, compared by number against the first
+  await s.put("ns", "b", a, { shape: [32, 32, 32], tolerance: 1e-5 });
+  const v1 = await s.query.similarity("ns", "a", "b", { version_b: 1 });
+  const v2 = await s.query.similarity("ns", "a", "b");
+  t.deepEqual([v1.b, v2.b], [{ key: "b", version: 1 }, { key: "b", version: 2 }], "version_b picks the version; latest by default");
+  t.ok(close(v1.score, r.score, 1e-12) && close(v2.score, 1, 1e-5), `scores of each version (${v1.score}, ${v2.score})`);
+  await rejects(t, s.query.similarity("ns", "a", "b", { version_a: 2 }), NotFoundError, /no version 2/, "a missing version_a is not_found");
 });
 
-test("tt: top-K and vector queries over a namespace", async (t) => {
-  const s = await open();
+suite.test("top-K and vector queries over a namespace", async (t, s) => {
   const n = 16;
-  const fields: Float32Array[] = [];
+  const fields: Float32Array<ArrayBuffer>[] = [];
   for (let i = 0; i < 12; i++) {
-    fields.push(field(n, i * 0.15));
+    fields.push(field(n, i * 0.15) as Float32Array<ArrayBuffer>);
     await s.put("fam", `f${String(i).padStart(2, "0")}`, fields[i]!, { shape: [n, n, n], tolerance: 1e-5, metadata: { i, group: i % 2 ? "odd" : "even" } });
   }
   await s.put("fam", "raw", noise(n ** 3, 3), { shape: [n, n, n], metadata: { i: 99 } });
@@ -260,9 +268,32 @@ test("tt: top-K and vector queries over a namespace", async (t) => {
   t.deepEqual([flat.results, flat.scanned, flat.skipped], [[], 0, 14], "shape defaults to the vector's length; nothing of that shape");
   await rejects(t, s.query.vector("fam", { vector: [1, 2, 3], shape: [2, 2] }), ValidationError, /needs 4/, "vector/shape mismatch");
   await rejects(t, s.query.vector("fam", { vector: [1, NaN] }), ValidationError, /vector/, "non-finite vector");
-  await s.close();
+  const q64 = Float64Array.from(fields[5]!);
+  const v64 = await s.query.vector("fam", { vector: q64, shape: [n, n, n], k: 100, metric: "dot" });
+  t.ok(v64.results.length === 13 && v64.results.every((x) => close(x.score, dot(q64, dens.get(x.key)!), 1e-5, 1e-9)), "a Float64Array vector, dot: every score agrees with dense");
+  await rejects(t, s.query.topk("fam", { key: "nope" }), NotFoundError, /No entry nope/, "top-K of an unknown key");
+  await rejects(t, s.query.topk("fam", { key: "deleted" }), NotFoundError, /No entry deleted/, "top-K of a deleted key");
 });
 
-test.onFinish(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+suite.test("serveGpu: not_found first; then a handle equal to the CPU serve, or GpuUnavailableError with the reason", async (t, s) => {
+  await rejects(t, s.serveGpu("ns", "missing"), NotFoundError, /No entry missing/, "missing key");
+  await rejects(t, s.serveGpu("ns", "a", { version: 0 }), ValidationError, /version/, "bad version");
+  await rejects(t, s.serveGpu("bad ns!", "a"), ValidationError, /namespace/, "bad namespace");
+  const x = field(16, 0.5);
+  await s.put("ns", "a", x, { shape: [16, 16, 16], tolerance: 1e-5 });
+  await rejects(t, s.serveGpu("ns", "a", { version: 2 }), NotFoundError, /no version 2/, "missing version");
+  let h;
+  try {
+    h = await s.serveGpu("ns", "a");
+  } catch (e) {
+    t.ok(e instanceof GpuUnavailableError && e.code === "gpu_unavailable" && e.message.length > 20, `no usable device: ${(e as Error).message}`);
+    return;
+  }
+  t.deepEqual([h.namespace, h.key, h.version, h.resident], ["ns", "a", 1, true], "the handle names the entry");
+  const cpu = await s.serve("ns", "a");
+  const back = await h.reconstruct();
+  t.ok(relErr(f64(back.data as Float32Array), f64(cpu.data as Float32Array)) < 1e-5, "reconstruct equals the CPU serve");
+  await h.release();
 });
+
+suite.run();

@@ -6,7 +6,8 @@
 // warm-up) and each figure is the median over the rounds, so that load from other processes on
 // a shared machine hits every variant alike; the whole program is bounded (about a minute).
 // The engine and the gateway run as child processes (this same file with --role), the load
-// generator (an undici Pool) in this process.
+// generator (an undici Pool) in this process. SVC_BENCH_OPS (default "get,put_64k") and
+// SVC_BENCH_CONNECTIONS (default "1,50") narrow the run to some figures.
 //   node --import tsx bench/gateway.ts            (or: npm run bench -- gateway)
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -22,6 +23,8 @@ const SERVICE_KEY = randomBytes(32).toString("hex");
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 1;
 const ROUNDS = Number(process.env.SVC_BENCH_ROUNDS) || 3;
 const WARMUP_MS = 300;
+const OPS = (process.env.SVC_BENCH_OPS ?? "get,put_64k").split(",").map((s) => s.trim());
+const CONNECTIONS = (process.env.SVC_BENCH_CONNECTIONS ?? "1,50").split(",").map(Number).filter((n) => n > 0);
 const REDIS_URL = process.env.SVC_BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 const role = process.argv.find((a) => a.startsWith("--role="))?.slice(7);
 
@@ -205,20 +208,20 @@ async function main() {
         console.log(JSON.stringify(fig));
       }
     };
-    for (const c of [1, 50]) await measure("get", c, gwRedis ? ["direct", "memory", "redis"] : ["direct", "memory"]);
-    for (const c of [1, 50]) await measure("put_64k", c, ["direct", "memory"]);
+    if (OPS.includes("get")) for (const c of CONNECTIONS) await measure("get", c, gwRedis ? ["direct", "memory", "redis"] : ["direct", "memory"]);
+    if (OPS.includes("put_64k")) for (const c of CONNECTIONS) await measure("put_64k", c, ["direct", "memory"]);
     console.log(`# load average after the runs: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 
     const find = (op: string, via: Via, c: number) => figures.find((f) => f.op === op && f.via === via && f.connections === c)!;
-    for (const op of ["get", "put_64k"]) {
-      for (const c of [1, 50]) {
+    for (const op of ["get", "put_64k"].filter((o) => OPS.includes(o))) {
+      for (const c of CONNECTIONS) {
         const d = find(op, "direct", c);
         const g = find(op, "memory", c);
         console.log(JSON.stringify({ bench: "gateway", figure: "overhead", op, connections: c, p50_added_ms: r3(g.p50_ms - d.p50_ms), throughput_ratio: r3(g.rps / d.rps) }));
       }
     }
-    if (gwRedis) {
-      for (const c of [1, 50]) {
+    if (gwRedis && OPS.includes("get")) {
+      for (const c of CONNECTIONS) {
         const m = find("get", "memory", c);
         const r = find("get", "redis", c);
         console.log(JSON.stringify({ bench: "gateway", figure: "redis_vs_memory", op: "get", connections: c, p50_added_ms: r3(r.p50_ms - m.p50_ms), throughput_ratio: r3(r.rps / m.rps) }));

@@ -3,6 +3,12 @@
 import { ForbiddenError } from "../../lib/errors.js";
 import type { TenantRecord } from "./tenants.js";
 
+/** Whether every namespace named is in the tenant's ACL. */
+export function aclAllows(tenant: TenantRecord, namespaces: readonly string[]): boolean {
+  for (const ns of namespaces) if (!tenant.namespaces.includes(ns)) return false;
+  return true;
+}
+
 export function checkAcl(tenant: TenantRecord, namespaces: readonly string[]): void {
   for (const ns of namespaces) {
     if (!tenant.namespaces.includes(ns)) {

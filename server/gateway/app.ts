@@ -12,10 +12,11 @@ import {
 import { sendError, toSvcError } from "../http/errors.js";
 import { SvcError } from "../../lib/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
-import { checkAcl } from "./acl.js";
+import { aclAllows, checkAcl } from "./acl.js";
 import { adminRouter } from "./admin.js";
 import type { AuditSink } from "./audit.js";
-import { authenticateTenant, headerOf } from "./auth.js";
+import { directAdmission, type Admission, type Lookup } from "./admission.js";
+import { confirmTenant, headerOf, tenantKeyHashOf } from "./auth.js";
 import type { Clock } from "./clock.js";
 import type { RateLimitSpec } from "./config.js";
 import { corsMiddleware } from "./cors.js";
@@ -40,6 +41,11 @@ export interface GatewayDeps {
   defaultRateLimit: RateLimitSpec;
   maxUploadBytes: number;
   corsOrigins?: readonly string[];
+  /**
+   * Steps 2 and 5-6 as one seam (admission.ts); default: `registry`, `limiter` and `usage` called
+   * one by one. startGateway passes the one-round-trip Redis admission when Redis is configured.
+   */
+  admission?: Admission;
   /**
    * Billing seam (issue 4): a router with POST /gate/checkout and POST /webhooks/payment.
    * It is mounted before the data plane and sees raw bodies (no JSON parser runs before it).
@@ -161,6 +167,7 @@ function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
  */
 export function createApp(deps: GatewayDeps): Express {
   const { registry, limiter, usage, audit, engine, clock } = deps;
+  const admission = deps.admission ?? directAdmission(registry, limiter, usage);
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
   const startedAt = clock.now();
   const app = express();
@@ -230,8 +237,20 @@ export function createApp(deps: GatewayDeps): Express {
     const method = req.method ?? "GET";
     const path = url.split("?")[0]!;
     let tenant: TenantRecord | null = null;
+    let keyHash: string | null = null;
+    let found: Lookup | null = null;
     let namespace = "";
     let rateHeadersSet = false;
+    // Step 8's increment: issued before the response starts, acknowledged after it (below).
+    let charging: Promise<unknown> | null = null;
+
+    // Steps 2 (again) on the record as stored now, when the one used so far came from a cache.
+    const reauthenticate = async (): Promise<TenantRecord> => {
+      tenant = null;
+      found = keyHash === null ? null : await admission.refresh(keyHash);
+      tenant = confirmTenant(found?.tenant ?? null, keyHash);
+      return tenant;
+    };
 
     const record = (status: number, milli: number) =>
       audit.write({
@@ -248,7 +267,11 @@ export function createApp(deps: GatewayDeps): Express {
 
     try {
       // Step 2: authentication (X-Api-Key or Bearer); unknown, rotated or deactivated key: 401.
-      tenant = await authenticateTenant(registry, req);
+      // With Redis the record may come from the process's cache; step 5 confirms it is current
+      // before anything is recorded or forwarded, and every earlier refusal re-reads it first.
+      keyHash = tenantKeyHashOf(req);
+      found = keyHash === null ? null : await admission.lookup(keyHash);
+      tenant = confirmTenant(found?.tenant ?? null, keyHash);
 
       // Step 3: validation. Route and path names, media type, Content-Length against the upload
       // limit before reading, then the JSON body (read once; its bytes are what we forward).
@@ -287,18 +310,26 @@ export function createApp(deps: GatewayDeps): Express {
       namespace = namespaces[0] ?? "";
 
       // Step 4: namespace isolation: every namespace named (path, body, namespace_b).
+      if (found!.cached && !aclAllows(tenant, namespaces)) await reauthenticate();
       checkAcl(tenant, namespaces);
 
       // Step 5: rate limit (sliding window per tenant); a refused request never reaches the engine.
-      // The quota read of step 6 has no side effect, so it is issued together with the
-      // limiter's hit (one round trip to Redis instead of two); its result is only looked at
-      // once the rate limit has admitted the request.
-      const quota = enforcedQuota(tenant, policy);
+      // The quota read of step 6 has no side effect, so it is made in the same step as the
+      // limiter's hit (with Redis: the same script, which also confirms a cached record); its
+      // result is only looked at once the rate limit has admitted the request.
       const now = clock.now();
-      const [rate, used] = await Promise.all([
-        limiter.hit(tenant.tenant_id, windowOf(tenant)),
-        quota === null ? Promise.resolve(0) : usage.total(tenant.tenant_id, periodOf(now)),
-      ]);
+      let quota = enforcedQuota(tenant, policy);
+      let admitted = await admission.admit(found!, windowOf(tenant), quota === null ? null : periodOf(now));
+      for (let attempt = 1; admitted === null; attempt++) {
+        // The cached record is no longer the stored one: nothing was recorded; steps 2 and 4
+        // are decided again on the current record.
+        if (attempt > 5) throw new Error("The tenant record kept changing during admission.");
+        await reauthenticate();
+        checkAcl(tenant, namespaces);
+        quota = enforcedQuota(tenant, policy);
+        admitted = await admission.admit(found!, windowOf(tenant), quota === null ? null : periodOf(now));
+      }
+      const { rate, usedMilli: used } = admitted;
       setRateHeaders(res, rate);
       rateHeadersSet = true;
       if (!rate.allowed) {
@@ -322,11 +353,15 @@ export function createApp(deps: GatewayDeps): Express {
       }
       const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid });
 
-      // Step 8: metering, only on engine 2xx, in milli-CUs.
+      // Step 8: metering, only on engine 2xx, in milli-CUs. The increment is issued now, ahead
+      // of the audit record and the response, and its acknowledgement is awaited once the
+      // response is sent: it no longer adds a round trip to the request's latency. Commands on
+      // one connection run in order, so this gateway's next admission reads a total that
+      // includes it; a failure is reported through deps.log (the audit record keeps the CUs).
       let milli = 0;
       if (upstream.status >= 200 && upstream.status < 300) {
         milli = milliCusOf(route.op, device);
-        await usage.add(tenant.tenant_id, periodOf(clock.now()), route.op, milli);
+        charging = usage.add(tenant.tenant_id, periodOf(clock.now()), route.op, milli).then(() => null, (e: unknown) => e ?? new Error());
       }
       res.setHeader("X-SVC-CUs", String(toCus(milli)));
 
@@ -338,8 +373,17 @@ export function createApp(deps: GatewayDeps): Express {
     } catch (err) {
       // A client that went away mid-request is recorded as the bad request it is, not as a 502.
       const clientGone = !res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed);
-      const e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
+      let e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
       if (e.code === "internal") reportInternal("data plane", rid, err);
+      if (tenant && !rateHeadersSet && found?.cached) {
+        // Refused before step 5 on a cached record: answer as the stored record decides (a key
+        // rotated or deactivated meanwhile is a 401 here too).
+        try {
+          await reauthenticate();
+        } catch (re) {
+          if (re instanceof SvcError && re.code === "unauthorized") e = re;
+        }
+      }
       if (tenant && !rateHeadersSet) {
         // 400/403/404/413/415 happen before step 5: report the window without counting this request.
         try {
@@ -354,8 +398,12 @@ export function createApp(deps: GatewayDeps): Express {
       } catch {
         // An audit log that cannot be written must not leave the client hanging.
       }
-      if (clientGone) return void res.destroy();
-      writeError(res, e, rid);
+      if (clientGone) res.destroy();
+      else writeError(res, e, rid);
+    }
+    if (charging !== null) {
+      const failed = await charging;
+      if (failed !== null) reportInternal("usage meter", rid, failed);
     }
   }
 

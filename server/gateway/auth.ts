@@ -40,18 +40,33 @@ export function credentialOf(req: IncomingMessage): string | undefined {
   return m?.[1];
 }
 
-/** The active tenant the request's key belongs to; UnauthorizedError otherwise. */
-export async function authenticateTenant(registry: TenantRegistry, req: IncomingMessage): Promise<TenantRecord> {
+/**
+ * Step 2, first half: the SHA-256 (hex) of the request's tenant key. 401 when the request carries
+ * no key; null when what it carries cannot be a tenant key (no lookup is needed to refuse it).
+ */
+export function tenantKeyHashOf(req: IncomingMessage): string | null {
   const key = credentialOf(req);
   if (!key) throw new UnauthorizedError("Missing API key: send it in X-Api-Key or Authorization: Bearer.");
+  return key.startsWith(KEY_PREFIX) ? sha256Hex(key) : null;
+}
+
+/**
+ * Step 2, second half: `t` (the record looked up by `keyHash`) is active and holds that very
+ * key hash, compared in constant time; else 401.
+ */
+export function confirmTenant(t: TenantRecord | null, keyHash: string | null): TenantRecord {
   // Keys are looked up by their SHA-256, so nothing secret is compared byte by byte with
-  // early exit; the final check below is a constant-time confirmation of the match.
-  const h = sha256Hex(key);
-  const t = key.startsWith(KEY_PREFIX) ? await registry.findByKeyHash(h) : null;
-  if (!t || !t.active || !timingSafeEqual(Buffer.from(t.key_hash, "hex"), Buffer.from(h, "hex"))) {
+  // early exit; this is a constant-time confirmation of the match.
+  if (!t || keyHash === null || !t.active || !timingSafeEqual(Buffer.from(t.key_hash, "hex"), Buffer.from(keyHash, "hex"))) {
     throw new UnauthorizedError("Invalid API key.");
   }
   return t;
+}
+
+/** The active tenant the request's key belongs to; UnauthorizedError otherwise. */
+export async function authenticateTenant(registry: TenantRegistry, req: IncomingMessage): Promise<TenantRecord> {
+  const h = tenantKeyHashOf(req);
+  return confirmTenant(h === null ? null : await registry.findByKeyHash(h), h);
 }
 
 /** Admin authentication: `Authorization: Bearer <service key>`; anything else is 401. */

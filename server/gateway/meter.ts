@@ -5,7 +5,8 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "./tenants.js";
-import { LuaScript, type Redis } from "./redis.js";
+import { LuaScript } from "./redis.js";
+import type { RedisLink } from "./resp.js";
 
 export const OPERATIONS = [
   "put", "put_cores", "put_cores_batch", "get", "serve", "search", "delete", "list",
@@ -69,6 +70,11 @@ export interface UsageStore {
 
 type Table = Record<string, Record<string, Record<string, number>>>; // period -> tenant -> field -> milli
 const TOTAL = "_total";
+/** The field of a Redis usage hash that holds the month's total (milli-CUs). */
+export const USAGE_TOTAL_FIELD = TOTAL;
+
+/** The Redis key of a tenant's usage hash for `period`. */
+export const usageKey = (prefix: string, period: string, tenant: string): string => `${prefix}usage:${period}:${tenant}`;
 
 function recordOf(fields: Record<string, number> | undefined): UsageRecord {
   const breakdown_milli: Partial<Record<Operation, number>> = {};
@@ -161,8 +167,8 @@ return redis.call('HINCRBY', KEYS[1], '${TOTAL}', ARGV[2])`);
 /** Usage in Redis: hash `<prefix>usage:<period>:<tenant>`, fields per operation plus `_total`. */
 export class RedisUsageStore implements UsageStore {
   readonly kind = "redis" as const;
-  constructor(private readonly redis: Redis, private readonly prefix: string) {}
-  private key = (tenant: string, period: string) => `${this.prefix}usage:${period}:${tenant}`;
+  constructor(private readonly redis: RedisLink, private readonly prefix: string) {}
+  private key = (tenant: string, period: string) => usageKey(this.prefix, period, tenant);
 
   async add(tenant: string, period: string, op: Operation, milli: number): Promise<void> {
     // One script: the operation's field and the total move together, in one command (a
@@ -171,13 +177,16 @@ export class RedisUsageStore implements UsageStore {
   }
 
   async total(tenant: string, period: string): Promise<number> {
-    return Number((await this.redis.hGet(this.key(tenant, period), TOTAL)) ?? 0);
+    return Number((await this.redis.sendCommand(["HGET", this.key(tenant, period), TOTAL])) ?? 0);
   }
 
   async get(tenant: string, period: string): Promise<UsageRecord> {
-    const h = await this.redis.hGetAll(this.key(tenant, period));
+    // RESP2 answers a flat [field, value, ...] array (resp.ts); node-redis hands back an object.
+    const h = await this.redis.sendCommand(["HGETALL", this.key(tenant, period)]);
     const fields: Record<string, number> = {};
-    for (const [k, v] of Object.entries(h)) fields[k] = Number(v);
+    if (Array.isArray(h)) for (let i = 0; i + 1 < h.length; i += 2) fields[String(h[i])] = Number(h[i + 1]);
+    else if (h instanceof Map) for (const [k, v] of h) fields[String(k)] = Number(v);
+    else if (h && typeof h === "object") for (const [k, v] of Object.entries(h)) fields[k] = Number(v);
     return recordOf(fields);
   }
 

@@ -6,7 +6,8 @@
 // beyond the moment its oldest admitted request leaves the window.
 import { randomUUID } from "node:crypto";
 import type { Clock } from "./clock.js";
-import { LuaScript, type Redis } from "./redis.js";
+import { LuaScript } from "./redis.js";
+import type { RedisLink } from "./resp.js";
 
 export interface WindowSpec {
   readonly requests: number;
@@ -105,42 +106,53 @@ export class MemoryRateLimiter implements RateLimiter {
 }
 
 // Sorted set of admission instants (microseconds, from the Redis server's own clock so that
-// gateways with skewed clocks agree). Prune, count, admit and expire in one atomic step.
-// Returns {allowed, count, oldest_us (of the entry that must leave before the next admission), now_us}.
-const HIT = new LuaScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
-local win = tonumber(ARGV[2]) * 1000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
-local count = redis.call('ZCARD', KEYS[1])
-if ARGV[4] == '1' then
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {count < limit and 1 or 0, count, first[2] or '', tostring(now)}
+// gateways with skewed clocks agree). `slide` prunes, counts, admits and expires in one atomic
+// step and returns {allowed, count, oldest_us (of the entry that must leave before the next
+// admission), now_us}. Shared by HIT below and by the one-script admission (admission.ts).
+export const SLIDE_LUA = `
+local function slide(key, limit, winMs, member, peek)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local win = winMs * 1000
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - win)
+  local count = redis.call('ZCARD', key)
+  if peek then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return {count < limit and 1 or 0, count, first[2] or '', tostring(now)}
+  end
+  if count >= limit then
+    local e = redis.call('ZRANGE', key, count - limit, count - limit, 'WITHSCORES')
+    return {0, count, e[2], tostring(now)}
+  end
+  redis.call('ZADD', key, now, member)
+  redis.call('PEXPIRE', key, winMs + 1000)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return {1, count + 1, first[2], tostring(now)}
 end
-if count >= limit then
-  local e = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
-  return {0, count, e[2], tostring(now)}
-end
-redis.call('ZADD', KEYS[1], now, ARGV[3])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000)
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {1, count + 1, first[2], tostring(now)}`);
+`;
+
+const HIT = new LuaScript(`${SLIDE_LUA}
+return slide(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1')`);
+
+/** The Redis key of a tenant's window. */
+export const rateKey = (prefix: string, tenant: string): string => `${prefix}rl:${tenant}`;
+
+/** The state of a `slide` reply: [allowed, count, oldest_us | "", now_us]. */
+export function stateOfSlide(spec: WindowSpec, r: readonly unknown[]): RateLimitState {
+  const oldest = r[2];
+  return stateOf(Number(r[0]) === 1, spec, Number(r[1]), oldest === "" || oldest === undefined || oldest === null ? null : Number(oldest) / 1000, Number(r[3]) / 1000);
+}
 
 /** Several instances: one sorted set per tenant under `<prefix>rl:<tenant>`. */
 export class RedisRateLimiter implements RateLimiter {
   readonly kind = "redis" as const;
-  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+  constructor(private readonly redis: RedisLink, private readonly prefix: string) {}
 
   private async run(tenant: string, spec: WindowSpec, peek: boolean): Promise<RateLimitState> {
-    const r = (await HIT.run(this.redis, [`${this.prefix}rl:${tenant}`], [
+    const r = (await HIT.run(this.redis, [rateKey(this.prefix, tenant)], [
       String(spec.requests), String(spec.windowMs), peek ? "" : randomUUID(), peek ? "1" : "0",
-    ])) as [number, number, string, string];
-    const allowed = Number(r[0]) === 1;
-    const count = Number(r[1]);
-    const nowMs = Number(r[3]) / 1000;
-    const oldestMs = r[2] === "" || r[2] === undefined ? null : Number(r[2]) / 1000;
-    return stateOf(allowed, spec, count, oldestMs, nowMs);
+    ])) as unknown[];
+    return stateOfSlide(spec, r);
   }
 
   hit(tenant: string, spec: WindowSpec): Promise<RateLimitState> {

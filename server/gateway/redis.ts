@@ -1,7 +1,9 @@
-// The one Redis connection factory of the gateway, plus Lua scripts run by SHA with a
-// fallback to EVAL when the server's script cache is empty (after a restart or SCRIPT FLUSH).
+// node-redis connections for tests and tools (the gateway itself talks to Redis through
+// resp.ts), plus Lua scripts run by SHA with a fallback to EVAL when the server's script cache
+// is empty (after a restart or SCRIPT FLUSH), over either kind of connection.
 import { createHash } from "node:crypto";
 import { createClient } from "redis";
+import type { RedisLink } from "./resp.js";
 
 const makeClient = (url: string) =>
   // No offline queue: while the connection is down a command fails at once (the request gets
@@ -29,12 +31,16 @@ export class LuaScript {
   constructor(readonly source: string) {
     this.sha = createHash("sha1").update(source).digest("hex");
   }
-  async run(client: Redis, keys: string[], args: string[]): Promise<unknown> {
+  /** EVALSHA, then EVAL when the server does not know the script (it then caches it). */
+  async run(client: RedisLink, keys: string[], args: string[]): Promise<unknown> {
+    const cmd = ["EVALSHA", this.sha, String(keys.length), ...keys, ...args];
     try {
-      return await client.evalSha(this.sha, { keys, arguments: args });
+      return await client.sendCommand(cmd);
     } catch (e) {
       if (!String((e as Error)?.message).startsWith("NOSCRIPT")) throw e;
-      return await client.eval(this.source, { keys, arguments: args });
+      cmd[0] = "EVAL";
+      cmd[1] = this.source;
+      return await client.sendCommand(cmd);
     }
   }
 }

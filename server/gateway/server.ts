@@ -4,6 +4,7 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Router } from "express";
+import { RedisAdmission, type Admission } from "./admission.js";
 import { createApp } from "./app.js";
 import { DisabledAuditSink, FileAuditSink, type AuditSink } from "./audit.js";
 import { billingRouter, FileBillingLog } from "./billing.js";
@@ -12,7 +13,7 @@ import type { GatewayConfig } from "./config.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
 import { UndiciEngineClient } from "./proxy.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
-import { connectRedis, type Redis } from "./redis.js";
+import { RespConnection } from "./resp.js";
 import { StripePaymentProvider } from "./stripe-client.js";
 import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "./tenants.js";
 
@@ -29,15 +30,19 @@ export interface StartOptions {
 
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const clock = opts.clock ?? systemClock;
-  let redis: Redis | null = null;
+  let redis: RespConnection | null = null;
   let registry: TenantRegistry;
   let usage: UsageStore;
   let limiter: RateLimiter;
+  let admission: Admission | undefined;
   if (config.redisUrl) {
-    redis = await connectRedis(config.redisUrl);
-    registry = new RedisTenantRegistry(redis, config.redisPrefix);
+    redis = await RespConnection.open(config.redisUrl);
+    const redisRegistry = new RedisTenantRegistry(redis, config.redisPrefix);
+    registry = redisRegistry;
     usage = new RedisUsageStore(redis, config.redisPrefix);
     limiter = new RedisRateLimiter(redis, config.redisPrefix);
+    // One round trip per request before forwarding: cached records confirmed by one script.
+    admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix);
   } else {
     registry = await LocalFileTenantRegistry.open(config.dataDir);
     usage = await LocalFileUsageStore.open(config.dataDir);
@@ -47,7 +52,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   try {
     audit = config.auditEnabled ? await FileAuditSink.open(config.auditLogPath) : new DisabledAuditSink();
   } catch {
-    await redis?.quit().catch(() => {});
+    await redis?.close().catch(() => {});
     throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
   }
   const engine = new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs);
@@ -60,7 +65,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       billingLog = await FileBillingLog.open(config.billingLogPath);
     } catch {
       await audit.close();
-      await redis?.quit().catch(() => {});
+      await redis?.close().catch(() => {});
       throw new Error(`The billing log SVC_GATE_BILLING_LOG_PATH (${config.billingLogPath}) cannot be opened for appending.`);
     }
     billing = billingRouter({
@@ -71,7 +76,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     });
   }
   const app = createApp({
-    registry, limiter, usage, audit, engine, clock,
+    registry, limiter, usage, audit, engine, clock, admission,
     serviceKey: config.engineServiceKey,
     billingEnabled: config.billingEnabled,
     defaultRateLimit: config.defaultRateLimit,
@@ -104,7 +109,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
         await registry.close();
         await audit.close();
         await billingLog?.close();
-        if (redis) await redis.quit().catch(() => {});
+        if (redis) await redis.close().catch(() => {});
       })();
       return closing;
     },

@@ -9,7 +9,8 @@ import { ConflictError, NotFoundError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
 import { planSchema, type Plan } from "./plans.js";
 import type { RateLimitSpec } from "./config.js";
-import { LuaScript, type Redis } from "./redis.js";
+import { LuaScript } from "./redis.js";
+import type { RedisLink } from "./resp.js";
 
 export interface TenantRecord {
   tenant_id: string;
@@ -156,7 +157,7 @@ export interface TenantRegistry {
 const notFound = (id: string) => new NotFoundError(`Tenant ${id} does not exist.`);
 const clone = (r: TenantRecord): TenantRecord => structuredClone(r);
 /** Stored records are frozen, so reads can hand them out without copying. */
-const frozen = (r: TenantRecord): TenantRecord => {
+export const frozen = (r: TenantRecord): TenantRecord => {
   Object.freeze(r.namespaces);
   Object.freeze(r.rate_limit);
   return Object.freeze(r);
@@ -379,12 +380,17 @@ local id = redis.call('GET', KEYS[1])
 if not id then return false end
 return redis.call('GET', ARGV[1] .. id)`);
 
+/** The Redis key of a tenant's record (JSON). */
+export const tenantKey = (prefix: string, id: string): string => `${prefix}tenant:${id}`;
+
 /** Registry in Redis: `<prefix>tenant:<id>` (JSON), `<prefix>key:<sha256>` (id), `<prefix>tenants` (set). */
 export class RedisTenantRegistry implements TenantRegistry {
   readonly kind = "redis" as const;
-  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+  constructor(private readonly redis: RedisLink, private readonly prefix: string) {}
 
-  private tKey = (id: string) => `${this.prefix}tenant:${id}`;
+  private getText = async (key: string): Promise<string | null> => (await this.redis.sendCommand(["GET", key])) as string | null;
+
+  private tKey = (id: string) => tenantKey(this.prefix, id);
   private get hashPrefix() { return `${this.prefix}key:`; }
 
   async create(rec: TenantRecord): Promise<void> {
@@ -395,12 +401,17 @@ export class RedisTenantRegistry implements TenantRegistry {
   }
 
   async get(id: string): Promise<TenantRecord | null> {
-    const s = await this.redis.get(this.tKey(id));
+    const s = await this.getText(this.tKey(id));
     return s ? (JSON.parse(s) as TenantRecord) : null;
   }
 
+  /** The stored JSON text of the record the key hash `h` points to (null when none); one round trip. */
+  async recordTextByKeyHash(h: string): Promise<string | null> {
+    return (await BY_HASH.run(this.redis, [this.hashPrefix + h], [`${this.prefix}tenant:`])) as string | null;
+  }
+
   async findByKeyHash(h: string): Promise<TenantRecord | null> {
-    const s = (await BY_HASH.run(this.redis, [this.hashPrefix + h], [`${this.prefix}tenant:`])) as string | null;
+    const s = await this.recordTextByKeyHash(h);
     if (!s) return null;
     const t = JSON.parse(s) as TenantRecord;
     return t.active && t.key_hash === h ? t : null;
@@ -408,7 +419,7 @@ export class RedisTenantRegistry implements TenantRegistry {
 
   async update(id: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord> {
     for (let attempt = 0; attempt < 50; attempt++) {
-      const curText = await this.redis.get(this.tKey(id));
+      const curText = await this.getText(this.tKey(id));
       if (!curText) throw notFound(id);
       const cur = JSON.parse(curText) as TenantRecord;
       const next = withPlanHistory(cur, change(structuredClone(cur)));
@@ -423,7 +434,7 @@ export class RedisTenantRegistry implements TenantRegistry {
   async applyEventOnce(ev: EventOnce, change: (cur: TenantRecord | null) => EventChange): Promise<EventResult> {
     const eKey = `${this.prefix}billing:event:${ev.eventId}`;
     for (let attempt = 0; attempt < 50; attempt++) {
-      const curText = ev.tenantId ? await this.redis.get(this.tKey(ev.tenantId)) : null;
+      const curText = ev.tenantId ? await this.getText(this.tKey(ev.tenantId)) : null;
       const cur = curText ? (JSON.parse(curText) as TenantRecord) : null;
       const { next, note } = change(cur ? structuredClone(cur) : null);
       let upd: TenantRecord | null = null;
@@ -442,20 +453,21 @@ export class RedisTenantRegistry implements TenantRegistry {
   }
 
   async list(): Promise<TenantRecord[]> {
-    const ids = (await this.redis.sMembers(`${this.prefix}tenants`)).sort();
+    const ids = ((await this.redis.sendCommand(["SMEMBERS", `${this.prefix}tenants`])) as string[]).sort();
     if (ids.length === 0) return [];
-    const vals = await this.redis.mGet(ids.map(this.tKey));
+    const vals = (await this.redis.sendCommand(["MGET", ...ids.map(this.tKey)])) as Array<string | null>;
     return vals.filter((v): v is string => typeof v === "string").map((v) => JSON.parse(v) as TenantRecord);
   }
 
   async reload(): Promise<number> {
-    // Nothing is cached in the process: every request reads Redis. Reload reports the count.
-    return await this.redis.sCard(`${this.prefix}tenants`);
+    // The registry caches nothing; the data plane's cache (admission.ts) confirms every record
+    // it uses against Redis. Reload reports the count.
+    return Number(await this.redis.sendCommand(["SCARD", `${this.prefix}tenants`]));
   }
 
   async ping(): Promise<boolean> {
     try {
-      return (await this.redis.ping()) === "PONG";
+      return (await this.redis.sendCommand(["PING"])) === "PONG";
     } catch {
       return false;
     }

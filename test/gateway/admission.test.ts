@@ -1,0 +1,137 @@
+// The one-round-trip Redis admission (admission.ts): tenant records cached per gateway and
+// confirmed by the admission script, so that every change made through another gateway
+// (rotation, deactivation, new namespace, new limits) decides the very next request; the
+// cache bound; and the usage increment acknowledged after the response.
+import test from "tape";
+import { RedisAdmission } from "../../server/gateway/admission.js";
+import { MemoryUsageStore, RedisUsageStore } from "../../server/gateway/meter.js";
+import { RedisRateLimiter } from "../../server/gateway/ratelimit.js";
+import { RespConnection } from "../../server/gateway/resp.js";
+import { RedisTenantRegistry } from "../../server/gateway/tenants.js";
+import { admin, call, createTenant, REDIS_URL, redisFor, startFakeEngine, startTestGateway, uniquePrefix, type TestGateway } from "./helpers.js";
+
+async function redisGateway(engineUrl: string, prefix: string, maxEntries?: number): Promise<TestGateway & { admission: RedisAdmission; link: RespConnection }> {
+  const link = await RespConnection.open(REDIS_URL);
+  const registry = new RedisTenantRegistry(link, prefix);
+  const admission = new RedisAdmission(link, registry, prefix, maxEntries);
+  const g = await startTestGateway(engineUrl, {
+    registry, admission,
+    limiter: new RedisRateLimiter(link, prefix),
+    usage: new RedisUsageStore(link, prefix),
+    defaultRateLimit: { requests: 50, window_s: 60 },
+  });
+  return { ...g, admission, link, close: async () => { await g.close(); await link.close(); } };
+}
+
+test("admission: a change made through gateway A decides the next request on gateway B, whose cache holds the old record", async (t) => {
+  const engine = await startFakeEngine();
+  const prefix = uniquePrefix();
+  const a = await redisGateway(engine.url, prefix);
+  const b = await redisGateway(engine.url, prefix);
+  try {
+    const oldKey = await createTenant(a.url, { tenant_id: "acme" });
+    const r1 = await call(b.url, "/v1/get/default/k", { key: oldKey });
+    t.equal(r1.status, 200, "B serves the key");
+    t.equal(b.admission.cachedEntries, 1, "and caches the record");
+    t.equal(r1.headers.get("x-ratelimit-remaining"), "49");
+
+    const rot = await admin(a.url, "/gate/onboard/rotate-key", { tenant_id: "acme" });
+    t.equal(rot.status, 200, "rotated through A");
+    engine.seen.length = 0;
+    const r2 = await call(b.url, "/v1/get/default/k", { key: oldKey });
+    t.equal(r2.status, 401, "the old key fails on B at once, although B had it cached");
+    t.equal(r2.json.detail, "Invalid API key.");
+    t.equal(r2.headers.get("x-ratelimit-remaining"), null, "no rate headers for an unknown key");
+    t.equal(b.audit.records.at(-1)!.tenant_id, "", "audited as unauthenticated");
+    const r3 = await call(b.url, "/v1/put", { key: oldKey, body: { namespace: "default" } });
+    t.equal(r3.status, 401, "a malformed request with the old key is a 401 too, not a 400");
+    const r4 = await call(b.url, "/v1/get/other/k", { key: oldKey });
+    t.equal(r4.status, 401, "and one naming a namespace outside the ACL, not a 403");
+    t.equal(engine.seen.length, 0, "none of them reached the engine");
+
+    const key = rot.json.api_key as string;
+    const r5 = await call(b.url, "/v1/get/default/k", { key });
+    t.equal(r5.status, 200, "the new key works on B");
+    t.equal(r5.headers.get("x-ratelimit-remaining"), "48", "the refused requests were never counted in the window");
+
+    // A new namespace through A: B's cached ACL lacks it, the request is decided on the stored record.
+    t.equal((await admin(a.url, "/gate/onboard/add-namespace", { tenant_id: "acme", namespace: "extra" })).status, 200);
+    const r6 = await call(b.url, "/v1/get/extra/k", { key });
+    t.equal(r6.status, 200, "the namespace added through A is allowed on B at once, not 403");
+    t.equal(engine.seen.at(-1)!.url, "/v1/get/extra/k");
+
+    // New limits through A: the cached record passes the ACL but the admission script sees the change.
+    const up = await admin(a.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "enterprise", rate_limit: { requests: 7, window_s: 30 } });
+    t.equal(up.status, 200);
+    const r7 = await call(b.url, "/v1/get/default/k", { key });
+    t.equal(r7.status, 200);
+    t.equal(r7.headers.get("x-ratelimit-limit"), "7", "B applies the limit set through A at once");
+
+    const r8 = await call(b.url, "/v1/get/nope/k", { key });
+    t.equal(r8.status, 403, "a namespace that is really outside the ACL: 403");
+    t.equal(r8.headers.get("x-ratelimit-limit"), "7", "with the window's headers");
+
+    t.equal((await admin(a.url, "/gate/onboard/deactivate", { tenant_id: "acme" })).status, 200, "deactivated through A");
+    t.equal((await call(b.url, "/v1/get/default/k", { key })).status, 401, "the key fails on B at once");
+    t.equal(b.admission.cachedEntries, 0, "and B's cache no longer holds it");
+
+    const u = await admin(a.url, "/gate/admin/usage/acme", undefined, "GET");
+    t.equal(u.json.cus_used, 0.4, "usage: exactly the four 200s served by B (0.1 CU each)");
+  } finally {
+    await a.close();
+    await b.close();
+    const { cleanup } = await redisFor(prefix);
+    await cleanup();
+    await engine.close();
+  }
+});
+
+test("admission: the cache keeps at most maxEntries records, oldest dropped first", async (t) => {
+  const engine = await startFakeEngine();
+  const prefix = uniquePrefix();
+  const g = await redisGateway(engine.url, prefix, 2);
+  try {
+    const keys = [];
+    for (const id of ["t1", "t2", "t3"]) keys.push(await createTenant(g.url, { tenant_id: id }));
+    for (const k of keys) t.equal((await call(g.url, "/v1/get/default/k", { key: k })).status, 200);
+    t.equal(g.admission.cachedEntries, 2, "bounded");
+    t.equal((await call(g.url, "/v1/get/default/k", { key: keys[0] })).status, 200, "an evicted record is read again");
+    t.equal(g.admission.cachedEntries, 2);
+  } finally {
+    await g.close();
+    const { cleanup } = await redisFor(prefix);
+    await cleanup();
+    await engine.close();
+  }
+});
+
+test("metering: the increment is issued before the response and acknowledged after it; a failure is logged, not hidden", async (t) => {
+  const engine = await startFakeEngine();
+  const usage = new MemoryUsageStore();
+  const logged: Array<Record<string, unknown>> = [];
+  const g = await startTestGateway(engine.url, { usage, log: (e) => logged.push(e) });
+  const key = await createTenant(g.url, { tenant_id: "acme" });
+  // The increment is in the store by the time the client has the response.
+  const r1 = await call(g.url, "/v1/get/default/k", { key });
+  t.equal(r1.headers.get("x-svc-cus"), "0.1");
+  t.equal(await usage.total("acme", "2026-01"), 100, "counted before the client saw the answer");
+
+  // An increment that fails after the engine answered 2xx: the client gets the engine's answer
+  // (the operation happened); the failure is reported with the request id and class only.
+  let release!: () => void;
+  const slow = new Promise<void>((r) => (release = r));
+  usage.add = async () => {
+    await slow;
+    throw new RangeError("store gone");
+  };
+  const pending = call(g.url, "/v1/get/default/k", { key });
+  const r2 = await pending;
+  t.equal(r2.status, 200, "the response did not wait for the increment");
+  t.equal(logged.length, 0, "nothing logged while the increment is in flight");
+  release();
+  await new Promise((r) => setTimeout(r, 50));
+  t.deepEqual(logged, [{ level: "error", msg: "internal error in the usage meter", request_id: r2.headers.get("x-request-id"), error: "RangeError" }], "the failure is logged");
+  t.equal(g.audit.records.at(-1)!.cus, 0.1, "the audit record keeps the CUs of the request");
+  await g.close();
+  await engine.close();
+});

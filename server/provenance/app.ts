@@ -1,19 +1,23 @@
 // The appliance's HTTP surface as a factory: tests drive it without listen, and only
 // bin/ listens. Dependencies (keys, signer, chain, clock, metrics, log) come in `deps`.
+// The result is a node:http request listener: POST /v1/provenance/exact in its plain form
+// (exact path, JSON body with a Content-Length) is served without express, which cost
+// more main-thread time per receipt than everything else on it; every other request, and
+// any issuance request in another form, goes through the express app with the same rules.
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
 import { ConflictError, UnauthorizedError, UnsupportedMediaTypeError, NotFoundError, SvcError, ValidationError } from "../../lib/errors.js";
 import { parseOrThrow } from "../../lib/names.js";
-import { errorMiddleware } from "../http/errors.js";
+import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { buildBundleFiles, writeZip } from "./bundle.js";
 import type { ReceiptChain } from "./chain.js";
 import { publicKeyDocument, secretMatches, type Keyring } from "./keys.js";
 import type { ProvenanceMetrics } from "./metrics.js";
 import {
-  RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactDigest, isBase64, artifactSchema, canonicalBytes, claimsSchema, pae, receiptBody, receiptHash,
-  receiptSchema, verifyReceipt, withSignature,
-  type Artifact, type Receipt, type VerifyResult,
+  RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactSchema, claimsSchema, prepareReceipt, receiptSchema, verifyReceipt,
+  type Artifact, type PreparedReceipt, type VerifyResult,
 } from "./receipt.js";
 import { randomUUID } from "node:crypto";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
@@ -59,27 +63,51 @@ const verifyBody = z.strictObject({
   artifact_b64: b64Field("artifact_b64").optional(),
 });
 
-function bearer(req: Request): string | null {
-  const h = req.get("authorization");
-  if (!h) return null;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+function bearer(header: string | undefined): string | null {
+  if (!header) return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return m ? m[1]! : null;
 }
 
-export function createApp(deps: AppDeps): express.Express {
+const EXACT_PATH = "/v1/provenance/exact";
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// the forms of Content-Type the plain issuance path takes; anything else goes to express
+const PLAIN_JSON = /^application\/json(?:\s*;\s*charset="?utf-8"?)?$/i;
+const JSON_TYPE = "application/json; charset=utf-8";
+
+/**
+ * The appliance as a request listener (serve it with node:http createServer).
+ * @example createServer(createApp(deps)).listen(8001, "127.0.0.1")
+ */
+export function createApp(deps: AppDeps): RequestListener {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
   const trusted = [deps.keyring.active, ...deps.keyring.retired].map((k) => ({ publicKey: k.publicKey, fingerprint: k.fingerprint }));
   const publicKeyDoc = publicKeyDocument(deps.keyring);
   const m = deps.metrics;
+  const maxBodyBytes = deps.maxBodyBytes ?? 32 * 1024 * 1024;
+
+  // the histogram child per (method, route, status): prom-client hashes the labels otherwise
+  const durations = new Map<string, { observe(v: number): void }>();
+  const observe = (method: string, route: string, status: number, start: bigint, id: string): void => {
+    const s = Number(process.hrtime.bigint() - start) / 1e9;
+    const key = `${method} ${route} ${status}`;
+    let h = durations.get(key);
+    if (!h) durations.set(key, (h = m.requestDuration.labels({ method, route, status: String(status) })));
+    h.observe(s);
+    deps.log({ msg: "request", method, route, status, duration_ms: Math.round(s * 1e6) / 1e3, request_id: id });
+  };
+  const isAdmin = (header: string | undefined): boolean => {
+    const token = bearer(header);
+    return token !== null && secretMatches(token, deps.adminKeySha256);
+  };
 
   const requireAdmin = (req: Request, _res: Response, next: NextFunction): void => {
-    const token = bearer(req);
-    next(token !== null && secretMatches(token, deps.adminKeySha256) ? undefined : new UnauthorizedError("Missing or invalid admin API key."));
+    next(isAdmin(req.get("authorization")) ? undefined : new UnauthorizedError("Missing or invalid admin API key."));
   };
   const requireMetricsReader = (req: Request, _res: Response, next: NextFunction): void => {
-    const token = bearer(req);
+    const token = bearer(req.get("authorization"));
     const ok = token !== null &&
       (secretMatches(token, deps.adminKeySha256) || (deps.metricsTokenSha256 !== null && secretMatches(token, deps.metricsTokenSha256)));
     next(ok ? undefined : new UnauthorizedError("Missing or invalid admin API key or metrics token."));
@@ -104,16 +132,48 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((req, res, next) => {
     const start = process.hrtime.bigint();
     res.on("finish", () => {
-      const s = Number(process.hrtime.bigint() - start) / 1e9;
-      const route = (req.route?.path as string | undefined) ?? "unmatched";
-      m.requestDuration.observe({ method: req.method, route, status: String(res.statusCode) }, s);
-      deps.log({ msg: "request", method: req.method, route, status: res.statusCode, duration_ms: Math.round(s * 1e6) / 1e3, request_id: requestIdOf(res) });
+      observe(req.method, (req.route?.path as string | undefined) ?? "unmatched", res.statusCode, start, requestIdOf(res));
     });
     next();
   });
   // 3. JSON bodies, size-limited before they are read (413 from Content-Length); mounted per
   // route after authentication, so an unauthenticated caller never gets a body parsed
-  const json = express.json({ limit: deps.maxBodyBytes ?? 32 * 1024 * 1024, strict: true });
+  const json = express.json({ limit: maxBodyBytes, strict: true });
+
+  /** Validates an issuance request, queues it on the chain; resolves to the receipt's JSON. */
+  const issue = async (raw: unknown): Promise<string> => {
+    const body = parseOrThrow(exactBody, raw ?? {}, "body");
+    let artifact: Artifact;
+    if (body.artifact_b64 !== undefined) {
+      const given = parseOrThrow(partialArtifact, body.artifact ?? {}, "artifact");
+      const d = artifactDigest(Buffer.from(body.artifact_b64, "base64"));
+      if (given.sha256 !== undefined && given.sha256 !== d.sha256) throw new ValidationError("artifact.sha256 does not match the SHA-256 of artifact_b64.", "artifact.sha256");
+      if (given.size_bytes !== undefined && given.size_bytes !== d.size_bytes) throw new ValidationError("artifact.size_bytes does not match the length of artifact_b64.", "artifact.size_bytes");
+      artifact = parseOrThrow(artifactSchema, {
+        name: given.name ?? "artifact",
+        media_type: given.media_type ?? "application/octet-stream",
+        ...d,
+      }, "artifact");
+    } else {
+      artifact = parseOrThrow(artifactSchema, body.artifact, "artifact");
+    }
+    // canonicalised here, before the chain's critical section, which only splices them in
+    let prepared: PreparedReceipt;
+    try {
+      prepared = prepareReceipt({ artifact, claims: body.claims ?? {} }, deps.clock());
+    } catch {
+      throw new ValidationError("artifact must hold only well-formed strings (no lone surrogates).", "artifact");
+    }
+    // a batched chain signs in its worker thread; else here, one at a time
+    const receipt = deps.chain.batched
+      ? await deps.chain.appendInput<string>(prepared)
+      : await deps.chain.append((pos) => {
+          const r = assembleReceipt(prepared, pos, deps.signer.fingerprint, (msg) => deps.signer.sign(msg));
+          return { value: r.json, hash: r.hash };
+        });
+    m.receiptsIssued.inc();
+    return receipt;
+  };
 
   app.get("/health", (_req, res) => {
     const status = typeof deps.backendStatus === "function" ? deps.backendStatus() : deps.backendStatus;
@@ -130,34 +190,10 @@ export function createApp(deps: AppDeps): express.Express {
     res.json(publicKeyDoc);
   });
 
-  app.post("/v1/provenance/exact", requireAdmin, requireJson, json, async (req, res, next) => {
+  app.post(EXACT_PATH, requireAdmin, requireJson, json, async (req, res, next) => {
     try {
-      const body = parseOrThrow(exactBody, req.body ?? {}, "body");
-      let artifact: Artifact;
-      if (body.artifact_b64 !== undefined) {
-        const given = parseOrThrow(partialArtifact, body.artifact ?? {}, "artifact");
-        const d = artifactDigest(Buffer.from(body.artifact_b64, "base64"));
-        if (given.sha256 !== undefined && given.sha256 !== d.sha256) throw new ValidationError("artifact.sha256 does not match the SHA-256 of artifact_b64.", "artifact.sha256");
-        if (given.size_bytes !== undefined && given.size_bytes !== d.size_bytes) throw new ValidationError("artifact.size_bytes does not match the length of artifact_b64.", "artifact.size_bytes");
-        artifact = parseOrThrow(artifactSchema, {
-          name: given.name ?? "artifact",
-          media_type: given.media_type ?? "application/octet-stream",
-          ...d,
-        }, "artifact");
-      } else {
-        artifact = parseOrThrow(artifactSchema, body.artifact, "artifact");
-      }
-      const claims = body.claims ?? {};
-      // a batched chain builds and signs in its worker thread; else here, one at a time
-      const receipt = deps.chain.batched
-        ? await deps.chain.appendInput<Receipt>({ artifact, claims, receipt_id: randomUUID(), issued_at: deps.clock().toISOString() })
-        : await deps.chain.append((pos) => {
-            const body = receiptBody({ artifact, claims }, pos, deps.signer.fingerprint, deps.clock());
-            const r = withSignature(body, deps.signer.sign(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body))));
-            return { value: r, hash: receiptHash(r) };
-          });
-      m.receiptsIssued.inc();
-      res.status(201).json(receipt);
+      const receipt = await issue(req.body);
+      res.status(201).type(JSON_TYPE).send(receipt);
     } catch (e) {
       next(e);
     }
@@ -218,8 +254,70 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use((_req, _res, next) => next(new NotFoundError("No such endpoint.")));
   // last: one error body for everything; unexpected errors are logged by code only
-  app.use(errorMiddleware(requestIdOf, (e: SvcError, raw: unknown) => {
+  const logInternal = (e: SvcError, raw: unknown): void => {
     if (e.code === "internal") deps.log({ msg: "internal error", error: raw instanceof Error ? raw.name : typeof raw });
-  }));
-  return app;
+  };
+  app.use(errorMiddleware(requestIdOf, logInternal));
+
+  // The plain issuance path, in the order of the express route: request id, timing and log
+  // line, admin key, a non-empty body within the limit (413 from Content-Length before any
+  // byte is read), strict JSON, then `issue`.
+  const plainExact = (req: IncomingMessage, res: ServerResponse, length: number): void => {
+    const start = process.hrtime.bigint();
+    const given = req.headers["x-request-id"];
+    const id = typeof given === "string" && UUID.test(given) ? given.toLowerCase() : randomUUID();
+    res.setHeader("X-Request-Id", id);
+    res.on("finish", () => observe("POST", EXACT_PATH, res.statusCode, start, id));
+    const send = (status: number, text: string): void => {
+      res.statusCode = status;
+      res.setHeader("Content-Type", JSON_TYPE);
+      res.setHeader("Content-Length", Buffer.byteLength(text));
+      res.end(text);
+    };
+    const fail = (err: unknown): void => {
+      const e = toSvcError(err);
+      if (!res.headersSent) send(statusOf(e), JSON.stringify({ detail: e.message, code: e.code, request_id: id }));
+      else res.destroy();
+      logInternal(e, err);
+    };
+    if (!isAdmin(req.headers.authorization)) return fail(new UnauthorizedError("Missing or invalid admin API key."));
+    if (length === 0) return fail(new ValidationError("The request body must be a JSON object."));
+    if (length > maxBodyBytes) return fail({ type: "entity.too.large" });
+    const chunks: Buffer[] = [];
+    let received = 0;
+    req.on("data", (c: Buffer) => {
+      received += c.length;
+      chunks.push(c);
+    });
+    req.on("error", () => res.destroy()); // the client went away: nobody to answer
+    req.on("end", () => {
+      let parsed: unknown;
+      try {
+        if (received !== length) throw new Error("length");
+        let text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)).toString("utf8");
+        if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as body-parser's decoder drops a BOM
+        // strict, as express.json: an object or an array at the top
+        const first = /^[\x20\x09\x0a\x0d]*(.)/.exec(text)?.[1];
+        if (first !== "{" && first !== "[") throw new Error("strict");
+        parsed = JSON.parse(text);
+      } catch {
+        return fail({ type: "entity.parse.failed" });
+      }
+      issue(parsed).then((receipt) => send(201, receipt), fail);
+    });
+  };
+
+  return (req, res) => {
+    if (req.method === "POST" && req.url === EXACT_PATH) {
+      const h = req.headers;
+      const ct = h["content-type"];
+      const cl = h["content-length"];
+      const ce = h["content-encoding"];
+      if (ct !== undefined && PLAIN_JSON.test(ct) && (ce === undefined || ce.toLowerCase() === "identity") &&
+          h["transfer-encoding"] === undefined && cl !== undefined && /^\d{1,15}$/.test(cl)) {
+        return plainExact(req, res, Number(cl));
+      }
+    }
+    app(req, res);
+  };
 }

@@ -127,13 +127,18 @@ export function iJsonProblem(v: unknown, depth = 0): string | null {
   return "a value is not JSON";
 }
 
-/** RFC 8785 canonical JSON (UTF-8 bytes); throws when `v` is not I-JSON. */
-export function canonicalBytes(v: unknown): Buffer {
+/** RFC 8785 canonical JSON text; throws when `v` is not I-JSON. */
+export function canonicalString(v: unknown): string {
   const problem = iJsonProblem(v);
   if (problem) throw new Error(problem);
   const s = canonicalize(v);
   if (typeof s !== "string") throw new Error("the value has no JSON form");
-  return Buffer.from(s, "utf8");
+  return s;
+}
+
+/** RFC 8785 canonical JSON (UTF-8 bytes); throws when `v` is not I-JSON. */
+export function canonicalBytes(v: unknown): Buffer {
+  return Buffer.from(canonicalString(v), "utf8");
 }
 
 export function sha256Hex(b: Uint8Array | string): string {
@@ -203,6 +208,78 @@ export function buildReceipt(
 ): Receipt {
   const body = receiptBody(input, chain, signer.fingerprint, now);
   return withSignature(body, signer.sign(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body))));
+}
+
+// ---- issuance from prepared parts ------------------------------------------------
+// The chain's critical section (serial + previous hash, canonical body, sign, hash) runs
+// once per receipt, one after the other. Everything that does not depend on the chain
+// position is prepared before it, on the request's side: the canonical forms of the
+// artifact and the claims, the receipt id and the instant. The critical section then
+// writes the canonical body by concatenation (JCS sorts members by UTF-16 code units:
+// artifact, claims, issued_at, previous_receipt_sha256, receipt_id, schema, serial,
+// [signature,] signer) instead of walking and sorting the whole receipt twice.
+
+/** The chain-independent parts of a receipt, canonicalised. */
+export interface PreparedReceipt {
+  receipt_id: string;
+  issued_at: string;
+  /** RFC 8785 form of the artifact block. */
+  artifact_jcs: string;
+  /** RFC 8785 form of the claims object. */
+  claims_jcs: string;
+}
+
+/** A receipt as the critical section leaves it: its JSON text and its chain hash. */
+export interface AssembledReceipt {
+  /** The receipt as JSON, members in the order of the schema (spec/provenance.md). */
+  json: string;
+  /** SHA-256 of its canonical form: the next receipt's `previous_receipt_sha256`. */
+  hash: string;
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Canonicalises what a receipt takes from the request; throws when it is not I-JSON. */
+export function prepareReceipt(input: IssueInput, now: Date, receiptId: string = randomUUID()): PreparedReceipt {
+  return {
+    receipt_id: receiptId,
+    issued_at: now.toISOString(),
+    // the same member order as receiptBody's copy: only the canonical form counts
+    artifact_jcs: canonicalString({ ...input.artifact }),
+    claims_jcs: canonicalString(input.claims),
+  };
+}
+
+/**
+ * Builds and signs the receipt at `pos` from prepared parts: byte for byte the receipt
+ * that buildReceipt would make from the same inputs. The fixed-format members are checked
+ * here, since they are spliced into JSON text as they are.
+ */
+export function assembleReceipt(
+  p: PreparedReceipt,
+  pos: { serial: number; previous: string | null },
+  fingerprint: string,
+  sign: (message: Uint8Array) => Uint8Array,
+): AssembledReceipt {
+  if (!Number.isSafeInteger(pos.serial) || pos.serial < 1) throw new Error("the serial is not a positive safe integer");
+  if (pos.previous !== null && !HEX64.test(pos.previous)) throw new Error("the previous hash is not 64 hex characters");
+  if (!HEX64.test(fingerprint)) throw new Error("the fingerprint is not 64 hex characters");
+  if (!UUID_RE.test(p.receipt_id)) throw new Error("the receipt id is not a lower-case UUID");
+  if (!ISO_UTC.test(p.issued_at)) throw new Error("the issue instant is not an ISO 8601 UTC instant");
+  if (typeof p.artifact_jcs !== "string" || typeof p.claims_jcs !== "string") throw new Error("the prepared parts are not JSON text");
+  const previous = pos.previous === null ? "null" : `"${pos.previous}"`;
+  const signer = `{"algorithm":"${ALGORITHM}","public_key_sha256":"${fingerprint}"}`;
+  // the canonical body is `head` + `tail`; the canonical receipt puts the signature between
+  const head = `{"artifact":${p.artifact_jcs},"claims":${p.claims_jcs},"issued_at":"${p.issued_at}",` +
+    `"previous_receipt_sha256":${previous},"receipt_id":"${p.receipt_id}","schema":"${RECEIPT_SCHEMA}","serial":${pos.serial}`;
+  const tail = `,"signer":${signer}}`;
+  const signature = sign(pae(RECEIPT_PAYLOAD_TYPE, Buffer.from(head + tail, "utf8")));
+  const sigBlock = `{"algorithm":"${ALGORITHM}","canonicalization":"${CANONICALIZATION}","payload_type":"${RECEIPT_PAYLOAD_TYPE}",` +
+    `"value":"${Buffer.from(signature.buffer, signature.byteOffset, signature.byteLength).toString("base64")}"}`;
+  const hash = createHash("sha256").update(head).update(`,"signature":${sigBlock}`).update(tail).digest("hex");
+  const json = `{"schema":"${RECEIPT_SCHEMA}","receipt_id":"${p.receipt_id}","serial":${pos.serial},"issued_at":"${p.issued_at}",` +
+    `"artifact":${p.artifact_jcs},"claims":${p.claims_jcs},"previous_receipt_sha256":${previous},"signer":${signer},"signature":${sigBlock}}`;
+  return { json, hash };
 }
 
 // ---- verification -------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Starts the appliance: backend, first boot, chain, app, listener.
 import { existsSync, readFileSync } from "node:fs";
 import { open, readFile, unlink } from "node:fs/promises";
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -133,8 +133,12 @@ export async function startProvenance(
   let server: Server;
   try {
     server = await new Promise<Server>((resolve, reject) => {
-      // express 5 hands listen errors (EADDRINUSE, EACCES) to the callback
-      const s = app.listen(config.port, config.host, (err?: Error) => (err ? reject(err) : resolve(s)));
+      const s = createServer(app);
+      s.once("error", reject); // EADDRINUSE, EACCES
+      s.listen(config.port, config.host, () => {
+        s.off("error", reject);
+        resolve(s);
+      });
     });
   } catch (e) {
     await worker.close();

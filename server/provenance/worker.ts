@@ -2,12 +2,11 @@
 // receipts in a worker thread.
 import { Worker } from "node:worker_threads";
 import type { BatchBuilder, BatchResult } from "./chain.js";
-import { ValidationError } from "../../lib/errors.js";
 import { fingerprintOf, type BackendName, type KeyPair } from "./signer.js";
 
 export interface ReceiptWorker {
   readonly fingerprint: string;
-  /** Inputs are `{ artifact, claims, receipt_id, issued_at }`. */
+  /** Inputs are PreparedReceipt (receipt.ts); values are the receipts' JSON text. */
   readonly buildBatch: BatchBuilder;
   /** False once the worker has failed or exited. */
   readonly healthy: boolean;
@@ -55,7 +54,9 @@ export async function createReceiptWorker(backend: BackendName, keyPair: KeyPair
     const p = pending.get(m.id);
     if (!p) return;
     pending.delete(m.id);
-    p.resolve(m.results.map((r) => ("error" in r ? { error: new ValidationError(String(r.error)) } : r)));
+    // inputs were validated and canonicalised before the queue: a receipt the worker cannot
+    // build is an internal failure (500), and it took no serial
+    p.resolve(m.results.map((r) => ("error" in r ? { error: new Error(String(r.error)) } : r)));
   });
   worker.on("error", () => failAll(new Error("The receipt worker failed.")));
   worker.on("exit", () => failAll(new Error("The receipt worker exited.")));

@@ -180,6 +180,68 @@ test("bad input gets 400/413/415 with one sentence, and consumes no serial", asy
   await cleanup();
 });
 
+test("issuance in its plain form (served without express) and in other forms (through express) answers alike", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const a = await startApp(dir, { maxBodyBytes: 256 * 1024 });
+  const auth = { authorization: `Bearer ${a.adminKey}` };
+  const body = JSON.stringify({ artifact: sampleArtifact, claims: { k: "v" } });
+  let issued = 0;
+  const given = "0B7E4F5C-8D1A-4C39-9F6E-2A5B7C8D9E0F";
+  const plain = await post(`${a.url}/v1/provenance/exact`, body, a.adminKey, { "x-request-id": given });
+  t.equal(plain.status, 201, "plain: 201");
+  issued++;
+  t.equal(plain.headers.get("content-type"), "application/json; charset=utf-8", "plain: JSON content type");
+  t.equal(plain.headers.get("x-request-id"), given.toLowerCase(), "plain: a given request id is echoed");
+  t.deepEqual(Object.keys(plain.json), ["schema", "receipt_id", "serial", "issued_at", "artifact", "claims", "previous_receipt_sha256", "signer", "signature"], "members in the schema's order");
+  const log = a.logs.map((l) => JSON.parse(l)).find((l) => l.request_id === given.toLowerCase());
+  t.deepEqual(log && { method: log.method, route: log.route, status: log.status }, { method: "POST", route: "/v1/provenance/exact", status: 201 }, "plain: one log line with route and status");
+  t.match((await post(`${a.url}/v1/provenance/exact`, body, a.adminKey, { "x-request-id": "not-a-uuid" })).headers.get("x-request-id") ?? "", UUID, "plain: another id is replaced");
+  issued++;
+  const viaExpress: Array<[string, () => Promise<Response>]> = [
+    ["a query string", () => fetch(`${a.url}/v1/provenance/exact?x=1`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body })],
+    ["a trailing slash", () => fetch(`${a.url}/v1/provenance/exact/`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body })],
+    ["a gzip body", async () => {
+      const { gzipSync } = await import("node:zlib");
+      return fetch(`${a.url}/v1/provenance/exact`, { method: "POST", headers: { ...auth, "content-type": "application/json", "content-encoding": "gzip" }, body: gzipSync(body) });
+    }],
+    ["a chunked body", () => fetch(`${a.url}/v1/provenance/exact`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode(body.slice(0, 10))); c.enqueue(new TextEncoder().encode(body.slice(10))); c.close(); } }),
+      duplex: "half",
+    } as RequestInit)],
+    ["Content-Type with a parameter", () => fetch(`${a.url}/v1/provenance/exact`, { method: "POST", headers: { ...auth, "content-type": "application/json; foo=bar" }, body })],
+  ];
+  for (const [name, send] of viaExpress) {
+    const r = await send();
+    const j = (await r.json()) as any;
+    t.equal(r.status, 201, `${name}: 201`);
+    issued++;
+    t.equal(r.headers.get("content-type"), "application/json; charset=utf-8", `${name}: JSON content type`);
+    t.deepEqual(j.claims, { k: "v" }, `${name}: the receipt carries the claims`);
+  }
+  const bom = await post(`${a.url}/v1/provenance/exact`, "\ufeff" + body, a.adminKey);
+  t.equal(bom.status, 201, "plain: a body with a byte order mark is read as express.json reads it");
+  issued++;
+  for (const [name, raw] of [
+    ["an empty body", ""],
+    ["whitespace only", "  \n"],
+    ["a JSON string (strict: object or array)", '"x"'],
+    ["a JSON number", "1"],
+    ["truncated JSON", body.slice(0, -1)],
+    ["a lone surrogate in the artifact name", JSON.stringify({ artifact: { ...sampleArtifact, name: "a\ud800b" } })],
+  ] as const) {
+    const r = await post(`${a.url}/v1/provenance/exact`, raw, a.adminKey);
+    t.equal(r.status, 400, `plain, ${name}: 400`);
+    t.equal(r.json?.code, "bad_request", `plain, ${name}: bad_request (${r.json?.detail})`);
+    t.match(r.json?.request_id ?? "", UUID, `plain, ${name}: request id in the body`);
+  }
+  const last = await post(`${a.url}/v1/provenance/exact`, body, a.adminKey);
+  t.equal(last.json.serial, issued + 1, "every receipt took one serial, no refused request took any");
+  await a.close();
+  await cleanup();
+});
+
 test("concurrent requests get distinct consecutive serials, an unbroken chain, and survive a restart", async (t) => {
   const { dir, cleanup } = await tempDir();
   const a = await startApp(dir);

@@ -1,6 +1,6 @@
 // Shared by the provenance tests: a temporary home, an app on an ephemeral port.
 import { mkdtemp, rm } from "node:fs/promises";
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,7 +60,7 @@ export async function startApp(
     maxBodyBytes: opts.maxBodyBytes,
   });
   const server = await new Promise<Server>((resolve) => {
-    const s = app.listen(0, "127.0.0.1", () => resolve(s));
+    const s = createServer(app).listen(0, "127.0.0.1", () => resolve(s));
   });
   const port = (server.address() as AddressInfo).port;
   return {

@@ -4,7 +4,8 @@ import test from "tape";
 import canonicalize from "canonicalize";
 import { createBackend, createSigner, type MlDsaBackend, type Signer } from "../../server/provenance/signer.js";
 import {
-  CHECK_NAMES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactDigest, buildReceipt, canonicalBytes, pae, receiptHash, signedMessage, verifyReceipt,
+  CHECK_NAMES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactDigest, assembleReceipt, buildReceipt, canonicalBytes, pae, prepareReceipt, receiptBody,
+  receiptHash, signedMessage, verifyReceipt, withSignature,
   type Receipt, type VerifyOptions,
 } from "../../server/provenance/receipt.js";
 
@@ -204,5 +205,56 @@ test("the chain hash is the SHA-256 of the canonical whole receipt", (t) => {
   t.equal(r2.previous_receipt_sha256, receiptHash(r1));
   t.match(receiptHash(r1), /^[0-9a-f]{64}$/);
   t.equal(receiptHash(Object.fromEntries(Object.entries(r1).reverse())), receiptHash(r1), "independent of key order");
+  t.end();
+});
+
+test("assembleReceipt (prepared parts spliced in the critical section) gives byte for byte the receipt of the object path", (t) => {
+  const when = new Date("2026-11-22T03:55:00.123Z");
+  const id = "0b7e4f5c-8d1a-4c39-9f6e-2a5b7c8d9e0f";
+  const claimsCases: Array<Record<string, unknown>> = [
+    {},
+    { run: { seed: 7 }, note: "ok" },
+    { "é": "ü", "\u20ac": ["\ud83d\ude00", null, true, false], b: 2.5e-30, a: 0.1, c: -0, d: 1.5e-7, z: { y: { x: [] } } },
+    { "": "", "\u0000\n\"\\": "\u001f\u007f\u2028", "10": 1, "9": 2, "B": 3, "a": 4 },
+  ];
+  const artifacts = [
+    artifact,
+    { name: "naïve «model» \"q\".bin", sha256: "0".repeat(64), size_bytes: 9007199254740991, media_type: "application/vnd.x+json; charset=utf-8" },
+  ];
+  let n = 0;
+  for (const art of artifacts) {
+    for (const claims of claimsCases) {
+      for (const [serial, previous] of [[1, null], [42, "ab".repeat(32)]] as const) {
+        const prepared = prepareReceipt({ artifact: art, claims }, when, id);
+        const assembled = assembleReceipt(prepared, { serial, previous }, signerA.fingerprint, (m) => signerA.signDeterministic(m));
+        const body = receiptBody({ artifact: art, claims }, { serial, previous }, signerA.fingerprint, when, id);
+        const expected = withSignature(body, signerA.signDeterministic(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body))));
+        const got = JSON.parse(assembled.json);
+        const same = canonicalBytes(got).equals(canonicalBytes(expected)) && assembled.hash === receiptHash(expected) &&
+          got.signature.value === expected.signature.value && verifyReceipt(got, opts(oqs)).valid;
+        if (same) n++;
+        else t.fail(`differs for claims ${JSON.stringify(claims)}, serial ${serial}`);
+      }
+    }
+  }
+  t.equal(n, artifacts.length * claimsCases.length * 2, `${n} cases: same canonical bytes, same (deterministic) signature, same chain hash, valid`);
+  const r = JSON.parse(assembleReceipt(prepareReceipt({ artifact, claims: {} }, when, id), { serial: 3, previous: null }, signerA.fingerprint, signerA.sign).json);
+  t.deepEqual(Object.keys(r), ["schema", "receipt_id", "serial", "issued_at", "artifact", "claims", "previous_receipt_sha256", "signer", "signature"], "members in the schema's order");
+  t.end();
+});
+
+test("assembleReceipt refuses fixed-format members that are not well-formed; prepareReceipt refuses non-I-JSON", (t) => {
+  const p = prepareReceipt({ artifact, claims: {} }, new Date(), "0b7e4f5c-8d1a-4c39-9f6e-2a5b7c8d9e0f");
+  const sign = (m: Uint8Array) => signerA.sign(m);
+  const fp = signerA.fingerprint;
+  t.throws(() => assembleReceipt(p, { serial: 0, previous: null }, fp, sign), /serial/, "serial 0");
+  t.throws(() => assembleReceipt(p, { serial: 1.5, previous: null }, fp, sign), /serial/, "fractional serial");
+  t.throws(() => assembleReceipt(p, { serial: 2, previous: "AB".repeat(32) }, fp, sign), /previous/, "upper-case previous hash");
+  t.throws(() => assembleReceipt(p, { serial: 2, previous: '","x":"' }, fp, sign), /previous/, "JSON in the previous hash");
+  t.throws(() => assembleReceipt(p, { serial: 1, previous: null }, "zz", sign), /fingerprint/, "bad fingerprint");
+  t.throws(() => assembleReceipt({ ...p, receipt_id: 'x","serial":9,"y":"' }, { serial: 1, previous: null }, fp, sign), /receipt id/, "bad receipt id");
+  t.throws(() => assembleReceipt({ ...p, issued_at: "yesterday" }, { serial: 1, previous: null }, fp, sign), /instant/, "bad instant");
+  t.throws(() => prepareReceipt({ artifact: { ...artifact, name: "\ud800" }, claims: {} }, new Date()), /surrogate/, "a lone surrogate in the artifact");
+  t.throws(() => prepareReceipt({ artifact, claims: { x: Number.NaN } }, new Date()), /finite/, "NaN in the claims");
   t.end();
 });

@@ -10,7 +10,7 @@ import {
 import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
-  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, filterSchema,
+  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, coreDtypeSchema,
   type PutOptions, type PutCoresOptions, type GetOptions, type ListOptions, type SearchOptions, type ServeOptions,
   type SimilarityOptions, type TopkOptions, type VectorOptions,
 } from "./schemas.js";
@@ -19,6 +19,7 @@ import type {
   SimilarityResult, TopkResult, TtInfo,
 } from "./store/index.js";
 import { z } from "zod";
+import { compileFilter } from "./filter.js";
 
 /** What `client.lastResponse` exposes about the latest HTTP exchange. */
 export interface LastResponse {
@@ -307,8 +308,8 @@ export function createClient(options: ClientOptions): SvcClient {
   const ns = (v: string) => parseOrThrow(namespaceSchema, v, "namespace");
   const key = (v: string, field = "key") => parseOrThrow(keySchema, v, field);
   // options are checked here with the store's own schemas, so that a bad option fails the
-  // same way embedded and hosted, without a request
-  const opt = <S extends z.ZodType>(schema: S, v: unknown): z.output<S> => parseOrThrow(schema, v ?? {}, "options");
+  // same way embedded and hosted, without a request (null is refused as by the store)
+  const opt = <S extends z.ZodType>(schema: S, v: unknown): z.output<S> => parseOrThrow(schema, v, "options");
   const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
   const client: SvcClient = {
@@ -324,14 +325,15 @@ export function createClient(options: ClientOptions): SvcClient {
       const dtype: Dtype = o.dtype ?? (natural === "raw" ? "bytes" : natural);
       if (!compatible(natural, dtype)) throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
       const fields = { namespace: n, key: k, dtype, shape: o.shape, tolerance: o.tolerance, max_rank: o.max_rank, if_version: o.if_version };
-      const meta = o.metadata === undefined ? undefined : JSON.stringify(o.metadata);
+      // header values must be Latin-1: everything else is escaped, so that any metadata travels
+      const meta = o.metadata === undefined ? undefined
+        : JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
       if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
         // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
         return json<PutResult>({ method: "POST", path: "/v1/put", json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }) });
       }
       const headers: Record<string, string> = {};
-      // header values must be Latin-1: escape everything else so that any metadata travels
-      if (meta !== undefined) headers["x-svc-metadata"] = meta.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+      if (meta !== undefined) headers["x-svc-metadata"] = meta;
       return json<PutResult>({
         method: "POST", path: "/v1/put", raw: bytesOf(data), headers,
         query: { ...fields, shape: o.shape?.join(",") },
@@ -341,7 +343,7 @@ export function createClient(options: ClientOptions): SvcClient {
     async putCores(n, k, cores, opts = {}) {
       ns(n); key(k);
       const o = opt(putCoresOptionsSchema, opts);
-      return json<PutResult>({ method: "POST", path: "/v1/put_cores", json: defined({ namespace: n, key: k, cores: coresWire(cores, "cores"), ...o }) });
+      return json<PutResult>({ method: "POST", path: "/v1/put_cores", json: defined({ namespace: n, key: k, cores: coresWire(cores), ...o }) });
     },
 
     async putCoresBatch(n, items) {
@@ -349,10 +351,23 @@ export function createClient(options: ClientOptions): SvcClient {
       if (!Array.isArray(items) || items.length < 1 || items.length > 1000) {
         throw new ValidationError("items must be a list of 1 to 1000 put_cores requests.", "items");
       }
-      const wire = items.map((it, i) => {
-        if (it === null || typeof it !== "object") throw new ValidationError(`items.${i} must be an object.`, `items.${i}`);
-        const { key: k, cores, ...rest } = it;
-        return defined({ key: k, cores: coresWire(cores, `items.${i}.cores`), ...rest });
+      // as the store: every item's key and options first, then every item's cores
+      const checked = items.map((it, i) => {
+        try {
+          if (it === null || typeof it !== "object") throw new ValidationError("must be an object.");
+          const { key: k, cores, ...rest } = it;
+          key(k);
+          return { key: k, cores, o: parseOrThrow(putCoresOptionsSchema, rest) };
+        } catch (e) {
+          throw itemError(e, i);
+        }
+      });
+      const wire = checked.map(({ key: k, cores, o }, i) => {
+        try {
+          return defined({ key: k, cores: coresWire(cores), ...o });
+        } catch (e) {
+          throw itemError(e, i);
+        }
       });
       return json<{ results: PutResult[] }>({ method: "POST", path: "/v1/put_cores_batch", json: { namespace: n, items: wire } });
     },
@@ -371,7 +386,7 @@ export function createClient(options: ClientOptions): SvcClient {
 
     async search(n, filter = {}, opts = {}) {
       ns(n);
-      parseOrThrow(filterSchema, filter, "filter");
+      compileFilter(filter); // as the store: the filter first, with its messages
       const o = opt(searchOptionsSchema, opts);
       return json<SearchResult>({ method: "POST", path: "/v1/search", json: defined({ namespace: n, filter, ...o, prefix: o.prefix || undefined }) });
     },
@@ -418,24 +433,29 @@ export function createClient(options: ClientOptions): SvcClient {
 
     query: {
       async similarity(n, a, b, opts = {}) {
-        ns(n); key(a, "a"); key(b, "b");
+        ns(n); key(a); key(b); // both named "key", as by the store
         const o = opt(similarityOptionsSchema, opts);
         return json<SimilarityResult>({ method: "POST", path: "/v1/query/similarity", json: defined({ namespace: n, a, b, ...o }) });
       },
       async topk(n, opts) {
         ns(n);
         const o = opt(topkOptionsSchema, opts);
+        if (o.filter) compileFilter(o.filter);
         return json<TopkResult>({ method: "POST", path: "/v1/query/topk", json: defined({ namespace: n, ...o }) });
       },
       async vector(n, opts) {
         ns(n);
         const o = opt(vectorOptionsSchema, opts);
+        if (o.filter) compileFilter(o.filter);
         const { vector, ...rest } = o;
         const body: Record<string, unknown> = defined({ namespace: n, ...rest });
         if (Array.isArray(vector)) body.vector = vector;
         else {
+          // as the store: a typed array's element type is its dtype, an explicit other one is refused
+          const natural = vector instanceof Float32Array ? "float32" : "float64";
+          if (o.dtype && o.dtype !== natural) throw new ValidationError(`dtype ${o.dtype} does not match the vector's ${natural} data.`, "dtype");
           body.vector_b64 = bytesOf(vector).toString("base64");
-          body.dtype = o.dtype ?? (vector instanceof Float64Array ? "float64" : "float32");
+          body.dtype = natural;
           body.shape = o.shape ?? [vector.length];
         }
         return json<TopkResult>({ method: "POST", path: "/v1/query/vector", json: body });
@@ -451,15 +471,49 @@ export function createClient(options: ClientOptions): SvcClient {
   return client;
 }
 
-function coresWire(cores: CoreInput[], where: string): unknown {
-  if (!Array.isArray(cores)) throw new ValidationError(`${where} must be a list.`, where);
-  return cores.map((c, i) => {
-    if (!c || !(c.data instanceof ArrayBuffer || ArrayBuffer.isView(c.data))) {
-      throw new ValidationError(`${where}.${i}.data must be a typed array, a Buffer or an ArrayBuffer.`, `${where}.${i}.data`);
+// The store's checks of a list of cores (lib/store/index.ts, #prepareCores), in its order
+// and with its messages, made before sending: the engine's wire schema would otherwise answer
+// some of them first in its own words. test/store/tt.test.ts holds the two equal.
+const coreDim = z.number().int("core shape entries must be integers").min(1, "core shape entries must be at least 1").max(1 << 20, "core shape entries are too large");
+const coreShapeSchema = z.tuple([coreDim, coreDim, coreDim], "core shape must be [r_prev, n_k, r_next]");
+
+function coresWire(cores: CoreInput[], where = "cores"): Array<{ shape: number[]; dtype: "float32" | "float64"; data_b64: string }> {
+  if (!Array.isArray(cores) || cores.length < 1 || cores.length > 64) throw new ValidationError(`${where} must be a list of 1 to 64 cores.`, where);
+  let coreDtype: "float32" | "float64" | undefined;
+  let rank = 1;
+  return cores.map((c, k) => {
+    const here = `${where}.${k}`;
+    if (c === null || typeof c !== "object") throw new ValidationError(`${here} must be an object.`, here);
+    const shape = parseOrThrow(coreShapeSchema, c.shape, `${here}.shape`);
+    const natural = c.data instanceof Float32Array ? "float32" : c.data instanceof Float64Array ? "float64" : undefined;
+    const dt = c.dtype === undefined ? (natural ?? "float32") : parseOrThrow(coreDtypeSchema, c.dtype, `${here}.dtype`);
+    if (natural && natural !== dt) throw new ValidationError(`${here}.dtype ${dt} does not match its ${natural} data.`, `${here}.dtype`);
+    if (!(c.data instanceof ArrayBuffer) && !ArrayBuffer.isView(c.data)) {
+      throw new ValidationError(`${here}.data must be a Float32Array, a Float64Array or bytes.`, `${here}.data`);
     }
-    const dtype = c.dtype ?? (c.data instanceof Float64Array ? "float64" : "float32");
-    return { shape: c.shape, dtype, data_b64: bytesOf(c.data).toString("base64") };
+    if (coreDtype && coreDtype !== dt) throw new ValidationError(`${here}.dtype: all cores must have the same dtype.`, `${here}.dtype`);
+    coreDtype = dt;
+    const bytes = bytesOf(c.data);
+    const need = shape[0] * shape[1] * shape[2] * (dt === "float64" ? 8 : 4);
+    if (bytes.byteLength !== need) {
+      throw new ValidationError(`${here}.data has ${bytes.byteLength} bytes but shape [${shape.join(", ")}] of ${dt} needs ${need}.`, `${here}.data`);
+    }
+    if (k === 0 && shape[0] !== 1) throw new ValidationError(`${here}.shape: the first core must start with rank 1.`, `${here}.shape`);
+    if (k > 0 && shape[0] !== rank) throw new ValidationError(`${here}.shape: rank ${shape[0]} does not match the previous core's ${rank}.`, `${here}.shape`);
+    if (k === cores.length - 1 && shape[2] !== 1) throw new ValidationError(`${here}.shape: the last core must end with rank 1.`, `${here}.shape`);
+    rank = shape[2];
+    const values = typedArrayOf(dt, bytes) as Float32Array | Float64Array;
+    for (let i = 0; i < values.length; i++) {
+      if (!Number.isFinite(values[i]!)) throw new ValidationError(`${here}.data contains NaN or infinite values.`, `${here}.data`);
+    }
+    return { shape, dtype: dt, data_b64: bytes.toString("base64") };
   });
+}
+
+/** A batch item's ValidationError, prefixed with its index as the store does. */
+function itemError(e: unknown, i: number): unknown {
+  if (!(e instanceof ValidationError)) return e;
+  return new ValidationError(`items.${i}: ${e.message}`, e.field ? `items.${i}.${e.field}` : `items.${i}`);
 }
 
 function codeOfStatus(status: number): string {

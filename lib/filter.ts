@@ -33,7 +33,16 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
  */
 export function compileFilter(filter: unknown, where = "filter"): FilterNode {
   const budget = { nodes: 0 };
-  return compileObject(filter, where, 0, budget);
+  return compileObject(isPlainObject(filter) ? jsonForm(filter, where) : filter, where, 0, budget);
+}
+
+/** The filter as it travels over HTTP (NaN -> null, a Date -> its ISO string, undefined fields dropped), so that embedded and hosted match alike. */
+function jsonForm(f: Record<string, unknown>, where: string): unknown {
+  try {
+    return JSON.parse(JSON.stringify(f));
+  } catch {
+    throw new ValidationError(`${where} must be a JSON object (no cycles, no BigInt).`, where);
+  }
 }
 
 function compileObject(f: unknown, where: string, depth: number, budget: { nodes: number }): FilterNode {

@@ -59,10 +59,23 @@ function depthOf(v: unknown): number {
   return d + 1;
 }
 
+function jsonable(v: unknown): boolean {
+  try {
+    JSON.stringify(v);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export const metadataSchema = z
   .record(z.string(), z.unknown())
+  .refine(jsonable, { message: "metadata must be a JSON object (no cycles, no BigInt)", abort: true })
   .refine((m) => Buffer.byteLength(JSON.stringify(m)) <= METADATA_MAX_BYTES, "metadata must be at most 64 KiB serialised")
-  .refine((m) => depthOf(m) <= METADATA_MAX_DEPTH, "metadata must be nested at most 8 levels deep");
+  .refine((m) => depthOf(m) <= METADATA_MAX_DEPTH, "metadata must be nested at most 8 levels deep")
+  // kept as its JSON form (NaN -> null, a Date -> its ISO string, undefined fields dropped), as
+  // it travels over HTTP: the embedded store and createClient then store the same metadata
+  .transform((m) => JSON.parse(JSON.stringify(m)) as Record<string, unknown>);
 
 /**
  * Parses `value` with `schema`; on failure throws a ValidationError whose message is one

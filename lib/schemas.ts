@@ -103,8 +103,9 @@ export type TopkOptions = z.input<typeof topkOptionsSchema>;
 /** query.vector in the library: the vector is a typed array or a list of numbers. */
 export const vectorOptionsSchema = z.strictObject({
   vector: z.union([
-    z.instanceof(Float32Array),
-    z.instanceof(Float64Array),
+    // an empty typed array is refused as the empty list is (and as the wire refuses an empty vector_b64)
+    z.instanceof(Float32Array).refine((v) => v.length > 0, "vector must not be empty"),
+    z.instanceof(Float64Array).refine((v) => v.length > 0, "vector must not be empty"),
     z.array(z.number().refine(Number.isFinite, "vector entries must be finite numbers")).min(1, "vector must not be empty"),
   ]),
   shape: shapeSchema.optional(),

@@ -109,8 +109,8 @@ Napi::Value to_js(Napi::Env env, Buffer&& b, bool f64) {
       env, p, bytes,
       [](Napi::Env e, void* data, size_t* hint) {
         Napi::MemoryManagement::AdjustExternalMemory(e, -static_cast<int64_t>(*hint));
+        free_buffer(data, *hint);
         delete hint;
-        std::free(data);
       },
       new size_t(bytes));
   if (f64) return Napi::Float64Array::New(env, n, ab, 0);
@@ -392,12 +392,11 @@ class DotBatchWorker : public Worker {
  protected:
   void run() override {
     out_ = scores_buffer(cands_.size());
-    out_.bytes = cands_.size() * sizeof(double);
     double* o = out_.as<double>();
     parallel_for(cands_.size(), [&](size_t i) { o[i] = dot_any(q_, cands_[i], modes_); });
   }
   Napi::Value result(Napi::Env env) override {
-    if (out_.bytes == 0) return Napi::Float64Array::New(env, 0);
+    if (cands_.empty()) return Napi::Float64Array::New(env, 0);
     return to_js(env, std::move(out_), true);
   }
 
@@ -423,12 +422,11 @@ class DotDenseBatchWorker : public Worker {
  protected:
   void run() override {
     out_ = scores_buffer(cands_.size());
-    out_.bytes = cands_.size() * sizeof(double);
     double* o = out_.as<double>();
     for (size_t i = 0; i < cands_.size(); ++i) o[i] = dot_dense_any(cands_[i], modes_, x_);
   }
   Napi::Value result(Napi::Env env) override {
-    if (out_.bytes == 0) return Napi::Float64Array::New(env, 0);
+    if (cands_.empty()) return Napi::Float64Array::New(env, 0);
     return to_js(env, std::move(out_), true);
   }
 

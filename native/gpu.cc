@@ -150,8 +150,8 @@ Napi::Value f32_js(Napi::Env env, Buffer&& b) {
       env, p, bytes,
       [](Napi::Env e, void* data, size_t* hint) {
         Napi::MemoryManagement::AdjustExternalMemory(e, -static_cast<int64_t>(*hint));
+        free_buffer(data, *hint);
         delete hint;
-        std::free(data);
       },
       new size_t(bytes));
   return Napi::Float32Array::New(env, bytes / 4, ab, 0);

@@ -80,3 +80,31 @@ test("reconstruct: float32 quantized blocks match the full float32 reconstructio
   const want = block(full, shape, slice);
   t.ok(got.every((v, i) => Math.abs(v - want[i]!) <= 1e-5 * (1 + Math.abs(want[i]!))), "values agree to float32 precision");
 });
+
+test("reconstruct: large results reuse freed native blocks and hold only their own values", async (t) => {
+  // Results of 4 MiB and more come from a cache of freed blocks (native/tt.cc alloc_buffer):
+  // a reused block still holds the previous tensor's values, so each result must overwrite all
+  // of it. Collect between calls so the previous result's block is back in the cache.
+  const { setFlagsFromString } = await import("node:v8");
+  const { runInNewContext } = await import("node:vm");
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  const shape = [128, 128, 128];
+  const check = (got: ArrayLike<number>, want: ArrayLike<number>, what: string) => {
+    let m = 0;
+    for (let i = 0; i < want.length; i++) m = Math.max(m, Math.abs(got[i]! - want[i]!) / (1 + Math.abs(want[i]!)));
+    t.ok(got.length === want.length && m < 1e-5, `${what}: max deviation ${m.toExponential(2)}`);
+  };
+  for (let seed = 1; seed <= 3; seed++) {
+    const src = randomTT(shape, [1, 3, 2, 1], 100 + seed, false);
+    const want = denseOf(src);
+    check(await tt.reconstruct(src), want, `8 MiB result, tensor ${seed}`);
+    gc();
+    await new Promise((r) => setImmediate(r));
+    // a block of 7/8 of the size fits in the freed 8 MiB block
+    const slice: [number, number][] = [[0, 112], [0, 128], [0, 128]];
+    check(await tt.reconstruct(src, { slice }), block(want, shape, slice), `7 MiB block, tensor ${seed}`);
+    gc();
+    await new Promise((r) => setImmediate(r));
+  }
+});

@@ -30,11 +30,12 @@ export interface CompressOptions {
   /** TT modes (product = product of shape); default chooseModes(shape). "auto" tries the plain
    *  and the quantized factorisation and keeps the smaller result. */
   modes?: number[] | "auto";
-  /** Resolve null instead of the result when its dense/TT size ratio would be below min_ratio,
-   *  and give up as soon as rank lower bounds prove it (sampled before any decomposition, then
+  /** Resolve null instead of the result when the data cannot be stored at this dense/TT size
+   *  ratio: no TT within the tolerance reaches it, or the result (max_rank included) does not.
+   *  Gives up as soon as rank lower bounds prove either (sampled before any decomposition, then
    *  the true ranks and discarded energy after each step). The result, when there is one, is the
-   *  same as without min_ratio (max_rank included: a capped, "weak" result that reaches the
-   *  ratio is returned). */
+   *  same as without min_ratio (a capped, "weak" result is returned when it reaches the ratio
+   *  and the data are not provably incompressible at the tolerance). */
   min_ratio?: number;
 }
 

@@ -515,12 +515,12 @@ struct RankProbe {
   size_t n = 0, cap = 0;
   double delta2 = 0, margin = 0;
   std::vector<std::vector<double>> w;  // per unfolding: sampled squared singular values, descending
-  size_t boost = SIZE_MAX;              // unfolding whose rank is taken as large as it can be
+  std::vector<size_t> boost;            // per unfolding: a rank to assume instead of the sampled bound (0: none)
 
   size_t smax(size_t k) const { return std::min(M[k], n / M[k]); }
   // Lower bound on rho_k(tau); 1 where nothing was sampled.
   size_t rho(size_t k, double tau) const {
-    if (k == boost) return smax(k) > cap ? cap + 1 : smax(k);
+    if (k < boost.size() && boost[k]) return std::min(boost[k], smax(k));
     const std::vector<double>& v = w[k];
     if (v.empty()) return 1;
     size_t r = v.size();
@@ -578,51 +578,91 @@ struct RankProbe {
     }
     return best;
   }
+  // Lower bound on the size of any TT within the tolerance, ranks not capped: each unfolding of
+  // such a TT approximates the data's within the whole budget (d-1)·δ², so its rank is at least
+  // the sampled δ-rank at that budget (or the rank assumed by `boost`).
+  double tol_size_bound() const {
+    size_t d = modes.size();
+    std::vector<double> L(d + 1, 1.0);
+    for (size_t k = 1; k < d; ++k)
+      L[k] = double(std::min(rho(k, double(d - 1) * delta2), smax(k)));
+    double t = 0;
+    for (size_t k = 0; k < d; ++k) t += L[k] * double(modes[k]) * L[k + 1];
+    return t;
+  }
+  // Whether the bounds prove min_ratio unreachable before any step: by the TT-SVD result
+  // (max_rank counted) or by every TT within the tolerance.
+  bool unreachable(double min_ratio) const {
+    std::vector<size_t> ones(modes.size() + 1, 1);
+    return double(n) / size_bound(ones, 0, 0.0, false) < min_ratio || double(n) / tol_size_bound() < min_ratio;
+  }
 };
 
-// Samples the unfoldings (middle ones first: they carry the largest ranks) with blocks of 64
-// rows and columns, growing (128, 256, up to max_rank + 32 and at most 512) only while the
-// sample looks saturated (its delta-rank is at least half its size), so that compressible data
-// pay microseconds. Returns true as soon as the size bound proves min_ratio unreachable.
+// Samples every unfolding with blocks of 64 rows and columns (middle ones first: they carry the
+// largest ranks), then grows the blocks of saturated samples (delta-rank at least half the
+// size) to the smallest of 128, 256, 512 at which larger ranks there could decide (by either
+// bound), so that compressible data pay microseconds. Returns true as soon as the bounds prove
+// min_ratio unreachable.
 template <typename T>
 bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
   size_t d = P.modes.size(), n = P.n;
   std::vector<size_t> order;
   for (size_t k = 1; k < d; ++k) order.push_back(k);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return P.smax(a) > P.smax(b); });
-  const size_t smax_sample = std::max<size_t>(64, std::min<size_t>(2 * kSample, P.cap + 32));
-  std::vector<size_t> ones(d + 1, 1);
-  for (size_t k : order) {
+  const size_t smax_sample = 2 * kSample;
+  // Samples unfolding k with blocks of S rows and columns; returns whether a larger block there
+  // could show a larger rank.
+  auto sample = [&](size_t k, size_t S) -> bool {
     size_t Mk = P.M[k], Nn = n / Mk;
-    for (size_t S = 64;; S = std::min(2 * S, smax_sample)) {
-      std::vector<size_t> rows = stratified(Mk, S, 0x5eed0000 + 2 * k);
-      std::vector<size_t> cols = stratified(Nn, S, 0x5eed0001 + 2 * k);
-      size_t sr = rows.size(), sc = cols.size();
-      std::vector<double> sub(sr * sc);
-      for (size_t a = 0; a < sr; ++a) {
-        const T* row = data + rows[a] * Nn;
-        for (size_t b = 0; b < sc; ++b) sub[a * sc + b] = double(row[cols[b]]);
-      }
-      size_t g = std::min(sr, sc);
-      std::vector<double> G(g * g), w(g);
-      if (sr <= sc)
-        gemm<double, double, double>(sr, sr, sc, sub.data(), sc, 1, sub.data(), 1, sc, G.data(), g, false);
-      else
-        gemm<double, double, double>(sc, sc, sr, sub.data(), 1, sc, sub.data(), sc, 1, G.data(), g, false);
-      for (size_t i = 0; i < g; ++i)
-        for (size_t j = i + 1; j < g; ++j) G[i * g + j] = G[j * g + i] = 0.5 * (G[i * g + j] + G[j * g + i]);
-      sym_eig(g, G.data(), w.data(), nullptr);
-      P.w[k] = w;
-      size_t r = P.rho(k, double(k) * P.delta2);
-      bool whole = sr == Mk && sc == Nn;
-      if (whole || S >= smax_sample || r > P.cap || 2 * r < g) break;
-      // A larger sample only helps if even the largest rank of this unfolding would decide.
-      P.boost = k;
-      bool could = double(n) / P.size_bound(ones, 0, 0.0, false) < min_ratio;
-      P.boost = SIZE_MAX;
-      if (!could) break;
+    std::vector<size_t> rows = stratified(Mk, S, 0x5eed0000 + 2 * k);
+    std::vector<size_t> cols = stratified(Nn, S, 0x5eed0001 + 2 * k);
+    size_t sr = rows.size(), sc = cols.size();
+    std::vector<double> sub(sr * sc);
+    for (size_t a = 0; a < sr; ++a) {
+      const T* row = data + rows[a] * Nn;
+      for (size_t b = 0; b < sc; ++b) sub[a * sc + b] = double(row[cols[b]]);
     }
-    if (double(n) / P.size_bound(ones, 0, 0.0, false) < min_ratio) return true;
+    size_t g = std::min(sr, sc);
+    std::vector<double> G(g * g), w(g);
+    if (sr <= sc)
+      gemm<double, double, double>(sr, sr, sc, sub.data(), sc, 1, sub.data(), 1, sc, G.data(), g, false);
+    else
+      gemm<double, double, double>(sc, sc, sr, sub.data(), 1, sc, sub.data(), sc, 1, G.data(), g, false);
+    for (size_t i = 0; i < g; ++i)
+      for (size_t j = i + 1; j < g; ++j) G[i * g + j] = G[j * g + i] = 0.5 * (G[i * g + j] + G[j * g + i]);
+    sym_eig(g, G.data(), w.data(), nullptr);
+    P.w[k] = w;
+    size_t r = P.rho(k, double(k) * P.delta2);
+    // no larger rank can show: the whole unfolding, the largest block, a block as large as the
+    // unfolding's rank can be, or a sample whose rank is well below its size
+    return !((sr == Mk && sc == Nn) || S >= smax_sample || g >= P.smax(k) || 2 * r < g);
+  };
+  std::vector<bool> saturated(d, false);
+  std::vector<size_t> side(d, 64);
+  for (size_t k : order) {
+    saturated[k] = sample(k, 64);
+    if (P.unreachable(min_ratio)) return true;
+  }
+  // Larger samples of the saturated unfoldings only help if ranks as large as such a sample can
+  // show would decide: take the smallest size that would, sample them at it, middle first, and
+  // look again.
+  for (;;) {
+    size_t S = 0;
+    for (size_t cand = 128; cand <= smax_sample && S == 0; cand *= 2) {
+      P.boost.assign(d, 0);
+      bool any = false;
+      for (size_t k : order)
+        if (saturated[k] && side[k] < cand) P.boost[k] = cand, any = true;
+      if (any && P.unreachable(min_ratio)) S = cand;
+      P.boost.clear();
+    }
+    if (S == 0) return false;
+    for (size_t k : order) {
+      if (!saturated[k] || side[k] >= S) continue;
+      side[k] = S;
+      saturated[k] = sample(k, S);
+      if (P.unreachable(min_ratio)) return true;
+    }
   }
   return false;
 }

@@ -251,12 +251,9 @@ export class Store {
       // cores are float32 (float64 for float64 data): the reachable ratio is measured against them
       const coreBytes = dtype === "float64" ? 8 : 4;
       const minRatio = config.min_compression_ratio * (coreBytes / size);
-      // when even full ranks under the cap reach the ratio, the early exit cannot trigger: skip it
-      const modes = tt.chooseModes(shape);
-      const worst = cappedTTSize(modes, maxRank) * coreBytes;
-      const res = await tt.compress(work, shape, worst * minRatio <= work.length * coreBytes
-        ? { tolerance, max_rank: maxRank }
-        : { tolerance, max_rank: maxRank, min_ratio: minRatio });
+      // min_ratio also gives up when no TT within the tolerance reaches the ratio (docs/tt.md),
+      // so incompressible data are passthrough at once, even where capped ranks would fit
+      const res = await tt.compress(work, shape, { tolerance, max_rank: maxRank, min_ratio: minRatio });
       if (res === null) return raw(denseNorm(work));
       const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
       const ratio = bytesIn / stored;
@@ -853,23 +850,6 @@ function itemError(e: unknown, i: number): unknown {
   if (!(e instanceof ValidationError)) return e;
   const field = e.field ? `items.${i}.${e.field}` : `items.${i}`;
   return new ValidationError(`items.${i}: ${e.message}`, field);
-}
-
-/** Elements of a TT over `modes` with every rank at its largest under `cap`. */
-function cappedTTSize(modes: readonly number[], cap: number): number {
-  const d = modes.length;
-  const ranks = [1];
-  let left = 1;
-  for (let k = 1; k < d; k++) {
-    left = Math.min(left * modes[k - 1]!, Number.MAX_SAFE_INTEGER);
-    let right = 1;
-    for (let j = k; j < d && right < cap; j++) right *= modes[j]!;
-    ranks.push(Math.min(cap, left, right));
-  }
-  ranks.push(1);
-  let size = 0;
-  for (let k = 0; k < d; k++) size += ranks[k]! * modes[k]! * ranks[k + 1]!;
-  return size;
 }
 
 function concatCores(cores: readonly ArrayBufferView[]): Uint8Array {

@@ -73,6 +73,10 @@ suite.test("weak when the rank cap forces a larger error; passthrough for noise 
   const p = await s.put("ns", "noise", nz, { shape: [32, 32, 32] });
   t.deepEqual([p.verdict, p.compressed, p.compression_ratio, p.relative_error, p.fingerprint.codec, p.tt], ["passthrough", false, 1, 0, "raw", null], "incompressible floats are stored raw");
   t.deepEqual(Buffer.from((await s.serve("ns", "noise")).data.buffer), Buffer.from(nz.buffer), "raw floats serve bit-exact");
+  // 128^3 noise: under the default max_rank 256 a capped TT would reach ratio 3 at relative
+  // error 0.8; no TT within the tolerance comes near 1.2, so it is stored raw
+  const big = await s.put("ns", "noise-big", noise(128 ** 3, 10), { shape: [128, 128, 128] });
+  t.deepEqual([big.verdict, big.compressed, big.bytes_stored], ["passthrough", false, 128 ** 3 * 4], "large incompressible floats are stored raw too");
   const small = await s.put("ns", "small", new Float32Array(100).fill(1), { shape: [10, 10] });
   t.equal(small.verdict, "passthrough", "below min_compress_bytes");
   await rejects(t, s.put("ns", "nan", Float32Array.from([1, NaN, 3, 4]), { shape: [4] }), ValidationError, /NaN or infinite/, "NaN refused");

@@ -1,6 +1,7 @@
-// tt.compress with min_ratio: null exactly when the result's dense/TT size ratio is below
-// min_ratio (max_rank included), the same result as without min_ratio otherwise, on smooth,
-// heat-equation-like and exactly low-rank fields at three tolerances and on noise.
+// tt.compress with min_ratio: null when the result's dense/TT size ratio is below min_ratio
+// (max_rank included) or when no TT within the tolerance reaches it; the same result as without
+// min_ratio otherwise, on smooth, heat-equation-like and exactly low-rank fields at three
+// tolerances and on noise.
 import test from "tape";
 import * as tt from "../../lib/tt.js";
 import { gaussian, noise, randomTT, smoothField, ttSize } from "./helpers.js";
@@ -54,19 +55,39 @@ test("min_ratio: no false give-ups on compressible fields; null exactly above th
 
 test("min_ratio: a binding max_rank that still reaches the ratio returns the capped (weak) result", async (t) => {
   const x = smoothField(64, 64, 64);
+  const uncapped = (await tt.compress(x, [64, 64, 64], { tolerance: 1e-4 }))!;
+  const reachable = x.length / ttSize(uncapped);
   for (const cap of [1, 2, 3]) {
     const capped = (await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: cap }))!;
     t.ok(capped.relative_error > 1e-4, `max_rank ${cap} binds (error ${capped.relative_error.toExponential(2)})`);
     const ratio = x.length / ttSize(capped);
-    const r = await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: cap, min_ratio: ratio / 2 });
-    t.ok(r !== null && same(r, capped), `max_rank ${cap}: min_ratio ${(ratio / 2).toFixed(0)} returns the capped result`);
+    // a ratio that a TT within the tolerance reaches too (the uncapped one)
+    const min = Math.min(ratio, reachable) / 2;
+    const r = await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: cap, min_ratio: min });
+    t.ok(r !== null && same(r, capped), `max_rank ${cap}: min_ratio ${min.toFixed(0)} returns the capped result`);
     t.equal(await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: cap, min_ratio: ratio * 1.01 }), null, `max_rank ${cap}: above its ratio -> null`);
   }
+});
+
+test("min_ratio: null when no TT within the tolerance reaches it, even where the capped result would", async (t) => {
+  // The smooth field at 1e-4 needs ranks far above 1; its rank-1 capped TT has a ratio no TT
+  // within the tolerance reaches.
+  const x = smoothField(64, 64, 64);
+  const capped = (await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: 1 }))!;
+  const ratio = x.length / ttSize(capped);
+  t.equal(await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: 1, min_ratio: ratio / 2 }), null, `rank-1 ratio ${ratio.toFixed(0)}, min_ratio ${(ratio / 2).toFixed(0)}: null`);
+  // Noise 128^3 with max_rank 256: the capped TT has a ratio about 3 (relative error about 0.8),
+  // but within the tolerance nothing comes near 2.
+  const y = noise(128 ** 3, 11);
+  const full = (await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256 }))!;
+  t.ok(y.length / ttSize(full) > 2 && full.relative_error > 0.5, `capped noise: ratio ${(y.length / ttSize(full)).toFixed(2)}, error ${full.relative_error.toFixed(2)}`);
+  t.equal(await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256, min_ratio: 2 }), null, "noise 128^3, min_ratio 2: null");
+  t.equal(await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 }), null, "noise 128^3, the store's min_ratio: null");
   // Noise 64^3 with max_rank 256: the capped result is larger than the input (ratio < 1.2).
-  const y = noise(64 ** 3, 9);
-  const full = (await tt.compress(y, [64, 64, 64], { max_rank: 256 }))!;
-  t.ok(y.length / ttSize(full) < 1.2, `noise capped ratio ${(y.length / ttSize(full)).toFixed(2)} < 1.2`);
-  t.equal(await tt.compress(y, [64, 64, 64], { max_rank: 256, min_ratio: 1.2 }), null, "noise with the store's min_ratio -> null");
+  const z = noise(64 ** 3, 9);
+  const zfull = (await tt.compress(z, [64, 64, 64], { max_rank: 256 }))!;
+  t.ok(z.length / ttSize(zfull) < 1.2, `noise capped ratio ${(z.length / ttSize(zfull)).toFixed(2)} < 1.2`);
+  t.equal(await tt.compress(z, [64, 64, 64], { max_rank: 256, min_ratio: 1.2 }), null, "noise 64^3 with the store's min_ratio -> null");
 });
 
 test("min_ratio: noise gives up; plain modes and float64 too", async (t) => {

@@ -522,7 +522,7 @@ function codeOfStatus(status: number): string {
     case 401: return "unauthorized";
     case 403: return "forbidden";
     case 404: return "not_found";
-    case 409: return "conflict";
+    case 409: return "version_conflict";
     case 413: return "payload_too_large";
     case 415: return "unsupported_media_type";
     case 429: return "rate_limited";

@@ -7,7 +7,6 @@ export type ErrorCode =
   | "unauthorized"
   | "forbidden"
   | "not_found"
-  | "conflict"
   | "version_conflict"
   | "rate_limited"
   | "quota_exhausted"
@@ -49,9 +48,12 @@ export class ForbiddenError extends SvcError {
 export class NotFoundError extends SvcError {
   constructor(message: string) { super("not_found", message); }
 }
-/** A resource that must not exist already does (for example a tenant id). */
+/**
+ * A resource that must not exist already does (for example a tenant id), or is in a state the
+ * request conflicts with. HTTP 409 with api.md section 3's one 409 code, `version_conflict`.
+ */
 export class ConflictError extends SvcError {
-  constructor(message: string) { super("conflict", message); }
+  constructor(message: string) { super("version_conflict", message); }
 }
 export class VersionConflictError extends SvcError {
   constructor(message: string, readonly expected?: number, readonly actual?: number) {
@@ -83,7 +85,6 @@ export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
-  conflict: 409,
   version_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
@@ -100,7 +101,6 @@ const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
   unauthorized: UnauthorizedError,
   forbidden: ForbiddenError,
   not_found: NotFoundError,
-  conflict: ConflictError,
   version_conflict: VersionConflictError,
   rate_limited: class extends RateLimitedError { constructor(m: string) { super(m, 0); } },
   quota_exhausted: class extends QuotaExhaustedError { constructor(m: string) { super(m, 0); } },

@@ -30,7 +30,7 @@ test("create: 201 with the documented fields and defaults; the key is stored onl
 test("create: 409 for an existing tenant, 400 for an unknown plan, bad id, bad namespace, unknown field, bad JSON", async (t) => {
   const dup = await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" });
   t.equal(dup.status, 409, "existing tenant: 409");
-  t.equal(dup.json.code, "conflict");
+  t.equal(dup.json.code, "version_conflict");
   const cases: Array<[unknown, string]> = [
     [{ tenant_id: "x1", plan: "gold" }, "unknown plan"],
     [{ tenant_id: "Bad Id" }, "bad tenant_id"],

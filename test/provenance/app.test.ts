@@ -386,7 +386,7 @@ test("rotation: old receipts still verify, public-key lists the retired key, new
   t.equal(after.previous_receipt_sha256, receiptHash(before));
   const z = await post(`${b.url}/v1/provenance/evidence-bundle`, { receipt: before }, a.adminKey);
   t.equal(z.status, 409, "a retired key's receipt cannot get a bundle signed by its own key");
-  t.equal(z.json.code, "conflict");
+  t.equal(z.json.code, "version_conflict");
   await b.close();
   await cleanup();
 });

@@ -15,7 +15,7 @@ test("svc-verify-receipt: exit codes and output for each case", async (t) => {
     ["wrong expected fingerprint", ["--receipt", p("receipt.json"), "--public-key", p("pub.json"), "--expected-fingerprint", otherSigner.fingerprint], 1],
     ["unsupported schema", ["--receipt", p("v2.json"), "--public-key", p("pub.json")], 3],
     ["no pin", ["--receipt", p("receipt.json")], 2],
-    ["fingerprint without a key file", ["--receipt", p("receipt.json"), "--expected-fingerprint", fp], 2],
+    ["fingerprint without a key file", ["--receipt", p("receipt.json"), "--expected-fingerprint", fp], 1],
     ["missing receipt file", ["--receipt", p("nope.json"), "--public-key", p("pub.json")], 2],
     ["receipt not JSON", ["--receipt", p("not-json.json"), "--public-key", p("pub.json")], 2],
     ["key file not a key", ["--receipt", p("receipt.json"), "--public-key", p("artifact.bin")], 2],
@@ -23,6 +23,7 @@ test("svc-verify-receipt: exit codes and output for each case", async (t) => {
     ["bad fingerprint", ["--receipt", p("receipt.json"), "--public-key", p("pub.json"), "--expected-fingerprint", "xyz"], 2],
     ["missing artifact", ["--receipt", p("receipt.json"), "--public-key", p("pub.json"), "--artifact", p("nope.bin")], 2],
     ["integrity only with a key", ["--receipt", p("receipt.json"), "--public-key", p("other-pub.json"), "--integrity-only"], 1],
+    ["integrity only without a key", ["--receipt", p("receipt.json"), "--integrity-only"], 1],
   ];
   const results = await runAll(cases.map(([, args]) => ["svc-verify-receipt", args]));
   cases.forEach(([name, , code], i) => {
@@ -38,6 +39,11 @@ test("svc-verify-receipt: exit codes and output for each case", async (t) => {
   t.match(results[0]!.stdout, /verdict: valid/);
   t.notOk(results[0]!.stdout.includes("not authenticated"), "a pinned run does not say unauthenticated");
   t.match(results[9]!.stderr, /--public-key or --expected-fingerprint/, "no pin: says what to give");
+  // without a key file the signature check cannot be carried out: a failed check, not a usage error
+  for (const i of [10, results.length - 1]) {
+    t.match(results[i]!.stdout, /signature.*not available to this verifier/, `${cases[i]![0]}: the signature check says why it failed`);
+  }
+  t.match(results[results.length - 1]!.stdout, /issuer was not authenticated/, "integrity only without a key: says the issuer was not authenticated");
 });
 
 test("svc-verify-receipt: --json prints the verify structure; --integrity-only says the issuer was not authenticated", async (t) => {

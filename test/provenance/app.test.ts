@@ -1,6 +1,7 @@
 // The appliance's HTTP surface: every endpoint, auth, bad input, the chain through
 // HTTP (order, concurrency, restart), rotation, metrics, and no secret in any output.
 import test from "tape";
+import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { readZip, verifyBundle } from "../../server/provenance/bundle.js";
@@ -238,6 +239,48 @@ test("issuance in its plain form (served without express) and in other forms (th
   }
   const last = await post(`${a.url}/v1/provenance/exact`, body, a.adminKey);
   t.equal(last.json.serial, issued + 1, "every receipt took one serial, no refused request took any");
+  await a.close();
+  await cleanup();
+});
+
+test("verification in its plain form (served without express) and through express answers alike", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const a = await startApp(dir, { maxBodyBytes: 256 * 1024 });
+  const issued = await post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { k: "v" } }, a.adminKey);
+  const good = JSON.stringify({ receipt: issued.json });
+  const bad = JSON.stringify({ receipt: { ...issued.json, claims: { k: "w" } } });
+  const viaExpress = (body: string) => fetch(`${a.url}/v1/provenance/verify?x=1`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  for (const [name, body, status] of [["valid", good, 200], ["tampered", bad, 422]] as const) {
+    const given = randomUUID();
+    const plain = await post(`${a.url}/v1/provenance/verify`, body, undefined, { "x-request-id": given });
+    const other = await viaExpress(body);
+    const otherJson = (await other.json()) as any;
+    t.equal(plain.status, status, `plain, ${name}: ${status}`);
+    t.equal(other.status, status, `express, ${name}: ${status}`);
+    t.equal(plain.headers.get("content-type"), other.headers.get("content-type"), `${name}: the same content type`);
+    t.equal(plain.headers.get("x-request-id"), given, `plain, ${name}: the request id is echoed`);
+    t.deepEqual(plain.json, otherJson, `${name}: the same verification result`);
+    const log = a.logs.map((l) => JSON.parse(l)).find((l) => l.request_id === given);
+    t.deepEqual(log && { route: log.route, status: log.status }, { route: "/v1/provenance/verify", status }, `plain, ${name}: one log line`);
+  }
+  for (const [name, raw, code, status] of [
+    ["an empty body", "", "bad_request", 400],
+    ["not JSON", "{", "bad_request", 400],
+    ["no receipt", "{}", "bad_request", 400],
+    ["an unknown field", JSON.stringify({ receipt: issued.json, extra: 1 }), "bad_request", 400],
+    ["a bad artifact_b64", JSON.stringify({ receipt: issued.json, artifact_b64: "***" }), "bad_request", 400],
+    ["a receipt that is not an object", JSON.stringify({ receipt: 5 }), undefined, 422],
+  ] as const) {
+    const r = await post(`${a.url}/v1/provenance/verify`, raw);
+    const e = await viaExpress(raw);
+    t.equal(r.status, status, `plain, ${name}: ${status}`);
+    t.equal(e.status, status, `express, ${name}: ${status}`);
+    if (code) t.equal(r.json?.code, code, `plain, ${name}: ${code} (${r.json?.detail})`);
+    const ej = (await e.json()) as any;
+    t.equal(r.json?.detail ?? r.json?.verdict, ej.detail ?? ej.verdict, `${name}: the same detail or verdict`);
+  }
+  const big = await post(`${a.url}/v1/provenance/verify`, JSON.stringify({ receipt: issued.json, pad: "x".repeat(300 * 1024) }));
+  t.equal(big.status, 413, "plain: a body over the limit is 413");
   await a.close();
   await cleanup();
 });

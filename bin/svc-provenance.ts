@@ -3,7 +3,7 @@
 import { loadConfig } from "../server/provenance/config.js";
 import { EXIT, UsageError, parse, runCli } from "../server/provenance/cli.js";
 import { bootstrap, loadKeyring, publicKeyDocument, rotateKey } from "../server/provenance/keys.js";
-import { startProvenance } from "../server/provenance/server.js";
+import { lockHome, startProvenance } from "../server/provenance/server.js";
 import { createBackend } from "../server/provenance/signer.js";
 
 const HELP = `Usage: svc-provenance <command>
@@ -11,7 +11,7 @@ const HELP = `Usage: svc-provenance <command>
 Commands:
   serve        start the appliance (first boot included) on SVC_PROVENANCE_HOST:SVC_PROVENANCE_PORT
   init         first boot only: create the keypair and the admin API key, then exit
-  rotate-key   make a new active keypair and retire the old one (restart the service after)
+  rotate-key   make a new active keypair and retire the old one (stop the service first)
   public-key   print the public-key JSON, for pinning in the offline verifiers
 
 On the boot that creates it, the admin API key is printed once on standard output as
@@ -62,9 +62,17 @@ await runCli(async () => {
     }
     case "rotate-key": {
       const config = loadConfig();
-      const k = await rotateKey(config.home, await createBackend(config.backend));
+      // Not while an appliance serves this home (it would go on signing with the retired key),
+      // and never two rotations at once (one of the keys would be lost unlisted).
+      const release = await lockHome(config.home);
+      let k;
+      try {
+        k = await rotateKey(config.home, await createBackend(config.backend));
+      } finally {
+        await release();
+      }
       process.stdout.write(JSON.stringify({ fingerprint: k.active.fingerprint, retired: k.retired.map((r) => r.fingerprint) }) + "\n");
-      process.stderr.write("Rotated the signing key; restart the service so that it signs with the new key.\n");
+      process.stderr.write("Rotated the signing key; start the service again to sign with the new key.\n");
       return EXIT.valid;
     }
     case "public-key": {

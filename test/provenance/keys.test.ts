@@ -1,6 +1,6 @@
 // First boot, restart, rotation, file modes, and configuration parsing.
 import test from "tape";
-import { chmod, readFile, readdir, stat, writeFile, mkdir } from "node:fs/promises";
+import { chmod, readFile, readdir, stat, unlink, writeFile, mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { ConfigError, loadConfig } from "../../server/provenance/config.js";
@@ -155,6 +155,14 @@ test("svc-provenance init prints the admin key once; a second run prints no secr
   const pk = run(["public-key"]);
   t.equal(pk.status, 0);
   t.equal(JSON.parse(pk.stdout).algorithm, "ML-DSA-65", "public-key prints the JSON");
+  // while an appliance serves this home (its lock names a live process), rotation is refused
+  const lock = join(dir, "home", "serve.lock");
+  await writeFile(lock, `${process.pid}\n`);
+  const refused = run(["rotate-key"]);
+  t.notEqual(refused.status, 0, "rotate-key while the home is being served: refused");
+  t.match(refused.stderr, new RegExp(`pid ${process.pid}\\) is serving this state directory`), "and says which process serves it");
+  t.equal(JSON.parse(run(["public-key"]).stdout).fingerprint, JSON.parse(pk.stdout).fingerprint, "the active key is unchanged");
+  await unlink(lock);
   const rot = run(["rotate-key"]);
   t.equal(rot.status, 0, "rotate-key exits 0");
   t.equal(JSON.parse(rot.stdout).retired[0], JSON.parse(pk.stdout).fingerprint, "and reports the retired fingerprint");

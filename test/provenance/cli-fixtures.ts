@@ -11,9 +11,10 @@ import { createBackend, createSigner, type Signer } from "../../server/provenanc
 import { configFor, tempDir } from "./helpers.js";
 
 export interface Run { code: number | null; stdout: string; stderr: string }
-export function run(bin: string, args: string[]): Promise<Run> {
+/** Runs `bin/<bin>.ts`; `preload` files are imported first (e.g. no-network.mjs). */
+export function run(bin: string, args: string[], preload: string[] = []): Promise<Run> {
   return new Promise((resolve) => {
-    const c = spawn(process.execPath, ["--import", "tsx", `bin/${bin}.ts`, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SVC_ENGINE_LOG_LEVEL: "" } });
+    const c = spawn(process.execPath, ["--import", "tsx", ...preload.flatMap((f) => ["--import", f]), `bin/${bin}.ts`, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SVC_ENGINE_LOG_LEVEL: "" } });
     let stdout = "";
     let stderr = "";
     c.stdout.on("data", (d) => (stdout += d));

@@ -1,7 +1,8 @@
 // svc-verify-bundle as a child process: ZIP and json-dir, every tamper and refusal case,
 // exit codes 0/1/2/3, --json, pinning, --integrity-only.
 import test from "tape";
-import { cleanup, fp, otherSigner, p, receipt, runAll } from "./cli-fixtures.js";
+import { spawnSync } from "node:child_process";
+import { cleanup, fp, otherSigner, p, receipt, run, runAll } from "./cli-fixtures.js";
 
 test("svc-verify-bundle: exit codes for valid, tampered, refused and unsupported bundles", async (t) => {
   const pin = ["--public-key", p("pub.json")];
@@ -35,6 +36,25 @@ test("svc-verify-bundle: exit codes for valid, tampered, refused and unsupported
   });
   t.match(results[9]!.stdout, /'\.\.' path segment/, "the ../ entry is named as the reason");
   t.match(results[19]!.stdout, /issuer was not authenticated/, "integrity-only says so");
+});
+
+test("both verifiers work with the network made unreachable", async (t) => {
+  const preload = new URL("./no-network.mjs", import.meta.url).pathname;
+  // the preload does trap: a connection or a name lookup under it ends the process with 97
+  for (const code of ["require('node:net').connect(9, '127.0.0.1').on('error', () => process.exit(0))", "require('node:dns').lookup('localhost', () => process.exit(0))"]) {
+    const probe = spawnSync(process.execPath, ["--import", preload, "-e", code], { encoding: "utf8", timeout: 30_000 });
+    t.equal(probe.status, 97, `under the preload, ${code.split(".")[0]}... exits 97`);
+  }
+  const pin = ["--public-key", p("pub.json")];
+  const [zip, dir, rec] = [
+    await run("svc-verify-bundle", ["--bundle", p("bundle.zip"), ...pin, "--artifact", p("artifact.bin")], [preload]),
+    await run("svc-verify-bundle", ["--bundle", p("bundle-dir"), "--format", "json-dir", "--expected-fingerprint", fp], [preload]),
+    await run("svc-verify-receipt", ["--receipt", p("receipt.json"), ...pin, "--artifact", p("artifact.bin")], [preload]),
+  ];
+  for (const [name, r] of [["svc-verify-bundle zip", zip], ["svc-verify-bundle json-dir", dir], ["svc-verify-receipt", rec]] as const) {
+    t.equal(r!.code, 0, `${name}: exit 0 without the network`);
+    t.notOk(r!.stderr.includes("NETWORK ACCESS"), `${name}: no connection attempted`);
+  }
 });
 
 test("svc-verify-bundle --json prints the verify structure with the bundle checks", async (t) => {

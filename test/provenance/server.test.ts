@@ -78,7 +78,8 @@ test("svc-provenance serve: prints the admin key once, logs JSON lines without s
       }
     });
   });
-  await new Promise((r) => setTimeout(r, 200)); // the key line follows the listen
+  // the key line is written before listening, but stdout and stderr are separate pipes
+  await new Promise((r) => setTimeout(r, 200));
   const key = /^SVC_PROVENANCE_ADMIN_KEY=(\S+)$/m.exec(stdout)?.[1];
   t.ok(key, "the admin key line is on stdout");
   const url = `http://127.0.0.1:${port}`;

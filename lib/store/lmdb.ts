@@ -22,6 +22,7 @@
 // open and read as they are, with no migration step, and new payloads go to the new layout.
 import { mkdirSync } from "node:fs";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
+import { ValidationError } from "../errors.js";
 import type { RecordKey, StorageBackend, WriteTx } from "./backend.js";
 
 const k = (key: RecordKey): Key => key as unknown as Key;
@@ -83,6 +84,19 @@ function decodeEntry(b: Uint8Array): Entry {
 
 type Bin = Database<Buffer, Buffer>;
 
+/** Creates the store's directory if absent; a file in the way is a ValidationError, not a raw EEXIST. */
+function storeDirectory(path: string): void {
+  try {
+    mkdirSync(path, { recursive: true });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    // recursive mkdir: EEXIST only when `path` itself is not a directory, ENOTDIR when a parent is not
+    if (code === "EEXIST") throw new ValidationError(`path ${path} is a file, not a directory: a store needs a directory (created if absent).`, "path");
+    if (code === "ENOTDIR") throw new ValidationError(`path ${path} lies under a file, not a directory: a store needs a directory (created if absent).`, "path");
+    throw e;
+  }
+}
+
 /** A value through lmdb-js's reused read buffer (valid until the next read): copy out at once. */
 function peek(db: Bin, key: Buffer): Buffer | undefined {
   const b = db.getBinaryFast(key);
@@ -109,11 +123,13 @@ export class LmdbBackend implements StorageBackend {
   #tail: { bodyId: number; segId: number; seg: Buffer } | null = null;
 
   constructor(path: string) {
-    mkdirSync(path, { recursive: true });
+    storeDirectory(path);
     this.path = path;
     // overlappingSync off: a commit is fsynced before its promise resolves, so a put that
     // returned survives a crash of the process or the machine. Never noSync.
-    this.#root = open({ path, maxDbs: 8, overlappingSync: false });
+    // noSubdir false: `path` is always the directory holding data.mdb and lock.mdb; lmdb-js
+    // would otherwise take a path with an extension (`store.v2`) for the data file itself.
+    this.#root = open({ path, maxDbs: 8, overlappingSync: false, noSubdir: false });
     // shared msgpack structures: heads and version records all have one of a few shapes, and
     // decoding with shared structures makes a scan of 10,000 heads about 3x faster
     this.#records = this.#root.openDB<unknown, Key>({ name: "records", sharedStructuresKey: Symbol.for("svc.structures") });

@@ -4,8 +4,10 @@
 // isolation, and a ValidationError for every bad input. The shared tests run on createStore
 // (memory and LMDB) and on createClient over a real gateway and engine, and every call must
 // give identical results on all three (test/store/harness.ts); compaction with an injected
-// clock, forTenant itself and LMDB internals are store-only.
+// clock, forTenant itself, LMDB internals and the filesystem path of a store are store-only.
 import { createHash } from "node:crypto";
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { FakeClock } from "../../lib/clock.js";
 import { createStore } from "../../lib/store/index.js";
 import { LmdbBackend } from "../../lib/store/lmdb.js";
@@ -443,6 +445,42 @@ suite.storeOnly("get never reads the payload (it works with the payload gone; se
     t.deepEqual([g.version, g.metadata, g.fingerprint.sha256], [1, { m: 1 }, r.fingerprint.sha256], "get answers from the records alone");
     await rejects(t, s2.serve("ns", "k"), NotFoundError, /payload is missing/, "serve needs the payload");
     await s2.close();
+  }, ["lmdb"]);
+
+suite.storeOnly("a directory whose name has a dot holds a store; a file in the way is a ValidationError",
+  "createStore's path is a directory on this machine's filesystem", async (t, { dir }) => {
+    const d = dir();
+    const dotted = join(d, "store.v2");
+    const data = ints(4096, (i) => i % 9);
+    const s = await createStore({ path: dotted });
+    const r = await s.put("ns", "k", data, { shape: [4096] });
+    await s.close();
+    t.ok(statSync(dotted).isDirectory() && existsSync(join(dotted, "data.mdb")) && existsSync(join(dotted, "lock.mdb")),
+      "store.v2 is a directory holding data.mdb and lock.mdb (lmdb-js would take it for the data file)");
+    t.notOk(existsSync(`${dotted}-lock`), "no single-file lock beside it");
+    const again = await createStore({ path: dotted });
+    const back = await again.serve("ns", "k");
+    t.deepEqual([back.version, Buffer.from(back.data.buffer, back.data.byteOffset, back.data.byteLength).equals(Buffer.from(data.buffer))], [r.version, true], "reopened, the entry reads back bit-exact");
+    await again.close();
+
+    // a store written under a plain name, then renamed to a dotted one, opens as it is
+    const plain = join(d, "plain");
+    const p = await createStore({ path: plain });
+    await p.put("ns", "k", data, { shape: [4096], metadata: { m: 1 } });
+    await p.close();
+    renameSync(plain, join(d, "plain.old"));
+    const moved = await createStore({ path: join(d, "plain.old") });
+    t.deepEqual((await moved.get("ns", "k")).metadata, { m: 1 }, "an existing store moved to a dotted name opens and reads");
+    await moved.close();
+
+    const file = join(d, "file.bin");
+    writeFileSync(file, "not a store");
+    const e = await createStore({ path: file }).catch((x: unknown) => x);
+    t.ok(e instanceof ValidationError, `a regular file at path is a ValidationError: ${(e as Error).message}`);
+    t.equal((e as ValidationError).message, `path ${file} is a file, not a directory: a store needs a directory (created if absent).`, "one sentence naming the path");
+    t.deepEqual([(e as ValidationError).code, (e as ValidationError).field], ["bad_request", "path"], "code bad_request, field path");
+    t.equal(readFileSync(file, "utf8"), "not a store", "the file is left as it was");
+    await rejects(t, createStore({ path: join(file, "sub") }), ValidationError, /^path .*file\.bin\/sub lies under a file, not a directory: a store needs a directory \(created if absent\)\.$/, "a path under a regular file");
   }, ["lmdb"]);
 
 suite.run();

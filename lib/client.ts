@@ -11,15 +11,15 @@ import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow, type Dtype } fro
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
   similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, coreDtypeSchema,
-  type PutOptions, type PutCoresOptions, type GetOptions, type ListOptions, type SearchOptions, type ServeOptions,
-  type SimilarityOptions, type TopkOptions, type VectorOptions,
+  type GetOptions, type ServeOptions,
 } from "./schemas.js";
 import type {
-  PutData, CoreInput, PutCoresItem, PutResult, EntryInfo, ListResult, SearchResult, DeleteResult, ServeResult, ServeArray,
+  PutData, CoreInput, PutResult, EntryInfo, ListResult, SearchResult, DeleteResult, ServeResult, ServeArray,
   SimilarityResult, TopkResult, TtInfo,
 } from "./store/index.js";
 import { z } from "zod";
 import { compileFilter } from "./filter.js";
+import type { TensorStore, TensorStoreGpuHandle } from "./tensor-store.js";
 
 /** What `client.lastResponse` exposes about the latest HTTP exchange. */
 export interface LastResponse {
@@ -67,7 +67,7 @@ export type Data = PutData;
 
 /** A GPU-resident entry on the server: what `serveGpu` returns over HTTP. */
 export interface GpuServeInfo { namespace: string; key: string; version: number; device: string; resident: boolean; bytes_on_device: number; tt: TtInfo | null }
-export interface RemoteGpuHandle extends GpuServeInfo {
+export interface RemoteGpuHandle extends GpuServeInfo, TensorStoreGpuHandle {
   /** Dense reconstruction (a CPU serve of the same version). */
   reconstruct(opts?: Omit<ServeOptions, "version">): Promise<ServeResult>;
   /** Inner product with another entry of the same namespace (query_similarity, metric dot). */
@@ -80,24 +80,13 @@ export type TypedArray = ServeArray;
 
 /**
  * The hosted counterpart of a store from `createStore`: the same methods, options, results
- * and errors. Not available over HTTP: `compact` (an operator task on the engine) and
- * `forTenant` (the gateway decides the tenant from the API key).
+ * and errors, declared once in `TensorStore` (lib/tensor-store.ts), which both implement. Not
+ * available over HTTP: `compact` (an operator task on the engine) and `forTenant` (the
+ * gateway decides the tenant from the API key).
  */
-export interface SvcClient {
-  put(ns: string, key: string, data: PutData, opts?: PutOptions): Promise<PutResult>;
-  putCores(ns: string, key: string, cores: CoreInput[], opts?: PutCoresOptions): Promise<PutResult>;
-  putCoresBatch(ns: string, items: PutCoresItem[]): Promise<{ results: PutResult[] }>;
-  get(ns: string, key: string, opts?: GetOptions): Promise<EntryInfo>;
-  list(ns: string, opts?: ListOptions): Promise<ListResult>;
-  search(ns: string, filter?: Record<string, unknown>, opts?: SearchOptions): Promise<SearchResult>;
-  delete(ns: string, key: string): Promise<DeleteResult>;
-  serve(ns: string, key: string, opts?: ServeOptions): Promise<ServeResult>;
+export interface SvcClient extends TensorStore {
+  /** serve on the engine's GPU: the engine's residency record, with `reconstruct` and `dot` as HTTP calls. */
   serveGpu(ns: string, key: string, opts?: GetOptions): Promise<RemoteGpuHandle>;
-  readonly query: {
-    similarity(ns: string, a: string, b: string, opts?: SimilarityOptions): Promise<SimilarityResult>;
-    topk(ns: string, opts: TopkOptions): Promise<TopkResult>;
-    vector(ns: string, opts: VectorOptions): Promise<TopkResult>;
-  };
   /** Metadata of the latest HTTP response (null before the first call). */
   readonly lastResponse: LastResponse | null;
   /** Closes the connection pool; later calls fail. */

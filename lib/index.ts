@@ -20,6 +20,17 @@ export { createClient } from "./client.js";
 export type { ClientOptions, SvcClient, LastResponse, GpuServeInfo, RemoteGpuHandle } from "./client.js";
 
 /**
+ * What a store and a client share (`Store` implements it, `SvcClient` extends it): type code
+ * against it, and switching between embedded and hosted is the line that makes the store.
+ * @example
+ * const store: TensorStore = process.env.SVC_API_KEY
+ *   ? createClient({ baseUrl: "http://127.0.0.1:8080", apiKey: process.env.SVC_API_KEY })
+ *   : await createStore({ path: "./svc-data" });
+ * await store.put("default", "field/t0", data, { shape: [64, 64, 64] });
+ */
+export type { TensorStore, TensorStoreGpuHandle } from "./tensor-store.js";
+
+/**
  * The tensor-train toolkit: compression, reconstruction and inner products on cores.
  * @example
  * const t = await tt.compress(data, [128, 128, 128], { tolerance: 1e-3 });

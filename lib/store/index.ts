@@ -13,6 +13,7 @@ import {
   type ServeOptions, type SimilarityOptions, type TopkOptions, type VectorOptions,
 } from "../schemas.js";
 import { systemClock, type Clock } from "../clock.js";
+import type { TensorStore } from "../tensor-store.js";
 import type { RecordKey, StorageBackend, WriteTx } from "./backend.js";
 import {
   asBytes, denseNorm, extractBlock, fromWorkingFloat, hasNonFinite, losslessDecode, losslessEncode, product,
@@ -163,8 +164,11 @@ export async function createStore(options: StoreOptions): Promise<Store> {
   return new Store({ backend, config, clock: clock ?? systemClock, cache: new CoreCache(o.core_cache_bytes), closed: false, gpu }, tenant);
 }
 
-/** A store scoped to one tenant; `forTenant` gives views of the same database for others. */
-export class Store {
+/**
+ * A store scoped to one tenant; `forTenant` gives views of the same database for others.
+ * It implements `TensorStore`, the surface it shares with `createClient`'s client.
+ */
+export class Store implements TensorStore {
   readonly #core: Core;
   /** The tenant every key of this view is scoped to. */
   readonly tenant: string;

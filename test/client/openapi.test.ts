@@ -1,22 +1,24 @@
 // GET /openapi.json: a valid-looking OpenAPI 3.1 document whose operations are exactly the
 // routes the gateway serves: every documented operation answers on the live gateway (not the
-// catch-all 404), every route registered in the app and its admin router is documented,
-// the data-plane operations are exactly the gateway's metered OPERATIONS, and the request
-// schemas are the zod schemas' JSON Schema (a field the engine requires is required here).
+// catch-all 404), every route registered in the app and its admin router is documented, the
+// routes of the real billing router (billingRouter, introspected) are exactly the billing
+// operations, the data-plane operations are exactly the gateway's metered OPERATIONS, and the
+// request schemas are the zod schemas' JSON Schema (a field the engine requires is required here).
 import test from "tape";
-import express from "express";
 import { request } from "undici";
 import { z } from "zod";
 import { startStack } from "../cli/stack.js";
 import { openApiDocument } from "../../server/gateway/openapi.js";
 import { adminRouter } from "../../server/gateway/admin.js";
+import { billingRouter, MemoryBillingLog } from "../../server/gateway/billing.js";
+import { StripePaymentProvider } from "../../server/gateway/stripe-client.js";
 import { createApp } from "../../server/gateway/app.js";
 import { OPERATIONS, MemoryUsageStore } from "../../server/gateway/meter.js";
 import { MemoryTenantRegistry } from "../../server/gateway/tenants.js";
 import { MemoryRateLimiter } from "../../server/gateway/ratelimit.js";
 import { MemoryAuditSink } from "../../server/gateway/audit.js";
 import { UndiciEngineClient } from "../../server/gateway/proxy.js";
-import { systemClock } from "../../server/gateway/clock.js";
+import { FakeClock, systemClock } from "../../server/gateway/clock.js";
 import { putBodySchema, topkBodySchema } from "../../lib/schemas.js";
 
 type Doc = { openapi: string; info: { version: string }; paths: Record<string, Record<string, { operationId: string; security: unknown[]; requestBody?: { content: Record<string, { schema: Record<string, unknown> }> }; responses: Record<string, unknown>; tags: string[] }>> };
@@ -64,7 +66,7 @@ test("openapi: served on the live gateway; every documented operation is a live 
   }
 });
 
-test("openapi: every route registered in the app and the admin router is documented; data-plane operations are the metered OPERATIONS", async (t) => {
+test("openapi: every route registered in the app, the admin router and the billing router is documented; data-plane operations are the metered OPERATIONS", async (t) => {
   const doc = openApiDocument() as unknown as Doc;
   const ops = new Set(documented(doc));
   const app = createApp({
@@ -79,23 +81,43 @@ test("openapi: every route registered in the app and the admin router is documen
   const dataOps = Object.values(doc.paths).flatMap((p) => Object.values(p)).filter((o) => o.tags[0] === "data plane").map((o) => o.operationId).sort();
   t.deepEqual(dataOps, [...OPERATIONS].sort(), "data-plane operationIds = the gateway's OPERATIONS");
 
+  // billing: the real router, built with fakes as test/gateway/billing.test.ts builds it (the
+  // provider points at a closed port; no probe below reaches it), so a route added to it
+  // must be documented, and a documented billing operation must be one of its routes
+  const clock = new FakeClock(Date.UTC(2026, 0, 15));
+  const billing = billingRouter({
+    registry: new MemoryTenantRegistry(), clock, audit: new MemoryAuditSink(), limiter: new MemoryRateLimiter(clock), log: new MemoryBillingLog(),
+    provider: new StripePaymentProvider({ secretKey: "sk_test_openapi_0123456789abcdef", webhookSecret: "whsec_openapi_0123456789abcdef", apiBase: "http://127.0.0.1:9", timeoutMs: 1000 }),
+    prices: { builder: "price_builder_test", pro: "price_pro_test" },
+    policy: { billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 } },
+  });
+  const billingRoutes = routesOf((billing as unknown as { stack: Layer[] }).stack).sort();
   const withBilling = openApiDocument({ billing: {} }) as unknown as Doc;
-  t.ok(withBilling.paths["/gate/checkout"]?.post && withBilling.paths["/webhooks/payment"]?.post, "billing routes documented when the billing router is mounted");
-  t.notOk(doc.paths["/gate/checkout"], "and absent when it is not");
+  const billingOps = documented(withBilling).filter((op) => !ops.has(op)).sort();
+  t.ok(billingRoutes.length >= 2, `introspected ${billingRoutes.length} billing routes: ${billingRoutes.join(", ")}`);
+  t.deepEqual(billingRoutes, billingOps, "the billing router's routes are exactly the operations the document adds for billing");
+  t.notOk(doc.paths["/gate/checkout"] || doc.paths["/webhooks/payment"], "and they are absent when the router is not mounted");
   const billingApp = createApp({
     registry: new MemoryTenantRegistry(), limiter: new MemoryRateLimiter(systemClock), usage: new MemoryUsageStore(), audit: new MemoryAuditSink(),
     engine: new UndiciEngineClient("http://127.0.0.1:9", "k".repeat(32), 1000), clock: systemClock, serviceKey: "k".repeat(32),
-    billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 }, maxUploadBytes: 1024, billing: express.Router(),
+    billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 }, maxUploadBytes: 1024, billing,
   });
-  const served = await new Promise<string>((resolve) => {
-    const srv = billingApp.listen(0, "127.0.0.1", async () => {
-      const port = (srv.address() as { port: number }).port;
-      const r = await request(`http://127.0.0.1:${port}/openapi.json`);
+  const srv = billingApp.listen(0, "127.0.0.1");
+  await new Promise<void>((resolve) => srv.once("listening", () => resolve()));
+  try {
+    const base = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+    const served = (await (await request(`${base}/openapi.json`)).body.json()) as Doc;
+    t.deepEqual(documented(served).filter((op) => !ops.has(op)).sort(), billingRoutes, "the app with the billing router documents its routes in the document it serves");
+    for (const op of billingRoutes) {
+      const [method, path] = op.split(" ") as [string, string];
+      // no key, no signature: 401 or 400 from the router, never the catch-all 404
+      const r = await request(`${base}${path}`, { method: method as "POST", headers: { "content-type": "application/json" }, body: "{}" });
       const text = await r.body.text();
-      srv.close(() => resolve(text));
-    });
-  });
-  t.ok(JSON.parse(served).paths["/gate/checkout"], "an app with a billing router serves the billing paths in its document");
+      t.ok(r.statusCode !== 404 && !/No endpoint/.test(text), `${op} is served by the mounted router (HTTP ${r.statusCode})`);
+    }
+  } finally {
+    await new Promise<void>((resolve) => srv.close(() => resolve()));
+  }
   t.end();
 });
 

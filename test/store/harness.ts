@@ -17,8 +17,7 @@ import { request } from "undici";
 import { createStore, type Store, type StoreOptions } from "../../lib/store/index.js";
 import { createClient, type SvcClient } from "../../lib/client.js";
 import { SvcError } from "../../lib/errors.js";
-import type { GetOptions, ServeOptions } from "../../lib/schemas.js";
-import type { ServeResult, TtInfo } from "../../lib/store/index.js";
+import type { TensorStore } from "../../lib/tensor-store.js";
 import { loadEngineConfig } from "../../server/engine/config.js";
 import { startEngine } from "../../server/engine/server.js";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
@@ -26,27 +25,11 @@ import { startGateway } from "../../server/gateway/server.js";
 
 export type Kind = "memory" | "lmdb" | "http";
 
-/** What a store's GPU handle and a client's remote handle have in common. */
-export interface GpuHandleApi {
-  namespace: string; key: string; version: number; device: string; resident: boolean; bytes_on_device: number; tt: TtInfo | null;
-  reconstruct(opts?: Omit<ServeOptions, "version">): Promise<ServeResult>;
-  dot(other: { key: string; version?: number }): Promise<number>;
-  release(): void | Promise<void>;
-}
-
-/** The methods a store from createStore and a client from createClient share. */
-export interface StoreApi {
-  put: Store["put"];
-  putCores: Store["putCores"];
-  putCoresBatch: Store["putCoresBatch"];
-  get: Store["get"];
-  list: Store["list"];
-  search: Store["search"];
-  delete: Store["delete"];
-  serve: Store["serve"];
-  serveGpu(ns: string, key: string, opts?: GetOptions): Promise<GpuHandleApi>;
-  query: Store["query"];
-}
+/**
+ * The methods a store from createStore and a client from createClient share: the public
+ * TensorStore (lib/tensor-store.ts) less close(), which each target's clean-up calls itself.
+ */
+export type StoreApi = Omit<TensorStore, "close">;
 
 export interface Ctx {
   kind: Kind;

@@ -255,6 +255,22 @@ export class Store implements TensorStore {
       // cores are float32 (float64 for float64 data): the reachable ratio is measured against them
       const coreBytes = dtype === "float64" ? 8 : 4;
       const minRatio = config.min_compression_ratio * (coreBytes / size);
+      if (isAllZero(work)) {
+        // All zeros (an initialised array, say): the exact TT has rank 1 and zero cores. The
+        // TT engine refuses zero data, since a relative tolerance means nothing there.
+        const modes = tt.chooseModes(shape);
+        const cores = modes.map((n) => (coreBytes === 8 ? new Float64Array(n) : new Float32Array(n)));
+        const payload = concatCores(cores);
+        const stored = payload.byteLength;
+        if (bytesIn / stored < config.min_compression_ratio) return raw(0); // a prime length, say
+        const info = { modes, ranks: [1, ...modes.map(() => 1)] };
+        return {
+          payload,
+          record: base(dtype, shape, "compressed", bytesIn / stored, 0, bytesIn, stored,
+            { sha256: sha256hex(payload), codec: "tt", tt: info, norm: 0 },
+            { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
+        };
+      }
       // min_ratio also gives up when no TT within the tolerance reaches the ratio (docs/tt.md),
       // so incompressible data are passthrough at once, even where capped ranks would fit
       const res = await tt.compress(work, shape, { tolerance, max_rank: maxRank, min_ratio: minRatio });
@@ -854,6 +870,12 @@ function itemError(e: unknown, i: number): unknown {
   if (!(e instanceof ValidationError)) return e;
   const field = e.field ? `items.${i}.${e.field}` : `items.${i}`;
   return new ValidationError(`items.${i}: ${e.message}`, field);
+}
+
+/** Whether every element is zero (stops at the first that is not, so other data pay little). */
+function isAllZero(x: ArrayLike<number>): boolean {
+  for (let i = 0; i < x.length; i++) if (x[i] !== 0) return false;
+  return true;
 }
 
 function concatCores(cores: readonly ArrayBufferView[]): Uint8Array {

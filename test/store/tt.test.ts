@@ -83,6 +83,25 @@ suite.test("weak when the rank cap forces a larger error; passthrough for noise 
   await rejects(t, s.put("ns", "inf", new Float64Array(2048).fill(Infinity), { shape: [2048] }), ValidationError, /NaN or infinite/, "Infinity refused");
 });
 
+suite.test("all-zero floating data: an exact rank-1 TT of zeros (or raw where that is no smaller)", async (t, s) => {
+  for (const [name, x] of [["float32", new Float32Array(32 ** 3)], ["float64", new Float64Array(32 ** 3)]] as const) {
+    const p = await s.put("ns", `zeros-${name}`, x, { shape: [32, 32, 32] });
+    t.deepEqual([p.verdict, p.compressed, p.relative_error, p.fingerprint.codec, p.fingerprint.norm], ["compressed", true, 0, "tt", 0], `${name}: compressed, error 0, norm 0`);
+    t.ok(p.tt!.ranks.every((r) => r === 1) && p.compression_ratio > 100, `${name}: ranks 1, ratio ${p.compression_ratio}`);
+    const back = await s.serve("ns", `zeros-${name}`);
+    t.ok(back.data.length === x.length && (back.data as Float32Array).every((v) => v === 0), `${name}: serves zeros`);
+  }
+  const ones = await s.put("ns", "ones", new Float32Array(32 ** 3).fill(1), { shape: [32, 32, 32] });
+  t.equal(ones.verdict, "compressed", "a non-zero entry beside it");
+  const sim = await s.query.similarity("ns", "zeros-float32", "ones", { metric: "cosine" });
+  t.equal(sim.score, 0, "cosine with a zero entry is 0");
+  const l2 = await s.query.similarity("ns", "zeros-float32", "ones", { metric: "l2" });
+  t.ok(close(l2.score, Math.sqrt(32 ** 3)), `l2 to the ones is their norm (${l2.score})`);
+  // a prime length: the rank-1 TT is the whole vector, no smaller than the data
+  const prime = await s.put("ns", "zeros-prime", new Float32Array(1031), { shape: [1031] });
+  t.deepEqual([prime.verdict, prime.bytes_stored], ["passthrough", 1031 * 4], "zeros of a prime length: passthrough");
+});
+
 suite.test("float64 keeps float64 cores; float16 and bfloat16 round-trip in their dtype", async (t, s) => {
   const x = field(24, 2, Float64Array);
   const r = await s.put("ns", "d", x, { shape: [24, 24, 24], tolerance: 1e-7, max_rank: 64 });

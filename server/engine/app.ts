@@ -17,6 +17,7 @@ import type { CoreInput, Store } from "../../lib/store/index.js";
 import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
 import type { GpuServing } from "../../lib/store/gpu-cache.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
+import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import type { EngineConfig, LogLevel } from "./config.js";
 
@@ -48,8 +49,6 @@ export interface EngineDeps {
 type Handler = (req: Request, res: Response) => Promise<void>;
 const wrap = (h: Handler) => (req: Request, res: Response, next: NextFunction) => h(req, res).catch(next);
 
-const JSON_SLACK = 1024 * 1024; // field names, metadata and other JSON around the base64 payload
-
 const b64 = (s: string): Buffer => Buffer.from(s, "base64");
 
 /** The (namespace, key) of a path like /v1/get/ns/a/b/c, percent-decoded. */
@@ -75,7 +74,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   app.disable("x-powered-by");
   app.set("query parser", "simple");
   const startedAt = Date.now();
-  const jsonLimit = Math.ceil((config.max_upload_bytes * 4) / 3) + JSON_SLACK;
+  // JSON bodies carry the payload as base64 (server/http/limits.ts; the gateway uses the same)
+  const jsonLimit = jsonBodyLimit(config.max_upload_bytes);
 
   // 1. request id
   app.use(requestId);
@@ -138,7 +138,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   // 6. upload limit decided from Content-Length before the body is read
   app.use((req, _res, next) => {
     const len = Number(req.get("content-length"));
-    const limit = req.is("application/octet-stream") ? config.max_upload_bytes : jsonLimit;
+    const limit = bodyLimit(config.max_upload_bytes, typeof req.is("application/octet-stream") === "string");
     if (Number.isFinite(len) && len > limit)
       return next(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes.`));
     next();

@@ -6,6 +6,8 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { createStore, type Store } from "../../lib/store/index.js";
 import { ValidationError } from "../../lib/errors.js";
+import { answerClientErrors } from "../http/client-error.js";
+import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { createApp, jsonLogger, type Logger } from "./app.js";
 import type { EngineConfig } from "./config.js";
 
@@ -37,9 +39,13 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     default_max_rank: config.max_rank,
   });
   const app = createApp({ store, config, logger });
-  // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default
-  const maxHeaderSize = 96 * 1024;
-  const server = tls ? https.createServer({ ...tls, maxHeaderSize }, app) : http.createServer({ maxHeaderSize }, app);
+  // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default.
+  // Requests Node cannot parse get the JSON error body too (400, Connection: close).
+  const maxHeaderSize = MAX_HEADER_BYTES;
+  const server = answerClientErrors(
+    tls ? https.createServer({ ...tls, maxHeaderSize }, app) : http.createServer({ maxHeaderSize }, app),
+    maxHeaderSize,
+  );
   server.requestTimeout = 0; // large uploads are bounded by size, not time
   try {
     await new Promise<void>((resolve, reject) => {

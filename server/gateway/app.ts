@@ -9,7 +9,9 @@ import {
   NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
   UnsupportedMediaTypeError, ValidationError,
 } from "../../lib/errors.js";
+import { answerClientErrors } from "../http/client-error.js";
 import { sendError, toSvcError } from "../http/errors.js";
+import { bodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
 import { SvcError } from "../../lib/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { aclAllows, checkAcl } from "./acl.js";
@@ -39,6 +41,10 @@ export interface GatewayDeps {
   serviceKey: string;
   billingEnabled: boolean;
   defaultRateLimit: RateLimitSpec;
+  /**
+   * SVC_ENGINE_MAX_UPLOAD_BYTES, the engine's limit on a decoded payload: octet-stream bodies are
+   * held to it, JSON bodies to jsonBodyLimit() of it (server/http/limits.ts), as in the engine.
+   */
   maxUploadBytes: number;
   corsOrigins?: readonly string[];
   /**
@@ -197,8 +203,10 @@ export function createApp(deps: GatewayDeps): Express {
     res.setHeader("X-SVC-CUs", "0");
     cors(req, res, () => void dataPlane(req, res, rid));
   };
+  // The engine's header limit (X-SVC-Metadata may carry 64 KiB), and requests Node cannot parse
+  // answered with the JSON error body (400, Connection: close) rather than a bare status line.
   app.listen = ((...args: unknown[]): Server => {
-    const server = createServer(handler);
+    const server = answerClientErrors(createServer({ maxHeaderSize: MAX_HEADER_BYTES }, handler), MAX_HEADER_BYTES);
     return server.listen(...(args as Parameters<Server["listen"]>));
   }) as unknown as Express["listen"];
 
@@ -284,15 +292,17 @@ export function createApp(deps: GatewayDeps): Express {
       let body: Buffer | Readable | null = null;
       const ct = headerOf(req, "content-type");
       if (route.body !== "none") {
+        // The engine's limits: the payload itself for octet-stream, its base64 and fields for JSON.
+        const limit = bodyLimit(deps.maxUploadBytes, isOctet(ct));
         const len = headerOf(req, "content-length");
-        if (len !== undefined && Number(len) > deps.maxUploadBytes) {
-          throw new PayloadTooLargeError(`The request body is larger than the upload limit of ${deps.maxUploadBytes} bytes.`);
+        if (len !== undefined && Number(len) > limit) {
+          throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes.`);
         }
         if (route.body === "json-or-octet" && isOctet(ct)) {
           namespaces = [validatePutQuery(query)];
-          body = len !== undefined ? req : req.pipe(limitStream(deps.maxUploadBytes));
+          body = len !== undefined ? req : req.pipe(limitStream(limit));
         } else if (isJson(ct)) {
-          const raw = await readBody(req, deps.maxUploadBytes);
+          const raw = await readBody(req, limit);
           let parsed: unknown;
           try {
             parsed = JSON.parse(raw.toString("utf8"));

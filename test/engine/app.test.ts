@@ -261,6 +261,35 @@ test("engine: 413 from Content-Length before reading, and while streaming", asyn
   await e.close();
 });
 
+/** A GET with `headers` through node:http: status, headers and body as text. */
+function rawGet(e: RunningEngine, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ port: e.port, host: "127.0.0.1", method: "GET", path, headers }, (res) => {
+      let body = "";
+      res.on("data", (d) => (body += d));
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+test("engine: 60 KiB of X-SVC-Metadata is accepted; 120 KiB of headers is a JSON 400 with Connection: close, not a bare 431", async (t) => {
+  const e = await start();
+  const metadata = { note: "n".repeat(60 * 1024) };
+  const put = await call(e, "POST", "/v1/put?namespace=ns&key=meta", new Uint8Array([1, 2, 3]), H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify(metadata) }));
+  t.equal(put.status, 201, "a 60 KiB metadata header: 201");
+  const big = await rawGet(e, "/v1/get/ns/meta", { ...H(), "x-filler": "f".repeat(120 * 1024) });
+  t.equal(big.status, 400, "400");
+  t.equal(big.headers.connection, "close", "Connection: close");
+  const body = JSON.parse(big.body);
+  t.ok(isErrorBody(body, "bad_request"), "the error body of api.md section 3");
+  t.equal(body.detail, "The request headers are larger than the limit of 98304 bytes.", "the detail names the limit");
+  t.equal(big.headers["x-request-id"], body.request_id, "X-Request-Id matches the body");
+  t.equal((await call(e, "GET", "/v1/get/ns/meta")).status, 200, "the engine still serves");
+  await e.close();
+});
+
 test("engine: one access-log line per request, without keys or payloads", async (t) => {
   logs.length = 0;
   const e = await start();
@@ -297,6 +326,9 @@ test("engine: TLS with a self-signed certificate", async (t) => {
   const r = await ufetch(`${e.url}/v1/list/default`, { headers: H(), dispatcher: agent });
   t.equal(r.status, 200, "a request over TLS is served");
   t.equal(((await r.json()) as any).namespace, "default", "JSON body over TLS");
+  const big = await ufetch(`${e.url}/v1/list/default`, { headers: { ...H(), "x-filler": "f".repeat(120 * 1024) }, dispatcher: agent });
+  t.equal(big.status, 400, "120 KiB of headers over TLS: 400");
+  t.ok(isErrorBody(await big.json(), "bad_request"), "with the JSON error body");
   await agent.close();
   await e.close();
   try {

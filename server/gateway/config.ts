@@ -1,6 +1,9 @@
 // Gateway configuration: every SVC_GATE_* variable (seed section 5, api.md section 1) plus
-// SVC_ENGINE_MAX_UPLOAD_BYTES, read once, validated with zod and frozen. A bad value throws
-// a ConfigError whose message is one sentence naming the variable.
+// SVC_ENGINE_MAX_UPLOAD_BYTES, read once, validated with zod and frozen (the CA file named by
+// SVC_GATE_ENGINE_CA_PATH is read and parsed here too). A bad value throws a ConfigError whose
+// message is one sentence naming the variable.
+import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 
@@ -20,6 +23,8 @@ export interface GatewayConfig {
   readonly host: string;
   readonly port: number;
   readonly engineUrl: string;
+  /** PEM text of the CA certificates trusted for an https engine (SVC_GATE_ENGINE_CA_PATH); undefined: the system's. */
+  readonly engineCa: string | undefined;
   readonly engineServiceKey: string;
   /** How long the gateway waits for the engine's response headers before answering 502. */
   readonly engineTimeoutMs: number;
@@ -86,11 +91,38 @@ const redisUrl = z
 
 const nonEmpty = z.string().trim().min(1, "must not be empty");
 
+// A PEM file of CA certificates, read and parsed here, once: the value is the certificates' text.
+const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+const caFile = nonEmpty.transform((path, ctx) => {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: `cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"}: ${path})` });
+    return z.NEVER;
+  }
+  const certs = text.match(PEM_CERT) ?? [];
+  if (certs.length === 0) {
+    ctx.addIssue({ code: "custom", message: `must name a PEM file of CA certificates, and ${path} holds none` });
+    return z.NEVER;
+  }
+  for (const [i, pem] of certs.entries()) {
+    try {
+      new X509Certificate(pem);
+    } catch {
+      ctx.addIssue({ code: "custom", message: `names ${path}, whose certificate ${i + 1} cannot be parsed` });
+      return z.NEVER;
+    }
+  }
+  return certs.join("\n") + "\n";
+});
+
 // One entry per variable: its schema and default (undefined = optional, no default).
 const VARS = {
   SVC_GATE_HOST: [nonEmpty, "0.0.0.0"],
   SVC_GATE_PORT: [intIn(0, 65535), "8080"],
   SVC_GATE_ENGINE_URL: [httpUrl, "http://127.0.0.1:8000"],
+  SVC_GATE_ENGINE_CA_PATH: [caFile, undefined],
   SVC_GATE_ENGINE_SERVICE_KEY: [z.string().min(16, "must be at least 16 characters (32 or more random characters are recommended)"), undefined],
   SVC_GATE_ENGINE_TIMEOUT_MS: [intIn(1, 3_600_000), "30000"],
   SVC_GATE_DATA_DIR: [nonEmpty, "./svc-data/gate"],
@@ -153,6 +185,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     host: read(env, "SVC_GATE_HOST")!,
     port: read(env, "SVC_GATE_PORT")!,
     engineUrl: read(env, "SVC_GATE_ENGINE_URL")!.replace(/\/$/, ""),
+    engineCa: read(env, "SVC_GATE_ENGINE_CA_PATH"),
     engineServiceKey: serviceKey,
     engineTimeoutMs: read(env, "SVC_GATE_ENGINE_TIMEOUT_MS")!,
     dataDir: read(env, "SVC_GATE_DATA_DIR")!,

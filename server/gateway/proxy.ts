@@ -46,9 +46,20 @@ export function responseHeadersToCopy(h: Record<string, string | string[] | unde
   return out;
 }
 
+export interface EngineTls {
+  /** PEM CA certificates trusted for an https engine (SVC_GATE_ENGINE_CA_PATH), in place of the system's. */
+  readonly ca?: string;
+}
+
 export class UndiciEngineClient implements EngineClient {
   private readonly pool: Pool;
-  constructor(private readonly engineUrl: string, private readonly serviceKey: string, private readonly timeoutMs: number, connections = 128) {
+  constructor(
+    private readonly engineUrl: string,
+    private readonly serviceKey: string,
+    private readonly timeoutMs: number,
+    connections = 128,
+    tls: EngineTls = {},
+  ) {
     this.pool = new Pool(engineUrl, {
       connections,
       pipelining: 1,
@@ -56,6 +67,7 @@ export class UndiciEngineClient implements EngineClient {
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       connectTimeout: Math.min(timeoutMs, 10_000),
+      ...(tls.ca !== undefined ? { connect: { ca: tls.ca } } : {}),
     });
   }
 

@@ -1,5 +1,9 @@
 // loadGatewayConfig: defaults, every variable parsed, one sentence naming a bad variable.
 import test from "tape";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigError, loadGatewayConfig } from "../../server/gateway/config.js";
 
 const KEY = "k".repeat(40);
@@ -19,6 +23,7 @@ test("defaults of the seed and api.md", (t) => {
   t.deepEqual(c.defaultRateLimit, { requests: 100, window_s: 60 });
   t.equal(c.maxUploadBytes, 100 * 1024 * 1024);
   t.equal(c.payment.secretKey, undefined);
+  t.equal(c.engineCa, undefined, "no CA file: the system's CAs");
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.defaultRateLimit) && Object.isFrozen(c.payment), "frozen");
   t.end();
 });
@@ -70,6 +75,46 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
       t.equal((e as ConfigError).variable, name, `${name}: names the variable`);
       t.ok((e as Error).message.startsWith(name) && (e as Error).message.endsWith(".") && !(e as Error).message.slice(0, -1).includes(". "), `${name}: one sentence (${(e as Error).message})`);
     }
+  }
+  t.end();
+});
+
+test("SVC_GATE_ENGINE_CA_PATH: read and parsed once; an unreadable file or one without a certificate stops start-up naming the variable", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-gate-ca-"));
+  try {
+    const cert = join(dir, "ca.pem");
+    try {
+      execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"], { stdio: "ignore" });
+    } catch {
+      /* checked below */
+    }
+    if (existsSync(cert)) {
+      const c = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: "https://127.0.0.1:8000", SVC_GATE_ENGINE_CA_PATH: cert });
+      t.match(c.engineCa ?? "", /^-----BEGIN CERTIFICATE-----\n[\s\S]+-----END CERTIFICATE-----\n$/, "the certificates' PEM text is kept");
+      t.equal(c.engineUrl, "https://127.0.0.1:8000");
+    } else {
+      t.skip("openssl is not available to make a test certificate");
+    }
+    writeFileSync(join(dir, "empty.pem"), "no certificate here\n");
+    writeFileSync(join(dir, "broken.pem"), "-----BEGIN CERTIFICATE-----\nnot base64 der\n-----END CERTIFICATE-----\n");
+    const bad: Array<[string, RegExp]> = [
+      [join(dir, "missing.pem"), /^SVC_GATE_ENGINE_CA_PATH cannot be read \(ENOENT: .*missing\.pem\)\.$/],
+      [dir, /^SVC_GATE_ENGINE_CA_PATH cannot be read \(EISDIR: /],
+      [join(dir, "empty.pem"), /^SVC_GATE_ENGINE_CA_PATH must name a PEM file of CA certificates, and .*empty\.pem holds none\.$/],
+      [join(dir, "broken.pem"), /^SVC_GATE_ENGINE_CA_PATH names .*broken\.pem, whose certificate 1 cannot be parsed\.$/],
+      ["   ", /^SVC_GATE_ENGINE_CA_PATH must not be empty\.$/],
+    ];
+    for (const [path, re] of bad) {
+      try {
+        loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_CA_PATH: path });
+        t.fail(`${path} accepted`);
+      } catch (e) {
+        t.ok(e instanceof ConfigError && e.variable === "SVC_GATE_ENGINE_CA_PATH", `${path.trim() || "blank"}: ConfigError naming the variable`);
+        t.match((e as Error).message, re, `one sentence: ${(e as Error).message}`);
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
   t.end();
 });

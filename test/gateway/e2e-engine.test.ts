@@ -1,6 +1,9 @@
 // End to end through the real engine (server/engine, embedded LMDB store): the gateway's
-// forwarding, tenant scoping by X-SVC-Tenant, streaming both ways and error pass-through.
+// forwarding, tenant scoping by X-SVC-Tenant, streaming both ways and error pass-through; and
+// an https engine with a self-signed certificate trusted through SVC_GATE_ENGINE_CA_PATH.
 import test from "tape";
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -70,6 +73,60 @@ test("gateway in front of the real engine", async (t) => {
     t.deepEqual([h.json.engine_reachable, h.json.store_connected], [true, true], "health with the real engine");
   } finally {
     await gw.close();
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("gateway in front of a TLS engine with a self-signed certificate, trusted through SVC_GATE_ENGINE_CA_PATH", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-gate-tls-"));
+  const cert = join(dir, "cert.pem");
+  const key = join(dir, "key.pem");
+  try {
+    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+  } catch {
+    /* checked below */
+  }
+  if (!existsSync(cert)) {
+    t.skip("openssl is not available to make a test certificate");
+    await rm(dir, { recursive: true, force: true });
+    return;
+  }
+  const engine = await startEngine(loadEngineConfig({
+    SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+    SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_TLS_CERT_PATH: cert, SVC_ENGINE_TLS_KEY_PATH: key,
+  }));
+  const gateEnv = {
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_ENGINE_TIMEOUT_MS: "3000",
+  };
+  const gw = await startGateway(loadGatewayConfig({ ...gateEnv, SVC_GATE_ENGINE_CA_PATH: cert }));
+  try {
+    t.match(engine.url, /^https:\/\/127\.0\.0\.1:\d+$/, `the engine serves https (${engine.url})`);
+    const h = await call(gw.url, "/health");
+    t.equal(h.status, 200);
+    t.equal(h.json.engine_reachable, true, "health: the engine is reachable over TLS");
+    const acme = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
+    const put = await call(gw.url, "/v1/put", { key: acme, body: { namespace: "default", key: "k", data_b64: Buffer.from("over tls").toString("base64") } });
+    t.equal(put.status, 201, "put forwarded over TLS: 201");
+    const get = await call(gw.url, "/v1/get/default/k", { key: acme });
+    t.equal(get.status, 200, "get forwarded over TLS: 200");
+    t.equal(get.json.bytes_in, 8, "the engine stored the payload");
+    t.equal(get.headers.get("x-svc-cus"), "0.1", "metered as usual");
+  } finally {
+    await gw.close();
+  }
+  // Without the CA the self-signed certificate is refused: unreachable, never served in clear.
+  const untrusted = await startGateway(loadGatewayConfig({ ...gateEnv, SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit2.jsonl") }));
+  try {
+    const h = await call(untrusted.url, "/health");
+    t.equal(h.json.engine_reachable, false, "without SVC_GATE_ENGINE_CA_PATH: the engine is not reachable");
+    const acme = (await admin(untrusted.url, "/gate/onboard/create", { tenant_id: "beta" })).json.api_key as string;
+    const r = await call(untrusted.url, "/v1/get/default/k", { key: acme });
+    t.equal(r.status, 502, "a data call is 502");
+    t.equal(r.json.code, "engine_unreachable");
+  } finally {
+    await untrusted.close();
     await engine.close();
     await rm(dir, { recursive: true, force: true });
   }

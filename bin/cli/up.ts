@@ -13,12 +13,15 @@ const gatewayModules = async () => ({ ...(await import("../../server/gateway/con
 export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL]
 
 Runs an engine on its embedded store under DIR/engine (default ./svc-data) and a gateway in
-front of it. On the first run a service key is created, saved as DIR/service.key (mode 0600)
-and printed once as SVC_GATE_ENGINE_SERVICE_KEY=<key>; later runs reuse it. A key in the
-environment variable SVC_GATE_ENGINE_SERVICE_KEY is used instead when set. Port 0 picks free
-ports; the URLs actually bound are printed. --redis keeps tenants, usage and rate-limit
-counters in Redis instead of DIR/gate. Other SVC_ENGINE_* and SVC_GATE_* variables apply as
-usual. Ctrl-C (SIGINT) or SIGTERM stops both cleanly.`;
+front of it. On the first run that starts, a service key is created, saved as DIR/service.key
+(mode 0600) and printed once as SVC_GATE_ENGINE_SERVICE_KEY=<key>; later runs reuse it (a run
+that fails to start saves no key). A key in the environment variable
+SVC_GATE_ENGINE_SERVICE_KEY is used instead when set. Port 0 picks free ports; the URLs
+actually bound are printed. --redis keeps tenants, usage and rate-limit counters in Redis
+instead of DIR/gate. With SVC_ENGINE_TLS_CERT_PATH and SVC_ENGINE_TLS_KEY_PATH the engine
+serves https and the gateway trusts that certificate (or SVC_GATE_ENGINE_CA_PATH when set).
+Other SVC_ENGINE_* and SVC_GATE_* variables apply as usual. Ctrl-C (SIGINT) or SIGTERM stops
+both cleanly.`;
 
 export const ENGINE_HELP = `Usage: svc engine
 
@@ -28,10 +31,15 @@ for example SVC_ENGINE_PORT, SVC_ENGINE_DATA_DIR, SVC_ENGINE_API_KEYS). Stops on
 export const GATEWAY_HELP = `Usage: svc gateway
 
 Runs the gateway alone, configured by the SVC_GATE_* variables (for example SVC_GATE_PORT,
-SVC_GATE_ENGINE_URL, SVC_GATE_ENGINE_SERVICE_KEY, SVC_GATE_REDIS_URL). Stops on SIGINT/SIGTERM.`;
+SVC_GATE_ENGINE_URL, SVC_GATE_ENGINE_SERVICE_KEY, SVC_GATE_REDIS_URL; SVC_GATE_ENGINE_CA_PATH
+for an https engine whose certificate the system does not trust). Stops on SIGINT/SIGTERM.`;
 
-/** The service key of `svc up`: env wins, else DIR/service.key, else a new one (created = true). */
-export async function ensureServiceKey(dir: string, env: NodeJS.ProcessEnv): Promise<{ key: string; created: boolean; source: string }> {
+/**
+ * The service key of `svc up`: env wins, else DIR/service.key, else a new one (created = true).
+ * A new key is not saved here: `saveServiceKey` saves it once both servers are up, so a run that
+ * fails to start leaves no key behind that was never printed.
+ */
+export async function serviceKeyFor(dir: string, env: NodeJS.ProcessEnv): Promise<{ key: string; created: boolean; source: string }> {
   if (env.SVC_GATE_ENGINE_SERVICE_KEY) return { key: env.SVC_GATE_ENGINE_SERVICE_KEY, created: false, source: "environment" };
   const file = join(dir, "service.key");
   try {
@@ -41,17 +49,28 @@ export async function ensureServiceKey(dir: string, env: NodeJS.ProcessEnv): Pro
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
   }
+  return { key: randomBytes(32).toString("hex"), created: true, source: file };
+}
+
+/** Saves a new key as DIR/service.key, mode 0600 from the start, never over an existing file. */
+export async function saveServiceKey(dir: string, key: string): Promise<void> {
+  const file = join(dir, "service.key");
   await mkdir(dir, { recursive: true });
-  const key = randomBytes(32).toString("hex");
-  // 'wx': never overwrite a key another `svc up` created in the meantime; 0600 from the start
-  const fh = await open(file, "wx", 0o600);
+  let fh;
+  try {
+    // 'wx': never overwrite a key another `svc up` created in the meantime
+    fh = await open(file, "wx", 0o600);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST")
+      throw new Error(`Another 'svc up' created ${file} while this one was starting; run it again to use that key.`);
+    throw new Error(`The service key cannot be saved as ${file} (${(e as NodeJS.ErrnoException).code ?? "error"}).`);
+  }
   try {
     await fh.writeFile(key + "\n");
     await fh.sync();
   } finally {
     await fh.close();
   }
-  return { key, created: true, source: file };
 }
 
 function waitForStop(io: Io): Promise<string> {
@@ -83,7 +102,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   const { loadEngineConfig, startEngine } = await engineModules();
   const { loadGatewayConfig, startGateway } = await gatewayModules();
   const stop = waitForStop(io); // before anything starts, so that an early Ctrl-C also shuts down cleanly
-  const { key, created } = await ensureServiceKey(dir, io.env);
+  const { key, created } = await serviceKeyFor(dir, io.env);
   // flags and DIR decide the layout; other variables of the environment pass through
   const engineEnv: NodeJS.ProcessEnv = {
     ...io.env,
@@ -100,7 +119,10 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     const gateEnv: NodeJS.ProcessEnv = {
       ...io.env,
       SVC_GATE_PORT: String(port),
+      // https when the engine has its own certificate (SVC_ENGINE_TLS_*): the gateway trusts that
+      // certificate unless SVC_GATE_ENGINE_CA_PATH names other CAs
       SVC_GATE_ENGINE_URL: engine.url,
+      ...(engineCfg.tls_cert_path ? { SVC_GATE_ENGINE_CA_PATH: io.env.SVC_GATE_ENGINE_CA_PATH || engineCfg.tls_cert_path } : {}),
       SVC_GATE_ENGINE_SERVICE_KEY: key,
       SVC_GATE_DATA_DIR: join(dir, "gate"),
       SVC_GATE_AUDIT_LOG_PATH: io.env.SVC_GATE_AUDIT_LOG_PATH || join(dir, "audit.jsonl"),
@@ -110,6 +132,17 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   } catch (e) {
     await engine.close();
     throw e;
+  }
+  if (created) {
+    // saved only now that both servers are up, and printed right after: a failed start-up
+    // leaves no file, and the next run creates (and prints) a key of its own
+    try {
+      await saveServiceKey(dir, key);
+    } catch (e) {
+      await gateway.close();
+      await engine.close();
+      throw e;
+    }
   }
   io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\ndata:    ${dir}\n`);
   if (created) {

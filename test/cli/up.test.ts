@@ -1,9 +1,11 @@
 // `svc up` end to end: spawned as a real process on ephemeral ports; the first run creates
 // and prints the service key (DIR/service.key, mode 0600); admin and data commands work
 // against it; SIGINT exits 0; a second run reuses the key without printing it and keeps
-// the tenants and data; an environment key wins over the file.
+// the tenants and data; an environment key wins over the file; a run that fails to start saves
+// no key, so the first run that starts prints it; with SVC_ENGINE_TLS_* the engine is https.
 import test from "tape";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -145,25 +147,76 @@ test("svc up: first run prints the key and URLs, serves admin and data commands,
   }
 });
 
-test("svc up: a port in use is a one-sentence failure with exit 1, and nothing is left running", async (t) => {
+test("svc up: a port in use is a one-sentence failure with exit 1, nothing is left running, and no unprinted key is saved", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-up-"));
   const { createServer } = await import("node:net");
   const blocker = createServer();
   await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", r));
   const port = (blocker.address() as { port: number }).port;
+  let up: Up | null = null;
   try {
-    await mkdir(join(dir, "d"));
-    const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", join(dir, "d"), "--port", "0", "--engine-port", String(port)], {
-      cwd: root, env: { ...process.env, SVC_GATE_ENGINE_SERVICE_KEY: "" }, stdio: ["ignore", "pipe", "pipe"],
-    });
-    let err = "";
-    child.stderr.on("data", (d) => { err += d; });
-    const code = await new Promise((r) => child.on("exit", r));
-    t.equal(code, 1, "exit 1");
-    t.match(err, /^svc: The address is already in use/m, `stderr: ${err.trim()}`);
-    t.notOk(/\n\s+at /.test(err), "no stack trace");
+    const data = join(dir, "d");
+    await mkdir(data);
+    // the engine's port, then the gateway's: each failure comes after the key was generated
+    for (const [what, flags] of [["engine port", ["--port", "0", "--engine-port", String(port)]], ["gateway port", ["--port", String(port), "--engine-port", "0"]]] as const) {
+      const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", data, ...flags], {
+        cwd: root, env: { ...process.env, SVC_GATE_ENGINE_SERVICE_KEY: "", SVC_ENGINE_LOG_LEVEL: "warn" }, stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (d) => { out += d; });
+      child.stderr.on("data", (d) => { err += d; });
+      const code = await new Promise((r) => child.on("exit", r));
+      t.equal(code, 1, `${what} in use: exit 1`);
+      t.match(err, /^svc: The address is already in use/m, `${what}: ${err.trim()}`);
+      t.notOk(/\n\s+at /.test(err), `${what}: no stack trace`);
+      t.notOk(out.includes("SVC_GATE_ENGINE_SERVICE_KEY="), `${what}: no key printed`);
+      t.notOk(existsSync(join(data, "service.key")), `${what}: and none saved, so the next run that starts creates and prints one`);
+    }
+    up = await startUp(data);
+    t.match(String(up.key), /^[0-9a-f]{64}$/, "the first run that starts prints the key");
+    t.equal((await readFile(join(data, "service.key"), "utf8")).trim(), up.key, "and saves that key");
+    t.equal((await stat(join(data, "service.key"))).mode & 0o777, 0o600, "mode 0600");
+    t.equal(await stopUp(up), 0, "exit 0");
+    up = null;
   } finally {
+    if (up) { up.child.kill("SIGKILL"); await up.exited; }
     blocker.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("svc up with SVC_ENGINE_TLS_*: the engine serves https and the gateway reaches it, trusting the engine's certificate", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-tls-"));
+  const cert = join(dir, "cert.pem");
+  const key = join(dir, "key.pem");
+  try {
+    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+  } catch {
+    /* checked below */
+  }
+  let up: Up | null = null;
+  try {
+    if (!existsSync(cert)) {
+      t.skip("openssl is not available to make a test certificate");
+      return;
+    }
+    up = await startUp(join(dir, "data"), { SVC_ENGINE_TLS_CERT_PATH: cert, SVC_ENGINE_TLS_KEY_PATH: key });
+    t.match(up.engine, /^https:\/\/127\.0\.0\.1:\d+$/, `the engine URL is https: ${up.engine}`);
+    const health = await fetch(`${up.gateway}/health`).then((r) => r.json() as Promise<{ engine_reachable: boolean }>);
+    t.equal(health.engine_reachable, true, "the gateway reaches the engine over TLS");
+    const admin = { SVC_GATE_URL: up.gateway, SVC_GATE_ENGINE_SERVICE_KEY: up.key! };
+    const created = await svc(["tenant", "create", "tls"], admin);
+    const apiKey = /^SVC_API_KEY=(svc_live_\S+)$/m.exec(created.out)?.[1];
+    t.ok(apiKey, "tenant created");
+    const f = join(dir, "blob.bin");
+    await writeFile(f, Buffer.from("through tls"));
+    const put = await svc(["put", "default", "blob", f], { SVC_GATE_URL: up.gateway, SVC_API_KEY: apiKey! });
+    t.equal(put.code, 0, `a data call through the gateway to the TLS engine: ${put.err.trim() || put.out.trim()}`);
+    t.equal(await stopUp(up), 0, "exit 0");
+    up = null;
+  } finally {
+    if (up) { up.child.kill("SIGKILL"); await up.exited; }
     await rm(dir, { recursive: true, force: true });
   }
 });

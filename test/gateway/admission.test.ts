@@ -1,16 +1,18 @@
 // The one-round-trip Redis admission (admission.ts): tenant records cached per gateway and
 // confirmed by the admission script, so that every change made through another gateway
 // (rotation, deactivation, new namespace, new limits) decides the very next request; the
-// cache bound; and the usage increment acknowledged after the response.
+// cache bound; the quota read of the same script with billing on (503 before the engine, the
+// next UTC month admits again); and the usage increment acknowledged after the response.
 import test from "tape";
 import { RedisAdmission } from "../../server/gateway/admission.js";
+import type { GatewayDeps } from "../../server/gateway/app.js";
 import { MemoryUsageStore, RedisUsageStore } from "../../server/gateway/meter.js";
 import { RedisRateLimiter } from "../../server/gateway/ratelimit.js";
 import { RespConnection } from "../../server/gateway/resp.js";
 import { RedisTenantRegistry } from "../../server/gateway/tenants.js";
 import { admin, call, createTenant, REDIS_URL, redisFor, startFakeEngine, startTestGateway, uniquePrefix, type TestGateway } from "./helpers.js";
 
-async function redisGateway(engineUrl: string, prefix: string, maxEntries?: number): Promise<TestGateway & { admission: RedisAdmission; link: RespConnection }> {
+async function redisGateway(engineUrl: string, prefix: string, maxEntries?: number, over: Partial<GatewayDeps> = {}): Promise<TestGateway & { admission: RedisAdmission; link: RespConnection }> {
   const link = await RespConnection.open(REDIS_URL);
   const registry = new RedisTenantRegistry(link, prefix);
   const admission = new RedisAdmission(link, registry, prefix, maxEntries);
@@ -19,6 +21,7 @@ async function redisGateway(engineUrl: string, prefix: string, maxEntries?: numb
     limiter: new RedisRateLimiter(link, prefix),
     usage: new RedisUsageStore(link, prefix),
     defaultRateLimit: { requests: 50, window_s: 60 },
+    ...over,
   });
   return { ...g, admission, link, close: async () => { await g.close(); await link.close(); } };
 }
@@ -80,6 +83,52 @@ test("admission: a change made through gateway A decides the next request on gat
   } finally {
     await a.close();
     await b.close();
+    const { cleanup } = await redisFor(prefix);
+    await cleanup();
+    await engine.close();
+  }
+});
+
+test("admission with billing on: the quota read in the admission script gives 503 before the engine; the next UTC month admits again", async (t) => {
+  const engine = await startFakeEngine();
+  const prefix = uniquePrefix();
+  const g = await redisGateway(engine.url, prefix, undefined, { billingEnabled: true });
+  try {
+    g.clock.set(Date.UTC(2026, 0, 31, 23, 0, 0));
+    const key = await createTenant(g.url, { tenant_id: "acme" }); // starter: 1,000 CUs, 10 requests per 60 s
+    await g.deps.usage.add("acme", "2026-01", "put", 999_500);
+    const r1 = await call(g.url, "/v1/put", { key, body: { namespace: "default", key: "k", data_b64: "AAAA" } });
+    t.equal(r1.status, 201, "999.5 of 1000 CUs used: forwarded");
+    t.equal(r1.headers.get("x-ratelimit-limit"), "10", "the starter plan's rate limit (billing on)");
+    t.equal(g.admission.cachedEntries, 1, "the record is cached: the next request is admitted by the one script");
+    t.equal(await g.deps.usage.total("acme", "2026-01"), 1_000_500, "the put's CU is in Redis");
+
+    engine.seen.length = 0;
+    const r2 = await call(g.url, "/v1/get/default/k", { key });
+    t.equal(r2.status, 503, "quota reached: 503");
+    t.equal(r2.json.code, "quota_exhausted");
+    t.equal(r2.json.detail, "Monthly CU quota exhausted for tenant acme: 1000.5 of 1000 CUs used; it resets at 2026-02-01T00:00:00.000Z.", "the detail names tenant, usage, quota and reset instant");
+    t.equal(r2.headers.get("retry-after"), "3600", "Retry-After up to the reset instant");
+    t.equal(r2.headers.get("x-svc-cus"), "0", "nothing charged");
+    t.equal(r2.headers.get("x-ratelimit-remaining"), "8", "the 503 counted in the window (step 5 admitted it)");
+    t.equal(engine.seen.length, 0, "the engine was not contacted");
+    t.equal(g.audit.records.at(-1)!.status, 503, "audited");
+    t.equal((await call(g.url, "/v1/list/default", { key })).status, 503, "every operation is blocked");
+
+    g.clock.set(Date.UTC(2026, 0, 31, 23, 59, 59, 999));
+    t.equal((await call(g.url, "/v1/get/default/k", { key })).status, 503, "1 ms before the month ends: still 503");
+    t.equal(engine.seen.length, 0, "still not contacted");
+    g.clock.set(Date.UTC(2026, 1, 1, 0, 0, 0, 0));
+    const r3 = await call(g.url, "/v1/get/default/k", { key });
+    t.equal(r3.status, 200, "at 2026-02-01T00:00Z the new period admits again");
+    t.equal(engine.seen.length, 1, "and the engine is contacted");
+    t.equal(await g.deps.usage.total("acme", "2026-02"), 100, "February usage starts from the one get");
+    t.equal(await g.deps.usage.total("acme", "2026-01"), 1_000_500, "January is kept");
+
+    await g.deps.usage.add("acme", "2026-02", "put", 999_900);
+    t.equal((await call(g.url, "/v1/get/default/k", { key })).status, 503, "exhausted again in February: the script reads the new period's total");
+  } finally {
+    await g.close();
     const { cleanup } = await redisFor(prefix);
     await cleanup();
     await engine.close();

@@ -3,6 +3,7 @@
 import test from "tape";
 import { randomUUID } from "node:crypto";
 import { request as httpRequest } from "node:http";
+import { jsonBodyLimit } from "../../server/http/limits.js";
 import { admin, call, createTenant, SERVICE_KEY, startFakeEngine, startTestGateway, type FakeEngine, type TestGateway } from "./helpers.js";
 
 const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id"];
@@ -242,12 +243,15 @@ function rawRequest(url: string, method: string, path: string, headers: Record<s
 
 test("413: by Content-Length before reading, and while reading a chunked body; the engine is not contacted", async (t) => {
   engine.seen.length = 0;
-  const big = Buffer.alloc(5000, 65);
-  const r1 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "content-length": String(big.length) }, [big]);
-  t.equal(r1.status, 413, "Content-Length above the limit: 413");
+  // JSON bodies carry the payload as base64: their limit is jsonBodyLimit(4096), as in the engine
+  const bigJson = Buffer.alloc(jsonBodyLimit(4096) + 1, 65);
+  const r1 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "content-length": String(bigJson.length) }, [bigJson]);
+  t.equal(r1.status, 413, "Content-Length above the JSON limit: 413");
   t.equal(JSON.parse(r1.body).code, "payload_too_large");
-  const r2 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "transfer-encoding": "chunked" }, [big.subarray(0, 2500), big.subarray(2500)]);
+  const half = bigJson.length >> 1;
+  const r2 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "transfer-encoding": "chunked" }, [bigJson.subarray(0, half), bigJson.subarray(half)]);
   t.equal(r2.status, 413, "chunked JSON above the limit: 413");
+  const big = Buffer.alloc(5000, 65);
   t.equal(engine.seen.length, 0, "neither reached the engine");
   t.equal(gw.audit.records.at(-1)!.status, 413, "audited as 413");
   const r3 = await rawPost(gw.url, "/v1/put?namespace=default&key=big", { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "5000" }, [big]);
@@ -292,6 +296,46 @@ test("429: the sliding window refuses the request, Retry-After and detail, the e
   t.equal(eng.seen.length, 5, "only admitted requests reached the engine");
   await g.close();
   await eng.close();
+});
+
+test("order of checks (api.md section 2): a request failing two checks gets the earlier one's answer", async (t) => {
+  const eng = await startFakeEngine();
+  const g = await startTestGateway(eng.url, { billingEnabled: true });
+  // enterprise terms: 2 requests per 60 s and a quota of 1 CU
+  const k = await createTenant(g.url, { tenant_id: "acme", plan: "enterprise", namespaces: ["default"], rate_limit: { requests: 2, window_s: 60 }, monthly_quota: 1 });
+  const bad = "svc_live_" + "x".repeat(43);
+  const expect = async (what: string, path: string, init: Parameters<typeof call>[2], status: number, code: string) => {
+    const r = await call(g.url, path, init);
+    t.deepEqual([r.status, r.json.code], [status, code], `${what}: ${status} ${code}`);
+    t.equal(g.audit.records.at(-1)!.status, status, `${what}: audited as ${status}`);
+    return r;
+  };
+  // 2 before 3: an unknown key with a malformed body, with an oversized body, outside the ACL
+  await expect("bad key + bad JSON", "/v1/put", { key: bad, raw: "{not json", headers: { "content-type": "application/json" } }, 401, "unauthorized");
+  await expect("bad key + body over the limit", "/v1/put?namespace=default&key=k", { key: bad, raw: Buffer.alloc(2 * 1024 * 1024), headers: { "content-type": "application/octet-stream" } }, 401, "unauthorized");
+  await expect("bad key + namespace outside the ACL", "/v1/get/secret/k", { key: bad }, 401, "unauthorized");
+  // 3 before 4: a malformed body that names a namespace outside the ACL
+  await expect("bad body + namespace outside the ACL", "/v1/put", { key: k, body: { namespace: "secret", data_b64: "AAAA" } }, 400, "bad_request");
+  // fill the rate window with two admitted gets (0.2 CU, under the 1 CU quota)
+  for (let i = 0; i < 2; i++) t.equal((await call(g.url, "/v1/get/default/k", { key: k })).status, 200, `get ${i + 1} admitted`);
+  // 4 before 5: outside the ACL while over the rate limit
+  const r403 = await expect("namespace outside the ACL + over the rate limit", "/v1/get/secret/k", { key: k }, 403, "forbidden");
+  t.equal(r403.headers.get("x-ratelimit-remaining"), "0", "the 403 reports the full window without counting itself");
+  t.equal(r403.headers.get("retry-after"), null, "no Retry-After on the 403");
+  // 5 before 6: over the rate limit with the quota exhausted
+  await g.deps.usage.add("acme", "2026-01", "put", 1000);
+  const r429 = await expect("over the rate limit + quota exhausted", "/v1/get/default/k", { key: k }, 429, "rate_limited");
+  t.match(r429.json.detail, /^Rate limit exceeded for tenant acme; retry after \d+ seconds\.$/, "the 429 detail, not the quota's");
+  // 6 before 7: quota exhausted while the engine is down
+  g.clock.advance(60_000);
+  await eng.close();
+  const r503 = await expect("quota exhausted + engine down", "/v1/get/default/k", { key: k }, 503, "quota_exhausted");
+  t.ok(Number(r503.headers.get("retry-after")) > 0, "Retry-After up to the month's end");
+  t.equal(eng.seen.length, 2, "only the two admitted gets ever reached the engine");
+  // 7: with the quota lifted, the same request reaches step 7 and gets the engine's 502
+  t.equal((await admin(g.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "enterprise", monthly_quota: null })).status, 200);
+  await expect("engine down, nothing earlier failing", "/v1/get/default/k", { key: k }, 502, "engine_unreachable");
+  await g.close();
 });
 
 test("502 when the engine is stopped, audited; health then reports engine_reachable false", async (t) => {
@@ -341,15 +385,21 @@ test("a client that aborts mid-upload neither crashes nor wedges the gateway, an
   t.equal(Math.round((after - before) * 1000), 100, "only the later get was charged");
   const aborted = gw.audit.records.find((a) => a.path === "/v1/put" && a.namespace === "default" && a.status === 400 && a.cus === 0);
   t.ok(aborted, "the aborted upload is audited as a 400, not as an engine failure");
-  const jsonAbort = await new Promise<string>((resolve) => {
+  engine.seen.length = 0;
+  const auditBefore = gw.audit.records.length;
+  const usageBefore = (await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used;
+  await new Promise<void>((resolve) => {
     const u = new URL(gw.url);
     const req = httpRequest({ host: u.hostname, port: u.port, path: "/v1/put", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "content-length": "500" } });
-    req.on("error", () => resolve("closed"));
+    req.on("error", () => resolve());
     req.write('{"namespace":"default","key":"k","data_b64":"');
-    setTimeout(() => { req.destroy(); resolve("destroyed"); }, 100);
+    setTimeout(() => { req.destroy(); resolve(); }, 100);
   });
-  t.ok(jsonAbort, "aborted JSON upload");
   await new Promise((r) => setTimeout(r, 100));
+  t.equal(engine.seen.length, 0, "the aborted JSON upload never reached the engine");
+  const jsonAudit = gw.audit.records.slice(auditBefore);
+  t.deepEqual(jsonAudit.map((a) => [a.path, a.namespace, a.status, a.cus, a.tenant_id]), [["/v1/put", "", 400, 0, "acme"]], "it is audited once, as a 400 of acme before its body named a namespace");
+  t.equal((await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used, usageBefore, "nothing charged for it");
   t.equal((await call(gw.url, "/v1/get/default/k", { key })).status, 200, "still serving after an aborted JSON upload");
 });
 

@@ -1,6 +1,6 @@
 // Sliding-window rate limiters: the memory one with an injected clock (exact window edges),
-// the Redis Lua one against a real server (its own clock; short windows), and a comparison
-// showing that the window slides instead of resetting in fixed buckets.
+// the Redis Lua one against a real server (its own clock; short windows), and one scenario of
+// requests staggered across the window, run on both, that only a true sliding window passes.
 import test from "tape";
 import { FakeClock } from "../../server/gateway/clock.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "../../server/gateway/ratelimit.js";
@@ -76,9 +76,64 @@ async function redisCase(t: test.Test, fn: (rl: RateLimiter) => Promise<void>) {
   }
 }
 
-test("redis: atomic sliding window with the server's clock, at the window edge", async (t) => {
+/**
+ * Requests staggered across the window, with outcomes that only a true sliding window gives.
+ * A fixed window of any alignment that refuses at +1700 ms holds all three first admissions in
+ * one bucket, which has ended by +2300 ms, so it admits more than one there. A two-bucket
+ * estimate (previous bucket weighted by its overlap, rounded or not) fails at least one check
+ * for every alignment (simulated over alignments 1 ms apart). `at(ms)` moves time to t0 + ms:
+ * the fake clock for the memory limiter, a real wait for Redis (whose script reads the server's
+ * own clock); every instant is at least 300 ms from the moment an admission leaves the window.
+ */
+async function staggered(t: test.Test, rl: RateLimiter, at: (ms: number) => Promise<void>) {
+  const spec = { requests: 3, windowMs: 2000 };
+  // admissions at 0, 700 and 1400 ms: they leave the window at 2000, 2700 and 3400 ms
+  for (const ms of [0, 700, 1400]) {
+    await at(ms);
+    t.equal((await rl.hit("s", spec)).allowed, true, `+${ms} ms: admitted`);
+  }
+  await at(1700);
+  const full = await rl.hit("s", spec);
+  t.deepEqual([full.allowed, full.remaining], [false, 0], "+1700 ms: three in the window, refused");
+  t.equal(full.retryAfterS, 1, "Retry-After: the admission at 0 ms leaves 300 ms later, rounded up to 1 s");
+  await at(2300);
+  const one = await rl.hit("s", spec);
+  t.deepEqual([one.allowed, one.remaining], [true, 0], "+2300 ms: the admission at 0 ms has left, exactly one place is free");
+  t.equal((await rl.hit("s", spec)).allowed, false, "+2300 ms: the admissions at 700 and 1400 ms still count; a second is refused");
+  t.equal((await rl.peek("s", spec)).remaining, 0, "peek: full");
+  await at(3000);
+  t.equal((await rl.hit("s", spec)).allowed, true, "+3000 ms: the admission at 700 ms has left, one more is admitted");
+  t.equal((await rl.hit("s", spec)).allowed, false, "+3000 ms: and only one");
+  await at(3700);
+  const after = await rl.hit("s", spec);
+  t.deepEqual([after.allowed, after.remaining], [true, 0], "+3700 ms: the one at 1400 ms has left; those at 2300 and 3000 ms remain");
+  await at(3800);
+  t.equal((await rl.hit("s", spec)).allowed, false, "+3800 ms: admissions at 2300, 3000 and 3700 ms fill the window");
+  await at(4700);
+  t.equal((await rl.hit("s", spec)).allowed, true, "+4700 ms: the one at 2300 ms has left, one is admitted");
+  t.equal((await rl.hit("s", spec)).allowed, false, "+4700 ms: and only one");
+}
+
+test("memory: requests staggered across the window leave it one by one (only a sliding window passes)", async (t) => {
+  const clock = new FakeClock(50_000_000);
+  const t0 = clock.now();
+  await staggered(t, new MemoryRateLimiter(clock), async (ms) => clock.set(t0 + ms));
+});
+
+test("redis: requests staggered across the window leave it one by one, timed by the server's clock", async (t) => {
   await redisCase(t, async (rl) => {
-    const spec = { requests: 3, windowMs: 600 };
+    const t0 = Date.now();
+    await staggered(t, rl, async (ms) => {
+      const wait = t0 + ms - Date.now();
+      if (wait > 0) await sleep(wait);
+      if (Date.now() - (t0 + ms) > 250) throw new Error(`the machine stalled: +${ms} ms was reached ${Date.now() - t0 - ms} ms late`);
+    });
+  });
+});
+
+test("redis: a refused request reports the window's state; Reset is a Unix time", async (t) => {
+  await redisCase(t, async (rl) => {
+    const spec = { requests: 3, windowMs: 30_000 };
     const first = await rl.hit("a", spec);
     t.deepEqual([first.allowed, first.remaining, first.limit], [true, 2, 3], "first admission");
     await rl.hit("a", spec);
@@ -86,14 +141,10 @@ test("redis: atomic sliding window with the server's clock, at the window edge",
     const no = await rl.hit("a", spec);
     t.equal(no.allowed, false, "fourth within the window refused");
     t.equal(no.remaining, 0);
-    t.ok(no.retryAfterS >= 1, "Retry-After at least 1 s");
-    t.ok(no.resetS >= Math.floor(Date.now() / 1000), "Reset is a Unix time");
-    const p = await rl.peek("a", spec);
-    t.equal(p.remaining, 0, "peek sees the full window");
-    await sleep(650);
-    const again = await rl.hit("a", spec);
-    t.equal(again.allowed, true, "after the window the oldest admissions left");
-    t.equal(again.remaining, 2, "the three old ones are gone, one new");
+    t.ok(no.retryAfterS >= 29 && no.retryAfterS <= 30, `Retry-After until the first leaves (${no.retryAfterS} s)`);
+    const nowS = Date.now() / 1000;
+    t.ok(no.resetS >= Math.floor(nowS) + 29 && no.resetS <= Math.ceil(nowS) + 31, "Reset is the Unix time when the first admission leaves");
+    t.equal((await rl.peek("a", spec)).remaining, 0, "peek sees the full window");
   });
 });
 

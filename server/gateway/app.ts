@@ -14,6 +14,7 @@ import { sendError, toSvcError } from "../http/errors.js";
 import { bodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
 import { SvcError } from "../../lib/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
+import { tenantIdSchema } from "../../lib/names.js";
 import { aclAllows, checkAcl } from "./acl.js";
 import { adminRouter } from "./admin.js";
 import type { AuditSink } from "./audit.js";
@@ -215,9 +216,38 @@ export function createApp(deps: GatewayDeps): Express {
 
   const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey });
   app.use((req, res, next) => {
-    if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) return admin(req, res, next);
+    if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) {
+      auditBeforeEnd(req, res);
+      return admin(req, res, next);
+    }
     next();
   });
+
+  // Admin calls leave the audit record too (the tenant acted on, no namespace, 0 CUs), written
+  // before the response is sent: the response's end waits for the record, whichever handler
+  // (or error handler) ends it. An audit log that cannot be written must not hang the call.
+  function auditBeforeEnd(req: Request, res: Response): void {
+    const t0 = performance.now();
+    const end = res.end.bind(res) as (...args: unknown[]) => Response;
+    let ended = false;
+    res.end = ((...args: unknown[]) => {
+      if (ended) return res;
+      ended = true;
+      const named = /^\/gate\/admin\/usage\/([^/]+)$/.exec(req.path)?.[1] ?? (req.body as { tenant_id?: unknown } | undefined)?.tenant_id;
+      void audit.write({
+        ts: new Date(clock.now()).toISOString(),
+        tenant_id: typeof named === "string" && tenantIdSchema.safeParse(named).success ? named : "",
+        method: req.method,
+        path: req.originalUrl.split("?")[0]!,
+        namespace: "",
+        status: res.statusCode,
+        cus: 0,
+        latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
+        request_id: requestIdOf(res),
+      }).catch(() => undefined).then(() => end(...args));
+      return res;
+    }) as Response["end"];
+  }
 
   // Billing (issue 4) plugs in here: checkout (tenant key) and the payment webhook (raw body).
   if (deps.billing) app.use(deps.billing);

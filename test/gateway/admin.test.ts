@@ -160,6 +160,33 @@ test("reload answers status ok and the tenant count; unknown admin path is 404",
   t.equal((await admin(gw.url, "/gate/admin/nothing", undefined, "GET")).status, 404);
 });
 
+test("admin calls leave one audit record each, before the response, without a key", async (t) => {
+  const before = gw.audit.records.length;
+  const made = await admin(gw.url, "/gate/onboard/create", { tenant_id: "audited" });
+  const rotated = await admin(gw.url, "/gate/onboard/rotate-key", { tenant_id: "audited" });
+  const usage = await admin(gw.url, "/gate/admin/usage/audited", undefined, "GET");
+  const dup = await admin(gw.url, "/gate/onboard/create", { tenant_id: "audited" });
+  const bad = await admin(gw.url, "/gate/onboard/create", { tenant_id: "Not Valid" });
+  const tenantKey = await fetch(`${gw.url}/gate/onboard/deactivate`, {
+    method: "POST", headers: { authorization: `Bearer ${made.json.api_key}`, "content-type": "application/json" }, body: JSON.stringify({ tenant_id: "audited" }),
+  });
+  const recs = gw.audit.records.slice(before);
+  const want = [
+    ["POST", "/gate/onboard/create", 201, "audited"],
+    ["POST", "/gate/onboard/rotate-key", 200, "audited"],
+    ["GET", "/gate/admin/usage/audited", 200, "audited"],
+    ["POST", "/gate/onboard/create", 409, "audited"],
+    ["POST", "/gate/onboard/create", 400, ""],
+    ["POST", "/gate/onboard/deactivate", 401, ""], // refused before its body is read
+  ];
+  t.deepEqual([made.status, rotated.status, usage.status, dup.status, bad.status, tenantKey.status], want.map((w) => w[2]), "the calls answered as expected");
+  t.deepEqual(recs.map((r) => [r.method, r.path, r.status, r.tenant_id]), want, "one record per call: method, path, status, the tenant acted on (an invalid id is not echoed)");
+  t.ok(recs.every((r) => r.namespace === "" && r.cus === 0 && r.latency_ms >= 0 && /^[0-9a-f-]{36}$/.test(r.request_id)), "no namespace, 0 CUs, latency and request id");
+  const text = JSON.stringify(recs);
+  t.notOk(text.includes(made.json.api_key) || text.includes(rotated.json.api_key) || text.includes(SERVICE_KEY), "no key in the records");
+  t.equal((await gw.deps.registry.get("audited"))!.active, true, "a tenant key on an admin endpoint changed nothing");
+});
+
 test("teardown", async () => {
   await gw.close();
   await engine.close();

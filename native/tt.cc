@@ -637,10 +637,10 @@ bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
     // unfolding's rank can be, or a sample whose rank is well below its size
     return !((sr == Mk && sc == Nn) || S >= smax_sample || g >= P.smax(k) || 2 * r < g);
   };
-  std::vector<bool> saturated(d, false);
+  std::vector<char> saturated(d, 0);  // not vector<bool>: written from several threads below
   std::vector<size_t> side(d, 64);
   for (size_t k : order) {
-    saturated[k] = sample(k, 64);
+    saturated[k] = sample(k, 64) ? 1 : 0;
     if (P.unreachable(min_ratio)) return true;
   }
   // Larger samples of the saturated unfoldings only help if ranks as large as such a sample can
@@ -657,10 +657,19 @@ bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
       P.boost.clear();
     }
     if (S == 0) return false;
-    for (size_t k : order) {
-      if (!saturated[k] || side[k] >= S) continue;
-      side[k] = S;
-      saturated[k] = sample(k, S);
+    std::vector<size_t> todo;
+    for (size_t k : order)
+      if (saturated[k] && side[k] < S) todo.push_back(k);
+    // As many samples at once as the pool has threads (each eigensolve is sequential), middle
+    // first; the bound is checked after each group.
+    const size_t group = std::max<size_t>(1, size_t(pool_threads()));
+    for (size_t g0 = 0; g0 < todo.size(); g0 += group) {
+      size_t g1 = std::min(todo.size(), g0 + group);
+      parallel_for(g1 - g0, [&](size_t i) {
+        size_t k = todo[g0 + i];
+        side[k] = S;
+        saturated[k] = sample(k, S) ? 1 : 0;
+      });
       if (P.unreachable(min_ratio)) return true;
     }
   }

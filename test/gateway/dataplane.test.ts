@@ -397,7 +397,7 @@ test("a client that aborts mid-upload neither crashes nor wedges the gateway, an
   });
   await new Promise((r) => setTimeout(r, 100));
   t.equal(engine.seen.length, 0, "the aborted JSON upload never reached the engine");
-  const jsonAudit = gw.audit.records.slice(auditBefore);
+  const jsonAudit = gw.audit.records.slice(auditBefore).filter((a) => a.path.startsWith("/v1/")); // admin calls are audited too
   t.deepEqual(jsonAudit.map((a) => [a.path, a.namespace, a.status, a.cus, a.tenant_id]), [["/v1/put", "", 400, 0, "acme"]], "it is audited once, as a 400 of acme before its body named a namespace");
   t.equal((await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used, usageBefore, "nothing charged for it");
   t.equal((await call(gw.url, "/v1/get/default/k", { key })).status, 200, "still serving after an aborted JSON upload");

@@ -10,7 +10,7 @@ import {
 import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
-  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, coreDtypeSchema,
+  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema,
   type GetOptions, type ServeOptions,
 } from "./schemas.js";
 import type {
@@ -19,6 +19,7 @@ import type {
 } from "./store/index.js";
 import { z } from "zod";
 import { compileFilter } from "./filter.js";
+import { checkCores } from "./store/cores.js";
 import type { TensorStore, TensorStoreGpuHandle } from "./tensor-store.js";
 
 /** What `client.lastResponse` exposes about the latest HTTP exchange. */
@@ -460,43 +461,14 @@ export function createClient(options: ClientOptions): SvcClient {
   return client;
 }
 
-// The store's checks of a list of cores (lib/store/index.ts, #prepareCores), in its order
-// and with its messages, made before sending: the engine's wire schema would otherwise answer
-// some of them first in its own words. test/store/tt.test.ts holds the two equal.
-const coreDim = z.number().int("core shape entries must be integers").min(1, "core shape entries must be at least 1").max(1 << 20, "core shape entries are too large");
-const coreShapeSchema = z.tuple([coreDim, coreDim, coreDim], "core shape must be [r_prev, n_k, r_next]");
-
+// The store's checks of a list of cores (lib/store/cores.ts), made before sending: the
+// engine's wire schema would otherwise answer some of them first in its own words.
 function coresWire(cores: CoreInput[], where = "cores"): Array<{ shape: number[]; dtype: "float32" | "float64"; data_b64: string }> {
-  if (!Array.isArray(cores) || cores.length < 1 || cores.length > 64) throw new ValidationError(`${where} must be a list of 1 to 64 cores.`, where);
-  let coreDtype: "float32" | "float64" | undefined;
-  let rank = 1;
-  return cores.map((c, k) => {
-    const here = `${where}.${k}`;
-    if (c === null || typeof c !== "object") throw new ValidationError(`${here} must be an object.`, here);
-    const shape = parseOrThrow(coreShapeSchema, c.shape, `${here}.shape`);
-    const natural = c.data instanceof Float32Array ? "float32" : c.data instanceof Float64Array ? "float64" : undefined;
-    const dt = c.dtype === undefined ? (natural ?? "float32") : parseOrThrow(coreDtypeSchema, c.dtype, `${here}.dtype`);
-    if (natural && natural !== dt) throw new ValidationError(`${here}.dtype ${dt} does not match its ${natural} data.`, `${here}.dtype`);
-    if (!(c.data instanceof ArrayBuffer) && !ArrayBuffer.isView(c.data)) {
-      throw new ValidationError(`${here}.data must be a Float32Array, a Float64Array or bytes.`, `${here}.data`);
-    }
-    if (coreDtype && coreDtype !== dt) throw new ValidationError(`${here}.dtype: all cores must have the same dtype.`, `${here}.dtype`);
-    coreDtype = dt;
-    const bytes = bytesOf(c.data);
-    const need = shape[0] * shape[1] * shape[2] * (dt === "float64" ? 8 : 4);
-    if (bytes.byteLength !== need) {
-      throw new ValidationError(`${here}.data has ${bytes.byteLength} bytes but shape [${shape.join(", ")}] of ${dt} needs ${need}.`, `${here}.data`);
-    }
-    if (k === 0 && shape[0] !== 1) throw new ValidationError(`${here}.shape: the first core must start with rank 1.`, `${here}.shape`);
-    if (k > 0 && shape[0] !== rank) throw new ValidationError(`${here}.shape: rank ${shape[0]} does not match the previous core's ${rank}.`, `${here}.shape`);
-    if (k === cores.length - 1 && shape[2] !== 1) throw new ValidationError(`${here}.shape: the last core must end with rank 1.`, `${here}.shape`);
-    rank = shape[2];
-    const values = typedArrayOf(dt, bytes) as Float32Array | Float64Array;
-    for (let i = 0; i < values.length; i++) {
-      if (!Number.isFinite(values[i]!)) throw new ValidationError(`${here}.data contains NaN or infinite values.`, `${here}.data`);
-    }
-    return { shape, dtype: dt, data_b64: bytes.toString("base64") };
-  });
+  return checkCores(cores, where).map((c) => ({
+    shape: c.shape,
+    dtype: c.dtype,
+    data_b64: Buffer.from(c.values.buffer, c.values.byteOffset, c.values.byteLength).toString("base64"),
+  }));
 }
 
 /** A batch item's ValidationError, prefixed with its index as the store does. */

@@ -23,6 +23,7 @@ import { gpuServingFor } from "../gpu.js";
 import { type GpuHandle, type GpuServing } from "./gpu-cache.js";
 import { deviceScores } from "./gpu-query.js";
 import { LmdbBackend } from "./lmdb.js";
+import { checkCores, type CoreInput } from "./cores.js";
 import { packRecord, unpackRecord } from "./records.js";
 import { MemoryBackend } from "./memory.js";
 import { scoreBatch, similarity, type Operand } from "./query.js";
@@ -58,19 +59,12 @@ type StoreConfig = Omit<z.output<typeof storeOptionsSchema>, "clock" | "tenant" 
 /** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
 export type PutData = ArrayBufferView | ArrayBuffer;
 
-export interface CoreInput {
-  /** [r_prev, n_k, r_next] */
-  shape: [number, number, number];
-  data: Float32Array | Float64Array | Uint8Array | ArrayBuffer;
-  dtype?: "float32" | "float64";
-}
+export type { CoreInput } from "./cores.js";
 export interface PutCoresItem extends PutCoresOptions {
   key: string;
   cores: CoreInput[];
 }
 
-const dim = z.number().int("core shape entries must be integers").min(1, "core shape entries must be at least 1").max(1 << 20, "core shape entries are too large");
-const coreShapeSchema = z.tuple([dim, dim, dim], "core shape must be [r_prev, n_k, r_next]");
 
 // ---- record keys: (tenant, namespace, key) scopes everything ----
 const headKey = (t: string, ns: string, key: string): RecordKey => ["h", t, ns, key];
@@ -344,42 +338,14 @@ export class Store implements TensorStore {
   }
 
   async #prepareCores(cores: CoreInput[], denseShape: number[] | undefined, where: string): Promise<Prepared> {
-    if (!Array.isArray(cores) || cores.length < 1 || cores.length > 64)
-      throw new ValidationError(`${where} must be a list of 1 to 64 cores.`, where);
-    let coreDtype: "float32" | "float64" | undefined;
-    const arrays: (Float32Array | Float64Array)[] = [];
-    const modes: number[] = [];
-    const ranks: number[] = [];
-    for (let k = 0; k < cores.length; k++) {
-      const c = cores[k]!;
-      const here = `${where}.${k}`;
-      if (c === null || typeof c !== "object") throw new ValidationError(`${here} must be an object.`, here);
-      const shape = parseOrThrow(coreShapeSchema, c.shape, `${here}.shape`);
-      const natural = c.data instanceof Float32Array ? "float32" : c.data instanceof Float64Array ? "float64" : undefined;
-      const dt = c.dtype === undefined ? (natural ?? "float32") : parseOrThrow(coreDtypeSchema, c.dtype, `${here}.dtype`);
-      if (natural && natural !== dt) throw new ValidationError(`${here}.dtype ${dt} does not match its ${natural} data.`, `${here}.dtype`);
-      if (!(c.data instanceof ArrayBuffer) && !ArrayBuffer.isView(c.data))
-        throw new ValidationError(`${here}.data must be a Float32Array, a Float64Array or bytes.`, `${here}.data`);
-      if (coreDtype && coreDtype !== dt) throw new ValidationError(`${here}.dtype: all cores must have the same dtype.`, `${here}.dtype`);
-      coreDtype = dt;
-      const bytes = asBytes(c.data);
-      const need = shape[0] * shape[1] * shape[2] * (dt === "float64" ? 8 : 4);
-      if (bytes.byteLength !== need)
-        throw new ValidationError(`${here}.data has ${bytes.byteLength} bytes but shape [${shape.join(", ")}] of ${dt} needs ${need}.`, `${here}.data`);
-      if (k === 0 && shape[0] !== 1) throw new ValidationError(`${here}.shape: the first core must start with rank 1.`, `${here}.shape`);
-      if (k > 0 && shape[0] !== ranks[k]) throw new ValidationError(`${here}.shape: rank ${shape[0]} does not match the previous core's ${ranks[k]}.`, `${here}.shape`);
-      if (k === cores.length - 1 && shape[2] !== 1) throw new ValidationError(`${here}.shape: the last core must end with rank 1.`, `${here}.shape`);
-      if (k === 0) ranks.push(1);
-      ranks.push(shape[2]);
-      modes.push(shape[1]);
-      const arr = typedView(new Uint8Array(bytes), dt) as Float32Array | Float64Array;
-      if (hasNonFinite(arr)) throw new ValidationError(`${here}.data contains NaN or infinite values.`, `${here}.data`);
-      arrays.push(arr);
-    }
+    const checked = checkCores(cores, where);
+    const arrays = checked.map((c) => c.values);
+    const modes = checked.map((c) => c.shape[1]);
+    const ranks = [1, ...checked.map((c) => c.shape[2])];
     const shape = denseShape ? parseOrThrow(shapeSchema, denseShape, "shape") : [...modes];
     if (product(shape) !== product(modes))
       throw new ValidationError(`shape [${shape.join(", ")}] has ${product(shape)} elements but the cores' modes give ${product(modes)}.`, "shape");
-    const dtype = coreDtype!;
+    const dtype = checked[0]!.dtype;
     const t: TT = { modes, ranks, cores: arrays, ...(denseShape ? { shape } : {}) };
     const norm = await (await loadTT()).norm(t);
     if (!Number.isFinite(norm)) throw new ValidationError(`${where}: the tensor's norm overflows.`, where);

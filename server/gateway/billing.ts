@@ -3,8 +3,11 @@
 // provider's signed events and moves tenants between plans. Each event id is applied at most
 // once, in the same atomic step as the plan change (TenantRegistry.applyEventOnce), so a
 // replay, a retry or two gateways receiving the same event change a tenant once. Events older
-// than the last one applied to a tenant never overwrite it. Every event, applied or skipped,
-// leaves a line in the billing log; every request leaves the usual audit record.
+// than the last one applied to a tenant never overwrite it. A checkout that replaces another
+// live subscription records the old one as pending cancellation in that same step; it is
+// canceled at the provider afterwards, and a failure answers 500 so that the provider's retry
+// (a duplicate by then) cancels it. Every event, applied or skipped, leaves a line in the
+// billing log; every request leaves the usual audit record.
 import express, { type Request, type Response, type Router } from "express";
 import { closeSync, openSync, writeSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
@@ -21,7 +24,7 @@ import { authenticateTenant } from "./auth.js";
 import type { Clock } from "./clock.js";
 import { effectiveRateLimit, type LimitsPolicy } from "./plans.js";
 import type { RateLimiter } from "./ratelimit.js";
-import { PaymentProviderError, WebhookSignatureError, type PaidPlan, type PaymentProvider } from "./stripe-client.js";
+import { PaymentProviderError, WebhookSignatureError, type CancelResult, type PaidPlan, type PaymentProvider } from "./stripe-client.js";
 import type { EventChange, TenantBilling, TenantRecord, TenantRegistry } from "./tenants.js";
 
 /** How long a processed event id is remembered (the provider retries for 3 days; resends are manual). */
@@ -83,7 +86,16 @@ export interface BillingLogRecord {
   reason: string;
   plan_before: string | null;
   plan_after: string | null;
+  /** Replaced subscriptions this delivery tried to cancel at the provider, and how each ended. */
+  cancellations: CancellationRecord[];
   request_id: string;
+}
+
+export interface CancellationRecord {
+  subscription_id: string;
+  result: CancelResult | "failed";
+  /** Why it failed (one sentence, no provider message); "" otherwise. */
+  detail: string;
 }
 
 export interface BillingLog {
@@ -137,6 +149,8 @@ export interface BillingDeps {
 /** What one verified event does; `tenantId` "" when it names no valid tenant. */
 interface EventPlan {
   tenantId: string;
+  /** A deletion without tenant metadata: the tenant is the one whose customer this is. */
+  customerId?: string;
   /** A decision taken from the event alone (nothing to apply), or the change to apply. */
   skip?: string;
   change?: (cur: TenantRecord) => { next: TenantRecord | null; reason: string };
@@ -145,6 +159,9 @@ interface EventPlan {
 const idOf = (v: string | { id: string } | null | undefined): string | null => (v == null ? null : typeof v === "string" ? v : v.id);
 const validTenant = (v: unknown): string | null => (typeof v === "string" && tenantIdSchema.safeParse(v).success ? v : null);
 const billingOf = (t: TenantRecord): TenantBilling => t.billing ?? { subscription_id: null, customer_id: null, last_event_created: 0, ended_subscriptions: [] };
+const pendingOf = (b: TenantBilling): string[] => b.pending_cancellations ?? [];
+/** A provider object id (`cus_...`, `sub_...`), or null for anything else. */
+const providerId = (v: string | null): string | null => (v !== null && /^[A-Za-z0-9_]{1,255}$/.test(v) ? v : null);
 
 /** Decides what a verified event means; pure (the registry applies it atomically). */
 export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): EventPlan {
@@ -161,7 +178,7 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
     if (plan !== "builder" && plan !== "pro") return { tenantId, skip: "unknown_plan" };
     if (s.data.payment_status !== "paid") return { tenantId, skip: "not_paid" };
     const sub = idOf(s.data.subscription);
-    const customer = idOf(s.data.customer);
+    const customer = providerId(idOf(s.data.customer));
     return {
       tenantId,
       change: (cur) => {
@@ -169,7 +186,13 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
         if (!cur.active) return { next: null, reason: "deactivated" };
         if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
         if (sub && b.ended_subscriptions.includes(sub)) return { next: null, reason: "subscription_already_deleted" };
-        const billing: TenantBilling = { ...b, subscription_id: sub, customer_id: customer ?? b.customer_id, last_event_created: ev.created };
+        // The subscription this one replaces would go on billing: it is canceled after this step.
+        const old = b.subscription_id;
+        const pending = old && old !== sub && !pendingOf(b).includes(old) ? [...pendingOf(b), old] : pendingOf(b);
+        const billing: TenantBilling = {
+          ...b, subscription_id: sub, customer_id: customer ?? b.customer_id, last_event_created: ev.created,
+          ...(pending.length ? { pending_cancellations: pending } : {}),
+        };
         return { next: { ...cur, ...termsFor(plan, {}), billing, updated_at: nowIso }, reason: "" };
       },
     };
@@ -177,20 +200,29 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
   if (ev.type === "customer.subscription.deleted") {
     const s = subscriptionSchema.safeParse(obj);
     if (!s.success) return { tenantId: "", skip: "malformed_subscription" };
-    const tenantId = validTenant(s.data.metadata?.tenant_id);
-    if (!tenantId) return { tenantId: "", skip: "no_tenant" };
+    const metaTenant = validTenant(s.data.metadata?.tenant_id);
+    // Without tenant metadata (a subscription made in the Dashboard, or before checkout set it)
+    // the tenant is the one whose customer this is; applyPaymentEvent looks it up.
+    const customer = metaTenant ? null : providerId(idOf(s.data.customer));
+    if (!metaTenant && !customer) return { tenantId: "", skip: "no_tenant" };
     const sub = s.data.id;
     return {
-      tenantId,
+      tenantId: metaTenant ?? "",
+      ...(customer ? { customerId: customer } : {}),
       change: (cur) => {
         const b = billingOf(cur);
+        // The lookup ran before this step; the customer must still be the tenant's.
+        if (customer && b.customer_id !== customer) return { next: null, reason: "no_tenant" };
         if (!cur.active) return { next: null, reason: "deactivated" };
         if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
         if (b.subscription_id !== sub) {
           // Not the subscription that set the plan (an older one, or its checkout has not
-          // arrived yet): remember it so that a late checkout of it is never applied.
-          if (b.ended_subscriptions.includes(sub)) return { next: null, reason: "not_current_subscription" };
-          const billing = { ...b, ended_subscriptions: [...b.ended_subscriptions, sub].slice(-ENDED_SUBSCRIPTIONS_MAX) };
+          // arrived yet): remember it so that a late checkout of it is never applied. One
+          // still waiting to be canceled by us is gone at the provider: nothing left to cancel.
+          const ended = b.ended_subscriptions.includes(sub) ? b.ended_subscriptions : [...b.ended_subscriptions, sub].slice(-ENDED_SUBSCRIPTIONS_MAX);
+          const pending = pendingOf(b).filter((p) => p !== sub);
+          if (ended === b.ended_subscriptions && pending.length === pendingOf(b).length) return { next: null, reason: "not_current_subscription" };
+          const billing: TenantBilling = { ...b, ended_subscriptions: ended, ...(b.pending_cancellations ? { pending_cancellations: pending } : {}) };
           return { next: { ...cur, billing, updated_at: nowIso }, reason: "not_current_subscription" };
         }
         if (cur.plan !== "builder" && cur.plan !== "pro") return { next: null, reason: "not_a_paid_plan" };
@@ -213,20 +245,81 @@ export interface EventOutcome {
   reason: string;
   planBefore: string | null;
   planAfter: string | null;
+  /** Any entry with result "failed" means the event must be retried (the webhook answers 500). */
+  cancellations: CancellationRecord[];
 }
 
-/** Applies one verified event at most once (durably, across gateways) and logs the outcome. */
-export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "clock" | "log">, raw: unknown, requestId: string): Promise<EventOutcome> {
+/**
+ * Cancels at the provider every subscription the tenant's record lists as replaced, removing
+ * each from the list once the provider confirmed it. A failure is a "failed" entry and stays
+ * listed for the next delivery; it throws only when the record cannot be read.
+ */
+/**
+ * Cancellations in flight in this process, per provider: concurrent deliveries naming one
+ * tenant share one provider call per subscription instead of each sending its own.
+ */
+const cancelling = new WeakMap<PaymentProvider, Map<string, Promise<CancelResult>>>();
+function cancelOnce(provider: PaymentProvider, sub: string): Promise<CancelResult> {
+  let inFlight = cancelling.get(provider);
+  if (!inFlight) cancelling.set(provider, (inFlight = new Map()));
+  let p = inFlight.get(sub);
+  if (!p) {
+    const m = inFlight;
+    p = provider.cancelSubscription(sub).finally(() => m.delete(sub));
+    m.set(sub, p);
+  }
+  return p;
+}
+
+async function cancelReplaced(deps: Pick<BillingDeps, "registry" | "provider">, tenantId: string, nowIso: string): Promise<CancellationRecord[]> {
+  const t = await deps.registry.get(tenantId);
+  const pending = t?.billing ? pendingOf(t.billing) : [];
+  if (pending.length === 0) return [];
+  // All at the provider at once, then one record update for every confirmed one.
+  const out: CancellationRecord[] = await Promise.all(pending.map(async (sub): Promise<CancellationRecord> => {
+    try {
+      return { subscription_id: sub, result: await cancelOnce(deps.provider, sub), detail: "" };
+    } catch (e) {
+      return { subscription_id: sub, result: "failed", detail: e instanceof PaymentProviderError ? e.message : "The payment provider call failed." };
+    }
+  }));
+  const done = new Set(out.filter((c) => c.result !== "failed").map((c) => c.subscription_id));
+  if (done.size === 0) return out;
+  try {
+    await deps.registry.update(tenantId, (cur) => {
+      const b = billingOf(cur);
+      return { ...cur, billing: { ...b, pending_cancellations: pendingOf(b).filter((p) => !done.has(p)) }, updated_at: nowIso };
+    });
+  } catch {
+    // Canceled, but still listed: the retry asks again and the provider answers already canceled.
+    for (const c of out) {
+      if (done.has(c.subscription_id)) Object.assign(c, { result: "failed", detail: "The subscription was canceled but the tenant record could not be updated." });
+    }
+  }
+  return out;
+}
+
+/**
+ * Applies one verified event at most once (durably, across gateways), then cancels the
+ * tenant's replaced subscriptions still pending (this event's, or ones an earlier delivery
+ * could not finish), and logs the outcome.
+ */
+export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "clock" | "log" | "provider">, raw: unknown, requestId: string): Promise<EventOutcome> {
   const parsed = eventSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError("The event lacks a valid id, type, created or data.object.");
   const ev = parsed.data;
   const now = deps.clock.now();
   const nowIso = new Date(now).toISOString();
   const plan = planEvent(ev, nowIso);
+  if (plan.customerId) {
+    const t = await deps.registry.findByCustomerId(plan.customerId);
+    if (t) plan.tenantId = t.tenant_id;
+    else plan.skip = "no_tenant";
+  }
   let out: EventOutcome;
   if (plan.skip === "ignored_type") {
     // Types other than the two handled answer 200 and change nothing; no id is recorded.
-    out = { tenantId: "", outcome: "skipped", reason: "ignored_type", planBefore: null, planAfter: null };
+    out = { tenantId: "", outcome: "skipped", reason: "ignored_type", planBefore: null, planAfter: null, cancellations: [] };
   } else {
     const r = await deps.registry.applyEventOnce(
       { eventId: ev.id, tenantId: plan.tenantId, nowMs: now, retainMs: EVENT_RETENTION_MS },
@@ -238,7 +331,7 @@ export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "cl
       },
     );
     if (r.duplicate) {
-      out = { tenantId: plan.tenantId, outcome: "skipped", reason: "duplicate", planBefore: null, planAfter: null };
+      out = { tenantId: plan.tenantId, outcome: "skipped", reason: "duplicate", planBefore: null, planAfter: null, cancellations: [] };
       const t = plan.tenantId ? await deps.registry.get(plan.tenantId) : null;
       out.planBefore = out.planAfter = t?.plan ?? null;
     } else {
@@ -249,13 +342,25 @@ export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "cl
         reason: applied ? "" : r.note.slice("skipped:".length),
         planBefore: r.before?.plan ?? null,
         planAfter: r.after?.plan ?? null,
+        cancellations: [],
       };
+    }
+  }
+  // After the atomic step, never inside it: a provider call cannot be part of a store write.
+  let readError: unknown = null;
+  if (out.tenantId) {
+    try {
+      out.cancellations = await cancelReplaced(deps, out.tenantId, nowIso);
+    } catch (e) {
+      readError = e; // the event is decided, so it is logged first; the retry reads again
     }
   }
   await deps.log.write({
     ts: nowIso, event_id: ev.id, type: ev.type, created: ev.created, tenant_id: out.tenantId,
-    outcome: out.outcome, reason: out.reason, plan_before: out.planBefore, plan_after: out.planAfter, request_id: requestId,
+    outcome: out.outcome, reason: out.reason, plan_before: out.planBefore, plan_after: out.planAfter,
+    cancellations: out.cancellations, request_id: requestId,
   });
+  if (readError) throw readError;
   return out;
 }
 
@@ -330,6 +435,9 @@ export function billingRouter(deps: BillingDeps): Router {
       const event = deps.provider.verifyEvent(raw, req.get("stripe-signature"), deps.clock.now());
       const out = await applyPaymentEvent(deps, event, requestIdOf(res));
       tenantId = out.tenantId;
+      const failed = out.cancellations.find((c) => c.result === "failed");
+      // 500 makes the provider retry the event; the retry (a duplicate) cancels what is still pending.
+      if (failed) throw new SvcError("internal", `The replaced subscription ${failed.subscription_id} is not canceled yet, so the event must be retried. ${failed.detail}`);
       await audit(req, res, tenantId, 200, t0);
       res.status(200).json({ received: true });
     } catch (err) {

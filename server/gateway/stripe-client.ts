@@ -1,5 +1,5 @@
 // The payment provider behind one interface: Stripe through its official SDK. Checkout
-// sessions go out through the SDK (pointed at SVC_GATE_PAYMENT_API_BASE when set, e.g. a
+// sessions and subscription cancellations go out through the SDK (pointed at SVC_GATE_PAYMENT_API_BASE when set, e.g. a
 // local mock); webhook bodies are verified with the SDK's signature check, plus a bound on
 // future timestamps that the SDK does not apply. Provider errors never carry their message
 // (it may quote part of a key) into ours.
@@ -51,8 +51,13 @@ export class PaymentProviderError extends Error {
   }
 }
 
+/** How a cancellation ended: canceled now, or already canceled (or unknown) at the provider. */
+export type CancelResult = "canceled" | "already_canceled";
+
 export interface PaymentProvider {
   createCheckoutSession(r: CheckoutRequest): Promise<CheckoutSession>;
+  /** Cancels subscription `id` at once; throws PaymentProviderError when that is not known to have happened. */
+  cancelSubscription(id: string): Promise<CancelResult>;
   /** Verifies `raw` against the signature header at `nowMs`; returns the parsed event or throws WebhookSignatureError. */
   verifyEvent(raw: Buffer, signatureHeader: string | undefined, nowMs: number): unknown;
 }
@@ -107,20 +112,27 @@ export class StripePaymentProvider implements PaymentProvider {
         ...(r.email ? { customer_email: r.email } : {}),
       });
     } catch (e) {
-      const err = e as { statusCode?: number; type?: string; rawType?: string };
-      const status = typeof err.statusCode === "number" ? err.statusCode : null;
-      const kind = err.rawType ?? (err.type === "StripeConnectionError" ? "connection_error" : "api_error");
-      throw new PaymentProviderError(
-        status === null
-          ? `The payment provider could not be reached to create a checkout session (${kind}).`
-          : `The payment provider refused to create a checkout session (HTTP ${status}, ${kind}).`,
-        status,
-      );
+      throw providerError(e, "create a checkout session");
     }
     if (typeof s.id !== "string" || typeof s.url !== "string" || !s.url) {
       throw new PaymentProviderError("The payment provider answered without a checkout session id and URL.", null);
     }
     return { id: s.id, url: s.url };
+  }
+
+  async cancelSubscription(id: string): Promise<CancelResult> {
+    let s: { status?: unknown };
+    try {
+      s = await this.#stripe.subscriptions.cancel(id);
+    } catch (e) {
+      // Stripe answers 404 resource_missing for a subscription that is already canceled (a
+      // canceled one can no longer be canceled); either way nothing is left to stop.
+      const err = e as { statusCode?: number; code?: string };
+      if (err.statusCode === 404 && err.code === "resource_missing") return "already_canceled";
+      throw providerError(e, "cancel a subscription");
+    }
+    if (s.status !== "canceled") throw new PaymentProviderError("The payment provider answered a cancellation without a canceled subscription.", null);
+    return "canceled";
   }
 
   verifyEvent(raw: Buffer, signatureHeader: string | undefined, nowMs: number): unknown {
@@ -137,4 +149,17 @@ export class StripePaymentProvider implements PaymentProvider {
       throw new WebhookSignatureError(/tolerance/i.test(msg) ? "stale" : "mismatch");
     }
   }
+}
+
+/** A PaymentProviderError naming the provider's status and error type, never its message. */
+function providerError(e: unknown, what: string): PaymentProviderError {
+  const err = e as { statusCode?: number; type?: string; rawType?: string };
+  const status = typeof err.statusCode === "number" ? err.statusCode : null;
+  const kind = err.rawType ?? (err.type === "StripeConnectionError" ? "connection_error" : "api_error");
+  return new PaymentProviderError(
+    status === null
+      ? `The payment provider could not be reached to ${what} (${kind}).`
+      : `The payment provider refused to ${what} (HTTP ${status}, ${kind}).`,
+    status,
+  );
 }

@@ -42,6 +42,11 @@ export interface TenantBilling {
   last_event_created: number;
   /** Subscriptions reported deleted before (or without) their checkout: never applied later. */
   ended_subscriptions: string[];
+  /**
+   * Subscriptions replaced by a later checkout that still have to be canceled at the provider;
+   * written with the plan change, each removed once the provider confirmed its cancellation.
+   */
+  pending_cancellations?: string[];
 }
 
 export interface PlanChange {
@@ -125,6 +130,7 @@ export const tenantRecordSchema = z.object({
       customer_id: z.string().nullable(),
       last_event_created: z.number().int().nonnegative(),
       ended_subscriptions: z.array(z.string()),
+      pending_cancellations: z.array(z.string()).optional(),
     })
     .optional(),
   plan_history: z.array(z.object({ from: z.string(), plan: planSchema, monthly_quota: z.number().nonnegative().nullable() })).optional(),
@@ -137,6 +143,8 @@ export interface TenantRegistry {
   get(tenantId: string): Promise<TenantRecord | null>;
   /** The active tenant whose current key hashes to `keyHash`, or null. */
   findByKeyHash(keyHash: string): Promise<TenantRecord | null>;
+  /** The tenant whose `billing.customer_id` is `customerId` (deactivated ones included), or null. */
+  findByCustomerId(customerId: string): Promise<TenantRecord | null>;
   /** Replaces a record with `change(current)` atomically; NotFoundError when absent. */
   update(tenantId: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord>;
   list(): Promise<TenantRecord[]>;
@@ -168,13 +176,18 @@ export class MemoryTenantRegistry implements TenantRegistry {
   readonly kind: "memory" | "local" = "memory";
   protected tenants = new Map<string, TenantRecord>();
   protected byHash = new Map<string, string>();
+  protected byCustomer = new Map<string, string>();
   protected events = new Map<string, ProcessedEvent>();
   // Mutations run one after another so a persisted snapshot never interleaves two changes.
   private chain: Promise<unknown> = Promise.resolve();
 
   protected index(): void {
     this.byHash = new Map();
-    for (const t of this.tenants.values()) if (t.active && t.key_hash) this.byHash.set(t.key_hash, t.tenant_id);
+    this.byCustomer = new Map();
+    for (const t of this.tenants.values()) {
+      if (t.active && t.key_hash) this.byHash.set(t.key_hash, t.tenant_id);
+      if (t.billing?.customer_id) this.byCustomer.set(t.billing.customer_id, t.tenant_id);
+    }
   }
 
   /** Hook for persistence: called with the next state before it becomes current. */
@@ -204,6 +217,11 @@ export class MemoryTenantRegistry implements TenantRegistry {
     const id = this.byHash.get(h);
     const t = id === undefined ? undefined : this.tenants.get(id);
     return t && t.active && t.key_hash === h ? t : null;
+  }
+
+  async findByCustomerId(c: string): Promise<TenantRecord | null> {
+    const id = this.byCustomer.get(c);
+    return (id !== undefined && this.tenants.get(id)) || null;
   }
 
   update(id: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord> {
@@ -365,6 +383,8 @@ return 1`);
 // A payment event at most once: the processed-event record (kept ARGV[4] ms) and the tenant's
 // new record are written together, and only if the record is still the one the change was
 // computed from (compare-and-set); {0, note} when the event was processed before, {2} to retry.
+// The customer index follows the record: ARGV[6] (the new customer's key) is set to the tenant
+// id ARGV[5], and ARGV[7] (the previous customer's key) dropped while it still names the tenant.
 const EVENT_ONCE = new LuaScript(`
 local done = redis.call('GET', KEYS[2])
 if done then return {0, done} end
@@ -372,6 +392,8 @@ local cur = redis.call('GET', KEYS[1]) or ''
 if cur ~= ARGV[1] then return {2, ''} end
 if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2]) end
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+if ARGV[7] ~= '' and redis.call('GET', ARGV[7]) == ARGV[5] then redis.call('DEL', ARGV[7]) end
+if ARGV[6] ~= '' then redis.call('SET', ARGV[6], ARGV[5]) end
 return {1, ''}`);
 
 // Key hash -> record in one round trip.
@@ -383,15 +405,22 @@ return redis.call('GET', ARGV[1] .. id)`);
 /** The Redis key of a tenant's record (JSON). */
 export const tenantKey = (prefix: string, id: string): string => `${prefix}tenant:${id}`;
 
-/** Registry in Redis: `<prefix>tenant:<id>` (JSON), `<prefix>key:<sha256>` (id), `<prefix>tenants` (set). */
+/**
+ * Registry in Redis: `<prefix>tenant:<id>` (JSON), `<prefix>key:<sha256>` (id), `<prefix>tenants`
+ * (set), `<prefix>customer:<provider customer id>` (id; written with the billing record).
+ */
 export class RedisTenantRegistry implements TenantRegistry {
   readonly kind = "redis" as const;
+  // Records whose customer was recorded before the customer index existed are indexed by one
+  // scan, the first time a lookup misses in this process.
+  #customersIndexed = false;
   constructor(private readonly redis: RedisLink, private readonly prefix: string) {}
 
   private getText = async (key: string): Promise<string | null> => (await this.redis.sendCommand(["GET", key])) as string | null;
 
   private tKey = (id: string) => tenantKey(this.prefix, id);
   private get hashPrefix() { return `${this.prefix}key:`; }
+  private cKey = (customerId: string) => `${this.prefix}customer:${customerId}`;
 
   async create(rec: TenantRecord): Promise<void> {
     const ok = await CREATE.run(this.redis, [this.tKey(rec.tenant_id), this.hashPrefix + rec.key_hash, `${this.prefix}tenants`], [
@@ -415,6 +444,23 @@ export class RedisTenantRegistry implements TenantRegistry {
     if (!s) return null;
     const t = JSON.parse(s) as TenantRecord;
     return t.active && t.key_hash === h ? t : null;
+  }
+
+  async findByCustomerId(c: string): Promise<TenantRecord | null> {
+    const id = await this.getText(this.cKey(c));
+    const t = id ? await this.get(id) : null;
+    if (t?.billing?.customer_id === c) return t;
+    if (this.#customersIndexed) return null;
+    let found: TenantRecord | null = null;
+    for (const r of await this.list()) {
+      const cus = r.billing?.customer_id;
+      if (!cus) continue;
+      // A plain SET also repairs a key left naming a tenant that no longer has the customer.
+      await this.redis.sendCommand(["SET", this.cKey(cus), r.tenant_id]);
+      if (cus === c) found = r;
+    }
+    this.#customersIndexed = true;
+    return found;
   }
 
   async update(id: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord> {
@@ -443,8 +489,11 @@ export class RedisTenantRegistry implements TenantRegistry {
         upd = withPlanHistory(cur, next);
       }
       const value = JSON.stringify({ event_id: ev.eventId, tenant_id: ev.tenantId, note, at_ms: ev.nowMs });
+      const oldCus = cur?.billing?.customer_id ?? null;
+      const newCus = upd?.billing?.customer_id ?? null;
       const r = (await EVENT_ONCE.run(this.redis, [ev.tenantId ? this.tKey(ev.tenantId) : `${this.prefix}tenant:`, eKey], [
         curText ?? "", upd ? JSON.stringify(upd) : "", value, String(Math.max(1, Math.round(ev.retainMs))),
+        ev.tenantId, newCus ? this.cKey(newCus) : "", upd && oldCus && oldCus !== newCus ? this.cKey(oldCus) : "",
       ])) as [number, string];
       if (Number(r[0]) === 0) return { duplicate: true, note: (JSON.parse(r[1]) as ProcessedEvent).note };
       if (Number(r[0]) === 1) return { duplicate: false, note, before: cur, after: upd ?? cur };

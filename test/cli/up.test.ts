@@ -91,7 +91,7 @@ test("svc up: first run prints the key and URLs, serves admin and data commands,
     const back = readNpy(await readFile(outFile));
     t.deepEqual([back.dtype, back.shape], ["int32", [2, 3]], "served block shape");
     const want = [2, 3].flatMap((r) => [253, 254, 255].map((c) => ints[r * 256 + c]!));
-    t.deepEqual(Array.from(npyTypedArray(back.dtype, back.data)), want, "served block values are exact");
+    t.deepEqual(Array.from(npyTypedArray(back.dtype, back.data) as ArrayLike<number>), want, "served block values are exact");
 
     // query top-k through the client, then usage through the CLI
     const client = createClient({ baseUrl: up.gateway, apiKey: apiKey! });

@@ -1,7 +1,7 @@
 // TensorStore (lib/tensor-store.ts), the type that createStore's Store and createClient's
 // SvcClient share. Compile time: this file assigns both (and both factories) to it, calls
 // methods through it, and holds @ts-expect-error lines that must stay errors; tsx does not
-// type-check, so the first test runs tsc on this file (test/lib/tsconfig.json) and fails when
+// type-check, so the first test runs tsc on it, with every test and bench (test/lib/tsconfig.json), and fails when
 // the two sides drift. Run time: code written once against TensorStore runs on an in-memory
 // store, and a store and a client both carry every member of it.
 import test from "tape";

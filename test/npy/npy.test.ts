@@ -83,12 +83,12 @@ test("npy: numpy's own bytes (np.save of arange(6).reshape(2,3)) are read and re
   // produced once with numpy 2.4 `np.save`, pasted here so the test needs no Python
   const f4 = Buffer.from("k05VTVBZAQB2AHsnZGVzY3InOiAnPGY0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDIsIDMpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAAAAAACAPwAAAEAAAEBAAACAQAAAoEA=", "base64");
   const arr = readNpy(f4);
-  t.deepEqual(Array.from(npyTypedArray(arr.dtype, arr.data)), [0, 1, 2, 3, 4, 5], "values 0..5");
+  t.deepEqual(Array.from(npyTypedArray(arr.dtype, arr.data) as ArrayLike<number>), [0, 1, 2, 3, 4, 5], "values 0..5");
   t.ok(writeNpy(arr).equals(f4), "writeNpy output equals numpy's");
   const be = Buffer.from("k05VTVBZAQB2AHsnZGVzY3InOiAnPmkyJywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDIsIDMpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAAABAAIAAwAEAAU=", "base64");
   const b = readNpy(be);
   t.equal(b.dtype, "int16", "'>i2' is int16");
-  t.deepEqual(Array.from(npyTypedArray(b.dtype, b.data)), [0, 1, 2, 3, 4, 5], "big-endian numpy file converted");
+  t.deepEqual(Array.from(npyTypedArray(b.dtype, b.data) as ArrayLike<number>), [0, 1, 2, 3, 4, 5], "big-endian numpy file converted");
   t.end();
 });
 

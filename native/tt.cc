@@ -657,16 +657,16 @@ bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
       P.boost.clear();
     }
     if (S == 0) return false;
-    std::vector<size_t> todo;
+    std::vector<size_t> grow;
     for (size_t k : order)
-      if (saturated[k] && side[k] < S) todo.push_back(k);
+      if (saturated[k] && side[k] < S) grow.push_back(k);
     // As many samples at once as the pool has threads (each eigensolve is sequential), middle
     // first; the bound is checked after each group.
     const size_t group = std::max<size_t>(1, size_t(pool_threads()));
-    for (size_t g0 = 0; g0 < todo.size(); g0 += group) {
-      size_t g1 = std::min(todo.size(), g0 + group);
+    for (size_t g0 = 0; g0 < grow.size(); g0 += group) {
+      size_t g1 = std::min(grow.size(), g0 + group);
       parallel_for(g1 - g0, [&](size_t i) {
-        size_t k = todo[g0 + i];
+        size_t k = grow[g0 + i];
         side[k] = S;
         saturated[k] = sample(k, S) ? 1 : 0;
       });

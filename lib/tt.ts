@@ -135,6 +135,12 @@ function floatArray(x: unknown, field: string): FloatArray {
   return x;
 }
 
+/**
+ * Cores of more elements than this are checked for NaN and infinities by the addon on its
+ * worker thread (native/addon.cc kFiniteInJs, same message): no large scan on the event loop.
+ */
+const FINITE_IN_JS = 1 << 16;
+
 function checkFinite(x: FloatArray, field: string): void {
   for (let i = 0; i < x.length; i++) {
     if (!Number.isFinite(x[i]!)) throw new ValidationError(`${field} must contain only finite numbers (found ${x[i]} at index ${i}).`, field);
@@ -208,7 +214,7 @@ function checkTT(t: unknown, name: string): CheckedTT {
     if (c.length !== want) {
       throw new ValidationError(`${field} must have ranks[${k}]*modes[${k}]*ranks[${k + 1}] = ${want} elements, not ${c.length}.`, field);
     }
-    checkFinite(c, field);
+    if (c.length <= FINITE_IN_JS) checkFinite(c, field);
     cores.push(c);
   }
   let shape = modes;

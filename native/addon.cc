@@ -68,26 +68,55 @@ struct TTArg {
   std::vector<Arr> cores;
   std::vector<size_t> ranks;
   bool f64 = false;
+  std::vector<std::string> fields;  // the field name of each core, as lib/tt.ts names it
 };
+
+// Cores of more than kFiniteInJs elements are checked for NaN and infinities here, on the
+// worker thread, with lib/tt.ts's message; lib/tt.ts checks the smaller ones itself. So no
+// large scan runs on the event loop, and the store's batched scoring, whose cores were
+// checked at put time and are small, pays nothing.
+constexpr size_t kFiniteInJs = size_t(1) << 16;
+
+std::string js_number(double v) {
+  if (std::isnan(v)) return "NaN";
+  return v > 0 ? "Infinity" : "-Infinity";
+}
+
+void check_large_cores(const TTArg& t) {
+  for (size_t k = 0; k < t.cores.size(); ++k) {
+    const Arr& a = t.cores[k];
+    if (a.n <= kFiniteInJs) continue;
+    for (size_t i = 0; i < a.n; ++i) {
+      double v = a.f64 ? static_cast<const double*>(a.p)[i] : double(static_cast<const float*>(a.p)[i]);
+      if (!std::isfinite(v))
+        throw TTError("bad_request", t.fields[k],
+                      t.fields[k] + " must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
+    }
+  }
+}
 
 TTArg read_tt(const Napi::Value& cores_v, const Napi::Value& ranks_v, const std::vector<size_t>& modes,
               const std::string& name) {
   TTArg t;
-  t.ranks = read_sizes(ranks_v, name + ".ranks");
-  if (!cores_v.IsArray()) throw bad(name + ".cores", name + ".cores must be an array of typed arrays");
+  // an empty name is the lone TT of a call (reconstruct): fields "cores[k]", as lib/tt.ts has them
+  const std::string pre = name.empty() ? "" : name + ".";
+  const std::string label = name.empty() ? "t" : name;
+  t.ranks = read_sizes(ranks_v, pre + "ranks");
+  if (!cores_v.IsArray()) throw bad(pre + "cores", pre + "cores must be an array of typed arrays");
   auto arr = cores_v.As<Napi::Array>();
   size_t d = modes.size();
   if (arr.Length() != d || t.ranks.size() != d + 1 || d == 0)
-    throw bad(name + ".cores", name + " must have one core per mode and ranks of length modes + 1");
-  if (t.ranks[0] != 1 || t.ranks[d] != 1) throw bad(name + ".ranks", name + ".ranks must start and end with 1");
+    throw bad(pre + "cores", label + " must have one core per mode and ranks of length modes + 1");
+  if (t.ranks[0] != 1 || t.ranks[d] != 1) throw bad(pre + "ranks", pre + "ranks must start and end with 1");
   for (uint32_t k = 0; k < d; ++k) {
-    std::string f = name + ".cores[" + std::to_string(k) + "]";
+    std::string f = pre + "cores[" + std::to_string(k) + "]";
     Arr a = read_array(arr.Get(k), f);
     if (k == 0) t.f64 = a.f64;
     if (a.f64 != t.f64) throw bad(f, "all cores must have the same type");
     double want = double(t.ranks[k]) * double(modes[k]) * double(t.ranks[k + 1]);
     if (t.ranks[k] == 0 || double(a.n) != want) throw bad(f, f + " must have ranks[k] * modes[k] * ranks[k+1] elements");
     t.cores.push_back(a);
+    t.fields.push_back(f);
   }
   return t;
 }
@@ -236,7 +265,7 @@ class ReconstructWorker : public Worker {
  public:
   ReconstructWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
     modes_ = read_sizes(info[2], "modes");
-    tt_ = read_tt(info[0], info[1], modes_, "t");
+    tt_ = read_tt(info[0], info[1], modes_, "");
     keep(info[0]);
     shape_ = read_sizes(info[3], "shape");
     groups_ = read_sizes(info[4], "groups");
@@ -257,6 +286,7 @@ class ReconstructWorker : public Worker {
 
  protected:
   void run() override {
+    check_large_cores(tt_);
     if (tt_.f64) out_ = tt_reconstruct(ptrs<double>(tt_), modes_, tt_.ranks, shape_, groups_, ranges_);
     else out_ = tt_reconstruct(ptrs<float>(tt_), modes_, tt_.ranks, shape_, groups_, ranges_);
   }
@@ -304,7 +334,11 @@ class DotWorker : public Worker {
   }
 
  protected:
-  void run() override { v_ = dot_any(a_, b_, modes_); }
+  void run() override {
+    check_large_cores(a_);
+    check_large_cores(b_);
+    v_ = dot_any(a_, b_, modes_);
+  }
   Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
 
  private:
@@ -326,7 +360,10 @@ class DotDenseWorker : public Worker {
   }
 
  protected:
-  void run() override { v_ = dot_dense_any(t_, modes_, x_); }
+  void run() override {
+    check_large_cores(t_);
+    v_ = dot_dense_any(t_, modes_, x_);
+  }
   Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
 
  private:
@@ -351,6 +388,7 @@ class RoundWorker : public Worker {
 
  protected:
   void run() override {
+    check_large_cores(t_);
     if (t_.f64) res_ = tt_round(ptrs<double>(t_), t_.ranks, modes_, tol_, max_rank_);
     else res_ = tt_round(ptrs<float>(t_), t_.ranks, modes_, tol_, max_rank_);
   }
@@ -391,6 +429,8 @@ class DotBatchWorker : public Worker {
 
  protected:
   void run() override {
+    check_large_cores(q_);
+    for (const TTArg& c : cands_) check_large_cores(c);
     out_ = scores_buffer(cands_.size());
     double* o = out_.as<double>();
     parallel_for(cands_.size(), [&](size_t i) { o[i] = dot_any(q_, cands_[i], modes_); });
@@ -421,6 +461,7 @@ class DotDenseBatchWorker : public Worker {
 
  protected:
   void run() override {
+    for (const TTArg& c : cands_) check_large_cores(c);
     out_ = scores_buffer(cands_.size());
     double* o = out_.as<double>();
     for (size_t i = 0; i < cands_.size(); ++i) o[i] = dot_dense_any(cands_[i], modes_, x_);

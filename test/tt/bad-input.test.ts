@@ -20,6 +20,28 @@ async function rejects(t: test.Test, p: () => Promise<unknown> | unknown, field:
 
 const good = () => randomTT([4, 5, 6], [1, 2, 3, 1], 1);
 
+test("non-finite values in large cores: checked by the addon off the event loop, same field and message", async (t) => {
+  // cores above 65,536 elements are scanned on the worker thread (native/addon.cc), smaller ones
+  // in lib/tt.ts; the caller sees the same ValidationError either way
+  const big = randomTT([3, 40_000, 3], [1, 2, 2, 1], 7, false); // middle core: 160,000 elements
+  const withAt = (v: number, k: number, i: number) => ({ ...big, cores: big.cores.map((c, j) => (j === k ? Object.assign(c.slice(), { [i]: v }) : c)) });
+  const nan = withAt(NaN, 1, 150_000);
+  const inf = withAt(-Infinity, 1, 123_456);
+  const ok = { ...big, cores: big.cores.map((c) => c.slice()) };
+  await rejects(t, () => tt.reconstruct(nan), "cores[1]", "reconstruct, NaN deep in a large core");
+  await rejects(t, () => tt.dot(ok, inf), "b.cores[1]", "dot, -Infinity in b's large core");
+  await rejects(t, () => tt.dotDense(nan, new Float32Array(3 * 40_000 * 3)), "t.cores[1]", "dotDense");
+  await rejects(t, () => tt.round(inf, { tolerance: 1e-3 }), "t.cores[1]", "round");
+  await rejects(t, () => tt.dotBatch(ok, [ok, nan]), "candidates[1].cores[1]", "dotBatch candidate");
+  await rejects(t, () => tt.dotDenseBatch(new Float32Array(3 * 40_000 * 3), [nan]), "candidates[0].cores[1]", "dotDenseBatch candidate");
+  for (const [what, p] of [["NaN", tt.reconstruct(nan)], ["-Infinity", tt.dot(ok, inf)]] as const) {
+    const e = await (p as Promise<unknown>).then(() => null, (x: unknown) => x as Error);
+    t.match(e?.message ?? "", new RegExp(`must contain only finite numbers \\(found ${what.replace("+", "\\+")} at index 1[25]`), `${what}: the message names the value and its index`);
+  }
+  // the same TT without the bad value is fine
+  t.ok(Number.isFinite(await tt.dot(ok, ok)), "a finite large TT passes");
+});
+
 test("compress rejects bad data, shapes and options", async (t) => {
   const x = new Float32Array(24).map((_, i) => Math.sin(i));
   await rejects(t, () => tt.compress([1, 2, 3] as unknown as Float32Array, [3]), "data", "plain array");

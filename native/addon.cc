@@ -68,7 +68,6 @@ struct TTArg {
   std::vector<Arr> cores;
   std::vector<size_t> ranks;
   bool f64 = false;
-  std::vector<std::string> fields;  // the field name of each core, as lib/tt.ts names it
 };
 
 // Cores of more than kFiniteInJs elements are checked for NaN and infinities here, on the
@@ -82,17 +81,28 @@ std::string js_number(double v) {
   return v > 0 ? "Infinity" : "-Infinity";
 }
 
-void check_large_cores(const TTArg& t) {
+// `prefix()` gives the TT's field prefix as lib/tt.ts names it ("", "a.", "candidates[3].");
+// it is built only for an error, so batches of small cores allocate nothing here.
+template <typename Prefix>
+void check_large_cores(const TTArg& t, Prefix&& prefix) {
   for (size_t k = 0; k < t.cores.size(); ++k) {
     const Arr& a = t.cores[k];
     if (a.n <= kFiniteInJs) continue;
     for (size_t i = 0; i < a.n; ++i) {
       double v = a.f64 ? static_cast<const double*>(a.p)[i] : double(static_cast<const float*>(a.p)[i]);
-      if (!std::isfinite(v))
-        throw TTError("bad_request", t.fields[k],
-                      t.fields[k] + " must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
+      if (!std::isfinite(v)) {
+        std::string f = prefix() + "cores[" + std::to_string(k) + "]";
+        throw TTError("bad_request", f, f + " must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
+      }
     }
   }
+}
+auto named(const char* name) {
+  return [name] { return std::string(name); };
+}
+void check_candidates(const std::vector<TTArg>& cands) {
+  for (size_t i = 0; i < cands.size(); ++i)
+    check_large_cores(cands[i], [i] { return "candidates[" + std::to_string(i) + "]."; });
 }
 
 TTArg read_tt(const Napi::Value& cores_v, const Napi::Value& ranks_v, const std::vector<size_t>& modes,
@@ -116,7 +126,6 @@ TTArg read_tt(const Napi::Value& cores_v, const Napi::Value& ranks_v, const std:
     double want = double(t.ranks[k]) * double(modes[k]) * double(t.ranks[k + 1]);
     if (t.ranks[k] == 0 || double(a.n) != want) throw bad(f, f + " must have ranks[k] * modes[k] * ranks[k+1] elements");
     t.cores.push_back(a);
-    t.fields.push_back(f);
   }
   return t;
 }
@@ -286,7 +295,7 @@ class ReconstructWorker : public Worker {
 
  protected:
   void run() override {
-    check_large_cores(tt_);
+    check_large_cores(tt_, named(""));
     if (tt_.f64) out_ = tt_reconstruct(ptrs<double>(tt_), modes_, tt_.ranks, shape_, groups_, ranges_);
     else out_ = tt_reconstruct(ptrs<float>(tt_), modes_, tt_.ranks, shape_, groups_, ranges_);
   }
@@ -335,8 +344,8 @@ class DotWorker : public Worker {
 
  protected:
   void run() override {
-    check_large_cores(a_);
-    check_large_cores(b_);
+    check_large_cores(a_, named("a."));
+    check_large_cores(b_, named("b."));
     v_ = dot_any(a_, b_, modes_);
   }
   Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
@@ -361,7 +370,7 @@ class DotDenseWorker : public Worker {
 
  protected:
   void run() override {
-    check_large_cores(t_);
+    check_large_cores(t_, named("t."));
     v_ = dot_dense_any(t_, modes_, x_);
   }
   Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
@@ -388,7 +397,7 @@ class RoundWorker : public Worker {
 
  protected:
   void run() override {
-    check_large_cores(t_);
+    check_large_cores(t_, named("t."));
     if (t_.f64) res_ = tt_round(ptrs<double>(t_), t_.ranks, modes_, tol_, max_rank_);
     else res_ = tt_round(ptrs<float>(t_), t_.ranks, modes_, tol_, max_rank_);
   }
@@ -429,8 +438,8 @@ class DotBatchWorker : public Worker {
 
  protected:
   void run() override {
-    check_large_cores(q_);
-    for (const TTArg& c : cands_) check_large_cores(c);
+    check_large_cores(q_, named("q."));
+    check_candidates(cands_);
     out_ = scores_buffer(cands_.size());
     double* o = out_.as<double>();
     parallel_for(cands_.size(), [&](size_t i) { o[i] = dot_any(q_, cands_[i], modes_); });
@@ -461,7 +470,7 @@ class DotDenseBatchWorker : public Worker {
 
  protected:
   void run() override {
-    for (const TTArg& c : cands_) check_large_cores(c);
+    check_candidates(cands_);
     out_ = scores_buffer(cands_.size());
     double* o = out_.as<double>();
     for (size_t i = 0; i < cands_.size(); ++i) o[i] = dot_dense_any(cands_[i], modes_, x_);

@@ -4,52 +4,26 @@
 // 500 and the retry of the same event cancels it without applying anything twice; a
 // subscription deleted without tenant metadata is matched by its customer.
 import test from "tape";
-import Stripe from "stripe";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { billingRouter, MemoryBillingLog } from "../../server/gateway/billing.js";
-import { MemoryAuditSink } from "../../server/gateway/audit.js";
-import { FakeClock } from "../../server/gateway/clock.js";
-import { MemoryRateLimiter } from "../../server/gateway/ratelimit.js";
-import { StripePaymentProvider } from "../../server/gateway/stripe-client.js";
 import { LocalFileTenantRegistry, MemoryTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "../../server/gateway/tenants.js";
-import { call, createTenant, redisFor, startFakeEngine, startTestGateway, uniquePrefix, type FakeEngine, type TestGateway } from "./helpers.js";
+import { createTenant, redisFor, startFakeEngine, uniquePrefix, type FakeEngine } from "./helpers.js";
+import { SECRET_KEY, WEBHOOK_SECRET, postWebhook, startBillingGateway, type BillingGateway } from "./billing-env.js";
 import { checkoutCompleted, startFakeStripe, stripeEvent, subscriptionDeleted, subscriptionDeletedNoMeta, type FakeStripe } from "./fixtures/billing-fake-stripe.js";
 
-const SECRET_KEY = "sk_test_upgrade_0123456789abcdefghijklmnop";
-const WEBHOOK_SECRET = "whsec_upgrade_test_0123456789abcdefghij";
-const T0 = Date.UTC(2026, 0, 15, 12, 0, 0);
-const sdk = new Stripe(SECRET_KEY);
-
-interface Env {
-  gw: TestGateway;
-  log: MemoryBillingLog;
-  registry: TenantRegistry;
-  clock: FakeClock;
+interface Env extends BillingGateway {
   /** The fake Stripe API; replaced when a test restarts it on the same port. */
   stripe: FakeStripe;
   responses: string[];
 }
 
 async function setup(engine: FakeEngine, stripe: FakeStripe, registry: TenantRegistry): Promise<Env> {
-  const clock = new FakeClock(T0);
-  const audit = new MemoryAuditSink();
-  const limiter = new MemoryRateLimiter(clock);
-  const log = new MemoryBillingLog();
-  const billing = billingRouter({
-    registry, clock, audit, limiter, log,
-    provider: new StripePaymentProvider({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 3000 }),
-    prices: { builder: "price_builder_test", pro: "price_pro_test" },
-    policy: { billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 } },
-  });
-  const gw = await startTestGateway(engine.url, { registry, clock, audit, limiter, billingEnabled: true, billing });
-  return { gw, log, registry, clock, stripe, responses: [] };
+  return { ...(await startBillingGateway(engine, stripe, registry)), stripe, responses: [] };
 }
 
 async function webhook(env: Env, body: string) {
-  const header = sdk.webhooks.generateTestHeaderString({ payload: body, secret: WEBHOOK_SECRET, timestamp: Math.floor(env.clock.now() / 1000) });
-  const r = await call(env.gw.url, "/webhooks/payment", { raw: body, headers: { "content-type": "application/json", "stripe-signature": header } });
+  const r = await postWebhook(env, body);
   env.responses.push(JSON.stringify(r.json));
   return r;
 }

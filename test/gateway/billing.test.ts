@@ -2,54 +2,24 @@
 // upgrade, downgrade, replay, out-of-order, unknown types) over the memory, local-file and
 // Redis registries, and checkout against an in-process fake Stripe API.
 import test from "tape";
-import Stripe from "stripe";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { billingRouter, MemoryBillingLog } from "../../server/gateway/billing.js";
-import { MemoryAuditSink } from "../../server/gateway/audit.js";
-import { FakeClock } from "../../server/gateway/clock.js";
-import { MemoryRateLimiter } from "../../server/gateway/ratelimit.js";
-import { StripePaymentProvider } from "../../server/gateway/stripe-client.js";
 import { LocalFileTenantRegistry, MemoryTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "../../server/gateway/tenants.js";
-import { admin, call, createTenant, redisFor, startFakeEngine, startTestGateway, uniquePrefix, type FakeEngine, type TestGateway } from "./helpers.js";
+import { admin, call, createTenant, redisFor, startFakeEngine, startTestGateway, uniquePrefix, type FakeEngine } from "./helpers.js";
+import { PRICES, SECRET_KEY, WEBHOOK_SECRET, postWebhook, sdk, startBillingGateway, type BillingGateway } from "./billing-env.js";
 import { checkoutCompleted, startFakeStripe, stripeEvent, subscriptionDeleted, type FakeStripe } from "./fixtures/billing-fake-stripe.js";
 
-const SECRET_KEY = "sk_test_billing_0123456789abcdefghijklmnop";
-const WEBHOOK_SECRET = "whsec_billing_test_0123456789abcdefghij";
-const PRICES = { builder: "price_builder_test", pro: "price_pro_test" };
-const T0 = Date.UTC(2026, 0, 15, 12, 0, 0);
-const sdk = new Stripe(SECRET_KEY);
-
-interface Env {
-  gw: TestGateway;
-  log: MemoryBillingLog;
-  registry: TenantRegistry;
-  clock: FakeClock;
+interface Env extends BillingGateway {
   close(): Promise<void>;
 }
 
-async function setup(engine: FakeEngine, stripe: FakeStripe, registry: TenantRegistry = new MemoryTenantRegistry()): Promise<Env> {
-  const clock = new FakeClock(T0);
-  const audit = new MemoryAuditSink();
-  const limiter = new MemoryRateLimiter(clock);
-  const log = new MemoryBillingLog();
-  const billing = billingRouter({
-    registry, clock, audit, limiter, log,
-    provider: new StripePaymentProvider({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 3000 }),
-    prices: PRICES,
-    policy: { billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 } },
-  });
-  const gw = await startTestGateway(engine.url, { registry, clock, audit, limiter, billingEnabled: true, billing });
-  return { gw, log, registry, clock, close: () => gw.close() };
+async function setup(engine: FakeEngine, stripe: FakeStripe, registry?: TenantRegistry): Promise<Env> {
+  const env = await startBillingGateway(engine, stripe, registry);
+  return { ...env, close: () => env.gw.close() };
 }
 
-/** Posts `body` to the webhook signed with `secret` at `ts` (Unix s), unless `header` is given. */
-async function webhook(env: Env, body: string, o: { secret?: string; ts?: number; header?: string | null } = {}) {
-  const ts = o.ts ?? Math.floor(env.clock.now() / 1000);
-  const header = o.header !== undefined ? o.header : sdk.webhooks.generateTestHeaderString({ payload: body, secret: o.secret ?? WEBHOOK_SECRET, timestamp: ts });
-  return call(env.gw.url, "/webhooks/payment", { raw: body, headers: { "content-type": "application/json", ...(header === null ? {} : { "stripe-signature": header }) } });
-}
+const webhook = postWebhook;
 
 const sec = (env: Env) => Math.floor(env.clock.now() / 1000);
 const tenant = async (env: Env, id: string) => (await env.registry.get(id))!;

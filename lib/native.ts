@@ -49,7 +49,7 @@ export interface NativeAddon {
 }
 
 /** The package root: the nearest directory above this file with svc-tensor's package.json. */
-function packageRoot(): string {
+export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const pj = join(dir, "package.json");

@@ -10,6 +10,7 @@ import type { Clock } from "./clock.js";
 import { OPERATIONS, PERIOD_RE, periodOf, toCus, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, planSchema, TIERS, type LimitsPolicy, type Plan } from "./plans.js";
 import { termsForPeriod, type TenantRecord, type TenantRegistry } from "./tenants.js";
+import { auditTailQuerySchema, type AuditTailReader } from "./audit-tail.js";
 
 export interface AdminDeps {
   registry: TenantRegistry;
@@ -17,6 +18,8 @@ export interface AdminDeps {
   clock: Clock;
   policy: LimitsPolicy;
   serviceKey: string;
+  /** Reads this gateway's audit log back, newest first (GET /gate/admin/audit); absent: 404. */
+  auditTail?: AuditTailReader;
 }
 
 const rateLimitSchema = z.strictObject({
@@ -172,6 +175,13 @@ export function adminRouter(d: AdminDeps): Router {
     const t = await d.registry.get(id);
     if (!t) throw new NotFoundError(`Tenant ${id} does not exist.`);
     res.status(200).json(await usageRecord(d.usage, t, p));
+  });
+
+  r.get("/gate/admin/audit", async (req, res) => {
+    const q = parseOrThrow(auditTailQuerySchema, req.query);
+    const tail = d.auditTail ? await d.auditTail(q) : null;
+    if (!tail) throw new NotFoundError("The audit log is disabled on this gateway (SVC_GATE_AUDIT_ENABLED=false).");
+    res.status(200).json({ records: tail.records, count: tail.records.length, limit: q.limit, complete: tail.complete, scanned_bytes: tail.scanned_bytes });
   });
 
   r.post("/gate/admin/reload", async (_req, res) => {

@@ -17,7 +17,10 @@ import { requestId, requestIdOf } from "../http/request-id.js";
 import { tenantIdSchema } from "../../lib/names.js";
 import { aclAllows, checkAcl } from "./acl.js";
 import { adminRouter } from "./admin.js";
-import type { AuditSink } from "./audit.js";
+import { MemoryAuditSink, type AuditSink } from "./audit.js";
+import { accountRouter } from "./account.js";
+import { memoryAuditTail, type AuditTailReader } from "./audit-tail.js";
+import { consoleRouter } from "./console.js";
 import { directAdmission, type Admission, type Lookup } from "./admission.js";
 import { confirmTenant, headerOf, tenantKeyHashOf } from "./auth.js";
 import type { Clock } from "./clock.js";
@@ -63,6 +66,10 @@ export interface GatewayDeps {
    * and the error's class name only; never a key, a payload, a message or a stack trace.
    */
   log?: (entry: Record<string, unknown>) => void;
+  /** Reads the audit log back for GET /gate/admin/audit (startGateway: the log file). */
+  auditTail?: AuditTailReader;
+  /** Where the built console's files are (default dist/console under the package root). */
+  consoleDir?: string;
 }
 
 /** The default log: one JSON line on standard error. */
@@ -214,7 +221,12 @@ export function createApp(deps: GatewayDeps): Express {
   app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
   app.get("/openapi.json", openApiHandler({ billing: deps.billing ? {} : undefined }));
 
-  const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey });
+  // The web console (static files, its own Content-Security-Policy) and the tenant's own account view.
+  app.use(consoleRouter(deps.consoleDir));
+  app.use(accountRouter({ registry, limiter, usage, audit, clock, policy }));
+
+  const auditTail = deps.auditTail ?? (audit instanceof MemoryAuditSink ? memoryAuditTail(audit.records) : undefined);
+  const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey, auditTail });
   app.use((req, res, next) => {
     if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) {
       auditBeforeEnd(req, res);

@@ -7,6 +7,7 @@ import type { Router } from "express";
 import { RedisAdmission, type Admission } from "./admission.js";
 import { createApp } from "./app.js";
 import { DisabledAuditSink, FileAuditSink, type AuditSink } from "./audit.js";
+import { fileAuditTail } from "./audit-tail.js";
 import { billingRouter, FileBillingLog } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
@@ -83,6 +84,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     maxUploadBytes: config.maxUploadBytes,
     corsOrigins: config.corsOrigins,
     billing,
+    auditTail: config.auditEnabled ? fileAuditTail(config.auditLogPath) : undefined,
   });
 
   const server: Server = await new Promise((resolve, reject) => {

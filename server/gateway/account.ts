@@ -1,0 +1,82 @@
+// GET /gate/account (tenant key): what a tenant may know about itself — plan, namespaces, limits
+// and the month's usage with its breakdown — so a tenant (the console's tenant view, the CLI)
+// needs no service key to see them. It counts against the tenant's rate limit like any call,
+// carries the rate-limit headers, is charged 0 CUs and leaves the usual audit record.
+import express, { type Request, type Response, type Router } from "express";
+import { performance } from "node:perf_hooks";
+import { RateLimitedError, STATUS_OF, ValidationError } from "../../lib/errors.js";
+import { sendError, toSvcError } from "../http/errors.js";
+import { requestIdOf } from "../http/request-id.js";
+import { usageRecord } from "./admin.js";
+import type { AuditSink } from "./audit.js";
+import { authenticateTenant } from "./auth.js";
+import type { Clock } from "./clock.js";
+import { PERIOD_RE, periodOf, type UsageStore } from "./meter.js";
+import { effectiveRateLimit, type LimitsPolicy } from "./plans.js";
+import type { RateLimiter } from "./ratelimit.js";
+import type { TenantRegistry } from "./tenants.js";
+
+export interface AccountDeps {
+  registry: TenantRegistry;
+  limiter: RateLimiter;
+  usage: UsageStore;
+  audit: AuditSink;
+  clock: Clock;
+  policy: LimitsPolicy;
+}
+
+export function accountRouter(d: AccountDeps): Router {
+  const r = express.Router();
+  r.get("/gate/account", async (req: Request, res: Response) => {
+    const t0 = performance.now();
+    let tenantId = "";
+    let answer: { status: number; body: unknown } | null = null;
+    let failure: ReturnType<typeof toSvcError> | null = null;
+    try {
+      const tenant = await authenticateTenant(d.registry, req);
+      tenantId = tenant.tenant_id;
+      const rl = effectiveRateLimit(tenant, d.policy);
+      const rate = await d.limiter.hit(tenant.tenant_id, { requests: rl.requests, windowMs: rl.window_s * 1000 });
+      res.setHeader("X-RateLimit-Limit", String(rate.limit));
+      res.setHeader("X-RateLimit-Remaining", String(rate.remaining));
+      res.setHeader("X-RateLimit-Reset", String(rate.resetS));
+      if (!rate.allowed) throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
+      const keys = Object.keys(req.query);
+      const unknown = keys.find((k) => k !== "period");
+      if (unknown !== undefined) throw new ValidationError(`Unknown query parameter ${JSON.stringify(unknown.slice(0, 64))}; only period is accepted.`, unknown);
+      const p = req.query.period;
+      if (p !== undefined && (typeof p !== "string" || !PERIOD_RE.test(p))) throw new ValidationError("period must be a month in the form YYYY-MM.", "period");
+      const period = typeof p === "string" ? p : periodOf(d.clock.now());
+      const u = await usageRecord(d.usage, tenant, period);
+      answer = { status: 200, body: {
+        tenant_id: tenant.tenant_id,
+        plan: tenant.plan,
+        namespaces: tenant.namespaces,
+        monthly_quota: tenant.monthly_quota,
+        rate_limit: rl,
+        usage: { period: u.period, cus_used: u.cus_used, monthly_quota: u.monthly_quota, utilization: u.utilization, breakdown: u.breakdown },
+      } };
+    } catch (err) {
+      failure = toSvcError(err);
+    }
+    // The audit record is written before the answer goes out, as on every other route.
+    try {
+      await d.audit.write({
+        ts: new Date(d.clock.now()).toISOString(),
+        tenant_id: tenantId,
+        method: req.method,
+        path: req.originalUrl.split("?")[0]!,
+        namespace: "",
+        status: failure ? STATUS_OF[failure.code] : answer!.status,
+        cus: 0,
+        latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
+        request_id: requestIdOf(res),
+      });
+    } catch {
+      // An audit log that cannot be written must not leave the caller hanging.
+    }
+    if (failure) sendError(res, failure, requestIdOf(res));
+    else res.status(answer!.status).json(answer!.body);
+  });
+  return r;
+}

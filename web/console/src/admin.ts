@@ -58,7 +58,7 @@ export async function adminTenants(main: HTMLElement, rerender: () => void): Pro
   },
   h("h2", { id: "create-h" }, "Create a tenant"),
   h("div", { class: "row wrap" },
-    h("label", {}, "Tenant id ", h("input", { name: "tenant_id", required: true, pattern: "[a-z0-9_-]{1,64}", "data-testid": "new-tenant-id" })),
+    h("label", {}, "Tenant id ", h("input", { name: "tenant_id", required: true, pattern: "[a-z0-9_\\-]{1,64}", title: "1 to 64 characters: a-z, 0-9, - and _", "data-testid": "new-tenant-id" })),
     h("label", {}, "Plan ", planSelect()),
     h("label", {}, "Namespaces ", h("input", { name: "namespaces", placeholder: "default", "data-testid": "new-tenant-ns" })),
     h("label", {}, "E-mail ", h("input", { name: "email", type: "email" })),

@@ -25,8 +25,10 @@ function signIn(): void {
       hideBanner();
       saveSession(s);
       setCurrent(s);
-      location.hash = kind === "admin" ? "#/admin" : "#/";
-      void route();
+      // One route per sign-in: a changed hash routes through hashchange, an unchanged one here.
+      const target = kind === "admin" ? "#/admin" : "#/";
+      if (location.hash !== target) location.hash = target;
+      else void route();
     },
   },
   h("h1", { id: "signin-h" }, "Sign in"),
@@ -60,7 +62,7 @@ function renderHeader(s: Session | null): void {
         saveSession(null);
         setCurrent(null);
         hideBanner();
-        location.hash = "";
+        history.replaceState(null, "", location.pathname); // no hashchange: sign-in is shown once
         signIn();
       },
     }, "Sign out"));

@@ -166,6 +166,8 @@ export function sliceViewer(e: EntryRef, report: (err: unknown) => void): Viewer
         const shown: View = { rowAxis: v.rowAxis, colAxis: v.colAxis, index: [...v.index] };
         plane = await fetchPlane(e, shown);
         const s = drawPlane(canvas, plane);
+        // Displayed with its longer side at 512 CSS pixels (the height follows the aspect ratio).
+        canvas.style.width = `${Math.round((512 * plane.cols) / Math.max(plane.rows, plane.cols))}px`;
         lo.textContent = fmt.num(s.lo, 4);
         hi.textContent = fmt.num(s.hi, 4);
         const ms = performance.now() - t0;

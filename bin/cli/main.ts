@@ -5,6 +5,7 @@ import { reportError, UsageError, type Io } from "./common.js";
 import { tenantCommand, usageCommand, reloadCommand } from "./admin.js";
 import { putCommand, getCommand, lsCommand, rmCommand, serveCommand } from "./data.js";
 import { importCommand } from "./import.js";
+import { auditCommand } from "./audit.js";
 
 export const HELP = `svc — tensor-train storage service
 
@@ -20,6 +21,7 @@ Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; g
   tenant create ID [--plan P] [--namespace NS]... [--email E]
   tenant rotate-key ID | add-namespace ID NS | set-plan ID PLAN | deactivate ID | list
   usage [ID] [--period YYYY-MM]
+  audit [--tenant ID] [--status CODE] [--limit N]
   reload
 
 Data (tenant key from SVC_API_KEY; gateway at SVC_GATE_URL, default http://127.0.0.1:8080):
@@ -43,6 +45,7 @@ const COMMANDS: Record<string, Command> = {
   tenant: tenantCommand,
   usage: usageCommand,
   reload: reloadCommand,
+  audit: auditCommand,
   put: putCommand,
   get: getCommand,
   ls: lsCommand,

@@ -76,6 +76,16 @@ export const RESPONSE_SCHEMAS = {
     breakdown: z.record(z.string(), z.number()), overage_cus: z.number(), overage_amount: z.number(),
   }),
   registry_reload: z.strictObject({ status: z.literal("ok"), tenants_loaded: int }),
+  audit_tail: z.strictObject({
+    records: z.array(z.strictObject({
+      ts: instant, tenant_id: z.string(), method: z.string(), path: z.string(), namespace: z.string(), status: int, cus: z.number(), latency_ms: z.number(), request_id: z.string(),
+    })),
+    count: int, limit: int, complete: z.boolean(), scanned_bytes: int,
+  }),
+  account: z.strictObject({
+    tenant_id: z.string(), plan: z.string(), namespaces: z.array(z.string()), monthly_quota: z.number().nullable(), rate_limit: rateLimit,
+    usage: z.strictObject({ period: z.string(), cus_used: z.number(), monthly_quota: z.number().nullable(), utilization: z.number().nullable(), breakdown: z.record(z.string(), z.number()) }),
+  }),
   health: z.strictObject({ status: z.literal("ok"), engine_reachable: z.boolean(), store_connected: z.boolean(), uptime_s: int }),
   gate_health: z.strictObject({ status: z.literal("ok"), engine_reachable: z.boolean(), store_connected: z.boolean(), uptime_s: int }),
 } as const satisfies Record<string, z.ZodType>;
@@ -136,7 +146,7 @@ const ok = (status: string, description: string, content: Json = { "application/
 
 const jsonBody = (s: z.ZodType): Json => ({ required: true, content: { "application/json": { schema: toSchema(s) } } });
 
-interface Op { method: "get" | "post" | "delete"; path: string; id: string; summary: string; kind: "data" | "admin" | "public"; body?: Json; params?: Json[]; responses: Json }
+interface Op { method: "get" | "post" | "delete"; path: string; id: string; summary: string; kind: "data" | "tenant" | "admin" | "public"; body?: Json; params?: Json[]; responses: Json }
 
 /** Billing (issue 4) adds two routes when its router is mounted (checkout body: billing.ts's schema unless given). */
 export interface BillingDoc { checkoutBody?: z.ZodType }
@@ -213,8 +223,22 @@ function operations(): Op[] {
     { method: "get", path: "/gate/admin/tenants", id: "tenants_list", summary: "Every tenant.", kind: "admin", responses: { "200": { description: "tenants: list of tenant_id, plan, namespaces, active." } } },
     { method: "get", path: "/gate/admin/usage", id: "usage_all", summary: "Usage of every tenant for a period.", kind: "admin", params: [periodParam()], responses: { "200": { description: "period, tenants: list of tenant_id, cus_used, monthly_quota, utilization." } } },
     { method: "get", path: "/gate/admin/usage/{tenant_id}", id: "usage_tenant", summary: "One tenant's usage record with breakdown and overage.", kind: "admin", params: [pathParam("tenant_id", tenantIdSchema, "Tenant id."), periodParam()], responses: { "200": { description: "tenant_id, period, cus_used, monthly_quota, utilization, breakdown, overage_cus, overage_amount." } } },
+    {
+      method: "get", path: "/gate/admin/audit", id: "audit_tail", summary: "The newest records of this gateway's audit log, newest first, filtered by tenant and status.", kind: "admin",
+      params: [
+        { name: "tenant_id", in: "query", required: false, description: "Only this tenant's records.", schema: toSchema(tenantIdSchema) },
+        { name: "status", in: "query", required: false, description: "Only records with this HTTP status.", schema: { type: "string", pattern: "^[1-5][0-9][0-9]$" } },
+        { name: "limit", in: "query", required: false, description: "How many records at most (1-1000, default 100).", schema: { type: "string", pattern: "^[0-9]{1,4}$" } },
+      ],
+      responses: { "200": { description: "records (audit records, newest first), count, limit, complete (the whole log was read), scanned_bytes.", content: { "application/json": { schema: { type: "object" } } } }, "404": errorResponse("The audit log is disabled on this gateway.") },
+    },
     { method: "post", path: "/gate/admin/reload", id: "registry_reload", summary: "Reload the tenant registry from storage.", kind: "admin", responses: { "200": { description: "status (ok), tenants_loaded." } } },
 
+    {
+      method: "get", path: "/gate/account", id: "account", summary: "The calling tenant's plan, namespaces, limits and usage for a period (tenant key; 0 CUs, counts against the rate limit).", kind: "tenant",
+      params: [periodParam()],
+      responses: ok("200", "tenant_id, plan, namespaces, monthly_quota, rate_limit, usage (period, cus_used, monthly_quota, utilization, breakdown)."),
+    },
     { method: "get", path: "/health", id: "health", summary: "Liveness of the gateway and reachability of the engine and store.", kind: "public", responses: { "200": { description: "status, engine_reachable, store_connected, uptime_s." } } },
     { method: "get", path: "/gate/health", id: "gate_health", summary: "Same as /health.", kind: "public", responses: { "200": { description: "status, engine_reachable, store_connected, uptime_s." } } },
     { method: "get", path: "/openapi.json", id: "openapi", summary: "This document.", kind: "public", responses: { "200": { description: "The OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } } } },
@@ -241,8 +265,9 @@ export function openApiDocument(opts: { serverUrl?: string; billing?: BillingDoc
   const version = packageVersion();
   const paths: Record<string, Record<string, Json>> = {};
   for (const op of [...operations(), ...(opts.billing ? billingOperations(opts.billing) : [])]) {
-    const security = op.kind === "data" ? [{ ApiKey: [] }, { TenantBearer: [] }] : op.kind === "admin" ? [{ ServiceKey: [] }] : [];
-    const errors = op.kind === "data" ? DATA_ERRORS : op.kind === "admin" ? ADMIN_ERRORS : {};
+    const tenantKey = op.kind === "data" || op.kind === "tenant";
+    const security = tenantKey ? [{ ApiKey: [] }, { TenantBearer: [] }] : op.kind === "admin" ? [{ ServiceKey: [] }] : [];
+    const errors = tenantKey ? DATA_ERRORS : op.kind === "admin" ? ADMIN_ERRORS : {};
     const rs = (RESPONSE_SCHEMAS as Record<string, z.ZodType>)[op.id];
     if (rs) {
       // the success response's JSON body gets the schema of RESPONSE_SCHEMAS
@@ -253,7 +278,7 @@ export function openApiDocument(opts: { serverUrl?: string; billing?: BillingDoc
     (paths[op.path] ??= {})[op.method] = {
       operationId: op.id,
       summary: op.summary,
-      tags: [op.kind === "data" ? "data plane" : op.kind === "admin" ? "admin" : "public"],
+      tags: [op.kind === "data" ? "data plane" : op.kind === "tenant" ? "account" : op.kind === "admin" ? "admin" : "public"],
       security,
       ...(op.params?.length ? { parameters: op.params } : {}),
       ...(op.body ? { requestBody: op.body } : {}),

@@ -9,6 +9,7 @@ import { request } from "undici";
 import { z } from "zod";
 import { startStack } from "../cli/stack.js";
 import { openApiDocument } from "../../server/gateway/openapi.js";
+import { accountRouter } from "../../server/gateway/account.js";
 import { adminRouter } from "../../server/gateway/admin.js";
 import { billingRouter, MemoryBillingLog } from "../../server/gateway/billing.js";
 import { StripePaymentProvider } from "../../server/gateway/stripe-client.js";
@@ -47,7 +48,7 @@ test("openapi: served on the live gateway; every documented operation is a live 
       const o = doc.paths[path]![method.toLowerCase()]!;
       const tag = o.tags[0];
       const headers: Record<string, string> = { "content-type": "application/json" };
-      if (tag === "data plane") headers["x-api-key"] = stack.apiKey;
+      if (tag === "data plane" || tag === "account") headers["x-api-key"] = stack.apiKey;
       if (tag === "admin") headers.authorization = `Bearer ${stack.serviceKey}`;
       // an empty object is never a valid body for a mutating call, so nothing changes
       const r = await request(`${stack.gateway}${fill(path)}`, { method: method as "GET", headers, body: method === "POST" ? "{}" : undefined });
@@ -76,8 +77,9 @@ test("openapi: every route registered in the app, the admin router and the billi
   });
   const appRoutes = routesOf((app as unknown as { router: { stack: Layer[] } }).router.stack);
   const adminRoutes = routesOf((adminRouter({} as never) as unknown as { stack: Layer[] }).stack);
-  t.ok(appRoutes.length >= 3 && adminRoutes.length >= 9, `introspected ${appRoutes.length} app and ${adminRoutes.length} admin routes`);
-  for (const r of [...appRoutes, ...adminRoutes]) t.ok(ops.has(r), `${r} is documented`);
+  const accountRoutes = routesOf((accountRouter({} as never) as unknown as { stack: Layer[] }).stack);
+  t.ok(appRoutes.length >= 3 && adminRoutes.length >= 10 && accountRoutes.length >= 1, `introspected ${appRoutes.length} app, ${adminRoutes.length} admin and ${accountRoutes.length} account routes`);
+  for (const r of [...appRoutes, ...adminRoutes, ...accountRoutes]) t.ok(ops.has(r), `${r} is documented`);
   const dataOps = Object.values(doc.paths).flatMap((p) => Object.values(p)).filter((o) => o.tags[0] === "data plane").map((o) => o.operationId).sort();
   t.deepEqual(dataOps, [...OPERATIONS].sort(), "data-plane operationIds = the gateway's OPERATIONS");
 
@@ -185,6 +187,8 @@ test("openapi: the success body of every operation on the live gateway matches i
     await call("usage_all", "/gate/admin/usage");
     await call("usage_tenant", "/gate/admin/usage/t1?period=2026-01");
     await call("registry_reload", "/gate/admin/reload");
+    await call("account", "/gate/account");
+    await call("audit_tail", "/gate/admin/audit?limit=5");
     await call("tenant_deactivate", "/gate/onboard/deactivate", { tenant_id: "t2" });
     await call("health", "/health");
     await call("gate_health", "/gate/health");

@@ -22,7 +22,12 @@ export interface RateLimitSpec {
 export interface GatewayConfig {
   readonly host: string;
   readonly port: number;
+  /** The first engine of SVC_GATE_ENGINE_URL (the only one, unless it lists several). */
   readonly engineUrl: string;
+  /** Every engine of SVC_GATE_ENGINE_URL, in order, without a trailing slash, no repeats. */
+  readonly engineUrls: readonly string[];
+  /** How often each engine's /health is checked when there are several (SVC_GATE_ENGINE_HEALTH_INTERVAL_MS). */
+  readonly engineHealthIntervalMs: number;
   /** PEM text of the CA certificates trusted for an https engine (SVC_GATE_ENGINE_CA_PATH); undefined: the system's. */
   readonly engineCa: string | undefined;
   readonly engineServiceKey: string;
@@ -77,6 +82,32 @@ const httpUrl = z
     }
   }, "must be an http(s) URL without a path, such as http://127.0.0.1:8000");
 
+// One engine URL or a comma-separated list of them (at most 64, each once).
+const engineUrlList = z
+  .string()
+  .transform((s, ctx) => {
+    const parts = s.split(",").map((p) => p.trim());
+    if (parts.length > 64) {
+      ctx.addIssue({ code: "custom", message: "must list at most 64 engines" });
+      return z.NEVER;
+    }
+    const out: string[] = [];
+    for (const p of parts) {
+      const r = httpUrl.safeParse(p);
+      if (!r.success) {
+        ctx.addIssue({ code: "custom", message: `entry '${p.slice(0, 200)}' ${r.error.issues[0]?.message ?? "is invalid"}` });
+        return z.NEVER;
+      }
+      const u = r.data.replace(/\/$/, "");
+      if (out.includes(u)) {
+        ctx.addIssue({ code: "custom", message: `lists ${u} twice` });
+        return z.NEVER;
+      }
+      out.push(u);
+    }
+    return out;
+  });
+
 const redisUrl = z
   .string()
   .trim()
@@ -121,7 +152,8 @@ const caFile = nonEmpty.transform((path, ctx) => {
 const VARS = {
   SVC_GATE_HOST: [nonEmpty, "0.0.0.0"],
   SVC_GATE_PORT: [intIn(0, 65535), "8080"],
-  SVC_GATE_ENGINE_URL: [httpUrl, "http://127.0.0.1:8000"],
+  SVC_GATE_ENGINE_URL: [engineUrlList, "http://127.0.0.1:8000"],
+  SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: [intIn(100, 60_000), "1000"],
   SVC_GATE_ENGINE_CA_PATH: [caFile, undefined],
   SVC_GATE_ENGINE_SERVICE_KEY: [z.string().min(16, "must be at least 16 characters (32 or more random characters are recommended)"), undefined],
   SVC_GATE_ENGINE_TIMEOUT_MS: [intIn(1, 3_600_000), "30000"],
@@ -181,10 +213,13 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
   if (serviceKey === undefined) {
     throw new ConfigError("SVC_GATE_ENGINE_SERVICE_KEY", "SVC_GATE_ENGINE_SERVICE_KEY must be set (the service key for admin calls and for the engine).");
   }
+  const engineUrls = Object.freeze(read(env, "SVC_GATE_ENGINE_URL")!);
   const cfg: GatewayConfig = {
     host: read(env, "SVC_GATE_HOST")!,
     port: read(env, "SVC_GATE_PORT")!,
-    engineUrl: read(env, "SVC_GATE_ENGINE_URL")!.replace(/\/$/, ""),
+    engineUrl: engineUrls[0]!,
+    engineUrls,
+    engineHealthIntervalMs: read(env, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS")!,
     engineCa: read(env, "SVC_GATE_ENGINE_CA_PATH"),
     engineServiceKey: serviceKey,
     engineTimeoutMs: read(env, "SVC_GATE_ENGINE_TIMEOUT_MS")!,

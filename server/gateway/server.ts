@@ -11,7 +11,8 @@ import { billingRouter, FileBillingLog } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
-import { UndiciEngineClient } from "./proxy.js";
+import { EnginePool } from "./engines.js";
+import { UndiciEngineClient, type EngineClient } from "./proxy.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
 import { RespConnection } from "./resp.js";
 import { StripePaymentProvider } from "./stripe-client.js";
@@ -55,7 +56,10 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     await redis?.close().catch(() => {});
     throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
   }
-  const engine = new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
+  // Several engines: spread, health-checked, retried (engines.ts); one: a plain pool to it.
+  const engine: EngineClient = config.engineUrls.length > 1
+    ? new EnginePool(config.engineUrls, config.engineServiceKey, config.engineTimeoutMs, { tls: { ca: config.engineCa }, healthIntervalMs: config.engineHealthIntervalMs })
+    : new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
   // Billing (issue 4): with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
   let billing = opts.billing;

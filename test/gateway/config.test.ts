@@ -49,6 +49,23 @@ test("every variable is read", (t) => {
   t.end();
 });
 
+test("SVC_GATE_ENGINE_URL: one URL or a comma-separated list of several, in order", (t) => {
+  const one = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: "http://10.0.0.2:8000/" });
+  t.deepEqual([one.engineUrl, one.engineUrls], ["http://10.0.0.2:8000", ["http://10.0.0.2:8000"]], "one URL: a list of one");
+  const two = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: " http://10.0.0.2:8000/ , https://10.0.0.3:8443" });
+  t.deepEqual(two.engineUrls, ["http://10.0.0.2:8000", "https://10.0.0.3:8443"], "two URLs, trimmed, in order");
+  t.equal(two.engineUrl, "http://10.0.0.2:8000", "engineUrl is the first");
+  t.equal(two.engineHealthIntervalMs, 1000, "health checks every second by default");
+  t.ok(Object.isFrozen(two.engineUrls), "frozen");
+  try {
+    loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: "http://a:1,http://b:2/x" });
+    t.fail("accepted");
+  } catch (e) {
+    t.equal((e as Error).message, "SVC_GATE_ENGINE_URL entry 'http://b:2/x' must be an http(s) URL without a path, such as http://127.0.0.1:8000.", "names the bad entry");
+  }
+  t.end();
+});
+
 test("a bad value stops start-up with one sentence naming the variable", (t) => {
   const bad: Array<[Record<string, string>, string]> = [
     [{ SVC_GATE_ENGINE_SERVICE_KEY: "" }, "SVC_GATE_ENGINE_SERVICE_KEY"],
@@ -57,6 +74,12 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
     [{ SVC_GATE_PORT: "70000" }, "SVC_GATE_PORT"],
     [{ SVC_GATE_ENGINE_URL: "ftp://x" }, "SVC_GATE_ENGINE_URL"],
     [{ SVC_GATE_ENGINE_URL: "http://x:8000/api" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: "http://a:8000,,http://b:8000" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: "http://a:8000,http://a:8000/" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: "http://a:8000,redis://b:6379" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: Array.from({ length: 65 }, (_, i) => `http://e${i}:8000`).join(",") }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "50" }, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS"],
+    [{ SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "soon" }, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS"],
     [{ SVC_GATE_REDIS_URL: "http://127.0.0.1:6379" }, "SVC_GATE_REDIS_URL"],
     [{ SVC_GATE_AUDIT_ENABLED: "maybe" }, "SVC_GATE_AUDIT_ENABLED"],
     [{ SVC_GATE_BILLING_ENABLED: "2" }, "SVC_GATE_BILLING_ENABLED"],

@@ -196,6 +196,26 @@ test("Cluster: a tenant's keys in one slot, every node found from one seed, kill
     const listed = await admin(gw.url, "/gate/admin/tenants", undefined, "GET");
     t.deepEqual(listed.json.tenants.map((x: { tenant_id: string }) => x.tenant_id), [...ids].sort(), "the tenant list reads records on every master");
 
+    // Move the third tenant's slot to another master behind the gateway's back: its next
+    // request meets MOVED at the old owner and follows it.
+    const moved = ids[2]!;
+    const slot = keySlot(moved);
+    const src = ownerOf(slot);
+    const dst = masters.find((m) => m !== src && m !== ownerOf(keySlot(victim)))!;
+    const idOf = async (port: number) => String(await cmd(port, ["CLUSTER", "MYID"]));
+    const [srcId, dstId] = [await idOf(src), await idOf(dst)];
+    await cmd(dst, ["CLUSTER", "SETSLOT", String(slot), "IMPORTING", srcId]);
+    await cmd(src, ["CLUSTER", "SETSLOT", String(slot), "MIGRATING", dstId]);
+    const inSlot = (await cmd(src, ["CLUSTER", "GETKEYSINSLOT", String(slot), "100"])) as string[];
+    t.ok(inSlot.length >= 3, `${inSlot.length} keys in slot ${slot}`);
+    await cmd(src, ["MIGRATE", "127.0.0.1", String(dst), "", "0", "5000", "KEYS", ...inSlot]);
+    for (const m of masters) await cmd(m, ["CLUSTER", "SETSLOT", String(slot), "NODE", dstId]);
+    const afterMove = await call(gw.url, "/v1/get/default/k", { key: keys.get(moved)! });
+    t.equal(afterMove.status, 200, `${moved}: served after its slot moved (MOVED followed)`);
+    t.equal(await usageOf(gw.url, moved), 0.4, `${moved}: its usage moved with it and counts on`);
+    const period = new Date().toISOString().slice(0, 7);
+    t.equal(await cmd(dst, ["EXISTS", `svc-ha:usage:${period}:{${moved}}`]), 1, "the usage key is on the new owner");
+
     const victimPort = ownerOf(keySlot(victim));
     t.equal(await cmd(victimPort, ["WAIT", "1", "5000"]), 1, "the victim's replica has every write");
     await kill9(procs.find((p) => p.port === victimPort)!);

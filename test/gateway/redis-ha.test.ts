@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
-import { keySlot, routingKey } from "../../server/gateway/redis-ha.js";
+import { keySlot, openRedis, routingKey } from "../../server/gateway/redis-ha.js";
 import { RespConnection } from "../../server/gateway/resp.js";
 import { startGateway, type RunningGateway } from "../../server/gateway/server.js";
 import { admin, call, SERVICE_KEY, startFakeEngine, type FakeEngine } from "./helpers.js";
@@ -234,5 +234,18 @@ test("Cluster: a tenant's keys in one slot, every node found from one seed, kill
     await engine.close();
     for (const p of procs) await kill9(p);
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("Sentinel and Cluster: nothing answering stops start-up with a sentence that shows no password", async (t) => {
+  const port = await freePort(); // nothing listens there
+  for (const [name, open] of [
+    ["sentinel", () => openRedis({ kind: "sentinel", sentinels: [`redis://:s3cret@127.0.0.1:${port}`], masterName: "mymaster", password: "m4ster" })],
+    ["cluster", () => openRedis({ kind: "cluster", nodes: [`redis://:s3cret@127.0.0.1:${port}`] })],
+  ] as const) {
+    const e = await open().then(() => null, (x: Error) => x);
+    t.ok(e instanceof Error, `${name}: refused`);
+    t.match(e?.message ?? "", name === "sentinel" ? /SVC_GATE_REDIS_SENTINELS/ : /SVC_GATE_REDIS_CLUSTER_NODES/, `${name}: names the variable (${e?.message})`);
+    t.notOk(/s3cret|m4ster/.test(e?.message ?? ""), `${name}: no password in the message`);
   }
 });

@@ -4,7 +4,7 @@
 // figure are measured in interleaved slices (direct, gateway, gateway+Redis, direct, ...;
 // SVC_BENCH_ROUNDS rounds, default 3, of SVC_BENCH_SECONDS each, default 1 s, after 0.3 s of
 // warm-up) and each figure is the median over the rounds, so that load from other processes on
-// a shared machine hits every variant alike; the whole program is bounded (about a minute).
+// a shared machine hits every variant alike; the whole program is bounded (a few minutes).
 // The engine and the gateway run as child processes (this same file with --role), the load
 // generator (an undici Pool) in this process. SVC_BENCH_OPS (default "get,put_64k") and
 // SVC_BENCH_CONNECTIONS (default "1,50") narrow the run to some figures.

@@ -33,6 +33,8 @@ interface Member {
   inFlight: number;
   failedChecks: number;
   checking: boolean;
+  /** When it last answered (a request or a health check), ms since the epoch. */
+  lastOkAt: number;
 }
 
 /** Where each forwarded request went; tests and the bench read it. */
@@ -74,6 +76,7 @@ export class EnginePool implements EngineClient {
       inFlight: 0,
       failedChecks: 0,
       checking: false,
+      lastOkAt: Date.now(),
     }));
     this.stats = { sent: urls.map(() => 0), retried: 0, ejections: 0 };
     this.#timer = setInterval(() => void this.checkAll(), interval);
@@ -94,11 +97,11 @@ export class EnginePool implements EngineClient {
     for (let i = 0; i < n; i++) {
       const m = this.#members[(start + i) % n]!;
       if (m === not) continue;
-      fallback ??= m;
+      if (fallback === null || m.lastOkAt > fallback.lastOkAt) fallback = m;
       if (m.inRotation && (best === null || m.inFlight < best.inFlight)) best = m;
     }
-    // With every engine out of rotation the request still goes somewhere: an engine may have
-    // come back since its last check, and a 502 is the answer anyway if none has.
+    // With every engine out of rotation the request still goes somewhere, to the one that
+    // answered last: it may be back since its last check (a 502 is the answer if it is not).
     return best ?? fallback;
   }
 
@@ -113,6 +116,7 @@ export class EnginePool implements EngineClient {
     this.stats.sent[m.index]!++;
     try {
       const res = await m.client.forward(r);
+      m.lastOkAt = Date.now();
       // The count covers the headers' wait; the body streams while the next request is picked.
       return res;
     } finally {
@@ -161,6 +165,7 @@ export class EnginePool implements EngineClient {
         if (ok) {
           m.failedChecks = 0;
           m.inRotation = true;
+          m.lastOkAt = Date.now();
         } else if (++m.failedChecks >= this.#failuresToEject) {
           this.#eject(m);
         }

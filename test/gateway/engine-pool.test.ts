@@ -5,6 +5,7 @@
 import test from "tape";
 import { createServer, type Server } from "node:net";
 import { EnginePool } from "../../server/gateway/engines.js";
+import { startCountingProxy } from "./fixtures/counting-proxy.js";
 import { call, createTenant, SERVICE_KEY, startFakeEngine, startTestGateway } from "./helpers.js";
 
 /** A port with nothing listening on it (connections are refused). */
@@ -86,5 +87,32 @@ test("engine pool: a timeout is a 502, not retried, and does not take the engine
     await gw.close();
     await live.close();
     hang.server.close();
+  }
+});
+
+test("engine pool: with every engine out of rotation a request goes to the one that answered last", async (t) => {
+  const [e1, e2] = [await startFakeEngine(), await startFakeEngine()];
+  const [pa, pb] = [await startCountingProxy(e1.url), await startCountingProxy(e2.url)];
+  const pool = new EnginePool([pa.url, pb.url], SERVICE_KEY, 2000, { healthIntervalMs: 60_000 });
+  const gw = await startTestGateway(e1.url, { engine: pool });
+  try {
+    const key = await createTenant(gw.url, { tenant_id: "acme" });
+    pa.down = true;
+    await pool.checkAll();
+    await pool.checkAll();
+    pb.down = true;
+    await pool.checkAll();
+    await pool.checkAll();
+    t.deepEqual((await pool.engines()).map((e) => e.in_rotation), [false, false], "both out of rotation");
+    pb.down = false; // back, though not checked yet
+    const before = pa.data.length;
+    for (let i = 0; i < 4; i++) t.equal((await call(gw.url, "/v1/get/default/k", { key })).status, 200, `get ${i}: answered by the engine that answered last`);
+    t.equal(pa.data.length, before, "none went to the one that has been down longer");
+  } finally {
+    await gw.close();
+    await pa.close();
+    await pb.close();
+    await e1.close();
+    await e2.close();
   }
 });

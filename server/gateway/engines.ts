@@ -130,6 +130,9 @@ export class EnginePool implements EngineClient {
       return await this.#send(first, r);
     } catch (e) {
       if (!(e instanceof EngineFailure)) throw e;
+      // A streamed body that broke on the client's side (an aborted upload) says nothing
+      // about the engine: no ejection, and nothing to send again.
+      if (r.body !== null && !Buffer.isBuffer(r.body) && (r.body.destroyed || r.body.errored)) throw e;
       // A connection that failed says the engine is gone; one that timed out may be a slow
       // request on a live engine, left to the health checks.
       if (e.phase !== "timeout") this.#eject(first);

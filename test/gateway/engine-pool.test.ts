@@ -116,3 +116,33 @@ test("engine pool: with every engine out of rotation a request goes to the one t
     await e2.close();
   }
 });
+
+test("engine pool: a client that aborts its streamed upload takes no engine out of rotation", async (t) => {
+  const [e1, e2] = [await startFakeEngine(), await startFakeEngine()];
+  const pool = new EnginePool([e1.url, e2.url], SERVICE_KEY, 2000, { healthIntervalMs: 60_000 });
+  const gw = await startTestGateway(e1.url, { engine: pool });
+  try {
+    const key = await createTenant(gw.url, { tenant_id: "acme" });
+    const { request } = await import("node:http");
+    for (let i = 0; i < 4; i++) {
+      await new Promise<void>((resolve) => {
+        const req = request(`${gw.url}/v1/put?namespace=default&key=blob&dtype=uint8&shape=65536`, {
+          method: "POST", headers: { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "65536" },
+        });
+        req.on("error", () => resolve());
+        req.on("response", (res) => { res.resume(); res.on("end", resolve); });
+        req.write(Buffer.alloc(8192));
+        // The first bytes are on their way to an engine; then the client goes away.
+        setTimeout(() => req.destroy(), 200);
+      });
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    t.equal(pool.stats.ejections, 0, "four aborted uploads: no engine taken out");
+    t.deepEqual((await pool.engines()).map((e) => e.in_rotation), [true, true], "both still in rotation");
+    t.equal(pool.stats.retried, 0, "and nothing sent again");
+  } finally {
+    await gw.close();
+    await e1.close();
+    await e2.close();
+  }
+});

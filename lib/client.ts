@@ -2,7 +2,9 @@
 // so that code moves from embedded to hosted by changing one line. Large payloads travel
 // as application/octet-stream both ways; errors come back as the library's error classes
 // carrying the server's code, detail and request_id; 429 and 502 are retried with
-// exponential backoff that honours Retry-After.
+// exponential backoff that honours Retry-After; every write carries an Idempotency-Key, the
+// same on its retries, so a retried write is applied at most once.
+import { randomBytes } from "node:crypto";
 import { Agent, request, type Dispatcher } from "undici";
 import {
   SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, EngineUnreachableError, errorFromCode,
@@ -174,12 +176,17 @@ interface Req {
   raw?: Buffer;
   headers?: Record<string, string>;
   accept?: "json" | "octet";
+  /** A write (put, put_cores, put_cores_batch, delete): sent with one Idempotency-Key for all its attempts. */
+  write?: true;
 }
 
 interface Res { status: number; headers: Record<string, string>; body: Buffer }
 
 /** Longest metadata sent in the X-SVC-Metadata header; longer goes as a JSON put. */
 const METADATA_HEADER_MAX = 8 * 1024;
+
+/** 128 random bits, base64url (22 characters). */
+const newIdempotencyKey = (): string => randomBytes(16).toString("base64url");
 
 const encPath = (key: string): string => key.split("/").map(encodeURIComponent).join("/");
 
@@ -267,6 +274,9 @@ export function createClient(options: ClientOptions): SvcClient {
 
   async function call(r: Req): Promise<Res> {
     if (closed) throw new ValidationError("The client is closed.", "client");
+    // One key for every attempt of a write: a retry after a 502 whose first attempt was in
+    // fact applied gets the stored answer back instead of adding a version.
+    if (r.write) r = { ...r, headers: { ...r.headers, "idempotency-key": newIdempotencyKey() } };
     for (let attempt = 1; ; attempt++) {
       const res = await once(r);
       record(res, attempt);
@@ -320,12 +330,12 @@ export function createClient(options: ClientOptions): SvcClient {
         : JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
       if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
         // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
-        return json<PutResult>({ method: "POST", path: "/v1/put", json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }) });
+        return json<PutResult>({ method: "POST", path: "/v1/put", write: true, json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }) });
       }
       const headers: Record<string, string> = {};
       if (meta !== undefined) headers["x-svc-metadata"] = meta;
       return json<PutResult>({
-        method: "POST", path: "/v1/put", raw: bytesOf(data), headers,
+        method: "POST", path: "/v1/put", raw: bytesOf(data), headers, write: true,
         query: { ...fields, shape: o.shape?.join(",") },
       });
     },
@@ -333,7 +343,7 @@ export function createClient(options: ClientOptions): SvcClient {
     async putCores(n, k, cores, opts = {}) {
       ns(n); key(k);
       const o = opt(putCoresOptionsSchema, opts);
-      return json<PutResult>({ method: "POST", path: "/v1/put_cores", json: defined({ namespace: n, key: k, cores: coresWire(cores), ...o }) });
+      return json<PutResult>({ method: "POST", path: "/v1/put_cores", write: true, json: defined({ namespace: n, key: k, cores: coresWire(cores), ...o }) });
     },
 
     async putCoresBatch(n, items) {
@@ -359,7 +369,7 @@ export function createClient(options: ClientOptions): SvcClient {
           throw itemError(e, i);
         }
       });
-      return json<{ results: PutResult[] }>({ method: "POST", path: "/v1/put_cores_batch", json: { namespace: n, items: wire } });
+      return json<{ results: PutResult[] }>({ method: "POST", path: "/v1/put_cores_batch", write: true, json: { namespace: n, items: wire } });
     },
 
     async get(n, k, opts = {}) {
@@ -383,7 +393,7 @@ export function createClient(options: ClientOptions): SvcClient {
 
     async delete(n, k) {
       ns(n); key(k);
-      return json<DeleteResult>({ method: "DELETE", path: `/v1/delete/${n}/${encPath(k)}` });
+      return json<DeleteResult>({ method: "DELETE", path: `/v1/delete/${n}/${encPath(k)}`, write: true });
     },
 
     async serve(n, k, opts = {}) {

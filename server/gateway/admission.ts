@@ -92,6 +92,7 @@ export class RedisAdmission implements Admission {
     private readonly registry: RedisTenantRegistry,
     private readonly prefix: string,
     private readonly maxEntries = 10_000,
+    private readonly hashTags = false,
   ) {}
 
   /** How many key hashes are cached (tests). */
@@ -119,8 +120,9 @@ export class RedisAdmission implements Admission {
 
   async admit(l: Lookup, spec: WindowSpec, quotaPeriod: string | null): Promise<Admitted | null> {
     const id = l.tenant.tenant_id;
-    const keys = [tenantKey(this.prefix, id), rateKey(this.prefix, id)];
-    if (quotaPeriod !== null) keys.push(usageKey(this.prefix, quotaPeriod, id));
+    // One tenant's keys: one slot under a Redis Cluster (hash tags), as the script needs.
+    const keys = [tenantKey(this.prefix, id, this.hashTags), rateKey(this.prefix, id, this.hashTags)];
+    if (quotaPeriod !== null) keys.push(usageKey(this.prefix, quotaPeriod, id, this.hashTags));
     const r = (await ADMIT.run(this.redis, keys, [l.version, String(spec.requests), String(spec.windowMs), randomUUID()])) as unknown[];
     if (Number(r[0]) === -1) {
       if (this.cache.get(l.tenant.key_hash)?.version === l.version) this.cache.delete(l.tenant.key_hash);

@@ -26,6 +26,7 @@ import { confirmTenant, headerOf, tenantKeyHashOf } from "./auth.js";
 import type { Clock } from "./clock.js";
 import type { RateLimitSpec } from "./config.js";
 import { corsMiddleware } from "./cors.js";
+import { IDEMPOTENCY_KEY_RE, replayableOp } from "./engines.js";
 import { healthHandler } from "./health.js";
 import { openApiHandler } from "./openapi.js";
 import { milliCusOf, periodEndMs, periodOf, toCus, type UsageStore } from "./meter.js";
@@ -360,6 +361,10 @@ export function createApp(deps: GatewayDeps): Express {
         }
       }
       namespace = namespaces[0] ?? "";
+      const idempotencyKey = headerOf(req, "idempotency-key");
+      if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY_RE.test(idempotencyKey)) {
+        throw new ValidationError("The Idempotency-Key header must be 1 to 255 visible ASCII characters.", "Idempotency-Key");
+      }
 
       // Step 4: namespace isolation: every namespace named (path, body, namespace_b).
       if (found!.cached && !aclAllows(tenant, namespaces)) await reauthenticate();
@@ -403,7 +408,10 @@ export function createApp(deps: GatewayDeps): Express {
         const v = headerOf(req, h);
         if (v !== undefined) headers[h] = v;
       }
-      const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid });
+      // With several engines a failed connection is retried once on another when that cannot
+      // apply the request twice (engines.ts).
+      const replayable = replayableOp(route.op, idempotencyKey);
+      const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid, replayable });
 
       // Step 8: metering, only on engine 2xx, in milli-CUs. The increment is issued now, ahead
       // of the audit record and the response, and its acknowledgement is awaited once the
@@ -412,8 +420,11 @@ export function createApp(deps: GatewayDeps): Express {
       // includes it; a failure is reported through deps.log (the audit record keeps the CUs).
       let milli = 0;
       if (upstream.status >= 200 && upstream.status < 300) {
-        milli = milliCusOf(route.op, device);
-        charging = usage.add(tenant.tenant_id, periodOf(clock.now()), route.op, milli).then(() => null, (e: unknown) => e ?? new Error());
+        // A write answered from the engine's idempotency record did no work again: it is
+        // charged, and counted, as the read of a stored answer that it is (a get).
+        const op = upstream.headers["idempotent-replayed"] === "true" ? "get" : route.op;
+        milli = milliCusOf(op, device);
+        charging = usage.add(tenant.tenant_id, periodOf(clock.now()), op, milli).then(() => null, (e: unknown) => e ?? new Error());
       }
       res.setHeader("X-SVC-CUs", String(toCus(milli)));
 

@@ -14,6 +14,12 @@ export class ConfigError extends Error {
   }
 }
 
+/** How the gateway reaches Redis: one server, a master behind sentinels, or a cluster. */
+export type RedisTarget =
+  | { readonly kind: "single"; readonly url: string }
+  | { readonly kind: "sentinel"; readonly sentinels: readonly string[]; readonly masterName: string; readonly username?: string; readonly password?: string; readonly db?: number }
+  | { readonly kind: "cluster"; readonly nodes: readonly string[]; readonly username?: string; readonly password?: string };
+
 export interface RateLimitSpec {
   readonly requests: number;
   readonly window_s: number;
@@ -22,7 +28,12 @@ export interface RateLimitSpec {
 export interface GatewayConfig {
   readonly host: string;
   readonly port: number;
+  /** The first engine of SVC_GATE_ENGINE_URL (the only one, unless it lists several). */
   readonly engineUrl: string;
+  /** Every engine of SVC_GATE_ENGINE_URL, in order, without a trailing slash, no repeats. */
+  readonly engineUrls: readonly string[];
+  /** How often each engine's /health is checked when there are several (SVC_GATE_ENGINE_HEALTH_INTERVAL_MS). */
+  readonly engineHealthIntervalMs: number;
   /** PEM text of the CA certificates trusted for an https engine (SVC_GATE_ENGINE_CA_PATH); undefined: the system's. */
   readonly engineCa: string | undefined;
   readonly engineServiceKey: string;
@@ -30,6 +41,8 @@ export interface GatewayConfig {
   readonly engineTimeoutMs: number;
   readonly dataDir: string;
   readonly redisUrl: string | undefined;
+  /** How Redis is reached: SVC_GATE_REDIS_URL, SVC_GATE_REDIS_SENTINELS or SVC_GATE_REDIS_CLUSTER_NODES; undefined: no Redis. */
+  readonly redis: RedisTarget | undefined;
   readonly redisPrefix: string;
   readonly auditEnabled: boolean;
   readonly auditLogPath: string;
@@ -77,6 +90,32 @@ const httpUrl = z
     }
   }, "must be an http(s) URL without a path, such as http://127.0.0.1:8000");
 
+// One engine URL or a comma-separated list of them (at most 64, each once).
+const engineUrlList = z
+  .string()
+  .transform((s, ctx) => {
+    const parts = s.split(",").map((p) => p.trim());
+    if (parts.length > 64) {
+      ctx.addIssue({ code: "custom", message: "must list at most 64 engines" });
+      return z.NEVER;
+    }
+    const out: string[] = [];
+    for (const p of parts) {
+      const r = httpUrl.safeParse(p);
+      if (!r.success) {
+        ctx.addIssue({ code: "custom", message: `entry '${p.slice(0, 200)}' ${r.error.issues[0]?.message ?? "is invalid"}` });
+        return z.NEVER;
+      }
+      const u = r.data.replace(/\/$/, "");
+      if (out.includes(u)) {
+        ctx.addIssue({ code: "custom", message: `lists ${u} twice` });
+        return z.NEVER;
+      }
+      out.push(u);
+    }
+    return out;
+  });
+
 const redisUrl = z
   .string()
   .trim()
@@ -90,6 +129,23 @@ const redisUrl = z
   }, "must be a redis:// or rediss:// URL");
 
 const nonEmpty = z.string().trim().min(1, "must not be empty");
+
+// A comma-separated list of redis:// or rediss:// URLs (at most 64).
+const redisUrlList = z.string().transform((s, ctx) => {
+  const parts = s.split(",").map((p) => p.trim());
+  if (parts.length > 64) {
+    ctx.addIssue({ code: "custom", message: "must list at most 64 servers" });
+    return z.NEVER;
+  }
+  for (const p of parts) {
+    if (!redisUrl.safeParse(p).success) {
+      // The entry is not repeated: it may carry a password.
+      ctx.addIssue({ code: "custom", message: `entry ${parts.indexOf(p) + 1} must be a redis:// or rediss:// URL such as redis://10.0.0.5:26379` });
+      return z.NEVER;
+    }
+  }
+  return parts;
+});
 
 // A PEM file of CA certificates, read and parsed here, once: the value is the certificates' text.
 const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
@@ -121,12 +177,18 @@ const caFile = nonEmpty.transform((path, ctx) => {
 const VARS = {
   SVC_GATE_HOST: [nonEmpty, "0.0.0.0"],
   SVC_GATE_PORT: [intIn(0, 65535), "8080"],
-  SVC_GATE_ENGINE_URL: [httpUrl, "http://127.0.0.1:8000"],
+  SVC_GATE_ENGINE_URL: [engineUrlList, "http://127.0.0.1:8000"],
+  SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: [intIn(100, 60_000), "1000"],
   SVC_GATE_ENGINE_CA_PATH: [caFile, undefined],
   SVC_GATE_ENGINE_SERVICE_KEY: [z.string().min(16, "must be at least 16 characters (32 or more random characters are recommended)"), undefined],
   SVC_GATE_ENGINE_TIMEOUT_MS: [intIn(1, 3_600_000), "30000"],
   SVC_GATE_DATA_DIR: [nonEmpty, "./svc-data/gate"],
   SVC_GATE_REDIS_URL: [redisUrl, undefined],
+  SVC_GATE_REDIS_SENTINELS: [redisUrlList, undefined],
+  SVC_GATE_REDIS_SENTINEL_MASTER: [z.string().trim().regex(/^[A-Za-z0-9._-]{1,255}$/, "must be the master's name as the sentinels know it (letters, digits, dots, underscores, hyphens)"), undefined],
+  SVC_GATE_REDIS_CLUSTER_NODES: [redisUrlList, undefined],
+  SVC_GATE_REDIS_USERNAME: [z.string().min(1), undefined],
+  SVC_GATE_REDIS_PASSWORD: [z.string().min(1), undefined],
   SVC_GATE_REDIS_PREFIX: [z.string().regex(/^[A-Za-z0-9_:.-]{1,64}$/, "must be 1-64 letters, digits, underscores, colons, dots or hyphens"), "svc:"],
   SVC_GATE_AUDIT_ENABLED: [bool, "true"],
   SVC_GATE_AUDIT_LOG_PATH: [nonEmpty, "/var/log/svc-gate/audit.jsonl"],
@@ -175,21 +237,55 @@ function parseOrigins(raw: string | undefined): string[] {
   return list.map((o) => o.replace(/\/$/, ""));
 }
 
+/** One of SVC_GATE_REDIS_URL, SVC_GATE_REDIS_SENTINELS (with the master's name) or SVC_GATE_REDIS_CLUSTER_NODES. */
+function redisTarget(env: NodeJS.ProcessEnv): RedisTarget | undefined {
+  const url = read(env, "SVC_GATE_REDIS_URL");
+  const sentinels = read(env, "SVC_GATE_REDIS_SENTINELS");
+  const master = read(env, "SVC_GATE_REDIS_SENTINEL_MASTER");
+  const nodes = read(env, "SVC_GATE_REDIS_CLUSTER_NODES");
+  const username = read(env, "SVC_GATE_REDIS_USERNAME");
+  const password = read(env, "SVC_GATE_REDIS_PASSWORD");
+  const given = [url && "SVC_GATE_REDIS_URL", sentinels && "SVC_GATE_REDIS_SENTINELS", nodes && "SVC_GATE_REDIS_CLUSTER_NODES"].filter(Boolean) as string[];
+  if (given.length > 1) throw new ConfigError(given[1]!, `${given[1]} and ${given[0]} name Redis two ways; set only one of them.`);
+  if (master !== undefined && !sentinels) throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER is set without SVC_GATE_REDIS_SENTINELS.");
+  if (sentinels) {
+    if (master === undefined) throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER must be set with SVC_GATE_REDIS_SENTINELS (the master's name, such as mymaster).");
+    return Object.freeze({ kind: "sentinel", sentinels: Object.freeze(sentinels), masterName: master, username, password });
+  }
+  if (nodes) return Object.freeze({ kind: "cluster", nodes: Object.freeze(nodes), username, password });
+  if ((username !== undefined || password !== undefined) && url === undefined) {
+    throw new ConfigError(username !== undefined ? "SVC_GATE_REDIS_USERNAME" : "SVC_GATE_REDIS_PASSWORD", "SVC_GATE_REDIS_USERNAME and SVC_GATE_REDIS_PASSWORD apply to SVC_GATE_REDIS_SENTINELS or SVC_GATE_REDIS_CLUSTER_NODES, and neither is set.");
+  }
+  if (url) {
+    if (username !== undefined || password !== undefined) {
+      const name = password !== undefined ? "SVC_GATE_REDIS_PASSWORD" : "SVC_GATE_REDIS_USERNAME";
+      throw new ConfigError(name, `${name} does not apply to SVC_GATE_REDIS_URL, whose URL carries its credentials.`);
+    }
+    return Object.freeze({ kind: "single", url });
+  }
+  return undefined;
+}
+
 /** Reads and validates the gateway's environment once; the result is deeply frozen. */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   const serviceKey = read(env, "SVC_GATE_ENGINE_SERVICE_KEY");
   if (serviceKey === undefined) {
     throw new ConfigError("SVC_GATE_ENGINE_SERVICE_KEY", "SVC_GATE_ENGINE_SERVICE_KEY must be set (the service key for admin calls and for the engine).");
   }
+  const engineUrls = Object.freeze(read(env, "SVC_GATE_ENGINE_URL")!);
+  const redis = redisTarget(env);
   const cfg: GatewayConfig = {
     host: read(env, "SVC_GATE_HOST")!,
     port: read(env, "SVC_GATE_PORT")!,
-    engineUrl: read(env, "SVC_GATE_ENGINE_URL")!.replace(/\/$/, ""),
+    engineUrl: engineUrls[0]!,
+    engineUrls,
+    engineHealthIntervalMs: read(env, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS")!,
     engineCa: read(env, "SVC_GATE_ENGINE_CA_PATH"),
     engineServiceKey: serviceKey,
     engineTimeoutMs: read(env, "SVC_GATE_ENGINE_TIMEOUT_MS")!,
     dataDir: read(env, "SVC_GATE_DATA_DIR")!,
     redisUrl: read(env, "SVC_GATE_REDIS_URL"),
+    redis,
     redisPrefix: read(env, "SVC_GATE_REDIS_PREFIX")!,
     auditEnabled: read(env, "SVC_GATE_AUDIT_ENABLED")!,
     auditLogPath: read(env, "SVC_GATE_AUDIT_LOG_PATH")!,

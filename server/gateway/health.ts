@@ -1,5 +1,6 @@
 // GET /health and /gate/health (api.md section 9): no authentication; the two booleans are
 // measured on each call (engine: GET /health within 1 s; store: PING or a writable data dir).
+// With several engines, `engines` lists each one's state (by position, not address).
 import type { RequestHandler } from "express";
 import type { EngineClient } from "./proxy.js";
 import type { TenantRegistry } from "./tenants.js";
@@ -12,6 +13,13 @@ const within = <T>(p: Promise<T>, ms: number, fallback: T): Promise<T> =>
 
 export function healthHandler(engine: EngineClient, registry: TenantRegistry, startedAtMs: number, now: () => number): RequestHandler {
   return async (_req, res) => {
+    if (engine.engines) {
+      // Several engines: each one's state; engine_reachable when at least one answers.
+      const [engines, store_connected] = await Promise.all([within(engine.engines(), 1500, null), within(registry.ping(), 1000, false)]);
+      const engine_reachable = engines?.some((e) => e.reachable) ?? false;
+      res.status(200).json({ status: "ok", engine_reachable, store_connected, uptime_s: Math.max(0, Math.floor((now() - startedAtMs) / 1000)), engines: engines ?? [] });
+      return;
+    }
     const [engine_reachable, store_connected] = await Promise.all([within(engine.ping(), 1500, false), within(registry.ping(), 1000, false)]);
     res.status(200).json({ status: "ok", engine_reachable, store_connected, uptime_s: Math.max(0, Math.floor((now() - startedAtMs) / 1000)) });
   };

@@ -5,7 +5,7 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "./tenants.js";
-import { LuaScript } from "./redis.js";
+import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
 
 export const OPERATIONS = [
@@ -73,8 +73,8 @@ const TOTAL = "_total";
 /** The field of a Redis usage hash that holds the month's total (milli-CUs). */
 export const USAGE_TOTAL_FIELD = TOTAL;
 
-/** The Redis key of a tenant's usage hash for `period`. */
-export const usageKey = (prefix: string, period: string, tenant: string): string => `${prefix}usage:${period}:${tenant}`;
+/** The Redis key of a tenant's usage hash for `period` (`usage:<period>:{tenant}` with hash tags). */
+export const usageKey = (prefix: string, period: string, tenant: string, hashTags = false): string => `${prefix}usage:${period}:${tenantTag(tenant, hashTags)}`;
 
 function recordOf(fields: Record<string, number> | undefined): UsageRecord {
   const breakdown_milli: Partial<Record<Operation, number>> = {};
@@ -167,8 +167,8 @@ return redis.call('HINCRBY', KEYS[1], '${TOTAL}', ARGV[2])`);
 /** Usage in Redis: hash `<prefix>usage:<period>:<tenant>`, fields per operation plus `_total`. */
 export class RedisUsageStore implements UsageStore {
   readonly kind = "redis" as const;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string) {}
-  private key = (tenant: string, period: string) => usageKey(this.prefix, period, tenant);
+  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false) {}
+  private key = (tenant: string, period: string) => usageKey(this.prefix, period, tenant, this.hashTags);
 
   async add(tenant: string, period: string, op: Operation, milli: number): Promise<void> {
     // One script: the operation's field and the total move together, in one command (a

@@ -35,6 +35,18 @@ const ref2 = z.strictObject({ key: z.string(), version: int });
 const topk = z.strictObject({ metric, results: z.array(z.strictObject({ key: z.string(), version: int, score: z.number() })), scanned: int, skipped: int });
 
 /** Success bodies by operationId. */
+// With several engines /health adds each one's state (by position in SVC_GATE_ENGINE_URL).
+const healthBody = z.strictObject({
+  status: z.literal("ok"), engine_reachable: z.boolean(), store_connected: z.boolean(), uptime_s: int,
+  engines: z.array(z.strictObject({ index: int, reachable: z.boolean(), in_rotation: z.boolean(), in_flight: int })).optional(),
+});
+// Writes accept an Idempotency-Key: a repeat with the same key and request gets the stored answer.
+const idempotencyKeyParam = {
+  name: "Idempotency-Key", in: "header", required: false,
+  description: "1-255 visible ASCII characters. A repeat within 24 hours with the same key and request returns the stored answer with Idempotent-Replayed: true (charged as a get); with another request, 422.",
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]+$" },
+};
+
 export const RESPONSE_SCHEMAS = {
   put: putResult,
   put_cores: putResult,
@@ -86,8 +98,8 @@ export const RESPONSE_SCHEMAS = {
     tenant_id: z.string(), plan: z.string(), namespaces: z.array(z.string()), monthly_quota: z.number().nullable(), rate_limit: rateLimit,
     usage: z.strictObject({ period: z.string(), cus_used: z.number(), monthly_quota: z.number().nullable(), utilization: z.number().nullable(), breakdown: z.record(z.string(), z.number()) }),
   }),
-  health: z.strictObject({ status: z.literal("ok"), engine_reachable: z.boolean(), store_connected: z.boolean(), uptime_s: int }),
-  gate_health: z.strictObject({ status: z.literal("ok"), engine_reachable: z.boolean(), store_connected: z.boolean(), uptime_s: int }),
+  health: healthBody,
+  gate_health: healthBody,
 } as const satisfies Record<string, z.ZodType>;
 
 const toSchema = (s: z.ZodType): Json => {
@@ -191,13 +203,14 @@ function operations(): Op[] {
       params: [
         ...paramsOf(putQuerySchema, "query").map((p) => ({ ...p, required: false, description: "Octet-stream form only (required there for namespace and key)." })),
         { name: "X-SVC-Metadata", in: "header", required: false, description: "Octet-stream form: metadata as a JSON object.", schema: { type: "string" } },
+        idempotencyKeyParam,
       ],
       responses: ok("201", "Stored; the put outcome (verdict, compression_ratio, relative_error, fingerprint, …)."),
     },
-    { method: "post", path: "/v1/put_cores", id: "put_cores", summary: "Store tensor-train cores as they are (1.0 CU).", kind: "data", body: jsonBody(putCoresBodySchema), responses: ok("201", "Stored; a put outcome.") },
-    { method: "post", path: "/v1/put_cores_batch", id: "put_cores_batch", summary: "Store up to 1000 put_cores items atomically validated (2.0 CU).", kind: "data", body: jsonBody(batchDoc), responses: ok("201", "results: one put outcome per item, in order.") },
+    { method: "post", path: "/v1/put_cores", id: "put_cores", summary: "Store tensor-train cores as they are (1.0 CU).", kind: "data", body: jsonBody(putCoresBodySchema), params: [idempotencyKeyParam], responses: ok("201", "Stored; a put outcome.") },
+    { method: "post", path: "/v1/put_cores_batch", id: "put_cores_batch", summary: "Store up to 1000 put_cores items atomically validated (2.0 CU).", kind: "data", body: jsonBody(batchDoc), params: [idempotencyKeyParam], responses: ok("201", "results: one put outcome per item, in order.") },
     { method: "get", path: "/v1/get/{namespace}/{key}", id: "get", summary: "Metadata and fingerprint, without decompression (0.1 CU).", kind: "data", params: [nsParam, keyParam, ...paramsOf(getQuerySchema, "query")], responses: ok("200", "The entry's version record.") },
-    { method: "delete", path: "/v1/delete/{namespace}/{key}", id: "delete", summary: "Soft delete of the whole key (0.1 CU).", kind: "data", params: [nsParam, keyParam], responses: ok("200", "deleted, last version, purge_after.") },
+    { method: "delete", path: "/v1/delete/{namespace}/{key}", id: "delete", summary: "Soft delete of the whole key (0.1 CU).", kind: "data", params: [nsParam, keyParam, idempotencyKeyParam], responses: ok("200", "deleted, last version, purge_after.") },
     { method: "get", path: "/v1/list/{namespace}", id: "list", summary: "Keys in ascending byte order, paginated (0.1 CU).", kind: "data", params: [nsParam, ...paramsOf(listQuerySchema, "query")], responses: ok("200", "keys, total, limit, offset, next_offset.") },
     { method: "post", path: "/v1/search", id: "search", summary: "Metadata-filtered key listing (0.5 CU).", kind: "data", body: jsonBody(searchBodySchema), responses: ok("200", "results, total, limit, offset, next_offset.") },
     {
@@ -239,7 +252,7 @@ function operations(): Op[] {
       params: [periodParam()],
       responses: ok("200", "tenant_id, plan, namespaces, monthly_quota, rate_limit, usage (period, cus_used, monthly_quota, utilization, breakdown)."),
     },
-    { method: "get", path: "/health", id: "health", summary: "Liveness of the gateway and reachability of the engine and store.", kind: "public", responses: { "200": { description: "status, engine_reachable, store_connected, uptime_s." } } },
+    { method: "get", path: "/health", id: "health", summary: "Liveness of the gateway and reachability of the engine and store.", kind: "public", responses: { "200": { description: "status, engine_reachable, store_connected, uptime_s; with several engines, engines (index, reachable, in_rotation, in_flight)." } } },
     { method: "get", path: "/gate/health", id: "gate_health", summary: "Same as /health.", kind: "public", responses: { "200": { description: "status, engine_reachable, store_connected, uptime_s." } } },
     { method: "get", path: "/openapi.json", id: "openapi", summary: "This document.", kind: "public", responses: { "200": { description: "The OpenAPI 3.1 document.", content: { "application/json": { schema: { type: "object" } } } } } },
   ];

@@ -14,6 +14,22 @@ export interface ForwardRequest {
   body: Buffer | Readable | null;
   tenantId: string;
   requestId: string;
+  /**
+   * The request may be sent again, to another engine, after its connection failed even when
+   * its body went out: reads, and writes carrying an Idempotency-Key (default false).
+   */
+  replayable?: boolean;
+}
+
+export interface EngineHealth {
+  /** Position in SVC_GATE_ENGINE_URL, from 0 (the address itself is not shown). */
+  index: number;
+  /** Answered GET /health with 200 within a second, just now. */
+  reachable: boolean;
+  /** Requests are sent to it (it was not taken out, or its health came back). */
+  in_rotation: boolean;
+  /** Requests in flight on it from this gateway. */
+  in_flight: number;
 }
 
 export interface EngineResponse {
@@ -25,13 +41,37 @@ export interface EngineResponse {
 export interface EngineClient {
   /** Sends the request; EngineUnreachableError when the engine cannot be reached or times out. */
   forward(r: ForwardRequest): Promise<EngineResponse>;
-  /** Whether the engine answers GET /health with 200 within a second. */
+  /** Whether the engine (any engine, when there are several) answers GET /health with 200 within a second. */
   ping(): Promise<boolean>;
+  /** Several engines: each one's health now, in the order configured (absent for a single engine). */
+  engines?(): Promise<EngineHealth[]>;
   close(): Promise<void>;
 }
 
 // Client request headers that reach the engine (allow-list).
-export const FORWARDED_REQUEST_HEADERS = ["content-type", "content-length", "accept", "x-svc-metadata"] as const;
+export const FORWARDED_REQUEST_HEADERS = ["content-type", "content-length", "accept", "x-svc-metadata", "idempotency-key"] as const;
+
+/**
+ * The engine could not be used, and when: "connect" (no connection was made, so nothing of
+ * the request was sent), "exchange" (the connection failed after the request may have gone
+ * out), "timeout" (the engine took longer than the gateway waits).
+ */
+export class EngineFailure extends EngineUnreachableError {
+  constructor(readonly phase: "connect" | "exchange" | "timeout") {
+    super("The storage engine is unreachable or did not answer in time.");
+  }
+}
+
+const CONNECT_CODES = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "EADDRNOTAVAIL"]);
+const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
+/** The phase of an undici request error (see EngineFailure). */
+export function failurePhase(e: unknown): EngineFailure["phase"] {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && CONNECT_CODES.has(code)) return "connect";
+  if (typeof code === "string" && TIMEOUT_CODES.has(code)) return "timeout";
+  return "exchange";
+}
 
 // Engine response headers that must not reach the client as they are.
 const DROPPED_RESPONSE_HEADERS = new Set([
@@ -86,7 +126,7 @@ export class UndiciEngineClient implements EngineClient {
       // The request body's own failure (for example the upload limit while streaming) is the
       // answer, not the engine's reachability.
       if (e instanceof SvcError) throw e;
-      throw new EngineUnreachableError("The storage engine is unreachable or did not answer in time.");
+      throw new EngineFailure(failurePhase(e));
     }
     return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body };
   }

@@ -6,7 +6,7 @@
 // beyond the moment its oldest admitted request leaves the window.
 import { randomUUID } from "node:crypto";
 import type { Clock } from "./clock.js";
-import { LuaScript } from "./redis.js";
+import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
 
 export interface WindowSpec {
@@ -135,7 +135,7 @@ const HIT = new LuaScript(`${SLIDE_LUA}
 return slide(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1')`);
 
 /** The Redis key of a tenant's window. */
-export const rateKey = (prefix: string, tenant: string): string => `${prefix}rl:${tenant}`;
+export const rateKey = (prefix: string, tenant: string, hashTags = false): string => `${prefix}rl:${tenantTag(tenant, hashTags)}`;
 
 /** The state of a `slide` reply: [allowed, count, oldest_us | "", now_us]. */
 export function stateOfSlide(spec: WindowSpec, r: readonly unknown[]): RateLimitState {
@@ -143,13 +143,13 @@ export function stateOfSlide(spec: WindowSpec, r: readonly unknown[]): RateLimit
   return stateOf(Number(r[0]) === 1, spec, Number(r[1]), oldest === "" || oldest === undefined || oldest === null ? null : Number(oldest) / 1000, Number(r[3]) / 1000);
 }
 
-/** Several instances: one sorted set per tenant under `<prefix>rl:<tenant>`. */
+/** Several instances: one sorted set per tenant under `<prefix>rl:<tenant>` (`rl:{tenant}` with hash tags). */
 export class RedisRateLimiter implements RateLimiter {
   readonly kind = "redis" as const;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string) {}
+  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false) {}
 
   private async run(tenant: string, spec: WindowSpec, peek: boolean): Promise<RateLimitState> {
-    const r = (await HIT.run(this.redis, [rateKey(this.prefix, tenant)], [
+    const r = (await HIT.run(this.redis, [rateKey(this.prefix, tenant, this.hashTags)], [
       String(spec.requests), String(spec.windowMs), peek ? "" : randomUUID(), peek ? "1" : "0",
     ])) as unknown[];
     return stateOfSlide(spec, r);

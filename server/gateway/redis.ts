@@ -26,6 +26,13 @@ export async function connectRedis(url: string): Promise<Redis> {
   return client;
 }
 
+/**
+ * A tenant id in a Redis key: `{tenant}` when the keys live in a Redis Cluster, so that every
+ * key of one tenant (record, window, usage) hashes to one slot and one script may use them
+ * together; the id as it is otherwise.
+ */
+export const tenantTag = (tenant: string, hashTags: boolean): string => (hashTags ? `{${tenant}}` : tenant);
+
 export class LuaScript {
   readonly sha: string;
   constructor(readonly source: string) {

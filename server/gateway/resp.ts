@@ -111,6 +111,15 @@ interface Waiter {
 
 export interface RespOptions {
   connectTimeoutMs?: number;
+  /**
+   * Where to connect, asked before every connection (Sentinel: the current master); default:
+   * the URL's host and port. The URL still gives the scheme, credentials and database.
+   */
+  resolve?: () => Promise<{ host: string; port: number }>;
+  /** Accept the server only while its ROLE is master, and reconnect on a READONLY reply. */
+  requireMaster?: boolean;
+  /** What the configuration calls this server, for the start-up error (default SVC_GATE_REDIS_URL). */
+  configName?: string;
 }
 
 /** A RESP2 connection to the server named by a redis:// or rediss:// URL (user, password, /db). */
@@ -134,7 +143,7 @@ export class RespConnection implements RedisLink {
       await c.connect();
     } catch (e) {
       c.destroy();
-      throw new Error(`Could not connect to the Redis server named by SVC_GATE_REDIS_URL${e instanceof RedisReplyError ? ` (${e.message.split(" ")[0]})` : ""}.`);
+      throw new Error(`Could not connect to the Redis server named by ${opts.configName ?? "SVC_GATE_REDIS_URL"}${e instanceof RedisReplyError ? ` (${e.message.split(" ")[0]})` : ""}.`);
     }
     return c;
   }
@@ -156,11 +165,13 @@ export class RespConnection implements RedisLink {
     });
   }
 
-  private connect(): Promise<void> {
+  private async connect(): Promise<void> {
+    const u = this.url;
+    let port = Number(u.port || 6379);
+    let host = u.hostname.replace(/^\[|\]$/g, "") || "127.0.0.1";
+    if (this.opts.resolve) ({ host, port } = await this.opts.resolve());
+    if (this.closing) throw new RedisConnectionError("The Redis connection is closed.");
     return new Promise<void>((resolve, reject) => {
-      const u = this.url;
-      const port = Number(u.port || 6379);
-      const host = u.hostname.replace(/^\[|\]$/g, "") || "127.0.0.1";
       const s = u.protocol === "rediss:" ? tlsConnect({ host, port, ...(isIP(host) ? {} : { servername: host }) }) : netConnect({ host, port });
       this.socket = s;
       this.parser = new RespParser();
@@ -207,6 +218,11 @@ export class RespConnection implements RedisLink {
       if (!/^\d+$/.test(db)) throw new RedisConnectionError("The Redis URL names a database that is not a number.");
       await this.write(["SELECT", db]);
     }
+    if (this.opts.requireMaster) {
+      // A Sentinel may name a master that has just been demoted: only a master is used.
+      const role = (await this.write(["ROLE"])) as unknown[];
+      if (!Array.isArray(role) || role[0] !== "master") throw new RedisConnectionError("The Redis server is not a master.");
+    }
   }
 
   private onData(chunk: Buffer): void {
@@ -219,8 +235,11 @@ export class RespConnection implements RedisLink {
           this.waiters = this.waiters.slice(this.head);
           this.head = 0;
         }
-        if (reply instanceof RedisReplyError) w.reject(reply);
-        else w.resolve(reply);
+        if (reply instanceof RedisReplyError) {
+          w.reject(reply);
+          // A master demoted under this connection: reconnect, asking where the master is now.
+          if (this.opts.requireMaster && reply.message.startsWith("READONLY")) this.socket?.destroy();
+        } else w.resolve(reply);
       });
     } catch (e) {
       this.socket?.destroy(e as Error);
@@ -243,10 +262,21 @@ export class RespConnection implements RedisLink {
     for (const w of lost) w.reject(new RedisConnectionError("The Redis connection was lost before the reply."));
     this.drained?.();
     if (this.closing) return;
+    this.reconnectLater();
+  }
+
+  private reconnectLater(): void {
+    if (this.closing || this.retryTimer) return;
     const delay = Math.min(50 * 2 ** this.retries++, 2000);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
-      if (!this.closing) this.connect().catch(() => {}); // a failed attempt closes and schedules the next
+      if (this.closing) return;
+      // A failed attempt with a socket closes it, and onClose schedules the next; one that
+      // failed before any socket (the address could not be resolved) schedules it here.
+      const before = this.socket;
+      this.connect().catch(() => {
+        if (this.socket === before || this.socket === null) this.reconnectLater();
+      });
     }, delay);
     this.retryTimer.unref();
   }

@@ -12,9 +12,10 @@ import { billingRouter, FileBillingLog } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
-import { UndiciEngineClient } from "./proxy.js";
+import { EnginePool } from "./engines.js";
+import { UndiciEngineClient, type EngineClient } from "./proxy.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
-import { RespConnection } from "./resp.js";
+import { openRedis, type RedisHandle, type RedisTarget } from "./redis-ha.js";
 import { StripePaymentProvider } from "./stripe-client.js";
 import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "./tenants.js";
 
@@ -27,23 +28,28 @@ export interface RunningGateway {
 export interface StartOptions {
   clock?: Clock;
   billing?: Router;
+  /** Opens the Redis link (default: the gateway's own client, redis-ha.ts); the bench compares clients through it. */
+  openRedis?: (target: RedisTarget) => Promise<RedisHandle>;
 }
 
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const clock = opts.clock ?? systemClock;
-  let redis: RespConnection | null = null;
+  let redis: RedisHandle | null = null;
   let registry: TenantRegistry;
   let usage: UsageStore;
   let limiter: RateLimiter;
   let admission: Admission | undefined;
-  if (config.redisUrl) {
-    redis = await RespConnection.open(config.redisUrl);
-    const redisRegistry = new RedisTenantRegistry(redis, config.redisPrefix);
+  if (config.redis) {
+    // One server, a master behind sentinels, or a cluster (redis-ha.ts); on a cluster each
+    // tenant's keys carry a {tenant} hash tag so that its scripts run on one slot.
+    redis = await (opts.openRedis ?? openRedis)(config.redis);
+    const tags = config.redis.kind === "cluster";
+    const redisRegistry = new RedisTenantRegistry(redis, config.redisPrefix, tags);
     registry = redisRegistry;
-    usage = new RedisUsageStore(redis, config.redisPrefix);
-    limiter = new RedisRateLimiter(redis, config.redisPrefix);
+    usage = new RedisUsageStore(redis, config.redisPrefix, tags);
+    limiter = new RedisRateLimiter(redis, config.redisPrefix, tags);
     // One round trip per request before forwarding: cached records confirmed by one script.
-    admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix);
+    admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix, undefined, tags);
   } else {
     registry = await LocalFileTenantRegistry.open(config.dataDir);
     usage = await LocalFileUsageStore.open(config.dataDir);
@@ -56,7 +62,10 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     await redis?.close().catch(() => {});
     throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
   }
-  const engine = new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
+  // Several engines: spread, health-checked, retried (engines.ts); one: a plain pool to it.
+  const engine: EngineClient = config.engineUrls.length > 1
+    ? new EnginePool(config.engineUrls, config.engineServiceKey, config.engineTimeoutMs, { tls: { ca: config.engineCa }, healthIntervalMs: config.engineHealthIntervalMs })
+    : new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
   // Billing (issue 4): with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
   let billing = opts.billing;

@@ -9,7 +9,7 @@ import { ConflictError, NotFoundError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
 import { planSchema, type Plan } from "./plans.js";
 import type { RateLimitSpec } from "./config.js";
-import { LuaScript } from "./redis.js";
+import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
 
 export interface TenantRecord {
@@ -359,74 +359,79 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
   }
 }
 
-// Create only when absent: record, key index and the id set in one step.
-const CREATE = new LuaScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[3]) end
-redis.call('SADD', KEYS[3], ARGV[3])
-return 1`);
+// Every script below names keys of one tenant only, so that it runs on a Redis Cluster too
+// (where a tenant's keys share a slot). The indexes across tenants (key hash -> id, customer
+// -> id, the id set) are written around the record, never inside its script: each is checked
+// against the record it points to on every read, so one left behind by a failure between
+// two steps grants nothing (a key hash works only while the record it names still holds it).
 
-// Compare-and-set of a record, moving the key index from the old hash to the new one, so a
-// rotated or deactivated key stops working for every gateway in the same step.
+// A compare-and-set of a record.
 const CAS = new LuaScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if cur ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2])
-if ARGV[3] ~= ARGV[4] then
-  if ARGV[3] ~= '' then redis.call('DEL', ARGV[6] .. ARGV[3]) end
-  if ARGV[4] ~= '' then redis.call('SET', ARGV[6] .. ARGV[4], ARGV[5]) end
-end
 return 1`);
 
-// A payment event at most once: the processed-event record (kept ARGV[4] ms) and the tenant's
-// new record are written together, and only if the record is still the one the change was
-// computed from (compare-and-set); {0, note} when the event was processed before, {2} to retry.
-// The customer index follows the record: ARGV[6] (the new customer's key) is set to the tenant
-// id ARGV[5], and ARGV[7] (the previous customer's key) dropped while it still names the tenant.
+// Deletes an index key while it still names ARGV[1].
+const DEL_IF = new LuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`);
+
+// A payment event at most once: the processed-event record KEYS[1] (kept ARGV[4] ms) and the
+// tenant's new record KEYS[2] (absent when the event names no tenant) are written together,
+// and only if the record is still the one the change was computed from (compare-and-set);
+// {0, note} when the event was processed before, {2} to retry.
 const EVENT_ONCE = new LuaScript(`
-local done = redis.call('GET', KEYS[2])
+local done = redis.call('GET', KEYS[1])
 if done then return {0, done} end
-local cur = redis.call('GET', KEYS[1]) or ''
+local cur = ''
+if KEYS[2] then cur = redis.call('GET', KEYS[2]) or '' end
 if cur ~= ARGV[1] then return {2, ''} end
-if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2]) end
-redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-if ARGV[7] ~= '' and redis.call('GET', ARGV[7]) == ARGV[5] then redis.call('DEL', ARGV[7]) end
-if ARGV[6] ~= '' then redis.call('SET', ARGV[6], ARGV[5]) end
+if KEYS[2] and ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
 return {1, ''}`);
 
-// Key hash -> record in one round trip.
+// Key hash -> record in one round trip (one server only: the record's key is not declared).
 const BY_HASH = new LuaScript(`
 local id = redis.call('GET', KEYS[1])
 if not id then return false end
 return redis.call('GET', ARGV[1] .. id)`);
 
-/** The Redis key of a tenant's record (JSON). */
-export const tenantKey = (prefix: string, id: string): string => `${prefix}tenant:${id}`;
+/** The Redis key of a tenant's record (JSON): `<prefix>tenant:<id>`, `tenant:{id}` with hash tags. */
+export const tenantKey = (prefix: string, id: string, hashTags = false): string => `${prefix}tenant:${tenantTag(id, hashTags)}`;
 
 /**
  * Registry in Redis: `<prefix>tenant:<id>` (JSON), `<prefix>key:<sha256>` (id), `<prefix>tenants`
- * (set), `<prefix>customer:<provider customer id>` (id; written with the billing record).
+ * (set), `<prefix>customer:<provider customer id>` (id; written with the billing record). With
+ * hash tags (a Redis Cluster) the record is `tenant:{id}` and a payment event's record
+ * `billing:event:{id}:<event>`, in the tenant's slot.
  */
 export class RedisTenantRegistry implements TenantRegistry {
   readonly kind = "redis" as const;
   // Records whose customer was recorded before the customer index existed are indexed by one
   // scan, the first time a lookup misses in this process.
   #customersIndexed = false;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string) {}
+  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false) {}
 
   private getText = async (key: string): Promise<string | null> => (await this.redis.sendCommand(["GET", key])) as string | null;
 
-  private tKey = (id: string) => tenantKey(this.prefix, id);
+  private tKey = (id: string) => tenantKey(this.prefix, id, this.hashTags);
   private get hashPrefix() { return `${this.prefix}key:`; }
   private cKey = (customerId: string) => `${this.prefix}customer:${customerId}`;
+  private dropIndex = (key: string, id: string) => DEL_IF.run(this.redis, [key], [id]);
 
   async create(rec: TenantRecord): Promise<void> {
-    const ok = await CREATE.run(this.redis, [this.tKey(rec.tenant_id), this.hashPrefix + rec.key_hash, `${this.prefix}tenants`], [
-      JSON.stringify(withPlanHistory(null, rec)), rec.key_hash, rec.tenant_id,
-    ]);
-    if (Number(ok) !== 1) throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
+    // The index and the id set first, the record last and only if absent: the record's SET NX
+    // decides, and a tenant is listed and found by its key from the moment it exists.
+    const indexed = rec.key_hash !== "" ? this.hashPrefix + rec.key_hash : null;
+    if (indexed) await this.redis.sendCommand(["SET", indexed, rec.tenant_id]);
+    await this.redis.sendCommand(["SADD", `${this.prefix}tenants`, rec.tenant_id]);
+    const ok = await this.redis.sendCommand(["SET", this.tKey(rec.tenant_id), JSON.stringify(withPlanHistory(null, rec)), "NX"]);
+    if (ok !== "OK") {
+      if (indexed) await this.dropIndex(indexed, rec.tenant_id);
+      throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
+    }
   }
 
   async get(id: string): Promise<TenantRecord | null> {
@@ -434,9 +439,11 @@ export class RedisTenantRegistry implements TenantRegistry {
     return s ? (JSON.parse(s) as TenantRecord) : null;
   }
 
-  /** The stored JSON text of the record the key hash `h` points to (null when none); one round trip. */
+  /** The stored JSON text of the record the key hash `h` points to (null when none); one round trip on one server, two on a cluster. */
   async recordTextByKeyHash(h: string): Promise<string | null> {
-    return (await BY_HASH.run(this.redis, [this.hashPrefix + h], [`${this.prefix}tenant:`])) as string | null;
+    if (!this.hashTags) return (await BY_HASH.run(this.redis, [this.hashPrefix + h], [`${this.prefix}tenant:`])) as string | null;
+    const id = await this.getText(this.hashPrefix + h);
+    return id === null ? null : await this.getText(this.tKey(id));
   }
 
   async findByKeyHash(h: string): Promise<TenantRecord | null> {
@@ -470,15 +477,27 @@ export class RedisTenantRegistry implements TenantRegistry {
       const cur = JSON.parse(curText) as TenantRecord;
       const next = withPlanHistory(cur, change(structuredClone(cur)));
       const nextText = JSON.stringify(next);
-      const r = Number(await CAS.run(this.redis, [this.tKey(id)], [curText, nextText, cur.active ? cur.key_hash : "", next.active ? next.key_hash : "", id, this.hashPrefix]));
-      if (r === 1) return next;
+      const oldHash = cur.active ? cur.key_hash : "";
+      const newHash = next.active ? next.key_hash : "";
+      // A new key's index before the record names it; the old key's after the record no
+      // longer does (from that instant the old key fails everywhere: lookups check the record).
+      const added = newHash !== "" && newHash !== oldHash ? this.hashPrefix + newHash : null;
+      if (added) await this.redis.sendCommand(["SET", added, id]);
+      const r = Number(await CAS.run(this.redis, [this.tKey(id)], [curText, nextText]));
+      if (r === 1) {
+        if (oldHash !== "" && oldHash !== newHash) await this.dropIndex(this.hashPrefix + oldHash, id);
+        return next;
+      }
+      if (added) await this.dropIndex(added, id);
       if (r === -1) throw notFound(id);
     }
     throw new ConflictError(`Tenant ${id} is being changed concurrently; try again.`);
   }
 
   async applyEventOnce(ev: EventOnce, change: (cur: TenantRecord | null) => EventChange): Promise<EventResult> {
-    const eKey = `${this.prefix}billing:event:${ev.eventId}`;
+    const eKey = this.hashTags && ev.tenantId
+      ? `${this.prefix}billing:event:${tenantTag(ev.tenantId, true)}:${ev.eventId}`
+      : `${this.prefix}billing:event:${ev.eventId}`;
     for (let attempt = 0; attempt < 50; attempt++) {
       const curText = ev.tenantId ? await this.getText(this.tKey(ev.tenantId)) : null;
       const cur = curText ? (JSON.parse(curText) as TenantRecord) : null;
@@ -489,14 +508,18 @@ export class RedisTenantRegistry implements TenantRegistry {
         upd = withPlanHistory(cur, next);
       }
       const value = JSON.stringify({ event_id: ev.eventId, tenant_id: ev.tenantId, note, at_ms: ev.nowMs });
-      const oldCus = cur?.billing?.customer_id ?? null;
-      const newCus = upd?.billing?.customer_id ?? null;
-      const r = (await EVENT_ONCE.run(this.redis, [ev.tenantId ? this.tKey(ev.tenantId) : `${this.prefix}tenant:`, eKey], [
+      const r = (await EVENT_ONCE.run(this.redis, ev.tenantId ? [eKey, this.tKey(ev.tenantId)] : [eKey], [
         curText ?? "", upd ? JSON.stringify(upd) : "", value, String(Math.max(1, Math.round(ev.retainMs))),
-        ev.tenantId, newCus ? this.cKey(newCus) : "", upd && oldCus && oldCus !== newCus ? this.cKey(oldCus) : "",
       ])) as [number, string];
       if (Number(r[0]) === 0) return { duplicate: true, note: (JSON.parse(r[1]) as ProcessedEvent).note };
-      if (Number(r[0]) === 1) return { duplicate: false, note, before: cur, after: upd ?? cur };
+      if (Number(r[0]) === 1) {
+        // The customer index follows the record (checked against it on every read).
+        const oldCus = cur?.billing?.customer_id ?? null;
+        const newCus = upd?.billing?.customer_id ?? null;
+        if (upd && newCus) await this.redis.sendCommand(["SET", this.cKey(newCus), ev.tenantId]);
+        if (upd && oldCus && oldCus !== newCus) await this.dropIndex(this.cKey(oldCus), ev.tenantId);
+        return { duplicate: false, note, before: cur, after: upd ?? cur };
+      }
     }
     throw new ConflictError(`Tenant ${ev.tenantId} is being changed concurrently; try again.`);
   }
@@ -504,7 +527,8 @@ export class RedisTenantRegistry implements TenantRegistry {
   async list(): Promise<TenantRecord[]> {
     const ids = ((await this.redis.sendCommand(["SMEMBERS", `${this.prefix}tenants`])) as string[]).sort();
     if (ids.length === 0) return [];
-    const vals = (await this.redis.sendCommand(["MGET", ...ids.map(this.tKey)])) as Array<string | null>;
+    // One GET per record, sent together (pipelined on one connection): a cluster spreads them over slots.
+    const vals = await Promise.all(ids.map((id) => this.getText(this.tKey(id))));
     return vals.filter((v): v is string => typeof v === "string").map((v) => JSON.parse(v) as TenantRecord);
   }
 

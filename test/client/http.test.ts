@@ -101,6 +101,54 @@ test("client: keys with slashes are percent-encoded per segment in get and delet
   });
 });
 
+test("client: every write carries an Idempotency-Key of 128 random bits, the same on its retries; reads carry none", async (t) => {
+  // A server that applies each write once per key (as a gateway and engine with idempotency
+  // keys do), answers the first attempt of each with 502 as if the answer had been lost, and
+  // replays the stored answer to a repeat of the key.
+  const applied = new Map<string, { version: number }>();
+  let version = 0;
+  const keysOf = new Map<string, string[]>(); // path -> keys seen, in order
+  const idem: Handler = (req, _b, res) => {
+    const k = req.headers["idempotency-key"];
+    const path = req.url!.split("?")[0]!;
+    if (typeof k === "string") keysOf.set(path, [...(keysOf.get(path) ?? []), k]);
+    if (typeof k !== "string") return jsonRes(200, { ...putBody, version })(req, _b, res);
+    const stored = applied.get(k);
+    if (stored) return jsonRes(201, { ...putBody, version: stored.version }, { "idempotent-replayed": "true" })(req, _b, res);
+    applied.set(k, { version: ++version });
+    jsonRes(502, { detail: "The storage engine is unreachable or did not answer in time.", code: "engine_unreachable", request_id: RID })(req, _b, res);
+  };
+  await withServer([idem], async (url, seen) => {
+    const c = createClient({ baseUrl: url, apiKey: "k", maxRetries: 2, sleep: async () => {} });
+    const core = { shape: [1, 2, 1] as [number, number, number], data: new Float32Array([1, 2]) };
+    const r1 = await c.put("ns", "a", new Float32Array([1, 2, 3, 4]), { shape: [4] });
+    t.equal(r1.version, 1, "put after a lost answer: version 1, not 2");
+    t.equal(c.lastResponse?.attempts, 2, "two attempts");
+    t.equal(c.lastResponse?.headers["idempotent-replayed"], "true", "the second answer is the stored one");
+    const big = await c.put("ns", "b", new Float32Array([1]), { shape: [1], metadata: { pad: "x".repeat(9000) } });
+    t.equal(big.version, 2, "JSON put: one version");
+    t.equal((await c.putCores("ns", "c", [core])).version, 3, "put_cores: one version");
+    await c.putCoresBatch("ns", [{ key: "d", cores: [core] }]);
+    await c.delete("ns", "e");
+    t.equal(version, 5, "five writes, each applied exactly once");
+    for (const path of ["/v1/put", "/v1/put_cores", "/v1/put_cores_batch", "/v1/delete/ns/e"]) {
+      const ks = keysOf.get(path) ?? [];
+      t.ok(ks.length >= 2, `${path}: sent with a key, and retried`);
+    }
+    const puts = keysOf.get("/v1/put")!;
+    t.deepEqual(puts, [puts[0], puts[0], puts[2], puts[2]], "each put's retry repeats its own key");
+    t.notEqual(puts[0], puts[2], "two puts, two keys");
+    const all = new Set([...keysOf.values()].flat());
+    t.equal(all.size, 5, "five distinct keys for five writes");
+    for (const k of all) t.equal(Buffer.from(k, "base64url").length, 16, `key ${k.length} characters: 128 bits`);
+    const before = seen.length;
+    await c.get("ns", "a");
+    t.equal(seen.length, before + 1, "get: one request");
+    t.equal(seen[before]!.headers["idempotency-key"], undefined, "a read carries no key");
+    await c.close();
+  });
+});
+
 test("client: error bodies become the library's error classes with code, detail, status and request_id", async (t) => {
   await withServer([
     jsonRes(404, { detail: "Key a not found in namespace ns.", code: "not_found", request_id: RID }),

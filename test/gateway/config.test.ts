@@ -49,6 +49,40 @@ test("every variable is read", (t) => {
   t.end();
 });
 
+test("SVC_GATE_ENGINE_URL: one URL or a comma-separated list of several, in order", (t) => {
+  const one = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: "http://10.0.0.2:8000/" });
+  t.deepEqual([one.engineUrl, one.engineUrls], ["http://10.0.0.2:8000", ["http://10.0.0.2:8000"]], "one URL: a list of one");
+  const two = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: " http://10.0.0.2:8000/ , https://10.0.0.3:8443" });
+  t.deepEqual(two.engineUrls, ["http://10.0.0.2:8000", "https://10.0.0.3:8443"], "two URLs, trimmed, in order");
+  t.equal(two.engineUrl, "http://10.0.0.2:8000", "engineUrl is the first");
+  t.equal(two.engineHealthIntervalMs, 1000, "health checks every second by default");
+  t.ok(Object.isFrozen(two.engineUrls), "frozen");
+  try {
+    loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: "http://a:1,http://b:2/x" });
+    t.fail("accepted");
+  } catch (e) {
+    t.equal((e as Error).message, "SVC_GATE_ENGINE_URL entry 'http://b:2/x' must be an http(s) URL without a path, such as http://127.0.0.1:8000.", "names the bad entry");
+  }
+  t.end();
+});
+
+test("Redis: one server, a master behind sentinels, or a cluster", (t) => {
+  const base = { SVC_GATE_ENGINE_SERVICE_KEY: KEY };
+  t.equal(loadGatewayConfig(base).redis, undefined, "no Redis by default");
+  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379/2" }).redis, { kind: "single", url: "redis://10.0.0.5:6379/2" });
+  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_SENTINELS: "redis://s1:26379, rediss://s2:26379", SVC_GATE_REDIS_SENTINEL_MASTER: "mymaster", SVC_GATE_REDIS_PASSWORD: "pw" }).redis,
+    { kind: "sentinel", sentinels: ["redis://s1:26379", "rediss://s2:26379"], masterName: "mymaster", username: undefined, password: "pw" }, "sentinels, the master's name and its password");
+  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_CLUSTER_NODES: "redis://n1:7000,redis://n2:7000" }).redis,
+    { kind: "cluster", nodes: ["redis://n1:7000", "redis://n2:7000"], username: undefined, password: undefined }, "cluster seed nodes");
+  try {
+    loadGatewayConfig({ ...base, SVC_GATE_REDIS_SENTINELS: "redis://:secret@s1:26379,http://:secret2@s2:26379", SVC_GATE_REDIS_SENTINEL_MASTER: "m" });
+    t.fail("accepted");
+  } catch (e) {
+    t.notOk(/secret/.test((e as Error).message), `a bad entry is named by position, never shown: ${(e as Error).message}`);
+  }
+  t.end();
+});
+
 test("a bad value stops start-up with one sentence naming the variable", (t) => {
   const bad: Array<[Record<string, string>, string]> = [
     [{ SVC_GATE_ENGINE_SERVICE_KEY: "" }, "SVC_GATE_ENGINE_SERVICE_KEY"],
@@ -57,7 +91,21 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
     [{ SVC_GATE_PORT: "70000" }, "SVC_GATE_PORT"],
     [{ SVC_GATE_ENGINE_URL: "ftp://x" }, "SVC_GATE_ENGINE_URL"],
     [{ SVC_GATE_ENGINE_URL: "http://x:8000/api" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: "http://a:8000,,http://b:8000" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: "http://a:8000,http://a:8000/" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: "http://a:8000,redis://b:6379" }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_URL: Array.from({ length: 65 }, (_, i) => `http://e${i}:8000`).join(",") }, "SVC_GATE_ENGINE_URL"],
+    [{ SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "50" }, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS"],
+    [{ SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "soon" }, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS"],
     [{ SVC_GATE_REDIS_URL: "http://127.0.0.1:6379" }, "SVC_GATE_REDIS_URL"],
+    [{ SVC_GATE_REDIS_SENTINELS: "redis://10.0.0.5:26379,http://x:1" }, "SVC_GATE_REDIS_SENTINELS"],
+    [{ SVC_GATE_REDIS_SENTINELS: "redis://10.0.0.5:26379" }, "SVC_GATE_REDIS_SENTINEL_MASTER"],
+    [{ SVC_GATE_REDIS_SENTINEL_MASTER: "mymaster" }, "SVC_GATE_REDIS_SENTINEL_MASTER"],
+    [{ SVC_GATE_REDIS_SENTINELS: "redis://10.0.0.5:26379", SVC_GATE_REDIS_SENTINEL_MASTER: "my master" }, "SVC_GATE_REDIS_SENTINEL_MASTER"],
+    [{ SVC_GATE_REDIS_CLUSTER_NODES: "redis://a:7000,,redis://b:7000" }, "SVC_GATE_REDIS_CLUSTER_NODES"],
+    [{ SVC_GATE_REDIS_URL: "redis://a:6379", SVC_GATE_REDIS_CLUSTER_NODES: "redis://b:7000" }, "SVC_GATE_REDIS_CLUSTER_NODES"],
+    [{ SVC_GATE_REDIS_URL: "redis://a:6379", SVC_GATE_REDIS_PASSWORD: "pw" }, "SVC_GATE_REDIS_PASSWORD"],
+    [{ SVC_GATE_REDIS_USERNAME: "u" }, "SVC_GATE_REDIS_USERNAME"],
     [{ SVC_GATE_AUDIT_ENABLED: "maybe" }, "SVC_GATE_AUDIT_ENABLED"],
     [{ SVC_GATE_BILLING_ENABLED: "2" }, "SVC_GATE_BILLING_ENABLED"],
     [{ SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "0" }, "SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS"],

@@ -71,10 +71,11 @@ test("audit disabled writes nothing; CORS exposes the headers to allowed origins
   t.equal(r.status, 200);
   t.equal(r.headers.get("access-control-allow-origin"), "https://app.example", "allowed origin echoed");
   const exposed = r.headers.get("access-control-expose-headers") ?? "";
-  for (const h of ["X-SVC-CUs", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Request-Id"]) t.ok(exposed.includes(h), `exposes ${h}`);
+  for (const h of ["X-SVC-CUs", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Request-Id", "Idempotent-Replayed"]) t.ok(exposed.includes(h), `exposes ${h}`);
   const pre = await fetch(gw.url + "/v1/put", { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "x-api-key,content-type" } });
   t.equal(pre.status, 204, "preflight answered without a key");
   t.match(pre.headers.get("access-control-allow-headers") ?? "", /X-Api-Key/, "X-Api-Key allowed");
+  t.match(pre.headers.get("access-control-allow-headers") ?? "", /Idempotency-Key/, "Idempotency-Key allowed");
   const bad = await fetch(gw.url + "/v1/get/default/x", { headers: { "x-api-key": key, origin: "https://evil.example" } });
   t.equal(bad.headers.get("access-control-allow-origin"), null, "other origins get no CORS headers");
   await gw.close();

@@ -140,7 +140,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const len = Number(req.get("content-length"));
     const limit = bodyLimit(config.max_upload_bytes, typeof req.is("application/octet-stream") === "string");
     if (Number.isFinite(len) && len > limit)
-      return next(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes.`));
+      return next(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
     next();
   });
 
@@ -155,7 +155,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   };
   const checkSize = (n: number) => {
     if (n > config.max_upload_bytes)
-      throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes.`);
+      throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
   };
   const putDefaults = { tolerance: config.compression_tol, max_rank: config.max_rank };
   const cores = (list: z.output<typeof putCoresItemSchema>["cores"]): CoreInput[] =>

@@ -88,7 +88,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     const onData = (c: Buffer) => {
       n += c.length;
-      if (n > limit) return fail(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
+      if (n > limit) return fail(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
       chunks.push(c);
     };
     req.on("data", onData);
@@ -107,7 +107,7 @@ function limitStream(limit: number): Transform {
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
       n += chunk.length;
-      if (n > limit) cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
+      if (n > limit) cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
       else cb(null, chunk);
     },
   });
@@ -326,7 +326,7 @@ export function createApp(deps: GatewayDeps): Express {
         const limit = bodyLimit(deps.maxUploadBytes, isOctet(ct));
         const len = headerOf(req, "content-length");
         if (len !== undefined && Number(len) > limit) {
-          throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes.`);
+          throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
         }
         if (route.body === "json-or-octet" && isOctet(ct)) {
           namespaces = [validatePutQuery(query)];

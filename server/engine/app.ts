@@ -1,4 +1,4 @@
-// The engine's HTTP app: every data-plane verb of spec/api.md section 6 over a Store,
+// The engine's HTTP app: every data-plane verb of docs/api.md (data plane) over a Store,
 // trusting only the service key and scoping each request to X-SVC-Tenant. A factory:
 // tests drive it without listen. The hooks run in this order:
 //   1. request id  2. access log (on finish)  3. /health (no auth)  4. service key
@@ -287,7 +287,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   // 9. anything else
   app.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}.`)));
 
-  // 10. errors: the body of api.md section 3; unexpected errors are logged without stack (stack at debug)
+  // 10. errors: the body of docs/api.md (errors); unexpected errors are logged without stack (stack at debug)
   app.use(errorMiddleware(requestIdOf, (e: SvcError, raw: unknown) => {
     if (statusOf(e) >= 500) {
       logger.error({ msg: "request failed", code: e.code, error: raw instanceof Error ? raw.message : String(raw) });

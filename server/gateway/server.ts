@@ -56,7 +56,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
   }
   const engine = new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
-  // Billing (issue 4): with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
+  // Billing: with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
   let billing = opts.billing;
   if (!billing && config.billingEnabled) {

@@ -1,4 +1,4 @@
-// Maps any thrown value to the error body of spec/api.md section 3. The only place
+// Maps any thrown value to the error body of docs/api.md (errors). The only place
 // where error codes become HTTP statuses; stack traces and messages of unexpected
 // errors never reach a response.
 import type { ErrorRequestHandler, Response } from "express";

@@ -101,7 +101,7 @@ test("headers: 120 KiB of headers, or a request that is not HTTP, is a JSON 400 
     t.equal(big.headers["connection"], "close", `${name}: Connection: close`);
     t.match(big.headers["content-type"] ?? "", /^application\/json/, `${name}: JSON`);
     const body = JSON.parse(big.body);
-    t.deepEqual(Object.keys(body).sort(), ["code", "detail", "request_id"], `${name}: the error body of api.md section 3`);
+    t.deepEqual(Object.keys(body).sort(), ["code", "detail", "request_id"], `${name}: the error body of docs/api.md (errors)`);
     t.equal(body.code, "bad_request", `${name}: code bad_request`);
     t.equal(body.detail, "The request headers are larger than the limit of 98304 bytes.", `${name}: the detail names the limit`);
     t.match(body.request_id, UUID, `${name}: a request id`);

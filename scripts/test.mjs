@@ -149,9 +149,16 @@ let failed = 0;
 let skipped = 0;
 const broken = [];
 
+/** A file may ask for a longer limit with a line `// test-timeout-s: N` (a clone and npm ci, say). */
+function timeoutOf(file) {
+  const m = /^\/\/ test-timeout-s: (\d+)\s*$/m.exec(readFileSync(file, "utf8"));
+  return m ? Math.max(perFileTimeoutMs, Number(m[1]) * 1000) : perFileTimeoutMs;
+}
+
 function runOne(file) {
   return new Promise((resolve) => {
     const rel = relative(root, file);
+    const limitMs = timeoutOf(file);
     const child = spawn(process.execPath, ["--import", "tsx", file], {
       cwd: root,
       env: { ...process.env, ...serviceEnv, NODE_ENV: "test" },
@@ -161,9 +168,9 @@ function runOne(file) {
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
     const timer = setTimeout(() => {
-      out += `\n# ${rel}: killed after ${perFileTimeoutMs} ms\n`;
+      out += `\n# ${rel}: killed after ${limitMs} ms\n`;
       child.kill("SIGKILL");
-    }, perFileTimeoutMs);
+    }, limitMs);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       const pass = Number(/^# pass\s+(\d+)/m.exec(out)?.[1] ?? 0);

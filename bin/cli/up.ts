@@ -130,8 +130,9 @@ async function openEngineLog(file: string, level: string, io: Io): Promise<{ log
   await chmod(file, 0o600); // a file from an older run keeps its mode otherwise
   stream.on("error", (e) => io.err(`svc up: the log ${file} cannot be written (${(e as NodeJS.ErrnoException).code ?? "error"}); logging goes on in the terminal.\n`));
   const toFile = jsonLogger(level as "info", (l) => { if (stream.writable) stream.write(l); else io.err(l); });
-  const warnAt = Math.max(LEVEL_RANK[level] ?? 20, LEVEL_RANK.warn!);
-  const toTerminal = jsonLogger((Object.keys(LEVEL_RANK).find((k) => LEVEL_RANK[k] === warnAt) ?? "warn") as "warn", io.err);
+  // the terminal gets warnings and errors, or less when the level asks for less (error, silent)
+  const terminalLevel = (LEVEL_RANK[level] ?? 0) > LEVEL_RANK.warn! ? level : "warn";
+  const toTerminal = jsonLogger(terminalLevel as "warn", io.err);
   const both = (lv: "debug" | "info" | "warn" | "error") => (f: Record<string, unknown>) => { toFile[lv](f); toTerminal[lv](f); };
   return {
     logger: { debug: both("debug"), info: both("info"), warn: both("warn"), error: both("error") },

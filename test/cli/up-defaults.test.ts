@@ -110,7 +110,10 @@ test("svc up: request log lines go to DIR/engine.log (0600), not to the terminal
   const data = join(dir, "d");
   let up: Up | null = null;
   try {
-    up = await startUp(["--data", data]);
+    // SVC_ENGINE_DEVICE=cuda without a device: the engine logs a warning at start-up
+    const noDevice = (await import("../../lib/tt.js")).backend().cuda_device === null;
+    up = await startUp(["--data", data], noDevice ? { SVC_ENGINE_DEVICE: "cuda" } : {});
+    if (noDevice) t.match(up.err, /^\{"ts":"[^"]+","level":"warn","msg":"gpu unavailable"/m, "a warning reaches the terminal (standard error)");
     t.equal((await stat(data)).mode & 0o777, 0o700, "the data directory is 0700");
     t.match(up.out, new RegExp(`^log:     ${join(data, "engine.log").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"), "the log file is named at start-up");
     for (let i = 0; i < 3; i++) t.equal((await fetch(`${up.engine}/health`)).status, 200, "engine request");
@@ -131,6 +134,7 @@ test("svc up: request log lines go to DIR/engine.log (0600), not to the terminal
     t.notOk(readFileSync(log, "utf8").includes(key), "the service key is not in the log");
     t.equal((await stat(log)).mode & 0o777, 0o600, "engine.log is 0600");
     t.doesNotMatch(up.out + up.err, /"msg":"request"/, "no request line on the terminal");
+    if (noDevice) t.ok(lines.some((l) => l.level === "warn" && l.msg === "gpu unavailable"), "the warning is in the log file too");
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {

@@ -20,6 +20,7 @@ const PATHS = [
   ".env",
   "server.pem",
   "some/dir/tls.key",
+  "audit.jsonl", // an audit log written beside a checkout
 ];
 
 test(".gitignore covers every default data and key location", (t) => {
@@ -32,7 +33,7 @@ test(".gitignore covers every default data and key location", (t) => {
   t.equal(r.status, 0, "git check-ignore ran");
   const ignored = new Set(r.stdout.split("\n").filter(Boolean));
   for (const p of PATHS) t.ok(ignored.has(p), `${p} is ignored`);
-  for (const p of ["lib/store/index.ts", "test/fixtures/mldsa65/SHA256SUMS", "docs/api.md"]) {
+  for (const p of ["lib/store/index.ts", "test/fixtures/mldsa65/SHA256SUMS", "docs/api.md", "bench/results/gpu-h100.jsonl"]) {
     const c = spawnSync("git", ["check-ignore", "--no-index", "-q", p], { cwd: root });
     t.equal(c.status, 1, `${p} is not ignored`);
   }

@@ -18,6 +18,15 @@ if (unknown.length) {
 }
 let failed = 0;
 for (const name of wanted.length ? wanted : all) {
+  if (name === "gpu") {
+    // the GPU benchmark measures a CUDA device; without one it is skipped here, not failed
+    const { backend } = await import("../lib/tt.js");
+    const b = backend();
+    if (b.cuda_device === null) {
+      console.log(`bench/gpu skipped: no CUDA device on this machine (${b.reason}).`);
+      continue;
+    }
+  }
   const r = spawnSync(process.execPath, ["--import", "tsx", join(here, `${name}.ts`)], { stdio: "inherit" });
   if (r.status !== 0) failed++;
 }

@@ -52,7 +52,7 @@ await runCli(async () => {
   }
   const receipt = await readJsonFile(receiptPath, "receipt");
   // A receipt names its key only by fingerprint: without --public-key the signature check
-  // cannot be carried out, which makes it a failure (exit 1), as provenance.md says.
+  // cannot be carried out, which makes it a failure (exit 1), as docs/provenance.md says.
   let keys = keyPath ? await readPublicKeyFile(keyPath) : [];
   if (expected) keys = keys.filter((k) => k.fingerprint === expected);
   const artifact = values.artifact ? await digestFile(values.artifact as string) : undefined;

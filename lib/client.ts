@@ -1,4 +1,4 @@
-// createClient: the store's methods over HTTP through the gateway (spec/api.md section 6),
+// createClient: the store's methods over HTTP through the gateway (docs/api.md (data plane)),
 // so that code moves from embedded to hosted by changing one line. Large payloads travel
 // as application/octet-stream both ways; errors come back as the library's error classes
 // carrying the server's code, detail and request_id; 429 and 502 are retried with

@@ -1,5 +1,5 @@
 // One error vocabulary for the library and every server: each class carries the
-// `code` word of spec/api.md section 3; server/http/errors.ts maps codes to statuses.
+// `code` word of docs/api.md (errors); server/http/errors.ts maps codes to statuses.
 
 export type ErrorCode =
   | "bad_request"
@@ -50,7 +50,7 @@ export class NotFoundError extends SvcError {
 }
 /**
  * A resource that must not exist already does (for example a tenant id), or is in a state the
- * request conflicts with. HTTP 409 with api.md section 3's one 409 code, `version_conflict`.
+ * request conflicts with. HTTP 409 with the one 409 code of docs/api.md (errors), `version_conflict`.
  */
 export class ConflictError extends SvcError {
   constructor(message: string) { super("version_conflict", message); }

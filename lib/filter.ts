@@ -1,4 +1,4 @@
-// The metadata filter language of spec/api.md section 6: validated once into a tree,
+// The metadata filter language of docs/api.md (data plane): validated once into a tree,
 // then evaluated against each entry's metadata. Comparisons between a number and a
 // string are false, never an error; an unknown operator is a ValidationError.
 import { ValidationError } from "./errors.js";

@@ -1,4 +1,4 @@
-// Names, dtypes and metadata of spec/api.md sections 4 and 5, as zod schemas shared by
+// Names, dtypes and metadata of docs/api.md (names and data types), as zod schemas shared by
 // the library and the servers, plus the helper that turns a zod failure into a ValidationError.
 import { z } from "zod";
 import { ValidationError } from "./errors.js";

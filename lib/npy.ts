@@ -1,12 +1,12 @@
-// NumPy `.npy` files (format versions 1.0, 2.0 and 3.0) for the dtypes of spec/api.md
-// section 5 that numpy has. Reading: C order only; Fortran order, object arrays and
+// NumPy `.npy` files (format versions 1.0, 2.0 and 3.0) for the dtypes of docs/api.md
+// (names and data types) that numpy has. Reading: C order only; Fortran order, object arrays and
 // structured dtypes are refused with a ValidationError; big-endian data are byte-swapped
 // to the little-endian order the store uses. bfloat16 and `bytes` have no numpy descr,
 // so writeNpy refuses them (serve bfloat16 entries as float32 instead).
 import { ValidationError } from "./errors.js";
 import type { Dtype } from "./names.js";
 
-/** Dtypes that have a numpy descr: every dtype of api.md section 5 but bfloat16 and bytes. */
+/** Dtypes that have a numpy descr: every dtype of docs/api.md (names and data types) but bfloat16 and bytes. */
 export type NpyDtype = Exclude<Dtype, "bfloat16" | "bytes">;
 
 const DESCR_OF: Readonly<Record<NpyDtype, string>> = Object.freeze({

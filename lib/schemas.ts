@@ -1,4 +1,4 @@
-// Request and option schemas of spec/api.md section 6, shared by the library (options of
+// Request and option schemas of docs/api.md (data plane), shared by the library (options of
 // each store method) and the servers (JSON bodies and query strings). Built on lib/names.ts.
 import { z } from "zod";
 import { namespaceSchema, keySchema, dtypeSchema, shapeSchema, metadataSchema } from "./names.js";

@@ -53,7 +53,7 @@ export interface TensorStoreGpuHandle {
  * await store.close();
  */
 export interface TensorStore {
-  /** put: compresses (TT, lossless or raw, by api.md section 5) and adds version n+1. */
+  /** put: compresses (TT, lossless or raw, by docs/api.md (names and data types)) and adds version n+1. */
   put: (ns: string, key: string, data: PutData, opts?: PutOptions) => Promise<PutResult>;
   /** put_cores: stores a TT given by its cores. */
   putCores: (ns: string, key: string, cores: CoreInput[], opts?: PutCoresOptions) => Promise<PutResult>;

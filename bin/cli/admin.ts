@@ -1,5 +1,5 @@
 // Admin commands: `svc tenant …`, `svc usage`, `svc reload` — calls to the gateway's
-// /gate/onboard/* and /gate/admin/* endpoints with the service key (seed section 4).
+// /gate/onboard/* and /gate/admin/* endpoints with the service key (docs/api.md, admin routes).
 import { request } from "undici";
 import { errorFromCode, EngineUnreachableError, SvcError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";

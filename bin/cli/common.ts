@@ -47,6 +47,20 @@ export type Values = Record<string, string | boolean | string[] | undefined>;
 /** parseArgs whose errors are UsageErrors phrased as one sentence. */
 export function parse(argv: string[], options: OptionSpec, positionals: { min: number; max: number; names: string }): { values: Values; positionals: string[]; help: boolean } {
   let r: { values: Values; positionals: string[] };
+  // a value that starts with '-' followed by a digit, '.' or ':' (`--slice -1,:,:`, `--tolerance -1`)
+  // belongs to the option before it: parseArgs would take it for an option and refuse it as ambiguous
+  const shortOf = new Map(Object.entries(options).filter(([, o]) => o.short).map(([n, o]) => [`-${o.short}`, n]));
+  argv = argv.flatMap((a, i) => {
+    const name = a.startsWith("--") ? a.slice(2) : shortOf.get(a);
+    const next = argv[i + 1];
+    if (name !== undefined && options[name]?.type === "string" && next !== undefined && /^-[\d.:]/.test(next)) return [`--${name}=${next}`];
+    if (i > 0 && /^-[\d.:]/.test(a)) {
+      const prev = argv[i - 1]!;
+      const pn = prev.startsWith("--") ? prev.slice(2) : shortOf.get(prev);
+      if (pn !== undefined && options[pn]?.type === "string") return [];
+    }
+    return [a];
+  });
   try {
     r = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true }) as { values: Values; positionals: string[] };
   } catch (e) {
@@ -70,7 +84,10 @@ export function reportError(e: unknown, io: Io, usageHint: string): number {
     return 2;
   }
   if (e instanceof ReportedFailure) return 1;
-  if (e instanceof SvcError) {
+  const refused = e instanceof SvcError ? /^The (?:service|gateway) at (\S+) could not be reached \(ECONNREFUSED\)\.$/.exec(e.message) : null;
+  if (refused) {
+    io.err(`svc: Nothing answers at ${refused[1]} (connection refused): is \`svc up\` running at ${refused[1]}? (SVC_GATE_URL sets another address.)\n`);
+  } else if (e instanceof SvcError) {
     const rid = (e.extra.request_id as string | undefined) ?? undefined;
     io.err(`svc: ${e.message}${rid ? ` (request ${rid})` : ""}\n`);
   } else if ((e as { variable?: string })?.variable !== undefined || (e as Error)?.name === "ConfigError") {

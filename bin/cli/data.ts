@@ -8,26 +8,77 @@ import { DTYPES, dtypeSchema, keySchema, namespaceSchema, type Dtype } from "../
 import { ValidationError } from "../../lib/errors.js";
 import { fmtBytes, gatewayUrl, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
 
-export const DATA_HELP = `Data commands (tenant key in SVC_API_KEY, gateway at SVC_GATE_URL, default http://127.0.0.1:8080):
+const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default http://127.0.0.1:8080).";
 
-  svc put NS KEY FILE [--dtype D] [--shape a,b,c] [--tolerance T] [--max-rank R] [--meta JSON] [--if-version N]
-      FILE may be a .npy file (dtype and shape from its header) or raw little-endian bytes
-      (then --dtype, default bytes, and --shape describe them).
-  svc get NS KEY [--version N]            metadata and fingerprint, as JSON
-  svc ls NS [--prefix P]                  keys, one per line (all pages)
-  svc rm NS KEY                           soft delete
-  svc serve NS KEY -o OUT.npy [--slice 0:16,:,:] [--version N] [--dtype D]
-      reconstructs to a .npy file; bfloat16 entries are written as float32,
-      bytes entries as a uint8 vector.
-  svc import NS DIR                       every .npy under DIR (see svc import --help)
+export const PUT_HELP = `Usage: svc put NS KEY FILE [--dtype D --shape a,b,c | --bytes] [--tolerance T] [--max-rank R] [--meta JSON] [--if-version N] [--json]
 
-Add --json to put, ls and rm to print the service's JSON response.`;
+Stores FILE under NS/KEY as a new version and prints the verdict, sizes, ratio and CUs.
+A .npy file (recognised by its magic bytes, whatever its name) brings its dtype and shape;
+flags given with it must agree. Any other file is raw little-endian data and needs
+--dtype and --shape (for example --dtype float32 --shape 32,32,32), or --bytes to store it
+as opaque bytes. --tolerance is the relative error allowed to the compression, --max-rank
+caps the TT ranks, --meta attaches a JSON object, --if-version N stores only when the
+current version is N (0: only when the key does not exist yet). --json prints the answer.
+${ENV_LINE}`;
+
+export const GET_HELP = `Usage: svc get NS KEY [--version N]
+
+Prints an entry's metadata and fingerprint as JSON (no decompression). ${ENV_LINE}`;
+
+export const LS_HELP = `Usage: svc ls NS [--prefix P] [--json]
+
+Lists the keys of NS (all pages), one per line: key, version, dtype, shape, verdict, updated.
+${ENV_LINE}`;
+
+export const RM_HELP = `Usage: svc rm NS KEY [--json]
+
+Soft-deletes NS/KEY; it is purged after the retention period. ${ENV_LINE}`;
+
+export const SERVE_HELP = `Usage: svc serve NS KEY -o OUT.npy [--slice 0:16,:,:] [--version N] [--dtype D]
+
+Reconstructs an entry, or a block of it, to a .npy file. --slice takes one start:stop per
+dimension, python-style: a bare index i means i:i+1, negative indices count from the end
+(--slice -1,:,: works), missing trailing dimensions are whole. --dtype float16, float32 or
+float64 converts floating data; bfloat16 entries are written as float32, bytes entries as a
+uint8 vector. ${ENV_LINE}`;
+
+export const SEARCH_HELP = `Usage: svc search NS [--filter JSON] [--prefix P] [--limit N] [--offset N] [--json]
+
+Lists the entries of NS whose metadata match the filter, with their metadata, for example
+--filter '{"run": {"$gte": 3}, "kind": {"$in": ["a", "b"]}}' (the filter language is in
+docs/api.md). --limit (1-1000, default 100) and --offset page through the matches.
+${ENV_LINE}`;
+
+export const TOPK_HELP = `Usage: svc topk NS KEY [--k N] [--metric cosine|dot|l2] [--filter JSON] [--version N] [--include-self] [--json]
+
+Ranks the latest versions of the entries of NS by similarity to NS/KEY (on the compressed TT
+cores where entries have them, without reconstruction) and prints the k best (default 10),
+best first, with their scores. Entries of another shape, and bytes entries, are skipped and
+counted. --filter restricts the candidates by metadata; --include-self keeps KEY itself.
+${ENV_LINE}`;
+
+/** The overview printed by 'svc help data'. */
+export const DATA_HELP = [PUT_HELP, GET_HELP, LS_HELP, RM_HELP, SERVE_HELP, SEARCH_HELP, TOPK_HELP].join("\n\n");
 
 /** The client of data commands; `patient` (bulk jobs) waits out long rate-limit windows. */
 export function dataClient(io: Io, patient = false): SvcClient {
   const apiKey = io.env.SVC_API_KEY;
   if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
-  return createClient({ baseUrl: gatewayUrl(io), apiKey, ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}) });
+  // a wait of a second or more is said on stderr (the client records the answer before it sleeps),
+  // so that a job held back by the rate limit does not look hung
+  let client: SvcClient | undefined;
+  const sleep = (ms: number) => {
+    const last = client?.lastResponse;
+    if (ms >= 1000 && last) {
+      const why = last.status === 429
+        ? `the tenant's rate limit was reached${last.rate_limit.limit !== null ? ` (${last.rate_limit.limit} requests per window)` : ""}`
+        : `the gateway answered ${last.status}`;
+      io.err(`${io.errIsTTY ? "\r\x1b[K" : ""}svc: ${why}; waiting ${Math.ceil(ms / 1000)} s before going on.\n`);
+    }
+    return new Promise<void>((r) => setTimeout(r, ms));
+  };
+  client = createClient({ baseUrl: gatewayUrl(io), apiKey, sleep, ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}) });
+  return client;
 }
 
 export function checkName(kind: "namespace" | "key", v: string): string {
@@ -50,12 +101,20 @@ function shapeFlag(v: string | undefined): number[] | undefined {
   return parts.map(Number);
 }
 
-const isNpy = (b: Buffer) => b.length >= 6 && b[0] === 0x93 && b.subarray(1, 6).toString("latin1") === "NUMPY";
+/** What is a .npy file, for `svc put` and `svc import` alike: its magic bytes, not its name. */
+export const isNpy = (b: Buffer) => b.length >= 6 && b[0] === 0x93 && b.subarray(1, 6).toString("latin1") === "NUMPY";
 
 export interface PreparedPut { data: Buffer; dtype: Dtype; shape: number[] | undefined }
 
-/** The payload, dtype and shape of FILE's bytes (a .npy file or raw bytes with flags). */
-export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[] | undefined, file: string): PreparedPut {
+/**
+ * The payload, dtype and shape of FILE's bytes: a .npy file describes itself; raw data needs
+ * --dtype and --shape, or --bytes (`asBytes`) to be stored as opaque bytes. Nothing is guessed.
+ */
+export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[] | undefined, file: string, asBytes = false): PreparedPut {
+  if (asBytes) {
+    if ((dtype !== undefined && dtype !== "bytes") || shape !== undefined) throw new UsageError("--bytes stores the file as opaque bytes: leave out --dtype and --shape.");
+    return { data: buf, dtype: "bytes", shape: undefined };
+  }
   if (isNpy(buf)) {
     const a = readNpy(buf);
     const npyShape = a.shape.length === 0 ? [1] : a.shape; // a 0-d array is stored as one element
@@ -65,9 +124,12 @@ export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[
     }
     return { data: a.data, dtype: a.dtype, shape: npyShape };
   }
-  const d = dtype ?? "bytes";
-  if (d !== "bytes" && shape === undefined) throw new UsageError(`--shape is required for raw ${d} data (${file} is not a .npy file).`);
-  return { data: buf, dtype: d, shape };
+  if (dtype === undefined) {
+    if (/\.npy$/i.test(file)) throw new UsageError(`${file} is named .npy but does not start with the NumPy magic bytes; pass --bytes to store it as opaque bytes.`);
+    throw new UsageError(`${file} is not a .npy file: describe its raw data with --dtype and --shape (for example --dtype float32 --shape 32,32,32), or pass --bytes to store it as opaque bytes.`);
+  }
+  if (dtype !== "bytes" && shape === undefined) throw new UsageError(`--shape is required for raw ${dtype} data (${file} is not a .npy file).`);
+  return { data: buf, dtype, shape };
 }
 
 export function parseMeta(v: string | undefined): Record<string, unknown> | undefined {
@@ -117,9 +179,9 @@ const pct = (x: number) => (x === 0 ? "0" : x.toExponential(2));
 export async function putCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, {
     dtype: { type: "string" }, shape: { type: "string" }, tolerance: { type: "string" }, "max-rank": { type: "string" },
-    meta: { type: "string" }, "if-version": { type: "string" }, json: { type: "boolean" },
+    meta: { type: "string" }, "if-version": { type: "string" }, json: { type: "boolean" }, bytes: { type: "boolean" },
   }, { min: 3, max: 3, names: "NS KEY FILE" });
-  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  if (help) { io.out(PUT_HELP + "\n"); return 0; }
   const [ns, key, file] = positionals as [string, string, string];
   checkName("namespace", ns); checkName("key", key);
   const dtype = dtypeFlag(values.dtype as string | undefined);
@@ -130,7 +192,7 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   const metadata = parseMeta(values.meta as string | undefined);
   const client = dataClient(io);
   try {
-    const p = preparePut(await readFile(file), dtype, shape, file);
+    const p = preparePut(await readFile(file), dtype, shape, file, Boolean(values.bytes));
     const r = await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, tolerance, max_rank: maxRank, metadata, if_version: ifVersion });
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {
@@ -145,7 +207,7 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
 
 export async function getCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, { version: { type: "string" } }, { min: 2, max: 2, names: "NS KEY" });
-  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  if (help) { io.out(GET_HELP + "\n"); return 0; }
   const [ns, key] = positionals as [string, string];
   checkName("namespace", ns); checkName("key", key);
   const version = intFlag(values.version as string | undefined, "version", 1);
@@ -160,7 +222,7 @@ export async function getCommand(argv: string[], io: Io): Promise<number> {
 
 export async function lsCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, { prefix: { type: "string" }, json: { type: "boolean" } }, { min: 1, max: 1, names: "NS" });
-  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  if (help) { io.out(LS_HELP + "\n"); return 0; }
   const ns = checkName("namespace", positionals[0]!);
   const client = dataClient(io);
   try {
@@ -181,7 +243,7 @@ export async function lsCommand(argv: string[], io: Io): Promise<number> {
 
 export async function rmCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, { json: { type: "boolean" } }, { min: 2, max: 2, names: "NS KEY" });
-  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  if (help) { io.out(RM_HELP + "\n"); return 0; }
   const [ns, key] = positionals as [string, string];
   checkName("namespace", ns); checkName("key", key);
   const client = dataClient(io);
@@ -198,7 +260,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, {
     output: { type: "string", short: "o" }, slice: { type: "string" }, version: { type: "string" }, dtype: { type: "string" },
   }, { min: 2, max: 2, names: "NS KEY" });
-  if (help) { io.out(DATA_HELP + "\n"); return 0; }
+  if (help) { io.out(SERVE_HELP + "\n"); return 0; }
   const [ns, key] = positionals as [string, string];
   checkName("namespace", ns); checkName("key", key);
   const out = values.output as string | undefined;
@@ -233,6 +295,68 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       throw e;
     }
     io.out(`Wrote ${out}: ${arr.dtype} [${arr.shape.join(", ")}], version ${r.version}, ${fmtBytes(file.length)}.\n`);
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+/** --filter: a JSON object in the metadata filter language (checked by the service). */
+function filterFlag(v: string | undefined): Record<string, unknown> | undefined {
+  if (v === undefined) return undefined;
+  let f: unknown;
+  try { f = JSON.parse(v); } catch { f = undefined; }
+  if (f === null || typeof f !== "object" || Array.isArray(f)) throw new UsageError(`--filter must be a JSON object, for example '{"run": {"$gte": 3}}'.`);
+  return f as Record<string, unknown>;
+}
+
+export async function searchCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals, help } = parse(argv, {
+    filter: { type: "string" }, prefix: { type: "string" }, limit: { type: "string" }, offset: { type: "string" }, json: { type: "boolean" },
+  }, { min: 1, max: 1, names: "NS" });
+  if (help) { io.out(SEARCH_HELP + "\n"); return 0; }
+  const ns = checkName("namespace", positionals[0]!);
+  const filter = filterFlag(values.filter as string | undefined) ?? {};
+  const limit = intFlag(values.limit as string | undefined, "limit", 1, 1000);
+  const offset = intFlag(values.offset as string | undefined, "offset", 0);
+  const client = dataClient(io);
+  try {
+    const r = await client.search(ns, filter, { prefix: values.prefix as string | undefined, limit, offset });
+    if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
+    else {
+      for (const e of r.results) io.out(`${e.key}\tv${e.version}\t${JSON.stringify(e.metadata)}\n`);
+      const more = r.next_offset !== null ? `; the next page starts at --offset ${r.next_offset}` : "";
+      io.err(`${r.results.length} of ${r.total} matching entries${more}.\n`);
+    }
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function topkCommand(argv: string[], io: Io): Promise<number> {
+  const { values, positionals, help } = parse(argv, {
+    k: { type: "string" }, metric: { type: "string" }, filter: { type: "string" }, version: { type: "string" },
+    "include-self": { type: "boolean" }, json: { type: "boolean" },
+  }, { min: 2, max: 2, names: "NS KEY" });
+  if (help) { io.out(TOPK_HELP + "\n"); return 0; }
+  const [ns, key] = positionals as [string, string];
+  checkName("namespace", ns); checkName("key", key);
+  const k = intFlag(values.k as string | undefined, "k", 1, 1000);
+  const metric = values.metric as string | undefined;
+  if (metric !== undefined && !["cosine", "dot", "l2"].includes(metric)) throw new UsageError("--metric must be cosine, dot or l2.");
+  const version = intFlag(values.version as string | undefined, "version", 1);
+  const filter = filterFlag(values.filter as string | undefined);
+  const client = dataClient(io);
+  try {
+    const r = await client.query.topk(ns, {
+      key, k, version, filter, metric: metric as "cosine" | undefined, include_self: Boolean(values["include-self"]),
+    });
+    if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
+    else {
+      for (const e of r.results) io.out(`${e.score.toPrecision(6)}\t${e.key}\tv${e.version}\n`);
+      io.err(`${r.results.length} results by ${r.metric}; ${r.scanned} entries scanned, ${r.skipped} skipped (another shape or bytes).\n`);
+    }
     return 0;
   } finally {
     await client.close();

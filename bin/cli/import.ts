@@ -7,14 +7,17 @@ import { join, relative, sep } from "node:path";
 import { keySchema } from "../../lib/names.js";
 import type { SvcClient } from "../../lib/client.js";
 import type { PutResult } from "../../lib/store/index.js";
-import { checkName, dataClient, preparePut } from "./data.js";
+import { checkName, dataClient, isNpy, preparePut } from "./data.js";
 import { Progress } from "./progress.js";
 import { fmtBytes, intFlag, numFlag, parse, ReportedFailure, UsageError, type Io } from "./common.js";
 
 export const IMPORT_HELP = `Usage: svc import NS DIR [--tolerance T] [--max-rank R] [--concurrency N] [--json]
 
 Uploads every .npy file under DIR (recursively) to namespace NS; the key of a file is its path
-relative to DIR without .npy, with / between directories. Shows a progress bar on a terminal
+relative to DIR without .npy, with / between directories. Files are selected by their .npy
+name and must start with the NumPy magic bytes, as for svc put; others are reported as failed.
+When the tenant's rate limit is reached the import waits for the window (Retry-After) and
+says so on standard error. Shows a progress bar on a terminal
 (plain lines otherwise) and ends with a summary: files, bytes in, bytes stored, ratio, verdicts
 and the failures with their reasons. A failed file does not stop the others; the exit code is 1
 when any failed. --concurrency (default 4) uploads that many files at once.`;
@@ -64,8 +67,10 @@ export async function importFiles(
       try {
         const k = keySchema.safeParse(f.key);
         if (!k.success) throw new Error(`the key '${f.key}' derived from the path is invalid: ${k.error.issues[0]!.message}`);
-        const p = preparePut(await readFile(f.path), undefined, undefined, f.path);
-        if (p.dtype === "bytes") throw new Error("not a .npy file");
+        const buf = await readFile(f.path);
+        // the same test as svc put: the magic bytes decide, the .npy name only selects the file
+        if (!isNpy(buf)) throw new Error("named .npy but does not start with the NumPy magic bytes");
+        const p = preparePut(buf, undefined, undefined, f.path);
         r = await client.put(ns, f.key, p.data, { dtype: p.dtype, shape: p.shape, tolerance: opts.tolerance, max_rank: opts.max_rank });
       } catch (e) {
         const reason = (e instanceof Error ? e.message : String(e)).replace(/\.$/, "");

@@ -3,7 +3,7 @@
 // errors to standard error as one sentence (a stack only with SVC_ENGINE_LOG_LEVEL=debug).
 import { reportError, UsageError, type Io } from "./common.js";
 import { tenantCommand, usageCommand, reloadCommand } from "./admin.js";
-import { putCommand, getCommand, lsCommand, rmCommand, serveCommand } from "./data.js";
+import { putCommand, getCommand, lsCommand, rmCommand, serveCommand, searchCommand, topkCommand } from "./data.js";
 import { importCommand } from "./import.js";
 import { auditCommand } from "./audit.js";
 
@@ -12,7 +12,7 @@ export const HELP = `svc — tensor-train storage service
 Usage: svc COMMAND [ARGS] [--help]
 
 Server:
-  up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL]
+  up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--log-level L]
                          engine + gateway on an embedded store, one command
   engine                 the engine alone, configured by SVC_ENGINE_* variables
   gateway                the gateway alone, configured by SVC_GATE_* variables
@@ -25,14 +25,17 @@ Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; g
   reload
 
 Data (tenant key from SVC_API_KEY; gateway at SVC_GATE_URL, default http://127.0.0.1:8080):
-  put NS KEY FILE [--dtype D] [--shape a,b,c] [--tolerance T] [--max-rank R] [--meta JSON]
+  put NS KEY FILE.npy | put NS KEY FILE --dtype D --shape a,b,c | put NS KEY FILE --bytes
+                         [--tolerance T] [--max-rank R] [--meta JSON]
   get NS KEY [--version N]
   ls NS [--prefix P]
+  search NS [--filter JSON] [--limit N]
+  topk NS KEY [--k N] [--metric cosine|dot|l2] [--filter JSON]
   rm NS KEY
   serve NS KEY -o OUT.npy [--slice 0:16,:,:]
   import NS DIR
 
-Run 'svc COMMAND --help' for a command's options.
+Run 'svc COMMAND --help' (or 'svc help COMMAND') for a command's options.
 `;
 
 type Command = (argv: string[], io: Io) => Promise<number>;
@@ -51,6 +54,8 @@ const COMMANDS: Record<string, Command> = {
   ls: lsCommand,
   rm: rmCommand,
   serve: serveCommand,
+  search: searchCommand,
+  topk: topkCommand,
   import: importCommand,
 };
 
@@ -60,6 +65,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
   const hint = cmd && COMMANDS[cmd] ? `Run 'svc ${cmd} --help' for usage.` : "Run 'svc --help' for usage.";
   try {
     if (cmd === undefined) throw new UsageError("Missing command.");
+    if (cmd === "help" && rest.length > 0 && COMMANDS[rest[0]!]) return await COMMANDS[rest[0]!]!([...rest.slice(1), "--help"], io);
     if (cmd === "--help" || cmd === "-h" || cmd === "help") { io.out(HELP); return 0; }
     if (cmd === "--version") {
       const { readFileSync } = await import("node:fs");

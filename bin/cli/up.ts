@@ -2,7 +2,9 @@
 // `svc gateway` (one process each, configured by environment). All three run until
 // SIGINT/SIGTERM, then close their listeners and the store and exit 0.
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile } from "node:fs/promises";
+import { createWriteStream } from "node:fs";
+import { chmod, mkdir, open, readFile, stat } from "node:fs/promises";
+import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
 
@@ -10,29 +12,43 @@ import { intFlag, parse, UsageError, type Io } from "./common.js";
 const engineModules = async () => ({ ...(await import("../../server/engine/config.js")), ...(await import("../../server/engine/server.js")) });
 const gatewayModules = async () => ({ ...(await import("../../server/gateway/config.js")), ...(await import("../../server/gateway/server.js")) });
 
-export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL]
+export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--log-level LEVEL]
 
 Runs an engine on its embedded store under DIR/engine (default ./svc-data) and a gateway in
-front of it. On the first run that starts, a service key is created, saved as DIR/service.key
-(mode 0600) and printed once as SVC_GATE_ENGINE_SERVICE_KEY=<key>; later runs reuse it (a run
-that fails to start saves no key). A key in the environment variable
-SVC_GATE_ENGINE_SERVICE_KEY is used instead when set. Port 0 picks free ports; the URLs
-actually bound are printed. --redis keeps tenants, usage and rate-limit counters in Redis
-instead of DIR/gate. With SVC_ENGINE_TLS_CERT_PATH and SVC_ENGINE_TLS_KEY_PATH the engine
-serves https and the gateway trusts that certificate (or SVC_GATE_ENGINE_CA_PATH when set).
-Other SVC_ENGINE_* and SVC_GATE_* variables apply as usual. Ctrl-C (SIGINT) or SIGTERM stops
-both cleanly.`;
+front of it. DIR is created with mode 0700. On the first run that starts, a service key is
+created, saved as DIR/service.key (mode 0600) and printed once as
+SVC_GATE_ENGINE_SERVICE_KEY=<key>; later runs reuse it (a run that fails to start saves no key)
+and warn when the file is readable by group or others. A key in the environment variable
+SVC_GATE_ENGINE_SERVICE_KEY is used instead when set.
+
+The gateway listens on 127.0.0.1 only; --host 0.0.0.0 (or another address) exposes it to other
+machines, and says so at start-up. The engine always stays on 127.0.0.1 (SVC_ENGINE_HOST).
+Port 0 picks free ports; the URLs actually bound are printed. --redis keeps tenants, usage and
+rate-limit counters in Redis instead of DIR/gate.
+
+The terminal shows the start-up lines, warnings and errors; the engine's JSON log (one line per
+request) is appended to DIR/engine.log at --log-level (debug, info, warn, error or silent;
+default SVC_ENGINE_LOG_LEVEL, else info). The gateway's audit log is DIR/audit.jsonl.
+
+With SVC_ENGINE_TLS_CERT_PATH and SVC_ENGINE_TLS_KEY_PATH the engine serves https and the
+gateway trusts that certificate (or SVC_GATE_ENGINE_CA_PATH when set). Other SVC_ENGINE_* and
+SVC_GATE_* variables apply as usual, except SVC_GATE_HOST (use --host). Ctrl-C (SIGINT) or
+SIGTERM stops both cleanly.`;
 
 export const ENGINE_HELP = `Usage: svc engine
 
-Runs the storage engine alone, configured by the SVC_ENGINE_* variables (spec/api.md section 1;
-for example SVC_ENGINE_PORT, SVC_ENGINE_DATA_DIR, SVC_ENGINE_API_KEYS). Stops on SIGINT/SIGTERM.`;
+Runs the storage engine alone, configured by the SVC_ENGINE_* variables (docs/engine.md; for
+example SVC_ENGINE_HOST, default 127.0.0.1, SVC_ENGINE_PORT, SVC_ENGINE_DATA_DIR,
+SVC_ENGINE_API_KEYS). Logs one JSON line per request on standard output. Stops on SIGINT/SIGTERM.`;
 
 export const GATEWAY_HELP = `Usage: svc gateway
 
-Runs the gateway alone, configured by the SVC_GATE_* variables (for example SVC_GATE_PORT,
-SVC_GATE_ENGINE_URL, SVC_GATE_ENGINE_SERVICE_KEY, SVC_GATE_REDIS_URL; SVC_GATE_ENGINE_CA_PATH
-for an https engine whose certificate the system does not trust). Stops on SIGINT/SIGTERM.`;
+Runs the gateway alone, configured by the SVC_GATE_* variables (docs/gateway.md; for example
+SVC_GATE_PORT, SVC_GATE_ENGINE_URL, SVC_GATE_ENGINE_SERVICE_KEY, SVC_GATE_REDIS_URL;
+SVC_GATE_ENGINE_CA_PATH for an https engine whose certificate the system does not trust).
+For deployments, SVC_GATE_HOST defaults to 0.0.0.0: the gateway is the public entry point,
+usually behind a TLS reverse proxy; set SVC_GATE_HOST=127.0.0.1 to keep it local.
+Stops on SIGINT/SIGTERM.`;
 
 /**
  * The service key of `svc up`: env wins, else DIR/service.key, else a new one (created = true).
@@ -73,6 +89,57 @@ export async function saveServiceKey(dir: string, key: string): Promise<void> {
   }
 }
 
+const LOG_LEVELS = ["debug", "info", "warn", "error", "silent"];
+const LEVEL_RANK: Record<string, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 99 };
+
+const isLoopback = (h: string): boolean => h === "localhost" || h === "::1" || /^127\./.test(h);
+
+/** The admin command that works as typed after this start-up (defaults left out). */
+export function readyHint(gatewayUrl: string, dir: string): string {
+  const url = gatewayUrl === "http://127.0.0.1:8080" ? "" : `SVC_GATE_URL=${gatewayUrl} `;
+  const data = dir === resolve("./svc-data") ? "" : ` --data ${/[\s'"$\\]/.test(dir) ? `'${dir.replace(/'/g, "'\\''")}'` : dir}`;
+  return `${url}npx svc tenant create NAME${data}`;
+}
+
+/** DIR holds the service key and every store: created 0700; an existing one open to others is reported. */
+async function prepareDataDir(dir: string, io: Io): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const st = await stat(dir);
+  if (!st.isDirectory()) throw new UsageError(`${dir} is not a directory.`);
+  if (st.mode & 0o077) {
+    io.err(`svc up: warning: the data directory ${dir} is accessible to group or others (mode ${(st.mode & 0o777).toString(8)}); run 'chmod 700 ${dir}'.\n`);
+  }
+}
+
+/** Warns when a secret file can be read by group or others. */
+export async function warnIfReadable(file: string, what: string, io: Io): Promise<void> {
+  const st = await stat(file);
+  if (st.mode & 0o044) {
+    io.err(`svc up: warning: ${what} ${file} is readable by group or others (mode ${(st.mode & 0o777).toString(8)}); run 'chmod 600 ${file}'.\n`);
+  }
+}
+
+/**
+ * The engine's logger under \`svc up\`: every line at \`level\` is appended to \`file\` (mode 0600),
+ * and warnings and errors also go to the terminal, so per-request lines never flood it.
+ */
+async function openEngineLog(file: string, level: string, io: Io): Promise<{ logger: import("../../server/engine/app.js").Logger; close(): Promise<void> }> {
+  const { jsonLogger } = await import("../../server/engine/app.js");
+  const stream = createWriteStream(file, { flags: "a", mode: 0o600 });
+  await new Promise<void>((res, rej) => { stream.once("open", () => res()); stream.once("error", rej); });
+  await chmod(file, 0o600); // a file from an older run keeps its mode otherwise
+  stream.on("error", (e) => io.err(`svc up: the log ${file} cannot be written (${(e as NodeJS.ErrnoException).code ?? "error"}); logging goes on in the terminal.\n`));
+  const toFile = jsonLogger(level as "info", (l) => { if (stream.writable) stream.write(l); else io.err(l); });
+  // the terminal gets warnings and errors, or less when the level asks for less (error, silent)
+  const terminalLevel = (LEVEL_RANK[level] ?? 0) > LEVEL_RANK.warn! ? level : "warn";
+  const toTerminal = jsonLogger(terminalLevel as "warn", io.err);
+  const both = (lv: "debug" | "info" | "warn" | "error") => (f: Record<string, unknown>) => { toFile[lv](f); toTerminal[lv](f); };
+  return {
+    logger: { debug: both("debug"), info: both("info"), warn: both("warn"), error: both("error") },
+    close: () => new Promise<void>((res) => stream.end(() => res())),
+  };
+}
+
 function waitForStop(io: Io): Promise<string> {
   if (io.stopSignal) return io.stopSignal;
   return new Promise((res) => {
@@ -91,9 +158,14 @@ function waitForStop(io: Io): Promise<string> {
 export async function upCommand(argv: string[], io: Io): Promise<number> {
   const { values, help } = parse(argv, {
     data: { type: "string" }, port: { type: "string" }, "engine-port": { type: "string" }, redis: { type: "string" },
+    host: { type: "string" }, "log-level": { type: "string" },
   }, { min: 0, max: 0, names: "no arguments" });
   if (help) { io.out(UP_HELP + "\n"); return 0; }
   const dir = resolve((values.data as string | undefined) ?? "./svc-data");
+  const host = (values.host as string | undefined) ?? "127.0.0.1";
+  if (isIP(host) === 0 && host !== "localhost") throw new UsageError(`--host must be an IP address such as 127.0.0.1 or 0.0.0.0, not '${host}'.`);
+  const logLevel = values["log-level"] as string | undefined;
+  if (logLevel !== undefined && !LOG_LEVELS.includes(logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(", ")}.`);
   const port = intFlag(values.port as string | undefined, "port", 0, 65535) ?? 8080;
   const enginePort = intFlag(values["engine-port"] as string | undefined, "engine-port", 0, 65535) ?? 8000;
   const redis = values.redis as string | undefined;
@@ -102,7 +174,9 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   const { loadEngineConfig, startEngine } = await engineModules();
   const { loadGatewayConfig, startGateway } = await gatewayModules();
   const stop = waitForStop(io); // before anything starts, so that an early Ctrl-C also shuts down cleanly
-  const { key, created } = await serviceKeyFor(dir, io.env);
+  await prepareDataDir(dir, io);
+  const { key, created, source } = await serviceKeyFor(dir, io.env);
+  if (!created && source !== "environment") await warnIfReadable(source, "the service key file", io);
   // flags and DIR decide the layout; other variables of the environment pass through
   const engineEnv: NodeJS.ProcessEnv = {
     ...io.env,
@@ -111,13 +185,22 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     SVC_ENGINE_DATA_DIR: join(dir, "engine"),
     SVC_ENGINE_API_KEYS: key,
     SVC_ENGINE_REQUIRE_AUTH: "true",
+    ...(logLevel ? { SVC_ENGINE_LOG_LEVEL: logLevel } : {}),
   };
   const engineCfg = loadEngineConfig(engineEnv);
-  const engine = await startEngine(engineCfg);
+  const log = await openEngineLog(join(dir, "engine.log"), engineCfg.log_level, io);
+  let engine;
+  try {
+    engine = await startEngine(engineCfg, { logger: log.logger });
+  } catch (e) {
+    await log.close();
+    throw e;
+  }
   let gateway;
   try {
     const gateEnv: NodeJS.ProcessEnv = {
       ...io.env,
+      SVC_GATE_HOST: host,
       SVC_GATE_PORT: String(port),
       // https when the engine has its own certificate (SVC_ENGINE_TLS_*): the gateway trusts that
       // certificate unless SVC_GATE_ENGINE_CA_PATH names other CAs
@@ -131,6 +214,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     gateway = await startGateway(loadGatewayConfig(gateEnv));
   } catch (e) {
     await engine.close();
+    await log.close();
     throw e;
   }
   if (created) {
@@ -141,19 +225,24 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     } catch (e) {
       await gateway.close();
       await engine.close();
+      await log.close();
       throw e;
     }
   }
-  io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\ndata:    ${dir}\n`);
+  io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
+  if (!isLoopback(host)) {
+    io.out(`The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`);
+  }
   if (created) {
     io.out(`A service key was created and saved in ${join(dir, "service.key")}; it is printed only this once:\n`);
     io.out(`SVC_GATE_ENGINE_SERVICE_KEY=${key}\n`);
   }
-  io.out(`Ready. Create a tenant with: SVC_GATE_URL=${gateway.url} svc tenant create NAME\n`);
+  io.out(`Ready. Create a tenant with: ${readyHint(gateway.url, dir)}\n`);
   const sig = await stop;
   io.err(`svc up: ${sig} received, stopping.\n`);
   await gateway.close();
   await engine.close();
+  await log.close();
   io.err("svc up: stopped.\n");
   return 0;
 }

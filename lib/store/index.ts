@@ -1,4 +1,4 @@
-// The embedded store of spec/library.md: versions, soft deletes, list/search, serve and
+// The embedded store of docs/store.md: versions, soft deletes, list/search, serve and
 // similarity, on LMDB (or memory) behind lib/store/backend.ts. Heavy work (compression,
 // reconstruction, batched dots) runs before or outside the write transaction; each
 // transaction only checks the head, then writes payload, version record and head.

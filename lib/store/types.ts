@@ -1,5 +1,5 @@
 // Result and record types of the embedded store. Field names are the HTTP API's
-// (spec/api.md section 6) so one type describes both the library and the wire.
+// (docs/api.md (data plane)) so one type describes both the library and the wire.
 import type { Dtype } from "../names.js";
 import type { Metric } from "../schemas.js";
 

@@ -1,4 +1,4 @@
-// The engine's HTTP app: every data-plane verb of spec/api.md section 6 over a Store,
+// The engine's HTTP app: every data-plane verb of docs/api.md (data plane) over a Store,
 // trusting only the service key and scoping each request to X-SVC-Tenant. A factory:
 // tests drive it without listen. The hooks run in this order:
 //   1. request id  2. access log (on finish)  3. /health (no auth)  4. service key
@@ -140,7 +140,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const len = Number(req.get("content-length"));
     const limit = bodyLimit(config.max_upload_bytes, typeof req.is("application/octet-stream") === "string");
     if (Number.isFinite(len) && len > limit)
-      return next(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes.`));
+      return next(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
     next();
   });
 
@@ -155,7 +155,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   };
   const checkSize = (n: number) => {
     if (n > config.max_upload_bytes)
-      throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes.`);
+      throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
   };
   const putDefaults = { tolerance: config.compression_tol, max_rank: config.max_rank };
   const cores = (list: z.output<typeof putCoresItemSchema>["cores"]): CoreInput[] =>
@@ -287,7 +287,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   // 9. anything else
   app.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}.`)));
 
-  // 10. errors: the body of api.md section 3; unexpected errors are logged without stack (stack at debug)
+  // 10. errors: the body of docs/api.md (errors); unexpected errors are logged without stack (stack at debug)
   app.use(errorMiddleware(requestIdOf, (e: SvcError, raw: unknown) => {
     if (statusOf(e) >= 500) {
       logger.error({ msg: "request failed", code: e.code, error: raw instanceof Error ? raw.message : String(raw) });

@@ -1,4 +1,4 @@
-// Namespace isolation (api.md step 4): every namespace a request names must be in the
+// Namespace isolation (step 4 of the order of checks, docs/api.md): every namespace a request names must be in the
 // tenant's ACL. The engine also scopes entries by tenant, so this is the first of two walls.
 import { ForbiddenError } from "../../lib/errors.js";
 import type { TenantRecord } from "./tenants.js";

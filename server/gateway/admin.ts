@@ -1,4 +1,4 @@
-// Admin endpoints (seed section 4, api.md section 7): tenants, keys, plans, usage, reload.
+// Admin endpoints (docs/api.md, admin routes): tenants, keys, plans, usage, reload.
 // Service key only (Authorization: Bearer); a tenant key here is 401. Unknown tenant 404,
 // existing tenant 409 `version_conflict`, unknown plan 400. Keys are returned once and stored hashed.
 import express, { type Request, type Response, type Router } from "express";

@@ -1,4 +1,4 @@
-// Steps 2, 5 and step 6's read (api.md section 2) behind one seam, so that a Redis-backed
+// Steps 2, 5 and step 6's read (docs/api.md (order of checks)) behind one seam, so that a Redis-backed
 // gateway needs one round trip per request before forwarding instead of three.
 //
 // - lookup: the tenant record of a key hash. Redis: from a process-local cache when present

@@ -1,5 +1,5 @@
 // The gateway as an express app built from its dependencies; only server.ts listens.
-// The data plane runs the checks of api.md section 2 in order, written out once below.
+// The data plane runs the checks of docs/api.md (order of checks) in order, written out once below.
 import express, { type ErrorRequestHandler, type Express, type NextFunction, type Request, type Response, type Router } from "express";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomUUID } from "node:crypto";
@@ -58,7 +58,7 @@ export interface GatewayDeps {
    */
   admission?: Admission;
   /**
-   * Billing seam (issue 4): a router with POST /gate/checkout and POST /webhooks/payment.
+   * Billing seam: a router with POST /gate/checkout and POST /webhooks/payment.
    * It is mounted before the data plane and sees raw bodies (no JSON parser runs before it).
    */
   billing?: Router;
@@ -96,7 +96,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     const onData = (c: Buffer) => {
       n += c.length;
-      if (n > limit) return fail(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
+      if (n > limit) return fail(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
       chunks.push(c);
     };
     req.on("data", onData);
@@ -115,7 +115,7 @@ function limitStream(limit: number): Transform {
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
       n += chunk.length;
-      if (n > limit) cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
+      if (n > limit) cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
       else cb(null, chunk);
     },
   });
@@ -160,7 +160,7 @@ function takeRequestId(req: IncomingMessage, res: ServerResponse): string {
   return id;
 }
 
-/** The error body of api.md section 3 on a plain Node response (as server/http/errors.ts writes it). */
+/** The error body of docs/api.md (errors) on a plain Node response (as server/http/errors.ts writes it). */
 function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
   if ((e instanceof RateLimitedError || e instanceof QuotaExhaustedError) && e.retryAfterS > 0) {
     res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
@@ -262,7 +262,7 @@ export function createApp(deps: GatewayDeps): Express {
     }) as Response["end"];
   }
 
-  // Billing (issue 4) plugs in here: checkout (tenant key) and the payment webhook (raw body).
+  // Billing plugs in here: checkout (tenant key) and the payment webhook (raw body).
   if (deps.billing) app.use(deps.billing);
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
@@ -339,7 +339,7 @@ export function createApp(deps: GatewayDeps): Express {
         const limit = bodyLimit(deps.maxUploadBytes, isOctet(ct));
         const len = headerOf(req, "content-length");
         if (len !== undefined && Number(len) > limit) {
-          throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes.`);
+          throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
         }
         if (route.body === "json-or-octet" && isOctet(ct)) {
           namespaces = [validatePutQuery(query)];

@@ -1,4 +1,4 @@
-// Audit log (api.md step 9): one JSON object per line with exactly the seed's fields, appended
+// Audit log (step 9 of the order of checks, docs/api.md): one JSON object per line with exactly the documented audit fields, appended
 // before the response is sent. Group commit: the records of one event-loop turn are joined and
 // appended with one synchronous write(2) on a descriptor opened once with O_APPEND, and each
 // request waits for the write holding its record before it answers. So a record is in the
@@ -27,7 +27,7 @@ export interface AuditSink {
   close(): Promise<void>;
 }
 
-/** Serialises a record with the seed's fields in the seed's order and nothing else. */
+/** Serialises a record with the documented audit fields, in their order, and nothing else. */
 export function auditLine(r: AuditRecord): string {
   return JSON.stringify({
     ts: r.ts, tenant_id: r.tenant_id, method: r.method, path: r.path, namespace: r.namespace,

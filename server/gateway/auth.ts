@@ -1,4 +1,4 @@
-// Authentication (api.md step 2) and API keys. Keys are `svc_live_` + 43 base64url characters
+// Authentication (step 2 of the order of checks, docs/api.md) and API keys. Keys are `svc_live_` + 43 base64url characters
 // (32 random bytes); only their SHA-256 is stored. Comparisons of secrets run in constant time
 // on equal-length digests.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";

@@ -1,4 +1,4 @@
-// Billing (seed sections 4-6 and 8, api.md section 8): POST /gate/checkout creates a
+// Billing (docs/api.md, billing routes): POST /gate/checkout creates a
 // subscription checkout session for plan builder or pro; POST /webhooks/payment takes the
 // provider's signed events and moves tenants between plans. Each event id is applied at most
 // once, in the same atomic step as the plan change (TenantRegistry.applyEventOnce), so a
@@ -46,7 +46,7 @@ const httpsUrl = (field: string) =>
       }
     }, `${field} must be an absolute http(s) URL`);
 
-/** Body of POST /gate/checkout (api.md section 8). */
+/** Body of POST /gate/checkout (docs/api.md (billing routes)). */
 export const checkoutBodySchema = z.strictObject({
   plan: z.enum(["builder", "pro"], { message: "plan must be builder or pro" }),
   success_url: httpsUrl("success_url"),

@@ -1,4 +1,4 @@
-// Gateway configuration: every SVC_GATE_* variable (seed section 5, api.md section 1) plus
+// Gateway configuration: every SVC_GATE_* variable (docs/gateway.md, docs/api.md) plus
 // SVC_ENGINE_MAX_UPLOAD_BYTES, read once, validated with zod and frozen (the CA file named by
 // SVC_GATE_ENGINE_CA_PATH is read and parsed here too). A bad value throws a ConfigError whose
 // message is one sentence naming the variable.
@@ -59,7 +59,7 @@ export interface GatewayConfig {
     readonly pricePro: string | undefined;
     readonly apiBase: string | undefined;
   };
-  /** JSONL record of every payment event applied or skipped (billing, issue 4). */
+  /** JSONL record of every payment event applied or skipped (billing). */
   readonly billingLogPath: string;
 }
 

@@ -1,4 +1,4 @@
-// GET /health and /gate/health (api.md section 9): no authentication; the two booleans are
+// GET /health and /gate/health (docs/api.md (health)): no authentication; the two booleans are
 // measured on each call (engine: GET /health within 1 s; store: PING or a writable data dir).
 // With several engines, `engines` lists each one's state (by position, not address).
 import type { RequestHandler } from "express";

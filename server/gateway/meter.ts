@@ -1,4 +1,4 @@
-// Metering (api.md step 8) and quota (step 6). CUs are counted in integer milli-CUs so that
+// Metering (step 8 of the order of checks, docs/api.md) and quota (step 6). CUs are counted in integer milli-CUs so that
 // sums are exact (ten gets are exactly 1 CU, never 0.9999999). Usage is kept per tenant per
 // UTC month with a per-operation breakdown, behind one interface: Redis (HINCRBY, shared by
 // several gateways), a local JSON file under the data directory, or memory.
@@ -14,7 +14,7 @@ export const OPERATIONS = [
 ] as const;
 export type Operation = (typeof OPERATIONS)[number];
 
-/** Seed section 4, in milli-CUs. serve depends on the body's `device`. */
+/** The CU table of docs/api.md (data plane), in milli-CUs. serve depends on the body's `device`. */
 export const MILLI_CUS: Readonly<Record<Exclude<Operation, "serve">, number> & { serve_dense: number; serve_gpu: number }> = Object.freeze({
   put: 1000,
   put_cores: 1000,

@@ -132,7 +132,7 @@ const DATA_HEADERS = {
   ...RATE_HEADERS,
 };
 
-// the error statuses each kind of endpoint can answer (spec/api.md sections 2 and 3)
+// the error statuses each kind of endpoint can answer (docs/api.md (order of checks, errors))
 const DATA_ERRORS = {
   "400": errorResponse("Malformed request: bad JSON, a missing or invalid field, an invalid namespace or key."),
   "401": errorResponse("Missing, unknown, rotated or deactivated API key."),
@@ -160,7 +160,7 @@ const jsonBody = (s: z.ZodType): Json => ({ required: true, content: { "applicat
 
 interface Op { method: "get" | "post" | "delete"; path: string; id: string; summary: string; kind: "data" | "tenant" | "admin" | "public"; body?: Json; params?: Json[]; responses: Json }
 
-/** Billing (issue 4) adds two routes when its router is mounted (checkout body: billing.ts's schema unless given). */
+/** Billing adds two routes when its router is mounted (checkout body: billing.ts's schema unless given). */
 export interface BillingDoc { checkoutBody?: z.ZodType }
 
 function billingOperations(b: BillingDoc): Op[] {

@@ -1,4 +1,4 @@
-// The seed's tier table (section 8) and how a tenant's effective limits follow from it.
+// The tier table (docs/api.md, admin routes) and how a tenant's effective limits follow from it.
 import { z } from "zod";
 import type { RateLimitSpec } from "./config.js";
 
@@ -36,7 +36,7 @@ interface LimitedTenant {
 }
 
 /**
- * The rate limit that applies to a tenant (api.md section 7): with billing on, its plan's (or
+ * The rate limit that applies to a tenant (docs/api.md (admin routes)): with billing on, its plan's (or
  * its enterprise override); with billing off, the SVC_GATE_DEFAULT_* pair unless it is an
  * enterprise tenant with its own.
  */

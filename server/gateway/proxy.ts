@@ -1,4 +1,4 @@
-// Forwarding (api.md step 7): an undici Pool to the engine. The gateway adds the service key,
+// Forwarding (step 7 of the order of checks, docs/api.md): an undici Pool to the engine. The gateway adds the service key,
 // X-SVC-Tenant and X-Request-Id; a client's own X-SVC-Tenant and credentials never pass. JSON
 // bodies go as the bytes already read (never re-serialised); octet-stream bodies and all
 // responses are streamed.

@@ -1,4 +1,4 @@
-// Per-tenant sliding-window rate limiting (api.md step 5). A true sliding log: the limiter
+// Per-tenant sliding-window rate limiting (step 5 of the order of checks, docs/api.md). A true sliding log: the limiter
 // remembers the instant of every admitted request inside the window, so "at most N requests
 // in any window of W seconds" holds exactly, with no two-bucket approximation error. Memory
 // cost is O(N) per tenant, which is bounded by the plan's limit (at most a few thousand).

@@ -1,4 +1,4 @@
-// What the validation step (api.md step 3) needs to know about each data-plane route: its
+// What the validation step (step 3 of the order of checks, docs/api.md) needs to know about each data-plane route: its
 // operation name (for metering), the body it takes, and which fields name namespaces (for
 // the ACL of step 4). The gateway checks what the order of checks depends on: well-formed
 // Bodies and query strings are checked with the same schemas the engine uses (lib/schemas.ts),
@@ -18,7 +18,7 @@ export interface RouteMatch {
   pathNamespaces: string[];
 }
 
-/** The shared zod schemas of api.md section 6 (lib/schemas.ts), per JSON body. */
+/** The shared zod schemas of docs/api.md (data plane) (lib/schemas.ts), per JSON body. */
 const BODY: Partial<Record<Operation, z.ZodType<Record<string, unknown>>>> = {
   put: S.putBodySchema,
   put_cores: S.putCoresBodySchema,

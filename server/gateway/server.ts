@@ -66,7 +66,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const engine: EngineClient = config.engineUrls.length > 1
     ? new EnginePool(config.engineUrls, config.engineServiceKey, config.engineTimeoutMs, { tls: { ca: config.engineCa }, healthIntervalMs: config.engineHealthIntervalMs })
     : new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
-  // Billing (issue 4): with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
+  // Billing: with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
   let billing = opts.billing;
   if (!billing && config.billingEnabled) {

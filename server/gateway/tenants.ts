@@ -28,7 +28,7 @@ export interface TenantRecord {
   custom_rate_limit: boolean;
   created_at: string;
   updated_at: string;
-  /** Payment-provider state (billing, issue 4); absent until a payment event names the tenant. */
+  /** Payment-provider state (billing); absent until a payment event names the tenant. */
   billing?: TenantBilling;
   /** Plan terms in force from each instant on (oldest first), so a closed period's overage uses its own plan. */
   plan_history?: PlanChange[];
@@ -149,7 +149,7 @@ export interface TenantRegistry {
   update(tenantId: string, change: (cur: TenantRecord) => TenantRecord): Promise<TenantRecord>;
   list(): Promise<TenantRecord[]>;
   /**
-   * Billing (issue 4): records `ev.eventId` as processed and writes `change(current).next` in
+   * Billing: records `ev.eventId` as processed and writes `change(current).next` in
    * one atomic step, at most once per event id across every gateway sharing the store. A
    * processed id answers `{ duplicate: true }` and changes nothing. The change must not touch
    * the key hash or the active flag.

@@ -1,6 +1,6 @@
 // Requests Node cannot parse (headers above the limit, malformed request lines or headers, a
 // request not received in time) never reach the app; Node answers them with a bare status line.
-// Here they get the error body of api.md section 3 instead: 400 bad_request, Connection: close.
+// Here they get the error body of docs/api.md (errors) instead: 400 bad_request, Connection: close.
 import { randomUUID } from "node:crypto";
 import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";

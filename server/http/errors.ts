@@ -1,4 +1,4 @@
-// Maps any thrown value to the error body of spec/api.md section 3. The only place
+// Maps any thrown value to the error body of docs/api.md (errors). The only place
 // where error codes become HTTP statuses; stack traces and messages of unexpected
 // errors never reach a response.
 import type { ErrorRequestHandler, Response } from "express";
@@ -18,7 +18,7 @@ export function toSvcError(err: unknown): SvcError {
   if (err instanceof z.ZodError) return validationErrorFrom(err);
   const e = err as { type?: string; status?: number; statusCode?: number } | null;
   // body-parser / raw-body errors
-  if (e?.type === "entity.too.large") return new SvcError("payload_too_large", "The request body is larger than the upload limit.");
+  if (e?.type === "entity.too.large") return new SvcError("payload_too_large", "The request body is larger than the upload limit (SVC_ENGINE_MAX_UPLOAD_BYTES).");
   if (e?.type === "entity.parse.failed") return new SvcError("bad_request", "The request body is not valid JSON.");
   if (e?.type === "encoding.unsupported" || e?.type === "charset.unsupported")
     return new SvcError("unsupported_media_type", "The request body's encoding is not supported.");

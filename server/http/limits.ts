@@ -1,7 +1,7 @@
 // Size limits the engine and the gateway must agree on: a request one of them accepts is not
 // refused by the other for its size alone.
 
-/** Request header bytes a server accepts: X-SVC-Metadata may carry up to 64 KiB (api.md section 4). */
+/** Request header bytes a server accepts: X-SVC-Metadata may carry up to 64 KiB (docs/api.md (names and data types)). */
 export const MAX_HEADER_BYTES = 96 * 1024;
 
 /** Field names, metadata and other JSON around the base64 payload of a JSON body. */

@@ -11,7 +11,7 @@ import { parseSlice, preparePut, parseMeta } from "../../bin/cli/data.js";
 import { UsageError } from "../../bin/cli/common.js";
 import { writeNpy } from "../../lib/npy.js";
 
-const COMMANDS = ["up", "engine", "gateway", "tenant", "usage", "reload", "put", "get", "ls", "rm", "serve", "import"];
+const COMMANDS = ["up", "engine", "gateway", "tenant", "usage", "reload", "put", "get", "ls", "rm", "serve", "search", "topk", "import"];
 
 test("cli: svc --help and every command's --help print usage and exit 0", async (t) => {
   const top = await svc(["--help"]);
@@ -70,14 +70,14 @@ test("cli: a failure of the work exits 1 with one sentence and no stack; SVC_ENG
   const env = { SVC_API_KEY: "svc_live_x", SVC_GATE_URL: "http://127.0.0.1:1" };
   const r = await svc(["get", "ns", "k"], env);
   t.equal(r.code, 1, "exit 1");
-  t.match(r.err, /^svc: The service at http:\/\/127\.0\.0\.1:1 could not be reached \(ECONNREFUSED\)\.\n$/, `one line: ${r.err.trim()}`);
+  t.match(r.err, /^svc: Nothing answers at http:\/\/127\.0\.0\.1:1 \(connection refused\): is `svc up` running at http:\/\/127\.0\.0\.1:1\? \(SVC_GATE_URL sets another address\.\)\n$/, `one line: ${r.err.trim()}`);
   t.notOk(r.err.includes("svc_live_x"), "the key is not printed");
   const d = await svc(["get", "ns", "k"], { ...env, SVC_ENGINE_LOG_LEVEL: "debug" });
   t.equal(d.code, 1, "exit 1 in debug");
   t.match(d.err, /\n\s+at /, "stack trace in debug");
   const adm = await svc(["tenant", "list"], { SVC_GATE_URL: "http://127.0.0.1:1", SVC_GATE_ENGINE_SERVICE_KEY: "s".repeat(40) });
   t.equal(adm.code, 1, "admin call to a dead gateway exits 1");
-  t.match(adm.err, /^svc: The gateway at http:\/\/127\.0\.0\.1:1 could not be reached/, "admin error sentence");
+  t.match(adm.err, /^svc: Nothing answers at http:\/\/127\.0\.0\.1:1 \(connection refused\): is `svc up` running at/, "admin error sentence");
   const dir = await mkdtemp(join(tmpdir(), "svc-cli-"));
   try {
     const missing = await svc(["put", "ns", "k", join(dir, "nope.npy")], env);
@@ -115,7 +115,9 @@ test("cli: put takes dtype and shape from a .npy header; raw bytes need --shape 
   const scalar = writeNpy({ dtype: "float64", shape: [], data: new Float64Array([3]) });
   t.deepEqual(preparePut(scalar, undefined, undefined, "s.npy").shape, [1], "0-d array stored as shape [1]");
   const raw = Buffer.from("hello");
-  t.deepEqual([preparePut(raw, undefined, undefined, "r").dtype, preparePut(raw, undefined, undefined, "r").shape], ["bytes", undefined], "raw bytes default");
+  t.throws(() => preparePut(raw, undefined, undefined, "r.f32"), /r\.f32 is not a \.npy file: describe its raw data with --dtype and --shape .*, or pass --bytes/, "raw data without flags is refused");
+  t.deepEqual([preparePut(raw, undefined, undefined, "r", true).dtype, preparePut(raw, undefined, undefined, "r", true).shape], ["bytes", undefined], "--bytes");
+  t.deepEqual(preparePut(raw, "bytes", undefined, "r").dtype, "bytes", "--dtype bytes");
   t.throws(() => preparePut(raw, "float32", undefined, "r.bin"), /--shape is required for raw float32 data/, "raw float needs shape");
   t.deepEqual(parseMeta('{"a":1}'), { a: 1 }, "--meta object");
   t.end();

@@ -24,13 +24,13 @@ test("svc put/get/ls/rm/serve: raw files, versions, pages, conversions", async (
 
     const blob = join(stack.dir, "notes.txt");
     await writeFile(blob, "plain text is stored as bytes");
-    const b = await svc(["put", "ns", "notes", blob], env);
-    t.match(b.out, /^ns\/notes version 1: passthrough, 29 B -> 29 B/, `bytes by default: ${b.out.trim()}`);
+    const b = await svc(["put", "ns", "notes", blob, "--bytes"], env);
+    t.match(b.out, /^ns\/notes version 1: passthrough, 29 B -> 29 B/, `--bytes: ${b.out.trim()}`);
 
-    const conflict = await svc(["put", "ns", "notes", blob, "--if-version", "0"], env);
+    const conflict = await svc(["put", "ns", "notes", blob, "--bytes", "--if-version", "0"], env);
     t.equal(conflict.code, 1, "--if-version 0 on an existing key exits 1");
     t.match(conflict.err, /^svc: .*version.*\(request [0-9a-f-]{36}\)\n$/i, `conflict sentence: ${conflict.err.trim()}`);
-    t.equal((await svc(["put", "ns", "notes", blob, "--if-version", "1", "--meta", '{"lang":"en"}'], env)).code, 0, "--if-version 1 succeeds");
+    t.equal((await svc(["put", "ns", "notes", blob, "--bytes", "--if-version", "1", "--meta", '{"lang":"en"}'], env)).code, 0, "--if-version 1 succeeds");
     const v1 = JSON.parse((await svc(["get", "ns", "notes", "--version", "1"], env)).out);
     const v2 = JSON.parse((await svc(["get", "ns", "notes"], env)).out);
     t.deepEqual([v1.version, v1.metadata, v2.version, v2.metadata, v2.versions], [1, {}, 2, { lang: "en" }, [1, 2]], "get --version reads the older version");

@@ -225,7 +225,8 @@ test("svc up --redis: tenants live in Redis under the configured prefix and surv
   const { createClient: createRedis } = await import("redis");
   const { randomUUID } = await import("node:crypto");
   const prefix = `svc-test-up-${randomUUID()}:`;
-  const redis = createRedis({ url: "redis://127.0.0.1:6379" });
+  const redisUrl = process.env.SVC_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+  const redis = createRedis({ url: redisUrl });
   await redis.connect();
   const dir = await mkdtemp(join(tmpdir(), "svc-up-redis-"));
   let up: Up | null = null;
@@ -233,7 +234,7 @@ test("svc up --redis: tenants live in Redis under the configured prefix and surv
     const spawnRedis = async (data: string) => {
       const base = { ...process.env };
       delete base.SVC_GATE_ENGINE_SERVICE_KEY;
-      const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", data, "--port", "0", "--engine-port", "0", "--redis", "redis://127.0.0.1:6379"], {
+      const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", data, "--port", "0", "--engine-port", "0", "--redis", redisUrl], {
         cwd: root, env: { ...base, SVC_GATE_REDIS_PREFIX: prefix, SVC_GATE_ENGINE_SERVICE_KEY: "r".repeat(64), SVC_ENGINE_LOG_LEVEL: "warn" }, stdio: ["ignore", "pipe", "pipe"],
       });
       const u = { child, out: "", err: "" } as Up;

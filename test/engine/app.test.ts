@@ -283,7 +283,7 @@ test("engine: 60 KiB of X-SVC-Metadata is accepted; 120 KiB of headers is a JSON
   t.equal(big.status, 400, "400");
   t.equal(big.headers.connection, "close", "Connection: close");
   const body = JSON.parse(big.body);
-  t.ok(isErrorBody(body, "bad_request"), "the error body of api.md section 3");
+  t.ok(isErrorBody(body, "bad_request"), "the error body of docs/api.md (errors)");
   t.equal(body.detail, "The request headers are larger than the limit of 98304 bytes.", "the detail names the limit");
   t.equal(big.headers["x-request-id"], body.request_id, "X-Request-Id matches the body");
   t.equal((await call(e, "GET", "/v1/get/ns/meta")).status, 200, "the engine still serves");

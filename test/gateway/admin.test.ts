@@ -1,4 +1,4 @@
-// Admin endpoints over real HTTP: statuses of api.md sections 3 and 7, keys shown once and
+// Admin endpoints over real HTTP: statuses of docs/api.md (errors, admin routes), keys shown once and
 // stored hashed, rotation and deactivation, plans and enterprise overrides, usage records.
 import test from "tape";
 import { createHash } from "node:crypto";

@@ -1,4 +1,4 @@
-// Overage in the usage records (api.md section 7): overage_cus over the quota and
+// Overage in the usage records (docs/api.md (admin routes)): overage_cus over the quota and
 // overage_amount at the plan's rate (builder 0.05, pro 0.03, starter none), computed for any
 // period under the plan the period closed with, even after later plan changes.
 import test from "tape";

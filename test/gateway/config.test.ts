@@ -8,7 +8,7 @@ import { ConfigError, loadGatewayConfig } from "../../server/gateway/config.js";
 
 const KEY = "k".repeat(40);
 
-test("defaults of the seed and api.md", (t) => {
+test("the documented defaults", (t) => {
   const c = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY });
   t.equal(c.host, "0.0.0.0");
   t.equal(c.port, 8080);

@@ -1,5 +1,5 @@
-// The data plane over real HTTP: every status of the seed's error table, every header, the
-// order of checks of api.md section 2 (asserted on the engine side) and the audit records.
+// The data plane over real HTTP: every documented status, every header, the
+// order of checks of docs/api.md (order of checks) (asserted on the engine side) and the audit records.
 import test from "tape";
 import { randomUUID } from "node:crypto";
 import { request as httpRequest } from "node:http";
@@ -50,7 +50,7 @@ test("a get is forwarded with the service key, the tenant and the request id; a 
   t.equal(r.headers.get("x-ratelimit-remaining"), "999", "one request used");
   t.ok(Number(r.headers.get("x-ratelimit-reset")) >= Math.floor(gw.clock.now() / 1000) + 60, "X-RateLimit-Reset is a Unix time a window ahead");
   const a = gw.audit.records.at(-1)!;
-  t.deepEqual(Object.keys(a), AUDIT_FIELDS, "the audit record has exactly the seed's fields");
+  t.deepEqual(Object.keys(a), AUDIT_FIELDS, "the audit record has exactly the documented audit fields");
   t.deepEqual(
     { ...a, latency_ms: 0 },
     { ts: new Date(gw.clock.now()).toISOString(), tenant_id: "acme", method: "GET", path: "/v1/get/default/a/b.c", namespace: "default", status: 200, cus: 0.1, latency_ms: 0, request_id: rid },
@@ -298,7 +298,7 @@ test("429: the sliding window refuses the request, Retry-After and detail, the e
   await eng.close();
 });
 
-test("order of checks (api.md section 2): a request failing two checks gets the earlier one's answer", async (t) => {
+test("order of checks (docs/api.md (order of checks)): a request failing two checks gets the earlier one's answer", async (t) => {
   const eng = await startFakeEngine();
   const g = await startTestGateway(eng.url, { billingEnabled: true });
   // enterprise terms: 2 requests per 60 s and a quota of 1 CU

@@ -46,7 +46,7 @@ export async function closeServer(server: Server): Promise<void> {
   });
 }
 
-/** An engine stand-in that records every request that reaches it and answers per api.md section 6. */
+/** An engine stand-in that records every request that reaches it and answers per docs/api.md (data plane). */
 export async function startFakeEngine(port = 0): Promise<FakeEngine> {
   const app = express();
   const fe: FakeEngine = { url: "", seen: [], respond: null, close: async () => {} };

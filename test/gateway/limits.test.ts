@@ -101,7 +101,7 @@ test("headers: 120 KiB of headers, or a request that is not HTTP, is a JSON 400 
     t.equal(big.headers["connection"], "close", `${name}: Connection: close`);
     t.match(big.headers["content-type"] ?? "", /^application\/json/, `${name}: JSON`);
     const body = JSON.parse(big.body);
-    t.deepEqual(Object.keys(body).sort(), ["code", "detail", "request_id"], `${name}: the error body of api.md section 3`);
+    t.deepEqual(Object.keys(body).sort(), ["code", "detail", "request_id"], `${name}: the error body of docs/api.md (errors)`);
     t.equal(body.code, "bad_request", `${name}: code bad_request`);
     t.equal(body.detail, "The request headers are larger than the limit of 98304 bytes.", `${name}: the detail names the limit`);
     t.match(body.request_id, UUID, `${name}: a request id`);
@@ -132,18 +132,18 @@ test("upload limit: a JSON put whose decoded payload is within the limit passes 
   const over = await call(gw.url, "/v1/put", { key, body: { ...body, key: "json-over", data_b64: Buffer.alloc(LIMIT + 1, 7).toString("base64") } });
   t.equal(over.status, 413, "decoded payload of 4097 bytes: 413");
   t.equal(over.json.code, "payload_too_large");
-  t.match(over.json.detail, /payload of 4097 bytes is larger than the upload limit of 4096 bytes/, "decided by the engine on the decoded payload");
+  t.match(over.json.detail, /payload of 4097 bytes is larger than the upload limit of 4096 bytes \(SVC_ENGINE_MAX_UPLOAD_BYTES\)\.$/, "decided by the engine on the decoded payload; names the variable");
   t.equal(engineRequests().length, before + 1, "the engine was asked");
 
   const limit = jsonBodyLimit(LIMIT);
   const huge = await call(gw.url, "/v1/put", { key, raw: `{"namespace":"default","key":"huge","data_b64":"${"A".repeat(limit)}"}`, headers: { "content-type": "application/json" } });
   t.equal(huge.status, 413, "a JSON body above ceil(limit × 4/3) + 1 MiB: 413");
-  t.match(huge.json.detail, new RegExp(`upload limit of ${limit} bytes`), "the detail names the JSON body limit");
+  t.match(huge.json.detail, new RegExp(`upload limit of ${limit} bytes \\(SVC_ENGINE_MAX_UPLOAD_BYTES\\)\\.$`), "the detail names the JSON body limit and the variable");
   t.equal(engineRequests().length, before + 1, "decided by the gateway from Content-Length: the engine was not asked");
 
   const octet = await call(gw.url, "/v1/put?namespace=default&key=octet-over", { key, raw: Buffer.alloc(LIMIT + 1), headers: { "content-type": "application/octet-stream" } });
   t.equal(octet.status, 413, "an octet-stream body is held to the payload limit itself");
-  t.match(octet.json.detail, /upload limit of 4096 bytes/);
+  t.match(octet.json.detail, /upload limit of 4096 bytes \(SVC_ENGINE_MAX_UPLOAD_BYTES\)\.$/, "names the variable");
   t.equal(engineRequests().length, before + 1, "not forwarded either");
   const octetOk = await call(gw.url, "/v1/put?namespace=default&key=octet-at-limit", { key, raw: Buffer.alloc(LIMIT, 1), headers: { "content-type": "application/octet-stream" } });
   t.equal(octetOk.status, 201, "an octet-stream body of exactly the limit: 201");

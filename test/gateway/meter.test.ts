@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { LocalFileUsageStore, MemoryUsageStore, milliCusOf, periodEndMs, periodOf, RedisUsageStore, toCus, type UsageStore } from "../../server/gateway/meter.js";
 import { redisFor, uniquePrefix } from "./helpers.js";
 
-test("the seed's CU table in milli-CUs; serve by device", (t) => {
+test("the documented CU table in milli-CUs; serve by device", (t) => {
   const expect: Array<[Parameters<typeof milliCusOf>[0], string | undefined, number]> = [
     ["put", undefined, 1000], ["put_cores", undefined, 1000], ["put_cores_batch", undefined, 2000],
     ["get", undefined, 100], ["serve", undefined, 500], ["serve", "cpu", 500], ["serve", "gpu", 2000],

@@ -1,4 +1,4 @@
-// readNpy / writeNpy: every numpy dtype of api.md section 5 against files whose headers
+// readNpy / writeNpy: every numpy dtype of docs/api.md (names and data types) against files whose headers
 // are built by hand here (no numpy needed), format versions 1.0/2.0/3.0, big-endian
 // conversion, and the refusals (Fortran order, object arrays, structured dtypes, truncation).
 import test from "tape";

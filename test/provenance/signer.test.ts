@@ -1,5 +1,5 @@
 // Known-answer tests of both ML-DSA-65 backends against the NIST ACVP extract in
-// ../shared/testdata/mldsa65/, and each backend held against the other.
+// test/fixtures/mldsa65/ (source and notice in its README), and each backend held against the other.
 import test from "tape";
 import crypto from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
 import { createBackend, createSigner, fingerprintOf, selfTest, type MlDsaBackend } from "../../server/provenance/signer.js";
 
-const dir = fileURLToPath(new URL("../../../shared/testdata/mldsa65/", import.meta.url));
+const dir = fileURLToPath(new URL("../fixtures/mldsa65/", import.meta.url));
 type Tc = Record<string, unknown> & { tcId: number };
 type Group = Record<string, unknown> & { tgId: number; tests: Tc[] };
 const load = (p: string): Group[] => (JSON.parse(readFileSync(dir + p, "utf8")) as { testGroups: Group[] }).testGroups;

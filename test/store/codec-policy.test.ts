@@ -1,4 +1,4 @@
-// The codec-policy options of createStore (api.md section 5): `min_compress_bytes` (default
+// The codec-policy options of createStore (docs/api.md (names and data types)): `min_compress_bytes` (default
 // 4096: a payload of fewer bytes is stored raw) and `min_compression_ratio` (default 1.2: a
 // codec result below it is stored raw), at their boundaries and away from their defaults,
 // on floating (TT) and integer (lossless) data.

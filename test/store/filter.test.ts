@@ -1,4 +1,4 @@
-// The metadata filter language of spec/api.md section 6: each operator, the combinators,
+// The metadata filter language of docs/api.md (data plane): each operator, the combinators,
 // dotted paths, number-vs-string comparisons (false, not an error) and rejected filters.
 // Store-only: the filter compiler as a function; the language through search() runs on
 // every target, createClient included, in store.test.ts.

@@ -25,6 +25,8 @@ import type { RateLimitSpec } from "./config.js";
 import { corsMiddleware } from "./cors.js";
 import { healthHandler } from "./health.js";
 import { openApiHandler } from "./openapi.js";
+import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
+import { createGatewayMetrics, type GatewayMetrics } from "./metrics.js";
 import { milliCusOf, periodEndMs, periodOf, toCus, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, enforcedQuota } from "./plans.js";
 import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
@@ -63,6 +65,10 @@ export interface GatewayDeps {
    * and the error's class name only; never a key, a payload, a message or a stack trace.
    */
   log?: (entry: Record<string, unknown>) => void;
+  /** Prometheus metrics; default: a registry of this app's own, without process metrics. */
+  metrics?: GatewayMetrics;
+  /** SVC_GATE_METRICS_TOKEN: a bearer token that reads GET /metrics only (the service key also does). */
+  metricsToken?: string;
 }
 
 /** The default log: one JSON line on standard error. */
@@ -177,6 +183,7 @@ export function createApp(deps: GatewayDeps): Express {
   const admission = deps.admission ?? directAdmission(registry, limiter, usage);
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
   const startedAt = clock.now();
+  const metrics = deps.metrics ?? createGatewayMetrics();
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -211,6 +218,9 @@ export function createApp(deps: GatewayDeps): Express {
     return server.listen(...(args as Parameters<Server["listen"]>));
   }) as unknown as Express["listen"];
 
+  // Every request outside the data plane counted once answered; GET /metrics (docs/operations.md).
+  app.use(countRequests(metrics.http, metrics.route));
+  app.get("/metrics", metricsHandler(metrics.registry, metricsDigests([deps.serviceKey, deps.metricsToken])));
   app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
   app.get("/openapi.json", openApiHandler({ billing: deps.billing ? {} : undefined }));
 
@@ -401,6 +411,7 @@ export function createApp(deps: GatewayDeps): Express {
       let milli = 0;
       if (upstream.status >= 200 && upstream.status < 300) {
         milli = milliCusOf(route.op, device);
+        metrics.charged(route.op, milli);
         charging = usage.add(tenant.tenant_id, periodOf(clock.now()), route.op, milli).then(() => null, (e: unknown) => e ?? new Error());
       }
       res.setHeader("X-SVC-CUs", String(toCus(milli)));
@@ -415,6 +426,7 @@ export function createApp(deps: GatewayDeps): Express {
       const clientGone = !res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed);
       let e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
       if (e.code === "internal") reportInternal("data plane", rid, err);
+      metrics.refused(e.code);
       if (tenant && !rateHeadersSet && found?.cached) {
         // Refused before step 5 on a cached record: answer as the stored record decides (a key
         // rotated or deactivated meanwhile is a 401 here too).
@@ -441,6 +453,7 @@ export function createApp(deps: GatewayDeps): Express {
       if (clientGone) res.destroy();
       else writeError(res, e, rid);
     }
+    metrics.http.observe(method, metrics.route(path), res.statusCode, (performance.now() - t0) / 1000);
     if (charging !== null) {
       const failed = await charging;
       if (failed !== null) reportInternal("usage meter", rid, failed);

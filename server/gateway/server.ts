@@ -10,6 +10,7 @@ import { DisabledAuditSink, FileAuditSink, type AuditSink } from "./audit.js";
 import { billingRouter, FileBillingLog } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
+import { createGatewayMetrics } from "./metrics.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
 import { UndiciEngineClient } from "./proxy.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
@@ -83,6 +84,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     maxUploadBytes: config.maxUploadBytes,
     corsOrigins: config.corsOrigins,
     billing,
+    metrics: createGatewayMetrics({ defaultMetrics: true }),
+    metricsToken: config.metricsToken,
   });
 
   const server: Server = await new Promise((resolve, reject) => {

@@ -74,6 +74,9 @@ const VARS = {
   SVC_ENGINE_METRICS_TOKEN: z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters").optional(),
 } as const;
 
+/** Every variable the engine reads (deployment files are checked against this list). */
+export const ENGINE_ENV_VARS: readonly string[] = Object.freeze(Object.keys(VARS));
+
 const digest = (k: string): Buffer => createHash("sha256").update(k, "utf8").digest();
 
 /**

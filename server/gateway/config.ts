@@ -149,6 +149,9 @@ const VARS = {
 
 type VarName = keyof typeof VARS;
 
+/** Every variable the gateway reads (deployment files are checked against this list). */
+export const GATEWAY_ENV_VARS: readonly string[] = Object.freeze(Object.keys(VARS));
+
 function read<N extends VarName>(env: NodeJS.ProcessEnv, name: N): z.output<(typeof VARS)[N][0]> | undefined {
   const [schema, dflt] = VARS[name];
   const raw = env[name] === undefined || env[name] === "" ? dflt : env[name];

@@ -22,6 +22,8 @@ export interface RunningGateway {
   url: string;
   port: number;
   close(): Promise<void>;
+  /** Reopens the audit and billing logs at their paths (log rotation; `svc gateway` does it on SIGHUP). */
+  reopenLogs(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -100,6 +102,10 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   return {
     url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
     port,
+    async reopenLogs() {
+      await audit.reopen?.();
+      await billingLog?.reopen();
+    },
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => {

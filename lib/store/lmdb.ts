@@ -372,6 +372,15 @@ export class LmdbBackend implements StorageBackend {
     return { page_size: this.pageSize, last_page: last, dbs };
   }
 
+  /**
+   * A consistent copy of the whole environment as `dir`/data.mdb (LMDB's mdb_env_copy2, on a
+   * worker thread): one read transaction, so writers in this and other processes go on while
+   * it runs. `compact` leaves out free pages (slower, smaller).
+   */
+  backup(dir: string, compact: boolean): Promise<void> {
+    return this.#root.backup(dir, compact);
+  }
+
   /** data.mdb's size, and the pages up to the environment's last one (free pages included). */
   sizeBytes(): { file: number; used: number } {
     const s = this.#root.getStats() as { lastPageNumber: number };

@@ -450,8 +450,10 @@ export function createApp(deps: GatewayDeps): Express {
       } catch {
         // An audit log that cannot be written must not leave the client hanging.
       }
-      if (clientGone) res.destroy();
-      else writeError(res, e, rid);
+      if (clientGone) {
+        res.statusCode = STATUS_OF[e.code]; // for the metrics, as in the audit record; nothing is sent
+        res.destroy();
+      } else writeError(res, e, rid);
     }
     metrics.http.observe(method, metrics.route(path), res.statusCode, (performance.now() - t0) / 1000);
     if (charging !== null) {

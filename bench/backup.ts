@@ -1,5 +1,5 @@
 // Backup of a running engine's LMDB store (svc backup, lib/store/backup.ts). Builds a store of
-// SVC_BENCH_BACKUP_MB (default 1024) MB of 256 KiB entries (random bytes: stored raw, so the
+// SVC_BENCH_BACKUP_MB (default 256) MB of 256 KiB entries (random bytes: stored raw, so the
 // store's size is the data's), starts an engine on it, and measures, each in its own line:
 //   put_idle    put latency (p50, p99) of 256 KiB puts with no backup running
 //   backup      `svc backup` run as its own process while a writer keeps putting: seconds,
@@ -19,7 +19,7 @@ import { createStore } from "../lib/store/index.js";
 import { loadEngineConfig } from "../server/engine/config.js";
 import { startEngine } from "../server/engine/server.js";
 
-const MB = Number(process.env.SVC_BENCH_BACKUP_MB ?? 1024);
+const MB = Number(process.env.SVC_BENCH_BACKUP_MB ?? 256);
 const ENTRY = 256 * 1024;
 const N = Math.max(1, Math.round((MB * 1e6) / ENTRY));
 const KEY = randomBytes(24).toString("hex");

@@ -93,7 +93,7 @@ test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with 
     nginx.stderr!.on("data", (d) => (errText += d));
     const base = `https://127.0.0.1:${https}`;
     let health = null;
-    for (let i = 0; i < 100 && !health; i++) {
+    for (let i = 0; i < 300 && !health; i++) {
       try {
         health = await request(base + "/health", { dispatcher: agent });
       } catch {

@@ -13,6 +13,11 @@ import * as tt from "../lib/tt.js";
 import { colorIndex, range, VIRIDIS } from "../web/console/src/colormap.js";
 import { adminCall, chromiumMissing, launchBrowser, putField, servedSlice, startStack } from "../test/console/browser.js";
 
+// The callbacks given to page.evaluate run in the browser; this program is type-checked without
+// the DOM library (its fetch types clash with Node's), so the page's globals are declared loosely.
+declare const document: any, window: any, location: any, sessionStorage: any, localStorage: any;
+type HTMLCanvasElement = any;
+
 const MOVES = Number(process.env.SVC_BENCH_MOVES ?? 40);
 const N = 256;
 const b = tt.backend();

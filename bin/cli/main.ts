@@ -16,6 +16,10 @@ Server:
                          engine + gateway on an embedded store, one command
   engine                 the engine alone, configured by SVC_ENGINE_* variables
   gateway                the gateway alone, configured by SVC_GATE_* variables
+  backup --to DIR [--store PATH] [--compact]
+                         a consistent copy of an engine's store, taken while it runs
+  restore --from DIR --to PATH
+                         a backup restored as a new store directory
 
 Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; gateway at SVC_GATE_URL):
   tenant create ID [--plan P] [--namespace NS]... [--email E]
@@ -45,6 +49,8 @@ const COMMANDS: Record<string, Command> = {
   up: async (a, io) => (await import("./up.js")).upCommand(a, io),
   engine: async (a, io) => (await import("./up.js")).engineCommand(a, io),
   gateway: async (a, io) => (await import("./up.js")).gatewayCommand(a, io),
+  backup: async (a, io) => (await import("./backup.js")).backupCommand(a, io),
+  restore: async (a, io) => (await import("./backup.js")).restoreCommand(a, io),
   tenant: tenantCommand,
   usage: usageCommand,
   reload: reloadCommand,

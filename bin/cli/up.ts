@@ -48,7 +48,7 @@ SVC_GATE_PORT, SVC_GATE_ENGINE_URL, SVC_GATE_ENGINE_SERVICE_KEY, SVC_GATE_REDIS_
 SVC_GATE_ENGINE_CA_PATH for an https engine whose certificate the system does not trust).
 For deployments, SVC_GATE_HOST defaults to 0.0.0.0: the gateway is the public entry point,
 usually behind a TLS reverse proxy; set SVC_GATE_HOST=127.0.0.1 to keep it local.
-Stops on SIGINT/SIGTERM.`;
+Stops on SIGINT/SIGTERM; SIGHUP reopens the audit and billing logs (after a log rotation moved them).`;
 
 /**
  * The service key of `svc up`: env wins, else DIR/service.key, else a new one (created = true).
@@ -266,8 +266,17 @@ export async function gatewayCommand(argv: string[], io: Io): Promise<number> {
   const { loadGatewayConfig, startGateway } = await gatewayModules();
   const stop = waitForStop(io);
   const gateway = await startGateway(loadGatewayConfig(io.env));
+  // SIGHUP (systemctl reload, logrotate's postrotate): reopen the audit and billing logs
+  const reopen = () => {
+    gateway.reopenLogs().then(
+      () => io.err("svc gateway: SIGHUP received, logs reopened.\n"),
+      (e: unknown) => io.err(`svc gateway: the logs cannot be reopened (${(e as NodeJS.ErrnoException).code ?? "error"}); writing to the files open before.\n`),
+    );
+  };
+  process.on("SIGHUP", reopen);
   io.out(`gateway: ${gateway.url}\n`);
   const sig = await stop;
+  process.off("SIGHUP", reopen);
   io.err(`svc gateway: ${sig} received, stopping.\n`);
   await gateway.close();
   return 0;

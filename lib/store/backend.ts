@@ -29,4 +29,6 @@ export interface StorageBackend extends ReadView {
    */
   transact<T>(fn: (tx: WriteTx) => T): Promise<T>;
   close(): Promise<void>;
+  /** Bytes on disk (`file`) and in use (`used`), for backends that keep files. */
+  sizeBytes?(): { file: number; used: number };
 }

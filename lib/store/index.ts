@@ -117,7 +117,20 @@ interface Core {
   cache: CoreCache;
   closed: boolean;
   gpu?: GpuServing;
+  observer?: StoreObserver;
 }
+
+/** Hooks for metrics (the engine's /metrics): called after the work, never on a failure. */
+export interface StoreObserver {
+  /** A put's encoding: the codec chosen (`tt`, `lossless`, `raw`), its time, bytes in and stored. */
+  compress?(codec: string, seconds: number, bytesIn: number, bytesStored: number): void;
+  /** A CPU serve: the stored codec, the time to produce the dense data, its bytes. */
+  reconstruct?(codec: string, seconds: number, bytesOut: number): void;
+  /** A lookup in the cache of decoded TT cores. */
+  coreCache?(hit: boolean): void;
+}
+
+const seconds = (t0: bigint): number => Number(process.hrtime.bigint() - t0) / 1e9;
 
 /** Decoded TT cores by payload hash (content-addressed, so never stale), bounded in bytes. */
 class CoreCache {
@@ -207,7 +220,10 @@ export class Store implements TensorStore {
     keyName(key);
     checkDataKind(data);
     const o = parseOrThrow(putOptionsSchema, opts, "options");
+    const t0 = process.hrtime.bigint();
     const prepared = await this.#prepare(data, o);
+    const r = prepared.record;
+    core.observer?.compress?.(r.layout.codec, seconds(t0), r.bytes_in, r.bytes_stored);
     return this.#commit(ns, [{ key, prepared, if_version: o.if_version, metadata: o.metadata ?? {} }]).then((r) => r[0]!);
   }
 
@@ -526,6 +542,7 @@ export class Store implements TensorStore {
   #tt(rec: Entry): TT {
     const id = rec.fingerprint.sha256;
     const cached = this.#core.cache.get(id);
+    this.#core.observer?.coreCache?.(cached !== undefined);
     if (cached) return cached;
     const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
     const shapeDiffers = rec.shape.length !== layout.modes.length || rec.shape.some((s, i) => s !== layout.modes[i]);
@@ -570,6 +587,7 @@ export class Store implements TensorStore {
       throw new ValidationError(`dtype conversion applies to floating data only; the entry is ${rec.dtype}.`, "dtype");
     const outShape = slice ? slice.map(([a, b]) => b - a) : rec.shape;
     const outDtype = (o.dtype ?? rec.dtype) as Dtype;
+    const t0 = process.hrtime.bigint();
     let data: ServeArray;
     if (rec.layout.codec === "tt") {
       const tt = await loadTT();
@@ -582,7 +600,18 @@ export class Store implements TensorStore {
         ? fromWorkingFloat(toWorkingFloat(block, rec.dtype), outDtype as "float32")
         : block;
     }
+    this.#core.observer?.reconstruct?.(rec.layout.codec, seconds(t0), data.byteLength);
     return { namespace: ns, key, version: rec.version, data, dtype: outDtype, shape: outShape };
+  }
+
+  /** Metrics hooks of this store (every tenant view); null removes them. */
+  observe(observer: StoreObserver | null): void {
+    this.#core.observer = observer ?? undefined;
+  }
+
+  /** Bytes of the store on disk (`file`) and in use (`used`); null for a store in memory. */
+  sizeBytes(): { file: number; used: number } | null {
+    return this.#open().backend.sizeBytes?.() ?? null;
   }
 
   /** GPU serving of this store (every tenant view): set by the engine from SVC_ENGINE_DEVICE. */

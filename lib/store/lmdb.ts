@@ -20,7 +20,8 @@
 // Stores written before format 2 kept each payload whole in `payloads` (keyed by the hex
 // hash). That database is still read (and cleaned by compact), never written: old stores
 // open and read as they are, with no migration step, and new payloads go to the new layout.
-import { mkdirSync } from "node:fs";
+import { mkdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { ValidationError } from "../errors.js";
 import type { RecordKey, StorageBackend, WriteTx } from "./backend.js";
@@ -369,6 +370,21 @@ export class LmdbBackend implements StorageBackend {
       last = s.lastPageNumber;
     }
     return { page_size: this.pageSize, last_page: last, dbs };
+  }
+
+  /**
+   * A consistent copy of the whole environment as `dir`/data.mdb (LMDB's mdb_env_copy2, on a
+   * worker thread): one read transaction, so writers in this and other processes go on while
+   * it runs. `compact` leaves out free pages (slower, smaller).
+   */
+  backup(dir: string, compact: boolean): Promise<void> {
+    return this.#root.backup(dir, compact);
+  }
+
+  /** data.mdb's size, and the pages up to the environment's last one (free pages included). */
+  sizeBytes(): { file: number; used: number } {
+    const s = this.#root.getStats() as { lastPageNumber: number };
+    return { file: statSync(join(this.path, "data.mdb")).size, used: (s.lastPageNumber + 1) * this.pageSize };
   }
 
   async close(): Promise<void> {

@@ -19,7 +19,9 @@ import type { GpuServing } from "../../lib/store/gpu-cache.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
+import { countRequests, metricsHandler } from "../http/metrics.js";
 import type { EngineConfig, LogLevel } from "./config.js";
+import { createEngineMetrics, type EngineMetrics } from "./metrics.js";
 
 export interface Logger {
   debug(fields: Record<string, unknown>): void;
@@ -44,6 +46,8 @@ export interface EngineDeps {
   logger?: Logger;
   /** GPU serving; default from SVC_ENGINE_DEVICE and SVC_ENGINE_GPU_CACHE_BYTES. Installed on the store. */
   gpu?: GpuServing;
+  /** Prometheus metrics; default: a registry of this app's own, without process metrics. */
+  metrics?: EngineMetrics;
 }
 
 type Handler = (req: Request, res: Response) => Promise<void>;
@@ -65,7 +69,7 @@ function nsKey(req: Request): { ns: string; key: string } {
  * Builds the engine's express app (no listen).
  * @example const app = createApp({ store: await createStore({ path: ":memory:" }), config: loadEngineConfig(env) });
  */
-export function createApp({ store, config, logger = jsonLogger(config.log_level), gpu }: EngineDeps): express.Express {
+export function createApp({ store, config, logger = jsonLogger(config.log_level), gpu, metrics = createEngineMetrics(store) }: EngineDeps): express.Express {
   // GPU serving decided once: a residency cache on the CUDA device, or the reason there is none
   const serving = gpu ?? gpuServingFor(config.device, config.gpu_cache_bytes);
   store.useGpu(serving);
@@ -77,8 +81,9 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   // JSON bodies carry the payload as base64 (server/http/limits.ts; the gateway uses the same)
   const jsonLimit = jsonBodyLimit(config.max_upload_bytes);
 
-  // 1. request id
+  // 1. request id, and the request counted in /metrics once answered
   app.use(requestId);
+  app.use(countRequests(metrics.http, metrics.route));
 
   // 2. one access-log line per request; never a key, a payload or a stack
   app.use((req, res, next) => {
@@ -109,6 +114,10 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       storage: store.storage,
     });
   }));
+
+  // GET /metrics (docs/operations.md): a service key or SVC_ENGINE_METRICS_TOKEN; open when auth is off
+  const metricsReaders = config.require_auth ? [...config.api_key_digests, ...(config.metrics_token_digest ? [config.metrics_token_digest] : [])] : null;
+  app.get("/metrics", metricsHandler(metrics.registry, metricsReaders));
 
   // 4. the service key: constant-time comparison of SHA-256 digests against every configured key
   app.use((req, _res, next) => {

@@ -26,6 +26,8 @@ export interface EngineConfig {
   readonly device: string;
   /** null: decided from the device (half its free memory). */
   readonly gpu_cache_bytes: number | null;
+  /** SHA-256 of SVC_ENGINE_METRICS_TOKEN (a bearer token that reads /metrics only), or null. */
+  readonly metrics_token_digest: Buffer | null;
 }
 
 const bool = z
@@ -69,7 +71,11 @@ const VARS = {
     .pipe(z.string().regex(/^(auto|cpu|cuda(:\d+)?)$/, "must be auto, cpu, cuda or cuda:N"))
     .default("auto"),
   SVC_ENGINE_GPU_CACHE_BYTES: int(0).optional(),
+  SVC_ENGINE_METRICS_TOKEN: z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters").optional(),
 } as const;
+
+/** Every variable the engine reads (deployment files are checked against this list). */
+export const ENGINE_ENV_VARS: readonly string[] = Object.freeze(Object.keys(VARS));
 
 const digest = (k: string): Buffer => createHash("sha256").update(k, "utf8").digest();
 
@@ -111,5 +117,6 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     log_level: v.SVC_ENGINE_LOG_LEVEL as LogLevel,
     device: v.SVC_ENGINE_DEVICE as string,
     gpu_cache_bytes: (v.SVC_ENGINE_GPU_CACHE_BYTES as number | undefined) ?? null,
+    metrics_token_digest: v.SVC_ENGINE_METRICS_TOKEN === undefined ? null : digest(v.SVC_ENGINE_METRICS_TOKEN as string),
   });
 }

@@ -10,6 +10,7 @@ import { answerClientErrors } from "../http/client-error.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { createApp, jsonLogger, type Logger } from "./app.js";
 import type { EngineConfig } from "./config.js";
+import { createEngineMetrics } from "./metrics.js";
 
 export interface RunningEngine {
   url: string;
@@ -38,7 +39,7 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     default_tolerance: config.compression_tol,
     default_max_rank: config.max_rank,
   });
-  const app = createApp({ store, config, logger });
+  const app = createApp({ store, config, logger, metrics: createEngineMetrics(store, { defaultMetrics: true }) });
   // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default.
   // Requests Node cannot parse get the JSON error body too (400, Connection: close).
   const maxHeaderSize = MAX_HEADER_BYTES;

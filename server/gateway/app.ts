@@ -29,6 +29,8 @@ import { corsMiddleware } from "./cors.js";
 import { IDEMPOTENCY_KEY_RE, replayableOp } from "./engines.js";
 import { healthHandler } from "./health.js";
 import { openApiHandler } from "./openapi.js";
+import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
+import { createGatewayMetrics, type GatewayMetrics } from "./metrics.js";
 import { milliCusOf, periodEndMs, periodOf, toCus, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, enforcedQuota } from "./plans.js";
 import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
@@ -71,6 +73,10 @@ export interface GatewayDeps {
   auditTail?: AuditTailReader;
   /** Where the built console's files are (default dist/console under the package root). */
   consoleDir?: string;
+  /** Prometheus metrics; default: a registry of this app's own, without process metrics. */
+  metrics?: GatewayMetrics;
+  /** SVC_GATE_METRICS_TOKEN: a bearer token that reads GET /metrics only (the service key also does). */
+  metricsToken?: string;
 }
 
 /** The default log: one JSON line on standard error. */
@@ -185,6 +191,7 @@ export function createApp(deps: GatewayDeps): Express {
   const admission = deps.admission ?? directAdmission(registry, limiter, usage);
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
   const startedAt = clock.now();
+  const metrics = deps.metrics ?? createGatewayMetrics();
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -219,6 +226,9 @@ export function createApp(deps: GatewayDeps): Express {
     return server.listen(...(args as Parameters<Server["listen"]>));
   }) as unknown as Express["listen"];
 
+  // Every request outside the data plane counted once answered; GET /metrics (docs/operations.md).
+  app.use(countRequests(metrics.http, metrics.route));
+  app.get("/metrics", metricsHandler(metrics.registry, metricsDigests([deps.serviceKey, deps.metricsToken])));
   app.get(["/health", "/gate/health"], healthHandler(engine, registry, startedAt, () => clock.now()));
   app.get("/openapi.json", openApiHandler({ billing: deps.billing ? {} : undefined }));
 
@@ -424,6 +434,7 @@ export function createApp(deps: GatewayDeps): Express {
         // charged, and counted, as the read of a stored answer that it is (a get).
         const op = upstream.headers["idempotent-replayed"] === "true" ? "get" : route.op;
         milli = milliCusOf(op, device);
+        metrics.charged(op, milli);
         charging = usage.add(tenant.tenant_id, periodOf(clock.now()), op, milli).then(() => null, (e: unknown) => e ?? new Error());
       }
       res.setHeader("X-SVC-CUs", String(toCus(milli)));
@@ -438,6 +449,7 @@ export function createApp(deps: GatewayDeps): Express {
       const clientGone = !res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed);
       let e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
       if (e.code === "internal") reportInternal("data plane", rid, err);
+      metrics.refused(e.code);
       if (tenant && !rateHeadersSet && found?.cached) {
         // Refused before step 5 on a cached record: answer as the stored record decides (a key
         // rotated or deactivated meanwhile is a 401 here too).
@@ -461,9 +473,12 @@ export function createApp(deps: GatewayDeps): Express {
       } catch {
         // An audit log that cannot be written must not leave the client hanging.
       }
-      if (clientGone) res.destroy();
-      else writeError(res, e, rid);
+      if (clientGone) {
+        res.statusCode = STATUS_OF[e.code]; // for the metrics, as in the audit record; nothing is sent
+        res.destroy();
+      } else writeError(res, e, rid);
     }
+    metrics.http.observe(method, metrics.route(path), res.statusCode, (performance.now() - t0) / 1000);
     if (charging !== null) {
       const failed = await charging;
       if (failed !== null) reportInternal("usage meter", rid, failed);

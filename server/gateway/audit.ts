@@ -6,6 +6,8 @@
 // never interleave (gateways on one host may share the file), and under concurrency one
 // system call carries many records. No fsync per batch: that would cost a disk flush per
 // request; a power loss can lose the last records the OS had not written back yet.
+// Rotation: move the file away, then `reopen()` (SIGHUP to `svc gateway`): the records queued
+// so far go to the old file, every later one to a new file at the configured path.
 import { closeSync, openSync, writeSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -25,6 +27,8 @@ export interface AuditRecord {
 export interface AuditSink {
   write(rec: AuditRecord): Promise<void>;
   close(): Promise<void>;
+  /** Opens the log's path again (after a rotation moved the file); a no-op where there is no file. */
+  reopen?(): Promise<void>;
 }
 
 /** Serialises a record with the documented audit fields, in their order, and nothing else. */
@@ -40,12 +44,26 @@ export class FileAuditSink implements AuditSink {
   private lines: string[] = [];
   private waiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   private scheduled = false;
-  private constructor(fd: number) {
+  private constructor(fd: number, private readonly path: string) {
     this.fd = fd;
   }
   static async open(path: string): Promise<FileAuditSink> {
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-    return new FileAuditSink(openSync(path, "a", 0o600));
+    return new FileAuditSink(openSync(path, "a", 0o600), path);
+  }
+  /**
+   * Writes what is queued to the file open now, then opens the path again (created 0600 if
+   * absent) and closes the old descriptor. When the path cannot be opened, the old file stays
+   * in use and the error is thrown.
+   */
+  async reopen(): Promise<void> {
+    if (this.fd === null) throw new Error("The audit log is closed.");
+    if (this.lines.length) this.flush();
+    await mkdir(dirname(this.path), { recursive: true, mode: 0o700 });
+    const fd = openSync(this.path, "a", 0o600);
+    const old = this.fd;
+    this.fd = fd;
+    closeSync(old);
   }
   write(rec: AuditRecord): Promise<void> {
     return new Promise((resolve, reject) => {

@@ -106,12 +106,21 @@ export interface BillingLog {
 /** The billing log as JSONL, one synchronous O_APPEND write per record (as the audit log). */
 export class FileBillingLog implements BillingLog {
   private fd: number | null;
-  private constructor(fd: number) {
+  private constructor(fd: number, private readonly path: string) {
     this.fd = fd;
   }
   static async open(path: string): Promise<FileBillingLog> {
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-    return new FileBillingLog(openSync(path, "a", 0o600));
+    return new FileBillingLog(openSync(path, "a", 0o600), path);
+  }
+  /** Opens the path again after a rotation moved the file (writes are synchronous: none is in flight). */
+  async reopen(): Promise<void> {
+    if (this.fd === null) throw new Error("The billing log is closed.");
+    await mkdir(dirname(this.path), { recursive: true, mode: 0o700 });
+    const fd = openSync(this.path, "a", 0o600);
+    const old = this.fd;
+    this.fd = fd;
+    closeSync(old);
   }
   async write(rec: BillingLogRecord): Promise<void> {
     if (this.fd === null) throw new Error("The billing log is closed.");

@@ -61,6 +61,8 @@ export interface GatewayConfig {
   };
   /** JSONL record of every payment event applied or skipped (billing). */
   readonly billingLogPath: string;
+  /** SVC_GATE_METRICS_TOKEN: reads GET /metrics only; the service key reads it too. */
+  readonly metricsToken: string | undefined;
 }
 
 const bool = z
@@ -204,9 +206,13 @@ const VARS = {
   SVC_GATE_PAYMENT_PRICE_PRO: [z.string(), undefined],
   SVC_GATE_PAYMENT_API_BASE: [httpUrl, undefined],
   SVC_GATE_BILLING_LOG_PATH: [nonEmpty, undefined],
+  SVC_GATE_METRICS_TOKEN: [z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters"), undefined],
 } as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
 
 type VarName = keyof typeof VARS;
+
+/** Every variable the gateway reads (deployment files are checked against this list). */
+export const GATEWAY_ENV_VARS: readonly string[] = Object.freeze(Object.keys(VARS));
 
 function read<N extends VarName>(env: NodeJS.ProcessEnv, name: N): z.output<(typeof VARS)[N][0]> | undefined {
   const [schema, dflt] = VARS[name];
@@ -304,6 +310,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       pricePro: read(env, "SVC_GATE_PAYMENT_PRICE_PRO"),
       apiBase: read(env, "SVC_GATE_PAYMENT_API_BASE")?.replace(/\/$/, ""),
     }),
+    metricsToken: read(env, "SVC_GATE_METRICS_TOKEN"),
     billingLogPath: read(env, "SVC_GATE_BILLING_LOG_PATH") ?? join(dirname(read(env, "SVC_GATE_AUDIT_LOG_PATH")!), "billing.jsonl"),
   };
   if (cfg.billingEnabled) {

@@ -245,6 +245,7 @@ function operations(): Op[] {
       ],
       responses: { "200": { description: "records (audit records, newest first), count, limit, complete (the whole log was read), scanned_bytes.", content: { "application/json": { schema: { type: "object" } } } }, "404": errorResponse("The audit log is disabled on this gateway.") },
     },
+    { method: "get", path: "/metrics", id: "metrics", summary: "Prometheus metrics; the service key or SVC_GATE_METRICS_TOKEN as a bearer token.", kind: "admin", responses: { "200": { description: "Prometheus text format 0.0.4.", content: { "text/plain": { schema: { type: "string" } } } } } },
     { method: "post", path: "/gate/admin/reload", id: "registry_reload", summary: "Reload the tenant registry from storage.", kind: "admin", responses: { "200": { description: "status (ok), tenants_loaded." } } },
 
     {

@@ -11,6 +11,7 @@ import { fileAuditTail } from "./audit-tail.js";
 import { billingRouter, FileBillingLog } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
+import { createGatewayMetrics } from "./metrics.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
 import { EnginePool } from "./engines.js";
 import { UndiciEngineClient, type EngineClient } from "./proxy.js";
@@ -23,6 +24,8 @@ export interface RunningGateway {
   url: string;
   port: number;
   close(): Promise<void>;
+  /** Reopens the audit and billing logs at their paths (log rotation; `svc gateway` does it on SIGHUP). */
+  reopenLogs(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -94,6 +97,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     corsOrigins: config.corsOrigins,
     billing,
     auditTail: config.auditEnabled ? fileAuditTail(config.auditLogPath) : undefined,
+    metrics: createGatewayMetrics({ defaultMetrics: true }),
+    metricsToken: config.metricsToken,
   });
 
   const server: Server = await new Promise((resolve, reject) => {
@@ -108,6 +113,10 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   return {
     url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
     port,
+    async reopenLogs() {
+      await audit.reopen?.();
+      await billingLog?.reopen();
+    },
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => {

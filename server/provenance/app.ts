@@ -90,14 +90,9 @@ export function createApp(deps: AppDeps): RequestListener {
   const m = deps.metrics;
   const maxBodyBytes = deps.maxBodyBytes ?? 32 * 1024 * 1024;
 
-  // the histogram child per (method, route, status): prom-client hashes the labels otherwise
-  const durations = new Map<string, { observe(v: number): void }>();
   const observe = (method: string, route: string, status: number, start: bigint, id: string): void => {
     const s = Number(process.hrtime.bigint() - start) / 1e9;
-    const key = `${method} ${route} ${status}`;
-    let h = durations.get(key);
-    if (!h) durations.set(key, (h = m.requestDuration.labels({ method, route, status: String(status) })));
-    h.observe(s);
+    m.http.observe(method, route, status, s);
     deps.log({ msg: "request", method, route, status, duration_ms: Math.round(s * 1e6) / 1e3, request_id: id });
   };
   const isAdmin = (header: string | undefined): boolean => {

@@ -41,6 +41,9 @@ const schemas = {
   SVC_PROVENANCE_METRICS_TOKEN: z.string().min(16, "SVC_PROVENANCE_METRICS_TOKEN must be at least 16 characters").max(512, "SVC_PROVENANCE_METRICS_TOKEN must be at most 512 characters"),
 } as const;
 
+/** Every variable the appliance reads from its environment (deployment files are checked against this list). */
+export const PROVENANCE_ENV_VARS: readonly string[] = Object.freeze(Object.keys(schemas));
+
 function pick<K extends keyof typeof schemas>(name: K, raw: string | undefined): z.output<(typeof schemas)[K]> | undefined {
   if (raw === undefined) return undefined;
   const r = schemas[name].safeParse(raw);

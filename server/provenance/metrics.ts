@@ -1,6 +1,7 @@
 // Prometheus metrics of the appliance, in a registry of its own (no global state, so
-// several apps can live in one test process).
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+// several apps can live in one test process); the HTTP part is server/http/metrics.ts.
+import { Counter, type Histogram, type Registry } from "prom-client";
+import { createHttpMetrics, type HttpMetrics } from "../http/metrics.js";
 
 export interface ProvenanceMetrics {
   readonly registry: Registry;
@@ -8,11 +9,13 @@ export interface ProvenanceMetrics {
   readonly verifications: Counter<"verdict">;
   readonly bundlesExported: Counter;
   readonly requestDuration: Histogram<"method" | "route" | "status">;
+  /** Requests and their durations by method, route and status. */
+  readonly http: HttpMetrics;
 }
 
 export function createMetrics(opts: { defaultMetrics?: boolean } = {}): ProvenanceMetrics {
-  const registry = new Registry();
-  if (opts.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: "svc_provenance_" });
+  const http = createHttpMetrics("svc_provenance_", opts);
+  const registry = http.registry;
   return {
     registry,
     receiptsIssued: new Counter({ name: "svc_provenance_receipts_issued_total", help: "Receipts signed and returned.", registers: [registry] }),
@@ -23,12 +26,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Provenan
       registers: [registry],
     }),
     bundlesExported: new Counter({ name: "svc_provenance_bundles_exported_total", help: "Evidence bundles exported.", registers: [registry] }),
-    requestDuration: new Histogram({
-      name: "svc_provenance_http_request_duration_seconds",
-      help: "HTTP request durations by method, route and status.",
-      labelNames: ["method", "route", "status"],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers: [registry],
-    }),
+    requestDuration: http.duration,
+    http,
   };
 }

@@ -14,6 +14,11 @@ import { colorIndex, range, VIRIDIS } from "../../web/console/src/colormap.js";
 import { CONSOLE_CSP } from "../../server/gateway/console.js";
 import { adminCall, chromiumMissing, launchBrowser, putField, SERVICE_KEY, servedSlice, smoothField, startStack } from "./browser.js";
 
+// The callbacks given to page.evaluate run in the browser; this program is type-checked without
+// the DOM library (its fetch types clash with Node's), so the page's globals are declared loosely.
+declare const document: any, window: any, location: any, sessionStorage: any, localStorage: any;
+type HTMLCanvasElement = any;
+
 const SHAPE = [32, 24, 16] as const;
 const root = new URL("../..", import.meta.url).pathname;
 // Screenshots for the docs are written to docs/images when asked for, else to a scratch folder.
@@ -161,7 +166,7 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
     // A phone-sized viewport: nothing wider than the screen.
     await page.setViewportSize({ width: 390, height: 844 });
     await page.waitForTimeout(50);
-    const wide = await page.evaluate(() => Array.from(document.querySelectorAll("body *")).filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1 && !el.closest(".table-wrap, .chart")).map((el) => `${el.tagName.toLowerCase()}.${el.className}`).slice(0, 5));
+    const wide = await page.evaluate(() => Array.from(document.querySelectorAll("body *") as ArrayLike<any>).filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1 && !el.closest(".table-wrap, .chart")).map((el) => `${el.tagName.toLowerCase()}.${el.className}`).slice(0, 5));
     t.deepEqual(wide, [], "no element wider than a 390 px screen (tables and charts scroll in their own box)");
     t.ok(await page.getByTestId("slice-canvas").isVisible(), "the viewer is visible on a phone");
     await page.setViewportSize({ width: 1280, height: 800 });
@@ -213,7 +218,7 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
     await page.waitForFunction(() => location.hash.includes("status=201"));
     await page.waitForFunction(() => /^\d+ record/.test(document.querySelector("[data-testid=audit-count]")?.textContent ?? "") && location.hash.includes("status=201"));
     t.equal((await page.getByTestId("audit-count").textContent())?.trim(), "7 records", "seven records for acme with status 201");
-    const auditRows = await page.getByTestId("audit").locator("tbody tr").evaluateAll((rows) => rows.map((r) => Array.from(r.querySelectorAll("td")).map((td) => td.textContent)));
+    const auditRows = await page.getByTestId("audit").locator("tbody tr").evaluateAll((rows) => rows.map((r) => Array.from(r.querySelectorAll("td") as ArrayLike<any>).map((td) => td.textContent)));
     t.ok(auditRows.every((r) => r[1] === "acme" && r[5] === "201"), "all acme's, all 201");
     t.deepEqual(auditRows.map((r) => r[3]), [...Array(6).fill("/v1/put"), "/gate/onboard/create"], "its six puts, newest first, then its creation");
 

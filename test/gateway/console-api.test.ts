@@ -139,7 +139,7 @@ test("static console: CSP, redirects, no escape from its folder", async (t) => {
     t.equal(browser.headers.get("location"), "/console/");
     const apiRoot = await fetch(`${gw.url}/`, { headers: { accept: "application/json" } });
     t.equal(apiRoot.status, 404, "an API client asking for / keeps the JSON 404");
-    t.equal((await apiRoot.json()).code, "not_found");
+    t.equal(((await apiRoot.json()) as { code: string }).code, "not_found");
     for (const p of ["/console/../secret.txt", "/console/%2e%2e/secret.txt", "/console/..%2fsecret.txt", "/console/missing.js", "/console/.hidden"]) {
       const r = await fetch(`${gw.url}${p}`);
       t.equal(r.status, 404, `${p}: 404`);
@@ -158,7 +158,7 @@ test("static console: CSP, redirects, no escape from its folder", async (t) => {
   try {
     const r = await fetch(`${gw2.url}/console/`);
     t.equal(r.status, 404, "an unbuilt console: 404");
-    t.match((await r.json()).detail, /not built; run `npm run build`/, "saying how to build it");
+    t.match(((await r.json()) as { detail: string }).detail, /not built; run `npm run build`/, "saying how to build it");
   } finally {
     await gw2.close();
     await engine2.close();

@@ -451,6 +451,7 @@ test("metrics: admin key or metrics token; counts receipts, verifications by ver
   t.match(m1.text, /svc_provenance_verifications_total\{verdict="failed"\} 1\b/);
   t.match(m1.text, /svc_provenance_bundles_exported_total 1\b/);
   t.match(m1.text, /svc_provenance_http_request_duration_seconds_count\{method="POST",route="\/v1\/provenance\/exact",status="201"\} 1\b/);
+  t.match(m1.text, /svc_provenance_http_requests_total\{method="POST",route="\/v1\/provenance\/exact",status="201"\} 1\b/, "requests counted by route and status");
   const exact = await post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact }, token);
   t.equal(exact.status, 401, "the metrics token cannot issue receipts");
   await a.close();

@@ -159,7 +159,7 @@ struct Factor {
 };
 
 template <typename T>
-Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax);
+Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
 Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
@@ -173,7 +173,7 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
 // shorter side, its eigen-decomposition, truncation to discarded energy <= delta2 and rank <= rmax.
 template <typename T>
 Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
-  if (std::min(m, N) > kEigFull) return factor_random(C, m, N, delta2, rmax);
+  if (std::min(m, N) > kEigFull) return factor_random(C, m, N, delta2, rmax, last);
   return factor_exact(C, m, N, delta2, rmax, last);
 }
 
@@ -258,46 +258,55 @@ size_t orthonormalize(size_t g, size_t K, const std::vector<double>& Y, std::vec
 // Adaptive randomized subspace iteration for large unfoldings: an orthonormal basis of the
 // dominant left (rows side) or right singular subspace of C, with Rayleigh-Ritz values. The
 // discarded energy is |C|^2 minus the kept Ritz values, which is exactly the error of the
-// projection used, so the truncation bound holds however rough the subspace is; a rough subspace
-// only costs rank. The block grows (64, 128, ... up to max_rank + 8) until the budget is met.
+// projection used, so a rough subspace only costs rank. The block grows (64, 128, ... up to
+// max_rank + 8) until the budget is met.
+//
+// Every product with C or C^T is orthonormalised before the next one. Orthonormalising only after
+// C C^T (as an earlier version did) squares the singular values, and the Gram matrix used to
+// orthonormalise squares them again: directions below (1e-13)^(1/4) ~ 6e-4 of the largest vanished,
+// the block then looked "exhausted" and the step returned without meeting its budget, which put a
+// floor of a few 1e-4 under the error of large unfoldings whatever the tolerance.
+// Whenever the budget is not met here (precision or rank cap), the exact route decides instead.
 template <typename T>
-Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
+Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
   const bool rows = m <= N;
-  const size_t g = rows ? m : N;
+  const size_t g = rows ? m : N, h = rows ? N : m;
   const size_t p = 8;
   const double trace = sumsq(C, m * N);
-  auto apply = [&](const std::vector<double>& X, size_t K, std::vector<double>& Y) {
-    std::vector<double> T1;
+  // A = C (rows) or C^T (columns), g x h. mulA: X (h x K) -> A X; mulAt: Y (g x K) -> A^T Y.
+  auto mulA = [&](const std::vector<double>& X, size_t K, std::vector<double>& Y) {
     Y.assign(g * K, 0.0);
-    if (rows) {
-      T1.assign(N * K, 0.0);
-      gemm<T, double, double>(N, K, m, C, 1, N, X.data(), K, 1, T1.data(), K, false);
-      gemm<T, double, double>(m, K, N, C, N, 1, T1.data(), K, 1, Y.data(), K, false);
-    } else {
-      T1.assign(m * K, 0.0);
-      gemm<T, double, double>(m, K, N, C, N, 1, X.data(), K, 1, T1.data(), K, false);
-      gemm<T, double, double>(N, K, m, C, 1, N, T1.data(), K, 1, Y.data(), K, false);
-    }
+    if (rows) gemm<T, double, double>(m, K, N, C, N, 1, X.data(), K, 1, Y.data(), K, false);
+    else gemm<T, double, double>(N, K, m, C, 1, N, X.data(), K, 1, Y.data(), K, false);
   };
+  auto mulAt = [&](const std::vector<double>& Y, size_t K, std::vector<double>& X) {
+    X.assign(h * K, 0.0);
+    if (rows) gemm<T, double, double>(N, K, m, C, 1, N, Y.data(), K, 1, X.data(), K, false);
+    else gemm<T, double, double>(m, K, N, C, N, 1, Y.data(), K, 1, X.data(), K, false);
+  };
+  const size_t top = std::min(g, rmax + p);
   size_t K = std::min(g, std::min<size_t>(64, rmax + p));
   for (;;) {
-    std::vector<double> Om(g * K), Y, Q, W;
+    std::vector<double> Om(h * K), Y, Q, Z, Zq, W;
     uint64_t seed = 0x7a11ed + K;
-    for (size_t i = 0; i < g * K; i += 2) {
+    for (size_t i = 0; i < h * K; i += 2) {
       double u1 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53, u2 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53;
       double rad = std::sqrt(-2 * std::log(u1));
       Om[i] = rad * std::cos(6.283185307179586 * u2);
-      if (i + 1 < g * K) Om[i + 1] = rad * std::sin(6.283185307179586 * u2);
+      if (i + 1 < h * K) Om[i + 1] = rad * std::sin(6.283185307179586 * u2);
     }
-    apply(Om, K, Y);
+    mulA(Om, K, Y);
     size_t k = orthonormalize(g, K, Y, Q);
     for (int it = 0; it < 2; ++it) {
-      apply(Q, k, Y);
-      k = orthonormalize(g, k, Y, Q);
+      mulAt(Q, k, Z);
+      size_t kz = orthonormalize(h, k, Z, Zq);
+      mulA(Zq, kz, Y);
+      k = orthonormalize(g, kz, Y, Q);
     }
-    apply(Q, k, W);
+    // Rayleigh-Ritz: B = Q^T A A^T Q = W^T W with W = A^T Q (one product, no squaring before it).
+    mulAt(Q, k, W);
     std::vector<double> B(k * k), th(k), S(k * k);
-    gemm<double, double, double>(k, k, g, Q.data(), 1, k, W.data(), k, 1, B.data(), k, false);
+    gemm<double, double, double>(k, k, h, W.data(), 1, k, W.data(), k, 1, B.data(), k, false);
     for (size_t i = 0; i < k; ++i)
       for (size_t j = i + 1; j < k; ++j) B[i * k + j] = B[j * k + i] = 0.5 * (B[i * k + j] + B[j * k + i]);
     sym_eig(k, B.data(), th.data(), S.data());
@@ -308,9 +317,11 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
       kept += std::max(th[i], 0.0);
       if (trace - kept <= delta2) { r = i + 1; met = true; break; }
     }
-    // k < K means the sketch found fewer than K independent directions: the range is exhausted.
-    bool done = (met && (r + p <= k || k == g || k < K)) || K == g || K >= rmax + p || k < K;
-    if (!done) {
+    if (met && r > rmax) return factor_exact(C, m, N, delta2, rmax, last);
+    // k < K: the sketch resolved fewer directions than asked (the rest is below its precision).
+    bool accept = met && (r + p <= k || k == g || k < K || K >= top);
+    if (!accept) {
+      if (!met && (k < K || K >= top)) return factor_exact(C, m, N, delta2, rmax, last);
       // Next block: double it, or more when the energy still missing would need more directions
       // (at the current smallest Ritz value each), and straight to the cap when the doubled block
       // would be within 3/4 of it (a second large round costs more than one slightly larger).
@@ -319,29 +330,25 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
         double more = (trace - kept - delta2) / th[k - 1];
         if (more > 0 && double(k) + more > double(want)) want = size_t(std::min(double(g), double(k) + more)) + p;
       }
-      size_t top = std::min(g, rmax + p);
-      K = 4 * want >= 3 * top ? top : want;
+      K = 4 * want >= 3 * top ? top : std::min(want, top);
       // A block of half the side or more costs more than the exact Gram route.
-      if (2 * K >= g) return factor_exact(C, m, N, delta2, rmax, false);
+      if (2 * K >= g) return factor_exact(C, m, N, delta2, rmax, last);
       continue;
     }
-    if (!met) r = k;
     Factor f;
-    f.capped = !met || r > rmax;
-    r = std::max<size_t>(1, std::min(r, rmax));
     f.r = r;
     kept = 0;
     for (size_t i = 0; i < r; ++i) kept += std::max(th[i], 0.0);
     f.discarded = std::max(0.0, trace - kept);
     f.kept_min = std::max(th[r - 1], 0.0);  // B = Z^T C has B B^T = diag(th[:r]) exactly
     // Ritz vectors Z = Q S[:, :r] (g x r).
-    std::vector<double> Z(g * r);
-    gemm<double, double, double>(g, r, k, Q.data(), k, 1, S.data(), 1, k, Z.data(), r, false);
+    std::vector<double> Zr(g * r);
+    gemm<double, double, double>(g, r, k, Q.data(), k, 1, S.data(), 1, k, Zr.data(), r, false);
     if (rows) {
-      f.Q.swap(Z);
+      f.Q.swap(Zr);
     } else {
       std::vector<double> U(m * r), Rr;
-      gemm<T, double, double>(m, r, N, C, N, 1, Z.data(), r, 1, U.data(), r, false);
+      gemm<T, double, double>(m, r, N, C, N, 1, Zr.data(), r, 1, U.data(), r, false);
       qr(m, r, U.data(), f.Q, Rr);
     }
     return f;

@@ -66,12 +66,13 @@ export interface Backend {
 
 export const DEFAULT_TOLERANCE = 1e-3;
 export const DEFAULT_MAX_RANK = 256;
-/** Smallest tolerances the arithmetic can honour: float32 cores carry ~6e-8 rounding per
- *  element, and compress resolves singular values through a float64 Gram matrix (about 1e-8
- *  of the largest); round uses QR + Jacobi SVD and goes further for float64. */
-export const MIN_TOLERANCE_F32 = 1e-5;
-export const MIN_TOLERANCE_F64 = 1e-7;
-export const MIN_ROUND_TOLERANCE_F64 = 1e-12;
+/** Smallest tolerances the types can honour: float32 holds about 7 significant digits (its cores
+ *  and its reconstruction round at 6e-8 per element), float64 about 16; compress and round reach
+ *  these on an accurate route (QR + one-sided Jacobi in float64) where the fast ones cannot. */
+export const MIN_TOLERANCE_F32 = 1e-6;
+export const MIN_TOLERANCE_F64 = 1e-12;
+/** round's floor for float64 cores (the same as compress's). */
+export const MIN_ROUND_TOLERANCE_F64 = MIN_TOLERANCE_F64;
 /** Largest max_rank accepted: beyond it the factorisations would need gigabytes and minutes. */
 export const MAX_RANK_LIMIT = 1024;
 
@@ -147,10 +148,11 @@ function checkFinite(x: FloatArray, field: string): void {
   }
 }
 
-function checkTolerance(tol: number, f64: boolean, f64Min = MIN_TOLERANCE_F64): void {
-  const min = f64 ? f64Min : MIN_TOLERANCE_F32;
+function checkTolerance(tol: number, f64: boolean): void {
+  const min = f64 ? MIN_TOLERANCE_F64 : MIN_TOLERANCE_F32;
   if (tol < min) {
-    throw new ValidationError(`tolerance must be at least ${min} for ${f64 ? "float64" : "float32"} data.`, "tolerance");
+    const digits = f64 ? "float64 carries about 16 significant digits" : "float32 carries about 7 significant digits";
+    throw new ValidationError(`tolerance must be at least ${min} for ${f64 ? "float64" : "float32"} data (${digits}).`, "tolerance");
   }
 }
 
@@ -399,7 +401,7 @@ export async function round(t: TT, opts?: RoundOptions): Promise<CompressResult>
   const c = checkTT(t, "t");
   const o = parseOrThrow(roundOptionsSchema, opts, "") ?? {};
   const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
-  checkTolerance(tolerance, c.f64, MIN_ROUND_TOLERANCE_F64);
+  checkTolerance(tolerance, c.f64);
   const r = await call(() => native().round(c.cores, c.ranks, c.modes, tolerance, o.max_rank ?? DEFAULT_MAX_RANK));
   const out: CompressResult = { modes: [...c.modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
   if (t.shape !== undefined) out.shape = [...c.shape];

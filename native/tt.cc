@@ -452,7 +452,8 @@ std::vector<CoreRef<T>> full_refs(const std::vector<const T*>& cores, const std:
 // Relative error of a TT against the dense data it came from, by a chunked reconstruction.
 template <typename T>
 double measure_error(const T* data, size_t n, const std::vector<const T*>& cores, const std::vector<size_t>& modes,
-                     const std::vector<size_t>& ranks, double norm2) {
+                     const std::vector<size_t>& ranks, double norm2, int scale_e = 0) {
+  const double f1 = std::ldexp(1.0, scale_e / 2), f2 = std::ldexp(1.0, scale_e - scale_e / 2);
   size_t n0 = modes[0], per = n / n0;
   size_t step = std::max<size_t>(1, std::min(n0, (size_t(1) << 22) / std::max<size_t>(per, 1)));
   if (n0 >= 8 && step > n0 / 8) step = std::max<size_t>(1, n0 / 8);
@@ -470,7 +471,19 @@ double measure_error(const T* data, size_t n, const std::vector<const T*>& cores
     std::vector<double> part(nb);
     parallel_for(nb, [&](size_t i) {
       size_t s = i * kChunk;
-      part[i] = sqdiffk(src + s, buf.data() + s, std::min(kChunk, cnt - s));
+      size_t len2 = std::min(kChunk, cnt - s);
+      if (scale_e == 0) {
+        part[i] = sqdiffk(src + s, buf.data() + s, len2);
+      } else {
+        // data far from 1 in magnitude: differences are scaled before squaring (norm2 is of the
+        // scaled data), so that neither overflows nor underflows in float64
+        double acc = 0;
+        for (size_t j = 0; j < len2; ++j) {
+          double dlt = (double(src[s + j]) - double(buf[s + j])) * f1 * f2;
+          acc += dlt * dlt;
+        }
+        part[i] = acc;
+      }
     });
     for (double v : part) err2 += v;
   }
@@ -684,73 +697,84 @@ bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
 }
 
 
-}  // namespace
+// Truncated SVD of a small m x N float64 matrix by QR + one-sided Jacobi (resolves singular
+// values far below the float64 Gram's sqrt(eps) floor, which rounding at tight tolerances needs).
+// Returns Q (m x r, orthonormal) in f.Q and the remainder Q^T C = S_r V_r^T (r x N) in rem.
+Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t rmax, std::vector<double>& rem) {
+  bool tall = m >= N;
+  size_t rows = tall ? m : N, cols = tall ? N : m;
+  std::vector<double> B(rows * cols);
+  if (tall) std::copy(C, C + m * N, B.begin());
+  else
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < N; ++j) B[j * m + i] = C[i * N + j];
+  std::vector<double> Ub, S, V;
+  if (rows > 2 * cols) {
+    std::vector<double> Q, R, Ur;
+    qr(rows, cols, B.data(), Q, R);
+    jacobi_svd(cols, cols, R.data(), Ur, S, V);
+    Ub.assign(rows * cols, 0.0);
+    gemm<double, double, double>(rows, cols, cols, Q.data(), cols, 1, Ur.data(), cols, 1, Ub.data(), cols, false);
+  } else {
+    jacobi_svd(rows, cols, B.data(), Ub, S, V);
+  }
+  size_t g = cols, r = g;
+  double tail = 0;
+  while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
+    tail += S[r - 1] * S[r - 1];
+    --r;
+  }
+  Factor f;
+  f.capped = r > rmax;
+  r = std::min(r, std::max<size_t>(rmax, 1));
+  f.r = r;
+  for (size_t i = r; i < g; ++i) f.discarded += S[i] * S[i];
+  // B = Ub S V^T. tall: C = B -> left = Ub, right = V. wide: C = B^T = V S Ub^T -> left = V, right = Ub.
+  const std::vector<double>& L = tall ? Ub : V;
+  const std::vector<double>& Rt = tall ? V : Ub;
+  f.Q.resize(m * r);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = L[i * g + j];
+  rem.assign(r * N, 0.0);
+  for (size_t j = 0; j < r; ++j)
+    for (size_t c = 0; c < N; ++c) rem[j * N + c] = S[j] * Rt[c * g + j];
+  return f;
+}
 
+
+
+// Routes of a TT-SVD pass, from fastest to most accurate: kFast uses the randomized range finder
+// on large unfoldings, kExact the float64 Gram matrix of every unfolding (singular values down to
+// about 1e-8 of the largest), kPrecise QR + one-sided Jacobi in float64 on every unfolding with
+// float64 remainders (relative accuracy, for tolerances below what the Gram matrix resolves).
+enum Route { kFast = 0, kExact = 1, kPrecise = 2 };
+
+// One TT-SVD pass (kFast or kExact) in the working type. Returns false when min_ratio proved
+// unreachable (probe given); capped says whether max_rank bound at some step.
 template <typename T>
-TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, double tol, size_t max_rank,
-                     double min_ratio) {
+bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double delta2, size_t max_rank, Route route,
+              RankProbe* probe, double min_ratio, TTResult& res, bool& capped) {
   size_t d = modes.size();
-  size_t prod = 1;
-  for (size_t m : modes) prod = checked_mul(prod, m, "modes");
-  if (d == 0 || prod != n) throw TTError("bad_request", "modes", "modes must multiply to the length of data");
-  if (!(tol > 0 && tol < 1)) throw TTError("bad_request", "tolerance", "tolerance must be between 0 and 1");
-  if (max_rank < 1) throw TTError("bad_request", "max_rank", "max_rank must be at least 1");
-  double norm2 = sumsq(data, n);
-  if (!std::isfinite(norm2))
-    throw TTError("bad_request", "data", "data must contain only finite numbers whose squared norm fits in float64");
-  if (norm2 == 0) throw TTError("bad_request", "data", "data must not be all zeros");
-
-  TTResult res;
+  res = TTResult();
   res.ranks.assign(1, 1);
-  if (d == 1) {
-    // The one core is the data: ratio 1.
-    if (min_ratio > 1) {
-      res.gave_up = true;
-      return res;
-    }
-    Buffer c = alloc_buffer(n, sizeof(T));
-    std::memcpy(c.p, data, n * sizeof(T));
-    res.cores.push_back(std::move(c));
-    res.ranks.push_back(1);
-    res.relative_error = 0;
-    return res;
-  }
-  const double delta2 = tol * tol * norm2 / double(d - 1);
-  RankProbe probe;
-  if (min_ratio > 0) {
-    probe.modes = modes;
-    probe.n = n;
-    probe.cap = std::max<size_t>(max_rank, 1);
-    probe.delta2 = delta2;
-    probe.margin = 1e-12 * norm2;
-    probe.M.assign(d + 1, 1);
-    for (size_t k = 1; k <= d; ++k) probe.M[k] = probe.M[k - 1] * modes[k - 1];
-    probe.w.assign(d + 1, {});
-    bool gave = probe_gives_up(data, probe, min_ratio);
-    if (gave) {
-      res.gave_up = true;
-      return res;
-    }
-  }
+  capped = false;
   const T* cur = data;
   Buffer curbuf;
   size_t rprev = 1, rest = n;
   double discarded = 0;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = rprev * modes[k], N = rest / modes[k];
-    Factor f = factor_step(cur, m, N, delta2, max_rank, k + 2 == d);
+    bool last = k + 2 == d;
+    Factor f = route == kFast ? factor_step(cur, m, N, delta2, max_rank, last) : factor_exact(cur, m, N, delta2, max_rank, last);
+    capped = capped || f.capped;
     discarded += f.discarded;
-    if (min_ratio > 0) {
+    if (probe) {
       // The ranks so far are final; bound the rest before building this step's core.
       std::vector<size_t> known(res.ranks);
       known.push_back(f.r);
       size_t s = k + 1;
-      bool chain = f.kept_min > double(d - 1 - s) * delta2 + probe.margin;
-      if (double(n) / probe.size_bound(known, s, discarded, chain) < min_ratio) {
-        TTResult gave;
-        gave.gave_up = true;
-        return gave;
-      }
+      bool chain = f.kept_min > double(d - 1 - s) * delta2 + probe->margin;
+      if (double(n) / probe->size_bound(known, s, discarded, chain) < min_ratio) return false;
     }
     Buffer core = alloc_buffer(m * f.r, sizeof(T));
     T* cp = core.as<T>();
@@ -786,9 +810,248 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
   }
   res.cores.push_back(std::move(last));
   res.ranks.push_back(1);
-  std::vector<const T*> cps;
-  for (auto& c : res.cores) cps.push_back(c.as<T>());
-  res.relative_error = measure_error(data, n, cps, modes, res.ranks, norm2);
+  return true;
+}
+
+// kPrecise pass: QR + one-sided Jacobi per unfolding, remainders kept in float64.
+template <typename T>
+void precise_pass(const T* data, size_t n, const std::vector<size_t>& modes, double delta2, size_t max_rank,
+                  TTResult& res, bool& capped) {
+  size_t d = modes.size();
+  res = TTResult();
+  res.ranks.assign(1, 1);
+  capped = false;
+  std::vector<double> cur(data, data + n), rem;
+  size_t rprev = 1, rest = n;
+  for (size_t k = 0; k + 1 < d; ++k) {
+    size_t m = rprev * modes[k], N = rest / modes[k];
+    Factor f = factor_precise(cur.data(), m, N, delta2, max_rank, rem);
+    capped = capped || f.capped;
+    Buffer core = alloc_buffer(m * f.r, sizeof(T));
+    T* cp = core.as<T>();
+    for (size_t i = 0; i < m * f.r; ++i) cp[i] = static_cast<T>(f.Q[i]);
+    res.cores.push_back(std::move(core));
+    res.ranks.push_back(f.r);
+    cur.swap(rem);
+    rprev = f.r;
+    rest = N;
+  }
+  Buffer last = alloc_buffer(rprev * rest, sizeof(T));
+  for (size_t i = 0; i < rprev * rest; ++i) last.as<T>()[i] = static_cast<T>(cur[i]);
+  res.cores.push_back(std::move(last));
+  res.ranks.push_back(1);
+}
+
+// A TT equal to the data: identity cores around one core that holds the data itself (left
+// identities while the prefix is the smaller side, right identities after). The last resort of
+// the repair: its reconstruction is the data exactly (x * 1 plus exact zeros).
+template <typename T>
+void exact_tt(const T* data, size_t n, const std::vector<size_t>& modes, TTResult& res) {
+  size_t d = modes.size();
+  std::vector<double> M(d + 1, 1), Nr(d + 1, 1);
+  for (size_t k = 0; k < d; ++k) M[k + 1] = M[k] * double(modes[k]);
+  for (size_t k = d; k-- > 0;) Nr[k] = Nr[k + 1] * double(modes[k]);
+  size_t best = 0;
+  double bestc = std::numeric_limits<double>::infinity();
+  for (size_t s = 0; s < d; ++s) {
+    double c = double(n);
+    for (size_t k = 0; k < s; ++k) c += M[k + 1] * M[k + 1];
+    for (size_t k = s + 1; k < d; ++k) c += Nr[k] * Nr[k];
+    if (c < bestc) { bestc = c; best = s; }
+  }
+  res = TTResult();
+  res.ranks.assign(d + 1, 1);
+  for (size_t k = 1; k <= best; ++k) res.ranks[k] = size_t(M[k]);
+  for (size_t k = best + 1; k < d; ++k) res.ranks[k] = size_t(Nr[k]);
+  for (size_t k = 0; k < d; ++k) {
+    size_t r0 = res.ranks[k], nk = modes[k], r1 = res.ranks[k + 1], len = r0 * nk * r1;
+    Buffer b = alloc_buffer(len, sizeof(T));
+    T* c = b.as<T>();
+    if (k == best) {
+      std::memcpy(c, data, n * sizeof(T));
+    } else {
+      std::fill(c, c + len, T(0));
+      // left: [a][i][a*nk + i] = 1; right: [i*r1 + b][i][b] = 1
+      if (k < best)
+        for (size_t a = 0; a < r0; ++a)
+          for (size_t i = 0; i < nk; ++i) c[(a * nk + i) * r1 + a * nk + i] = T(1);
+      else
+        for (size_t i = 0; i < nk; ++i)
+          for (size_t b2 = 0; b2 < r1; ++b2) c[((i * r1 + b2) * nk + i) * r1 + b2] = T(1);
+    }
+    res.cores.push_back(std::move(b));
+  }
+}
+
+template <typename T>
+double max_abs(const T* x, size_t n) {
+  size_t nb = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(nb);
+  parallel_for(nb, [&](size_t i) {
+    size_t s = i * kChunk, e = std::min(n, s + kChunk);
+    T m = 0;
+    bool bad = false;
+    for (size_t j = s; j < e; ++j) {
+      T a = std::fabs(x[j]);
+      m = a > m ? a : m;
+      bad |= !(a == a);
+    }
+    part[i] = bad ? std::numeric_limits<double>::quiet_NaN() : double(m);
+  });
+  double t = 0;
+  for (double v : part) t = (std::isnan(v) || std::isnan(t)) ? std::numeric_limits<double>::quiet_NaN() : std::max(t, v);
+  return t;
+}
+
+// x * 2^e, exact in the working type unless the result leaves its range (two factors so that
+// 2^e itself need not be representable).
+template <typename T>
+void scale_pow2(T* x, size_t n, int e) {
+  int e1 = e / 2, e2 = e - e1;
+  double f1 = std::ldexp(1.0, e1), f2 = std::ldexp(1.0, e2);
+  parallel_for((n + kChunk - 1) / kChunk, [&](size_t i) {
+    size_t s = i * kChunk, end = std::min(n, s + kChunk);
+    for (size_t j = s; j < end; ++j) x[j] = static_cast<T>(double(x[j]) * f1 * f2);
+  });
+}
+
+// Multiplies the TT by 2^e, shared out over the cores so that each stays within range.
+template <typename T>
+void unscale_cores(TTResult& res, const std::vector<size_t>& modes, int e) {
+  size_t d = res.cores.size();
+  std::vector<int> lg(d);
+  long sum = 0;
+  for (size_t k = 0; k < d; ++k) {
+    size_t len = res.ranks[k] * modes[k] * res.ranks[k + 1];
+    double m = max_abs(res.cores[k].as<T>(), len);
+    lg[k] = m > 0 ? std::ilogb(m) : 0;
+    sum += lg[k];
+  }
+  double target = double(sum + e) / double(d);
+  int used = 0;
+  for (size_t k = 0; k < d; ++k) {
+    int ek = k + 1 < d ? int(std::lround(target - lg[k])) : e - used;
+    used += ek;
+    size_t len = res.ranks[k] * modes[k] * res.ranks[k + 1];
+    if (ek) scale_pow2(res.cores[k].as<T>(), len, ek);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, double tol, size_t max_rank,
+                     double min_ratio) {
+  size_t d = modes.size();
+  size_t prod = 1;
+  for (size_t m : modes) prod = checked_mul(prod, m, "modes");
+  if (d == 0 || prod != n) throw TTError("bad_request", "modes", "modes must multiply to the length of data");
+  if (!(tol > 0 && tol < 1)) throw TTError("bad_request", "tolerance", "tolerance must be between 0 and 1");
+  if (max_rank < 1) throw TTError("bad_request", "max_rank", "max_rank must be at least 1");
+  const bool f32 = std::is_same_v<T, float>;
+  double amax = max_abs(data, n);
+  if (!std::isfinite(amax)) throw TTError("bad_request", "data", "data must contain only finite numbers");
+  if (amax == 0) throw TTError("bad_request", "data", "data must not be all zeros");
+
+  TTResult res;
+  res.ranks.assign(1, 1);
+  if (d == 1) {
+    // The one core is the data: ratio 1.
+    if (min_ratio > 1) {
+      res.gave_up = true;
+      return res;
+    }
+    Buffer c = alloc_buffer(n, sizeof(T));
+    std::memcpy(c.p, data, n * sizeof(T));
+    res.cores.push_back(std::move(c));
+    res.ranks.push_back(1);
+    res.relative_error = 0;
+    return res;
+  }
+  // Data far from 1 in magnitude (float32 near 1e38 or subnormal, float64 near 1e-200) are
+  // decomposed as data * 2^-e, which is exact, so that remainders neither overflow nor lose
+  // precision to underflow; 2^e is shared out over the cores afterwards.
+  int e = std::ilogb(amax);
+  const int lim = f32 ? 64 : 400;
+  const bool scaled = e > lim || e < -lim;
+  const T* work = data;
+  Buffer sbuf;
+  if (scaled) {
+    sbuf = alloc_buffer(n, sizeof(T));
+    std::memcpy(sbuf.p, data, n * sizeof(T));
+    scale_pow2(sbuf.as<T>(), n, -e);
+    work = sbuf.as<T>();
+  } else {
+    e = 0;
+  }
+  double norm2 = sumsq(work, n);
+  if (!std::isfinite(norm2)) throw TTError("bad_request", "data", "data must contain only finite numbers");
+
+  // The truncation budget leaves room for the rounding of the cores and of the reconstruction
+  // in the working type; it matters only near the type's precision.
+  const double unit = f32 ? 0x1.0p-24 : 0x1.0p-53;
+  const double reserve = 4 * unit * std::sqrt(double(d));
+  double tol_t = std::sqrt(std::max(tol * tol - reserve * reserve, 0.25 * tol * tol));
+  const double per_step = norm2 / double(d - 1);
+  RankProbe probe;
+  RankProbe* pp = nullptr;
+  if (min_ratio > 0) {
+    probe.modes = modes;
+    probe.n = n;
+    probe.cap = std::max<size_t>(max_rank, 1);
+    probe.delta2 = tol_t * tol_t * per_step;
+    probe.margin = 1e-12 * norm2;
+    probe.M.assign(d + 1, 1);
+    for (size_t k = 1; k <= d; ++k) probe.M[k] = probe.M[k - 1] * modes[k - 1];
+    probe.w.assign(d + 1, {});
+    if (probe_gives_up(work, probe, min_ratio)) {
+      res.gave_up = true;
+      return res;
+    }
+    pp = &probe;
+  }
+  // Start on the fastest route the tolerance allows; whenever the measured error exceeds the
+  // tolerance without max_rank binding, redo the decomposition on the next, more accurate route
+  // (twice on the last, with the budget shrunk by the overshoot), and as a last resort return
+  // the data as an exact TT. Only a binding max_rank returns an error above the tolerance.
+  Route route = f32 ? (tol < 1e-5 ? kExact : kFast) : (tol < 1e-7 ? kPrecise : kFast);
+  int precise_tries = 0;
+  for (;;) {
+    bool capped = false;
+    double delta2 = tol_t * tol_t * per_step;
+    if (route == kPrecise) {
+      precise_pass(work, n, modes, delta2, max_rank, res, capped);
+      ++precise_tries;
+    } else if (!svd_pass(work, n, modes, delta2, max_rank, route, pp, min_ratio, res, capped)) {
+      TTResult gave;
+      gave.gave_up = true;
+      return gave;
+    }
+    pp = nullptr;  // the rank bounds hold for the first pass's truncations only
+    if (scaled) unscale_cores<T>(res, modes, e);
+    std::vector<const T*> cps;
+    for (auto& c : res.cores) cps.push_back(c.as<T>());
+    res.relative_error = measure_error(data, n, cps, modes, res.ranks, norm2, -e);
+    if (res.relative_error <= tol || capped) break;
+    if (route == kPrecise && precise_tries >= 2) {
+      exact_tt(data, n, modes, res);
+      std::vector<const T*> ex;
+      for (auto& c : res.cores) ex.push_back(c.as<T>());
+      res.relative_error = measure_error(data, n, ex, modes, res.ranks, norm2, -e);
+      break;
+    }
+    if (route == kPrecise) tol_t *= std::min(0.9, 0.9 * tol / res.relative_error);
+    else route = Route(route + 1);
+  }
+  if (min_ratio > 0) {
+    size_t size = 0;
+    for (size_t k = 0; k < d; ++k) size += res.ranks[k] * modes[k] * res.ranks[k + 1];
+    if (double(n) / double(size) < min_ratio) {
+      TTResult gave;
+      gave.gave_up = true;
+      return gave;
+    }
+  }
   return res;
 }
 
@@ -898,52 +1161,6 @@ double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_
   return acc;
 }
 
-namespace {
-
-// Truncated SVD of a small m x N float64 matrix by QR + one-sided Jacobi (resolves singular
-// values far below the float64 Gram's sqrt(eps) floor, which rounding at tight tolerances needs).
-// Returns Q (m x r, orthonormal) in f.Q and the remainder Q^T C = S_r V_r^T (r x N) in rem.
-Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t rmax, std::vector<double>& rem) {
-  bool tall = m >= N;
-  size_t rows = tall ? m : N, cols = tall ? N : m;
-  std::vector<double> B(rows * cols);
-  if (tall) std::copy(C, C + m * N, B.begin());
-  else
-    for (size_t i = 0; i < m; ++i)
-      for (size_t j = 0; j < N; ++j) B[j * m + i] = C[i * N + j];
-  std::vector<double> Ub, S, V;
-  if (rows > 2 * cols) {
-    std::vector<double> Q, R, Ur;
-    qr(rows, cols, B.data(), Q, R);
-    jacobi_svd(cols, cols, R.data(), Ur, S, V);
-    Ub.assign(rows * cols, 0.0);
-    gemm<double, double, double>(rows, cols, cols, Q.data(), cols, 1, Ur.data(), cols, 1, Ub.data(), cols, false);
-  } else {
-    jacobi_svd(rows, cols, B.data(), Ub, S, V);
-  }
-  size_t g = cols, r = g;
-  double tail = 0;
-  while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
-    tail += S[r - 1] * S[r - 1];
-    --r;
-  }
-  r = std::min(r, std::max<size_t>(rmax, 1));
-  Factor f;
-  f.r = r;
-  for (size_t i = r; i < g; ++i) f.discarded += S[i] * S[i];
-  // B = Ub S V^T. tall: C = B -> left = Ub, right = V. wide: C = B^T = V S Ub^T -> left = V, right = Ub.
-  const std::vector<double>& L = tall ? Ub : V;
-  const std::vector<double>& Rt = tall ? V : Ub;
-  f.Q.resize(m * r);
-  for (size_t i = 0; i < m; ++i)
-    for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = L[i * g + j];
-  rem.assign(r * N, 0.0);
-  for (size_t j = 0; j < r; ++j)
-    for (size_t c = 0; c < N; ++c) rem[j * N + c] = S[j] * Rt[c * g + j];
-  return f;
-}
-
-}  // namespace
 
 template <typename T>
 TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>& ranks_in,
@@ -979,8 +1196,13 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
   }
   double nrm2 = 0;
   for (double v : c[0]) nrm2 += v * v;
-  double delta2 = d > 1 ? tol * tol * nrm2 / double(d - 1) : 0;
+  // float32 cores round at 6e-8 per element: their share of the tolerance is kept out of the
+  // truncation budget (it matters only near float32's precision)
+  const double reserve = std::is_same_v<T, float> ? 4 * 0x1.0p-24 * std::sqrt(double(d)) : 0.0;
+  const double tol_t = std::sqrt(std::max(tol * tol - reserve * reserve, 0.25 * tol * tol));
+  double delta2 = d > 1 ? tol_t * tol_t * nrm2 / double(d - 1) : 0;
   double discarded = 0;
+  bool capped = false;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = r[k] * modes[k], N = r[k + 1];
     std::vector<double> Rm;
@@ -998,6 +1220,7 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
       gemm<double, double, double>(f.r, N, m, f.Q.data(), 1, f.r, c[k].data(), N, 1, Rm.data(), N, false);
     }
     discarded += f.discarded;
+    capped = capped || f.capped;
     size_t cols = modes[k + 1] * r[k + 2];
     std::vector<double> next(f.r * cols);
     gemm<double, double, double>(f.r, cols, N, Rm.data(), N, 1, c[k + 1].data(), cols, 1, next.data(), cols, false);
@@ -1024,6 +1247,19 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
     double new2 = tt_dot(out, r, out, r, modes);
     double cross = tt_dot(cores, ranks_in, out, r, modes);
     res.relative_error = std::sqrt(std::max(0.0, orig2 + new2 - 2 * cross) / orig2);
+  }
+  if (res.relative_error > tol && !capped) {
+    // Never a violation without a binding max_rank: the input itself is within any tolerance.
+    TTResult same;
+    same.ranks = ranks_in;
+    for (size_t k = 0; k < d; ++k) {
+      size_t len = ranks_in[k] * modes[k] * ranks_in[k + 1];
+      Buffer b = alloc_buffer(len, sizeof(T));
+      std::memcpy(b.p, cores[k], len * sizeof(T));
+      same.cores.push_back(std::move(b));
+    }
+    same.relative_error = 0;
+    return same;
   }
   return res;
 }

@@ -153,7 +153,7 @@ function checkTolerance(tol: number, f64: boolean): void {
   const min = f64 ? MIN_TOLERANCE_F64 : MIN_TOLERANCE_F32;
   if (tol < min) {
     const digits = f64 ? "float64 carries about 16 significant digits" : "float32 carries about 7 significant digits";
-    throw new ValidationError(`tolerance must be at least ${min} for ${f64 ? "float64" : "float32"} data (${digits}).`, "tolerance");
+    throw new ValidationError(`tolerance must be at least ${min.toExponential()} for ${f64 ? "float64" : "float32"} data (${digits}).`, "tolerance");
   }
 }
 

@@ -718,9 +718,92 @@ void jacobi_preconditioned(size_t rows, size_t cols, const double* A, std::vecto
 // Truncated SVD of a small m x N float64 matrix by QR + one-sided Jacobi (resolves singular
 // values far below the float64 Gram's sqrt(eps) floor, which rounding at tight tolerances needs).
 // Returns Q (m x r, orthonormal) in f.Q and the remainder Q^T C = S_r V_r^T (r x N) in rem.
+// R of the QR factorisation of the tall rows x cols matrix given by row(i, dst) (cols >= 1):
+// Householder on blocks of rows (each in cache, in parallel), then on the stacked R factors.
+// Only R is formed; its rows and columns are those of A's Gram matrix up to rounding.
+void householder_r(size_t m, size_t n, double* a) {
+  // in place: a (m x n, row-major) becomes R in its first min(m, n) rows (below the diagonal
+  // left unspecified)
+  std::vector<double> v(m), w(n);
+  size_t k = std::min(m, n);
+  for (size_t j = 0; j < k; ++j) {
+    double norm2 = 0;
+    for (size_t i = j; i < m; ++i) norm2 += a[i * n + j] * a[i * n + j];
+    double norm = std::sqrt(norm2);
+    if (norm == 0.0) continue;
+    double x0 = a[j * n + j];
+    double alpha = x0 > 0 ? -norm : norm;
+    for (size_t i = j; i < m; ++i) v[i] = a[i * n + j];
+    v[j] -= alpha;
+    double vv = 0;
+    for (size_t i = j; i < m; ++i) vv += v[i] * v[i];
+    if (vv == 0.0) continue;
+    std::fill(w.begin() + long(j), w.end(), 0.0);
+    for (size_t i = j; i < m; ++i) {
+      double vi = v[i];
+      const double* row = &a[i * n];
+      for (size_t c = j; c < n; ++c) w[c] += vi * row[c];
+    }
+    double f = 2.0 / vv;
+    for (size_t i = j; i < m; ++i) {
+      double vi = f * v[i];
+      double* row = &a[i * n];
+      for (size_t c = j; c < n; ++c) row[c] -= vi * w[c];
+    }
+  }
+}
+
+template <typename RowFn>
+std::vector<double> tall_r(size_t rows, size_t cols, RowFn row) {
+  const size_t block = std::max<size_t>(4 * cols, 1024);
+  size_t nb = (rows + block - 1) / block;
+  std::vector<double> stacked(nb * cols * cols, 0.0);
+  parallel_for(nb, [&](size_t b) {
+    size_t s = b * block, len = std::min(block, rows - s);
+    std::vector<double> a(len * cols);
+    for (size_t i = 0; i < len; ++i) row(s + i, &a[i * cols]);
+    householder_r(len, cols, a.data());
+    size_t k = std::min(len, cols);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t c = i; c < cols; ++c) stacked[(b * cols + i) * cols + c] = a[i * cols + c];
+  });
+  householder_r(nb * cols, cols, stacked.data());
+  std::vector<double> R(cols * cols, 0.0);
+  for (size_t i = 0; i < std::min(nb * cols, cols); ++i)
+    for (size_t c = i; c < cols; ++c) R[i * cols + c] = stacked[i * cols + c];
+  return R;
+}
+
 Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t rmax, std::vector<double>& rem) {
   bool tall = m >= N;
   size_t rows = tall ? m : N, cols = tall ? N : m;
+  if (!tall && N > 2 * m) {
+    // Wide: only the left singular vectors are needed (they make the core), and C's rows give
+    // them through R of C^T = Q R (R^T R = C C^T without forming it): R = Ur S V^T, C = V S (Q Ur)^T.
+    // The remainder is then V_r^T C.
+    std::vector<double> R = tall_r(N, m, [&](size_t i, double* dst) {
+      for (size_t j = 0; j < m; ++j) dst[j] = C[j * N + i];
+    });
+    std::vector<double> Ur, S, V;
+    jacobi_preconditioned(m, m, R.data(), Ur, S, V);
+    size_t r = m;
+    double tail = 0;
+    while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
+      tail += S[r - 1] * S[r - 1];
+      --r;
+    }
+    Factor f;
+    f.capped = r > rmax;
+    r = std::min(r, std::max<size_t>(rmax, 1));
+    f.r = r;
+    for (size_t i = r; i < m; ++i) f.discarded += S[i] * S[i];
+    f.Q.resize(m * r);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = V[i * m + j];
+    rem.assign(r * N, 0.0);
+    gemm<double, double, double>(r, N, m, f.Q.data(), 1, r, C, N, 1, rem.data(), N, false);
+    return f;
+  }
   std::vector<double> B(rows * cols);
   if (tall) std::copy(C, C + m * N, B.begin());
   else

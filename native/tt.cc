@@ -23,6 +23,9 @@ namespace svc {
 
 // Shorter sides above this use the randomized range finder instead of a full eigensolver.
 constexpr size_t kEigFull = 384;
+// Largest shorter side for which a randomized step whose block reached max_rank + 8 without
+// meeting its budget is decided by the exact Gram route (above it, max_rank is taken to bind).
+constexpr size_t kExactCap = 1024;
 // Largest side for which rounding uses Jacobi SVD (accurate) rather than the Gram route (fast).
 constexpr size_t kMaxJacobi = 384;
 // Rows/columns sampled per unfolding for the min_ratio rank lower bounds.
@@ -321,21 +324,33 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax,
     // k < K: the sketch resolved fewer directions than asked (the rest is below its precision).
     bool accept = met && (r + p <= k || k == g || k < K || K >= top);
     if (!accept) {
-      if (!met && (k < K || K >= top)) return factor_exact(C, m, N, delta2, rmax, last);
-      // Next block: double it, or more when the energy still missing would need more directions
-      // (at the current smallest Ritz value each), and straight to the cap when the doubled block
-      // would be within 3/4 of it (a second large round costs more than one slightly larger).
-      size_t want = 2 * K;
-      if (!met && k > 0 && th[k - 1] > 0) {
-        double more = (trace - kept - delta2) / th[k - 1];
-        if (more > 0 && double(k) + more > double(want)) want = size_t(std::min(double(g), double(k) + more)) + p;
+      if (!met && k < K) return factor_exact(C, m, N, delta2, rmax, last);
+      if (!met && K >= top) {
+        // The block reached max_rank + 8 without meeting the budget: max_rank binds, unless the
+        // sketch underestimates the energy of the top ranks. The exact route decides where its
+        // Gram matrix is affordable; above that the capped Ritz truncation stands.
+        if (g <= kExactCap) return factor_exact(C, m, N, delta2, rmax, last);
+      } else {
+        // Next block: double it, or more when the energy still missing would need more
+        // directions (at the current smallest Ritz value each), and straight to the cap when the
+        // doubled block would be within 3/4 of it (a second large round costs more than one
+        // slightly larger).
+        size_t want = 2 * K;
+        if (!met && k > 0 && th[k - 1] > 0) {
+          double more = (trace - kept - delta2) / th[k - 1];
+          if (more > 0 && double(k) + more > double(want)) want = size_t(std::min(double(g), double(k) + more)) + p;
+        }
+        K = 4 * want >= 3 * top ? top : std::min(want, top);
+        // A block of half the side or more costs more than the exact Gram route.
+        if (2 * K >= g) return factor_exact(C, m, N, delta2, rmax, last);
+        continue;
       }
-      K = 4 * want >= 3 * top ? top : std::min(want, top);
-      // A block of half the side or more costs more than the exact Gram route.
-      if (2 * K >= g) return factor_exact(C, m, N, delta2, rmax, last);
-      continue;
     }
     Factor f;
+    if (!met) {
+      r = std::min(k, rmax);
+      f.capped = true;
+    }
     f.r = r;
     kept = 0;
     for (size_t i = 0; i < r; ++i) kept += std::max(th[i], 0.0);

@@ -1,6 +1,9 @@
 // Benchmark of the TT engine: compression, reconstruction and dot throughput (MB/s of dense
-// float32) and ratio on synthetic data sets at tolerances 1e-2, 1e-3, 1e-4.
-// Usage: node --import tsx bench/tt.ts [name ...]   (names: smooth128 smooth256 heat128 lowrank image noise small early)
+// float32) and ratio on synthetic data sets at tolerances 1e-2, 1e-3, 1e-4. Every figure comes
+// with the error of the result it timed, measured here in float64 from tt.reconstruct; a figure
+// whose error exceeds its tolerance without max_rank binding is flagged "VIOLATION".
+// Usage: node --import tsx bench/tt.ts [name ...]
+//   (names: smooth128 smooth256 gaussians256 bumps2048 heat128 lowrank image noise small early)
 // Prints the backend/machine line first, then one JSON object per figure.
 import { cpus, loadavg, totalmem } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -74,6 +77,47 @@ function smooth(n: number) {
         }
       }
     }
+  }
+  return x;
+}
+
+/** 24 rotated anisotropic Gaussians of widths 0.04-0.19 on an n^3 grid. */
+function gaussians24(n: number) {
+  const u = rng(1);
+  const x = new Float32Array(n * n * n);
+  for (let b = 0; b < 24; b++) {
+    const s = 1 / (0.04 + 0.15 * u());
+    const l = [s * (0.5 + u()), (u() - 0.5) * s, s * (0.5 + u()), (u() - 0.5) * s, (u() - 0.5) * s, s * (0.5 + u())];
+    const c = [u(), u(), u()], a = u() - 0.3;
+    for (let i = 0; i < n; i++) {
+      const dx = i / n - c[0]!;
+      for (let j = 0; j < n; j++) {
+        const dy = j / n - c[1]!;
+        const y0 = l[0]! * dx, y1 = l[1]! * dx + l[2]! * dy, y2b = l[3]! * dx + l[4]! * dy;
+        const base = (i * n + j) * n, q01 = y0 * y0 + y1 * y1;
+        for (let k = 0; k < n; k++) {
+          const y2 = y2b + l[5]! * (k / n - c[2]!);
+          const q = 0.5 * (q01 + y2 * y2);
+          if (q < 40) x[base + k]! += a * Math.exp(-q);
+        }
+      }
+    }
+  }
+  return x;
+}
+
+/** n x n matrix of `count` separable Gaussian bumps with weights exp(-q/8): rank `count`. */
+function bumps(n: number, count: number) {
+  const u = rng(2);
+  const x = new Float32Array(n * n);
+  const f = new Float64Array(n), g = new Float64Array(n);
+  for (let q = 0; q < count; q++) {
+    const w = Math.exp(-q / 8), c1 = u(), c2 = u(), s1 = 0.02 + 0.1 * u(), s2 = 0.02 + 0.1 * u();
+    for (let i = 0; i < n; i++) {
+      f[i] = Math.exp(-(((i / n - c1) / s1) ** 2));
+      g[i] = Math.exp(-(((i / n - c2) / s2) ** 2));
+    }
+    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) x[i * n + j]! += w * f[i]! * g[j]!;
   }
   return x;
 }
@@ -172,6 +216,26 @@ async function timeit<T>(f: () => Promise<T>, minMs = 300, maxReps = 50): Promis
 
 const size = (t: tt.TT) => t.cores.reduce((a, c) => a + c.length, 0);
 
+/** ‖a − b‖/‖a‖ accumulated in float64. */
+function measuredError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0, den = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!, d = x - b[i]!;
+    num += d * d;
+    den += x * x;
+  }
+  return Math.sqrt(num / den);
+}
+let violations = 0;
+/** The error columns of a figure: measured error, whether max_rank bound, and the flag. */
+async function checked(data: Float32Array, r: tt.CompressResult, tol: number, maxRank = tt.DEFAULT_MAX_RANK) {
+  const err = measuredError(data, await tt.reconstruct(r));
+  const capped = Math.max(...r.ranks) >= maxRank;
+  const bad = err > tol && !capped;
+  if (bad) violations++;
+  return { measured_error: +err.toExponential(3), within_tolerance: err <= tol, max_rank_bound: capped, ...(bad ? { VIOLATION: true } : {}) };
+}
+
 async function bench(name: string, data: Float32Array, shape: number[], modeSets: Record<string, number[]>) {
   const bytes = data.length * 4;
   for (const [label, modes] of Object.entries(modeSets)) {
@@ -188,7 +252,7 @@ async function bench(name: string, data: Float32Array, shape: number[], modeSets
       const dt = await timeit(() => tt.dot(r, r), 200, 2000);
       out({
         name, shape, modes_rule: label, modes: r.modes, tolerance: tol,
-        ratio: +(data.length / size(r)).toFixed(2), relative_error: +r.relative_error.toExponential(3), max_rank: Math.max(...r.ranks),
+        ratio: +(data.length / size(r)).toFixed(2), relative_error: +r.relative_error.toExponential(3), ...(await checked(data, r, tol)), max_rank: Math.max(...r.ranks),
         compress_s: +cs.toFixed(4), compress_MBps: +(bytes / MB / cs).toFixed(1),
         reconstruct_MBps: +(bytes / MB / rec.s).toFixed(1), dot_dense_MBps: +(bytes / MB / dd.s).toFixed(1),
         dot_tt_ms: +(dt.s * 1000).toFixed(4), peak_extra_over_input: peak === null ? null : +peak.toFixed(2),
@@ -204,12 +268,13 @@ async function early(name: string, data: Float32Array, shape: number[]) {
     const t0 = performance.now();
     const full = await tt.compress(data, shape, { tolerance: tol });
     const fs = (performance.now() - t0) / 1000;
+    const check = full ? await checked(data, full, tol) : null;
     const fullRatio = full ? data.length / size(full) : 0;
     for (const minRatio of [2, +(1.5 * fullRatio).toFixed(2)]) {
       const t1 = performance.now();
       const r = await tt.compress(data, shape, { tolerance: tol, min_ratio: minRatio });
       const es = (performance.now() - t1) / 1000;
-      out({ name: `early_exit_${name}`, shape, tolerance: tol, min_ratio: minRatio, gave_up: r === null, full_ratio: +fullRatio.toFixed(3), full_capped: full ? full.relative_error > tol : null, full_s: +fs.toFixed(3), early_s: +es.toFixed(4), fraction_of_full: +(es / fs).toFixed(4) });
+      out({ name: `early_exit_${name}`, shape, tolerance: tol, min_ratio: minRatio, gave_up: r === null, full_ratio: +fullRatio.toFixed(3), full_capped: full ? full.relative_error > tol : null, ...check, full_s: +fs.toFixed(3), early_s: +es.toFixed(4), fraction_of_full: +(es / fs).toFixed(4) });
     }
   }
 }
@@ -244,7 +309,8 @@ async function small() {
         lat.push(performance.now() - t0);
       }
       lat.sort((a, b) => a - b);
-      out({ name: "small_smooth", shape, min_ratio: "min_ratio" in opts ? opts.min_ratio : null, p50_ms: +lat[20]!.toFixed(3), ratio: r ? +(vs[0]!.length / size(r)).toFixed(1) : null });
+      const check = r ? await checked(vs[39 % 8]!, r, opts.tolerance) : null;
+      out({ name: "small_smooth", shape, min_ratio: "min_ratio" in opts ? opts.min_ratio : null, p50_ms: +lat[20]!.toFixed(3), ratio: r ? +(vs[0]!.length / size(r)).toFixed(1) : null, ...check });
     }
   }
 }
@@ -255,6 +321,8 @@ out({ backend: b, machine: { cpu: cpus()[0]?.model ?? "unknown", cores: cpus().l
 const sets: Record<string, () => Promise<void>> = {
   smooth128: async () => bench("smooth_gaussian_mixture", smooth(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   smooth256: async () => bench("smooth_gaussian_mixture", smooth(256), [256, 256, 256], { plain: [256, 256, 256], choose: tt.chooseModes([256, 256, 256]) }),
+  gaussians256: async () => bench("rotated_gaussians_24", gaussians24(256), [256, 256, 256], { plain: [256, 256, 256], choose: tt.chooseModes([256, 256, 256]) }),
+  bumps2048: async () => bench("separable_bumps_60", bumps(2048, 60), [2048, 2048], { plain: [2048, 2048], choose: tt.chooseModes([2048, 2048]) }),
   heat128: async () => bench("heat_equation", heat(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   lowrank: async () => bench("exact_tt_rank6", await lowrank(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   image: async () => bench("synthetic_natural_image_1f_edges", image(2048), [2048, 2048], { plain: [2048, 2048], choose: tt.chooseModes([2048, 2048]) }),
@@ -266,3 +334,5 @@ const sets: Record<string, () => Promise<void>> = {
   },
 };
 for (const [k, f] of Object.entries(sets)) if (want.length === 0 || want.includes(k)) await f();
+out({ violations });
+if (violations) process.exitCode = 1;

@@ -27,8 +27,9 @@ export interface CompressOptions {
   tolerance?: number;
   /** Cap on every TT rank. Default 256. */
   max_rank?: number;
-  /** TT modes (product = product of shape); default chooseModes(shape). "auto" tries the plain
-   *  and the quantized factorisation and keeps the smaller result. */
+  /** TT modes (product = product of shape); default chooseModes(shape), and the plain shape when
+   *  that result misses the tolerance (max_rank binds) and the plain one does not. "auto" tries
+   *  both and keeps the smaller result within the tolerance. */
   modes?: number[] | "auto";
   /** Resolve null instead of the result when the data cannot be stored at this dense/TT size
    *  ratio: no TT within the tolerance reaches it, or the result (max_rank included) does not.
@@ -66,12 +67,13 @@ export interface Backend {
 
 export const DEFAULT_TOLERANCE = 1e-3;
 export const DEFAULT_MAX_RANK = 256;
-/** Smallest tolerances the arithmetic can honour: float32 cores carry ~6e-8 rounding per
- *  element, and compress resolves singular values through a float64 Gram matrix (about 1e-8
- *  of the largest); round uses QR + Jacobi SVD and goes further for float64. */
-export const MIN_TOLERANCE_F32 = 1e-5;
-export const MIN_TOLERANCE_F64 = 1e-7;
-export const MIN_ROUND_TOLERANCE_F64 = 1e-12;
+/** Smallest tolerances the types can honour: float32 holds about 7 significant digits (its cores
+ *  and its reconstruction round at 6e-8 per element), float64 about 16; compress and round reach
+ *  these on an accurate route (QR + one-sided Jacobi in float64) where the fast ones cannot. */
+export const MIN_TOLERANCE_F32 = 1e-6;
+export const MIN_TOLERANCE_F64 = 1e-12;
+/** round's floor for float64 cores (the same as compress's). */
+export const MIN_ROUND_TOLERANCE_F64 = MIN_TOLERANCE_F64;
 /** Largest max_rank accepted: beyond it the factorisations would need gigabytes and minutes. */
 export const MAX_RANK_LIMIT = 1024;
 
@@ -147,10 +149,11 @@ function checkFinite(x: FloatArray, field: string): void {
   }
 }
 
-function checkTolerance(tol: number, f64: boolean, f64Min = MIN_TOLERANCE_F64): void {
-  const min = f64 ? f64Min : MIN_TOLERANCE_F32;
+function checkTolerance(tol: number, f64: boolean): void {
+  const min = f64 ? MIN_TOLERANCE_F64 : MIN_TOLERANCE_F32;
   if (tol < min) {
-    throw new ValidationError(`tolerance must be at least ${min} for ${f64 ? "float64" : "float32"} data.`, "tolerance");
+    const digits = f64 ? "float64 carries about 16 significant digits" : "float32 carries about 7 significant digits";
+    throw new ValidationError(`tolerance must be at least ${min.toExponential()} for ${f64 ? "float64" : "float32"} data (${digits}).`, "tolerance");
   }
 }
 
@@ -291,11 +294,13 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
   checkTolerance(tolerance, f64);
   const maxRank = o.max_rank ?? DEFAULT_MAX_RANK;
   const minRatio = o.min_ratio ?? 0;
+  const plain = [...s];
   const candidates: number[][] = [];
+  let fallbackPlain = false;
   if (o.modes === "auto") {
     const q = chooseModes(s);
     candidates.push(q);
-    if (q.length !== s.length) candidates.push([...s]);
+    if (q.length !== s.length) candidates.push(plain);
   } else if (o.modes !== undefined) {
     if (product(o.modes) !== x.length) {
       throw new ValidationError(`modes multiply to ${product(o.modes)} but data has ${x.length} elements.`, "modes");
@@ -303,20 +308,36 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
     groupsOf(o.modes, s, "modes");
     candidates.push(o.modes);
   } else {
-    candidates.push(chooseModes(s));
+    const q = chooseModes(s);
+    candidates.push(q);
+    fallbackPlain = q.length !== s.length;
   }
+  // A result within the tolerance always wins over one that misses it (max_rank bound); among
+  // those within it the smallest, among those missing it the most accurate.
+  const better = (a: CompressResult, sa: number, b: CompressResult | null, sb: number): boolean => {
+    if (!b) return true;
+    const aok = a.relative_error <= tolerance, bok = b.relative_error <= tolerance;
+    if (aok !== bok) return aok;
+    return aok ? sa < sb : a.relative_error < b.relative_error;
+  };
   let best: CompressResult | null = null;
   let bestSize = Infinity;
-  for (const modes of candidates) {
+  const run = async (modes: number[]) => {
     const r = await call(() => native().compress(x, modes, tolerance, maxRank, minRatio));
-    if (!r) continue;
+    if (!r) return;
     const size = r.cores.reduce((a, c) => a + c.length, 0);
-    if (size < bestSize) {
+    const res: CompressResult = { modes: [...modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
+    if (modes.length !== s.length || modes.some((m, i) => m !== s[i])) res.shape = [...s];
+    if (better(res, size, best, bestSize)) {
+      best = res;
       bestSize = size;
-      best = { modes: [...modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
-      if (modes.length !== s.length || modes.some((m, i) => m !== s[i])) best.shape = [...s];
     }
-  }
+  };
+  for (const modes of candidates) await run(modes);
+  // The quantized modes can need ranks above max_rank where the plain ones do not (their middle
+  // unfoldings are larger): then the plain factorisation is tried too.
+  const first = best as CompressResult | null;
+  if (fallbackPlain && first && first.relative_error > tolerance) await run(plain);
   return best;
 }
 
@@ -399,7 +420,7 @@ export async function round(t: TT, opts?: RoundOptions): Promise<CompressResult>
   const c = checkTT(t, "t");
   const o = parseOrThrow(roundOptionsSchema, opts, "") ?? {};
   const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
-  checkTolerance(tolerance, c.f64, MIN_ROUND_TOLERANCE_F64);
+  checkTolerance(tolerance, c.f64);
   const r = await call(() => native().round(c.cores, c.ranks, c.modes, tolerance, o.max_rank ?? DEFAULT_MAX_RANK));
   const out: CompressResult = { modes: [...c.modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
   if (t.shape !== undefined) out.shape = [...c.shape];

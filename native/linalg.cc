@@ -257,6 +257,12 @@ void jacobi_svd(size_t rows, size_t cols, const double* A, std::vector<double>& 
     for (size_t j = 0; j < cols; ++j) a[j * rows + i] = A[i * cols + j];
   for (size_t j = 0; j < cols; ++j) v[j * cols + j] = 1.0;
   const double tol = 1e-15;
+  // Pairs of columns whose inner product is below 1e-30 of |A|_F^2 are left alone: rotating
+  // them changes nothing above float64's absolute precision, and the noise columns of a
+  // rank-deficient matrix would otherwise keep every sweep busy.
+  double fro2 = 0;
+  for (double x : a) fro2 += x * x;
+  const double tiny = 1e-30 * fro2;
   for (int sweep = 0; sweep < 80; ++sweep) {
     bool rotated = false;
     for (size_t p = 0; p + 1 < cols; ++p)
@@ -269,7 +275,7 @@ void jacobi_svd(size_t rows, size_t cols, const double* A, std::vector<double>& 
           beta += aq[i] * aq[i];
           gamma += ap[i] * aq[i];
         }
-        if (gamma == 0.0 || std::fabs(gamma) <= tol * std::sqrt(alpha * beta)) continue;
+        if (gamma == 0.0 || std::fabs(gamma) <= tol * std::sqrt(alpha * beta) || std::fabs(gamma) <= tiny) continue;
         rotated = true;
         double zeta = (beta - alpha) / (2.0 * gamma);
         double t = (zeta >= 0 ? 1.0 : -1.0) / (std::fabs(zeta) + std::sqrt(1.0 + zeta * zeta));

@@ -15,7 +15,8 @@ void sym_eig(size_t n, double* A, double* w, double* vecs);
 void qr(size_t m, size_t n, const double* A, std::vector<double>& Q, std::vector<double>& R);
 
 // One-sided Jacobi SVD of the rows x cols matrix A (rows >= cols, row-major): A = U diag(S) V^T,
-// S descending; U is rows x cols, V is cols x cols. Accurate to relative precision, for small matrices.
+// S descending; U is rows x cols, V is cols x cols. Accurate to relative precision down to 1e-15
+// of |A|_F (pairs of columns below that are not rotated), for small matrices.
 void jacobi_svd(size_t rows, size_t cols, const double* A, std::vector<double>& U, std::vector<double>& S,
                 std::vector<double>& V);
 

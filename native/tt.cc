@@ -23,6 +23,9 @@ namespace svc {
 
 // Shorter sides above this use the randomized range finder instead of a full eigensolver.
 constexpr size_t kEigFull = 384;
+// Largest shorter side for which a randomized step whose block reached max_rank + 8 without
+// meeting its budget is decided by the exact Gram route (above it, max_rank is taken to bind).
+constexpr size_t kExactCap = 1024;
 // Largest side for which rounding uses Jacobi SVD (accurate) rather than the Gram route (fast).
 constexpr size_t kMaxJacobi = 384;
 // Rows/columns sampled per unfolding for the min_ratio rank lower bounds.
@@ -159,7 +162,7 @@ struct Factor {
 };
 
 template <typename T>
-Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax);
+Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
 Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
@@ -173,7 +176,7 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
 // shorter side, its eigen-decomposition, truncation to discarded energy <= delta2 and rank <= rmax.
 template <typename T>
 Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
-  if (std::min(m, N) > kEigFull) return factor_random(C, m, N, delta2, rmax);
+  if (std::min(m, N) > kEigFull) return factor_random(C, m, N, delta2, rmax, last);
   return factor_exact(C, m, N, delta2, rmax, last);
 }
 
@@ -258,46 +261,55 @@ size_t orthonormalize(size_t g, size_t K, const std::vector<double>& Y, std::vec
 // Adaptive randomized subspace iteration for large unfoldings: an orthonormal basis of the
 // dominant left (rows side) or right singular subspace of C, with Rayleigh-Ritz values. The
 // discarded energy is |C|^2 minus the kept Ritz values, which is exactly the error of the
-// projection used, so the truncation bound holds however rough the subspace is; a rough subspace
-// only costs rank. The block grows (64, 128, ... up to max_rank + 8) until the budget is met.
+// projection used, so a rough subspace only costs rank. The block grows (64, 128, ... up to
+// max_rank + 8) until the budget is met.
+//
+// Every product with C or C^T is orthonormalised before the next one. Orthonormalising only after
+// C C^T (as an earlier version did) squares the singular values, and the Gram matrix used to
+// orthonormalise squares them again: directions below (1e-13)^(1/4) ~ 6e-4 of the largest vanished,
+// the block then looked "exhausted" and the step returned without meeting its budget, which put a
+// floor of a few 1e-4 under the error of large unfoldings whatever the tolerance.
+// Whenever the budget is not met here (precision or rank cap), the exact route decides instead.
 template <typename T>
-Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
+Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
   const bool rows = m <= N;
-  const size_t g = rows ? m : N;
+  const size_t g = rows ? m : N, h = rows ? N : m;
   const size_t p = 8;
   const double trace = sumsq(C, m * N);
-  auto apply = [&](const std::vector<double>& X, size_t K, std::vector<double>& Y) {
-    std::vector<double> T1;
+  // A = C (rows) or C^T (columns), g x h. mulA: X (h x K) -> A X; mulAt: Y (g x K) -> A^T Y.
+  auto mulA = [&](const std::vector<double>& X, size_t K, std::vector<double>& Y) {
     Y.assign(g * K, 0.0);
-    if (rows) {
-      T1.assign(N * K, 0.0);
-      gemm<T, double, double>(N, K, m, C, 1, N, X.data(), K, 1, T1.data(), K, false);
-      gemm<T, double, double>(m, K, N, C, N, 1, T1.data(), K, 1, Y.data(), K, false);
-    } else {
-      T1.assign(m * K, 0.0);
-      gemm<T, double, double>(m, K, N, C, N, 1, X.data(), K, 1, T1.data(), K, false);
-      gemm<T, double, double>(N, K, m, C, 1, N, T1.data(), K, 1, Y.data(), K, false);
-    }
+    if (rows) gemm<T, double, double>(m, K, N, C, N, 1, X.data(), K, 1, Y.data(), K, false);
+    else gemm<T, double, double>(N, K, m, C, 1, N, X.data(), K, 1, Y.data(), K, false);
   };
+  auto mulAt = [&](const std::vector<double>& Y, size_t K, std::vector<double>& X) {
+    X.assign(h * K, 0.0);
+    if (rows) gemm<T, double, double>(N, K, m, C, 1, N, Y.data(), K, 1, X.data(), K, false);
+    else gemm<T, double, double>(m, K, N, C, N, 1, Y.data(), K, 1, X.data(), K, false);
+  };
+  const size_t top = std::min(g, rmax + p);
   size_t K = std::min(g, std::min<size_t>(64, rmax + p));
   for (;;) {
-    std::vector<double> Om(g * K), Y, Q, W;
+    std::vector<double> Om(h * K), Y, Q, Z, Zq, W;
     uint64_t seed = 0x7a11ed + K;
-    for (size_t i = 0; i < g * K; i += 2) {
+    for (size_t i = 0; i < h * K; i += 2) {
       double u1 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53, u2 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53;
       double rad = std::sqrt(-2 * std::log(u1));
       Om[i] = rad * std::cos(6.283185307179586 * u2);
-      if (i + 1 < g * K) Om[i + 1] = rad * std::sin(6.283185307179586 * u2);
+      if (i + 1 < h * K) Om[i + 1] = rad * std::sin(6.283185307179586 * u2);
     }
-    apply(Om, K, Y);
+    mulA(Om, K, Y);
     size_t k = orthonormalize(g, K, Y, Q);
     for (int it = 0; it < 2; ++it) {
-      apply(Q, k, Y);
-      k = orthonormalize(g, k, Y, Q);
+      mulAt(Q, k, Z);
+      size_t kz = orthonormalize(h, k, Z, Zq);
+      mulA(Zq, kz, Y);
+      k = orthonormalize(g, kz, Y, Q);
     }
-    apply(Q, k, W);
+    // Rayleigh-Ritz: B = Q^T A A^T Q = W^T W with W = A^T Q (one product, no squaring before it).
+    mulAt(Q, k, W);
     std::vector<double> B(k * k), th(k), S(k * k);
-    gemm<double, double, double>(k, k, g, Q.data(), 1, k, W.data(), k, 1, B.data(), k, false);
+    gemm<double, double, double>(k, k, h, W.data(), 1, k, W.data(), k, 1, B.data(), k, false);
     for (size_t i = 0; i < k; ++i)
       for (size_t j = i + 1; j < k; ++j) B[i * k + j] = B[j * k + i] = 0.5 * (B[i * k + j] + B[j * k + i]);
     sym_eig(k, B.data(), th.data(), S.data());
@@ -308,40 +320,50 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax)
       kept += std::max(th[i], 0.0);
       if (trace - kept <= delta2) { r = i + 1; met = true; break; }
     }
-    // k < K means the sketch found fewer than K independent directions: the range is exhausted.
-    bool done = (met && (r + p <= k || k == g || k < K)) || K == g || K >= rmax + p || k < K;
-    if (!done) {
-      // Next block: double it, or more when the energy still missing would need more directions
-      // (at the current smallest Ritz value each), and straight to the cap when the doubled block
-      // would be within 3/4 of it (a second large round costs more than one slightly larger).
-      size_t want = 2 * K;
-      if (!met && k > 0 && th[k - 1] > 0) {
-        double more = (trace - kept - delta2) / th[k - 1];
-        if (more > 0 && double(k) + more > double(want)) want = size_t(std::min(double(g), double(k) + more)) + p;
+    if (met && r > rmax) return factor_exact(C, m, N, delta2, rmax, last);
+    // k < K: the sketch resolved fewer directions than asked (the rest is below its precision).
+    bool accept = met && (r + p <= k || k == g || k < K || K >= top);
+    if (!accept) {
+      if (!met && k < K) return factor_exact(C, m, N, delta2, rmax, last);
+      if (!met && K >= top) {
+        // The block reached max_rank + 8 without meeting the budget: max_rank binds, unless the
+        // sketch underestimates the energy of the top ranks. The exact route decides where its
+        // Gram matrix is affordable; above that the capped Ritz truncation stands.
+        if (g <= kExactCap) return factor_exact(C, m, N, delta2, rmax, last);
+      } else {
+        // Next block: double it, or more when the energy still missing would need more
+        // directions (at the current smallest Ritz value each), and straight to the cap when the
+        // doubled block would be within 3/4 of it (a second large round costs more than one
+        // slightly larger).
+        size_t want = 2 * K;
+        if (!met && k > 0 && th[k - 1] > 0) {
+          double more = (trace - kept - delta2) / th[k - 1];
+          if (more > 0 && double(k) + more > double(want)) want = size_t(std::min(double(g), double(k) + more)) + p;
+        }
+        K = 4 * want >= 3 * top ? top : std::min(want, top);
+        // A block of half the side or more costs more than the exact Gram route.
+        if (2 * K >= g) return factor_exact(C, m, N, delta2, rmax, last);
+        continue;
       }
-      size_t top = std::min(g, rmax + p);
-      K = 4 * want >= 3 * top ? top : want;
-      // A block of half the side or more costs more than the exact Gram route.
-      if (2 * K >= g) return factor_exact(C, m, N, delta2, rmax, false);
-      continue;
     }
-    if (!met) r = k;
     Factor f;
-    f.capped = !met || r > rmax;
-    r = std::max<size_t>(1, std::min(r, rmax));
+    if (!met) {
+      r = std::min(k, rmax);
+      f.capped = true;
+    }
     f.r = r;
     kept = 0;
     for (size_t i = 0; i < r; ++i) kept += std::max(th[i], 0.0);
     f.discarded = std::max(0.0, trace - kept);
     f.kept_min = std::max(th[r - 1], 0.0);  // B = Z^T C has B B^T = diag(th[:r]) exactly
     // Ritz vectors Z = Q S[:, :r] (g x r).
-    std::vector<double> Z(g * r);
-    gemm<double, double, double>(g, r, k, Q.data(), k, 1, S.data(), 1, k, Z.data(), r, false);
+    std::vector<double> Zr(g * r);
+    gemm<double, double, double>(g, r, k, Q.data(), k, 1, S.data(), 1, k, Zr.data(), r, false);
     if (rows) {
-      f.Q.swap(Z);
+      f.Q.swap(Zr);
     } else {
       std::vector<double> U(m * r), Rr;
-      gemm<T, double, double>(m, r, N, C, N, 1, Z.data(), r, 1, U.data(), r, false);
+      gemm<T, double, double>(m, r, N, C, N, 1, Zr.data(), r, 1, U.data(), r, false);
       qr(m, r, U.data(), f.Q, Rr);
     }
     return f;
@@ -445,7 +467,8 @@ std::vector<CoreRef<T>> full_refs(const std::vector<const T*>& cores, const std:
 // Relative error of a TT against the dense data it came from, by a chunked reconstruction.
 template <typename T>
 double measure_error(const T* data, size_t n, const std::vector<const T*>& cores, const std::vector<size_t>& modes,
-                     const std::vector<size_t>& ranks, double norm2) {
+                     const std::vector<size_t>& ranks, double norm2, int scale_e = 0) {
+  const double f1 = std::ldexp(1.0, scale_e / 2), f2 = std::ldexp(1.0, scale_e - scale_e / 2);
   size_t n0 = modes[0], per = n / n0;
   size_t step = std::max<size_t>(1, std::min(n0, (size_t(1) << 22) / std::max<size_t>(per, 1)));
   if (n0 >= 8 && step > n0 / 8) step = std::max<size_t>(1, n0 / 8);
@@ -463,7 +486,19 @@ double measure_error(const T* data, size_t n, const std::vector<const T*>& cores
     std::vector<double> part(nb);
     parallel_for(nb, [&](size_t i) {
       size_t s = i * kChunk;
-      part[i] = sqdiffk(src + s, buf.data() + s, std::min(kChunk, cnt - s));
+      size_t len2 = std::min(kChunk, cnt - s);
+      if (scale_e == 0) {
+        part[i] = sqdiffk(src + s, buf.data() + s, len2);
+      } else {
+        // data far from 1 in magnitude: differences are scaled before squaring (norm2 is of the
+        // scaled data), so that neither overflows nor underflows in float64
+        double acc = 0;
+        for (size_t j = 0; j < len2; ++j) {
+          double dlt = (double(src[s + j]) - double(buf[s + j])) * f1 * f2;
+          acc += dlt * dlt;
+        }
+        part[i] = acc;
+      }
     });
     for (double v : part) err2 += v;
   }
@@ -677,73 +712,185 @@ bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
 }
 
 
-}  // namespace
+// One-sided Jacobi SVD of A (rows x cols, rows >= cols) after rotating its columns by the
+// eigenvectors of A^T A: the columns are then orthogonal up to the Gram matrix's rounding, so
+// Jacobi needs two or three sweeps instead of ten, with absolute accuracy eps·|A| kept.
+void jacobi_preconditioned(size_t rows, size_t cols, const double* A, std::vector<double>& U, std::vector<double>& S,
+                           std::vector<double>& V) {
+  std::vector<double> G(cols * cols), w(cols), E(cols * cols), P(cols * cols), A1(rows * cols), V1;
+  gemm<double, double, double>(cols, cols, rows, A, 1, cols, A, cols, 1, G.data(), cols, false);
+  for (size_t i = 0; i < cols; ++i)
+    for (size_t j = i + 1; j < cols; ++j) G[i * cols + j] = G[j * cols + i] = 0.5 * (G[i * cols + j] + G[j * cols + i]);
+  sym_eig(cols, G.data(), w.data(), E.data());
+  for (size_t i = 0; i < cols; ++i)
+    for (size_t j = 0; j < cols; ++j) P[i * cols + j] = E[j * cols + i];
+  gemm<double, double, double>(rows, cols, cols, A, cols, 1, P.data(), cols, 1, A1.data(), cols, false);
+  jacobi_svd(rows, cols, A1.data(), U, S, V1);
+  V.assign(cols * cols, 0.0);
+  gemm<double, double, double>(cols, cols, cols, P.data(), cols, 1, V1.data(), cols, 1, V.data(), cols, false);
+}
 
+// Truncated SVD of a small m x N float64 matrix by QR + one-sided Jacobi (resolves singular
+// values far below the float64 Gram's sqrt(eps) floor, which rounding at tight tolerances needs).
+// Returns Q (m x r, orthonormal) in f.Q and the remainder Q^T C = S_r V_r^T (r x N) in rem.
+// R of the QR factorisation of the tall rows x cols matrix given by row(i, dst) (cols >= 1):
+// Householder on blocks of rows (each in cache, in parallel), then on the stacked R factors.
+// Only R is formed; its rows and columns are those of A's Gram matrix up to rounding.
+void householder_r(size_t m, size_t n, double* a) {
+  // in place: a (m x n, row-major) becomes R in its first min(m, n) rows (below the diagonal
+  // left unspecified)
+  std::vector<double> v(m), w(n);
+  size_t k = std::min(m, n);
+  for (size_t j = 0; j < k; ++j) {
+    double norm2 = 0;
+    for (size_t i = j; i < m; ++i) norm2 += a[i * n + j] * a[i * n + j];
+    double norm = std::sqrt(norm2);
+    if (norm == 0.0) continue;
+    double x0 = a[j * n + j];
+    double alpha = x0 > 0 ? -norm : norm;
+    for (size_t i = j; i < m; ++i) v[i] = a[i * n + j];
+    v[j] -= alpha;
+    double vv = 0;
+    for (size_t i = j; i < m; ++i) vv += v[i] * v[i];
+    if (vv == 0.0) continue;
+    std::fill(w.begin() + long(j), w.end(), 0.0);
+    for (size_t i = j; i < m; ++i) {
+      double vi = v[i];
+      const double* row = &a[i * n];
+      for (size_t c = j; c < n; ++c) w[c] += vi * row[c];
+    }
+    double f = 2.0 / vv;
+    for (size_t i = j; i < m; ++i) {
+      double vi = f * v[i];
+      double* row = &a[i * n];
+      for (size_t c = j; c < n; ++c) row[c] -= vi * w[c];
+    }
+  }
+}
+
+template <typename RowFn>
+std::vector<double> tall_r(size_t rows, size_t cols, RowFn row) {
+  const size_t block = std::max<size_t>(4 * cols, 1024);
+  size_t nb = (rows + block - 1) / block;
+  std::vector<double> stacked(nb * cols * cols, 0.0);
+  parallel_for(nb, [&](size_t b) {
+    size_t s = b * block, len = std::min(block, rows - s);
+    std::vector<double> a(len * cols);
+    for (size_t i = 0; i < len; ++i) row(s + i, &a[i * cols]);
+    householder_r(len, cols, a.data());
+    size_t k = std::min(len, cols);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t c = i; c < cols; ++c) stacked[(b * cols + i) * cols + c] = a[i * cols + c];
+  });
+  householder_r(nb * cols, cols, stacked.data());
+  std::vector<double> R(cols * cols, 0.0);
+  for (size_t i = 0; i < std::min(nb * cols, cols); ++i)
+    for (size_t c = i; c < cols; ++c) R[i * cols + c] = stacked[i * cols + c];
+  return R;
+}
+
+Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t rmax, std::vector<double>& rem) {
+  bool tall = m >= N;
+  size_t rows = tall ? m : N, cols = tall ? N : m;
+  if (!tall && N > 2 * m) {
+    // Wide: only the left singular vectors are needed (they make the core), and C's rows give
+    // them through R of C^T = Q R (R^T R = C C^T without forming it): R = Ur S V^T, C = V S (Q Ur)^T.
+    // The remainder is then V_r^T C.
+    std::vector<double> R = tall_r(N, m, [&](size_t i, double* dst) {
+      for (size_t j = 0; j < m; ++j) dst[j] = C[j * N + i];
+    });
+    std::vector<double> Ur, S, V;
+    jacobi_preconditioned(m, m, R.data(), Ur, S, V);
+    size_t r = m;
+    double tail = 0;
+    while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
+      tail += S[r - 1] * S[r - 1];
+      --r;
+    }
+    Factor f;
+    f.capped = r > rmax;
+    r = std::min(r, std::max<size_t>(rmax, 1));
+    f.r = r;
+    for (size_t i = r; i < m; ++i) f.discarded += S[i] * S[i];
+    f.Q.resize(m * r);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = V[i * m + j];
+    rem.assign(r * N, 0.0);
+    gemm<double, double, double>(r, N, m, f.Q.data(), 1, r, C, N, 1, rem.data(), N, false);
+    return f;
+  }
+  std::vector<double> B(rows * cols);
+  if (tall) std::copy(C, C + m * N, B.begin());
+  else
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < N; ++j) B[j * m + i] = C[i * N + j];
+  std::vector<double> Ub, S, V;
+  if (rows > 2 * cols) {
+    std::vector<double> Q, R, Ur;
+    qr(rows, cols, B.data(), Q, R);
+    jacobi_preconditioned(cols, cols, R.data(), Ur, S, V);
+    Ub.assign(rows * cols, 0.0);
+    gemm<double, double, double>(rows, cols, cols, Q.data(), cols, 1, Ur.data(), cols, 1, Ub.data(), cols, false);
+  } else {
+    jacobi_preconditioned(rows, cols, B.data(), Ub, S, V);
+  }
+  size_t g = cols, r = g;
+  double tail = 0;
+  while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
+    tail += S[r - 1] * S[r - 1];
+    --r;
+  }
+  Factor f;
+  f.capped = r > rmax;
+  r = std::min(r, std::max<size_t>(rmax, 1));
+  f.r = r;
+  for (size_t i = r; i < g; ++i) f.discarded += S[i] * S[i];
+  // B = Ub S V^T. tall: C = B -> left = Ub, right = V. wide: C = B^T = V S Ub^T -> left = V, right = Ub.
+  const std::vector<double>& L = tall ? Ub : V;
+  const std::vector<double>& Rt = tall ? V : Ub;
+  f.Q.resize(m * r);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = L[i * g + j];
+  rem.assign(r * N, 0.0);
+  for (size_t j = 0; j < r; ++j)
+    for (size_t c = 0; c < N; ++c) rem[j * N + c] = S[j] * Rt[c * g + j];
+  return f;
+}
+
+
+
+// Routes of a TT-SVD pass, from fastest to most accurate: kFast uses the randomized range finder
+// on large unfoldings, kExact the float64 Gram matrix of every unfolding (singular values down to
+// about 1e-8 of the largest), kPrecise QR + one-sided Jacobi in float64 on every unfolding with
+// float64 remainders (relative accuracy, for tolerances below what the Gram matrix resolves).
+enum Route { kFast = 0, kExact = 1, kPrecise = 2 };
+
+// One TT-SVD pass (kFast or kExact) in the working type. Returns false when min_ratio proved
+// unreachable (probe given); capped says whether max_rank bound at some step.
 template <typename T>
-TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, double tol, size_t max_rank,
-                     double min_ratio) {
+bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double delta2, size_t max_rank, Route route,
+              RankProbe* probe, double min_ratio, TTResult& res, bool& capped) {
   size_t d = modes.size();
-  size_t prod = 1;
-  for (size_t m : modes) prod = checked_mul(prod, m, "modes");
-  if (d == 0 || prod != n) throw TTError("bad_request", "modes", "modes must multiply to the length of data");
-  if (!(tol > 0 && tol < 1)) throw TTError("bad_request", "tolerance", "tolerance must be between 0 and 1");
-  if (max_rank < 1) throw TTError("bad_request", "max_rank", "max_rank must be at least 1");
-  double norm2 = sumsq(data, n);
-  if (!std::isfinite(norm2))
-    throw TTError("bad_request", "data", "data must contain only finite numbers whose squared norm fits in float64");
-  if (norm2 == 0) throw TTError("bad_request", "data", "data must not be all zeros");
-
-  TTResult res;
+  res = TTResult();
   res.ranks.assign(1, 1);
-  if (d == 1) {
-    // The one core is the data: ratio 1.
-    if (min_ratio > 1) {
-      res.gave_up = true;
-      return res;
-    }
-    Buffer c = alloc_buffer(n, sizeof(T));
-    std::memcpy(c.p, data, n * sizeof(T));
-    res.cores.push_back(std::move(c));
-    res.ranks.push_back(1);
-    res.relative_error = 0;
-    return res;
-  }
-  const double delta2 = tol * tol * norm2 / double(d - 1);
-  RankProbe probe;
-  if (min_ratio > 0) {
-    probe.modes = modes;
-    probe.n = n;
-    probe.cap = std::max<size_t>(max_rank, 1);
-    probe.delta2 = delta2;
-    probe.margin = 1e-12 * norm2;
-    probe.M.assign(d + 1, 1);
-    for (size_t k = 1; k <= d; ++k) probe.M[k] = probe.M[k - 1] * modes[k - 1];
-    probe.w.assign(d + 1, {});
-    bool gave = probe_gives_up(data, probe, min_ratio);
-    if (gave) {
-      res.gave_up = true;
-      return res;
-    }
-  }
+  capped = false;
   const T* cur = data;
   Buffer curbuf;
   size_t rprev = 1, rest = n;
   double discarded = 0;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = rprev * modes[k], N = rest / modes[k];
-    Factor f = factor_step(cur, m, N, delta2, max_rank, k + 2 == d);
+    bool last = k + 2 == d;
+    Factor f = route == kFast ? factor_step(cur, m, N, delta2, max_rank, last) : factor_exact(cur, m, N, delta2, max_rank, last);
+    capped = capped || f.capped;
     discarded += f.discarded;
-    if (min_ratio > 0) {
+    if (probe) {
       // The ranks so far are final; bound the rest before building this step's core.
       std::vector<size_t> known(res.ranks);
       known.push_back(f.r);
       size_t s = k + 1;
-      bool chain = f.kept_min > double(d - 1 - s) * delta2 + probe.margin;
-      if (double(n) / probe.size_bound(known, s, discarded, chain) < min_ratio) {
-        TTResult gave;
-        gave.gave_up = true;
-        return gave;
-      }
+      bool chain = f.kept_min > double(d - 1 - s) * delta2 + probe->margin;
+      if (double(n) / probe->size_bound(known, s, discarded, chain) < min_ratio) return false;
     }
     Buffer core = alloc_buffer(m * f.r, sizeof(T));
     T* cp = core.as<T>();
@@ -779,9 +926,248 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
   }
   res.cores.push_back(std::move(last));
   res.ranks.push_back(1);
-  std::vector<const T*> cps;
-  for (auto& c : res.cores) cps.push_back(c.as<T>());
-  res.relative_error = measure_error(data, n, cps, modes, res.ranks, norm2);
+  return true;
+}
+
+// kPrecise pass: QR + one-sided Jacobi per unfolding, remainders kept in float64.
+template <typename T>
+void precise_pass(const T* data, size_t n, const std::vector<size_t>& modes, double delta2, size_t max_rank,
+                  TTResult& res, bool& capped) {
+  size_t d = modes.size();
+  res = TTResult();
+  res.ranks.assign(1, 1);
+  capped = false;
+  std::vector<double> cur(data, data + n), rem;
+  size_t rprev = 1, rest = n;
+  for (size_t k = 0; k + 1 < d; ++k) {
+    size_t m = rprev * modes[k], N = rest / modes[k];
+    Factor f = factor_precise(cur.data(), m, N, delta2, max_rank, rem);
+    capped = capped || f.capped;
+    Buffer core = alloc_buffer(m * f.r, sizeof(T));
+    T* cp = core.as<T>();
+    for (size_t i = 0; i < m * f.r; ++i) cp[i] = static_cast<T>(f.Q[i]);
+    res.cores.push_back(std::move(core));
+    res.ranks.push_back(f.r);
+    cur.swap(rem);
+    rprev = f.r;
+    rest = N;
+  }
+  Buffer last = alloc_buffer(rprev * rest, sizeof(T));
+  for (size_t i = 0; i < rprev * rest; ++i) last.as<T>()[i] = static_cast<T>(cur[i]);
+  res.cores.push_back(std::move(last));
+  res.ranks.push_back(1);
+}
+
+// A TT equal to the data: identity cores around one core that holds the data itself (left
+// identities while the prefix is the smaller side, right identities after). The last resort of
+// the repair: its reconstruction is the data exactly (x * 1 plus exact zeros).
+template <typename T>
+void exact_tt(const T* data, size_t n, const std::vector<size_t>& modes, TTResult& res) {
+  size_t d = modes.size();
+  std::vector<double> M(d + 1, 1), Nr(d + 1, 1);
+  for (size_t k = 0; k < d; ++k) M[k + 1] = M[k] * double(modes[k]);
+  for (size_t k = d; k-- > 0;) Nr[k] = Nr[k + 1] * double(modes[k]);
+  size_t best = 0;
+  double bestc = std::numeric_limits<double>::infinity();
+  for (size_t s = 0; s < d; ++s) {
+    double c = double(n);
+    for (size_t k = 0; k < s; ++k) c += M[k + 1] * M[k + 1];
+    for (size_t k = s + 1; k < d; ++k) c += Nr[k] * Nr[k];
+    if (c < bestc) { bestc = c; best = s; }
+  }
+  res = TTResult();
+  res.ranks.assign(d + 1, 1);
+  for (size_t k = 1; k <= best; ++k) res.ranks[k] = size_t(M[k]);
+  for (size_t k = best + 1; k < d; ++k) res.ranks[k] = size_t(Nr[k]);
+  for (size_t k = 0; k < d; ++k) {
+    size_t r0 = res.ranks[k], nk = modes[k], r1 = res.ranks[k + 1], len = r0 * nk * r1;
+    Buffer b = alloc_buffer(len, sizeof(T));
+    T* c = b.as<T>();
+    if (k == best) {
+      std::memcpy(c, data, n * sizeof(T));
+    } else {
+      std::fill(c, c + len, T(0));
+      // left: [a][i][a*nk + i] = 1; right: [i*r1 + b][i][b] = 1
+      if (k < best)
+        for (size_t a = 0; a < r0; ++a)
+          for (size_t i = 0; i < nk; ++i) c[(a * nk + i) * r1 + a * nk + i] = T(1);
+      else
+        for (size_t i = 0; i < nk; ++i)
+          for (size_t b2 = 0; b2 < r1; ++b2) c[((i * r1 + b2) * nk + i) * r1 + b2] = T(1);
+    }
+    res.cores.push_back(std::move(b));
+  }
+}
+
+template <typename T>
+double max_abs(const T* x, size_t n) {
+  size_t nb = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(nb);
+  parallel_for(nb, [&](size_t i) {
+    size_t s = i * kChunk, e = std::min(n, s + kChunk);
+    T m = 0;
+    bool bad = false;
+    for (size_t j = s; j < e; ++j) {
+      T a = std::fabs(x[j]);
+      m = a > m ? a : m;
+      bad |= !(a == a);
+    }
+    part[i] = bad ? std::numeric_limits<double>::quiet_NaN() : double(m);
+  });
+  double t = 0;
+  for (double v : part) t = (std::isnan(v) || std::isnan(t)) ? std::numeric_limits<double>::quiet_NaN() : std::max(t, v);
+  return t;
+}
+
+// x * 2^e, exact in the working type unless the result leaves its range (two factors so that
+// 2^e itself need not be representable).
+template <typename T>
+void scale_pow2(T* x, size_t n, int e) {
+  int e1 = e / 2, e2 = e - e1;
+  double f1 = std::ldexp(1.0, e1), f2 = std::ldexp(1.0, e2);
+  parallel_for((n + kChunk - 1) / kChunk, [&](size_t i) {
+    size_t s = i * kChunk, end = std::min(n, s + kChunk);
+    for (size_t j = s; j < end; ++j) x[j] = static_cast<T>(double(x[j]) * f1 * f2);
+  });
+}
+
+// Multiplies the TT by 2^e, shared out over the cores so that each stays within range.
+template <typename T>
+void unscale_cores(TTResult& res, const std::vector<size_t>& modes, int e) {
+  size_t d = res.cores.size();
+  std::vector<int> lg(d);
+  long sum = 0;
+  for (size_t k = 0; k < d; ++k) {
+    size_t len = res.ranks[k] * modes[k] * res.ranks[k + 1];
+    double m = max_abs(res.cores[k].as<T>(), len);
+    lg[k] = m > 0 ? std::ilogb(m) : 0;
+    sum += lg[k];
+  }
+  double target = double(sum + e) / double(d);
+  int used = 0;
+  for (size_t k = 0; k < d; ++k) {
+    int ek = k + 1 < d ? int(std::lround(target - lg[k])) : e - used;
+    used += ek;
+    size_t len = res.ranks[k] * modes[k] * res.ranks[k + 1];
+    if (ek) scale_pow2(res.cores[k].as<T>(), len, ek);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, double tol, size_t max_rank,
+                     double min_ratio) {
+  size_t d = modes.size();
+  size_t prod = 1;
+  for (size_t m : modes) prod = checked_mul(prod, m, "modes");
+  if (d == 0 || prod != n) throw TTError("bad_request", "modes", "modes must multiply to the length of data");
+  if (!(tol > 0 && tol < 1)) throw TTError("bad_request", "tolerance", "tolerance must be between 0 and 1");
+  if (max_rank < 1) throw TTError("bad_request", "max_rank", "max_rank must be at least 1");
+  const bool f32 = std::is_same_v<T, float>;
+  double amax = max_abs(data, n);
+  if (!std::isfinite(amax)) throw TTError("bad_request", "data", "data must contain only finite numbers");
+  if (amax == 0) throw TTError("bad_request", "data", "data must not be all zeros");
+
+  TTResult res;
+  res.ranks.assign(1, 1);
+  if (d == 1) {
+    // The one core is the data: ratio 1.
+    if (min_ratio > 1) {
+      res.gave_up = true;
+      return res;
+    }
+    Buffer c = alloc_buffer(n, sizeof(T));
+    std::memcpy(c.p, data, n * sizeof(T));
+    res.cores.push_back(std::move(c));
+    res.ranks.push_back(1);
+    res.relative_error = 0;
+    return res;
+  }
+  // Data far from 1 in magnitude (float32 near 1e38 or subnormal, float64 near 1e-200) are
+  // decomposed as data * 2^-e, which is exact, so that remainders neither overflow nor lose
+  // precision to underflow; 2^e is shared out over the cores afterwards.
+  int e = std::ilogb(amax);
+  const int lim = f32 ? 64 : 400;
+  const bool scaled = e > lim || e < -lim;
+  const T* work = data;
+  Buffer sbuf;
+  if (scaled) {
+    sbuf = alloc_buffer(n, sizeof(T));
+    std::memcpy(sbuf.p, data, n * sizeof(T));
+    scale_pow2(sbuf.as<T>(), n, -e);
+    work = sbuf.as<T>();
+  } else {
+    e = 0;
+  }
+  double norm2 = sumsq(work, n);
+  if (!std::isfinite(norm2)) throw TTError("bad_request", "data", "data must contain only finite numbers");
+
+  // The truncation budget leaves room for the rounding of the cores and of the reconstruction
+  // in the working type; it matters only near the type's precision.
+  const double unit = f32 ? 0x1.0p-24 : 0x1.0p-53;
+  const double reserve = 4 * unit * std::sqrt(double(d));
+  double tol_t = std::sqrt(std::max(tol * tol - reserve * reserve, 0.25 * tol * tol));
+  const double per_step = norm2 / double(d - 1);
+  RankProbe probe;
+  RankProbe* pp = nullptr;
+  if (min_ratio > 0) {
+    probe.modes = modes;
+    probe.n = n;
+    probe.cap = std::max<size_t>(max_rank, 1);
+    probe.delta2 = tol_t * tol_t * per_step;
+    probe.margin = 1e-12 * norm2;
+    probe.M.assign(d + 1, 1);
+    for (size_t k = 1; k <= d; ++k) probe.M[k] = probe.M[k - 1] * modes[k - 1];
+    probe.w.assign(d + 1, {});
+    if (probe_gives_up(work, probe, min_ratio)) {
+      res.gave_up = true;
+      return res;
+    }
+    pp = &probe;
+  }
+  // Start on the fastest route the tolerance allows; whenever the measured error exceeds the
+  // tolerance without max_rank binding, redo the decomposition on the next, more accurate route
+  // (twice on the last, with the budget shrunk by the overshoot), and as a last resort return
+  // the data as an exact TT. Only a binding max_rank returns an error above the tolerance.
+  Route route = f32 ? (tol < 1e-5 ? kExact : kFast) : (tol < 1e-7 ? kPrecise : kFast);
+  int precise_tries = 0;
+  for (;;) {
+    bool capped = false;
+    double delta2 = tol_t * tol_t * per_step;
+    if (route == kPrecise) {
+      precise_pass(work, n, modes, delta2, max_rank, res, capped);
+      ++precise_tries;
+    } else if (!svd_pass(work, n, modes, delta2, max_rank, route, pp, min_ratio, res, capped)) {
+      TTResult gave;
+      gave.gave_up = true;
+      return gave;
+    }
+    pp = nullptr;  // the rank bounds hold for the first pass's truncations only
+    if (scaled) unscale_cores<T>(res, modes, e);
+    std::vector<const T*> cps;
+    for (auto& c : res.cores) cps.push_back(c.as<T>());
+    res.relative_error = measure_error(data, n, cps, modes, res.ranks, norm2, -e);
+    if (res.relative_error <= tol || capped) break;
+    if (route == kPrecise && precise_tries >= 2) {
+      exact_tt(data, n, modes, res);
+      std::vector<const T*> ex;
+      for (auto& c : res.cores) ex.push_back(c.as<T>());
+      res.relative_error = measure_error(data, n, ex, modes, res.ranks, norm2, -e);
+      break;
+    }
+    if (route == kPrecise) tol_t *= std::min(0.9, 0.9 * tol / res.relative_error);
+    else route = Route(route + 1);
+  }
+  if (min_ratio > 0) {
+    size_t size = 0;
+    for (size_t k = 0; k < d; ++k) size += res.ranks[k] * modes[k] * res.ranks[k + 1];
+    if (double(n) / double(size) < min_ratio) {
+      TTResult gave;
+      gave.gave_up = true;
+      return gave;
+    }
+  }
   return res;
 }
 
@@ -891,52 +1277,6 @@ double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_
   return acc;
 }
 
-namespace {
-
-// Truncated SVD of a small m x N float64 matrix by QR + one-sided Jacobi (resolves singular
-// values far below the float64 Gram's sqrt(eps) floor, which rounding at tight tolerances needs).
-// Returns Q (m x r, orthonormal) in f.Q and the remainder Q^T C = S_r V_r^T (r x N) in rem.
-Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t rmax, std::vector<double>& rem) {
-  bool tall = m >= N;
-  size_t rows = tall ? m : N, cols = tall ? N : m;
-  std::vector<double> B(rows * cols);
-  if (tall) std::copy(C, C + m * N, B.begin());
-  else
-    for (size_t i = 0; i < m; ++i)
-      for (size_t j = 0; j < N; ++j) B[j * m + i] = C[i * N + j];
-  std::vector<double> Ub, S, V;
-  if (rows > 2 * cols) {
-    std::vector<double> Q, R, Ur;
-    qr(rows, cols, B.data(), Q, R);
-    jacobi_svd(cols, cols, R.data(), Ur, S, V);
-    Ub.assign(rows * cols, 0.0);
-    gemm<double, double, double>(rows, cols, cols, Q.data(), cols, 1, Ur.data(), cols, 1, Ub.data(), cols, false);
-  } else {
-    jacobi_svd(rows, cols, B.data(), Ub, S, V);
-  }
-  size_t g = cols, r = g;
-  double tail = 0;
-  while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
-    tail += S[r - 1] * S[r - 1];
-    --r;
-  }
-  r = std::min(r, std::max<size_t>(rmax, 1));
-  Factor f;
-  f.r = r;
-  for (size_t i = r; i < g; ++i) f.discarded += S[i] * S[i];
-  // B = Ub S V^T. tall: C = B -> left = Ub, right = V. wide: C = B^T = V S Ub^T -> left = V, right = Ub.
-  const std::vector<double>& L = tall ? Ub : V;
-  const std::vector<double>& Rt = tall ? V : Ub;
-  f.Q.resize(m * r);
-  for (size_t i = 0; i < m; ++i)
-    for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = L[i * g + j];
-  rem.assign(r * N, 0.0);
-  for (size_t j = 0; j < r; ++j)
-    for (size_t c = 0; c < N; ++c) rem[j * N + c] = S[j] * Rt[c * g + j];
-  return f;
-}
-
-}  // namespace
 
 template <typename T>
 TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>& ranks_in,
@@ -972,8 +1312,13 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
   }
   double nrm2 = 0;
   for (double v : c[0]) nrm2 += v * v;
-  double delta2 = d > 1 ? tol * tol * nrm2 / double(d - 1) : 0;
+  // float32 cores round at 6e-8 per element: their share of the tolerance is kept out of the
+  // truncation budget (it matters only near float32's precision)
+  const double reserve = std::is_same_v<T, float> ? 4 * 0x1.0p-24 * std::sqrt(double(d)) : 0.0;
+  const double tol_t = std::sqrt(std::max(tol * tol - reserve * reserve, 0.25 * tol * tol));
+  double delta2 = d > 1 ? tol_t * tol_t * nrm2 / double(d - 1) : 0;
   double discarded = 0;
+  bool capped = false;
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = r[k] * modes[k], N = r[k + 1];
     std::vector<double> Rm;
@@ -991,6 +1336,7 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
       gemm<double, double, double>(f.r, N, m, f.Q.data(), 1, f.r, c[k].data(), N, 1, Rm.data(), N, false);
     }
     discarded += f.discarded;
+    capped = capped || f.capped;
     size_t cols = modes[k + 1] * r[k + 2];
     std::vector<double> next(f.r * cols);
     gemm<double, double, double>(f.r, cols, N, Rm.data(), N, 1, c[k + 1].data(), cols, 1, next.data(), cols, false);
@@ -1017,6 +1363,19 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
     double new2 = tt_dot(out, r, out, r, modes);
     double cross = tt_dot(cores, ranks_in, out, r, modes);
     res.relative_error = std::sqrt(std::max(0.0, orig2 + new2 - 2 * cross) / orig2);
+  }
+  if (res.relative_error > tol && !capped) {
+    // Never a violation without a binding max_rank: the input itself is within any tolerance.
+    TTResult same;
+    same.ranks = ranks_in;
+    for (size_t k = 0; k < d; ++k) {
+      size_t len = ranks_in[k] * modes[k] * ranks_in[k + 1];
+      Buffer b = alloc_buffer(len, sizeof(T));
+      std::memcpy(b.p, cores[k], len * sizeof(T));
+      same.cores.push_back(std::move(b));
+    }
+    same.relative_error = 0;
+    return same;
   }
   return res;
 }

@@ -257,6 +257,17 @@ export class Store implements TensorStore {
       };
     };
 
+    const lossless = async (norm: number | null): Promise<Prepared> => {
+      const { payload, shuffle } = await losslessEncode(bytes, dtype);
+      const ratio = bytesIn / payload.byteLength;
+      if (ratio < config.min_compression_ratio) return raw(norm);
+      return {
+        payload,
+        record: base(dtype, shape!, "lossless", ratio, 0, bytesIn, payload.byteLength,
+          { sha256: sha256hex(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
+      };
+    };
+
     if (isFloatDtype(dtype)) {
       const work = toWorkingFloat(view, dtype);
       if (hasNonFinite(work)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
@@ -281,16 +292,22 @@ export class Store implements TensorStore {
             { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
         };
       }
+      // float16/bfloat16 entries are served rounded to their type, which adds up to half a unit
+      // in the last place (2^-11, 2^-8 relative): the TT keeps that share of the tolerance free,
+      // and where too little would be left the entry is stored losslessly instead
+      const unit = dtype === "float16" ? 2 ** -11 : dtype === "bfloat16" ? 2 ** -8 : 0;
+      const ttTolerance = tolerance - unit * (1 + tolerance);
+      if (ttTolerance < tolerance / 4) return lossless(denseNorm(work));
       // min_ratio also gives up when no TT within the tolerance reaches the ratio (docs/tt.md),
       // so incompressible data are passthrough at once, even where capped ranks would fit
-      const res = await tt.compress(work, shape, { tolerance, max_rank: maxRank, min_ratio: minRatio });
+      const res = await tt.compress(work, shape, { tolerance: ttTolerance, max_rank: maxRank, min_ratio: minRatio });
       if (res === null) return raw(denseNorm(work));
       const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
       const ratio = bytesIn / stored;
       if (ratio < config.min_compression_ratio) return raw(denseNorm(work));
       const payload = concatCores(res.cores);
       const norm = await tt.norm(res);
-      const verdict = res.relative_error <= tolerance ? "compressed" : "weak";
+      const verdict = res.relative_error <= ttTolerance ? "compressed" : "weak";
       const info = { modes: [...res.modes], ranks: [...res.ranks] };
       return {
         payload,
@@ -301,14 +318,7 @@ export class Store implements TensorStore {
     }
     const norm = dtype === "bytes" ? null : denseNorm(toFloat64(view, dtype));
     if (bytesIn < config.min_compress_bytes) return raw(norm);
-    const { payload, shuffle } = await losslessEncode(bytes, dtype);
-    const ratio = bytesIn / payload.byteLength;
-    if (ratio < config.min_compression_ratio) return raw(norm);
-    return {
-      payload,
-      record: base(dtype, shape, "lossless", ratio, 0, bytesIn, payload.byteLength,
-        { sha256: sha256hex(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
-    };
+    return lossless(norm);
   }
 
   /** put_cores: stores a TT given by its cores (verdict `compressed`, relative_error 0). */

@@ -57,7 +57,6 @@ test("compress rejects bad data, shapes and options", async (t) => {
   const inf = new Float64Array(24).fill(1);
   inf[3] = -Infinity;
   await rejects(t, () => tt.compress(inf, [2, 3, 4]), "data", "infinite value");
-  await rejects(t, () => tt.compress(new Float64Array(24).fill(1e300), [2, 3, 4]), "data", "norm overflow");
   await rejects(t, () => tt.compress(new Float32Array(24), [2, 3, 4]), "data", "all zeros");
   for (const tol of [0, -1, 1, 2, NaN, Infinity]) await rejects(t, () => tt.compress(x, [2, 3, 4], { tolerance: tol }), "tolerance", `tolerance ${tol}`);
   await rejects(t, () => tt.compress(x, [2, 3, 4], { tolerance: 1e-9 }), "tolerance", "tolerance below float32 precision");

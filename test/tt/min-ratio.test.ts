@@ -79,8 +79,11 @@ test("min_ratio: null when no TT within the tolerance reaches it, even where the
   // Noise 128^3 with max_rank 256: the capped TT has a ratio about 3 (relative error about 0.8),
   // but within the tolerance nothing comes near 2.
   const y = noise(128 ** 3, 11);
-  const full = (await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256 }))!;
+  const full = (await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256, modes: tt.chooseModes([128, 128, 128]) }))!;
   t.ok(y.length / ttSize(full) > 2 && full.relative_error > 0.5, `capped noise: ratio ${(y.length / ttSize(full)).toFixed(2)}, error ${full.relative_error.toFixed(2)}`);
+  // with the default modes the plain factorisation, which meets the tolerance, is kept instead
+  const dflt = (await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256 }))!;
+  t.ok(dflt.relative_error <= 1e-3 && dflt.modes.join() === "128,128,128", `default modes: plain, error ${dflt.relative_error.toExponential(2)}`);
   t.equal(await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256, min_ratio: 2 }), null, "noise 128^3, min_ratio 2: null");
   t.equal(await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 }), null, "noise 128^3, the store's min_ratio: null");
   // Noise 64^3 with max_rank 256: the capped result is larger than the input (ratio < 1.2).

@@ -54,6 +54,7 @@ await runCli(async () => {
       const config = loadConfig();
       const boot = await bootstrap(config, await createBackend(config.backend));
       printAdminKey(boot.adminKey);
+      for (const w of boot.warnings) process.stderr.write(`Warning: ${w}\n`);
       process.stderr.write(
         `${boot.createdKeypair ? "Created" : "Kept"} the signing key ${boot.keyring.active.fingerprint}; ` +
           `${boot.adminKey ? "created the admin API key (printed above, shown once)" : "the admin API key already exists"}.\n`,

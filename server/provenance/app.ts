@@ -17,7 +17,7 @@ import type { ReceiptChain } from "./chain.js";
 import { publicKeyDocument, secretMatches, type Keyring } from "./keys.js";
 import type { ProvenanceMetrics } from "./metrics.js";
 import {
-  RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactSchema, claimsSchema, prepareReceipt, receiptSchema, verifyReceipt,
+  RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactFields, artifactSchema, claimsSchema, noProtoMember, prepareReceipt, receiptSchema, verifyReceipt,
   MAX_RECEIPT_TEXT_BYTES, type Artifact, type PreparedReceipt, type VerifyResult,
 } from "./receipt.js";
 import { JsonSyntaxError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
@@ -81,22 +81,23 @@ function parseBody(raw: Buffer): ParsedBody {
 
 const b64Field = (name: string) => z.string().refine(isBase64, `${name} must be base64`);
 
-const exactBody = z
+const exactBody = noProtoMember(z
   .strictObject({
-    artifact: z.record(z.string(), z.unknown()).optional(),
+    // passed through as sent (z.record would copy it and lose a "__proto__" member unseen)
+    artifact: z.custom<Record<string, unknown>>((v) => v !== null && typeof v === "object" && !Array.isArray(v), { message: "artifact must be a JSON object" }).optional(),
     artifact_b64: b64Field("artifact_b64").optional(),
     claims: claimsSchema.optional(),
   })
-  .refine((b) => b.artifact !== undefined || b.artifact_b64 !== undefined, { message: "artifact or artifact_b64 is required", path: ["artifact"] });
+  .refine((b) => b.artifact !== undefined || b.artifact_b64 !== undefined, { message: "artifact or artifact_b64 is required", path: ["artifact"] }));
 
 // With artifact_b64 the appliance hashes the bytes; artifact may then carry only
 // name and media_type, and any sha256/size_bytes given must agree with the bytes.
-const partialArtifact = artifactSchema.partial();
+const partialArtifact = noProtoMember(artifactFields.partial());
 
-const verifyBody = z.strictObject({
+const verifyBody = noProtoMember(z.strictObject({
   receipt: z.unknown().refine((v) => v !== undefined, "receipt is required"),
   artifact_b64: b64Field("artifact_b64").optional(),
-});
+}));
 
 function bearer(header: string | undefined): string | null {
   if (!header) return null;

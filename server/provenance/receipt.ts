@@ -26,7 +26,16 @@ export function isBase64(s: string): boolean {
 // ISO 8601 UTC with milliseconds, as Date.prototype.toISOString writes it
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-export const artifactSchema = z.strictObject({
+/**
+ * Zod's strict objects neither notice nor keep a member named "__proto__" (the name is found
+ * on every object's prototype), so a schema of fixed fields is wrapped in this refusal.
+ */
+export const noProtoMember = <T extends z.ZodType>(schema: T) =>
+  z.custom<unknown>((v) => v === null || typeof v !== "object" || !Object.hasOwn(v, "__proto__"), { message: "unknown field '__proto__'" })
+    .pipe(schema);
+
+/** The artifact block's fields, without the "__proto__" guard (for .partial()); use artifactSchema. */
+export const artifactFields = z.strictObject({
   name: z.string().min(1, "artifact.name must not be empty").max(1024, "artifact.name must be at most 1024 characters"),
   sha256: z.string().regex(HEX64, "artifact.sha256 must be 64 lower-case hex characters"),
   size_bytes: z.number().int("artifact.size_bytes must be an integer").min(0).max(Number.MAX_SAFE_INTEGER),
@@ -35,7 +44,8 @@ export const artifactSchema = z.strictObject({
     .max(255, "artifact.media_type must be at most 255 characters")
     .regex(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(?:\s*;.*)?$/, "artifact.media_type must be a media type such as application/octet-stream"),
 });
-export type Artifact = z.infer<typeof artifactSchema>;
+export const artifactSchema = noProtoMember(artifactFields);
+export type Artifact = z.infer<typeof artifactFields>;
 
 /** True when `v` nests deeper than `max` (stops descending there: safe on hostile input). */
 function deeperThan(v: unknown, max: number): boolean {
@@ -66,17 +76,17 @@ export const claimsSchema = z
     if (problem !== null) ctx.addIssue({ code: "custom", message: `claims must hold only I-JSON values: ${problem}` });
   });
 
-const signerSchema = z.strictObject({
+const signerSchema = noProtoMember(z.strictObject({
   algorithm: z.literal(ALGORITHM),
   public_key_sha256: z.string().regex(HEX64, "signer.public_key_sha256 must be 64 lower-case hex characters"),
-});
+}));
 
-const signatureSchema = z.strictObject({
+const signatureSchema = noProtoMember(z.strictObject({
   algorithm: z.literal(ALGORITHM),
   canonicalization: z.literal(CANONICALIZATION),
   payload_type: z.literal(RECEIPT_PAYLOAD_TYPE),
   value: z.string().refine(isBase64, "signature.value must be base64"),
-});
+}));
 
 /** The signed part of a receipt: every member but `signature`. */
 export const receiptBodySchema = z.strictObject({
@@ -90,7 +100,7 @@ export const receiptBodySchema = z.strictObject({
   signer: signerSchema,
 });
 export type ReceiptBody = z.infer<typeof receiptBodySchema>;
-export const receiptSchema = receiptBodySchema.extend({ signature: signatureSchema });
+export const receiptSchema = noProtoMember(receiptBodySchema.extend({ signature: signatureSchema }));
 export type Receipt = z.infer<typeof receiptSchema>;
 
 /** DSSE v1 pre-authentication encoding. */

@@ -1,0 +1,107 @@
+// The I-JSON reader: what it accepts exactly as JSON.parse does, and the three problems it
+// reports (a member name twice, a number that changes value in RFC 8785 form, a lone
+// surrogate), with where they are.
+import test from "tape";
+import { JsonProblemError, JsonSyntaxError, formatPath, numberProblem, parseStrictJson, readJson } from "../../server/provenance/strict-json.js";
+import { canonicalString } from "../../server/provenance/receipt.js";
+
+test("agrees with JSON.parse on valid I-JSON, whitespace, escapes and nesting", (t) => {
+  const docs = [
+    '{"a":1,"b":[true,false,null],"c":{"d":"e"}}',
+    ' \t\n\r{ "a" : [ 1 , 2 ] , "b" : { } , "c" : [ ] } \n',
+    '"\\u00e9\\n\\t\\"\\\\\\/"',
+    '{"s":"a\\\\\\"b\\\\","t":"\\ud83d\\ude00"}',
+    "[-0,0.5,-1.25e-7,1E+3,123456789012345]",
+    "[[[[[]]]],{}]",
+    JSON.stringify({ list: Array.from({ length: 300 }, (_, i) => ({ i, f: i / 7, s: `x\u2028"${i}`, n: null })) }),
+  ];
+  for (const d of docs) {
+    const r = readJson(d);
+    t.equal(r.problem, null, `no problem: ${d.slice(0, 40)}`);
+    t.deepEqual(r.value, JSON.parse(d), `same value: ${d.slice(0, 40)}`);
+  }
+  const deep = "[".repeat(100_000) + "]".repeat(100_000);
+  t.ok(Array.isArray(readJson(deep).value), "100,000 levels deep: read without recursion");
+  t.end();
+});
+
+test("text that is not JSON throws JsonSyntaxError", (t) => {
+  for (const bad of ["", " ", "{", "[1,]", '{"a":1,}', "[1 2]", "01", "-", "1.", "1e", ".5", "+1", '"x', '"\t"', "nul", "tru", '{"a" 1}', "{a:1}", "[1]x", "'a'", "NaN", "Infinity"]) {
+    t.throws(() => readJson(bad), JsonSyntaxError, `refused: ${JSON.stringify(bad)}`);
+  }
+  t.end();
+});
+
+test("a member name twice in one object is reported at any depth, with its path", (t) => {
+  const top = readJson('{"claims":{"forged":true},"schema":"x","claims":{}}');
+  t.equal(top.problem?.kind, "duplicate_name");
+  t.deepEqual(top.problem?.path, [], "in the top object");
+  t.match(top.problem!.message, /"claims" appears twice/);
+  const nested = readJson('{"a":[1,{"b":{"c":1,"d":2,"c":3}}]}');
+  t.deepEqual(nested.problem?.path, ["a", 1, "b"], "path to the object holding the repeated name");
+  t.equal(formatPath(nested.problem!.path), "a[1].b");
+  t.equal(readJson('{"a":1,"A":2,"a ":3}').problem, null, "names that differ are not repeats");
+  t.equal(readJson('[{"a":1},{"a":2}]').problem, null, "one name in two objects is not a repeat");
+  t.throws(() => parseStrictJson('{"x":{"y":1,"y":1}}'), JsonProblemError, "parseStrictJson throws even for equal values");
+  t.end();
+});
+
+test("__proto__ is an ordinary member: kept, enumerable, and canonicalised", (t) => {
+  const r = readJson('{"__proto__":{"admin":true},"a":1}');
+  const v = r.value as Record<string, unknown>;
+  t.equal(r.problem, null);
+  t.deepEqual(Object.keys(v), ["__proto__", "a"], "an own member");
+  t.equal(Object.getPrototypeOf(v), Object.prototype, "the prototype is untouched");
+  t.equal(({} as Record<string, unknown>).admin, undefined, "nothing polluted");
+  t.equal(canonicalString(v), '{"__proto__":{"admin":true},"a":1}', "in the RFC 8785 form");
+  t.equal(readJson('{"__proto__":1,"__proto__":2}').problem?.kind, "duplicate_name", "twice is a repeat like any name");
+  t.end();
+});
+
+test("numbers: kept when their RFC 8785 form has the same decimal value, reported otherwise", (t) => {
+  const kept: Array<[string, string]> = [
+    ["9007199254740991", "9007199254740991"],
+    ["9007199254740992", "9007199254740992"],
+    ["1e21", "1e+21"],
+    ["1E21", "1e+21"],
+    ["100000000000000000000", "100000000000000000000"],
+    ["0.1", "0.1"],
+    ["1.0", "1"],
+    ["100e-2", "1"],
+    ["-0", "0"],
+    ["0.30000000000000004", "0.30000000000000004"],
+    ["5e-324", "5e-324"],
+    ["1.7976931348623157e308", "1.7976931348623157e+308"],
+  ];
+  for (const [text, jcs] of kept) {
+    const r = readJson(`[${text}]`);
+    t.equal(r.problem, null, `${text}: kept`);
+    t.equal(canonicalString(r.value), `[${jcs}]`, `${text}: signed as ${jcs}`);
+  }
+  const changed: Array<[string, RegExp]> = [
+    ["9007199254740993", /would be signed as 9007199254740992/],
+    ["18446744073709551615", /would be signed as 18446744073709552000/],
+    ["12345678901234567890", /would be signed as 12345678901234567000/],
+    ["0.1000000000000000000001", /would be signed as 0\.1;/],
+    ["1e400", /beyond the range of a double/],
+    ["-1e400", /beyond the range of a double/],
+    ["1e-400", /would be signed as 0;/],
+  ];
+  for (const [text, re] of changed) {
+    const r = readJson(`{"n":[${text}]}`);
+    t.equal(r.problem?.kind, "inexact_number", `${text}: reported`);
+    t.deepEqual(r.problem?.path, ["n", 0], `${text}: with its path`);
+    t.match(r.problem!.message, re, `${text}: ${r.problem?.message}`);
+    t.equal(numberProblem(text), r.problem!.message, `${text}: one sentence for the rule`);
+  }
+  t.end();
+});
+
+test("a lone surrogate is reported; a pair is not", (t) => {
+  t.equal(readJson('["\\ud83d\\ude00"]').problem, null);
+  const r = readJson('{"a":["x","\\ud800"]}');
+  t.equal(r.problem?.kind, "lone_surrogate");
+  t.deepEqual(r.problem?.path, ["a", 1]);
+  t.equal(readJson('["\\udc00x"]').problem?.kind, "lone_surrogate");
+  t.end();
+});

@@ -14,7 +14,7 @@ export const CLAIMS_MAX_BYTES = 64 * 1024;
 /**
  * The most a receipt's JSON text may take: a receipt file, receipt.json in a bundle, the body
  * of /verify. The largest receipt the appliance issues (claims of 64 KiB nested 32 deep)
- * takes about 2.2 MiB written with 2-space indentation, as a bundle writes it.
+ * takes about 2 MiB written with 2-space indentation, as a bundle writes it.
  */
 export const MAX_RECEIPT_TEXT_BYTES = 4 * 1024 * 1024;
 

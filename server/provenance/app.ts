@@ -14,11 +14,12 @@ import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { buildBundleFiles, writeZip } from "./bundle.js";
 import type { ReceiptChain } from "./chain.js";
+import { DEFAULT_LIMITS } from "./config.js";
 import { publicKeyDocument, secretMatches, type Keyring } from "./keys.js";
 import type { ProvenanceMetrics } from "./metrics.js";
 import {
   RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactFields, artifactSchema, claimsSchema, noProtoMember, prepareReceipt, receiptSchema, verifyReceipt,
-  MAX_RECEIPT_TEXT_BYTES, type Artifact, type PreparedReceipt, type VerifyResult,
+  type Artifact, type PreparedReceipt, type VerifyResult,
 } from "./receipt.js";
 import { JsonSyntaxError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
 import { randomUUID } from "node:crypto";
@@ -50,9 +51,9 @@ export interface AppDeps {
   bodyBudgetBytes?: number;
 }
 
-export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
-export const DEFAULT_MAX_RECEIPT_BODY_BYTES = MAX_RECEIPT_TEXT_BYTES;
-export const DEFAULT_BODY_BUDGET_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_MAX_BODY_BYTES = DEFAULT_LIMITS.maxBodyBytes;
+export const DEFAULT_MAX_RECEIPT_BODY_BYTES = DEFAULT_LIMITS.maxReceiptBodyBytes;
+export const DEFAULT_BODY_BUDGET_BYTES = DEFAULT_LIMITS.bodyBudgetBytes;
 
 const mib = (n: number): string => (n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
 

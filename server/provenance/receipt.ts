@@ -1,6 +1,6 @@
 // Receipts of schema svc.provenance.receipt.v1: the RFC 8785 canonical body, DSSE PAE
 // framing, ML-DSA-65 signing, and verification with the six named checks of
-// spec/provenance.md. Shared by the appliance and the offline verifiers.
+// docs/provenance.md. Shared by the appliance and the offline verifiers.
 import { createHash, randomUUID } from "node:crypto";
 import canonicalize from "canonicalize";
 import { z } from "zod";
@@ -251,7 +251,7 @@ export interface PreparedReceipt {
 
 /** A receipt as the critical section leaves it: its JSON text and its chain hash. */
 export interface AssembledReceipt {
-  /** The receipt as JSON, members in the order of the schema (spec/provenance.md). */
+  /** The receipt as JSON, members in the order of the schema (docs/provenance.md). */
   json: string;
   /** SHA-256 of its canonical form: the next receipt's `previous_receipt_sha256`. */
   hash: string;

@@ -131,6 +131,9 @@ export async function startProvenance(
     clock: opts.clock ?? (() => new Date()),
     version: applianceVersion(),
     log,
+    maxBodyBytes: config.maxBodyBytes,
+    maxReceiptBodyBytes: config.maxReceiptBodyBytes,
+    bodyBudgetBytes: config.bodyBudgetBytes,
   });
   let server: Server;
   try {

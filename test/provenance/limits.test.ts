@@ -12,6 +12,7 @@ import {
 } from "../../server/provenance/bundle.js";
 import { buildReceipt, MAX_RECEIPT_TEXT_BYTES, verifyReceipt } from "../../server/provenance/receipt.js";
 import { cleanup as cleanupFixtures, dir as fixtureDir, run, signer } from "./cli-fixtures.js";
+import { loadConfig } from "../../server/provenance/config.js";
 import { post, sampleArtifact, startApp, tempDir } from "./helpers.js";
 
 const MIB = 1024 * 1024;
@@ -245,6 +246,22 @@ test("bodies in flight have a budget: past it 429 with Retry-After and the error
   t.equal((await post(`${a.url}/v1/provenance/verify`, body)).status, 422, "30 requests later nothing has leaked");
   await a.close();
   await cleanup();
+});
+
+test("the limits are configurable; a bad value or a budget below a body limit stops the start", (t) => {
+  const base = { SVC_PROVENANCE_CONFIG: "/nonexistent/svc-provenance/service.env", SVC_PROVENANCE_HOME: "/nonexistent/home" };
+  const d = loadConfig(base);
+  t.deepEqual([d.maxBodyBytes, d.maxReceiptBodyBytes, d.bodyBudgetBytes], [32 * MIB, 4 * MIB, 64 * MIB], "defaults: 32 MiB, 4 MiB, 64 MiB");
+  const c = loadConfig({ ...base, SVC_PROVENANCE_MAX_BODY_BYTES: "1048576", SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES: "524288", SVC_PROVENANCE_BODY_BUDGET_BYTES: "2097152" });
+  t.deepEqual([c.maxBodyBytes, c.maxReceiptBodyBytes, c.bodyBudgetBytes], [MIB, MIB / 2, 2 * MIB]);
+  for (const [name, value, re] of [
+    ["SVC_PROVENANCE_MAX_BODY_BYTES", "1e6", /SVC_PROVENANCE_MAX_BODY_BYTES must be a whole number of bytes/],
+    ["SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES", "100", /SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES must be between 65536/],
+    ["SVC_PROVENANCE_BODY_BUDGET_BYTES", "4194304", /SVC_PROVENANCE_BODY_BUDGET_BYTES must be at least/],
+  ] as const) {
+    t.throws(() => loadConfig({ ...base, [name]: value }), re, `${name}=${value}: refused`);
+  }
+  t.end();
 });
 
 test("cleanup", async (t) => {

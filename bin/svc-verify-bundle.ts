@@ -23,6 +23,8 @@ receipt's six checks.
   --json                       print the verify structure as JSON
   --help                       this text
 
+Limits: at most 16 entries, 4 MiB a file (declared and inflated), 8 MiB in all. JSON files
+must be I-JSON: no member name twice, numbers that keep their value in RFC 8785 form.
 Take the key and fingerprint from a channel you trust, not from the bundle.
 Exit codes: 0 valid, 1 verification failed (tampered, signer or artifact mismatch, refused
 entries), 2 usage error or unreadable input, 3 unsupported schema or evidence version.

@@ -20,6 +20,8 @@ canonical_body, signed_fields, signature, signer, artifact_commitment).
   --json                       print the verify structure as JSON
   --help                       this text
 
+The receipt file is at most 4 MiB of I-JSON: a member name twice, or a number that changes
+value in RFC 8785 form, fails the canonical_body check.
 A receipt names its key only by fingerprint, so --public-key is always needed to check
 its signature. Take the key and fingerprint from a channel you trust, not from the
 package being checked.

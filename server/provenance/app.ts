@@ -223,7 +223,7 @@ export function createApp(deps: AppDeps): RequestListener {
   // 3. JSON bodies, size-limited before they are read (413 from Content-Length) and within the
   // budget of bodies in flight (429 past it); mounted per route after authentication, so an
   // unauthenticated caller never gets a body read. The bytes are parsed by the route with
-  // strict-json (member names once, numbers that keep their value), never by JSON.parse.
+  // strict-json (member names once, numbers that keep their value), never by JSON.parse alone.
   const bodyReader = (limit: number) => {
     const raw = express.raw({ type: () => true, limit, inflate: true });
     return (req: Request, res: Response, next: NextFunction): void => {

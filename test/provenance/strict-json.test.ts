@@ -105,3 +105,64 @@ test("a lone surrogate is reported; a pair is not", (t) => {
   t.equal(readJson('["\\udc00x"]').problem?.kind, "lone_surrogate");
   t.end();
 });
+
+test("random documents: no problem found in I-JSON, and a repeated name found where it was put", (t) => {
+  let seed = 12345;
+  const rnd = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed % n;
+  };
+  const names = ["a", "b", 'q"uote', "back\\slash", "\u00e9", "\ud83d\ude00", "__proto__", "tab\t", "", "x y"];
+  const ws = (): string => [" ", "", "\n  ", "\t", ""][rnd(5)]!;
+  const str = (s: string): string => (rnd(3) === 0 ? JSON.stringify(s).replace(/[a-z]/, (c) => `\\u00${c.charCodeAt(0).toString(16)}`) : JSON.stringify(s));
+  // writes a random value; the object whose number is `dupAt` gets one of its names twice
+  let objects = 0;
+  let dupPath: Array<string | number> | null = null;
+  const write = (depth: number, path: Array<string | number>, dupAt: number): string => {
+    const k = depth === 0 ? 6 : depth > 4 ? rnd(4) : rnd(7);
+    if (k === 0) return String([0, -1, 1.5, 1e21, 123456789, -0.25, 9007199254740992][rnd(7)]);
+    if (k === 1) return str(["", "x", "é\n", 'a"b', "\\", "\u2028"][rnd(6)]!);
+    if (k === 2) return ["true", "false", "null"][rnd(3)]!;
+    if (k === 3 || k === 4) {
+      const n = rnd(4);
+      const items = Array.from({ length: n }, (_, i) => ws() + write(depth + 1, [...path, i], dupAt) + ws());
+      return `[${items.join(",")}]`;
+    }
+    const mine = objects++;
+    const keys = [...new Set(Array.from({ length: 1 + rnd(5) }, () => names[rnd(names.length)]!))];
+    const members = keys.map((key) => `${ws()}${str(key)}${ws()}:${ws()}${write(depth + 1, [...path, key], dupAt)}`);
+    if (mine === dupAt) {
+      members.push(`${str(keys[0]!)}:1`);
+      dupPath = path;
+    }
+    return `{${members.join(",")}}`;
+  };
+  let checked = 0;
+  for (let round = 0; round < 400; round++) {
+    objects = 0;
+    dupPath = null;
+    const start = seed;
+    const clean = write(0, [], -1);
+    const r = readJson(clean);
+    if (r.problem !== null || JSON.stringify(r.value) !== JSON.stringify(JSON.parse(clean))) {
+      t.fail(`clean document reported: ${clean} ${JSON.stringify(r.problem)}`);
+      return t.end();
+    }
+    if (objects === 0) continue;
+    const target = rnd(objects);
+    objects = 0;
+    const saved = seed;
+    seed = start; // the same document, with one name written twice in object number `target`
+    const dirty = write(0, [], target);
+    seed = saved;
+    if (dupPath === null) continue;
+    const d = readJson(dirty);
+    if (d.problem?.kind !== "duplicate_name" || JSON.stringify(d.problem.path) !== JSON.stringify(dupPath)) {
+      t.fail(`repeat not found at ${JSON.stringify(dupPath)}: ${dirty} ${JSON.stringify(d.problem)}`);
+      return t.end();
+    }
+    checked++;
+  }
+  t.ok(checked > 100, `${checked} documents with a repeated name, each found at its path; 400 clean ones, none reported`);
+  t.end();
+});

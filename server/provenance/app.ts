@@ -197,7 +197,7 @@ export function createApp(deps: AppDeps): RequestListener {
   };
   /**
    * The answer to a receipt that is not valid: the verify structure with the error body's
-   * fields (api.md section 3) after it, code bad_request (the receipt given is not a valid one).
+   * fields (detail, code, request_id) after it; code bad_request: the receipt given is not a valid one.
    */
   const refusal = (result: VerifyResult, requestId: string, exporting: boolean): string => {
     const failed = result.checks.find((c) => !c.ok);

@@ -125,6 +125,8 @@ test("the forgeries are refused by both offline verifiers (no network)", async (
   await writeFile(join(fixtureDir, "inexact.json"), inexact);
   await writeFile(join(fixtureDir, "forged.zip"), await writeZip(bundleWithReceiptText(forged)));
   await writeFile(join(fixtureDir, "good-again.zip"), await writeZip(bundleWithReceiptText(genuine)));
+  const pubText = await readJsonText(join(fixtureDir, "pub.json"));
+  await writeFile(join(fixtureDir, "pub-twice.json"), pubText.replace('{"algorithm"', `{"public_key":"${Buffer.from(signer.publicKey).toString("base64")}","algorithm"`));
   const preload = [new URL("./no-network.mjs", import.meta.url).pathname];
   const pub = join(fixtureDir, "pub.json");
   const cases: Array<[string, string, string[], number, RegExp]> = [
@@ -132,12 +134,19 @@ test("the forgeries are refused by both offline verifiers (no network)", async (
     ["receipt, a number that changed", "svc-verify-receipt", ["--receipt", join(fixtureDir, "inexact.json"), "--public-key", pub], 1, /FAIL canonical_body: .*at serial, the number "1\.0000000000000001" would be signed as 1;/],
     ["bundle, a claims member twice in receipt.json", "svc-verify-bundle", ["--bundle", join(fixtureDir, "forged.zip"), "--public-key", pub], 1, /FAIL canonical_body: The receipt is not I-JSON .*"claims" appears twice/],
     ["bundle, the same built from the genuine text", "svc-verify-bundle", ["--bundle", join(fixtureDir, "good-again.zip"), "--public-key", pub], 0, /verdict: valid/],
+    ["a public-key file naming public_key twice", "svc-verify-receipt", ["--receipt", join(fixtureDir, "receipt.json"), "--public-key", join(fixtureDir, "pub-twice.json")], 2, /^$/],
   ];
   for (const [name, bin, args, code, re] of cases) {
     const r = await run(bin, args, preload);
     t.equal(r.code, code, `${name}: exit ${code} (${r.stderr.trim()})`);
     t.match(r.stdout, re, `${name}: the check says why`);
   }
+  const twice = await run("svc-verify-receipt", ["--receipt", join(fixtureDir, "receipt.json"), "--public-key", join(fixtureDir, "pub-twice.json")]);
+  t.match(twice.stderr, /^The public key file .* is not I-JSON \(RFC 8785 needs it\): at the top level, the member name "public_key" appears twice in one object\.\n$/, "the key file's problem in one line");
+  const protoTop = readJson(genuine.replace('{"schema"', '{"__proto__":{},"schema"'));
+  const pv = verifyReceipt(protoTop.value, { backend, keys: [signer], trustedFingerprints: [signer.fingerprint], textProblem: protoTop.problem });
+  t.equal(pv.verdict, "failed", "a receipt with an extra __proto__ member fails");
+  t.match(pv.checks.find((c) => c.name === "signed_fields")!.detail, /unknown field '__proto__'|__proto__/, "signed_fields names the member");
   const inProcess = verifyBundle(await readZip(await writeZip(bundleWithReceiptText(forged))), { backend, pinnedKeys: [signer], integrityOnly: false });
   t.equal(inProcess.verdict, "failed", "verifyBundle: failed");
   t.ok(inProcess.checks.find((c) => c.name === "manifest_signature")?.ok, "even with a manifest signed by the right key");

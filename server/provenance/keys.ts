@@ -206,7 +206,8 @@ export interface BootResult {
  */
 export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend, now = new Date()): Promise<BootResult> {
   const warnings: string[] = [];
-  for (const dir of [config.home, paths(config.home).keys]) {
+  // retired/ too: whoever can write there adds a public key that /verify trusts
+  for (const dir of [config.home, paths(config.home).keys, paths(config.home).retired]) {
     const w = await ensureDir(dir);
     if (w) warnings.push(w);
   }

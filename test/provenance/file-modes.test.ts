@@ -62,14 +62,17 @@ test("a configuration file or state directory open to others: one warning line e
 
   await chmod(config.configPath, 0o644);
   await chmod(config.home, 0o755);
+  await chmod(paths(config.home).retired, 0o777);
   const logs: Array<Record<string, unknown>> = [];
   const running = await startProvenance(config, { log: (e) => logs.push(e) });
   await running.close();
   const warnings = logs.filter((l) => l.msg === "warning");
-  t.equal(warnings.length, 2, "two warnings: the configuration file and the home directory");
-  t.match(String(warnings[0]?.detail), /^The directory .* was open to group or others \(mode 0755\); it is now 0700\.$/, String(warnings[0]?.detail));
-  t.match(String(warnings[1]?.detail), /^The configuration file .*service\.env is open to group or others \(mode 0644\); .*make it 0600\.$/, String(warnings[1]?.detail));
+  t.equal(warnings.length, 3, "three warnings: the home directory, keys/retired and the configuration file");
+  t.match(String(warnings[0]?.detail), /^The directory .*home was open to group or others \(mode 0755\); it is now 0700\.$/, String(warnings[0]?.detail));
+  t.match(String(warnings[1]?.detail), /^The directory .*retired was open to group or others \(mode 0777\); it is now 0700\.$/, String(warnings[1]?.detail));
+  t.match(String(warnings[2]?.detail), /^The configuration file .*service\.env is open to group or others \(mode 0644\); .*make it 0600\.$/, String(warnings[2]?.detail));
   t.equal(await mode(config.home), 0o700, "the directory was set back to 0700");
+  t.equal(await mode(paths(config.home).retired), 0o700, "and keys/retired");
   t.equal(await mode(config.configPath), 0o644, "the operator's file is left as it is");
   const text = JSON.stringify(warnings);
   t.notOk(text.includes(token), "no metrics token");

@@ -243,8 +243,9 @@ for (const name of BACKENDS) {
       child.on("exit", () => reject(new Error("the appliance exited")));
     });
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: CONCURRENCY });
-    for (let i = 0; i < 50; i++) {
-      // wait for the listener (the key is printed just after listen)
+    for (let i = 0; i < 300; i++) {
+      // wait for the listener (the key is printed at first boot, before the worker starts and
+      // the listener opens: seconds on a busy machine)
       try {
         await (await pool.request({ method: "GET", path: "/health" })).body.arrayBuffer();
         break;

@@ -21,7 +21,7 @@ import {
   RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactFields, artifactSchema, claimsSchema, noProtoMember, prepareReceipt, receiptSchema, verifyReceipt,
   type Artifact, type PreparedReceipt, type VerifyResult,
 } from "./receipt.js";
-import { JsonSyntaxError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
 import { randomUUID } from "node:crypto";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
 
@@ -76,6 +76,7 @@ function parseBody(raw: Buffer): ParsedBody {
     return readJson(text);
   } catch (e) {
     if (e instanceof JsonSyntaxError) throw new ValidationError("The request body is not valid JSON.");
+    if (e instanceof JsonTooManyValuesError) throw new ValidationError(`The request body holds ${e.message}; a receipt holds far fewer.`);
     throw e;
   }
 }

@@ -10,7 +10,7 @@ import {
   CANONICALIZATION, MAX_RECEIPT_TEXT_BYTES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactSchema, pae, sha256Hex, verifyReceipt,
   type Check, type KnownKey, type Receipt, type VerifyResult,
 } from "./receipt.js";
-import { JsonSyntaxError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
 
 export const EVIDENCE_VERSION = 1;
@@ -301,6 +301,7 @@ function readJsonFile(files: Map<string, Buffer>, name: string): { value: unknow
     return readJson(buf.toString("utf8"));
   } catch (e) {
     if (e instanceof JsonSyntaxError) throw new CheckFailure(`${name} is not valid JSON.`);
+    if (e instanceof JsonTooManyValuesError) throw new CheckFailure(`${name} holds ${e.message}.`);
     throw e;
   }
 }

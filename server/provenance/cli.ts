@@ -7,7 +7,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { z } from "zod";
 import { MAX_RECEIPT_TEXT_BYTES, type KnownKey, type VerifyResult } from "./receipt.js";
 import { PUBLIC_KEY_BYTES, fingerprintOf } from "./signer.js";
-import { JsonSyntaxError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
 
 export const EXIT = { valid: 0, failed: 1, usage: 2, unsupported: 3 } as const;
 
@@ -84,6 +84,7 @@ export async function readReceiptFile(path: string, what = "receipt"): Promise<{
     return readJson(text);
   } catch (e) {
     if (e instanceof JsonSyntaxError) throw new UsageError(`The ${what} ${path} is not valid JSON`);
+    if (e instanceof JsonTooManyValuesError) throw new UsageError(`The ${what} ${path} holds ${e.message}, more than any receipt`);
     throw e;
   }
 }

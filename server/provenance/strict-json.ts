@@ -25,6 +25,21 @@ export class JsonSyntaxError extends Error {
   }
 }
 
+/** The text holds more values than the reader takes (checked before any value is built). */
+export class JsonTooManyValuesError extends Error {
+  constructor(readonly limit: number) {
+    super(`more than ${limit.toLocaleString("en-US")} JSON values`);
+    this.name = "JsonTooManyValuesError";
+  }
+}
+
+/**
+ * The most values (members and elements, counted by their separators and containers) one
+ * text may hold: a receipt holds at most about 33,000 (claims of 64 KiB), and reading costs
+ * time in proportion to the values, so a body of millions of tiny values is refused at once.
+ */
+export const MAX_JSON_VALUES = 100_000;
+
 /** The text is JSON but not I-JSON (thrown by parseStrictJson). */
 export class JsonProblemError extends Error {
   constructor(readonly problem: JsonProblem) {
@@ -102,35 +117,49 @@ interface Frame {
  * Parses JSON text as JSON.parse does (which keeps a member named `__proto__` as an ordinary
  * member), and reports the first I-JSON problem instead of hiding it: a member name twice in
  * one object (the later value is kept), a number whose RFC 8785 form has another value (the
- * nearest double is kept), a lone surrogate. Throws JsonSyntaxError for text that is not JSON.
+ * nearest double is kept), a lone surrogate. Throws JsonSyntaxError for text that is not JSON
+ * and JsonTooManyValuesError past `maxValues`, before building any value.
  */
-export function readJson(text: string): { value: unknown; problem: JsonProblem | null } {
-  let value: unknown;
+export function readJson(text: string, maxValues = MAX_JSON_VALUES): { value: unknown; problem: JsonProblem | null } {
+  let problem: JsonProblem | null;
   try {
-    value = JSON.parse(text);
+    problem = findProblem(text, maxValues);
+  } catch (e) {
+    if (e instanceof JsonTooManyValuesError) throw e;
+    problem = null; // text the scan cannot follow is not JSON: JSON.parse says where
+  }
+  try {
+    return { value: JSON.parse(text), problem };
   } catch (e) {
     const at = /position (\d+)/.exec((e as Error).message)?.[1];
     throw new JsonSyntaxError(at === undefined ? 0 : Number(at));
   }
-  return { value, problem: findProblem(text) };
 }
 
 /**
- * The first I-JSON problem of `text`, which JSON.parse has accepted: one pass, no recursion,
- * no values built (JSON.parse builds them natively, several times faster than a reader here).
+ * The first I-JSON problem of `text`: one pass, no recursion, no values built (JSON.parse
+ * builds them natively, several times faster than a reader here). It counts the values as it
+ * goes and throws JsonTooManyValuesError past `maxValues`; on text that is not JSON it may
+ * throw anything or return anything, so JSON.parse must accept the text as well.
  */
-export function findProblem(text: string): JsonProblem | null {
+export function findProblem(text: string, maxValues = MAX_JSON_VALUES): JsonProblem | null {
   const n = text.length;
   const stack: Frame[] = [];
   const pathTo = (depth: number): JsonPath =>
     stack.slice(0, depth).map((f) => (f.isArray ? f.index : f.key));
   let i = 0;
   let escaped = false;
+  let values = 0; // a container counts at its opening, every later element or member at its comma
+  let problem: JsonProblem | null = null;
+  const found = (p: JsonProblem): void => {
+    problem ??= p;
+  };
   // the string starting at the quote at i, decoded; i ends after its closing quote, and
   // `escaped` says whether it held an escape
   const readString = (): string => {
     const start = i + 1;
     let end = text.indexOf('"', start);
+    if (end < 0) throw new JsonSyntaxError(i);
     escaped = true;
     if (text.charCodeAt(end - 1) !== 0x5c) {
       // no backslash right before the quote: the common case holds no escape at all
@@ -146,6 +175,7 @@ export function findProblem(text: string): JsonProblem | null {
       while (text.charCodeAt(k) === 0x5c) k--;
       if ((end - 1 - k) % 2 === 0) break;
       end = text.indexOf('"', end + 1);
+      if (end < 0) throw new JsonSyntaxError(i);
     }
     const s = JSON.parse(text.slice(i, end + 1)) as string;
     i = end + 1;
@@ -156,12 +186,14 @@ export function findProblem(text: string): JsonProblem | null {
     if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x3a) {
       i++;
     } else if (c === 0x7b || c === 0x5b) {
+      if (++values > maxValues) throw new JsonTooManyValuesError(maxValues);
       stack.push({ isArray: c === 0x5b, index: 0, key: "", names: [] });
       i++;
     } else if (c === 0x7d || c === 0x5d) {
       stack.pop();
       i++;
     } else if (c === 0x2c) {
+      if (++values > maxValues) throw new JsonTooManyValuesError(maxValues);
       const top = stack[stack.length - 1]!;
       if (top.isArray) top.index++;
       i++;
@@ -170,13 +202,13 @@ export function findProblem(text: string): JsonProblem | null {
       // a member name when in an object and no name has been read since the last comma
       const isName = top !== undefined && !top.isArray && expectingName(text, i);
       const s = readString();
-      if (escaped && LONE_SURROGATE.test(s)) {
-        return { kind: "lone_surrogate", path: isName ? pathTo(stack.length - 1) : pathTo(stack.length), message: "a string holds a lone surrogate, which has no UTF-8 form" };
+      if (problem === null && escaped && LONE_SURROGATE.test(s)) {
+        found({ kind: "lone_surrogate", path: isName ? pathTo(stack.length - 1) : pathTo(stack.length), message: "a string holds a lone surrogate, which has no UTF-8 form" });
       }
       if (isName) {
         const names = top!.names;
         const seen = Array.isArray(names) ? names.includes(s) : names.has(s);
-        if (seen) return { kind: "duplicate_name", path: pathTo(stack.length - 1), message: `the member name ${quote(s)} appears twice in one object` };
+        if (seen) found({ kind: "duplicate_name", path: pathTo(stack.length - 1), message: `the member name ${quote(s)} appears twice in one object` });
         if (Array.isArray(names)) {
           names.push(s);
           if (names.length > 16) top!.names = new Set(names);
@@ -193,18 +225,18 @@ export function findProblem(text: string): JsonProblem | null {
         else break;
       }
       // integers of up to 15 digits, and text as ECMAScript writes it, keep their value
-      if (!(plain && i - start <= 15)) {
+      if (problem === null && !(plain && i - start <= 15)) {
         const t = text.slice(start, i);
         if (String(Number(t)) !== t) {
           const why = numberProblem(t);
-          if (why) return { kind: "inexact_number", path: pathTo(stack.length), message: why };
+          if (why) found({ kind: "inexact_number", path: pathTo(stack.length), message: why });
         }
       }
     } else {
       i++; // true, false, null: letters only
     }
   }
-  return null;
+  return problem;
 }
 
 /** Whether the quote at `i` opens a member name: the previous token is `{` or `,`. */

@@ -145,8 +145,12 @@ test("bad input gets 400/413/415 with one sentence, and consumes no serial", asy
   const deepExact = await post(`${a.url}/v1/provenance/exact`, `{"artifact":${JSON.stringify(sampleArtifact)},"claims":{"x":${deep}}}`, a.adminKey);
   t.equal(deepExact.status, 400, "claims nested 100,000 deep: 400, not a crash");
   const deepVerify = await post(`${a.url}/v1/provenance/verify`, `{"receipt":{"schema":"svc.provenance.receipt.v1","claims":{"x":${deep}}}}`);
-  t.equal(deepVerify.status, 422, "a receipt nested 100,000 deep: 422 failed");
-  t.equal(deepVerify.json.verdict, "failed");
+  t.equal(deepVerify.status, 400, "a receipt nested 100,000 deep: 400 (more JSON values than any receipt), not a crash");
+  t.match(deepVerify.json.detail, /holds more than 100,000 JSON values/);
+  const deep2 = "[".repeat(50_000) + "]".repeat(50_000);
+  const deepVerify2 = await post(`${a.url}/v1/provenance/verify`, `{"receipt":{"schema":"svc.provenance.receipt.v1","claims":{"x":${deep2}}}}`);
+  t.equal(deepVerify2.status, 422, "a receipt nested 50,000 deep: 422 failed");
+  t.equal(deepVerify2.json.verdict, "failed");
   const vmissing = await post(`${a.url}/v1/provenance/verify`, {});
   t.equal(vmissing.status, 400, "verify without receipt: 400");
   for (const [name, body, status] of [

@@ -192,6 +192,13 @@ test("request bodies over their endpoint's limit get 413 with the JSON error bod
   t.match(cj.request_id, UUID);
   const bundle = await post(`${a.url}/v1/provenance/evidence-bundle`, big, a.adminKey);
   t.equal(bundle.status, 413, "/evidence-bundle, 5 MiB: 413");
+  const dense = `{"receipt":{"claims":{"a":[${Array(1_900_000).fill(0).join(",")}]}}}`;
+  t.ok(dense.length < 4 * MIB, "two million tiny values fit in 4 MiB");
+  const started = Date.now();
+  const dv = await post(`${a.url}/v1/provenance/verify`, dense);
+  t.equal(dv.status, 400, "a body of two million values: 400, refused after counting 100,000 of them");
+  t.equal(dv.json.detail, "The request body holds more than 100,000 JSON values; a receipt holds far fewer.");
+  t.ok(Date.now() - started < 30_000, `answered in ${Date.now() - started} ms`);
   const exact = await post(`${a.url}/v1/provenance/exact`, `{"artifact_b64":"${"A".repeat(33 * MIB)}"}`, a.adminKey);
   t.equal(exact.status, 413, "/exact, 33 MiB: 413");
   t.equal(exact.json.detail, "The request body is larger than this endpoint's limit of 32 MiB.");

@@ -2,7 +2,7 @@
 // reports (a member name twice, a number that changes value in RFC 8785 form, a lone
 // surrogate), with where they are.
 import test from "tape";
-import { JsonProblemError, JsonSyntaxError, formatPath, numberProblem, parseStrictJson, readJson } from "../../server/provenance/strict-json.js";
+import { JsonProblemError, JsonSyntaxError, JsonTooManyValuesError, MAX_JSON_VALUES, formatPath, numberProblem, parseStrictJson, readJson } from "../../server/provenance/strict-json.js";
 import { canonicalString } from "../../server/provenance/receipt.js";
 
 test("agrees with JSON.parse on valid I-JSON, whitespace, escapes and nesting", (t) => {
@@ -20,8 +20,8 @@ test("agrees with JSON.parse on valid I-JSON, whitespace, escapes and nesting", 
     t.equal(r.problem, null, `no problem: ${d.slice(0, 40)}`);
     t.deepEqual(r.value, JSON.parse(d), `same value: ${d.slice(0, 40)}`);
   }
-  const deep = "[".repeat(100_000) + "]".repeat(100_000);
-  t.ok(Array.isArray(readJson(deep).value), "100,000 levels deep: read without recursion");
+  const deep = "[".repeat(90_000) + "]".repeat(90_000);
+  t.ok(Array.isArray(readJson(deep).value), "90,000 levels deep: read without recursion");
   t.end();
 });
 
@@ -164,5 +164,23 @@ test("random documents: no problem found in I-JSON, and a repeated name found wh
     checked++;
   }
   t.ok(checked > 100, `${checked} documents with a repeated name, each found at its path; 400 clean ones, none reported`);
+  t.end();
+});
+
+test("more values than the limit are refused before any value is built", (t) => {
+  t.equal(MAX_JSON_VALUES, 100_000);
+  const within = `[${Array(MAX_JSON_VALUES).fill(0).join(",")}]`;
+  t.ok(Array.isArray(readJson(within).value), "100,000 elements: read");
+  for (const [name, text] of [
+    ["elements", `[${Array(MAX_JSON_VALUES + 1).fill(0).join(",")}]`],
+    ["members", `{${Array.from({ length: MAX_JSON_VALUES + 1 }, (_, i) => `"k${i}":0`).join(",")}}`],
+    ["nesting", "[".repeat(MAX_JSON_VALUES + 1) + "]".repeat(MAX_JSON_VALUES + 1)],
+    ["empty containers", `[${Array(MAX_JSON_VALUES).fill("{}").join(",")}]`],
+  ] as const) {
+    t.throws(() => readJson(text), JsonTooManyValuesError, `${name}: refused`);
+  }
+  t.throws(() => readJson(`[${Array(MAX_JSON_VALUES + 1).fill(0).join(",")}`), JsonTooManyValuesError, "counted before the syntax is checked");
+  t.throws(() => readJson('{"a":"unterminated'), JsonSyntaxError, "an unterminated string is a syntax error");
+  t.throws(() => readJson('["a\\"'), JsonSyntaxError, "so is one that ends in an escaped quote");
   t.end();
 });

@@ -19,7 +19,9 @@ SVC_PROVENANCE_ADMIN_KEY=<key>; only its SHA-256 is stored. Store it in a secret
 
 Environment: SVC_PROVENANCE_HOME (/var/lib/svc-provenance), SVC_PROVENANCE_CONFIG
 (/etc/svc-provenance/service.env), SVC_PROVENANCE_BACKEND (liboqs|noble),
-SVC_PROVENANCE_HOST (127.0.0.1), SVC_PROVENANCE_PORT (8001), SVC_PROVENANCE_METRICS_TOKEN.
+SVC_PROVENANCE_HOST (127.0.0.1), SVC_PROVENANCE_PORT (8001), SVC_PROVENANCE_METRICS_TOKEN,
+SVC_PROVENANCE_MAX_BODY_BYTES (32 MiB), SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES (4 MiB),
+SVC_PROVENANCE_BODY_BUDGET_BYTES (64 MiB).
 Exit codes: 0 success, 1 failure, 2 usage or configuration error.
 `;
 
@@ -54,6 +56,7 @@ await runCli(async () => {
       const config = loadConfig();
       const boot = await bootstrap(config, await createBackend(config.backend));
       printAdminKey(boot.adminKey);
+      for (const w of boot.warnings) process.stderr.write(`Warning: ${w}\n`);
       process.stderr.write(
         `${boot.createdKeypair ? "Created" : "Kept"} the signing key ${boot.keyring.active.fingerprint}; ` +
           `${boot.adminKey ? "created the admin API key (printed above, shown once)" : "the admin API key already exists"}.\n`,

@@ -23,6 +23,8 @@ receipt's six checks.
   --json                       print the verify structure as JSON
   --help                       this text
 
+Limits: at most 16 entries, 4 MiB a file (declared and inflated), 8 MiB in all. JSON files
+must be I-JSON: no member name twice, numbers that keep their value in RFC 8785 form.
 Take the key and fingerprint from a channel you trust, not from the bundle.
 Exit codes: 0 valid, 1 verification failed (tampered, signer or artifact mismatch, refused
 entries), 2 usage error or unreadable input, 3 unsupported schema or evidence version.
@@ -67,7 +69,7 @@ await runCli(async () => {
   try {
     if (format === "zip") {
       if (!st.isFile()) throw new BundleError("unreadable", `The bundle ${bundlePath} is not a file`);
-      if (st.size > MAX_TOTAL_BYTES) throw new BundleError("refused", "The bundle is larger than the 1 GiB limit.");
+      if (st.size > MAX_TOTAL_BYTES) throw new BundleError("refused", `The bundle is larger than the ${MAX_TOTAL_BYTES / (1024 * 1024)} MiB limit for a bundle.`);
       let buf: Buffer;
       try {
         buf = await readFile(bundlePath);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Offline verifier of one provenance receipt: no network, no appliance.
-import { EXIT, UsageError, checkFingerprintArg, digestFile, exitCodeOf, parse, printResult, readJsonFile, readPublicKeyFile, runCli } from "../server/provenance/cli.js";
+import { EXIT, UsageError, checkFingerprintArg, digestFile, exitCodeOf, parse, printResult, readPublicKeyFile, readReceiptFile, runCli } from "../server/provenance/cli.js";
 import { verifyReceipt } from "../server/provenance/receipt.js";
 import { createBackend } from "../server/provenance/signer.js";
 
@@ -20,6 +20,8 @@ canonical_body, signed_fields, signature, signer, artifact_commitment).
   --json                       print the verify structure as JSON
   --help                       this text
 
+The receipt file is at most 4 MiB of I-JSON: a member name twice, or a number that changes
+value in RFC 8785 form, fails the canonical_body check.
 A receipt names its key only by fingerprint, so --public-key is always needed to check
 its signature. Take the key and fingerprint from a channel you trust, not from the
 package being checked.
@@ -50,7 +52,8 @@ await runCli(async () => {
   if (!keyPath && !expected && !integrityOnly) {
     throw new UsageError("Refusing to verify without --public-key or --expected-fingerprint; pin the issuer, or pass --integrity-only");
   }
-  const receipt = await readJsonFile(receiptPath, "receipt");
+  // read as I-JSON: a member name twice or a number that changed value fails canonical_body
+  const receipt = await readReceiptFile(receiptPath, "receipt");
   // A receipt names its key only by fingerprint: without --public-key the signature check
   // cannot be carried out, which makes it a failure (exit 1), as docs/provenance.md says.
   let keys = keyPath ? await readPublicKeyFile(keyPath) : [];
@@ -58,11 +61,12 @@ await runCli(async () => {
   const artifact = values.artifact ? await digestFile(values.artifact as string) : undefined;
   const pinned = !integrityOnly || expected !== undefined;
   const backend = await createBackend("liboqs");
-  const result = verifyReceipt(receipt, {
+  const result = verifyReceipt(receipt.value, {
     backend,
     keys,
     trustedFingerprints: pinned ? keys.map((k) => k.fingerprint) : null,
     artifact,
+    textProblem: receipt.problem,
   });
   printResult({ ...result, issuer_authenticated: pinned }, values.json === true);
   return exitCodeOf(result);

@@ -8,18 +8,20 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
-import { ConflictError, UnauthorizedError, UnsupportedMediaTypeError, NotFoundError, SvcError, ValidationError } from "../../lib/errors.js";
+import { ConflictError, PayloadTooLargeError, RateLimitedError, UnauthorizedError, UnsupportedMediaTypeError, NotFoundError, SvcError, ValidationError } from "../../lib/errors.js";
 import { parseOrThrow } from "../../lib/names.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { buildBundleFiles, writeZip } from "./bundle.js";
 import type { ReceiptChain } from "./chain.js";
+import { DEFAULT_LIMITS } from "./config.js";
 import { publicKeyDocument, secretMatches, type Keyring } from "./keys.js";
 import type { ProvenanceMetrics } from "./metrics.js";
 import {
-  RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactSchema, claimsSchema, prepareReceipt, receiptSchema, verifyReceipt,
+  RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactFields, artifactSchema, claimsSchema, noProtoMember, prepareReceipt, receiptSchema, verifyReceipt,
   type Artifact, type PreparedReceipt, type VerifyResult,
 } from "./receipt.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
 import { randomUUID } from "node:crypto";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
 
@@ -41,28 +43,63 @@ export interface AppDeps {
   clock: () => Date;
   version: string;
   log: LogFn;
-  /** Largest JSON body accepted (default 32 MiB, enough for a 24 MiB artifact_b64). */
+  /** Largest issuance body (default 32 MiB, enough for a 24 MiB artifact_b64). */
   maxBodyBytes?: number;
+  /** Largest body of /verify and /evidence-bundle (default 4 MiB: a receipt and a small artifact_b64). */
+  maxReceiptBodyBytes?: number;
+  /** Request bodies held in memory at once, all requests together (default 64 MiB). */
+  bodyBudgetBytes?: number;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = DEFAULT_LIMITS.maxBodyBytes;
+export const DEFAULT_MAX_RECEIPT_BODY_BYTES = DEFAULT_LIMITS.maxReceiptBodyBytes;
+export const DEFAULT_BODY_BUDGET_BYTES = DEFAULT_LIMITS.bodyBudgetBytes;
+
+const mib = (n: number): string => (n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
+
+/** A request body as read: its value, and the first I-JSON problem of its text. */
+interface ParsedBody {
+  value: unknown;
+  problem: JsonProblem | null;
+}
+
+/**
+ * Reads a request body's text: a BOM is dropped (as body-parser does), an object or an array
+ * at the top (strict, as express.json), then strict-json's reader. Not JSON: 400.
+ */
+function parseBody(raw: Buffer): ParsedBody {
+  let text = raw.toString("utf8");
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const first = /^[\x20\x09\x0a\x0d]*(.)/.exec(text)?.[1];
+  if (first !== "{" && first !== "[") throw new ValidationError("The request body is not valid JSON.");
+  try {
+    return readJson(text);
+  } catch (e) {
+    if (e instanceof JsonSyntaxError) throw new ValidationError("The request body is not valid JSON.");
+    if (e instanceof JsonTooManyValuesError) throw new ValidationError(`The request body holds ${e.message}; a receipt holds far fewer.`);
+    throw e;
+  }
 }
 
 const b64Field = (name: string) => z.string().refine(isBase64, `${name} must be base64`);
 
-const exactBody = z
+const exactBody = noProtoMember(z
   .strictObject({
-    artifact: z.record(z.string(), z.unknown()).optional(),
+    // passed through as sent (z.record would copy it and lose a "__proto__" member unseen)
+    artifact: z.custom<Record<string, unknown>>((v) => v !== null && typeof v === "object" && !Array.isArray(v), { message: "artifact must be a JSON object" }).optional(),
     artifact_b64: b64Field("artifact_b64").optional(),
     claims: claimsSchema.optional(),
   })
-  .refine((b) => b.artifact !== undefined || b.artifact_b64 !== undefined, { message: "artifact or artifact_b64 is required", path: ["artifact"] });
+  .refine((b) => b.artifact !== undefined || b.artifact_b64 !== undefined, { message: "artifact or artifact_b64 is required", path: ["artifact"] }));
 
 // With artifact_b64 the appliance hashes the bytes; artifact may then carry only
 // name and media_type, and any sha256/size_bytes given must agree with the bytes.
-const partialArtifact = artifactSchema.partial();
+const partialArtifact = noProtoMember(artifactFields.partial());
 
-const verifyBody = z.strictObject({
+const verifyBody = noProtoMember(z.strictObject({
   receipt: z.unknown().refine((v) => v !== undefined, "receipt is required"),
   artifact_b64: b64Field("artifact_b64").optional(),
-});
+}));
 
 function bearer(header: string | undefined): string | null {
   if (!header) return null;
@@ -88,7 +125,24 @@ export function createApp(deps: AppDeps): RequestListener {
   const trusted = [deps.keyring.active, ...deps.keyring.retired].map((k) => ({ publicKey: k.publicKey, fingerprint: k.fingerprint }));
   const publicKeyDoc = publicKeyDocument(deps.keyring);
   const m = deps.metrics;
-  const maxBodyBytes = deps.maxBodyBytes ?? 32 * 1024 * 1024;
+  const maxBodyBytes = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const maxReceiptBodyBytes = deps.maxReceiptBodyBytes ?? DEFAULT_MAX_RECEIPT_BODY_BYTES;
+  const bodyBudget = deps.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES;
+  // Bytes of request bodies reserved by requests now reading or holding one: a request takes
+  // its Content-Length (or its route's limit when the length is not known in advance) before
+  // reading a byte, and gives it back when its response ends or its connection closes.
+  let bodiesInFlight = 0;
+  const reserveBody = (res: ServerResponse, bytes: number): void => {
+    if (bodiesInFlight + bytes > bodyBudget) {
+      throw new RateLimitedError(`The appliance is already reading its limit of ${mib(bodyBudget)} of request bodies; retry after 1 second.`, 1);
+    }
+    bodiesInFlight += bytes;
+    res.once("close", () => {
+      bodiesInFlight -= bytes;
+    });
+  };
+  const tooLarge = (limit: number): PayloadTooLargeError =>
+    new PayloadTooLargeError(`The request body is larger than this endpoint's limit of ${mib(limit)}.`);
 
   const observe = (method: string, route: string, status: number, start: bigint, id: string): void => {
     const s = Number(process.hrtime.bigint() - start) / 1e9;
@@ -115,13 +169,42 @@ export function createApp(deps: AppDeps): RequestListener {
     if (!hasBody) return next(new ValidationError("The request body must be a JSON object."));
     next(req.is("application/json") ? undefined : new UnsupportedMediaTypeError("Requests must have Content-Type application/json."));
   };
-  const verifyWith = (receipt: unknown, artifactB64: string | undefined): VerifyResult =>
-    verifyReceipt(receipt, {
+  /**
+   * Verifies the receipt of a /verify or /evidence-bundle body. An I-JSON problem inside the
+   * receipt fails its canonical_body check (the receipt is not valid); one elsewhere in the
+   * body (two "receipt" members, say) makes the request a bad one.
+   */
+  const verifyBodyOf = (parsed: ParsedBody): { body: z.infer<typeof verifyBody>; result: VerifyResult } => {
+    let receiptProblem: JsonProblem | null = null;
+    if (parsed.problem) {
+      if (parsed.problem.path[0] !== "receipt") throw new ValidationError(problemSentence("The request body", parsed.problem));
+      receiptProblem = { ...parsed.problem, path: parsed.problem.path.slice(1) };
+    }
+    const body = parseOrThrow(verifyBody, parsed.value ?? {}, "body");
+    const result = verifyReceipt(body.receipt, {
       backend: deps.backend,
       keys: trusted,
       trustedFingerprints: trusted.map((k) => k.fingerprint),
-      artifact: artifactB64 !== undefined ? artifactDigest(Buffer.from(artifactB64, "base64")) : undefined,
+      artifact: body.artifact_b64 !== undefined ? artifactDigest(Buffer.from(body.artifact_b64, "base64")) : undefined,
+      textProblem: receiptProblem,
     });
+    m.verifications.inc({ verdict: result.verdict });
+    return { body, result };
+  };
+  /**
+   * The answer to a receipt that is not valid: the verify structure with the error body's
+   * fields (detail, code, request_id) after it; code bad_request: the receipt given is not a valid one.
+   */
+  const refusal = (result: VerifyResult, requestId: string, exporting: boolean): string => {
+    const failed = result.checks.find((c) => !c.ok);
+    const why = result.verdict === "unsupported_schema"
+      ? "its schema is not supported"
+      : `the ${failed?.name ?? "schema"} check failed`;
+    const detail = exporting
+      ? `The receipt did not verify, so no evidence bundle was exported: ${why}.`
+      : `The receipt did not verify: ${why}.`;
+    return JSON.stringify({ ...result, detail, code: "bad_request", request_id: requestId });
+  };
 
   // 1. request id: echoed on every response, the key of every log line
   app.use(requestId);
@@ -133,13 +216,47 @@ export function createApp(deps: AppDeps): RequestListener {
     });
     next();
   });
-  // 3. JSON bodies, size-limited before they are read (413 from Content-Length); mounted per
-  // route after authentication, so an unauthenticated caller never gets a body parsed
-  const json = express.json({ limit: maxBodyBytes, strict: true });
+  // 3. JSON bodies, size-limited before they are read (413 from Content-Length) and within the
+  // budget of bodies in flight (429 past it); mounted per route after authentication, so an
+  // unauthenticated caller never gets a body read. The bytes are parsed by the route with
+  // strict-json (member names once, numbers that keep their value), never by JSON.parse alone.
+  const bodyReader = (limit: number) => {
+    const raw = express.raw({ type: () => true, limit, inflate: true });
+    return (req: Request, res: Response, next: NextFunction): void => {
+      const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.get("content-type") ?? "")?.[1];
+      if (charset !== undefined && charset.toLowerCase() !== "utf-8") {
+        return next(new UnsupportedMediaTypeError("Requests must be JSON in UTF-8."));
+      }
+      const cl = req.headers["content-length"];
+      const ce = req.headers["content-encoding"];
+      // the declared length when it is what will be held; else (chunked, compressed) the limit
+      const known = cl !== undefined && /^\d{1,15}$/.test(cl) && req.headers["transfer-encoding"] === undefined &&
+        (ce === undefined || ce.toLowerCase() === "identity");
+      const bytes = known ? Number(cl) : limit;
+      if (bytes > limit) return next(tooLarge(limit));
+      try {
+        reserveBody(res, bytes);
+      } catch (e) {
+        return next(e);
+      }
+      raw(req, res, (err?: unknown) => {
+        if (err) return next((err as { type?: string }).type === "entity.too.large" ? tooLarge(limit) : err);
+        try {
+          req.body = parseBody(Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
+          next();
+        } catch (e) {
+          next(e);
+        }
+      });
+    };
+  };
+  const issuanceBody = bodyReader(maxBodyBytes);
+  const receiptBody = bodyReader(maxReceiptBodyBytes);
 
   /** Validates an issuance request, queues it on the chain; resolves to the receipt's JSON. */
-  const issue = async (raw: unknown): Promise<string> => {
-    const body = parseOrThrow(exactBody, raw ?? {}, "body");
+  const issue = async (parsed: ParsedBody): Promise<string> => {
+    if (parsed.problem) throw new ValidationError(problemSentence("The request body", parsed.problem));
+    const body = parseOrThrow(exactBody, parsed.value ?? {}, "body");
     let artifact: Artifact;
     if (body.artifact_b64 !== undefined) {
       const given = parseOrThrow(partialArtifact, body.artifact ?? {}, "artifact");
@@ -187,37 +304,29 @@ export function createApp(deps: AppDeps): RequestListener {
     res.json(publicKeyDoc);
   });
 
-  app.post(EXACT_PATH, requireAdmin, requireJson, json, async (req, res, next) => {
+  app.post(EXACT_PATH, requireAdmin, requireJson, issuanceBody, async (req, res, next) => {
     try {
-      const receipt = await issue(req.body);
+      const receipt = await issue(req.body as ParsedBody);
       res.status(201).type(JSON_TYPE).send(receipt);
     } catch (e) {
       next(e);
     }
   });
 
-  app.post("/v1/provenance/verify", requireJson, json, (req, res, next) => {
+  app.post("/v1/provenance/verify", requireJson, receiptBody, (req, res, next) => {
     try {
-      const body = parseOrThrow(verifyBody, req.body ?? {}, "body");
-      const result = verifyWith(body.receipt, body.artifact_b64);
-      m.verifications.inc({ verdict: result.verdict });
-      res.status(result.valid ? 200 : 422).json(result);
+      const { result } = verifyBodyOf(req.body as ParsedBody);
+      res.status(result.valid ? 200 : 422).type(JSON_TYPE).send(result.valid ? JSON.stringify(result) : refusal(result, requestIdOf(res), false));
     } catch (e) {
       next(e);
     }
   });
 
-  app.post("/v1/provenance/evidence-bundle", requireAdmin, requireJson, json, async (req, res, next) => {
+  app.post("/v1/provenance/evidence-bundle", requireAdmin, requireJson, receiptBody, async (req, res, next) => {
     try {
-      const body = parseOrThrow(verifyBody, req.body ?? {}, "body");
-      const result = verifyWith(body.receipt, body.artifact_b64);
-      m.verifications.inc({ verdict: result.verdict });
+      const { body, result } = verifyBodyOf(req.body as ParsedBody);
       if (!result.valid) {
-        res.status(422).json({
-          detail: "The receipt did not verify, so no evidence bundle was exported.",
-          request_id: requestIdOf(res),
-          ...result,
-        });
+        res.status(422).type(JSON_TYPE).send(refusal(result, requestIdOf(res), true));
         return;
       }
       const receipt = receiptSchema.parse(body.receipt);
@@ -260,8 +369,8 @@ export function createApp(deps: AppDeps): RequestListener {
   // id, timing and log line, admin key (issuance), a non-empty body within the limit (413 from
   // Content-Length before any byte is read), strict JSON, then the route's work. Express with
   // express.json costs 0.2-0.3 ms of CPU per request here, as much as a verification.
-  const plainJson = (req: IncomingMessage, res: ServerResponse, route: string, admin: boolean, length: number,
-    work: (body: unknown) => Promise<[number, string]> | [number, string]): void => {
+  const plainJson = (req: IncomingMessage, res: ServerResponse, route: string, admin: boolean, length: number, limit: number,
+    work: (body: ParsedBody, id: string) => Promise<[number, string]> | [number, string]): void => {
     const start = process.hrtime.bigint();
     const given = req.headers["x-request-id"];
     const id = typeof given === "string" && UUID.test(given) ? given.toLowerCase() : randomUUID();
@@ -275,47 +384,49 @@ export function createApp(deps: AppDeps): RequestListener {
     };
     const fail = (err: unknown): void => {
       const e = toSvcError(err);
+      if (e instanceof RateLimitedError && !res.headersSent) res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
       if (!res.headersSent) send(statusOf(e), JSON.stringify({ detail: e.message, code: e.code, request_id: id }));
       else res.destroy();
       logInternal(e, err);
     };
     if (admin && !isAdmin(req.headers.authorization)) return fail(new UnauthorizedError("Missing or invalid admin API key."));
     if (length === 0) return fail(new ValidationError("The request body must be a JSON object."));
-    if (length > maxBodyBytes) return fail({ type: "entity.too.large" });
+    if (length > limit) return fail(tooLarge(limit));
+    try {
+      reserveBody(res, length);
+    } catch (e) {
+      return fail(e);
+    }
     const chunks: Buffer[] = [];
     let received = 0;
     req.on("data", (c: Buffer) => {
       received += c.length;
+      // more than declared: node's parser ends the body at Content-Length, so this is a guard
+      if (received > length) return void req.destroy();
       chunks.push(c);
     });
     req.on("error", () => res.destroy()); // the client went away: nobody to answer
     req.on("end", () => {
-      let parsed: unknown;
+      let parsed: ParsedBody;
       try {
-        if (received !== length) throw new Error("length");
-        let text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)).toString("utf8");
-        if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // as body-parser's decoder drops a BOM
-        // strict, as express.json: an object or an array at the top
-        const first = /^[\x20\x09\x0a\x0d]*(.)/.exec(text)?.[1];
-        if (first !== "{" && first !== "[") throw new Error("strict");
-        parsed = JSON.parse(text);
-      } catch {
-        return fail({ type: "entity.parse.failed" });
+        if (received !== length) throw new ValidationError("The request body is not valid JSON.");
+        parsed = parseBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
+      } catch (e) {
+        return fail(e);
       }
+      chunks.length = 0;
       try {
-        Promise.resolve(work(parsed)).then(([status, text]) => send(status, text), fail);
+        Promise.resolve(work(parsed, id)).then(([status, text]) => send(status, text), fail);
       } catch (e) {
         fail(e);
       }
     });
   };
   const plainRoutes: Record<string, (req: IncomingMessage, res: ServerResponse, length: number) => void> = {
-    [EXACT_PATH]: (req, res, length) => plainJson(req, res, EXACT_PATH, true, length, async (body) => [201, await issue(body)]),
-    [VERIFY_PATH]: (req, res, length) => plainJson(req, res, VERIFY_PATH, false, length, (body) => {
-      const b = parseOrThrow(verifyBody, body ?? {}, "body");
-      const result = verifyWith(b.receipt, b.artifact_b64);
-      m.verifications.inc({ verdict: result.verdict });
-      return [result.valid ? 200 : 422, JSON.stringify(result)];
+    [EXACT_PATH]: (req, res, length) => plainJson(req, res, EXACT_PATH, true, length, maxBodyBytes, async (body) => [201, await issue(body)]),
+    [VERIFY_PATH]: (req, res, length) => plainJson(req, res, VERIFY_PATH, false, length, maxReceiptBodyBytes, (body, id) => {
+      const { result } = verifyBodyOf(body);
+      return result.valid ? [200, JSON.stringify(result)] : [422, refusal(result, id, false)];
     }),
   };
 

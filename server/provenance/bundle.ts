@@ -1,15 +1,16 @@
 // Evidence bundles (evidence version 1): building the seven files, writing them as a
 // reproducible ZIP (yazl), reading a ZIP (yauzl) or a json-dir safely, and verifying a
 // bundle. Shared by the appliance and svc-verify-bundle.
-import { lstat, readdir, readFile } from "node:fs/promises";
+import { lstat, open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import yazl from "yazl";
 import yauzl from "yauzl";
 import { z } from "zod";
 import {
-  CANONICALIZATION, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactSchema, pae, sha256Hex, verifyReceipt,
+  CANONICALIZATION, MAX_RECEIPT_TEXT_BYTES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactSchema, pae, sha256Hex, verifyReceipt,
   type Check, type KnownKey, type Receipt, type VerifyResult,
 } from "./receipt.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
 
 export const EVIDENCE_VERSION = 1;
@@ -25,8 +26,15 @@ export const BUNDLE_FILES = [
   "MANIFEST.sha256.sig",
 ] as const;
 const HASHED_FILES = BUNDLE_FILES.filter((f) => f !== "MANIFEST.sha256" && f !== "MANIFEST.sha256.sig").sort();
-export const MAX_TOTAL_BYTES = 1024 ** 3;
-const MAX_ENTRIES = 64;
+// A bundle is seven small files: receipt.json is the largest, at most MAX_RECEIPT_TEXT_BYTES
+// (4 MiB), the others a few KiB. Readers stop well before a crafted archive can cost memory.
+/** The most one file of a bundle may hold, by its declared size and by what it inflates to. */
+export const MAX_MEMBER_BYTES = MAX_RECEIPT_TEXT_BYTES;
+/** The most all files of a bundle may hold together, and the largest ZIP file read. */
+export const MAX_TOTAL_BYTES = 8 * 1024 * 1024;
+/** The most entries a bundle may have (a valid one has seven). */
+export const MAX_ENTRIES = 16;
+const MIB = 1024 * 1024;
 
 /** A bundle that cannot be read (exit 2) or that a reader refuses (a failed verification). */
 export class BundleError extends Error {
@@ -120,8 +128,12 @@ const S_IFLNK = 0o120000;
 const S_IFDIR = 0o040000;
 const S_IFREG = 0o100000;
 
-/** Reads every entry of a ZIP into memory, refusing unsafe archives. */
-export function readZip(buf: Buffer, maxTotal = MAX_TOTAL_BYTES): Promise<Map<string, Buffer>> {
+/**
+ * Reads every entry of a ZIP into memory, refusing unsafe archives: at most MAX_ENTRIES
+ * entries, each at most `maxMember` bytes by its declared size and by what it actually
+ * inflates to (inflating stops there), `maxTotal` bytes together.
+ */
+export function readZip(buf: Buffer, maxTotal = MAX_TOTAL_BYTES, maxMember = MAX_MEMBER_BYTES): Promise<Map<string, Buffer>> {
   return new Promise((resolve, reject) => {
     yauzl.fromBuffer(buf, { lazyEntries: true, decodeStrings: false, validateEntrySizes: true }, (err, zip) => {
       if (err || !zip) return reject(new BundleError("unreadable", "The bundle is not a readable ZIP archive."));
@@ -153,13 +165,29 @@ export function readZip(buf: Buffer, maxTotal = MAX_TOTAL_BYTES): Promise<Map<st
         if (madeByUnix && type !== 0 && type !== S_IFREG) return fail(new BundleError("refused", `The bundle entry ${shown} is not a regular file.`));
         if (madeByUnix && type === S_IFDIR) return fail(new BundleError("refused", `The bundle entry ${shown} is a directory.`));
         if (out.has(name)) return fail(new BundleError("refused", `The bundle has the entry ${shown} twice.`));
+        if (entry.uncompressedSize > maxMember) {
+          return fail(new BundleError("refused", `The bundle entry ${shown} is larger than the ${maxMember / MIB} MiB limit for one file of a bundle.`));
+        }
         total += entry.uncompressedSize;
-        if (total > maxTotal) return fail(new BundleError("refused", "The bundle's entries add up to more than the 1 GiB limit."));
+        if (total > maxTotal) return fail(new BundleError("refused", `The bundle's entries add up to more than the ${maxTotal / MIB} MiB limit for a bundle.`));
         zip.openReadStream(entry, (e2, stream) => {
           if (e2 || !stream) return fail(new BundleError("unreadable", `The bundle entry ${shown} cannot be read.`));
           const chunks: Buffer[] = [];
-          stream.on("data", (c: Buffer) => chunks.push(c));
-          stream.on("error", () => fail(new BundleError("unreadable", `The bundle entry ${shown} is corrupt.`)));
+          let got = 0;
+          const inflatesTooFar = (): BundleError =>
+            new BundleError("refused", `The bundle entry ${shown} inflates to more than its declared size; inflating stopped there.`);
+          stream.on("data", (c: Buffer) => {
+            got += c.length;
+            // yauzl checks this too (validateEntrySizes); counting here keeps the bound local
+            if (got > entry.uncompressedSize) {
+              stream.destroy();
+              return fail(inflatesTooFar());
+            }
+            chunks.push(c);
+          });
+          stream.on("error", (err: Error) => fail(/too many bytes/.test(err.message)
+            ? inflatesTooFar()
+            : new BundleError("unreadable", `The bundle entry ${shown} is corrupt.`)));
           stream.on("end", () => {
             out.set(name, Buffer.concat(chunks));
             zip.readEntry();
@@ -191,15 +219,38 @@ export async function readJsonDir(dir: string, maxTotal = MAX_TOTAL_BYTES): Prom
     const st = await lstat(join(dir, name));
     if (st.isSymbolicLink()) throw new BundleError("refused", `The bundle entry ${shown} is a symbolic link.`);
     if (!st.isFile()) throw new BundleError("refused", `The bundle entry ${shown} is not a regular file.`);
+    if (st.size > MAX_MEMBER_BYTES) throw new BundleError("refused", `The bundle file ${shown} is larger than the ${MAX_MEMBER_BYTES / MIB} MiB limit for one file of a bundle.`);
     total += st.size;
-    if (total > maxTotal) throw new BundleError("refused", "The bundle's files add up to more than the 1 GiB limit.");
+    if (total > maxTotal) throw new BundleError("refused", `The bundle's files add up to more than the ${maxTotal / MIB} MiB limit for a bundle.`);
+    let data: Buffer;
     try {
-      out.set(name, await readFile(join(dir, name)));
+      data = await readBounded(join(dir, name), MAX_MEMBER_BYTES);
     } catch {
       throw new BundleError("unreadable", `The bundle file ${shown} cannot be read.`);
     }
+    // a file that grew after lstat is held to the same limit
+    if (data.length > MAX_MEMBER_BYTES) throw new BundleError("refused", `The bundle file ${shown} is larger than the ${MAX_MEMBER_BYTES / MIB} MiB limit for one file of a bundle.`);
+    out.set(name, data);
   }
   return out;
+}
+
+/** At most `max` + 1 bytes of a file: enough to tell that it is over `max`. */
+async function readBounded(path: string, max: number): Promise<Buffer> {
+  const fh = await open(path, "r");
+  try {
+    const buf = Buffer.alloc(max + 1);
+    let n = 0;
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, n, buf.length - n, null);
+      if (bytesRead === 0) break;
+      n += bytesRead;
+      if (n === buf.length) break;
+    }
+    return buf.subarray(0, n);
+  } finally {
+    await fh.close();
+  }
 }
 
 // ---- verification -------------------------------------------------------------
@@ -233,9 +284,26 @@ const sigMetaDoc = z.strictObject({
   evidence_version: z.unknown(),
 });
 
-function parseJson(buf: Buffer | undefined): unknown {
-  if (!buf) throw new Error("missing");
-  return JSON.parse(buf.toString("utf8"));
+/** A check's failure with a detail of its own (a thrown Error gives the generic one). */
+class CheckFailure extends Error {}
+
+/** A bundle file as I-JSON (member names once, numbers that keep their value). */
+function parseJson(files: Map<string, Buffer>, name: string): unknown {
+  const r = readJsonFile(files, name);
+  if (r.problem) throw new CheckFailure(problemSentence(name, r.problem));
+  return r.value;
+}
+
+function readJsonFile(files: Map<string, Buffer>, name: string): { value: unknown; problem: JsonProblem | null } {
+  const buf = files.get(name);
+  if (!buf) throw new CheckFailure(`${name} is missing.`);
+  try {
+    return readJson(buf.toString("utf8"));
+  } catch (e) {
+    if (e instanceof JsonSyntaxError) throw new CheckFailure(`${name} is not valid JSON.`);
+    if (e instanceof JsonTooManyValuesError) throw new CheckFailure(`${name} holds ${e.message}.`);
+    throw e;
+  }
 }
 
 /** Verifies the files of a bundle; never throws. */
@@ -247,8 +315,8 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
     let r: Omit<Check, "name">;
     try {
       r = fn();
-    } catch {
-      r = { ok: false, detail: "The check could not be carried out." };
+    } catch (e) {
+      r = { ok: false, detail: e instanceof CheckFailure ? e.message : "The check could not be carried out." };
     }
     checks.push({ name, ok: r.ok === true, detail: r.detail });
     return r.ok === true;
@@ -264,7 +332,7 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
   });
 
   run("evidence_version", () => {
-    const meta = parseJson(files.get("signature-metadata.json")) as Record<string, unknown>;
+    const meta = parseJson(files, "signature-metadata.json") as Record<string, unknown>;
     if (meta === null || typeof meta !== "object") return { ok: false, detail: "signature-metadata.json is not a JSON object." };
     if (meta.evidence_version !== EVIDENCE_VERSION) {
       unsupported = true;
@@ -295,7 +363,7 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
   });
 
   run("signer_key", () => {
-    const doc = pubKeyDoc.safeParse(parseJson(files.get("signer-public-key.json")));
+    const doc = pubKeyDoc.safeParse(parseJson(files, "signer-public-key.json"));
     if (!doc.success) return { ok: false, detail: "signer-public-key.json is malformed." };
     const bundled = new Uint8Array(Buffer.from(doc.data.public_key, "base64"));
     if (bundled.length !== PUBLIC_KEY_BYTES) return { ok: false, detail: `The bundled public key does not have ${PUBLIC_KEY_BYTES} bytes.` };
@@ -333,10 +401,18 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
       : { ok: false, detail: `The ${ALGORITHM} signature over MANIFEST.sha256 does not verify.` };
   });
 
+  // receipt.json is read for the receipt's own checks, which report an I-JSON problem of it
   let receipt: unknown = null;
+  let receiptProblem: JsonProblem | null = null;
+  try {
+    const r = readJsonFile(files, "receipt.json");
+    receipt = r.value;
+    receiptProblem = r.problem;
+  } catch {
+    /* missing or not JSON: the receipt checks fail on null */
+  }
   run("artifact_manifest", () => {
-    receipt = parseJson(files.get("receipt.json"));
-    const manifest = artifactSchema.safeParse(parseJson(files.get("artifact-manifest.json")));
+    const manifest = artifactSchema.safeParse(parseJson(files, "artifact-manifest.json"));
     if (!manifest.success) return { ok: false, detail: "artifact-manifest.json is malformed." };
     const ra = (receipt as { artifact?: Record<string, unknown> } | null)?.artifact;
     const same = ra && (["name", "sha256", "size_bytes", "media_type"] as const).every((k) => ra[k] === manifest.data[k]);
@@ -348,7 +424,9 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
   const keys = key ? [key] : [];
   const pinned = (opts.pinnedKeys?.length ?? 0) > 0 || !!opts.expectedFingerprint;
   const trusted = pinned ? keys.map((k) => k.fingerprint) : null;
-  const rv = verifyReceipt(receipt, { backend: opts.backend, keys, trustedFingerprints: opts.integrityOnly || trusted ? trusted : [], artifact: opts.artifact });
+  const rv = verifyReceipt(receipt, {
+    backend: opts.backend, keys, trustedFingerprints: opts.integrityOnly || trusted ? trusted : [], artifact: opts.artifact, textProblem: receiptProblem,
+  });
   const all = [...rv.checks, ...checks];
   const isUnsupported = unsupported || rv.verdict === "unsupported_schema";
   const valid = !isUnsupported && all.every((c) => c.ok);

@@ -5,8 +5,9 @@ import { createReadStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { z } from "zod";
-import type { KnownKey, VerifyResult } from "./receipt.js";
+import { MAX_RECEIPT_TEXT_BYTES, type KnownKey, type VerifyResult } from "./receipt.js";
 import { PUBLIC_KEY_BYTES, fingerprintOf } from "./signer.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
 
 export const EXIT = { valid: 0, failed: 1, usage: 2, unsupported: 3 } as const;
 
@@ -60,24 +61,31 @@ export function parse(args: string[], options: NonNullable<ParseArgsConfig["opti
   }
 }
 
-const MAX_JSON_FILE = 16 * 1024 * 1024;
+const MIB = 1024 * 1024;
 
-/** Reads a JSON file (at most 16 MiB); unreadable or not JSON: UsageError (exit 2). */
-export async function readJsonFile(path: string, what: string): Promise<unknown> {
+/**
+ * Reads a receipt file (at most MAX_RECEIPT_TEXT_BYTES, 4 MiB): its value and the first
+ * I-JSON problem of its text, which fails the receipt's canonical_body check. Unreadable,
+ * too large or not JSON at all: UsageError (exit 2).
+ */
+export async function readReceiptFile(path: string, what = "receipt"): Promise<{ value: unknown; problem: JsonProblem | null }> {
   let text: string;
   try {
     const st = await stat(path);
     if (!st.isFile()) throw new UsageError(`The ${what} ${path} is not a regular file`);
-    if (st.size > MAX_JSON_FILE) throw new UsageError(`The ${what} ${path} is larger than 16 MiB`);
+    if (st.size > MAX_RECEIPT_TEXT_BYTES) throw new UsageError(`The ${what} ${path} is larger than the ${MAX_RECEIPT_TEXT_BYTES / MIB} MiB limit for a receipt`);
     text = await readFile(path, "utf8");
   } catch (e) {
     if (e instanceof UsageError) throw e;
     throw new UsageError(`The ${what} ${path} cannot be read`);
   }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   try {
-    return JSON.parse(text);
-  } catch {
-    throw new UsageError(`The ${what} ${path} is not valid JSON`);
+    return readJson(text);
+  } catch (e) {
+    if (e instanceof JsonSyntaxError) throw new UsageError(`The ${what} ${path} is not valid JSON`);
+    if (e instanceof JsonTooManyValuesError) throw new UsageError(`The ${what} ${path} holds ${e.message}, more than any receipt`);
+    throw e;
   }
 }
 
@@ -111,8 +119,16 @@ export async function readPublicKeyFile(path: string): Promise<KnownKey[]> {
   }
   if (text.startsWith("{")) {
     let doc: z.infer<typeof keyDoc>;
+    let parsed: { value: unknown; problem: JsonProblem | null };
     try {
-      doc = keyDoc.parse(JSON.parse(text));
+      parsed = readJson(text);
+    } catch {
+      throw new UsageError(`The public key file ${path} is neither a public-key response nor base64`);
+    }
+    // a key named twice could be read as another key by another program
+    if (parsed.problem) throw new UsageError(problemSentence(`The public key file ${path}`, parsed.problem));
+    try {
+      doc = keyDoc.parse(parsed.value);
     } catch {
       throw new UsageError(`The public key file ${path} is neither a public-key response nor base64`);
     }

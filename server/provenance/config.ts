@@ -18,7 +18,26 @@ export interface ProvenanceConfig {
   readonly port: number;
   /** Bearer token that may read /metrics besides the admin key; null when unset. */
   readonly metricsToken: string | null;
+  /** Largest issuance body, bytes. */
+  readonly maxBodyBytes: number;
+  /** Largest /verify and /evidence-bundle body, bytes. */
+  readonly maxReceiptBodyBytes: number;
+  /** Request bodies held in memory at once, bytes. */
+  readonly bodyBudgetBytes: number;
 }
+
+export const DEFAULT_LIMITS = {
+  maxBodyBytes: 32 * 1024 * 1024,
+  maxReceiptBodyBytes: 4 * 1024 * 1024,
+  bodyBudgetBytes: 64 * 1024 * 1024,
+} as const;
+
+const bytesVar = (name: string) =>
+  z
+    .string()
+    .regex(/^\d{1,10}$/, `${name} must be a whole number of bytes`)
+    .transform(Number)
+    .refine((n) => n >= 64 * 1024 && n <= 1024 * 1024 * 1024, `${name} must be between 65536 (64 KiB) and 1073741824 (1 GiB)`);
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -38,6 +57,9 @@ const schemas = {
     .regex(/^\d{1,5}$/, "SVC_PROVENANCE_PORT must be a port number from 0 to 65535")
     .transform(Number)
     .refine((n) => n <= 65535, "SVC_PROVENANCE_PORT must be a port number from 0 to 65535"),
+  SVC_PROVENANCE_MAX_BODY_BYTES: bytesVar("SVC_PROVENANCE_MAX_BODY_BYTES"),
+  SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES: bytesVar("SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES"),
+  SVC_PROVENANCE_BODY_BUDGET_BYTES: bytesVar("SVC_PROVENANCE_BODY_BUDGET_BYTES"),
   SVC_PROVENANCE_METRICS_TOKEN: z.string().min(16, "SVC_PROVENANCE_METRICS_TOKEN must be at least 16 characters").max(512, "SVC_PROVENANCE_METRICS_TOKEN must be at most 512 characters"),
 } as const;
 
@@ -86,6 +108,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ProvenanceConf
   const file = readConfigFile(configPath);
   const val = (name: string): string | undefined => env[name] ?? file[name];
   const home = pick("SVC_PROVENANCE_HOME", env.SVC_PROVENANCE_HOME ?? file.SVC_PROVENANCE_HOME) ?? DEFAULT_HOME;
+  const maxBodyBytes = pick("SVC_PROVENANCE_MAX_BODY_BYTES", val("SVC_PROVENANCE_MAX_BODY_BYTES")) ?? DEFAULT_LIMITS.maxBodyBytes;
+  const maxReceiptBodyBytes = pick("SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES", val("SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES")) ?? DEFAULT_LIMITS.maxReceiptBodyBytes;
+  const bodyBudgetBytes = pick("SVC_PROVENANCE_BODY_BUDGET_BYTES", val("SVC_PROVENANCE_BODY_BUDGET_BYTES")) ?? DEFAULT_LIMITS.bodyBudgetBytes;
+  // a budget below a body limit would refuse the largest allowed request forever
+  if (bodyBudgetBytes < Math.max(maxBodyBytes, maxReceiptBodyBytes)) {
+    throw new ConfigError("SVC_PROVENANCE_BODY_BUDGET_BYTES must be at least SVC_PROVENANCE_MAX_BODY_BYTES and SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES.");
+  }
   return Object.freeze({
     home,
     configPath,
@@ -93,5 +122,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ProvenanceConf
     host: pick("SVC_PROVENANCE_HOST", val("SVC_PROVENANCE_HOST")) ?? "127.0.0.1",
     port: pick("SVC_PROVENANCE_PORT", val("SVC_PROVENANCE_PORT")) ?? 8001,
     metricsToken: pick("SVC_PROVENANCE_METRICS_TOKEN", val("SVC_PROVENANCE_METRICS_TOKEN")) ?? null,
+    maxBodyBytes,
+    maxReceiptBodyBytes,
+    bodyBudgetBytes,
   });
 }

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { ADMIN_HASH_VAR, ConfigError, parseEnvFile, type ProvenanceConfig } from "./config.js";
 import { writeFileAtomic } from "./chain.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, fingerprintOf, type KeyPair, type MlDsaBackend } from "./signer.js";
+import { parseStrictJson } from "./strict-json.js";
 
 export interface ActiveKey extends KeyPair {
   fingerprint: string;
@@ -71,9 +72,34 @@ export function generateAdminKey(): string {
   return "svcp_" + randomBytes(32).toString("base64url");
 }
 
-async function ensureDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+const modeText = (m: number): string => `0${(m & 0o777).toString(8)}`;
+
+/**
+ * Creates `dir` (and missing parents) 0700 whatever the umask, and sets an existing `dir` to
+ * 0700; returns a warning when it was open to group or others before.
+ */
+async function ensureDir(dir: string): Promise<string | null> {
+  let before: number | null = null;
+  try {
+    before = (await stat(dir)).mode;
+  } catch {
+    /* created below */
+  }
+  await makeDirs(dir);
   await chmod(dir, 0o700);
+  return before !== null && (before & 0o077) !== 0
+    ? `The directory ${dir} was open to group or others (mode ${modeText(before)}); it is now 0700.`
+    : null;
+}
+
+/** mkdir -p with every directory it creates set to exactly 0700 (the umask can only narrow mkdir's mode). */
+async function makeDirs(dir: string): Promise<void> {
+  const first = await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (first === undefined) return;
+  for (let d = dir; ; d = dirname(d)) {
+    await chmod(d, 0o700);
+    if (d === first || dirname(d) === d) break;
+  }
 }
 
 function activeToFile(k: ActiveKey): string {
@@ -88,7 +114,7 @@ function activeToFile(k: ActiveKey): string {
 
 async function readJson(path: string, what: string): Promise<unknown> {
   try {
-    return JSON.parse(await readFile(path, "utf8"));
+    return parseStrictJson(await readFile(path, "utf8"));
   } catch {
     throw new ConfigError(`The ${what} cannot be read or is not valid JSON.`);
   }
@@ -103,7 +129,8 @@ async function loadActive(home: string): Promise<ActiveKey | null> {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
     throw new ConfigError("The signing key file cannot be read.");
   }
-  if ((st.mode & 0o077) !== 0) throw new ConfigError("The signing key file is readable by others; its mode must be 0600.");
+  // refused, not only warned about: the secret key may already have been copied
+  if ((st.mode & 0o077) !== 0) throw new ConfigError(`The signing key file is open to group or others (mode ${modeText(st.mode)}); its mode must be 0600.`);
   const r = activeFile.safeParse(await readJson(p, "signing key file"));
   if (!r.success) throw new ConfigError("The signing key file is malformed.");
   const publicKey = new Uint8Array(Buffer.from(r.data.public_key, "base64"));
@@ -169,6 +196,8 @@ export interface BootResult {
   /** The new admin key on the boot that created it (to print once), else null. */
   adminKey: string | null;
   createdKeypair: boolean;
+  /** One sentence per file or directory that was open to group or others (no key material). */
+  warnings: string[];
 }
 
 /**
@@ -176,8 +205,12 @@ export interface BootResult {
  * what is there. Only the admin key's hash is written; the key itself is returned once.
  */
 export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend, now = new Date()): Promise<BootResult> {
-  await ensureDir(config.home);
-  await ensureDir(paths(config.home).keys);
+  const warnings: string[] = [];
+  // retired/ too: whoever can write there adds a public key that /verify trusts
+  for (const dir of [config.home, paths(config.home).keys, paths(config.home).retired]) {
+    const w = await ensureDir(dir);
+    if (w) warnings.push(w);
+  }
   let active = await loadActive(config.home);
   let createdKeypair = false;
   if (!active) {
@@ -191,12 +224,18 @@ export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend,
     adminKey = generateAdminKey();
     adminKeySha256 = hashSecret(adminKey);
     const header = text === null ? "# svc-provenance runtime configuration, written at first boot.\n# Only the SHA-256 of the admin API key is stored here.\n" : text.endsWith("\n") || text === "" ? text : text + "\n";
-    const dir = dirname(config.configPath);
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    // a directory made here is 0700; an existing one (/etc/svc-provenance) is the operator's
+    await makeDirs(dirname(config.configPath));
     await writeFileAtomic(config.configPath, `${header}${ADMIN_HASH_VAR}=${adminKeySha256}\n`, 0o600);
+  } else {
+    // the operator's file: it may hold SVC_PROVENANCE_METRICS_TOKEN, so say when others can read it
+    const st = await stat(config.configPath);
+    if ((st.mode & 0o077) !== 0) {
+      warnings.push(`The configuration file ${config.configPath} is open to group or others (mode ${modeText(st.mode)}); it holds the admin key's hash and may hold the metrics token: make it 0600.`);
+    }
   }
   const retired = await loadRetired(config.home, active.fingerprint);
-  return { keyring: { active, retired }, adminKeySha256, adminKey, createdKeypair };
+  return { keyring: { active, retired }, adminKeySha256, adminKey, createdKeypair, warnings };
 }
 
 /** Loads the keyring without creating anything. */
@@ -214,6 +253,7 @@ export async function loadKeyring(home: string): Promise<Keyring> {
 export async function rotateKey(home: string, backend: MlDsaBackend, now = new Date()): Promise<Keyring> {
   const old = await loadActive(home);
   if (!old) throw new ConfigError("There is no signing key to rotate; run svc-provenance init first.");
+  await ensureDir(paths(home).keys);
   await ensureDir(paths(home).retired);
   await writeFileAtomic(
     join(paths(home).retired, `${old.fingerprint}.json`),

@@ -5,11 +5,18 @@ import { createHash, randomUUID } from "node:crypto";
 import canonicalize from "canonicalize";
 import { z } from "zod";
 import { ALGORITHM, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
+import { problemSentence, type JsonProblem } from "./strict-json.js";
 
 export const RECEIPT_SCHEMA = "svc.provenance.receipt.v1";
 export const RECEIPT_PAYLOAD_TYPE = "application/vnd.svc.provenance.receipt.v1+json";
 export const CANONICALIZATION = "RFC8785";
 export const CLAIMS_MAX_BYTES = 64 * 1024;
+/**
+ * The most a receipt's JSON text may take: a receipt file, receipt.json in a bundle, the body
+ * of /verify. The largest receipt the appliance issues (claims of 64 KiB nested 32 deep)
+ * takes about 2 MiB written with 2-space indentation, as a bundle writes it.
+ */
+export const MAX_RECEIPT_TEXT_BYTES = 4 * 1024 * 1024;
 
 const HEX64 = /^[0-9a-f]{64}$/;
 /** Canonical padded base64 (what Buffer writes); native decode + encode beats a regex on 4 KiB. */
@@ -19,7 +26,16 @@ export function isBase64(s: string): boolean {
 // ISO 8601 UTC with milliseconds, as Date.prototype.toISOString writes it
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-export const artifactSchema = z.strictObject({
+/**
+ * Zod's strict objects neither notice nor keep a member named "__proto__" (the name is found
+ * on every object's prototype), so a schema of fixed fields is wrapped in this refusal.
+ */
+export const noProtoMember = <T extends z.ZodType>(schema: T) =>
+  z.custom<unknown>((v) => v === null || typeof v !== "object" || !Object.hasOwn(v, "__proto__"), { message: "unknown field '__proto__'" })
+    .pipe(schema);
+
+/** The artifact block's fields, without the "__proto__" guard (for .partial()); use artifactSchema. */
+export const artifactFields = z.strictObject({
   name: z.string().min(1, "artifact.name must not be empty").max(1024, "artifact.name must be at most 1024 characters"),
   sha256: z.string().regex(HEX64, "artifact.sha256 must be 64 lower-case hex characters"),
   size_bytes: z.number().int("artifact.size_bytes must be an integer").min(0).max(Number.MAX_SAFE_INTEGER),
@@ -28,7 +44,8 @@ export const artifactSchema = z.strictObject({
     .max(255, "artifact.media_type must be at most 255 characters")
     .regex(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(?:\s*;.*)?$/, "artifact.media_type must be a media type such as application/octet-stream"),
 });
-export type Artifact = z.infer<typeof artifactSchema>;
+export const artifactSchema = noProtoMember(artifactFields);
+export type Artifact = z.infer<typeof artifactFields>;
 
 /** True when `v` nests deeper than `max` (stops descending there: safe on hostile input). */
 function deeperThan(v: unknown, max: number): boolean {
@@ -38,32 +55,38 @@ function deeperThan(v: unknown, max: number): boolean {
   return false;
 }
 
-// Depth first, so that the size and I-JSON checks never recurse into hostile nesting.
-export const claimsSchema = z.record(z.string(), z.unknown()).superRefine((c, ctx) => {
-  if (deeperThan(c, 32)) {
-    ctx.addIssue({ code: "custom", message: "claims must be nested at most 32 levels deep" });
-    return;
-  }
-  if (Buffer.byteLength(JSON.stringify(c)) > CLAIMS_MAX_BYTES) {
-    ctx.addIssue({ code: "custom", message: "claims must be at most 64 KiB serialised" });
-    return;
-  }
-  if (iJsonProblem(c) !== null) {
-    ctx.addIssue({ code: "custom", message: "claims must hold only I-JSON values (finite numbers, safe integers, well-formed strings)" });
-  }
-});
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === "object" && !Array.isArray(v) && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null);
 
-const signerSchema = z.strictObject({
+// The claims object passes through as it is (z.record would copy it and lose a member named
+// "__proto__", which is data like any other). Depth first, so that the size and I-JSON
+// checks never recurse into hostile nesting.
+export const claimsSchema = z
+  .custom<Record<string, unknown>>(isPlainObject, { message: "claims must be a JSON object" })
+  .superRefine((c, ctx) => {
+    if (deeperThan(c, 32)) {
+      ctx.addIssue({ code: "custom", message: "claims must be nested at most 32 levels deep" });
+      return;
+    }
+    if (Buffer.byteLength(JSON.stringify(c)) > CLAIMS_MAX_BYTES) {
+      ctx.addIssue({ code: "custom", message: "claims must be at most 64 KiB serialised" });
+      return;
+    }
+    const problem = iJsonProblem(c);
+    if (problem !== null) ctx.addIssue({ code: "custom", message: `claims must hold only I-JSON values: ${problem}` });
+  });
+
+const signerSchema = noProtoMember(z.strictObject({
   algorithm: z.literal(ALGORITHM),
   public_key_sha256: z.string().regex(HEX64, "signer.public_key_sha256 must be 64 lower-case hex characters"),
-});
+}));
 
-const signatureSchema = z.strictObject({
+const signatureSchema = noProtoMember(z.strictObject({
   algorithm: z.literal(ALGORITHM),
   canonicalization: z.literal(CANONICALIZATION),
   payload_type: z.literal(RECEIPT_PAYLOAD_TYPE),
   value: z.string().refine(isBase64, "signature.value must be base64"),
-});
+}));
 
 /** The signed part of a receipt: every member but `signature`. */
 export const receiptBodySchema = z.strictObject({
@@ -77,7 +100,7 @@ export const receiptBodySchema = z.strictObject({
   signer: signerSchema,
 });
 export type ReceiptBody = z.infer<typeof receiptBodySchema>;
-export const receiptSchema = receiptBodySchema.extend({ signature: signatureSchema });
+export const receiptSchema = noProtoMember(receiptBodySchema.extend({ signature: signatureSchema }));
 export type Receipt = z.infer<typeof receiptSchema>;
 
 /** DSSE v1 pre-authentication encoding. */
@@ -95,17 +118,14 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 const wellFormed = (s: string): boolean => !LONE_SURROGATE.test(s);
 
 /**
- * Why `v` is not I-JSON (RFC 7493, which RFC 8785 requires), or null: numbers must be
- * finite and integers exactly representable, strings must be well-formed Unicode.
+ * Why the value `v` is not I-JSON (RFC 7493, which RFC 8785 requires), or null: numbers must
+ * be finite, strings well-formed Unicode, objects plain. Text is checked further when it is
+ * read (strict-json.ts: member names once per object, numbers that keep their value).
  */
 export function iJsonProblem(v: unknown, depth = 0): string | null {
   if (depth > 64) return "nested too deeply";
   if (v === null || typeof v === "boolean") return null;
-  if (typeof v === "number") {
-    if (!Number.isFinite(v)) return "a number is not finite";
-    if (Number.isInteger(v) && !Number.isSafeInteger(v)) return "an integer is outside the exactly representable range";
-    return null;
-  }
+  if (typeof v === "number") return Number.isFinite(v) ? null : "a number is not finite";
   if (typeof v === "string") return wellFormed(v) ? null : "a string holds a lone surrogate";
   if (Array.isArray(v)) {
     for (const x of v) {
@@ -231,7 +251,7 @@ export interface PreparedReceipt {
 
 /** A receipt as the critical section leaves it: its JSON text and its chain hash. */
 export interface AssembledReceipt {
-  /** The receipt as JSON, members in the order of the schema (docs/api.md, provenance appliance). */
+  /** The receipt as JSON, members in the order of the schema (docs/provenance.md). */
   json: string;
   /** SHA-256 of its canonical form: the next receipt's `previous_receipt_sha256`. */
   hash: string;
@@ -319,6 +339,12 @@ export interface VerifyOptions {
   trustedFingerprints: string[] | null;
   /** The artifact's bytes, or its digest and size, when the caller has it. */
   artifact?: { sha256: string; size_bytes: number } | undefined;
+  /**
+   * The first I-JSON problem of the receipt's text (readJson in strict-json.ts), path from
+   * the receipt's top. A receipt read from text must pass it: the value alone cannot show a
+   * repeated member name or a number that lost its value in parsing.
+   */
+  textProblem?: JsonProblem | null | undefined;
 }
 
 interface Ctx {
@@ -370,6 +396,7 @@ export function verifyReceipt(input: unknown, opts: VerifyOptions): VerifyResult
   run("canonical_body", () => {
     if (unsupported) return skipped();
     if (!ctx.receipt) return { ok: false, detail: "There is no receipt body to canonicalise." };
+    if (opts.textProblem) return { ok: false, detail: problemSentence("The receipt", opts.textProblem) };
     const problem = iJsonProblem(bodyOf(ctx.receipt));
     if (problem) return { ok: false, detail: `The body cannot be canonicalised under RFC 8785: ${problem}.` };
     ctx.body = canonicalBytes(bodyOf(ctx.receipt));

@@ -43,6 +43,7 @@ export async function lockHome(home: string): Promise<() => Promise<void>> {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fh = await open(path, "wx", 0o600);
+      await fh.chmod(0o600); // exact, whatever the umask
       await fh.writeFile(`${process.pid}\n`);
       await fh.close();
       heldHere.add(path);
@@ -96,6 +97,7 @@ export async function startProvenance(
   const log = opts.log ?? stderrLog;
   const backend = await createBackend(config.backend);
   const boot = await bootstrap(config, backend);
+  for (const w of boot.warnings) log({ msg: "warning", detail: w });
   // shown at once: a later failure (a busy port) must not lose the only copy of the key
   if (boot.adminKey) opts.onAdminKey?.(boot.adminKey);
   const unlock = await lockHome(config.home);
@@ -129,6 +131,9 @@ export async function startProvenance(
     clock: opts.clock ?? (() => new Date()),
     version: applianceVersion(),
     log,
+    maxBodyBytes: config.maxBodyBytes,
+    maxReceiptBodyBytes: config.maxReceiptBodyBytes,
+    bodyBudgetBytes: config.bodyBudgetBytes,
   });
   let server: Server;
   try {

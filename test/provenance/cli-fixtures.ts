@@ -19,7 +19,7 @@ export function run(bin: string, args: string[], preload: string[] = []): Promis
     let stderr = "";
     c.stdout.on("data", (d) => (stdout += d));
     c.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => c.kill("SIGKILL"), 30_000);
+    const timer = setTimeout(() => c.kill("SIGKILL"), 120_000); // generous: the machine may be shared
     c.on("close", (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });

@@ -35,7 +35,7 @@ export interface TestApp {
 /** Boots a home (or reuses it) and serves createApp on 127.0.0.1:0. */
 export async function startApp(
   dir: string,
-  opts: { backend?: BackendName; adminKey?: string; metricsToken?: string; clock?: () => Date; maxBodyBytes?: number; worker?: boolean } = {},
+  opts: { backend?: BackendName; adminKey?: string; metricsToken?: string; clock?: () => Date; maxBodyBytes?: number; maxReceiptBodyBytes?: number; bodyBudgetBytes?: number; worker?: boolean } = {},
 ): Promise<TestApp> {
   const config = configFor(dir, opts.backend ? { SVC_PROVENANCE_BACKEND: opts.backend } : {});
   const backend = await createBackend(config.backend);
@@ -58,6 +58,8 @@ export async function startApp(
     version: "0.1.0-test",
     log: (e) => logs.push(JSON.stringify(e)),
     maxBodyBytes: opts.maxBodyBytes,
+    maxReceiptBodyBytes: opts.maxReceiptBodyBytes,
+    bodyBudgetBytes: opts.bodyBudgetBytes,
   });
   const server = await new Promise<Server>((resolve) => {
     const s = createServer(app).listen(0, "127.0.0.1", () => resolve(s));

@@ -115,6 +115,9 @@ test("configuration: defaults, and a bad value stops with a sentence naming the 
     host: "127.0.0.1",
     port: 8001,
     metricsToken: null,
+    maxBodyBytes: 32 * 1024 * 1024,
+    maxReceiptBodyBytes: 4 * 1024 * 1024,
+    bodyBudgetBytes: 64 * 1024 * 1024,
   }, "defaults");
   t.ok(Object.isFrozen(c), "frozen");
   const bad: Array<[Record<string, string>, string]> = [

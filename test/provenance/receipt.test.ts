@@ -176,7 +176,11 @@ test("a check that throws is a failure of that check", (t) => {
 test("non-I-JSON bodies fail the canonical_body check", (t) => {
   const r = clone(issue(signerA)) as Record<string, any>;
   r.claims = { big: 2 ** 60 };
-  t.ok(failing(verifyReceipt(r, opts(oqs))).includes("canonical_body"), "an unsafe integer");
+  t.notOk(failing(verifyReceipt(r, opts(oqs))).includes("canonical_body"), "a large integer has an RFC 8785 form (the changed claims fail the signature)");
+  const problem = { kind: "duplicate_name" as const, path: [], message: "the member name \"claims\" appears twice in one object" };
+  const dup = verifyReceipt(issue(signerA), { ...opts(oqs), textProblem: problem });
+  t.deepEqual(failing(dup).slice(0, 1), ["canonical_body"], "a problem of the receipt's text fails canonical_body");
+  t.match(dup.checks.find((c) => c.name === "canonical_body")!.detail, /not I-JSON.*"claims" appears twice/);
   r.claims = { s: "\ud800" };
   t.ok(failing(verifyReceipt(r, opts(oqs))).includes("canonical_body"), "a lone surrogate");
   t.throws(() => canonicalBytes({ x: Infinity }), /not finite/);

@@ -43,7 +43,7 @@ test("provenance keys: tar of keys/ and service.env restored into an empty home 
     chmodSync(join(b, "keys", "signing-key.json"), 0o644);
     const loose = prov(b, "init");
     t.notEqual(loose.status, 0, "a signing key readable by others is refused");
-    t.match(loose.stderr, /readable/i, `with a sentence (${loose.stderr.trim()})`);
+    t.match(loose.stderr, /open to group or others \(mode 0644\); its mode must be 0600/, `with a sentence (${loose.stderr.trim()})`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -17,6 +17,8 @@ import type { CoreInput, Store } from "../../lib/store/index.js";
 import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
 import type { GpuServing } from "../../lib/store/gpu-cache.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
+import { strictJsonBody } from "../http/json-body.js";
+import { parseStrictJson } from "../http/json.js";
 import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import type { EngineConfig, LogLevel } from "./config.js";
@@ -145,7 +147,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   });
 
   // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; limits also enforced while streaming
-  app.use(express.json({ limit: jsonLimit, type: "application/json" }));
+  app.use(strictJsonBody({ limit: jsonLimit }));
   app.use("/v1/put", express.raw({ limit: config.max_upload_bytes, type: "application/octet-stream" }));
 
   const st = (res: Response): Store => res.locals.store as Store;
@@ -168,12 +170,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       const mh = req.get("x-svc-metadata");
       let metadata: Record<string, unknown> = {};
       if (mh !== undefined) {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(mh);
-        } catch {
-          throw new ValidationError("X-SVC-Metadata must be a JSON object.", "X-SVC-Metadata");
-        }
+        const parsed = parseStrictJson(mh, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" });
         metadata = parseOrThrow(metadataSchema, parsed, "X-SVC-Metadata");
       }
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);

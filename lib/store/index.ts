@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { GpuUnavailableError, NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
 import { compileFilter, matchFilter, type FilterNode } from "../filter.js";
+import { Pace } from "./pace.js";
 import { isFloatDtype, itemsize, keySchema, namespaceSchema, parseOrThrow, shapeSchema, tenantIdSchema, type Dtype } from "../names.js";
 import {
   coreDtypeSchema, getOptionsSchema, listOptionsSchema, putCoresOptionsSchema, putOptionsSchema, searchOptionsSchema,
@@ -492,7 +493,9 @@ export class Store implements TensorStore {
     const o = parseOrThrow(listOptionsSchema, opts, "options");
     const keys: ListResult["keys"] = [];
     let total = 0;
+    const pace = new Pace();
     for (const { key, head } of this.#liveHeads(ns, o.prefix)) {
+      if (pace.due()) await pace.yield();
       if (total >= o.offset && keys.length < o.limit)
         keys.push({ key, version: head.latest, updated_at: iso(head.updated_at), dtype: head.dtype, shape: head.shape, verdict: head.verdict });
       total++;
@@ -507,7 +510,9 @@ export class Store implements TensorStore {
     const o = parseOrThrow(searchOptionsSchema, opts, "options");
     const results: SearchResult["results"] = [];
     let total = 0;
+    const pace = new Pace();
     for (const { key, head } of this.#liveHeads(ns, o.prefix)) {
+      if (pace.due()) await pace.yield();
       if (!matchFilter(node, head.metadata)) continue;
       if (total >= o.offset && results.length < o.limit) results.push({ key, version: head.latest, metadata: head.metadata });
       total++;
@@ -710,7 +715,9 @@ export class Store implements TensorStore {
     const keys: string[] = [];
     const versions: number[] = [];
     const cands: Operand[] = [];
+    const pace = new Pace();
     for (const { key, head } of this.#liveHeads(ns, "")) {
+      if (pace.due()) await pace.yield();
       if (key === exclude) continue;
       if (filter && !matchFilter(filter, head.metadata)) continue;
       if (head.dtype === "bytes" || !sameShape(head.shape, shape)) {

@@ -1,31 +1,42 @@
-// The JSON body parser of the servers: reads an application/json body up to a byte limit and
-// parses it with parseStrictJson, so every JSON body is read the same way (duplicate member
-// names, "__proto__" and invalid UTF-8 refused with 400).
-import express, { type RequestHandler } from "express";
+// JSON request bodies read one way by every server: within a size limit and the memory budget
+// (server/http/body.ts), then parsed with parseStrictJson (duplicate member names,
+// "__proto__" and invalid UTF-8 refused with 400).
+import type { IncomingMessage } from "node:http";
+import type { RequestHandler } from "express";
 import { UnsupportedMediaTypeError } from "../../lib/errors.js";
+import { readBody, type ReadBodyOptions } from "./body.js";
 import { parseStrictJson } from "./json.js";
+import { reservationOf, type MemoryBudget } from "./memory-budget.js";
+
+/** 415 unless the Content-Type's charset, when given, is UTF-8. */
+export function checkJsonCharset(req: IncomingMessage): void {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers["content-type"] ?? "")?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8")
+    throw new UnsupportedMediaTypeError("JSON bodies must be UTF-8.");
+}
+
+/**
+ * Reads and parses a JSON body strictly; undefined when the body is empty.
+ * @example const body = await readJsonBody(req, { limit: 1 << 20 });
+ */
+export async function readJsonBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<unknown> {
+  checkJsonCharset(req);
+  const raw = await readBody(req, opts);
+  return raw.byteLength > 0 ? parseStrictJson(raw) : undefined;
+}
 
 /**
  * Express middleware: for application/json requests, `req.body` becomes the parsed value
- * (undefined when the body is empty). A charset other than UTF-8 is refused with 415.
+ * (undefined when the body is empty); with `budget`, the body is held within it.
  * @example app.use(strictJsonBody({ limit: 1024 * 1024 }));
  */
-export function strictJsonBody({ limit }: { limit: number }): RequestHandler {
-  const raw = express.raw({ limit, type: "application/json", inflate: true });
+export function strictJsonBody({ limit, budget, factor }: { limit: number; budget?: MemoryBudget; factor?: number }): RequestHandler {
   return (req, res, next) => {
     if (!req.is("application/json")) return next();
-    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.get("content-type") ?? "")?.[1]?.toLowerCase();
-    if (charset !== undefined && charset !== "utf-8" && charset !== "utf8")
-      return next(new UnsupportedMediaTypeError("JSON bodies must be UTF-8."));
-    raw(req, res, (err?: unknown) => {
-      if (err) return next(err);
-      try {
-        const buf = req.body as unknown;
-        req.body = Buffer.isBuffer(buf) && buf.byteLength > 0 ? parseStrictJson(buf) : undefined;
-        next();
-      } catch (e) {
-        next(e);
-      }
-    });
+    const reservation = budget ? reservationOf(res, budget) : undefined;
+    readJsonBody(req, { limit, reservation, factor, res }).then((body) => {
+      req.body = body;
+      next();
+    }, next);
   };
 }

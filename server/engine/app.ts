@@ -8,7 +8,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
-import { itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
+import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
 import {
   getQuerySchema, listQuerySchema, putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema,
   putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
@@ -64,14 +64,15 @@ const b64 = (s: string): Buffer => Buffer.from(s, "base64");
 
 /**
  * The dense answer of a serve and estimates of the memory it holds at its peak: the answer, a
- * working copy in float64 (decoding, reconstruction, dtype conversion), and for JSON the base64
- * text, the JSON text and the response bytes.
+ * working copy (in float64 for floating data: reconstruction, dtype conversion), and for JSON
+ * the base64 text, the JSON text and the response bytes.
  */
 function serveSize(shape: number[], dtype: Dtype, opts: { slice?: [number, number][]; dtype?: Dtype }): { bytes: number; octetPeak: number; jsonPeak: number } {
   const slice = opts.slice && opts.slice.length === shape.length ? opts.slice : undefined;
   const elems = (slice ? slice.map(([a, b]) => Math.max(0, b - a)) : shape).reduce((a, b) => a * b, 1);
   const bytes = elems * itemsize(opts.dtype ?? dtype);
-  const octetPeak = bytes + elems * 8;
+  // floating data may pass through float64 (reconstruction, conversion); other data through one decoded copy
+  const octetPeak = bytes + (isFloatDtype(dtype) ? elems * 8 : elems * itemsize(dtype));
   return { bytes, octetPeak, jsonPeak: octetPeak + 3 * 4 * Math.ceil(bytes / 3) };
 }
 

@@ -50,13 +50,16 @@ interface Answer { status: number; headers: http.IncomingHttpHeaders; body: Buff
 /** One request on its own connection; an answer that arrives before the body is sent in full is still read. */
 function send(port: number, method: string, path: string, headers: Record<string, string>, body?: Buffer): Promise<Answer> {
   return new Promise((resolve, reject) => {
+    let answered = false;
     const req = http.request({ host: "127.0.0.1", port, method, path, agent: false, headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme", ...headers } }, (res) => {
+      answered = true;
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
       res.on("error", reject);
     });
-    req.on("error", (e) => (req.res ? undefined : reject(e)));
+    // writing the rest of a refused body may fail after the answer came: the answer counts
+    req.on("error", (e) => (answered ? undefined : reject(e)));
     req.end(body);
   });
 }

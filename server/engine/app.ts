@@ -2,7 +2,8 @@
 // trusting only the service key and scoping each request to X-SVC-Tenant. A factory:
 // tests drive it without listen. The hooks run in this order:
 //   1. request id  2. access log (on finish)  3. /health (no auth)  4. service key
-//   5. tenant header  6. upload limit from Content-Length  7. body parsing  8. routes
+//   5. tenant header  6. query string, no body on GET/DELETE  7. bodies (limits, memory budget,
+//   strict JSON)  8. routes
 //   9. not found  10. errors (the one error vocabulary of server/http/errors.ts)
 import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";

@@ -21,6 +21,7 @@ import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { readBody, refuseBodyOfBodilessMethod } from "../http/body.js";
 import { readJsonBody } from "../http/json-body.js";
 import { parseStrictJson } from "../http/json.js";
+import { sendJsonList } from "../http/json-stream.js";
 import { bodyLimit } from "../http/limits.js";
 import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
 import { parseQueryString } from "../http/query.js";
@@ -273,7 +274,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
 
   app.post("/v1/search", wrap(async (req, res) => {
     const { namespace, filter, ...opts } = parseOrThrow(searchBodySchema, jsonBody(req), "body");
-    res.json(await st(res).search(namespace, filter, opts));
+    // up to 1,000 results of up to 64 KiB of metadata: written in pieces
+    await sendJsonList(res, await st(res).search(namespace, filter, opts), "results");
   }));
 
   app.post("/v1/serve", wrap(async (req, res) => {

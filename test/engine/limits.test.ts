@@ -121,3 +121,28 @@ test("engine: another tenant's GET stays fast while hostile searches and top-K s
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("engine: a large search answer is written in pieces and parses to the same answer", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-limits-"));
+  const e = await startEngine(loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: dir, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent" }));
+  try {
+    const core = Buffer.from(new Float32Array([1, 2]).buffer).toString("base64");
+    // 300 entries of about 60 KiB of metadata each: an 18 MB answer
+    const items = Array.from({ length: 300 }, (_, i) => ({ key: `m${String(i).padStart(3, "0")}`, cores: [{ shape: [1, 2, 1], data_b64: core }], metadata: { i, text: "é\"\\".repeat(10_000) + i } }));
+    for (let b = 0; b < 3; b++) {
+      const r = await call(e, "acme", "POST", "/v1/put_cores_batch", { namespace: "default", items: items.slice(b * 100, b * 100 + 100) });
+      t.equal(r.status, 201, `stored ${r.status === 201 ? "" : r.json.detail}`);
+    }
+    const big = await call(e, "acme", "POST", "/v1/search", { namespace: "default", filter: { i: { $gte: 0 } }, limit: 1000 });
+    t.equal(big.status, 200, `a search answer of 300 entries: 200 in ${big.ms.toFixed(0)} ms`);
+    t.deepEqual(Object.keys(big.json), ["namespace", "results", "total", "limit", "offset", "next_offset"], "members in their order");
+    t.deepEqual([big.json.namespace, big.json.total, big.json.limit, big.json.offset, big.json.next_offset], ["default", 300, 1000, 0, null], "the fields around the list");
+    t.equal(big.json.results.length, 300, "every result");
+    t.deepEqual(big.json.results[299], { key: "m299", version: 1, metadata: items[299]!.metadata }, "a result whole, escapes included");
+    const small = await call(e, "acme", "POST", "/v1/search", { namespace: "default", filter: { i: 3 } });
+    t.deepEqual(small.json.results.map((r: { key: string }) => r.key), ["m003"], "a small answer as before");
+  } finally {
+    await e.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -27,7 +27,7 @@ import { LmdbBackend } from "./lmdb.js";
 import { checkCores, type CoreInput } from "./cores.js";
 import { packRecord, unpackRecord } from "./records.js";
 import { MemoryBackend } from "./memory.js";
-import { scoreBatch, similarity, type Operand } from "./query.js";
+import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity, type Operand } from "./query.js";
 import { loadTT, type TT } from "./ttapi.js";
 import type {
   CompactResult, DeleteResult, EntryInfo, HeadRecord, ListResult, PayloadLayout, PutResult, SearchResult,
@@ -714,7 +714,21 @@ export class Store implements TensorStore {
     let skipped = 0;
     const keys: string[] = [];
     const versions: number[] = [];
-    const cands: Operand[] = [];
+    const scores: number[] = [];
+    // candidates are scored in chunks of at most RANK_DENSE_CHUNK_BYTES of dense data, so a
+    // namespace of dense entries is never held in memory whole (TT candidates cost their cores)
+    let cands: Operand[] = [];
+    let denseBytes = 0;
+    // on the device when GPU serving is on for queries (SVC_ENGINE_DEVICE=cuda), else the CPU
+    const ids = (key: string, version: number) => ({ tenant: this.tenant, ns, key, version });
+    const flush = async () => {
+      if (cands.length === 0) return;
+      const from = scores.length;
+      const onDevice = await deviceScores(this.#core.gpu, metric, q, qid && ids(qid.key, qid.version), cands, keys.slice(from).map((key, i) => ids(key, versions[from + i]!)));
+      for (const x of onDevice ?? (await scoreBatch(metric, q, cands))) scores.push(x);
+      cands = [];
+      denseBytes = 0;
+    };
     const pace = new Pace();
     for (const { key, head } of this.#liveHeads(ns, "")) {
       if (pace.due()) await pace.yield();
@@ -726,20 +740,17 @@ export class Store implements TensorStore {
       }
       keys.push(key);
       versions.push(head.latest);
-      cands.push(head.layout.codec === "tt" ? this.#ttOperand(head) : await this.#operand(head, key));
+      const op = head.layout.codec === "tt" ? this.#ttOperand(head) : await this.#operand(head, key);
+      cands.push(op);
+      if (op.kind === "dense" && (denseBytes += op.x.byteLength) >= RANK_DENSE_CHUNK_BYTES) await flush();
     }
-    // on the device when GPU serving is on for queries (SVC_ENGINE_DEVICE=cuda), else the CPU
-    const ids = (key: string, version: number) => ({ tenant: this.tenant, ns, key, version });
-    const onDevice = cands.length
-      ? await deviceScores(this.#core.gpu, metric, q, qid && ids(qid.key, qid.version), cands, keys.map((key, i) => ids(key, versions[i]!)))
-      : null;
-    const scores = onDevice ?? (cands.length ? await scoreBatch(metric, q, cands) : []);
+    await flush();
     const order = scores.map((_, i) => i);
     order.sort((i, j) => (metric === "l2" ? scores[i]! - scores[j]! : scores[j]! - scores[i]!) || (keys[i]! < keys[j]! ? -1 : 1));
     return {
       metric,
       results: order.slice(0, k).map((i) => ({ key: keys[i]!, version: versions[i]!, score: scores[i]! })),
-      scanned: cands.length,
+      scanned: scores.length,
       skipped,
     };
   }

@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { Agent, request, type Dispatcher } from "undici";
 import {
-  SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, EngineUnreachableError, errorFromCode,
+  SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, OverloadedError, EngineUnreachableError, errorFromCode,
 } from "./errors.js";
 import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
 import {
@@ -44,7 +44,7 @@ export interface ClientOptions {
   baseUrl: string;
   /** A tenant API key (`svc_live_…`), sent as `X-Api-Key`. */
   apiKey: string;
-  /** Retries of a 429 or 502 before the error is thrown (default 3, 0 disables). */
+  /** Retries of a 429, a 502 or a 503 overloaded before the error is thrown (default 3, 0 disables). */
   maxRetries?: number;
   /** First backoff delay in ms, doubled on each retry (default 250). */
   backoffMs?: number;
@@ -266,7 +266,8 @@ export function createClient(options: ClientOptions): SvcClient {
     const retry = parseRetryAfter(res.headers["retry-after"]) ?? 0;
     const err = code === "rate_limited" ? new RateLimitedError(detail, retry)
       : code === "quota_exhausted" ? new QuotaExhaustedError(detail, retry)
-        : errorFromCode(code, detail);
+        : code === "overloaded" ? new OverloadedError(detail, retry)
+          : errorFromCode(code, detail);
     err.extra.status = res.status;
     err.extra.request_id = requestId;
     return Object.assign(err, { status: res.status, requestId });
@@ -281,7 +282,8 @@ export function createClient(options: ClientOptions): SvcClient {
       const res = await once(r);
       record(res, attempt);
       if (res.status < 400) return res;
-      const retriable = res.status === 429 || res.status === 502;
+      // 503 overloaded: refused before any work, like 429
+      const retriable = res.status === 429 || res.status === 502 || (res.status === 503 && errorOf(res).code === "overloaded");
       if (retriable && attempt <= maxRetries) {
         const ra = parseRetryAfter(res.headers["retry-after"]);
         const expo = Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 1));

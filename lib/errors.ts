@@ -13,6 +13,7 @@ export type ErrorCode =
   | "engine_unreachable"
   | "gpu_unavailable"
   | "unsupported_media_type"
+  | "overloaded"
   | "internal";
 
 /** Base class of every error the library and the servers throw on purpose. */
@@ -72,6 +73,10 @@ export class EngineUnreachableError extends SvcError {
 export class GpuUnavailableError extends SvcError {
   constructor(message: string) { super("gpu_unavailable", message); }
 }
+/** The server's memory budget for requests in flight is spent: HTTP 503 with Retry-After; the request may be retried. */
+export class OverloadedError extends SvcError {
+  constructor(message: string, readonly retryAfterS: number = 1) { super("overloaded", message); }
+}
 export class UnsupportedMediaTypeError extends SvcError {
   constructor(message: string) { super("unsupported_media_type", message); }
 }
@@ -93,6 +98,7 @@ export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   gpu_unavailable: 501,
   engine_unreachable: 502,
   quota_exhausted: 503,
+  overloaded: 503,
 });
 
 const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
@@ -107,6 +113,7 @@ const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
   engine_unreachable: EngineUnreachableError,
   gpu_unavailable: GpuUnavailableError,
   unsupported_media_type: UnsupportedMediaTypeError,
+  overloaded: class extends OverloadedError { constructor(m: string) { super(m, 0); } },
   internal: InternalError,
 };
 

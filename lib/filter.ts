@@ -8,9 +8,19 @@ export type Filter = Record<string, unknown>;
 type FieldOp =
   | { op: "$eq" | "$ne"; value: unknown }
   | { op: "$gt" | "$gte" | "$lt" | "$lte"; value: number | string }
-  | { op: "$in" | "$nin"; values: unknown[] }
+  | { op: "$in" | "$nin"; values: ValueSet }
   | { op: "$exists"; value: boolean }
   | { op: "$prefix"; value: string };
+
+/** A $in/$nin list compiled once: strings, numbers, booleans and null in Sets, the rest (objects, arrays) compared structurally. */
+interface ValueSet {
+  strings: Set<string>;
+  numbers: Set<number>;
+  others: unknown[];
+  hasTrue: boolean;
+  hasFalse: boolean;
+  hasNull: boolean;
+}
 
 /** A validated filter, ready to evaluate. */
 export type FilterNode =
@@ -20,15 +30,33 @@ export type FilterNode =
   | { kind: "field"; path: string[]; ops: FieldOp[] };
 
 const FIELD_OPS = new Set(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$prefix"]);
-const MAX_DEPTH = 16;
-const MAX_NODES = 1000;
+
+/**
+ * What one filter may hold, so that its cost per entry is bounded before any entry is read.
+ * Conditions count every operator on a field, every $and/$or/$not and every element of a
+ * $in/$nin list; fields count the members of any one object of the filter, the top level too.
+ */
+export const FILTER_LIMITS = Object.freeze({
+  /** The filter's JSON text, in bytes. */
+  maxBytes: 64 * 1024,
+  /** Nesting of $and, $or and $not. */
+  maxDepth: 16,
+  /** Conditions in the whole filter. */
+  maxConditions: 1000,
+  /** Members of any one object (field names and combinators). */
+  maxFields: 100,
+  /** Elements of one $in or $nin list. */
+  maxInValues: 1000,
+});
+const MAX_DEPTH = FILTER_LIMITS.maxDepth;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
- * Validates a filter object and returns its tree; throws ValidationError naming the
- * offending place (`filter.run.seed.$foo`).
+ * Validates a filter object against FILTER_LIMITS and returns its tree, compiled once for the
+ * whole scan; throws ValidationError naming the offending place (`filter.run.seed.$foo`) or the
+ * limit exceeded.
  * @example compileFilter({ "run.seed": { $gte: 3 }, $or: [{ kind: "a" }, { kind: "b" }] })
  */
 export function compileFilter(filter: unknown, where = "filter"): FilterNode {
@@ -36,28 +64,45 @@ export function compileFilter(filter: unknown, where = "filter"): FilterNode {
   return compileObject(isPlainObject(filter) ? jsonForm(filter, where) : filter, where, 0, budget);
 }
 
+function countCondition(budget: { nodes: number }, n = 1): void {
+  budget.nodes += n;
+  if (budget.nodes > FILTER_LIMITS.maxConditions)
+    throw new ValidationError(`filter has more than ${FILTER_LIMITS.maxConditions} conditions (each operator, combinator and $in/$nin element counts).`, "filter");
+}
+
 /** The filter as it travels over HTTP (NaN -> null, a Date -> its ISO string, undefined fields dropped), so that embedded and hosted match alike. */
 function jsonForm(f: Record<string, unknown>, where: string): unknown {
+  let text: string;
   try {
-    return JSON.parse(JSON.stringify(f));
+    text = JSON.stringify(f);
   } catch {
     throw new ValidationError(`${where} must be a JSON object (no cycles, no BigInt).`, where);
   }
+  const bytes = Buffer.byteLength(text);
+  if (bytes > FILTER_LIMITS.maxBytes)
+    throw new ValidationError(`${where} is ${bytes} bytes of JSON; the limit is ${FILTER_LIMITS.maxBytes} bytes.`, where);
+  return JSON.parse(text);
 }
 
 function compileObject(f: unknown, where: string, depth: number, budget: { nodes: number }): FilterNode {
   if (!isPlainObject(f)) throw new ValidationError(`${where} must be a JSON object.`, where);
   if (depth > MAX_DEPTH) throw new ValidationError(`${where} is nested more than ${MAX_DEPTH} levels deep.`, where);
-  if (++budget.nodes > MAX_NODES) throw new ValidationError(`filter has more than ${MAX_NODES} conditions.`, "filter");
+  const names = Object.keys(f);
+  if (names.length > FILTER_LIMITS.maxFields)
+    throw new ValidationError(`${where} has ${names.length} members; the limit is ${FILTER_LIMITS.maxFields} per object.`, where);
   const all: FilterNode[] = [];
   for (const [name, value] of Object.entries(f)) {
     const here = `${where}.${name}`;
     if (name === "$and" || name === "$or") {
       if (!Array.isArray(value) || value.length === 0)
         throw new ValidationError(`${here} must be a non-empty list of filters.`, here);
+      if (value.length > FILTER_LIMITS.maxFields)
+        throw new ValidationError(`${here} has ${value.length} filters; the limit is ${FILTER_LIMITS.maxFields}.`, here);
+      countCondition(budget);
       const parts = value.map((v, i) => compileObject(v, `${here}.${i}`, depth + 1, budget));
       all.push(name === "$and" ? { kind: "and", all: parts } : { kind: "or", any: parts });
     } else if (name === "$not") {
+      countCondition(budget);
       all.push({ kind: "not", inner: compileObject(value, here, depth + 1, budget) });
     } else if (name.startsWith("$")) {
       throw new ValidationError(`${here}: unknown operator '${name}'.`, here);
@@ -73,13 +118,16 @@ function compileObject(f: unknown, where: string, depth: number, budget: { nodes
 function compileField(value: unknown, where: string, budget: { nodes: number }): FieldOp[] {
   const keys = isPlainObject(value) ? Object.keys(value) : [];
   const dollar = keys.filter((k) => k.startsWith("$"));
-  if (dollar.length === 0) return [{ op: "$eq", value }];
+  if (dollar.length === 0) {
+    countCondition(budget);
+    return [{ op: "$eq", value }];
+  }
   if (dollar.length !== keys.length)
     throw new ValidationError(`${where} mixes operators and plain fields.`, where);
   const ops: FieldOp[] = [];
   for (const [op, arg] of Object.entries(value as Record<string, unknown>)) {
     const here = `${where}.${op}`;
-    budget.nodes++;
+    countCondition(budget);
     if (!FIELD_OPS.has(op)) throw new ValidationError(`${here}: unknown operator '${op}'.`, here);
     switch (op) {
       case "$eq":
@@ -97,7 +145,10 @@ function compileField(value: unknown, where: string, budget: { nodes: number }):
       case "$in":
       case "$nin":
         if (!Array.isArray(arg)) throw new ValidationError(`${here} takes a list of values.`, here);
-        ops.push({ op, values: arg });
+        if (arg.length > FILTER_LIMITS.maxInValues)
+          throw new ValidationError(`${here} has ${arg.length} values; the limit is ${FILTER_LIMITS.maxInValues}.`, here);
+        countCondition(budget, arg.length);
+        ops.push({ op, values: valueSet(arg) });
         break;
       case "$exists":
         if (typeof arg !== "boolean") throw new ValidationError(`${here} takes true or false.`, here);
@@ -110,6 +161,32 @@ function compileField(value: unknown, where: string, budget: { nodes: number }):
     }
   }
   return ops;
+}
+
+function valueSet(values: unknown[]): ValueSet {
+  const s: ValueSet = { strings: new Set(), numbers: new Set(), others: [], hasTrue: false, hasFalse: false, hasNull: false };
+  for (const v of values) {
+    if (typeof v === "string") s.strings.add(v);
+    else if (typeof v === "number") s.numbers.add(v); // JSON numbers: no NaN; Sets equate 0 and -0 as === does
+    else if (v === true) s.hasTrue = true;
+    else if (v === false) s.hasFalse = true;
+    else if (v === null) s.hasNull = true;
+    else s.others.push(v);
+  }
+  return s;
+}
+
+function inSet(s: ValueSet, v: unknown): boolean {
+  switch (typeof v) {
+    case "string":
+      return s.strings.has(v);
+    case "number":
+      return s.numbers.has(v);
+    case "boolean":
+      return v ? s.hasTrue : s.hasFalse;
+    default:
+      return v === null ? s.hasNull : s.others.some((x) => jsonEqual(v, x));
+  }
 }
 
 const MISSING = Symbol("missing");
@@ -168,9 +245,9 @@ function holds(op: FieldOp, v: unknown): boolean {
       return c !== null && c <= 0;
     }
     case "$in":
-      return present && op.values.some((x) => jsonEqual(v, x));
+      return present && inSet(op.values, v);
     case "$nin":
-      return !present || !op.values.some((x) => jsonEqual(v, x));
+      return !present || !inSet(op.values, v);
     case "$exists":
       return present === op.value;
     case "$prefix":

@@ -59,6 +59,13 @@ function depthOf(v: unknown): number {
   return d + 1;
 }
 
+/** An own member named "__proto__" at any depth: objects and zod would drop it silently, so it is refused. */
+function hasProtoMember(v: unknown, depth = 0): boolean {
+  if (v === null || typeof v !== "object" || depth > 64) return false;
+  if (!Array.isArray(v) && Object.prototype.hasOwnProperty.call(v, "__proto__")) return true;
+  return Object.values(v as object).some((x) => hasProtoMember(x, depth + 1));
+}
+
 function jsonable(v: unknown): boolean {
   try {
     JSON.stringify(v);
@@ -69,7 +76,8 @@ function jsonable(v: unknown): boolean {
 }
 
 export const metadataSchema = z
-  .record(z.string(), z.unknown())
+  .custom<Record<string, unknown>>((m) => !hasProtoMember(m), 'metadata must not have a member named "__proto__"')
+  .pipe(z.record(z.string(), z.unknown()))
   .refine(jsonable, { message: "metadata must be a JSON object (no cycles, no BigInt)", abort: true })
   .refine((m) => Buffer.byteLength(JSON.stringify(m)) <= METADATA_MAX_BYTES, "metadata must be at most 64 KiB serialised")
   .refine((m) => depthOf(m) <= METADATA_MAX_DEPTH, "metadata must be nested at most 8 levels deep")

@@ -124,6 +124,21 @@ export const putBodySchema = putOptionsSchema.extend({
   data_b64: base64Schema,
 });
 
+// Numbers in query strings have one spelling: decimal digits, no sign, no spaces, no leading
+// zero (so "1", never "01", "+1", " 1", "0x1" or "1e3"); a tolerance may have a fraction and an
+// exponent as in JSON. Text that is not such a number is a 400 naming the parameter.
+const queryWhole = (name: string) =>
+  z
+    .string()
+    .regex(/^(0|[1-9][0-9]{0,15})$/, `${name} must be written in decimal digits, without sign, spaces or leading zeros`)
+    .transform(Number);
+const queryDecimal = (name: string) =>
+  z
+    .string()
+    .max(40, `${name} must be a decimal number`)
+    .regex(/^(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/, `${name} must be a decimal number such as 0.001 or 1e-3`)
+    .transform(Number);
+
 /** Query string of the application/octet-stream form of put (values arrive as text). */
 export const putQuerySchema = z.strictObject({
   namespace: namespaceSchema,
@@ -131,13 +146,13 @@ export const putQuerySchema = z.strictObject({
   dtype: dtypeSchema.optional(),
   shape: z
     .string()
-    .regex(/^\d+(,\d+)*$/, "shape must be a comma list of integers")
+    .regex(/^(0|[1-9][0-9]{0,15})(,(0|[1-9][0-9]{0,15}))*$/, "shape must be a comma list of integers in decimal digits")
     .transform((s) => s.split(",").map(Number))
     .pipe(shapeSchema)
     .optional(),
-  tolerance: z.coerce.number().pipe(toleranceSchema).optional(),
-  max_rank: z.coerce.number().pipe(maxRankSchema).optional(),
-  if_version: z.coerce.number().pipe(ifVersionSchema).optional(),
+  tolerance: queryDecimal("tolerance").pipe(toleranceSchema).optional(),
+  max_rank: queryWhole("max_rank").pipe(maxRankSchema).optional(),
+  if_version: queryWhole("if_version").pipe(ifVersionSchema).optional(),
 });
 
 export const coreBodySchema = z.strictObject({
@@ -154,12 +169,12 @@ export const putCoresBatchBodySchema = z.strictObject({
   items: z.array(z.unknown()).min(1, "items must not be empty").max(1000, "items must have at most 1000 entries"),
 });
 
-export const getQuerySchema = z.strictObject({ version: z.coerce.number().pipe(versionSchema).optional() });
+export const getQuerySchema = z.strictObject({ version: queryWhole("version").pipe(versionSchema).optional() });
 
 export const listQuerySchema = z.strictObject({
   prefix: prefixSchema.optional(),
-  limit: z.coerce.number().pipe(z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000")).optional(),
-  offset: z.coerce.number().pipe(z.number().int("offset must be an integer").min(0, "offset must be at least 0")).optional(),
+  limit: queryWhole("limit").pipe(z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000")).optional(),
+  offset: queryWhole("offset").pipe(z.number().int("offset must be an integer").min(0, "offset must be at least 0").max(Number.MAX_SAFE_INTEGER, "offset is too large")).optional(),
 });
 
 export const searchBodySchema = z.strictObject({

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { GpuUnavailableError, NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
 import { compileFilter, matchFilter, type FilterNode } from "../filter.js";
+import { Pace } from "./pace.js";
 import { isFloatDtype, itemsize, keySchema, namespaceSchema, parseOrThrow, shapeSchema, tenantIdSchema, type Dtype } from "../names.js";
 import {
   coreDtypeSchema, getOptionsSchema, listOptionsSchema, putCoresOptionsSchema, putOptionsSchema, searchOptionsSchema,
@@ -26,7 +27,7 @@ import { LmdbBackend } from "./lmdb.js";
 import { checkCores, type CoreInput } from "./cores.js";
 import { packRecord, unpackRecord } from "./records.js";
 import { MemoryBackend } from "./memory.js";
-import { scoreBatch, similarity, type Operand } from "./query.js";
+import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity, type Operand } from "./query.js";
 import { loadTT, type TT } from "./ttapi.js";
 import type {
   CompactResult, DeleteResult, EntryInfo, HeadRecord, ListResult, PayloadLayout, PutResult, SearchResult,
@@ -518,7 +519,9 @@ export class Store implements TensorStore {
     const o = parseOrThrow(listOptionsSchema, opts, "options");
     const keys: ListResult["keys"] = [];
     let total = 0;
+    const pace = new Pace();
     for (const { key, head } of this.#liveHeads(ns, o.prefix)) {
+      if (pace.due()) await pace.yield();
       if (total >= o.offset && keys.length < o.limit)
         keys.push({ key, version: head.latest, updated_at: iso(head.updated_at), dtype: head.dtype, shape: head.shape, verdict: head.verdict });
       total++;
@@ -533,7 +536,9 @@ export class Store implements TensorStore {
     const o = parseOrThrow(searchOptionsSchema, opts, "options");
     const results: SearchResult["results"] = [];
     let total = 0;
+    const pace = new Pace();
     for (const { key, head } of this.#liveHeads(ns, o.prefix)) {
+      if (pace.due()) await pace.yield();
       if (!matchFilter(node, head.metadata)) continue;
       if (total >= o.offset && results.length < o.limit) results.push({ key, version: head.latest, metadata: head.metadata });
       total++;
@@ -748,8 +753,24 @@ export class Store implements TensorStore {
     let skipped = 0;
     const keys: string[] = [];
     const versions: number[] = [];
-    const cands: Operand[] = [];
+    const scores: number[] = [];
+    // candidates are scored in chunks of at most RANK_DENSE_CHUNK_BYTES of dense data, so a
+    // namespace of dense entries is never held in memory whole (TT candidates cost their cores)
+    let cands: Operand[] = [];
+    let denseBytes = 0;
+    // on the device when GPU serving is on for queries (SVC_ENGINE_DEVICE=cuda), else the CPU
+    const ids = (key: string, version: number) => ({ tenant: this.tenant, ns, key, version });
+    const flush = async () => {
+      if (cands.length === 0) return;
+      const from = scores.length;
+      const onDevice = await deviceScores(this.#core.gpu, metric, q, qid && ids(qid.key, qid.version), cands, keys.slice(from).map((key, i) => ids(key, versions[from + i]!)));
+      for (const x of onDevice ?? (await scoreBatch(metric, q, cands))) scores.push(x);
+      cands = [];
+      denseBytes = 0;
+    };
+    const pace = new Pace();
     for (const { key, head } of this.#liveHeads(ns, "")) {
+      if (pace.due()) await pace.yield();
       if (key === exclude) continue;
       if (filter && !matchFilter(filter, head.metadata)) continue;
       if (head.dtype === "bytes" || !sameShape(head.shape, shape)) {
@@ -758,20 +779,17 @@ export class Store implements TensorStore {
       }
       keys.push(key);
       versions.push(head.latest);
-      cands.push(head.layout.codec === "tt" ? this.#ttOperand(head) : await this.#operand(head, key));
+      const op = head.layout.codec === "tt" ? this.#ttOperand(head) : await this.#operand(head, key);
+      cands.push(op);
+      if (op.kind === "dense" && (denseBytes += op.x.byteLength) >= RANK_DENSE_CHUNK_BYTES) await flush();
     }
-    // on the device when GPU serving is on for queries (SVC_ENGINE_DEVICE=cuda), else the CPU
-    const ids = (key: string, version: number) => ({ tenant: this.tenant, ns, key, version });
-    const onDevice = cands.length
-      ? await deviceScores(this.#core.gpu, metric, q, qid && ids(qid.key, qid.version), cands, keys.map((key, i) => ids(key, versions[i]!)))
-      : null;
-    const scores = onDevice ?? (cands.length ? await scoreBatch(metric, q, cands) : []);
+    await flush();
     const order = scores.map((_, i) => i);
     order.sort((i, j) => (metric === "l2" ? scores[i]! - scores[j]! : scores[j]! - scores[i]!) || (keys[i]! < keys[j]! ? -1 : 1));
     return {
       metric,
       results: order.slice(0, k).map((i) => ({ key: keys[i]!, version: versions[i]!, score: scores[i]! })),
-      scanned: cands.length,
+      scanned: scores.length,
       skipped,
     };
   }

@@ -91,6 +91,9 @@ export async function exactDistance(a: Operand, b: Operand): Promise<number> {
 
 const CANCEL = 1e-3;
 
+/** Dense candidate data a top-K scan holds at once before it scores them and lets them go. */
+export const RANK_DENSE_CHUNK_BYTES = 64 * 1024 * 1024;
+
 /** Turns a dot product and the two norms into the metric's score. */
 export function scoreOf(metric: Metric, dot: number, na: number, nb: number): number {
   if (metric === "dot") return dot;

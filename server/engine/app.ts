@@ -2,13 +2,14 @@
 // trusting only the service key and scoping each request to X-SVC-Tenant. A factory:
 // tests drive it without listen. The hooks run in this order:
 //   1. request id  2. access log (on finish)  3. /health (no auth)  4. service key
-//   5. tenant header  6. upload limit from Content-Length  7. body parsing  8. routes
+//   5. tenant header  6. query string, no body on GET/DELETE  7. bodies (limits, memory budget,
+//   strict JSON)  8. routes
 //   9. not found  10. errors (the one error vocabulary of server/http/errors.ts)
 import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
-import { metadataSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
 import {
   getQuerySchema, listQuerySchema, putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema,
   putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
@@ -17,7 +18,13 @@ import type { CoreInput, Store } from "../../lib/store/index.js";
 import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
 import type { GpuServing } from "../../lib/store/gpu-cache.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
-import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
+import { readBody, refuseBodyOfBodilessMethod } from "../http/body.js";
+import { readJsonBody } from "../http/json-body.js";
+import { parseStrictJson } from "../http/json.js";
+import { sendJsonList } from "../http/json-stream.js";
+import { bodyLimit } from "../http/limits.js";
+import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
+import { parseQueryString } from "../http/query.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { countRequests, metricsHandler } from "../http/metrics.js";
 import type { EngineConfig, LogLevel } from "./config.js";
@@ -50,10 +57,30 @@ export interface EngineDeps {
   metrics?: EngineMetrics;
 }
 
+// Bytes of memory a request holds per body byte while it is handled: a JSON body is held as
+// bytes, as text and parsed (its base64 string), then decoded, and compression works on a copy;
+// a raw body is held and worked on. Estimates of the peak, for the memory budget.
+const JSON_BODY_FACTOR = 4;
+const OCTET_BODY_FACTOR = 3;
+
 type Handler = (req: Request, res: Response) => Promise<void>;
 const wrap = (h: Handler) => (req: Request, res: Response, next: NextFunction) => h(req, res).catch(next);
 
 const b64 = (s: string): Buffer => Buffer.from(s, "base64");
+
+/**
+ * The dense answer of a serve and estimates of the memory it holds at its peak: the answer, a
+ * working copy (in float64 for floating data: reconstruction, dtype conversion), and for JSON
+ * the base64 text, the JSON text and the response bytes.
+ */
+function serveSize(shape: number[], dtype: Dtype, opts: { slice?: [number, number][]; dtype?: Dtype }): { bytes: number; octetPeak: number; jsonPeak: number } {
+  const slice = opts.slice && opts.slice.length === shape.length ? opts.slice : undefined;
+  const elems = (slice ? slice.map(([a, b]) => Math.max(0, b - a)) : shape).reduce((a, b) => a * b, 1);
+  const bytes = elems * itemsize(opts.dtype ?? dtype);
+  // floating data may pass through float64 (reconstruction, conversion); other data through one decoded copy
+  const octetPeak = bytes + (isFloatDtype(dtype) ? elems * 8 : elems * itemsize(dtype));
+  return { bytes, octetPeak, jsonPeak: octetPeak + 3 * 4 * Math.ceil(bytes / 3) };
+}
 
 /** The (namespace, key) of a path like /v1/get/ns/a/b/c, percent-decoded. */
 function nsKey(req: Request): { ns: string; key: string } {
@@ -76,10 +103,10 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   if ("unavailable" in serving && config.device.startsWith("cuda")) logger.warn({ msg: "gpu unavailable", reason: serving.unavailable });
   const app = express();
   app.disable("x-powered-by");
-  app.set("query parser", "simple");
+  app.set("query parser", parseQueryString);
   const startedAt = Date.now();
-  // JSON bodies carry the payload as base64 (server/http/limits.ts; the gateway uses the same)
-  const jsonLimit = jsonBodyLimit(config.max_upload_bytes);
+  // memory held by requests in flight: bodies being read and dense serves being answered
+  const budget = new MemoryBudget(config.memory_budget_bytes);
 
   // 1. request id, and the request counted in /metrics once answered
   app.use(requestId);
@@ -144,18 +171,35 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     }
   });
 
-  // 6. upload limit decided from Content-Length before the body is read
-  app.use((req, _res, next) => {
-    const len = Number(req.get("content-length"));
-    const limit = bodyLimit(config.max_upload_bytes, typeof req.is("application/octet-stream") === "string");
-    if (Number.isFinite(len) && len > limit)
-      return next(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
-    next();
+  // 6. the query string, read as the gateway reads it (server/http/query.ts); a body sent with a
+  // GET or DELETE is refused as the gateway refuses it (server/http/body.ts)
+  app.use((req, res, next) => {
+    try {
+      void req.query;
+    } catch (e) {
+      return next(e);
+    }
+    refuseBodyOfBodilessMethod(req, res).then(() => next(), next);
   });
 
-  // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; limits also enforced while streaming
-  app.use(express.json({ limit: jsonLimit, type: "application/json" }));
-  app.use("/v1/put", express.raw({ limit: config.max_upload_bytes, type: "application/octet-stream" }));
+  // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; the limit is checked from
+  // Content-Length before reading and again while reading, and the body is held within the
+  // memory budget (503 with Retry-After past it)
+  app.use((req, res, next) => {
+    if (req.method !== "POST") return next();
+    const octet = req.path === "/v1/put" && typeof req.is("application/octet-stream") === "string";
+    if (!octet && !req.is("application/json")) return next(); // the route answers 415
+    const opts = {
+      limit: bodyLimit(config.max_upload_bytes, octet, req.path),
+      reservation: reservationOf(res, budget),
+      factor: octet ? OCTET_BODY_FACTOR : JSON_BODY_FACTOR,
+      res,
+    };
+    (octet ? readBody(req, opts) : readJsonBody(req, opts)).then((body) => {
+      req.body = body;
+      next();
+    }, next);
+  });
 
   const st = (res: Response): Store => res.locals.store as Store;
   const jsonBody = (req: Request): unknown => {
@@ -177,12 +221,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       const mh = req.get("x-svc-metadata");
       let metadata: Record<string, unknown> = {};
       if (mh !== undefined) {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(mh);
-        } catch {
-          throw new ValidationError("X-SVC-Metadata must be a JSON object.", "X-SVC-Metadata");
-        }
+        const parsed = parseStrictJson(mh, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" });
         metadata = parseOrThrow(metadataSchema, parsed, "X-SVC-Metadata");
       }
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
@@ -244,7 +283,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
 
   app.post("/v1/search", wrap(async (req, res) => {
     const { namespace, filter, ...opts } = parseOrThrow(searchBodySchema, jsonBody(req), "body");
-    res.json(await st(res).search(namespace, filter, opts));
+    // up to 1,000 results of up to 64 KiB of metadata: written in pieces
+    await sendJsonList(res, await st(res).search(namespace, filter, opts), "results");
   }));
 
   app.post("/v1/serve", wrap(async (req, res) => {
@@ -257,9 +297,20 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       res.json({ namespace: h.namespace, key: h.key, version: h.version, device: h.device, resident: h.resident, bytes_on_device: h.bytes_on_device, tt: h.tt });
       return;
     }
-    const r = await st(res).serve(namespace, key, opts);
+    const octet = req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream";
+    // the answer's size is known from the entry before anything is decoded: a JSON answer past
+    // its limit is refused, and the memory the answer will hold is reserved first
+    const info = await st(res).get(namespace, key, { version: opts.version });
+    const size = serveSize(info.shape, info.dtype, opts);
+    if (!octet && size.bytes > config.max_json_serve_bytes)
+      throw new ValidationError(
+        `The answer of ${size.bytes} bytes is larger than the ${config.max_json_serve_bytes}-byte limit of JSON serves; ask for it with Accept: application/octet-stream, or serve a slice.`,
+        "Accept",
+      );
+    reservationOf(res, budget).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
+    const r = await st(res).serve(namespace, key, { ...opts, version: info.version });
     const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
-    if (req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream") {
+    if (octet) {
       res.setHeader("X-SVC-Dtype", r.dtype);
       res.setHeader("X-SVC-Shape", r.shape.join(","));
       res.setHeader("X-SVC-Version", String(r.version));

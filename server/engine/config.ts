@@ -2,6 +2,7 @@
 // error whose message is one sentence naming the variable. API keys are kept only as
 // SHA-256 digests.
 import { createHash } from "node:crypto";
+import { totalmem } from "node:os";
 import { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
 import { maxRankSchema, toleranceSchema } from "../../lib/schemas.js";
@@ -28,7 +29,17 @@ export interface EngineConfig {
   readonly gpu_cache_bytes: number | null;
   /** SHA-256 of SVC_ENGINE_METRICS_TOKEN (a bearer token that reads /metrics only), or null. */
   readonly metrics_token_digest: Buffer | null;
+  /** Memory that request bodies and dense serve answers in flight may hold together (503 past it). */
+  readonly memory_budget_bytes: number;
+  /** Largest dense answer of a JSON serve; larger ones are asked for as application/octet-stream. */
+  readonly max_json_serve_bytes: number;
 }
+
+/** A quarter of the machine's memory (6 GiB on 24 GiB), at least 256 MiB. */
+export const defaultMemoryBudgetBytes = (): number => Math.max(256 * 1024 * 1024, Math.floor(totalmem() / 4));
+
+/** 16 MiB of dense data: about 22 MiB of base64 text, serialised in a few tens of milliseconds. */
+export const DEFAULT_MAX_JSON_SERVE_BYTES = 16 * 1024 * 1024;
 
 const bool = z
   .string()
@@ -72,6 +83,8 @@ const VARS = {
     .default("auto"),
   SVC_ENGINE_GPU_CACHE_BYTES: int(0).optional(),
   SVC_ENGINE_METRICS_TOKEN: z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters").optional(),
+  SVC_ENGINE_MEMORY_BUDGET_BYTES: int(16 * 1024 * 1024).optional(),
+  SVC_ENGINE_MAX_JSON_SERVE_BYTES: int(0).default(DEFAULT_MAX_JSON_SERVE_BYTES),
 } as const;
 
 /** Every variable the engine reads (deployment files are checked against this list). */
@@ -118,5 +131,7 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     device: v.SVC_ENGINE_DEVICE as string,
     gpu_cache_bytes: (v.SVC_ENGINE_GPU_CACHE_BYTES as number | undefined) ?? null,
     metrics_token_digest: v.SVC_ENGINE_METRICS_TOKEN === undefined ? null : digest(v.SVC_ENGINE_METRICS_TOKEN as string),
+    memory_budget_bytes: (v.SVC_ENGINE_MEMORY_BUDGET_BYTES as number | undefined) ?? defaultMemoryBudgetBytes(),
+    max_json_serve_bytes: v.SVC_ENGINE_MAX_JSON_SERVE_BYTES as number,
   });
 }

@@ -9,7 +9,10 @@ import {
   NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
   UnsupportedMediaTypeError, ValidationError,
 } from "../../lib/errors.js";
+import { refuseBodyOfBodilessMethod } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
+import { parseStrictJson } from "../http/json.js";
+import { queryOf } from "../http/query.js";
 import { sendError, toSvcError } from "../http/errors.js";
 import { bodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
 import { SvcError } from "../../lib/errors.js";
@@ -336,17 +339,17 @@ export function createApp(deps: GatewayDeps): Express {
 
       // Step 3: validation. Route and path names, media type, Content-Length against the upload
       // limit before reading, then the JSON body (read once; its bytes are what we forward).
-      const qi = url.indexOf("?");
-      const query = new URLSearchParams(qi < 0 ? "" : url.slice(qi + 1));
+      const query = queryOf(url);
       const route: RouteMatch | null = matchRoute(method, path, query);
       if (!route) throw new NotFoundError(`No endpoint ${method} ${path}.`);
+      if (route.body === "none") await refuseBodyOfBodilessMethod(req, res);
       let namespaces = route.pathNamespaces;
       let device: string | undefined;
       let body: Buffer | Readable | null = null;
       const ct = headerOf(req, "content-type");
       if (route.body !== "none") {
         // The engine's limits: the payload itself for octet-stream, its base64 and fields for JSON.
-        const limit = bodyLimit(deps.maxUploadBytes, isOctet(ct));
+        const limit = bodyLimit(deps.maxUploadBytes, isOctet(ct), path);
         const len = headerOf(req, "content-length");
         if (len !== undefined && Number(len) > limit) {
           throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
@@ -356,13 +359,7 @@ export function createApp(deps: GatewayDeps): Express {
           body = len !== undefined ? req : req.pipe(limitStream(limit));
         } else if (isJson(ct)) {
           const raw = await readBody(req, limit);
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(raw.toString("utf8"));
-          } catch {
-            throw new ValidationError("The request body is not valid JSON.");
-          }
-          ({ namespaces, device } = validateJsonBody(route.op, parsed));
+          ({ namespaces, device } = validateJsonBody(route.op, parseStrictJson(raw)));
           body = raw;
         } else {
           throw new UnsupportedMediaTypeError(

@@ -60,7 +60,7 @@ function decode(seg: string, what: string): string {
  * Finds the route of `method` + raw `path` (percent-encoded, no query); null when none.
  * Path names are validated here (400 on a bad namespace or key).
  */
-export function matchRoute(method: string, path: string, query: URLSearchParams = new URLSearchParams()): RouteMatch | null {
+export function matchRoute(method: string, path: string, query: Record<string, string> = {}): RouteMatch | null {
   if (method === "POST") {
     const op = POST_ROUTES[path];
     if (!op) return null;
@@ -78,7 +78,7 @@ export function matchRoute(method: string, path: string, query: URLSearchParams 
     parseOrThrow(keySchema, decode(m[3], "key"), "key");
   }
   const op = verb as Operation;
-  parseOrThrow(QUERY[op]!, queryObject(query), "query");
+  parseOrThrow(QUERY[op]!, query, "query");
   return { op, body: "none", pathNamespaces: [ns] };
 }
 
@@ -93,18 +93,8 @@ export function validateJsonBody(op: Operation, body: unknown): { namespaces: st
   return { namespaces, device: typeof b.device === "string" ? b.device : undefined };
 }
 
-/** A query string as an object; a parameter given twice is a 400. */
-function queryObject(query: URLSearchParams): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of query) {
-    if (k in out) throw new ValidationError(`${k} must be given once in the query string.`, k);
-    out[k] = v;
-  }
-  return out;
-}
-
-/** Validates the query string of an application/octet-stream put; returns its namespace. */
-export function validatePutQuery(query: URLSearchParams): string {
-  const q = parseOrThrow(S.putQuerySchema, queryObject(query), "query");
+/** Validates the query string (read by server/http/query.ts) of an application/octet-stream put; returns its namespace. */
+export function validatePutQuery(query: Record<string, string>): string {
+  const q = parseOrThrow(S.putQuerySchema, query, "query");
   return q.namespace;
 }

@@ -2,7 +2,7 @@
 // request not received in time) never reach the app; Node answers them with a bare status line.
 // Here they get the error body of docs/api.md (errors) instead: 400 bad_request, Connection: close.
 import { randomUUID } from "node:crypto";
-import { STATUS_CODES, type Server } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { STATUS_OF } from "../../lib/errors.js";
 import type { ErrorBody } from "./errors.js";
@@ -16,17 +16,30 @@ function detailOf(err: NodeJS.ErrnoException, maxHeaderBytes: number): string {
       return `The request headers are larger than the limit of ${maxHeaderBytes} bytes.`;
     case "ERR_HTTP_REQUEST_TIMEOUT":
       return "The request was not received in time.";
+    case "HPE_INVALID_TRANSFER_ENCODING":
+      return "The request's Transfer-Encoding is not supported (only chunked is).";
+    case "HPE_INVALID_CHUNK_SIZE":
+      return "The request's chunked body is malformed.";
+    case "HPE_INVALID_CONTENT_LENGTH":
+    case "HPE_UNEXPECTED_CONTENT_LENGTH":
+      return "The request's Content-Length is invalid or conflicts with its framing.";
     default:
       return "The request could not be parsed as HTTP.";
   }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function errorText(err: NodeJS.ErrnoException, maxHeaderBytes: number, requestId: string): string {
+  const body: ErrorBody = { detail: detailOf(err, maxHeaderBytes), code: "bad_request", request_id: requestId };
+  return JSON.stringify(body);
 }
 
 /** The raw HTTP/1.1 response for a request that could not be parsed. */
 export function clientErrorResponse(err: NodeJS.ErrnoException, maxHeaderBytes: number): string {
   const requestId = randomUUID();
   const status = STATUS_OF.bad_request;
-  const body: ErrorBody = { detail: detailOf(err, maxHeaderBytes), code: "bad_request", request_id: requestId };
-  const text = JSON.stringify(body);
+  const text = errorText(err, maxHeaderBytes, requestId);
   return [
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}`,
     "Content-Type: application/json; charset=utf-8",
@@ -49,10 +62,22 @@ export function answerClientErrors<S extends Server>(server: S, maxHeaderBytes: 
     // Node has removed its own error listener from the socket by now: a later EPIPE or reset
     // must not become an uncaught exception.
     socket.on("error", () => socket.destroy());
-    // A response still owed on this connection (pipelining): an answer now would be read as
-    // that one's, so the connection is only closed.
-    const inFlight = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
-    if (err.code === "ECONNRESET" || !socket.writable || inFlight) {
+    const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+    const parsing = (socket as Socket & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming;
+    if (err.code === "ECONNRESET" || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (inFlight) {
+      // The headers were parsed and the request handed to the app, then its body failed to parse
+      // (a Transfer-Encoding other than chunked, a bad chunk): the response owed is this
+      // request's, so the answer goes through it. A response owed to an earlier request
+      // (pipelining) or already started: an answer now would be read as that one's, so the
+      // connection is only closed.
+      if (inFlight.req === parsing && !inFlight.headersSent && !inFlight.writableEnded) {
+        answerThrough(inFlight, socket, err, maxHeaderBytes);
+        return;
+      }
       socket.destroy();
       return;
     }
@@ -64,4 +89,21 @@ export function answerClientErrors<S extends Server>(server: S, maxHeaderBytes: 
     socket.end(clientErrorResponse(err, maxHeaderBytes));
   });
   return server;
+}
+
+function answerThrough(res: ServerResponse, socket: Socket, err: NodeJS.ErrnoException, maxHeaderBytes: number): void {
+  const given = res.getHeader("x-request-id");
+  const requestId = typeof given === "string" && UUID.test(given) ? given : randomUUID();
+  const text = errorText(err, maxHeaderBytes, requestId);
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
+  res.shouldKeepAlive = false;
+  res.writeHead(STATUS_OF.bad_request, {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": Buffer.byteLength(text),
+    "X-Request-Id": requestId,
+    Connection: "close",
+  });
+  res.end(text, () => socket.end());
 }

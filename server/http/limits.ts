@@ -17,7 +17,28 @@ export function jsonBodyLimit(maxUploadBytes: number): number {
   return Math.ceil((maxUploadBytes * 4) / 3) + JSON_SLACK_BYTES;
 }
 
-/** The body limit of a request with content type `isOctetStream` (raw payload) or anything else (JSON). */
-export function bodyLimit(maxUploadBytes: number, isOctetStream: boolean): number {
-  return isOctetStream ? maxUploadBytes : jsonBodyLimit(maxUploadBytes);
+/**
+ * The body limit of a request with content type `isOctetStream` (raw payload) or anything else
+ * (JSON); with `path`, JSON bodies of routes that carry no payload get SMALL_JSON_BODY_BYTES.
+ */
+export function bodyLimit(maxUploadBytes: number, isOctetStream: boolean, path?: string): number {
+  if (isOctetStream) return maxUploadBytes;
+  return path === undefined ? jsonBodyLimit(maxUploadBytes) : jsonBodyLimitFor(path, maxUploadBytes);
+}
+
+/** Routes whose JSON bodies carry payloads (base64) and may reach jsonBodyLimit(). */
+export const PAYLOAD_JSON_ROUTES: ReadonlySet<string> = new Set(["/v1/put", "/v1/put_cores", "/v1/put_cores_batch", "/v1/query/vector"]);
+
+/**
+ * The largest JSON body of every other route (search, serve, similarity, top-K): their fields
+ * and a filter of at most 64 KiB fit many times over, and reading and parsing such a body stays short.
+ */
+export const SMALL_JSON_BODY_BYTES = 1024 * 1024;
+
+/**
+ * The JSON body limit of the route at `path` (no query string).
+ * @example jsonBodyLimitFor("/v1/search", 100 * 2 ** 20) === 1024 * 1024
+ */
+export function jsonBodyLimitFor(path: string, maxUploadBytes: number): number {
+  return PAYLOAD_JSON_ROUTES.has(path) ? jsonBodyLimit(maxUploadBytes) : Math.min(SMALL_JSON_BODY_BYTES, jsonBodyLimit(maxUploadBytes));
 }

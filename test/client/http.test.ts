@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { createClient, parseRetryAfter } from "../../lib/client.js";
 import {
-  NotFoundError, RateLimitedError, ValidationError, EngineUnreachableError, VersionConflictError, SvcError,
+  NotFoundError, RateLimitedError, ValidationError, EngineUnreachableError, VersionConflictError, SvcError, OverloadedError, QuotaExhaustedError,
 } from "../../lib/errors.js";
 
 type Handler = (req: IncomingMessage, body: Buffer, res: ServerResponse) => void;
@@ -203,6 +203,27 @@ test("client: 502 is retried with growing backoff; after maxRetries the error is
     t.ok(waits[0]! >= 50 && waits[0]! <= 100, `first wait in [50,100]: ${waits[0]}`);
     t.ok(waits[1]! >= 100 && waits[1]! <= 200, `second wait in [100,200]: ${waits[1]}`);
     t.ok(waits[2]! >= 200 && waits[2]! <= 400, `third wait in [200,400]: ${waits[2]}`);
+    await c.close();
+  });
+});
+
+test("client: 503 overloaded is retried after Retry-After; 503 quota_exhausted is not", async (t) => {
+  const waits: number[] = [];
+  const busy = { detail: "The server is at its memory budget for requests in flight; retry after 1 second.", code: "overloaded", request_id: RID };
+  await withServer([
+    jsonRes(503, busy, { "retry-after": "1" }),
+    jsonRes(200, { namespace: "ns", keys: [], total: 0, limit: 10, offset: 0, next_offset: null }),
+    jsonRes(503, { detail: "Monthly quota exhausted for tenant acme.", code: "quota_exhausted", request_id: RID }, { "retry-after": "1" }),
+    jsonRes(503, busy, { "retry-after": "1" }),
+  ], async (url, seen) => {
+    const c = createClient({ baseUrl: url, apiKey: "k", maxRetries: 1, sleep: async (ms) => { waits.push(ms); } });
+    t.equal((await c.list("ns", { limit: 10 })).total, 0, "the retry's answer");
+    t.deepEqual(waits, [1000], "waited Retry-After");
+    const q = await c.get("ns", "a").catch((x) => x);
+    t.ok(q instanceof QuotaExhaustedError, "quota exhaustion thrown at once");
+    const o = await c.get("ns", "a").catch((x) => x);
+    t.ok(o instanceof OverloadedError && o.code === "overloaded" && o.retryAfterS === 1, "after maxRetries: OverloadedError with retryAfterS");
+    t.equal(seen.length, 5, "2 + 1 + 2 requests");
     await c.close();
   });
 });

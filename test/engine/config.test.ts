@@ -1,6 +1,7 @@
 // loadEngineConfig: defaults of every SVC_ENGINE_* variable, a one-sentence error naming
 // the variable for each bad value, a frozen result, and service keys kept only as digests.
 import test from "tape";
+import { totalmem } from "node:os";
 import { createHash } from "node:crypto";
 import { loadEngineConfig } from "../../server/engine/config.js";
 import { ValidationError } from "../../lib/errors.js";
@@ -22,6 +23,8 @@ test("config: defaults", (t) => {
   t.equal(c.log_level, "info", "log level");
   t.equal(c.device, "auto", "device");
   t.equal(c.gpu_cache_bytes, null, "gpu cache decided from the device");
+  t.equal(c.memory_budget_bytes, Math.max(256 * 1024 * 1024, Math.floor(totalmem() / 4)), "memory budget: a quarter of the machine's memory");
+  t.equal(c.max_json_serve_bytes, 16 * 1024 * 1024, "16 MiB JSON serves");
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.api_key_digests), "frozen");
   t.end();
 });
@@ -33,10 +36,11 @@ test("config: values are parsed; keys are kept as SHA-256 digests only", (t) => 
     SVC_ENGINE_MAX_UPLOAD_BYTES: "1000", SVC_ENGINE_MIN_COMPRESSION_RATIO: "2.5", SVC_ENGINE_MIN_COMPRESS_BYTES: "0",
     SVC_ENGINE_COMPRESSION_TOL: "1e-4", SVC_ENGINE_MAX_RANK: "32", SVC_ENGINE_TLS_CERT_PATH: "/c.pem", SVC_ENGINE_TLS_KEY_PATH: "/k.pem",
     SVC_ENGINE_LOG_LEVEL: "DEBUG", SVC_ENGINE_DEVICE: "cuda:1", SVC_ENGINE_GPU_CACHE_BYTES: "1048576",
+    SVC_ENGINE_MEMORY_BUDGET_BYTES: "1073741824", SVC_ENGINE_MAX_JSON_SERVE_BYTES: "4096",
   });
   t.deepEqual(
-    [c.host, c.port, c.data_dir, c.require_auth, c.max_upload_bytes, c.min_compression_ratio, c.min_compress_bytes, c.compression_tol, c.max_rank, c.tls_cert_path, c.tls_key_path, c.log_level, c.device, c.gpu_cache_bytes],
-    ["0.0.0.0", 0, "/tmp/x", false, 1000, 2.5, 0, 1e-4, 32, "/c.pem", "/k.pem", "debug", "cuda:1", 1048576],
+    [c.host, c.port, c.data_dir, c.require_auth, c.max_upload_bytes, c.min_compression_ratio, c.min_compress_bytes, c.compression_tol, c.max_rank, c.tls_cert_path, c.tls_key_path, c.log_level, c.device, c.gpu_cache_bytes, c.memory_budget_bytes, c.max_json_serve_bytes],
+    ["0.0.0.0", 0, "/tmp/x", false, 1000, 2.5, 0, 1e-4, 32, "/c.pem", "/k.pem", "debug", "cuda:1", 1048576, 1073741824, 4096],
     "every variable read",
   );
   t.equal(c.api_key_digests.length, 2, "two keys, empty entries dropped");
@@ -59,6 +63,9 @@ test("config: a bad value is one sentence naming the variable", (t) => {
     [{ SVC_ENGINE_LOG_LEVEL: "loud" }, "SVC_ENGINE_LOG_LEVEL"],
     [{ SVC_ENGINE_DEVICE: "tpu" }, "SVC_ENGINE_DEVICE"],
     [{ SVC_ENGINE_GPU_CACHE_BYTES: "lots" }, "SVC_ENGINE_GPU_CACHE_BYTES"],
+    [{ SVC_ENGINE_MEMORY_BUDGET_BYTES: "1000" }, "SVC_ENGINE_MEMORY_BUDGET_BYTES"],
+    [{ SVC_ENGINE_MEMORY_BUDGET_BYTES: "6G" }, "SVC_ENGINE_MEMORY_BUDGET_BYTES"],
+    [{ SVC_ENGINE_MAX_JSON_SERVE_BYTES: "-1" }, "SVC_ENGINE_MAX_JSON_SERVE_BYTES"],
     [{ SVC_ENGINE_TLS_CERT_PATH: "/c.pem" }, "SVC_ENGINE_TLS_KEY_PATH"],
     [{ SVC_ENGINE_API_KEYS: " , " }, "SVC_ENGINE_API_KEYS"],
   ];

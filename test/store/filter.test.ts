@@ -89,3 +89,38 @@ test("filter: bad filters are ValidationErrors naming the place", (t) => {
   t.throws(() => compileFilter(deep), /nested more than/, "deeply nested filters are refused, not a stack overflow");
   t.end();
 });
+
+test("filter: $in/$nin compiled to sets keep JSON equality (types apart, objects by structure)", (t) => {
+  const f = compileFilter({ v: { $in: [1, "x", null, true, { b: 1, a: [2] }, [1, "1"], -0] } });
+  const cases: [unknown, boolean][] = [
+    [1, true], ["1", false], [1.0, true], [0, true], ["x", true], ["X", false], [null, true], [true, true], [false, false],
+    [{ a: [2], b: 1 }, true], [{ a: [2] }, false], [[1, "1"], true], [["1", 1], false], [[1], false],
+  ];
+  for (const [v, want] of cases) t.equal(matchFilter(f, { v }), want, `$in ${JSON.stringify(v)} -> ${want}`);
+  t.equal(matchFilter(f, {}), false, "$in on a missing field is false");
+  const n = compileFilter({ v: { $nin: ["a", 2, false] } });
+  t.deepEqual([["a"], [2], [false], ["b"], [0], [true]].map(([v]) => matchFilter(n, { v })), [false, false, false, true, true, true], "$nin");
+  t.equal(matchFilter(n, {}), true, "$nin on a missing field is true");
+  t.end();
+});
+
+test("filter: size limits are ValidationErrors naming the limit", (t) => {
+  const refused: [unknown, RegExp][] = [
+    [{ a: { $in: Array.from({ length: 1001 }, (_, i) => i) } }, /filter\.a\.\$in has 1001 values; the limit is 1000/],
+    [Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`f${i}`, i])), /filter has 101 members; the limit is 100 per object/],
+    [{ $or: [Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`f${i}`, i]))] }, /filter\.\$or\.0 has 101 members/],
+    [{ $and: Array.from({ length: 101 }, () => ({ a: 1 })) }, /filter\.\$and has 101 filters; the limit is 100/],
+    [{ a: { $in: ["x".repeat(70_000)] } }, /filter is \d+ bytes of JSON; the limit is 65536 bytes/],
+    [{ $or: Array.from({ length: 3 }, () => ({ a: { $in: Array.from({ length: 400 }, (_, i) => i) } })) }, /more than 1000 conditions/],
+  ];
+  for (const [f, re] of refused) {
+    try {
+      compileFilter(f);
+      t.fail("accepted");
+    } catch (e) {
+      t.ok(e instanceof ValidationError && re.test(e.message), (e as Error).message);
+    }
+  }
+  t.doesNotThrow(() => compileFilter({ $or: [{ a: { $in: Array.from({ length: 990 }, (_, i) => i) } }, { b: 1 }] }), "990 values and a few conditions fit");
+  t.end();
+});

@@ -1,0 +1,43 @@
+// Time slicing for loops over many entries on the event loop: a scan checks `due()` per entry
+// and, once it has run for a slice, waits for its turn. The waiting scans share one queue and
+// one slice per turn of the event loop, in turn order: whatever the number of long scans at
+// once, each turn of the loop runs at most about one slice of them, so another tenant's
+// request waits about a slice per step it takes, not a whole scan (nor one slice per scan).
+
+/** Longest run of a scan before it gives the event loop a turn, in milliseconds. */
+export const SCAN_SLICE_MS = 10;
+
+const waiting: (() => void)[] = [];
+let pumping = false;
+
+/** One waiting scan per turn of the loop (an immediate queued from an immediate runs on the next turn). */
+function pump(): void {
+  waiting.shift()?.();
+  if (waiting.length > 0) setImmediate(pump);
+  else pumping = false;
+}
+
+/**
+ * @example const pace = new Pace(); for (const e of entries) { if (pace.due()) await pace.yield(); work(e); }
+ */
+export class Pace {
+  #since = performance.now();
+  constructor(readonly sliceMs: number = SCAN_SLICE_MS) {}
+
+  /** True when the current slice is used up. */
+  due(): boolean {
+    return performance.now() - this.#since >= this.sliceMs;
+  }
+
+  /** Waits for this scan's next turn (after I/O and every scan queued before it); the next slice starts then. */
+  async yield(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      waiting.push(resolve);
+      if (!pumping) {
+        pumping = true;
+        setImmediate(pump);
+      }
+    });
+    this.#since = performance.now();
+  }
+}

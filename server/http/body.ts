@@ -1,0 +1,156 @@
+// Reading request bodies within a size limit and the memory budget, and the one rule for bodies
+// sent where none is taken (GET, HEAD, DELETE), shared by the engine and the gateway.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { PayloadTooLargeError, UnsupportedMediaTypeError, ValidationError, SvcError } from "../../lib/errors.js";
+import type { Reservation } from "./memory-budget.js";
+
+/** Bytes of a body sent with a GET, HEAD or DELETE that are read (and dropped) so that the 400 reaches the client. */
+export const MAX_IGNORED_BODY_BYTES = 64 * 1024;
+
+/** True when the request announces a body: chunked framing, or a Content-Length above 0. */
+export function hasBody(req: IncomingMessage): boolean {
+  if (req.headers["transfer-encoding"] !== undefined) return true;
+  const len = req.headers["content-length"];
+  return len !== undefined && len !== "0";
+}
+
+/** The Content-Length as a number, or null when there is none (chunked). Node has checked its syntax. */
+function lengthOf(req: IncomingMessage): number | null {
+  const len = req.headers["content-length"];
+  return len === undefined ? null : Number(len);
+}
+
+/** Marks the response to close its connection: the unread rest of a refused body is not read. */
+function closeAfter(res: ServerResponse | undefined): void {
+  if (res && !res.headersSent) res.setHeader("Connection", "close");
+}
+
+export interface ReadBodyOptions {
+  /** Largest body accepted (413 past it). */
+  limit: number;
+  /** The request's share of the memory budget, grown by `factor` bytes per body byte before the bytes are held. */
+  reservation?: Reservation;
+  /** Bytes of memory the request will hold per body byte (the body, its parsed form, its decoded payload); 1 by default. */
+  factor?: number;
+  /** The response, so that a refusal before the end of the body closes the connection. */
+  res?: ServerResponse;
+}
+
+/**
+ * Reads the whole body into one Buffer. Refused with 413 past `limit` (from Content-Length
+ * before anything is read, else while reading), with 503 or 400 when the memory budget cannot
+ * hold it (see MemoryBudget.take), 415 for a Content-Encoding other than identity, and 400 when
+ * the client aborts.
+ * @example const body = await readBody(req, { limit: 1 << 20, reservation, factor: 3, res });
+ */
+export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<Buffer> {
+  const { limit, reservation, res } = opts;
+  const factor = opts.factor ?? 1;
+  const enc = req.headers["content-encoding"];
+  if (enc !== undefined && enc.trim().toLowerCase() !== "identity") {
+    closeAfter(res);
+    return Promise.reject(new UnsupportedMediaTypeError("Content-Encoding is not supported; send the body uncompressed."));
+  }
+  const len = lengthOf(req);
+  if (len !== null && len > limit) {
+    closeAfter(res);
+    return Promise.reject(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
+  }
+  try {
+    // a declared length is reserved whole before the first byte is read
+    if (len !== null) reservation?.grow(Math.ceil(len * factor), "The request body");
+  } catch (e) {
+    closeAfter(res);
+    return Promise.reject(e);
+  }
+  return new Promise<Buffer>((resolve, reject) => {
+    // a declared length is read into one buffer; chunked bodies are gathered, then joined
+    const whole = len !== null ? Buffer.allocUnsafe(len) : null;
+    const parts: Buffer[] = [];
+    let got = 0;
+    let done = false;
+    const finish = (err: unknown, body?: Buffer) => {
+      if (done) return;
+      done = true;
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("aborted", onAborted);
+      req.off("error", onError);
+      req.off("close", onClose);
+      if (err) {
+        closeAfter(res);
+        req.pause();
+        reject(err);
+      } else resolve(body!);
+    };
+    const onData = (chunk: Buffer) => {
+      if (done) return;
+      const next = got + chunk.byteLength;
+      if (next > limit || (whole && next > whole.byteLength))
+        return finish(new PayloadTooLargeError(`The request body is larger than the upload limit of ${whole ? whole.byteLength : limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
+      if (whole) chunk.copy(whole, got);
+      else {
+        try {
+          reservation?.grow(Math.ceil(chunk.byteLength * factor), "The request body");
+        } catch (e) {
+          return finish(e);
+        }
+        parts.push(chunk);
+      }
+      got = next;
+    };
+    const onEnd = () => {
+      if (whole && got !== whole.byteLength) return finish(new ValidationError("The request body is shorter than its Content-Length."));
+      finish(null, whole ?? (parts.length === 1 ? parts[0]! : Buffer.concat(parts, got)));
+    };
+    const onAborted = () => finish(new SvcError("bad_request", "The request was aborted by the client."));
+    const onError = () => finish(new SvcError("bad_request", "The request body could not be read."));
+    const onClose = () => finish(new SvcError("bad_request", "The request was aborted by the client."));
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("aborted", onAborted);
+    req.on("error", onError);
+    req.on("close", onClose);
+  });
+}
+
+/**
+ * The rule for a body sent with a method that takes none (GET, HEAD, DELETE): it is read and
+ * dropped up to MAX_IGNORED_BODY_BYTES, then the request is refused with 400, so that the client
+ * gets the answer rather than a reset; past that size the connection is closed after the 400.
+ * Resolves when there is no body; rejects with the 400 otherwise.
+ * @example await refuseBodyOfBodilessMethod(req, res);
+ */
+export async function refuseBodyOfBodilessMethod(req: IncomingMessage, res?: ServerResponse): Promise<void> {
+  const m = req.method ?? "GET";
+  if ((m !== "GET" && m !== "HEAD" && m !== "DELETE") || !hasBody(req)) return;
+  const refusal = new ValidationError(`A ${m} request takes no body.`, "body");
+  const len = lengthOf(req);
+  if (len !== null && len > MAX_IGNORED_BODY_BYTES) {
+    closeAfter(res);
+    throw refusal;
+  }
+  await new Promise<void>((resolve) => {
+    let got = 0;
+    const stop = () => {
+      req.off("data", onData);
+      req.off("end", stop);
+      req.off("close", stop);
+      req.off("error", stop);
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      got += chunk.byteLength;
+      if (got > MAX_IGNORED_BODY_BYTES) {
+        closeAfter(res);
+        req.pause();
+        stop();
+      }
+    };
+    req.on("data", onData);
+    req.on("end", stop);
+    req.on("close", stop);
+    req.on("error", stop);
+  });
+  throw refusal;
+}

@@ -5,7 +5,7 @@
 // exponential backoff that honours Retry-After.
 import { Agent, request, type Dispatcher } from "undici";
 import {
-  SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, EngineUnreachableError, errorFromCode,
+  SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, UnavailableError, EngineUnreachableError, errorFromCode,
 } from "./errors.js";
 import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
 import {
@@ -259,6 +259,7 @@ export function createClient(options: ClientOptions): SvcClient {
     const retry = parseRetryAfter(res.headers["retry-after"]) ?? 0;
     const err = code === "rate_limited" ? new RateLimitedError(detail, retry)
       : code === "quota_exhausted" ? new QuotaExhaustedError(detail, retry)
+      : code === "unavailable" ? new UnavailableError(detail, retry || 1)
         : errorFromCode(code, detail);
     err.extra.status = res.status;
     err.extra.request_id = requestId;

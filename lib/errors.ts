@@ -13,6 +13,7 @@ export type ErrorCode =
   | "engine_unreachable"
   | "gpu_unavailable"
   | "unsupported_media_type"
+  | "unavailable"
   | "internal";
 
 /** Base class of every error the library and the servers throw on purpose. */
@@ -66,6 +67,14 @@ export class RateLimitedError extends SvcError {
 export class QuotaExhaustedError extends SvcError {
   constructor(message: string, readonly retryAfterS: number) { super("quota_exhausted", message); }
 }
+/**
+ * The service cannot carry out the request right now (a server-wide capacity such as request
+ * bodies in flight or engine connections is in use, or the audit log cannot be written): HTTP
+ * 503 with `Retry-After`; the request was not carried out and may be sent again.
+ */
+export class UnavailableError extends SvcError {
+  constructor(message: string, readonly retryAfterS = 1) { super("unavailable", message); }
+}
 export class EngineUnreachableError extends SvcError {
   constructor(message = "The storage engine is unreachable.") { super("engine_unreachable", message); }
 }
@@ -93,6 +102,7 @@ export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   gpu_unavailable: 501,
   engine_unreachable: 502,
   quota_exhausted: 503,
+  unavailable: 503,
 });
 
 const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
@@ -107,6 +117,7 @@ const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
   engine_unreachable: EngineUnreachableError,
   gpu_unavailable: GpuUnavailableError,
   unsupported_media_type: UnsupportedMediaTypeError,
+  unavailable: UnavailableError,
   internal: InternalError,
 };
 

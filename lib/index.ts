@@ -59,6 +59,7 @@ export {
   ForbiddenError,
   RateLimitedError,
   QuotaExhaustedError,
+  UnavailableError,
   EngineUnreachableError,
   GpuUnavailableError,
   PayloadTooLargeError,

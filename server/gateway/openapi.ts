@@ -284,7 +284,7 @@ export function openApiDocument(opts: { serverUrl?: string; billing?: BillingDoc
             detail: { type: "string", description: "One human-readable sentence." },
             code: {
               type: "string",
-              enum: ["bad_request", "payload_too_large", "unauthorized", "forbidden", "not_found", "version_conflict", "rate_limited", "quota_exhausted", "engine_unreachable", "gpu_unavailable", "unsupported_media_type", "internal"],
+              enum: ["bad_request", "payload_too_large", "unauthorized", "forbidden", "not_found", "version_conflict", "rate_limited", "quota_exhausted", "engine_unreachable", "gpu_unavailable", "unsupported_media_type", "unavailable", "internal"],
             },
             request_id: { type: "string", format: "uuid" },
           },

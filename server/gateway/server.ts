@@ -12,6 +12,8 @@ import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
 import { UndiciEngineClient } from "./proxy.js";
+import { SharedEngineClient } from "./engine-share.js";
+import { MemoryAuthThrottle, RedisAuthThrottle, type AuthThrottle } from "./auth-throttle.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
 import { RespConnection } from "./resp.js";
 import { StripePaymentProvider } from "./stripe-client.js";
@@ -35,6 +37,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   let usage: UsageStore;
   let limiter: RateLimiter;
   let admission: Admission | undefined;
+  let authThrottle: AuthThrottle;
+  const failSpec = { limit: config.limits.authFailLimit, windowMs: config.limits.authFailWindowS * 1000 };
   if (config.redisUrl) {
     redis = await RespConnection.open(config.redisUrl);
     const redisRegistry = new RedisTenantRegistry(redis, config.redisPrefix);
@@ -43,7 +47,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     limiter = new RedisRateLimiter(redis, config.redisPrefix);
     // One round trip per request before forwarding: cached records confirmed by one script.
     admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix);
+    authThrottle = new RedisAuthThrottle(redis, config.redisPrefix, failSpec, clock);
   } else {
+    authThrottle = new MemoryAuthThrottle(failSpec, clock);
     registry = await LocalFileTenantRegistry.open(config.dataDir);
     usage = await LocalFileUsageStore.open(config.dataDir);
     limiter = new MemoryRateLimiter(clock);
@@ -55,7 +61,11 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     await redis?.close().catch(() => {});
     throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
   }
-  const engine = new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
+  // At most SVC_GATE_ENGINE_CONNECTIONS at the engine, a bounded share per tenant (engine-share.ts).
+  const engine = new SharedEngineClient(
+    new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, config.limits.engineConnections, { ca: config.engineCa }),
+    { connections: config.limits.engineConnections, tenantSharePct: config.limits.engineTenantSharePct, queueTimeoutMs: config.limits.engineQueueTimeoutMs },
+  );
   // Billing (issue 4): with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
   let billing = opts.billing;
@@ -83,6 +93,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     maxUploadBytes: config.maxUploadBytes,
     corsOrigins: config.corsOrigins,
     billing,
+    limits: config.limits,
+    authThrottle,
   });
 
   const server: Server = await new Promise((resolve, reject) => {

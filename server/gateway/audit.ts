@@ -103,13 +103,14 @@ export class FileAuditSink implements AuditSink {
     const lines = this.lines, waiters = this.waiters;
     this.lines = [];
     this.waiters = [];
-    let off = 0;
     try {
       if (this.fd === null) throw new AuditWriteError("closed");
       const buf = Buffer.from((this.torn ? "\n" : "") + lines.join(""), "utf8");
+      let off = 0;
       while (off < buf.length) off += this.append(this.fd, buf, off);
     } catch (e) {
-      if (off > 0) this.torn = true;
+      // Part of the batch may have reached the file even when the call reported nothing.
+      this.torn = true;
       this.ok = false;
       const err = e instanceof AuditWriteError ? e : new AuditWriteError((e as NodeJS.ErrnoException).code ?? "error");
       for (const w of waiters) w.reject(err);

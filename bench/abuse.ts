@@ -62,7 +62,16 @@ async function stopStack(s: Stack, signal: NodeJS.Signals = "SIGTERM"): Promise<
 
 // Clients from three loopback addresses: a throttle per address must not confuse the victim
 // with the flood.
-const agentFrom = (addr: string) => new Agent({ connect: { localAddress: addr }, connections: 256 });
+// (undici's connect options do not pass localAddress on, so the socket is made here.)
+const agentFrom = (addr: string) => new Agent({
+  connections: 256,
+  connect: (o, cb) => {
+    const sock = connect({ host: o.hostname, port: Number(o.port), localAddress: addr });
+    sock.once("connect", () => cb(null, sock));
+    sock.once("error", (e) => cb(e, null));
+    return sock;
+  },
+});
 const VICTIM = agentFrom("127.0.0.2");
 const ABUSER = agentFrom("127.0.0.1");
 const FLOOD = agentFrom("127.0.0.3");

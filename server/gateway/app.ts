@@ -4,7 +4,7 @@ import express, { type ErrorRequestHandler, type Express, type NextFunction, typ
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { Transform, type Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import {
   NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
   UnavailableError, UnsupportedMediaTypeError, ValidationError,
@@ -485,8 +485,11 @@ export function createApp(deps: GatewayDeps): Express {
           /* the limiter's store is down; the error answer still goes out */
         }
       }
-      // A body left unread is not read now: the connection closes after the answer.
-      if (!bodyRead || !req.complete || e.code === "payload_too_large" || e.message.startsWith("The request was aborted")) res.setHeader("Connection", "close");
+      // A large or unsized body left unread is not read now: the connection closes after the
+      // answer. A small one is read and discarded by Node, so the connection stays usable.
+      const cl = req.headers["content-length"];
+      const small = req.headers["transfer-encoding"] === undefined && cl !== undefined && Number(cl) <= DRAIN_BYTES;
+      if (((!bodyRead || !req.complete) && !small) || e.code === "payload_too_large" || e.message.startsWith("The request was aborted")) res.setHeader("Connection", "close");
       try {
         await record(STATUS_OF[e.code], 0);
       } catch {

@@ -228,13 +228,21 @@ console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 300
   const n = 100 * MiB / 4;
   const body = Buffer.from(JSON.stringify({ namespace: "default", key: "big", dtype: "float32", shape: [n], data_b64: Buffer.alloc(100 * MiB).toString("base64") }));
   const statuses: number[] = [];
+  const details: Record<string, string> = {};
   const puts = Promise.all(Array.from({ length: 4 }, async () => {
-    const r = await http(ABUSER, `${stack.gateway}/v1/put`, { headers: { "x-api-key": abuser, "content-type": "application/json" }, body }).catch(() => ({ status: 0 }));
+    const r = await http(ABUSER, `${stack.gateway}/v1/put`, { headers: { "x-api-key": abuser, "content-type": "application/json" }, body }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }));
     statuses.push(r.status);
+    if (r.status >= 300 || r.status === 0) {
+      try {
+        details[String(r.status)] ??= String((JSON.parse(r.text) as { detail?: unknown }).detail);
+      } catch {
+        details[String(r.status)] ??= r.text.slice(0, 200);
+      }
+    }
   }));
   const p = await probe(stack, victim, 4000);
   await puts;
-  console.log(JSON.stringify({ pattern: "large_bodies", bodies: 4, body_mib: Math.round(body.length / MiB), statuses: count(statuses), peak_rss_mib_before: rssBefore, peak_rss_mib: await peakRss(stack.child.pid!), ...p }));
+  console.log(JSON.stringify({ pattern: "large_bodies", bodies: 4, body_mib: Math.round(body.length / MiB), statuses: count(statuses), details, peak_rss_mib_before: rssBefore, peak_rss_mib: await peakRss(stack.child.pid!), ...p }));
 }
 
 // CUs lost per kill -9.

@@ -159,6 +159,8 @@ export function createApp(deps: GatewayDeps): Express {
   const admission = deps.admission ?? directAdmission(registry, limiter, usage, () => clock.now());
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...deps.limits };
   const bodyRate: BodyRate = { minBytesPerS: limits.bodyMinBytesPerS, graceMs: limits.bodyGraceS * 1000 };
+  // A small body left unread by a refusal must arrive within a second to be drained.
+  const drainRate: BodyRate = { minBytesPerS: limits.bodyMinBytesPerS, graceMs: Math.min(1000, bodyRate.graceMs) };
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   const throttle = deps.authThrottle ?? new MemoryAuthThrottle({ limit: limits.authFailLimit, windowMs: limits.authFailWindowS * 1000 }, clock);
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
@@ -288,12 +290,13 @@ export function createApp(deps: GatewayDeps): Express {
     let found: Lookup | null = null;
     let namespace = "";
     let rateHeadersSet = false;
-    let bodyRead = !hasBody(req);
     const lease = new BodyLease(budget);
     // CUs held at admission (quota enforced) until step 8 settles them.
     let reservation: Reservation | null = null;
     let op: RouteMatch["op"] | null = null;
     let guard: Readable | null = null;
+    // Whether a guard has started reading the body (then it is not drained again).
+    let guarded = false;
 
     // Steps 2 (again) on the record as stored now, when the one used so far came from a cache.
     const reauthenticate = async (): Promise<TenantRecord> => {
@@ -332,11 +335,11 @@ export function createApp(deps: GatewayDeps): Express {
       const route: RouteMatch | null = matchRoute(method, path, query);
       if (!route) throw new NotFoundError(`No endpoint ${method} ${path}.`);
       op = route.op;
-      if (route.body === "none" && !bodyRead) {
+      if (route.body === "none" && hasBody(req)) {
         // A body the route does not take is read (up to a small size) and refused, so that
         // the client gets the answer and nothing is forwarded, charged or recorded as served.
+        guarded = true;
         await readGuarded(guardBody(req, DRAIN_BYTES, bodyRate));
-        bodyRead = true;
         throw new ValidationError(`The ${route.op} endpoint takes no request body.`);
       }
       // Data-changing requests wait for an audit log that can be written again.
@@ -373,8 +376,8 @@ export function createApp(deps: GatewayDeps): Express {
             }
           }
           if (size !== undefined) lease.take(size);
+          guarded = true;
           const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n) : undefined));
-          bodyRead = true;
           let parsed: unknown;
           try {
             parsed = JSON.parse(raw.toString("utf8"));
@@ -438,9 +441,11 @@ export function createApp(deps: GatewayDeps): Express {
         if (v !== undefined) headers[h] = v;
       }
       // An octet-stream body starts flowing only now, under the same rate and size guard.
-      if (octetLimit > 0) body = guard = guardBody(req, octetLimit, bodyRate);
+      if (octetLimit > 0) {
+        guarded = true;
+        body = guard = guardBody(req, octetLimit, bodyRate);
+      }
       const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid });
-      bodyRead = true;
       lease.release();
 
       // Step 8: metering, only on engine 2xx, in milli-CUs (a reservation is settled either
@@ -485,11 +490,22 @@ export function createApp(deps: GatewayDeps): Express {
           /* the limiter's store is down; the error answer still goes out */
         }
       }
-      // A large or unsized body left unread is not read now: the connection closes after the
-      // answer. A small one is read and discarded by Node, so the connection stays usable.
-      const cl = req.headers["content-length"];
-      const small = req.headers["transfer-encoding"] === undefined && cl !== undefined && Number(cl) <= DRAIN_BYTES;
-      if (((!bodyRead || !req.complete) && !small) || e.code === "payload_too_large" || e.message.startsWith("The request was aborted")) res.setHeader("Connection", "close");
+      // A body left unread: a small one that nothing has started reading is read first (within
+      // a second) and discarded, so the connection stays usable; any other is not read:
+      // the connection closes after the answer.
+      let close = e.code === "payload_too_large" || e.message.startsWith("The request was aborted");
+      if (!close && !req.complete) {
+        const cl = req.headers["content-length"];
+        const small = req.headers["transfer-encoding"] === undefined && cl !== undefined && Number(cl) <= DRAIN_BYTES;
+        if (small && !guarded) {
+          try {
+            await readGuarded(guardBody(req, DRAIN_BYTES, drainRate));
+          } catch {
+            close = true;
+          }
+        } else close = true;
+      }
+      if (close) res.setHeader("Connection", "close");
       try {
         await record(STATUS_OF[e.code], 0);
       } catch {

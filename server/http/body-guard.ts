@@ -42,6 +42,7 @@ export function guardBody(req: IncomingMessage, limit: number, rate: BodyRate, o
   const t0 = Date.now();
   let last = t0;
   let lastTick = t0;
+  const tickMs = Math.min(TICK_MS, rate.graceMs);
   const guard = new Transform({
     transform(chunk: Buffer, _enc, cb: TransformCallback) {
       bytes += chunk.length;
@@ -67,8 +68,10 @@ export function guardBody(req: IncomingMessage, limit: number, rate: BodyRate, o
     const now = Date.now();
     const dt = now - lastTick;
     lastTick = now;
-    // The consumer is not reading: the pause is ours, not the client's.
-    if (guard.writableLength > 0 || guard.readableLength >= guard.readableHighWaterMark || req.isPaused()) {
+    // The consumer is not reading, or this process's event loop was busy (the tick came late,
+    // and the chunks that arrived meanwhile are not counted yet): the pause is ours, not the
+    // client's.
+    if (dt > 4 * tickMs || guard.writableLength > 0 || guard.readableLength >= guard.readableHighWaterMark || req.isPaused()) {
       stalledMs += dt;
       last = now;
       return;
@@ -76,7 +79,7 @@ export function guardBody(req: IncomingMessage, limit: number, rate: BodyRate, o
     const elapsed = now - t0 - stalledMs;
     const behind = elapsed > rate.graceMs && bytes < (rate.minBytesPerS * (elapsed - rate.graceMs)) / 1000;
     if (behind || now - last > rate.graceMs) guard.destroy(new SlowBodyError(rate));
-  }, Math.min(TICK_MS, rate.graceMs));
+  }, tickMs);
   timer.unref();
   function stop(): void {
     clearInterval(timer);

@@ -60,7 +60,7 @@ test("refusals decided before the body are answered without reading it", async (
   const part = ["{" + " ".repeat(99)];
   const cases: Array<[string, string, number, string]> = [
     ["a tenant over its rate limit", head(limited, "/v1/put", "application/json", 80 * MiB), 429, "rate_limited"],
-    ["an octet-stream put into a foreign namespace", head(other, "/v1/put?namespace=secret&key=k&dtype=uint8&shape=1000", "application/octet-stream", 1000), 403, "forbidden"],
+    ["an octet-stream put into a foreign namespace", head(other, "/v1/put?namespace=secret&key=k&dtype=uint8&shape=100000", "application/octet-stream", 100_000), 403, "forbidden"],
     ["a body larger than the budget left", head(other, "/v1/put", "application/json", 85 * MiB + 1), 503, "unavailable"],
   ];
   // Hold 10 MiB of the budget with a body that is still arriving, for the last case.

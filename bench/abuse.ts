@@ -5,10 +5,12 @@
 // lists 200,000 strings over 2,000 entries, two at a time); trickled uploads (160 octet-stream
 // puts sending a byte every 2 s); an unauthenticated flood (3,000 requests with a 90 KB path,
 // no key, 32 at a time: also the audit bytes it wrote); large concurrent bodies (four 100 MiB
-// JSON puts at once: also the process's peak RSS). Then CUs lost per kill: eight clients of
+// JSON puts at once, sent to a gateway running as its own process in front of its own engine:
+// also the gateway process's peak RSS). Then CUs lost per kill: eight clients of
 // gets and puts, `kill -9` of svc up, a restart on the same directory, and the CUs of 2xx
 // records in the audit log minus the usage the restarted gateway reports. Only the CLI and
-// HTTP are used, so the same file measures any revision of the service.
+// HTTP are used, so the same file measures any revision of the service. SVC_BENCH_PATTERNS
+// (default "none,filter_bomb,trickle_upload,unauthenticated_flood,large_bodies,kill_9") narrows it.
 //   node --import tsx bench/abuse.ts            (or: npm run bench -- abuse)
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
@@ -21,6 +23,7 @@ import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const PATTERNS = new Set((process.env.SVC_BENCH_PATTERNS ?? "none,filter_bomb,trickle_upload,unauthenticated_flood,large_bodies,kill_9").split(",").map((x) => x.trim()));
 const MiB = 1024 * 1024;
 
 const cpu = cpus()[0];
@@ -51,6 +54,30 @@ async function startStack(dir: string): Promise<Stack> {
   });
   const key = (await readFile(join(dir, "service.key"), "utf8")).trim();
   return { child, gateway, key, dir };
+}
+
+/** `svc engine` and `svc gateway` as two processes (the gateway's own memory can be read). */
+async function startSplit(dir: string): Promise<{ engine: ChildProcess; gateway: Stack }> {
+  const key = "k".repeat(64);
+  const run = (cmd: string, env: NodeJS.ProcessEnv, prefix: string) => {
+    const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), cmd], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    child.stderr!.on("data", (d) => (err += d));
+    const url = new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on("line", (l) => {
+        if (l.startsWith(prefix)) resolve(l.slice(prefix.length).trim());
+      });
+      child.once("exit", (c) => reject(new Error(`svc ${cmd} exited ${c}: ${err}`)));
+    });
+    return { child, url };
+  };
+  const e = run("engine", { SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: key, SVC_ENGINE_REQUIRE_AUTH: "true", SVC_ENGINE_LOG_LEVEL: "warn" }, "engine:");
+  const engineUrl = await e.url;
+  const g = run("gateway", {
+    SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engineUrl, SVC_GATE_ENGINE_SERVICE_KEY: key,
+    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+  }, "gateway:");
+  return { engine: e.child, gateway: { child: g.child, gateway: await g.url, key, dir } };
 }
 
 async function stopStack(s: Stack, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
@@ -151,10 +178,10 @@ const vput = await put(victim, "v");
 if (vput.status !== 201) throw new Error(`victim put: ${vput.status} ${vput.text}`);
 
 // No abuse.
-console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 3000)) }));
+if (PATTERNS.has("none")) console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 3000)) }));
 
 // Filter bomb.
-{
+if (PATTERNS.has("filter_bomb")) {
   const N = 2000;
   for (let i = 0; i < N; i += 16) await Promise.all(Array.from({ length: Math.min(16, N - i) }, (_, j) => put(abuser, `e${i + j}`, { metadata: { tag: `t${i + j}` } })));
   const list = Array.from({ length: 200_000 }, (_, i) => `x${i}`);
@@ -177,7 +204,7 @@ console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 300
 }
 
 // Trickled uploads.
-{
+if (PATTERNS.has("trickle_upload")) {
   const u = new URL(stack.gateway);
   const statuses: number[] = [];
   const sockets = Array.from({ length: 160 }, (_, i) => {
@@ -198,7 +225,7 @@ console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 300
 }
 
 // Unauthenticated flood.
-{
+if (PATTERNS.has("unauthenticated_flood")) {
   const audit = join(dir, "audit.jsonl");
   const before = (await stat(audit)).size;
   const path = "/v1/get/default/" + "p".repeat(90_000);
@@ -221,16 +248,22 @@ console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 300
   console.log(JSON.stringify({ pattern: "unauthenticated_flood", requests: statuses.length, seconds: Math.round(secs * 10) / 10, statuses: count(statuses), audit_bytes_written: after - before, ...p }));
 }
 
-// Large concurrent bodies: four 100 MiB JSON puts at once (all-zero data, which the engine refuses
-// once decoded; the gateway and the engine hold and parse the bodies either way).
-{
-  const rssBefore = await peakRss(stack.child.pid!);
+// Large concurrent bodies: four 100 MiB JSON puts at once (all-zero data) to a gateway process
+// of its own, whose peak RSS is read; the victim reads through that gateway.
+if (PATTERNS.has("large_bodies")) {
+  const split = await startSplit(join(dir, "split"));
+  const g = split.gateway;
+  const sv = (await adminCall(g, "/gate/onboard/create", tenantBody("victim"))).json.api_key as string;
+  const sa = (await adminCall(g, "/gate/onboard/create", tenantBody("abuser"))).json.api_key as string;
+  const vp = await http(VICTIM, `${g.gateway}/v1/put`, { headers: { "x-api-key": sv, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "v", data_b64: f32b64(64, (i) => Math.sin(i / 7)), dtype: "float32", shape: [64] }) });
+  if (vp.status !== 201) throw new Error(`victim put: ${vp.status} ${vp.text}`);
+  const rssBefore = await peakRss(g.child.pid!);
   const n = 100 * MiB / 4;
   const body = Buffer.from(JSON.stringify({ namespace: "default", key: "big", dtype: "float32", shape: [n], data_b64: Buffer.alloc(100 * MiB).toString("base64") }));
   const statuses: number[] = [];
   const details: Record<string, string> = {};
   const puts = Promise.all(Array.from({ length: 4 }, async () => {
-    const r = await http(ABUSER, `${stack.gateway}/v1/put`, { headers: { "x-api-key": abuser, "content-type": "application/json" }, body }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }));
+    const r = await http(ABUSER, `${g.gateway}/v1/put`, { headers: { "x-api-key": sa, "content-type": "application/json" }, body }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }));
     statuses.push(r.status);
     if (r.status >= 300 || r.status === 0) {
       try {
@@ -240,13 +273,16 @@ console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 300
       }
     }
   }));
-  const p = await probe(stack, victim, 4000);
+  const p = await probe(g, sv, 4000);
   await puts;
-  console.log(JSON.stringify({ pattern: "large_bodies", bodies: 4, body_mib: Math.round(body.length / MiB), statuses: count(statuses), details, peak_rss_mib_before: rssBefore, peak_rss_mib: await peakRss(stack.child.pid!), ...p }));
+  console.log(JSON.stringify({ pattern: "large_bodies", bodies: 4, body_mib: Math.round(body.length / MiB), statuses: count(statuses), details, gateway_peak_rss_mib_before: rssBefore, gateway_peak_rss_mib: await peakRss(g.child.pid!), ...p }));
+  await stopStack(g);
+  split.engine.kill("SIGTERM");
+  await new Promise((r) => split.engine.once("exit", r));
 }
 
 // CUs lost per kill -9.
-{
+if (PATTERNS.has("kill_9")) {
   const key = (await adminCall(stack, "/gate/onboard/create", tenantBody("billed"))).json.api_key as string;
   let stop = false;
   let ackedMilli = 0;
@@ -283,5 +319,6 @@ console.log(JSON.stringify({ pattern: "none", ...(await probe(stack, victim, 300
   }));
 }
 
+await stopStack(stack);
 await rm(dir, { recursive: true, force: true });
 await Promise.all([VICTIM.close(), ABUSER.close(), FLOOD.close()]);

@@ -11,7 +11,7 @@ import {
 } from "../../lib/errors.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { sendError, toSvcError } from "../http/errors.js";
-import { bodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
+import { bodyLimit, jsonBodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
 import { SvcError } from "../../lib/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { tenantIdSchema } from "../../lib/names.js";
@@ -22,7 +22,7 @@ import { directAdmission, type Admission, type Lookup, type Reservation } from "
 import { MemoryAuthThrottle, type AuthThrottle } from "./auth-throttle.js";
 import { BodyBudget, BodyLease } from "./body-budget.js";
 import { DEFAULT_LIMITS, type GatewayLimits } from "./config.js";
-import { guardBody, readGuarded, type BodyRate } from "../http/body-guard.js";
+import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
 import { confirmTenant, headerOf, tenantKeyHashOf } from "./auth.js";
 import type { Clock } from "./clock.js";
 import type { RateLimitSpec } from "./config.js";
@@ -87,8 +87,8 @@ const isOctet = (ct: string | undefined) => !!ct && /^application\/octet-stream\
 // Operations that change stored data: refused while the audit log cannot be written.
 const WRITES = new Set(["put", "put_cores", "put_cores_batch", "delete"]);
 
-// Bodies at most this large are read before a refusal is answered (so the connection stays
-// usable); a refusal of a larger or unsized body closes the connection instead of reading it.
+// A GET or DELETE body is read up to this size before its refusal; the rate limit is looked
+// at before a JSON body larger than this is read.
 const DRAIN_BYTES = 64 * 1024;
 
 /** Whether a request announces a body (chunked, or a non-zero Content-Length). */
@@ -159,8 +159,6 @@ export function createApp(deps: GatewayDeps): Express {
   const admission = deps.admission ?? directAdmission(registry, limiter, usage, () => clock.now());
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...deps.limits };
   const bodyRate: BodyRate = { minBytesPerS: limits.bodyMinBytesPerS, graceMs: limits.bodyGraceS * 1000 };
-  // A small body left unread by a refusal must arrive within a second to be drained.
-  const drainRate: BodyRate = { minBytesPerS: limits.bodyMinBytesPerS, graceMs: Math.min(1000, bodyRate.graceMs) };
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   const throttle = deps.authThrottle ?? new MemoryAuthThrottle({ limit: limits.authFailLimit, windowMs: limits.authFailWindowS * 1000 }, clock);
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
@@ -295,8 +293,6 @@ export function createApp(deps: GatewayDeps): Express {
     let reservation: Reservation | null = null;
     let op: RouteMatch["op"] | null = null;
     let guard: Readable | null = null;
-    // Whether a guard has started reading the body (then it is not drained again).
-    let guarded = false;
 
     // Steps 2 (again) on the record as stored now, when the one used so far came from a cache.
     const reauthenticate = async (): Promise<TenantRecord> => {
@@ -338,7 +334,6 @@ export function createApp(deps: GatewayDeps): Express {
       if (route.body === "none" && hasBody(req)) {
         // A body the route does not take is read (up to a small size) and refused, so that
         // the client gets the answer and nothing is forwarded, charged or recorded as served.
-        guarded = true;
         await readGuarded(guardBody(req, DRAIN_BYTES, bodyRate));
         throw new ValidationError(`The ${route.op} endpoint takes no request body.`);
       }
@@ -376,7 +371,6 @@ export function createApp(deps: GatewayDeps): Express {
             }
           }
           if (size !== undefined) lease.take(size);
-          guarded = true;
           const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n) : undefined));
           let parsed: unknown;
           try {
@@ -441,10 +435,7 @@ export function createApp(deps: GatewayDeps): Express {
         if (v !== undefined) headers[h] = v;
       }
       // An octet-stream body starts flowing only now, under the same rate and size guard.
-      if (octetLimit > 0) {
-        guarded = true;
-        body = guard = guardBody(req, octetLimit, bodyRate);
-      }
+      if (octetLimit > 0) body = guard = guardBody(req, octetLimit, bodyRate);
       const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid });
       lease.release();
 
@@ -490,20 +481,16 @@ export function createApp(deps: GatewayDeps): Express {
           /* the limiter's store is down; the error answer still goes out */
         }
       }
-      // A body left unread: a small one that nothing has started reading is read first (within
-      // a second) and discarded, so the connection stays usable; any other is not read:
-      // the connection closes after the answer.
-      let close = e.code === "payload_too_large" || e.message.startsWith("The request was aborted");
+      // A body left unread (the refusal was decided before it, or it stopped being read) is
+      // read to its end and discarded, never held, at the minimum rate and within the largest
+      // body allowed, so that the client reads this answer rather than a reset; a body that
+      // falls behind or grows past that has its connection destroyed. Too large, too slow or
+      // aborted: the connection closes after the answer.
+      const close = e.code === "payload_too_large" || e instanceof SlowBodyError || e.message.startsWith("The request was aborted");
       if (!close && !req.complete) {
-        const cl = req.headers["content-length"];
-        const small = req.headers["transfer-encoding"] === undefined && cl !== undefined && Number(cl) <= DRAIN_BYTES;
-        if (small && !guarded) {
-          try {
-            await readGuarded(guardBody(req, DRAIN_BYTES, drainRate));
-          } catch {
-            close = true;
-          }
-        } else close = true;
+        const rest = guardBody(req, jsonBodyLimit(deps.maxUploadBytes), bodyRate);
+        rest.once("error", () => req.socket?.destroy());
+        rest.resume();
       }
       if (close) res.setHeader("Connection", "close");
       try {

@@ -2,7 +2,8 @@
 // concurrent ~42 MiB JSON puts; those past the budget get 503 + Retry-After and the process's
 // peak RSS (VmHWM) stays bounded. Refusals that can be decided before the body (a tenant over
 // its rate limit, a foreign namespace in an octet-stream put's query, a body larger than the
-// budget left) are answered after the headers, without waiting for the body.
+// budget left) are answered after the headers, without waiting for the body (whose rest is then
+// read and discarded, never held).
 import test from "tape";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -68,9 +69,9 @@ test("refusals decided before the body are answered without reading it", async (
   await new Promise((r) => setTimeout(r, 500));
   for (const [name, h, status, code] of cases) {
     const r = await rawRequest(gw.url, h, part, 0);
-    t.equal(r.status, status, `${name}: ${status} after ${r.ms} ms, the body never sent`);
+    t.equal(r.status, status, `${name}: ${status}`);
+    t.ok(r.ms < 5000, `answered after ${r.ms} ms, while the body was still owed (it is then discarded, never held)`);
     t.equal(JSON.parse(r.body).code, code);
-    t.equal(r.headers["connection"], "close", "the unread body is not read: the connection closes");
   }
   const held = await holder;
   t.equal(held.status, 400, "the slow holder's own body (spaces) is not JSON: 400 once it is complete");

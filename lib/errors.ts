@@ -67,6 +67,11 @@ export class RateLimitedError extends SvcError {
 export class QuotaExhaustedError extends SvcError {
   constructor(message: string, readonly retryAfterS: number) { super("quota_exhausted", message); }
 }
+/**
+ * The service cannot carry out the request right now (a server-wide capacity such as request
+ * bodies in flight or engine connections is in use, or the audit log cannot be written): HTTP
+ * 503 with `Retry-After`; the request was not carried out and may be sent again.
+ */
 export class EngineUnreachableError extends SvcError {
   constructor(message = "The storage engine is unreachable.") { super("engine_unreachable", message); }
 }

@@ -4,17 +4,17 @@ import express, { type ErrorRequestHandler, type Express, type NextFunction, typ
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { Transform, type Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import {
   NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
-  UnsupportedMediaTypeError, ValidationError,
+  OverloadedError, UnsupportedMediaTypeError, ValidationError,
 } from "../../lib/errors.js";
 import { refuseBodyOfBodilessMethod } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { parseStrictJson } from "../http/json.js";
 import { queryOf } from "../http/query.js";
 import { sendError, toSvcError } from "../http/errors.js";
-import { bodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
+import { bodyLimit, jsonBodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
 import { SvcError } from "../../lib/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
 import { tenantIdSchema } from "../../lib/names.js";
@@ -24,7 +24,11 @@ import { MemoryAuditSink, type AuditSink } from "./audit.js";
 import { accountRouter } from "./account.js";
 import { memoryAuditTail, type AuditTailReader } from "./audit-tail.js";
 import { consoleRouter } from "./console.js";
-import { directAdmission, type Admission, type Lookup } from "./admission.js";
+import { directAdmission, type Admission, type Lookup, type Reservation } from "./admission.js";
+import { MemoryAuthThrottle, type AuthThrottle } from "./auth-throttle.js";
+import { BodyBudget, BodyLease } from "./body-budget.js";
+import { DEFAULT_LIMITS, type GatewayLimits } from "./config.js";
+import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
 import { confirmTenant, headerOf, tenantKeyHashOf } from "./auth.js";
 import type { Clock } from "./clock.js";
 import type { RateLimitSpec } from "./config.js";
@@ -67,6 +71,13 @@ export interface GatewayDeps {
    * It is mounted before the data plane and sees raw bodies (no JSON parser runs before it).
    */
   billing?: Router;
+  /** Abuse limits (config.ts GatewayLimits); each missing one takes its documented default. */
+  limits?: Partial<GatewayLimits>;
+  /**
+   * Failed-authentication throttle per client address; default: in this process's memory.
+   * startGateway passes the Redis one when Redis is configured.
+   */
+  authThrottle?: AuthThrottle;
   /**
    * Where unexpected (500) failures are reported: one object per failure with the request id
    * and the error's class name only; never a key, a payload, a message or a stack trace.
@@ -90,45 +101,16 @@ export const stderrLog = (entry: Record<string, unknown>): void => {
 const isJson = (ct: string | undefined) => !!ct && /^application\/json\s*(;|$)/i.test(ct);
 const isOctet = (ct: string | undefined) => !!ct && /^application\/octet-stream\s*(;|$)/i.test(ct);
 
-/** Reads a request body into one Buffer, failing with 413 as soon as it passes `limit`. */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let n = 0;
-    let done = false;
-    const fail = (e: Error) => {
-      if (done) return;
-      done = true;
-      req.off("data", onData);
-      req.resume(); // discard the rest; the error answer closes the connection
-      reject(e);
-    };
-    const onData = (c: Buffer) => {
-      n += c.length;
-      if (n > limit) return fail(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
-      chunks.push(c);
-    };
-    req.on("data", onData);
-    req.once("end", () => {
-      if (done) return;
-      done = true;
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n));
-    });
-    req.once("error", () => fail(new ValidationError("The request was aborted by the client.")));
-  });
-}
+// Operations that change stored data: refused while the audit log cannot be written.
+const WRITES = new Set(["put", "put_cores", "put_cores_batch", "delete"]);
 
-/** Passes a streamed body through, erroring once more than `limit` bytes went by. */
-function limitStream(limit: number): Transform {
-  let n = 0;
-  return new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      n += chunk.length;
-      if (n > limit) cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
-      else cb(null, chunk);
-    },
-  });
-}
+// A GET or DELETE body is read up to this size before its refusal; the rate limit is looked
+// at before a JSON body larger than this is read.
+const DRAIN_BYTES = 64 * 1024;
+
+/** Whether a request announces a body (chunked, or a non-zero Content-Length). */
+const hasBody = (req: IncomingMessage): boolean =>
+  req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
 
 /**
  * Streams the engine's body to the client. Plain pipe() rather than stream.pipeline: the
@@ -171,7 +153,7 @@ function takeRequestId(req: IncomingMessage, res: ServerResponse): string {
 
 /** The error body of docs/api.md (errors) on a plain Node response (as server/http/errors.ts writes it). */
 function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
-  if ((e instanceof RateLimitedError || e instanceof QuotaExhaustedError) && e.retryAfterS > 0) {
+  if ((e instanceof RateLimitedError || e instanceof QuotaExhaustedError || e instanceof OverloadedError) && e.retryAfterS > 0) {
     res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
   }
   if (res.headersSent) return void res.destroy();
@@ -191,7 +173,11 @@ function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
  */
 export function createApp(deps: GatewayDeps): Express {
   const { registry, limiter, usage, audit, engine, clock } = deps;
-  const admission = deps.admission ?? directAdmission(registry, limiter, usage);
+  const admission = deps.admission ?? directAdmission(registry, limiter, usage, () => clock.now());
+  const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...deps.limits };
+  const bodyRate: BodyRate = { minBytesPerS: limits.bodyMinBytesPerS, graceMs: limits.bodyGraceS * 1000 };
+  const budget = new BodyBudget(limits.bodyBytesInFlight);
+  const throttle = deps.authThrottle ?? new MemoryAuthThrottle({ limit: limits.authFailLimit, windowMs: limits.authFailWindowS * 1000 }, clock);
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
   const startedAt = clock.now();
   const metrics = deps.metrics ?? createGatewayMetrics();
@@ -205,8 +191,30 @@ export function createApp(deps: GatewayDeps): Express {
   // CORS preflights are answered here, before authentication. When the app is used as a plain
   // handler, /v1/* is dispatched to the data plane from this first layer.
   const cors = corsMiddleware(deps.corsOrigins ?? []);
+
+  // Then, on every route: an address over its failed-authentication limit is answered 429
+  // without its credentials being looked at (and without an audit record); every 401 this
+  // gateway answers counts one failure against the request's address.
+  const checked = new WeakSet<IncomingMessage>();
+  function throttled(req: IncomingMessage, res: ServerResponse, rid: string): boolean {
+    if (checked.has(req)) return false;
+    checked.add(req);
+    const addr = req.socket.remoteAddress ?? "";
+    const wait = throttle.blockedFor(addr);
+    if (wait > 0) {
+      if (hasBody(req)) res.setHeader("Connection", "close");
+      writeError(res, new RateLimitedError(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
+      return true;
+    }
+    res.once("finish", () => {
+      if (res.statusCode === 401) throttle.fail(addr).catch(() => undefined);
+    });
+    return false;
+  }
+
   app.use((req, res, next) => {
     requestId(req, res, () => {
+      if (throttled(req, res, requestIdOf(res))) return;
       res.setHeader("X-SVC-CUs", "0");
       cors(req, res, () => {
         if (DATA_PLANE.test(req.url)) return void dataPlane(req, res, requestIdOf(res));
@@ -219,6 +227,7 @@ export function createApp(deps: GatewayDeps): Express {
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!DATA_PLANE.test(req.url ?? "")) return void app(req, res);
     const rid = takeRequestId(req, res);
+    if (throttled(req, res, rid)) return;
     res.setHeader("X-SVC-CUs", "0");
     cors(req, res, () => void dataPlane(req, res, rid));
   };
@@ -305,8 +314,11 @@ export function createApp(deps: GatewayDeps): Express {
     let found: Lookup | null = null;
     let namespace = "";
     let rateHeadersSet = false;
-    // Step 8's increment: issued before the response starts, acknowledged after it (below).
-    let charging: Promise<unknown> | null = null;
+    const lease = new BodyLease(budget);
+    // CUs held at admission (quota enforced) until step 8 settles them.
+    let reservation: Reservation | null = null;
+    let op: RouteMatch["op"] | null = null;
+    let guard: Readable | null = null;
 
     // Steps 2 (again) on the record as stored now, when the one used so far came from a cache.
     const reauthenticate = async (): Promise<TenantRecord> => {
@@ -330,9 +342,10 @@ export function createApp(deps: GatewayDeps): Express {
       });
 
     try {
-      // Step 2: authentication (X-Api-Key or Bearer); unknown, rotated or deactivated key: 401.
-      // With Redis the record may come from the process's cache; step 5 confirms it is current
-      // before anything is recorded or forwarded, and every earlier refusal re-reads it first.
+      // Step 2: authentication (X-Api-Key or Bearer); unknown, rotated or deactivated key: 401;
+      // two different credentials: 400. With Redis the record may come from the process's cache;
+      // step 5 confirms it is current before anything is recorded or forwarded, and every
+      // earlier refusal re-reads it first.
       keyHash = tenantKeyHashOf(req);
       found = keyHash === null ? null : await admission.lookup(keyHash);
       tenant = confirmTenant(found?.tenant ?? null, keyHash);
@@ -342,10 +355,18 @@ export function createApp(deps: GatewayDeps): Express {
       const query = queryOf(url);
       const route: RouteMatch | null = matchRoute(method, path, query);
       if (!route) throw new NotFoundError(`No endpoint ${method} ${path}.`);
+      op = route.op;
+      // A body the route does not take is read (up to a small size) and refused, as the engine
+      // refuses it, so that the client gets the answer and nothing is forwarded or charged.
       if (route.body === "none") await refuseBodyOfBodilessMethod(req, res);
+      // Data-changing requests wait for an audit log that can be written again.
+      if (audit.writable === false && WRITES.has(route.op)) {
+        throw new OverloadedError("The audit log cannot be written (the disk may be full), so requests that change data are refused; reads are served; retry after 10 seconds.", 10);
+      }
       let namespaces = route.pathNamespaces;
       let device: string | undefined;
       let body: Buffer | Readable | null = null;
+      let octetLimit = 0;
       const ct = headerOf(req, "content-type");
       if (route.body !== "none") {
         // The engine's limits: the payload itself for octet-stream, its base64 and fields for JSON.
@@ -355,10 +376,24 @@ export function createApp(deps: GatewayDeps): Express {
           throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
         }
         if (route.body === "json-or-octet" && isOctet(ct)) {
+          // Streamed to the engine (never held whole here); its namespace is in the query, so
+          // step 4 below refuses a foreign one before a byte of the body is read.
           namespaces = [validatePutQuery(query)];
-          body = len !== undefined ? req : req.pipe(limitStream(limit));
+          octetLimit = limit;
         } else if (isJson(ct)) {
-          const raw = await readBody(req, limit);
+          // Checked before a large body is read: a tenant over its rate limit (the window is
+          // only looked at; step 5 counts the request) and the bodies in flight.
+          const size = len === undefined ? undefined : Number(len);
+          if (size === undefined || size > DRAIN_BYTES) {
+            const state = await limiter.peek(tenant.tenant_id, windowOf(tenant));
+            if (!state.allowed) {
+              setRateHeaders(res, state);
+              rateHeadersSet = true;
+              throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${state.retryAfterS} seconds.`, state.retryAfterS);
+            }
+          }
+          if (size !== undefined) lease.take(size);
+          const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n) : undefined));
           ({ namespaces, device } = validateJsonBody(route.op, parseStrictJson(raw)));
           body = raw;
         } else {
@@ -377,13 +412,16 @@ export function createApp(deps: GatewayDeps): Express {
       if (found!.cached && !aclAllows(tenant, namespaces)) await reauthenticate();
       checkAcl(tenant, namespaces);
 
-      // Step 5: rate limit (sliding window per tenant); a refused request never reaches the engine.
-      // The quota read of step 6 has no side effect, so it is made in the same step as the
-      // limiter's hit (with Redis: the same script, which also confirms a cached record); its
-      // result is only looked at once the rate limit has admitted the request.
+      // Steps 5 and 6 in one atomic step (admission.ts): the rate limit's hit (sliding window
+      // per tenant) and, when a quota is enforced, the month's usage plus the CUs reserved by
+      // requests in flight; this request's CUs are reserved only when that is below the quota.
+      // A refused request never reaches the engine. With Redis the same script confirms a
+      // cached record.
       const now = clock.now();
+      const cost = milliCusOf(route.op, device);
+      const quotaAsk = (q: number | null) => (q === null ? null : { period: periodOf(now), quotaMilli: Math.round(q * 1000), costMilli: cost });
       let quota = enforcedQuota(tenant, policy);
-      let admitted = await admission.admit(found!, windowOf(tenant), quota === null ? null : periodOf(now));
+      let admitted = await admission.admit(found!, windowOf(tenant), quotaAsk(quota));
       for (let attempt = 1; admitted === null; attempt++) {
         // The cached record is no longer the stored one: nothing was recorded; steps 2 and 4
         // are decided again on the current record.
@@ -391,17 +429,18 @@ export function createApp(deps: GatewayDeps): Express {
         await reauthenticate();
         checkAcl(tenant, namespaces);
         quota = enforcedQuota(tenant, policy);
-        admitted = await admission.admit(found!, windowOf(tenant), quota === null ? null : periodOf(now));
+        admitted = await admission.admit(found!, windowOf(tenant), quotaAsk(quota));
       }
       const { rate, usedMilli: used } = admitted;
+      reservation = admitted.reservation;
       setRateHeaders(res, rate);
       rateHeadersSet = true;
       if (!rate.allowed) {
         throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
       }
 
-      // Step 6: quota (billing enabled only): the month's CUs reached the plan's quota: 503.
-      if (quota !== null && used >= Math.round(quota * 1000)) {
+      // Step 6: quota (billing enabled only): the month's CUs (with those reserved) reached the plan's quota: 503.
+      if (quota !== null && reservation === null) {
         const end = periodEndMs(now);
         throw new QuotaExhaustedError(
           `Monthly CU quota exhausted for tenant ${tenant.tenant_id}: ${toCus(used)} of ${quota} CUs used; it resets at ${new Date(end).toISOString()}.`,
@@ -415,29 +454,35 @@ export function createApp(deps: GatewayDeps): Express {
         const v = headerOf(req, h);
         if (v !== undefined) headers[h] = v;
       }
+      // An octet-stream body starts flowing only now, under the same rate and size guard.
+      if (octetLimit > 0) body = guard = guardBody(req, octetLimit, bodyRate);
       // With several engines a failed connection is retried once on another when that cannot
       // apply the request twice (engines.ts).
       const replayable = replayableOp(route.op, idempotencyKey);
       const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid, replayable });
+      lease.release();
 
-      // Step 8: metering, only on engine 2xx, in milli-CUs. The increment is issued now, ahead
-      // of the audit record and the response, and its acknowledgement is awaited once the
-      // response is sent: it no longer adds a round trip to the request's latency. Commands on
-      // one connection run in order, so this gateway's next admission reads a total that
-      // includes it; a failure is reported through deps.log (the audit record keeps the CUs).
+      // Step 8: metering, only on engine 2xx, in milli-CUs (a reservation is settled either
+      // way). The charge is made as durable as the audit record and both are awaited before
+      // the response starts: a request the client sees answered is charged and recorded, also
+      // when this process is killed right after (Redis: acknowledged; local: in the journal).
       let milli = 0;
-      if (upstream.status >= 200 && upstream.status < 300) {
-        // A write answered from the engine's idempotency record did no work again: it is
-        // charged, and counted, as the read of a stored answer that it is (a get).
-        const op = upstream.headers["idempotent-replayed"] === "true" ? "get" : route.op;
-        milli = milliCusOf(op, device);
-        metrics.charged(op, milli);
-        charging = usage.add(tenant.tenant_id, periodOf(clock.now()), op, milli).then(() => null, (e: unknown) => e ?? new Error());
-      }
+      // A write answered from the engine's idempotency record did no work again: it is
+      // charged, and counted, as the read of a stored answer that it is (a get).
+      const chargedOp = upstream.headers["idempotent-replayed"] === "true" ? "get" : route.op;
+      if (upstream.status >= 200 && upstream.status < 300) milli = chargedOp === route.op ? cost : milliCusOf(chargedOp, device);
+      if (milli > 0) metrics.charged(chargedOp, milli);
+      const r = reservation as Reservation | null;
+      reservation = null;
+      const charging = r !== null ? admission.settle(r, chargedOp, milli) : milli > 0 ? usage.add(tenant.tenant_id, periodOf(clock.now()), chargedOp, milli) : null;
       res.setHeader("X-SVC-CUs", String(toCus(milli)));
 
       // Step 9: audit, written before the response starts; then the engine's answer streams back.
-      await record(upstream.status, milli);
+      // The engine has answered: a record or a charge that cannot be written is reported, and
+      // the answer still goes out (the data plane then refuses writes until the log is writable).
+      const [recorded, charged] = await Promise.allSettled([record(upstream.status, milli), charging]);
+      if (recorded.status === "rejected") reportInternal("audit log", rid, recorded.reason);
+      if (charged.status === "rejected") reportInternal("usage meter", rid, charged.reason);
       res.statusCode = upstream.status;
       for (const [k, v] of Object.entries(responseHeadersToCopy(upstream.headers))) res.setHeader(k, v);
       await relay(upstream.body, res);
@@ -464,7 +509,18 @@ export function createApp(deps: GatewayDeps): Express {
           /* the limiter's store is down; the error answer still goes out */
         }
       }
-      if (e.code === "payload_too_large" || e.message.startsWith("The request was aborted")) res.setHeader("Connection", "close");
+      // A body left unread (the refusal was decided before it, or it stopped being read) is
+      // read to its end and discarded, never held, at the minimum rate and within the largest
+      // body allowed, so that the client reads this answer rather than a reset; a body that
+      // falls behind or grows past that has its connection destroyed. Too large, too slow or
+      // aborted: the connection closes after the answer.
+      const close = e.code === "payload_too_large" || e instanceof SlowBodyError || e.message.startsWith("The request was aborted");
+      if (!close && !req.complete) {
+        const rest = guardBody(req, jsonBodyLimit(deps.maxUploadBytes), bodyRate);
+        rest.once("error", () => req.socket?.destroy());
+        rest.resume();
+      }
+      if (close) res.setHeader("Connection", "close");
       try {
         await record(STATUS_OF[e.code], 0);
       } catch {
@@ -474,12 +530,15 @@ export function createApp(deps: GatewayDeps): Express {
         res.statusCode = STATUS_OF[e.code]; // for the metrics, as in the audit record; nothing is sent
         res.destroy();
       } else writeError(res, e, rid);
+    } finally {
+      lease.release();
+      if (guard !== null && !guard.destroyed) guard.destroy();
+      // A request refused or failed after its admission: its reservation is dropped.
+      if (reservation !== null && op !== null) {
+        await admission.settle(reservation, op, 0).catch((e: unknown) => reportInternal("usage meter", rid, e));
+      }
     }
     metrics.http.observe(method, metrics.route(path), res.statusCode, (performance.now() - t0) / 1000);
-    if (charging !== null) {
-      const failed = await charging;
-      if (failed !== null) reportInternal("usage meter", rid, failed);
-    }
   }
 
   return app;

@@ -29,13 +29,47 @@ export interface AuditSink {
   close(): Promise<void>;
   /** Opens the log's path again (after a rotation moved the file); a no-op where there is no file. */
   reopen?(): Promise<void>;
+  /**
+   * False while the last append failed (a full disk, for example): the gateway then refuses
+   * requests that would change data, and the next record that is written turns it back on.
+   * Sinks that cannot fail leave it undefined.
+   */
+  readonly writable?: boolean;
 }
 
-/** Serialises a record with the documented audit fields, in their order, and nothing else. */
+/** Raised to a request whose record could not be appended. */
+export class AuditWriteError extends Error {
+  constructor(readonly code: string) {
+    super(`The audit log cannot be written (${code}).`);
+    this.name = "AuditWriteError";
+  }
+}
+
+/** writeSync's shape: what FileAuditSink appends with (injectable to simulate a full disk). */
+export type AppendFn = (fd: number, buf: Buffer, offset: number) => number;
+
+/** The longest path an audit record keeps, in characters; a longer one is cut and marked. */
+export const AUDIT_MAX_PATH = 1024;
+/** Every other string field is at most this long (ids and names are far shorter once validated). */
+export const AUDIT_MAX_FIELD = 128;
+
+/**
+ * `s` cut to `max` characters with a marker that says how much was dropped, so that one record
+ * stays small whatever the client sent (a path may be as long as the header limit allows).
+ * @example clip("/v1/" + "a".repeat(2000), 1024).endsWith("...[truncated 980 characters]")
+ */
+export function clip(s: string, max: number): string {
+  if (s.length <= max) return s;
+  const cut = s.length - max;
+  return `${s.slice(0, max)}...[truncated ${cut} characters]`;
+}
+
+/** Serialises a record with the seed's fields in the seed's order and nothing else, each bounded. */
 export function auditLine(r: AuditRecord): string {
   return JSON.stringify({
-    ts: r.ts, tenant_id: r.tenant_id, method: r.method, path: r.path, namespace: r.namespace,
-    status: r.status, cus: r.cus, latency_ms: r.latency_ms, request_id: r.request_id,
+    ts: clip(r.ts, AUDIT_MAX_FIELD), tenant_id: clip(r.tenant_id, AUDIT_MAX_FIELD), method: clip(r.method, AUDIT_MAX_FIELD),
+    path: clip(r.path, AUDIT_MAX_PATH), namespace: clip(r.namespace, AUDIT_MAX_FIELD),
+    status: r.status, cus: r.cus, latency_ms: r.latency_ms, request_id: clip(r.request_id, AUDIT_MAX_FIELD),
   }) + "\n";
 }
 
@@ -44,12 +78,16 @@ export class FileAuditSink implements AuditSink {
   private lines: string[] = [];
   private waiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   private scheduled = false;
-  private constructor(fd: number, private readonly path: string) {
+  private ok = true;
+  // A write that failed part-way left a line without its newline: the next append ends it
+  // first, so every later record is a line of its own (readers skip the torn one).
+  private torn = false;
+  private constructor(fd: number, private readonly path: string, private readonly append: AppendFn) {
     this.fd = fd;
   }
-  static async open(path: string): Promise<FileAuditSink> {
+  static async open(path: string, append: AppendFn = (fd, buf, off) => writeSync(fd, buf, off)): Promise<FileAuditSink> {
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-    return new FileAuditSink(openSync(path, "a", 0o600), path);
+    return new FileAuditSink(openSync(path, "a", 0o600), path, append);
   }
   /**
    * Writes what is queued to the file open now, then opens the path again (created 0600 if
@@ -64,6 +102,9 @@ export class FileAuditSink implements AuditSink {
     const old = this.fd;
     this.fd = fd;
     closeSync(old);
+  }
+  get writable(): boolean {
+    return this.ok;
   }
   write(rec: AuditRecord): Promise<void> {
     return new Promise((resolve, reject) => {
@@ -81,14 +122,20 @@ export class FileAuditSink implements AuditSink {
     this.lines = [];
     this.waiters = [];
     try {
-      if (this.fd === null) throw new Error("The audit log is closed.");
-      const buf = Buffer.from(lines.join(""), "utf8");
+      if (this.fd === null) throw new AuditWriteError("closed");
+      const buf = Buffer.from((this.torn ? "\n" : "") + lines.join(""), "utf8");
       let off = 0;
-      while (off < buf.length) off += writeSync(this.fd, buf, off);
+      while (off < buf.length) off += this.append(this.fd, buf, off);
     } catch (e) {
-      for (const w of waiters) w.reject(e as Error);
+      // Part of the batch may have reached the file even when the call reported nothing.
+      this.torn = true;
+      this.ok = false;
+      const err = e instanceof AuditWriteError ? e : new AuditWriteError((e as NodeJS.ErrnoException).code ?? "error");
+      for (const w of waiters) w.reject(err);
       return;
     }
+    this.torn = false;
+    this.ok = true;
     for (const w of waiters) w.resolve();
   }
   async close(): Promise<void> {

@@ -3,7 +3,7 @@
 // on equal-length digests.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import { UnauthorizedError } from "../../lib/errors.js";
+import { UnauthorizedError, ValidationError } from "../../lib/errors.js";
 import type { TenantRecord, TenantRegistry } from "./tenants.js";
 
 export const KEY_PREFIX = "svc_live_";
@@ -32,12 +32,36 @@ export function headerOf(req: IncomingMessage, name: string): string | undefined
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** The credential a request carries: `X-Api-Key`, else `Authorization: Bearer <key>`. */
+/**
+ * Every credential a request carries, in order: each `X-Api-Key` value (a header sent twice, or
+ * values joined by commas, count one each) and each `Authorization: Bearer` token. Read from the
+ * raw headers, since Node keeps only the first of two Authorization headers.
+ */
+function credentialsOf(req: IncomingMessage): string[] {
+  const out: string[] = [];
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (name === "x-api-key") {
+      for (const v of raw[i + 1]!.split(",")) if (v.trim()) out.push(v.trim());
+    } else if (name === "authorization") {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(raw[i + 1]!);
+      if (m) out.push(m[1]!);
+    }
+  }
+  return out;
+}
+
+/**
+ * The credential a request carries (`X-Api-Key` or `Authorization: Bearer <key>`); 400 when it
+ * carries two that differ, so that a request is never served as one of two identities.
+ */
 export function credentialOf(req: IncomingMessage): string | undefined {
-  const k = headerOf(req, "x-api-key");
-  if (k) return k.trim();
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(headerOf(req, "authorization") ?? "");
-  return m?.[1];
+  const all = credentialsOf(req);
+  for (let i = 1; i < all.length; i++) {
+    if (all[i] !== all[0]) throw new ValidationError("The request carries two different credentials; send one key, in X-Api-Key or Authorization: Bearer.");
+  }
+  return all[0];
 }
 
 /**
@@ -71,7 +95,8 @@ export async function authenticateTenant(registry: TenantRegistry, req: Incoming
 
 /** Admin authentication: `Authorization: Bearer <service key>`; anything else is 401. */
 export function checkServiceKey(req: IncomingMessage, serviceKey: string): void {
+  const key = credentialOf(req);
   const m = /^Bearer\s+(\S+)\s*$/i.exec(headerOf(req, "authorization") ?? "");
-  if (!m) throw new UnauthorizedError("Missing service key: send it in Authorization: Bearer.");
-  if (!secretsEqual(m[1]!, serviceKey)) throw new UnauthorizedError("Invalid service key.");
+  if (!m || key === undefined) throw new UnauthorizedError("Missing service key: send it in Authorization: Bearer.");
+  if (!secretsEqual(key, serviceKey)) throw new UnauthorizedError("Invalid service key.");
 }

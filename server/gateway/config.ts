@@ -6,6 +6,7 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
+import { jsonBodyLimit } from "../http/limits.js";
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, message: string) {
@@ -63,7 +64,41 @@ export interface GatewayConfig {
   readonly billingLogPath: string;
   /** SVC_GATE_METRICS_TOKEN: reads GET /metrics only; the service key reads it too. */
   readonly metricsToken: string | undefined;
+  /** Abuse limits (docs/security.md). */
+  readonly limits: GatewayLimits;
 }
+
+/** The gateway's protective limits, each with its SVC_GATE_* variable and default (docs/security.md). */
+export interface GatewayLimits {
+  /** SVC_GATE_ENGINE_CONNECTIONS: connections to the engine, shared by all tenants. */
+  readonly engineConnections: number;
+  /** SVC_GATE_ENGINE_TENANT_SHARE_PCT: the share of them one tenant may hold at once. */
+  readonly engineTenantSharePct: number;
+  /** SVC_GATE_ENGINE_QUEUE_TIMEOUT_MS: how long a request waits for an engine connection before 503. */
+  readonly engineQueueTimeoutMs: number;
+  /** SVC_GATE_BODY_MIN_RATE: bytes per second a request body must keep up, on average, after the grace time. */
+  readonly bodyMinBytesPerS: number;
+  /** SVC_GATE_BODY_GRACE_S: seconds a body may take before the rate applies; also the longest pause between two reads. */
+  readonly bodyGraceS: number;
+  /** SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT: bytes of request bodies held in memory at once, all requests together. */
+  readonly bodyBytesInFlight: number;
+  /** SVC_GATE_AUTH_FAIL_LIMIT: failed authentications per client address per window before 429. */
+  readonly authFailLimit: number;
+  /** SVC_GATE_AUTH_FAIL_WINDOW_S: that window, in seconds. */
+  readonly authFailWindowS: number;
+}
+
+/** The defaults of GatewayLimits (the values documented in docs/security.md). */
+export const DEFAULT_LIMITS: GatewayLimits = Object.freeze({
+  engineConnections: 128,
+  engineTenantSharePct: 25,
+  engineQueueTimeoutMs: 5000,
+  bodyMinBytesPerS: 16 * 1024,
+  bodyGraceS: 10,
+  bodyBytesInFlight: 512 * 1024 * 1024,
+  authFailLimit: 100,
+  authFailWindowS: 60,
+});
 
 const bool = z
   .string()
@@ -182,7 +217,7 @@ const VARS = {
   SVC_GATE_ENGINE_URL: [engineUrlList, "http://127.0.0.1:8000"],
   SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: [intIn(100, 60_000), "1000"],
   SVC_GATE_ENGINE_CA_PATH: [caFile, undefined],
-  SVC_GATE_ENGINE_SERVICE_KEY: [z.string().min(16, "must be at least 16 characters (32 or more random characters are recommended)"), undefined],
+  SVC_GATE_ENGINE_SERVICE_KEY: [z.string().min(32, "must be at least 32 characters (use 32 or more random characters)"), undefined],
   SVC_GATE_ENGINE_TIMEOUT_MS: [intIn(1, 3_600_000), "30000"],
   SVC_GATE_DATA_DIR: [nonEmpty, "./svc-data/gate"],
   SVC_GATE_REDIS_URL: [redisUrl, undefined],
@@ -207,6 +242,14 @@ const VARS = {
   SVC_GATE_PAYMENT_API_BASE: [httpUrl, undefined],
   SVC_GATE_BILLING_LOG_PATH: [nonEmpty, undefined],
   SVC_GATE_METRICS_TOKEN: [z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters"), undefined],
+  SVC_GATE_ENGINE_CONNECTIONS: [intIn(1, 4096), String(DEFAULT_LIMITS.engineConnections)],
+  SVC_GATE_ENGINE_TENANT_SHARE_PCT: [intIn(1, 100), String(DEFAULT_LIMITS.engineTenantSharePct)],
+  SVC_GATE_ENGINE_QUEUE_TIMEOUT_MS: [intIn(1, 600_000), String(DEFAULT_LIMITS.engineQueueTimeoutMs)],
+  SVC_GATE_BODY_MIN_RATE: [intIn(1, 1024 * 1024 * 1024), String(DEFAULT_LIMITS.bodyMinBytesPerS)],
+  SVC_GATE_BODY_GRACE_S: [intIn(1, 3600), String(DEFAULT_LIMITS.bodyGraceS)],
+  SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT: [intIn(1, Number.MAX_SAFE_INTEGER), String(DEFAULT_LIMITS.bodyBytesInFlight)],
+  SVC_GATE_AUTH_FAIL_LIMIT: [intIn(1, 1_000_000), String(DEFAULT_LIMITS.authFailLimit)],
+  SVC_GATE_AUTH_FAIL_WINDOW_S: [intIn(1, 86_400), String(DEFAULT_LIMITS.authFailWindowS)],
 } as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
 
 type VarName = keyof typeof VARS;
@@ -312,7 +355,25 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     }),
     metricsToken: read(env, "SVC_GATE_METRICS_TOKEN"),
     billingLogPath: read(env, "SVC_GATE_BILLING_LOG_PATH") ?? join(dirname(read(env, "SVC_GATE_AUDIT_LOG_PATH")!), "billing.jsonl"),
+    limits: Object.freeze({
+      engineConnections: read(env, "SVC_GATE_ENGINE_CONNECTIONS")!,
+      engineTenantSharePct: read(env, "SVC_GATE_ENGINE_TENANT_SHARE_PCT")!,
+      engineQueueTimeoutMs: read(env, "SVC_GATE_ENGINE_QUEUE_TIMEOUT_MS")!,
+      bodyMinBytesPerS: read(env, "SVC_GATE_BODY_MIN_RATE")!,
+      bodyGraceS: read(env, "SVC_GATE_BODY_GRACE_S")!,
+      bodyBytesInFlight: read(env, "SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT")!,
+      authFailLimit: read(env, "SVC_GATE_AUTH_FAIL_LIMIT")!,
+      authFailWindowS: read(env, "SVC_GATE_AUTH_FAIL_WINDOW_S")!,
+    }),
   };
+  // A body the upload limit allows must fit the in-flight budget, or it could never be served.
+  const largest = jsonBodyLimit(cfg.maxUploadBytes);
+  if (cfg.limits.bodyBytesInFlight < largest) {
+    throw new ConfigError(
+      "SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT",
+      `SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT must be at least ${largest} bytes, the largest JSON body SVC_ENGINE_MAX_UPLOAD_BYTES allows.`,
+    );
+  }
   if (cfg.billingEnabled) {
     // Billing on without its credentials would accept no webhook and create no checkout: refuse to start.
     for (const name of ["SVC_GATE_PAYMENT_SECRET_KEY", "SVC_GATE_PAYMENT_WEBHOOK_SECRET", "SVC_GATE_PAYMENT_PRICE_BUILDER", "SVC_GATE_PAYMENT_PRICE_PRO"] as const) {

@@ -2,7 +2,8 @@
 // sums are exact (ten gets are exactly 1 CU, never 0.9999999). Usage is kept per tenant per
 // UTC month with a per-operation breakdown, behind one interface: Redis (HINCRBY, shared by
 // several gateways), a local JSON file under the data directory, or memory.
-import { mkdir, readFile } from "node:fs/promises";
+import { closeSync, openSync, writeSync } from "node:fs";
+import { mkdir, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "./tenants.js";
 import { LuaScript, tenantTag } from "./redis.js";
@@ -112,29 +113,109 @@ export class MemoryUsageStore implements UsageStore {
 }
 
 /**
- * Usage persisted as DATA_DIR/usage.json. Counting happens in memory; a snapshot is written
- * atomically (temp + fsync + rename) at most `flushMs` after a change and on close, so a
- * crash loses at most that much metering and never corrupts the file.
+ * Usage persisted under DATA_DIR as durably as the audit log. Every charge is appended to a
+ * journal (DATA_DIR/usage.journal.<n>, one JSON line per charge) before the request is
+ * answered: the charges of one event-loop turn go in one write(2) on a descriptor opened with
+ * O_APPEND, so a charge is in the kernel before its response starts and survives a crash of
+ * the process (kill -9), like the request's audit record. At most `flushMs` after a change,
+ * and on close, the counters are written as a snapshot (DATA_DIR/usage.json: temp file, fsync,
+ * rename) that names the journal started at that instant; older journals are then deleted.
+ * Start-up loads the snapshot and replays the journals it does not yet contain.
  */
 export class LocalFileUsageStore extends MemoryUsageStore {
   override readonly kind = "local" as const;
   private timer: NodeJS.Timeout | null = null;
   private writing: Promise<void> = Promise.resolve();
-  private constructor(readonly path: string, private readonly flushMs: number) {
+  private journalId = 0;
+  private fd: number | null = null;
+  private pending: string[] = [];
+  private waiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
+  private scheduled = false;
+  private constructor(readonly dir: string, readonly path: string, private readonly flushMs: number) {
     super();
+  }
+
+  private journalPath(id: number): string {
+    return join(this.dir, `usage.journal.${id}`);
   }
 
   static async open(dir: string, flushMs = 1000): Promise<LocalFileUsageStore> {
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const s = new LocalFileUsageStore(join(dir, "usage.json"), flushMs);
+    const s = new LocalFileUsageStore(dir, join(dir, "usage.json"), flushMs);
+    let from = 0;
     try {
-      const parsed = JSON.parse(await readFile(s.path, "utf8")) as { version: number; usage: Table };
+      const parsed = JSON.parse(await readFile(s.path, "utf8")) as { version: number; usage: Table; journal?: number };
       if (parsed.version !== 1 || typeof parsed.usage !== "object" || parsed.usage === null) throw new Error();
       s.table = parsed.usage;
+      from = Number.isSafeInteger(parsed.journal) ? parsed.journal! : 0;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw new Error(`The usage file ${s.path} is not valid; it was left as it is.`);
     }
+    // Replay the journals the snapshot does not contain, oldest first; a torn last line (a
+    // write cut short by a full disk) is skipped.
+    const ids = (await readdir(dir)).map((f) => /^usage\.journal\.(\d+)$/.exec(f)?.[1]).filter((x): x is string => x !== undefined).map(Number).sort((a, b) => a - b);
+    for (const id of ids) {
+      if (id < from) continue;
+      const text = await readFile(s.journalPath(id), "utf8");
+      for (const line of text.split("\n")) {
+        if (!line) continue;
+        let c: { p?: unknown; t?: unknown; o?: unknown; m?: unknown };
+        try {
+          c = JSON.parse(line) as typeof c;
+        } catch {
+          continue;
+        }
+        if (typeof c.p === "string" && PERIOD_RE.test(c.p) && typeof c.t === "string" && typeof c.o === "string" &&
+          (OPERATIONS as readonly string[]).includes(c.o) && Number.isSafeInteger(c.m) && (c.m as number) > 0) {
+          s.count(c.t, c.p, c.o as Operation, c.m as number);
+        }
+      }
+    }
+    s.journalId = Math.max(from, ids.at(-1) ?? 0);
+    s.fd = openSync(s.journalPath(s.journalId), "a", 0o600);
+    // A fresh snapshot now: what was replayed is safe in it, and the old journals go.
+    await s.flush();
     return s;
+  }
+
+  private count(tenant: string, period: string, op: Operation, milli: number): void {
+    const t = ((this.table[period] ??= {})[tenant] ??= {});
+    t[op] = (t[op] ?? 0) + milli;
+    t[TOTAL] = (t[TOTAL] ?? 0) + milli;
+  }
+
+  override add(tenant: string, period: string, op: Operation, milli: number): Promise<void> {
+    this.count(tenant, period, op, milli);
+    this.changed();
+    return new Promise((resolve, reject) => {
+      this.pending.push(JSON.stringify({ p: period, t: tenant, o: op, m: milli }) + "\n");
+      this.waiters.push({ resolve, reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.append());
+      }
+    });
+  }
+
+  /** Appends the pending charges to the current journal (one write per event-loop turn). */
+  private append(): void {
+    this.scheduled = false;
+    if (this.pending.length === 0) return;
+    const lines = this.pending, waiters = this.waiters;
+    this.pending = [];
+    this.waiters = [];
+    try {
+      if (this.fd === null) throw new Error("The usage journal is closed.");
+      // A line left torn by an earlier failed write is ended first.
+      const buf = Buffer.from("\n" + lines.join(""), "utf8");
+      let off = 0;
+      while (off < buf.length) off += writeSync(this.fd, buf, off);
+    } catch (e) {
+      // The charges stay counted in memory and reach the next snapshot.
+      for (const w of waiters) w.reject(e as Error);
+      return;
+    }
+    for (const w of waiters) w.resolve();
   }
 
   protected override changed(): void {
@@ -146,10 +227,32 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     this.timer.unref();
   }
 
-  /** Writes the current counters now. */
+  /**
+   * Writes the current counters now. In one synchronous step the pending charges are appended,
+   * the next journal is started and the counters are serialised, so the snapshot holds exactly
+   * the journals before the one it names.
+   */
   flush(): Promise<void> {
-    const snapshot = JSON.stringify({ version: 1, usage: this.table }) + "\n";
-    this.writing = this.writing.then(() => writeFileAtomic(this.path, snapshot), () => writeFileAtomic(this.path, snapshot));
+    const run = async () => {
+      this.append();
+      const next = this.journalId + 1;
+      const fd = openSync(this.journalPath(next), "a", 0o600);
+      if (this.fd !== null) closeSync(this.fd);
+      this.fd = fd;
+      const done = this.journalId;
+      this.journalId = next;
+      const snapshot = JSON.stringify({ version: 1, journal: next, usage: this.table }) + "\n";
+      await writeFileAtomic(this.path, snapshot);
+      for (let id = done; id >= 0; id--) {
+        try {
+          await unlink(this.journalPath(id));
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === "ENOENT") break;
+          throw e;
+        }
+      }
+    };
+    this.writing = this.writing.then(run, run);
     return this.writing;
   }
 
@@ -157,6 +260,8 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.flush();
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
   }
 }
 

@@ -15,6 +15,8 @@ import { createGatewayMetrics } from "./metrics.js";
 import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
 import { EnginePool } from "./engines.js";
 import { UndiciEngineClient, type EngineClient } from "./proxy.js";
+import { SharedEngineClient } from "./engine-share.js";
+import { MemoryAuthThrottle, RedisAuthThrottle, type AuthThrottle } from "./auth-throttle.js";
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelimit.js";
 import { openRedis, type RedisHandle, type RedisTarget } from "./redis-ha.js";
 import { StripePaymentProvider } from "./stripe-client.js";
@@ -42,6 +44,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   let usage: UsageStore;
   let limiter: RateLimiter;
   let admission: Admission | undefined;
+  let authThrottle: AuthThrottle;
+  const failSpec = { limit: config.limits.authFailLimit, windowMs: config.limits.authFailWindowS * 1000 };
   if (config.redis) {
     // One server, a master behind sentinels, or a cluster (redis-ha.ts); on a cluster each
     // tenant's keys carry a {tenant} hash tag so that its scripts run on one slot.
@@ -53,7 +57,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     limiter = new RedisRateLimiter(redis, config.redisPrefix, tags);
     // One round trip per request before forwarding: cached records confirmed by one script.
     admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix, undefined, tags);
+    authThrottle = new RedisAuthThrottle(redis, config.redisPrefix, failSpec, clock);
   } else {
+    authThrottle = new MemoryAuthThrottle(failSpec, clock);
     registry = await LocalFileTenantRegistry.open(config.dataDir);
     usage = await LocalFileUsageStore.open(config.dataDir);
     limiter = new MemoryRateLimiter(clock);
@@ -65,10 +71,16 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     await redis?.close().catch(() => {});
     throw new Error(`The audit log SVC_GATE_AUDIT_LOG_PATH (${config.auditLogPath}) cannot be opened for appending.`);
   }
-  // Several engines: spread, health-checked, retried (engines.ts); one: a plain pool to it.
-  const engine: EngineClient = config.engineUrls.length > 1
-    ? new EnginePool(config.engineUrls, config.engineServiceKey, config.engineTimeoutMs, { tls: { ca: config.engineCa }, healthIntervalMs: config.engineHealthIntervalMs })
-    : new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, undefined, { ca: config.engineCa });
+  // Several engines: spread, health-checked, retried (engines.ts); one: a plain pool to it. Either
+  // way at most SVC_GATE_ENGINE_CONNECTIONS requests in flight per engine, a bounded share per
+  // tenant (engine-share.ts).
+  const connections = config.limits.engineConnections;
+  const inner: EngineClient = config.engineUrls.length > 1
+    ? new EnginePool(config.engineUrls, config.engineServiceKey, config.engineTimeoutMs, { tls: { ca: config.engineCa }, healthIntervalMs: config.engineHealthIntervalMs, connections })
+    : new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, connections, { ca: config.engineCa });
+  const engine = new SharedEngineClient(inner, {
+    connections: connections * config.engineUrls.length, tenantSharePct: config.limits.engineTenantSharePct, queueTimeoutMs: config.limits.engineQueueTimeoutMs,
+  });
   // Billing: with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
   let billing = opts.billing;
@@ -99,6 +111,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     auditTail: config.auditEnabled ? fileAuditTail(config.auditLogPath) : undefined,
     metrics: createGatewayMetrics({ defaultMetrics: true }),
     metricsToken: config.metricsToken,
+    limits: config.limits,
+    authThrottle,
   });
 
   const server: Server = await new Promise((resolve, reject) => {

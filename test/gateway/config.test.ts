@@ -4,7 +4,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, loadGatewayConfig } from "../../server/gateway/config.js";
+import { ConfigError, DEFAULT_LIMITS, loadGatewayConfig } from "../../server/gateway/config.js";
 
 const KEY = "k".repeat(40);
 
@@ -24,6 +24,8 @@ test("the documented defaults", (t) => {
   t.equal(c.maxUploadBytes, 100 * 1024 * 1024);
   t.equal(c.payment.secretKey, undefined);
   t.equal(c.engineCa, undefined, "no CA file: the system's CAs");
+  t.deepEqual(c.limits, DEFAULT_LIMITS, "the documented abuse limits");
+  t.equal(loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: "k".repeat(32) }).engineServiceKey.length, 32, "a 32-character service key is accepted");
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.defaultRateLimit) && Object.isFrozen(c.payment), "frozen");
   t.end();
 });
@@ -87,6 +89,15 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
   const bad: Array<[Record<string, string>, string]> = [
     [{ SVC_GATE_ENGINE_SERVICE_KEY: "" }, "SVC_GATE_ENGINE_SERVICE_KEY"],
     [{ SVC_GATE_ENGINE_SERVICE_KEY: "short" }, "SVC_GATE_ENGINE_SERVICE_KEY"],
+    [{ SVC_GATE_ENGINE_SERVICE_KEY: "k".repeat(31) }, "SVC_GATE_ENGINE_SERVICE_KEY"],
+    [{ SVC_GATE_ENGINE_CONNECTIONS: "0" }, "SVC_GATE_ENGINE_CONNECTIONS"],
+    [{ SVC_GATE_ENGINE_TENANT_SHARE_PCT: "101" }, "SVC_GATE_ENGINE_TENANT_SHARE_PCT"],
+    [{ SVC_GATE_ENGINE_QUEUE_TIMEOUT_MS: "0" }, "SVC_GATE_ENGINE_QUEUE_TIMEOUT_MS"],
+    [{ SVC_GATE_BODY_MIN_RATE: "fast" }, "SVC_GATE_BODY_MIN_RATE"],
+    [{ SVC_GATE_BODY_GRACE_S: "0" }, "SVC_GATE_BODY_GRACE_S"],
+    [{ SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT: String(100 * 1024 * 1024) }, "SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT"],
+    [{ SVC_GATE_AUTH_FAIL_LIMIT: "0" }, "SVC_GATE_AUTH_FAIL_LIMIT"],
+    [{ SVC_GATE_AUTH_FAIL_WINDOW_S: "1.5" }, "SVC_GATE_AUTH_FAIL_WINDOW_S"],
     [{ SVC_GATE_PORT: "80a" }, "SVC_GATE_PORT"],
     [{ SVC_GATE_PORT: "70000" }, "SVC_GATE_PORT"],
     [{ SVC_GATE_ENGINE_URL: "ftp://x" }, "SVC_GATE_ENGINE_URL"],

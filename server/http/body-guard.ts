@@ -1,0 +1,109 @@
+// Request bodies that arrive too slowly or grow too large end the request. A body must keep
+// an average of `minBytesPerS` once `graceMs` has passed since its first expected byte, and
+// may never pause longer than `graceMs` (the model of Apache's mod_reqtimeout MinRate): a
+// client trickling a byte every few seconds is cut off after the grace time instead of holding
+// a connection (and, on the gateway, an engine connection) until Node's 300 s request timeout.
+// Time during which the consumer does not read (backpressure from the engine) is not counted
+// against the client.
+import type { IncomingMessage } from "node:http";
+import { Transform, type TransformCallback } from "node:stream";
+import { PayloadTooLargeError, ValidationError } from "../../lib/errors.js";
+
+export interface BodyRate {
+  /** Average bytes per second a body must keep up once the grace time has passed. */
+  readonly minBytesPerS: number;
+  /** Milliseconds before the average applies; also the longest pause between two chunks. */
+  readonly graceMs: number;
+}
+
+/** The answer to a body that fell behind: 400, and the connection is closed. */
+export class SlowBodyError extends ValidationError {
+  constructor(rate: BodyRate) {
+    super(
+      `The request body arrived slower than the minimum of ${rate.minBytesPerS} bytes per second (after ${Math.round(rate.graceMs / 1000)} seconds of grace).`,
+    );
+  }
+}
+
+/** The answer to a body whose sender went away. */
+export const abortedError = (): ValidationError => new ValidationError("The request was aborted by the client.");
+
+const TICK_MS = 250;
+
+/**
+ * A pass-through stream for `req`'s body that fails with 413 past `limit` bytes and with
+ * SlowBodyError when the body falls behind `rate`; it also fails when the client aborts.
+ * `onChunk` sees each chunk's size first and may throw (for example a memory budget's 503).
+ * @example const body = guardBody(req, 100 << 20, { minBytesPerS: 16384, graceMs: 10_000 });
+ */
+export function guardBody(req: IncomingMessage, limit: number, rate: BodyRate, onChunk?: (n: number) => void): Transform {
+  let bytes = 0;
+  let stalledMs = 0;
+  const t0 = Date.now();
+  let last = t0;
+  let lastTick = t0;
+  const tickMs = Math.min(TICK_MS, rate.graceMs);
+  const guard = new Transform({
+    transform(chunk: Buffer, _enc, cb: TransformCallback) {
+      bytes += chunk.length;
+      last = Date.now();
+      if (bytes > limit) return cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
+      try {
+        onChunk?.(chunk.length);
+      } catch (e) {
+        return cb(e as Error);
+      }
+      cb(null, chunk);
+    },
+    flush(cb) {
+      stop();
+      cb();
+    },
+    destroy(err, cb) {
+      stop();
+      cb(err);
+    },
+  });
+  const timer = setInterval(() => {
+    const now = Date.now();
+    const dt = now - lastTick;
+    lastTick = now;
+    // The consumer is not reading, or this process's event loop was busy (the tick came late,
+    // and the chunks that arrived meanwhile are not counted yet): the pause is ours, not the
+    // client's.
+    if (dt > 4 * tickMs || guard.writableLength > 0 || guard.readableLength >= guard.readableHighWaterMark || req.isPaused()) {
+      stalledMs += dt;
+      last = now;
+      return;
+    }
+    const elapsed = now - t0 - stalledMs;
+    const behind = elapsed > rate.graceMs && bytes < (rate.minBytesPerS * (elapsed - rate.graceMs)) / 1000;
+    if (behind || now - last > rate.graceMs) guard.destroy(new SlowBodyError(rate));
+  }, tickMs);
+  timer.unref();
+  function stop(): void {
+    clearInterval(timer);
+    req.off("aborted", onAbort);
+    req.off("error", onAbort);
+  }
+  const onAbort = () => guard.destroy(abortedError());
+  req.once("aborted", onAbort);
+  req.once("error", onAbort);
+  guard.once("error", () => req.unpipe(guard));
+  req.pipe(guard);
+  return guard;
+}
+
+/** Reads a guarded body into one Buffer. */
+export function readGuarded(body: Transform): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    body.on("data", (c: Buffer) => {
+      chunks.push(c);
+      n += c.length;
+    });
+    body.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n)));
+    body.once("error", reject);
+  });
+}

@@ -1,0 +1,44 @@
+// The local usage store's journal: every charge is appended before add() resolves, so a store
+// that is never closed (a process killed) is rebuilt exactly from its snapshot and journals;
+// a snapshot names the journal it does not contain, and older journals are deleted.
+import test from "tape";
+import { mkdtemp, readdir, readFile, rm, appendFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LocalFileUsageStore } from "../../server/gateway/meter.js";
+
+test("charges acknowledged by add() survive a store that is never closed", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-journal-"));
+  // A long snapshot interval: everything after the opening snapshot lives only in the journal.
+  const s = await LocalFileUsageStore.open(dir, 3_600_000);
+  await Promise.all(Array.from({ length: 250 }, (_, i) => s.add("acme", "2026-01", i % 2 ? "get" : "put", i % 2 ? 100 : 1000)));
+  await s.add("beta", "2026-02", "search", 500);
+  const snap = JSON.parse(await readFile(join(dir, "usage.json"), "utf8"));
+  t.deepEqual(snap.usage, {}, "the snapshot on disk predates the charges");
+  // No close(): as after kill -9. A second store opens the same directory.
+  const again = await LocalFileUsageStore.open(dir, 3_600_000);
+  t.equal(await again.total("acme", "2026-01"), 125 * 1000 + 125 * 100, "every charge of acme is back");
+  t.deepEqual((await again.get("acme", "2026-01")).breakdown_milli, { put: 125_000, get: 12_500 }, "with its breakdown");
+  t.equal(await again.total("beta", "2026-02"), 500, "and beta's");
+  await again.close();
+  const files = (await readdir(dir)).filter((f) => f.startsWith("usage.journal."));
+  t.equal(files.length, 1, `one journal left after a clean close (${files.join(", ")})`);
+  const third = await LocalFileUsageStore.open(dir, 3_600_000);
+  t.equal(await third.total("acme", "2026-01"), 137_500, "reopened after a clean close: nothing counted twice");
+  await third.close();
+  void s;
+  await rm(dir, { recursive: true, force: true });
+});
+
+test("a journal with a torn or hostile line: the valid charges are replayed, the rest skipped", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-journal-"));
+  const s = await LocalFileUsageStore.open(dir, 3_600_000);
+  await s.add("acme", "2026-01", "put", 1000);
+  const journal = (await readdir(dir)).find((f) => f.startsWith("usage.journal."))!;
+  await appendFile(join(dir, journal), '{"p":"2026-01","t":"acme","o":"put","m":-5}\n{"p":"2026-01","t":"acme","o":"nope","m":5}\n{"p":"2026-01","t":"acme","o":"get","m":1e400}\n{"p":"2026-01","t":"acme","o":"g');
+  await s.add("acme", "2026-01", "get", 100);
+  const again = await LocalFileUsageStore.open(dir, 3_600_000);
+  t.equal(await again.total("acme", "2026-01"), 1100, "the two real charges, nothing else");
+  await again.close();
+  await rm(dir, { recursive: true, force: true });
+});

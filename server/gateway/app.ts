@@ -504,7 +504,9 @@ export function createApp(deps: GatewayDeps): Express {
       if (tenant && !rateHeadersSet) {
         // 400/403/404/413/415 happen before step 5: report the window without counting this request.
         try {
-          setRateHeaders(res, await limiter.peek(tenant.tenant_id, windowOf(tenant)));
+          const state = await limiter.peek(tenant.tenant_id, windowOf(tenant));
+          // (The HTTP parser may have answered a malformed request already: client-error.ts.)
+          if (!res.headersSent) setRateHeaders(res, state);
         } catch {
           /* the limiter's store is down; the error answer still goes out */
         }
@@ -520,7 +522,7 @@ export function createApp(deps: GatewayDeps): Express {
         rest.once("error", () => req.socket?.destroy());
         rest.resume();
       }
-      if (close) res.setHeader("Connection", "close");
+      if (close && !res.headersSent) res.setHeader("Connection", "close");
       try {
         await record(STATUS_OF[e.code], 0);
       } catch {

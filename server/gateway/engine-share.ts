@@ -112,6 +112,11 @@ export class SharedEngineClient implements EngineClient {
     return this.inner.ping();
   }
 
+  /** Several engines behind the inner client: their states, as it reports them. */
+  get engines(): EngineClient["engines"] {
+    return this.inner.engines ? () => this.inner.engines!() : undefined;
+  }
+
   async close(): Promise<void> {
     for (const w of this.queue.splice(0)) clearTimeout(w.timer);
     await this.inner.close();

@@ -64,7 +64,9 @@ export function answerClientErrors<S extends Server>(server: S, maxHeaderBytes: 
     socket.on("error", () => socket.destroy());
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
     const parsing = (socket as Socket & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming;
-    if (err.code === "ECONNRESET" || !socket.writable) {
+    // A client that reset or closed its side mid-request (HPE_INVALID_EOF_STATE) reads no answer;
+    // destroying the socket also ends the request stream, so the app's handler finishes.
+    if (err.code === "ECONNRESET" || err.code === "HPE_INVALID_EOF_STATE" || !socket.writable) {
       socket.destroy();
       return;
     }

@@ -13,6 +13,7 @@ export type ErrorCode =
   | "engine_unreachable"
   | "gpu_unavailable"
   | "unsupported_media_type"
+  | "idempotency_key_reused"
   | "internal";
 
 /** Base class of every error the library and the servers throw on purpose. */
@@ -75,6 +76,13 @@ export class GpuUnavailableError extends SvcError {
 export class UnsupportedMediaTypeError extends SvcError {
   constructor(message: string) { super("unsupported_media_type", message); }
 }
+/**
+ * An Idempotency-Key already used, within its 24 hours, for a different request (method,
+ * path, metadata or body): HTTP 422. The contract's vocabulary has no code for it.
+ */
+export class IdempotencyKeyReusedError extends SvcError {
+  constructor(message: string) { super("idempotency_key_reused", message); }
+}
 export class InternalError extends SvcError {
   constructor(message = "Internal error.") { super("internal", message); }
 }
@@ -88,6 +96,7 @@ export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   version_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  idempotency_key_reused: 422,
   rate_limited: 429,
   internal: 500,
   gpu_unavailable: 501,
@@ -107,6 +116,7 @@ const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
   engine_unreachable: EngineUnreachableError,
   gpu_unavailable: GpuUnavailableError,
   unsupported_media_type: UnsupportedMediaTypeError,
+  idempotency_key_reused: IdempotencyKeyReusedError,
   internal: InternalError,
 };
 

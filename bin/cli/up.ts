@@ -10,10 +10,11 @@ import { intFlag, parse, UsageError, type Io } from "./common.js";
 const engineModules = async () => ({ ...(await import("../../server/engine/config.js")), ...(await import("../../server/engine/server.js")) });
 const gatewayModules = async () => ({ ...(await import("../../server/gateway/config.js")), ...(await import("../../server/gateway/server.js")) });
 
-export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL]
+export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL] [--store postgres://...]
 
 Runs an engine on its embedded store under DIR/engine (default ./svc-data) and a gateway in
-front of it. On the first run that starts, a service key is created, saved as DIR/service.key
+front of it. --store keeps the tensors in that PostgreSQL database instead (tables created on
+first connect), so that several engines can share them. On the first run that starts, a service key is created, saved as DIR/service.key
 (mode 0600) and printed once as SVC_GATE_ENGINE_SERVICE_KEY=<key>; later runs reuse it (a run
 that fails to start saves no key). A key in the environment variable
 SVC_GATE_ENGINE_SERVICE_KEY is used instead when set. Port 0 picks free ports; the URLs
@@ -26,7 +27,7 @@ both cleanly.`;
 export const ENGINE_HELP = `Usage: svc engine
 
 Runs the storage engine alone, configured by the SVC_ENGINE_* variables (spec/api.md section 1;
-for example SVC_ENGINE_PORT, SVC_ENGINE_DATA_DIR, SVC_ENGINE_API_KEYS). Stops on SIGINT/SIGTERM.`;
+for example SVC_ENGINE_PORT, SVC_ENGINE_DATA_DIR or SVC_ENGINE_STORE_URL, SVC_ENGINE_API_KEYS). Stops on SIGINT/SIGTERM.`;
 
 export const GATEWAY_HELP = `Usage: svc gateway
 
@@ -73,6 +74,17 @@ export async function saveServiceKey(dir: string, key: string): Promise<void> {
   }
 }
 
+/** A connection URL without its password, for output. */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(the --store URL)";
+  }
+}
+
 function waitForStop(io: Io): Promise<string> {
   if (io.stopSignal) return io.stopSignal;
   return new Promise((res) => {
@@ -90,7 +102,7 @@ function waitForStop(io: Io): Promise<string> {
 
 export async function upCommand(argv: string[], io: Io): Promise<number> {
   const { values, help } = parse(argv, {
-    data: { type: "string" }, port: { type: "string" }, "engine-port": { type: "string" }, redis: { type: "string" },
+    data: { type: "string" }, port: { type: "string" }, "engine-port": { type: "string" }, redis: { type: "string" }, store: { type: "string" },
   }, { min: 0, max: 0, names: "no arguments" });
   if (help) { io.out(UP_HELP + "\n"); return 0; }
   const dir = resolve((values.data as string | undefined) ?? "./svc-data");
@@ -98,6 +110,8 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   const enginePort = intFlag(values["engine-port"] as string | undefined, "engine-port", 0, 65535) ?? 8000;
   const redis = values.redis as string | undefined;
   if (redis !== undefined && !/^rediss?:\/\//.test(redis)) throw new UsageError("--redis must be a redis:// or rediss:// URL.");
+  const storeUrl = values.store as string | undefined;
+  if (storeUrl !== undefined && !/^postgres(ql)?:\/\/\S+$/.test(storeUrl)) throw new UsageError("--store must be a postgres:// or postgresql:// URL.");
 
   const { loadEngineConfig, startEngine } = await engineModules();
   const { loadGatewayConfig, startGateway } = await gatewayModules();
@@ -109,6 +123,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     SVC_ENGINE_HOST: io.env.SVC_ENGINE_HOST || "127.0.0.1",
     SVC_ENGINE_PORT: String(enginePort),
     SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+    ...(storeUrl ? { SVC_ENGINE_STORE_URL: storeUrl } : {}),
     SVC_ENGINE_API_KEYS: key,
     SVC_ENGINE_REQUIRE_AUTH: "true",
   };
@@ -145,6 +160,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     }
   }
   io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\ndata:    ${dir}\n`);
+  if (storeUrl) io.out(`store:   PostgreSQL at ${redactUrl(storeUrl)}\n`);
   if (created) {
     io.out(`A service key was created and saved in ${join(dir, "service.key")}; it is printed only this once:\n`);
     io.out(`SVC_GATE_ENGINE_SERVICE_KEY=${key}\n`);

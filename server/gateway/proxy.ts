@@ -31,7 +31,8 @@ export interface EngineClient {
 }
 
 // Client request headers that reach the engine (allow-list).
-export const FORWARDED_REQUEST_HEADERS = ["content-type", "content-length", "accept", "x-svc-metadata"] as const;
+// Idempotency-Key: the engine stores a keyed write's answer and replays it for a repeat.
+export const FORWARDED_REQUEST_HEADERS = ["content-type", "content-length", "accept", "x-svc-metadata", "idempotency-key"] as const;
 
 // Engine response headers that must not reach the client as they are.
 const DROPPED_RESPONSE_HEADERS = new Set([

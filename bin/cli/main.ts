@@ -11,10 +11,12 @@ export const HELP = `svc — tensor-train storage service
 Usage: svc COMMAND [ARGS] [--help]
 
 Server:
-  up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL]
-                         engine + gateway on an embedded store, one command
+  up [--data DIR] [--port 8080] [--engine-port 8000] [--redis URL] [--store postgres://...]
+                         engine + gateway on an embedded store (or PostgreSQL), one command
   engine                 the engine alone, configured by SVC_ENGINE_* variables
   gateway                the gateway alone, configured by SVC_GATE_* variables
+  migrate --from SRC --to DST
+                         copy a store between an LMDB directory and PostgreSQL (resumable)
 
 Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; gateway at SVC_GATE_URL):
   tenant create ID [--plan P] [--namespace NS]... [--email E]
@@ -40,6 +42,7 @@ const COMMANDS: Record<string, Command> = {
   up: async (a, io) => (await import("./up.js")).upCommand(a, io),
   engine: async (a, io) => (await import("./up.js")).engineCommand(a, io),
   gateway: async (a, io) => (await import("./up.js")).gatewayCommand(a, io),
+  migrate: async (a, io) => (await import("./migrate.js")).migrateCommand(a, io),
   tenant: tenantCommand,
   usage: usageCommand,
   reload: reloadCommand,

@@ -48,6 +48,11 @@ export interface ReadView {
   /** The payloads of `ids` that exist, in one round trip where the backend has round trips. */
   getPayloads(tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>>;
   hasPayload(tenant: string, id: string): Promise<boolean>;
+  /**
+   * A head and one of its version records (`version`, else the latest the head names) from one
+   * snapshot, in one round trip where the backend has round trips: what get and serve read.
+   */
+  getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }>;
 }
 
 /** A write transaction's body: synchronous reads of what it declared, and its writes. */

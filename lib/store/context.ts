@@ -106,11 +106,13 @@ export async function readHead(s: Scope, ns: string, key: string): Promise<HeadR
 }
 
 export async function readVersion(s: Scope, ns: string, key: string, version?: number): Promise<{ head: HeadRecord; rec: VersionRecord }> {
-  const head = await readHead(s, ns, key);
+  const got = await open(s).backend.getEntry(s.tenant, ns, key, version);
+  const head = unpackRecord<HeadRecord>(got.head);
+  if (!head || head.deleted) throw new NotFoundError(`No entry ${key} in namespace ${ns}.`);
   const v = version ?? head.latest;
-  const rec = v >= head.first_live && v <= head.latest
-    ? unpackRecord<VersionRecord>(await s.core.backend.get(versionKey(s.tenant, ns, key, v)))
-    : undefined;
+  let rec = v >= head.first_live && v <= head.latest ? unpackRecord<VersionRecord>(got.record) : undefined;
+  // the backends read exactly that version; a record of another one would be read again by number
+  if (rec && rec.version !== v) rec = unpackRecord<VersionRecord>(await s.core.backend.get(versionKey(s.tenant, ns, key, v)));
   if (!rec) throw new NotFoundError(`Entry ${key} in namespace ${ns} has no version ${v}.`);
   return { head, rec };
 }

@@ -182,6 +182,13 @@ export class LmdbBackend implements StorageBackend {
     return out;
   }
 
+  async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
+    // two synchronous gets: one read snapshot
+    const head = this.#records.get(["h", tenant, ns, key]) as { latest?: number } | undefined;
+    const v = version ?? head?.latest;
+    return { head, record: head && v !== undefined ? this.#records.get(["v", tenant, ns, key, v]) : undefined };
+  }
+
   async hasPayload(_tenant: string, id: string): Promise<boolean> {
     return this.#hasPayload(id);
   }

@@ -59,6 +59,12 @@ export class MemoryBackend implements StorageBackend {
     return out;
   }
 
+  async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
+    const head = this.#get(["h", tenant, ns, key]) as { latest?: number } | undefined;
+    const v = version ?? head?.latest;
+    return { head, record: head && v !== undefined ? this.#get(["v", tenant, ns, key, v]) : undefined };
+  }
+
   async hasPayload(_tenant: string, id: string): Promise<boolean> {
     return this.#payloads.has(id);
   }

@@ -90,6 +90,50 @@ const enc = (key: RecordKey): string => JSON.stringify(key);
 
 type Queryable = pg.Pool | pg.PoolClient;
 
+/** Parameters and CTEs per statement of a WriteBatch (PostgreSQL allows 65,535 parameters). */
+const MAX_PARAMS = 30_000;
+const MAX_CTES = 400;
+
+/**
+ * Write statements gathered into data-modifying CTEs (WITH w0 AS (...), w1 AS (...) SELECT 1),
+ * sent as few statements as the limits allow. Each `$` of a statement is its next parameter.
+ */
+class WriteBatch {
+  #ctes: string[] = [];
+  #values: unknown[] = [];
+  #n = 0;
+  /** Statements still to come that must share the current statement (chunks of its payload row). */
+  #pinned = 0;
+  #done: { text: string; values: unknown[] }[] = [];
+  constructor(readonly client: pg.PoolClient) {}
+
+  /** Adds a statement; the next `keepWith` statements go into the same SQL statement. Returns its CTE name. */
+  add(sql: string, values: unknown[], keepWith = 0): string {
+    if (this.#pinned > 0) this.#pinned--;
+    else if (this.#ctes.length > 0 && (this.#values.length + values.length > MAX_PARAMS || this.#ctes.length >= MAX_CTES)) this.#cut();
+    this.#pinned += keepWith;
+    let i = 0;
+    const text = sql.replace(/\$(?![0-9])/g, () => `$${this.#values.length + ++i}`);
+    this.#values.push(...values);
+    const name = `w${this.#n++}`;
+    this.#ctes.push(`${name} AS (${text})`);
+    return name;
+  }
+
+  #cut(): void {
+    this.#done.push({ text: `WITH ${this.#ctes.join(",\n")} SELECT 1`, values: this.#values });
+    this.#ctes = [];
+    this.#values = [];
+  }
+
+  async flush(): Promise<void> {
+    if (this.#ctes.length > 0) this.#cut();
+    for (const st of this.#done) await this.client.query(st.text, st.values);
+    this.#done = [];
+  }
+}
+
+
 async function q<R extends pg.QueryResultRow = pg.QueryResultRow>(c: Queryable, text: string, values: unknown[] = []): Promise<R[]> {
   // text results (node-postgres decodes binary-format rows as UTF-8 text, which corrupts
   // bytea): bytea arrives as hex and pg-types turns it into a Buffer natively
@@ -234,6 +278,17 @@ export class PostgresBackend implements StorageBackend {
     return out;
   }
 
+  async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
+    // one statement: the head and the version record from the same snapshot. Without a
+    // version, the highest stored one is the head's latest (both are written together).
+    const rows = await q<{ head: Buffer; rec: Buffer | null }>(this.#pool,
+      `SELECT h.value AS head, (SELECT v.value FROM versions v WHERE v.tenant_id = $1 AND v.namespace = $2 AND v.key = $3
+          AND ($4::bigint IS NULL OR v.version = $4::bigint) ORDER BY v.version DESC LIMIT 1) AS rec
+         FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`, [tenant, ns, key, version ?? null]);
+    if (rows.length === 0) return { head: undefined, record: undefined };
+    return { head: decodeValue(rows[0]!.head), record: rows[0]!.rec ? decodeValue(rows[0]!.rec) : undefined };
+  }
+
   async hasPayload(tenant: string, id: string): Promise<boolean> {
     return (await q(this.#pool, "SELECT 1 FROM payloads WHERE tenant_id = $1 AND sha256 = $2", [tenant, id])).length > 0;
   }
@@ -339,47 +394,40 @@ export class PostgresBackend implements StorageBackend {
     };
     const result = fn(tx);
 
-    // the writes: payloads first (a version never refers to a payload not yet written)
+    // the writes, as data-modifying CTEs of as few statements as possible (one for a put):
+    // each round trip on a busy server costs more than the statement
+    const w = new WriteBatch(c);
     for (const op of payloadOps.values()) {
-      if (op.bytes) await this.#writePayload(c, op.tenant, op.id, op.bytes);
-      else {
-        await c.query("DELETE FROM payload_chunks WHERE tenant_id = $1 AND sha256 = $2", [op.tenant, op.id]);
-        await c.query("DELETE FROM payloads WHERE tenant_id = $1 AND sha256 = $2", [op.tenant, op.id]);
-      }
-    }
-    for (const [k, s] of staged) {
-      const family = s.key[0] as string;
-      const f = FAMILIES[family]!;
-      const ids = s.key.slice(1) as unknown[];
-      const match = f.cols.map((col, i) => `${col} = $${i + 1}::${f.types[i]}`).join(" AND ");
-      if ("removed" in s) {
-        await c.query(`DELETE FROM ${f.table} WHERE ${match}`, ids);
-      } else if (seen.has(k)) {
-        // read (and locked) by this transaction: it is ours to change
-        await c.query(`UPDATE ${f.table} SET value = $${ids.length + 1} WHERE ${match}`, [...ids, encodeValue(s.value)]);
+      if (op.bytes) {
+        const bytes = op.bytes;
+        const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
+        const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+        // the chunks only when this statement inserted the payload row: a payload the tenant
+        // holds already (or one a concurrent put is inserting: its row waits) is deduplicated
+        const p = w.add("INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer) ON CONFLICT DO NOTHING RETURNING 1",
+          [op.tenant, op.id, bytes.byteLength, chunks], chunks);
+        for (let seq = 0; seq < chunks; seq++) {
+          w.add(`INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p})`,
+            [op.tenant, op.id, seq, buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES))]);
+        }
       } else {
-        // absent when read (or never read): a concurrent insert of the same key is a conflict
-        const ph = f.cols.map((_, i) => `$${i + 1}::${f.types[i]}`).join(", ");
-        await c.query(`INSERT INTO ${f.table} (${f.cols.join(", ")}, value) VALUES (${ph}, $${ids.length + 1})`, [...ids, encodeValue(s.value)]);
+        w.add("DELETE FROM payload_chunks WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
+        w.add("DELETE FROM payloads WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
       }
     }
+    for (const [k, st] of staged) {
+      const f = FAMILIES[st.key[0] as string]!;
+      const ids = st.key.slice(1) as unknown[];
+      const match = f.cols.map((col, i) => `${col} = $::${f.types[i]}`).join(" AND ");
+      if ("removed" in st) w.add(`DELETE FROM ${f.table} WHERE ${match}`, ids);
+      // read (and locked) by this transaction: it is ours to change
+      else if (seen.has(k)) w.add(`UPDATE ${f.table} SET value = $::bytea WHERE ${match}`, [encodeValue(st.value), ...ids]);
+      // absent when read (or never read): a concurrent insert of the same key is a conflict
+      else w.add(`INSERT INTO ${f.table} (${f.cols.join(", ")}, value) VALUES (${f.types.map((t) => `$::${t}`).join(", ")}, $::bytea)`, [...ids, encodeValue(st.value)]);
+    }
+    await w.flush();
     await c.query("COMMIT");
     return result;
-  }
-
-  /** Inserts a payload unless the tenant has it (a concurrent insert waits for the first to commit). */
-  async #writePayload(c: pg.PoolClient, tenant: string, id: string, bytes: Uint8Array): Promise<void> {
-    const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
-    const r = await c.query(
-      "INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-      [tenant, id, bytes.byteLength, chunks],
-    );
-    if (r.rowCount === 0) return; // deduplicated: this tenant holds these bytes already
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    for (let seq = 0; seq < chunks; seq++) {
-      await c.query("INSERT INTO payload_chunks (tenant_id, sha256, seq, data) VALUES ($1, $2, $3, $4)",
-        [tenant, id, seq, buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES))]);
-    }
   }
 
   /** Row counts of each table (tests, bench). */

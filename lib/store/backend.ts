@@ -42,7 +42,7 @@ export interface PayloadRef {
 /** Committed data, read outside any write transaction. */
 export interface ReadView {
   get(key: RecordKey): Promise<unknown>;
-  /** Entries with start <= key < end, ascending, read in batches. */
+  /** Entries with start <= key < end, ascending, from one snapshot. */
   range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry>;
   getPayload(tenant: string, id: string): Promise<Buffer | undefined>;
   /** The payloads of `ids` that exist, in one round trip where the backend has round trips. */

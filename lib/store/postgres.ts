@@ -28,8 +28,6 @@ import {
 export const SCHEMA_VERSION = 1;
 /** Payload bytes per row of payload_chunks: no row is larger than this. */
 export const CHUNK_BYTES = 1024 * 1024;
-/** Rows read per round trip when a range is iterated outside a transaction. */
-const RANGE_BATCH = 1000;
 /** Advisory lock key shared by writers (shared) and compact (exclusive). */
 const GC_LOCK = 0x5356_4301;
 /** Advisory lock key held while the schema is created or migrated. */
@@ -226,33 +224,17 @@ export class PostgresBackend implements StorageBackend {
   }
 
   /**
-   * Read RANGE_BATCH rows per round trip, all in one REPEATABLE READ transaction, so that a
-   * listing sees one committed state (never part of a batch put), as on LMDB.
+   * One statement: one snapshot (a listing never sees part of a batch put, as on LMDB), and no
+   * connection held while the caller works through the rows (a top-K fetching payloads on
+   * other connections could otherwise exhaust the pool).
    */
   async *range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry> {
     const family = start[0] as string;
     const f = familyOf(start);
-    const client = await this.#pool.connect();
-    let broken = false;
-    try {
-      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-      for (let after: RecordKey | null = null; ; ) {
-        const values: unknown[] = [];
-        const lower = after ? bound(f, after, ">", values) : bound(f, start, ">=", values);
-        const upper = bound(f, end, "<", values);
-        const sql = `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${lower} AND ${upper} ORDER BY ${f.cols.join(", ")} LIMIT ${RANGE_BATCH}`;
-        const rows = await q<Record<string, unknown>>(client, sql, values);
-        for (const row of rows) yield { key: rowKey(f, family, row), value: decodeValue(row.value as Buffer) };
-        if (rows.length < RANGE_BATCH) break;
-        after = rowKey(f, family, rows[rows.length - 1]!);
-      }
-    } catch (e) {
-      broken = true;
-      throw e;
-    } finally {
-      await client.query("COMMIT").catch(() => void (broken = true));
-      client.release(broken);
-    }
+    const values: unknown[] = [];
+    const sql = `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")}`;
+    const rows = await q<Record<string, unknown>>(this.#pool, sql, values);
+    for (const row of rows) yield { key: rowKey(f, family, row), value: decodeValue(row.value as Buffer) };
   }
 
   async getPayload(tenant: string, id: string): Promise<Buffer | undefined> {

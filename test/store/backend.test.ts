@@ -1,5 +1,5 @@
 // The storage interface, checked on every implementation (memory, LMDB, PostgreSQL): tuple
-// key order, ranges (also across read batches), payloads (deduplicated, chunked on
+// key order, ranges (also long ones), payloads (deduplicated, chunked on
 // PostgreSQL), transactions that keep nothing when they throw, declared reads.
 // Store-only: the storage interface underneath the store, not a store method.
 import test from "tape";
@@ -59,7 +59,7 @@ for (const [name, make] of makers) {
     await b.close();
   });
 
-  test(`${name}: a range longer than one read batch comes whole and in order`, async (t) => {
+  test(`${name}: a long range comes whole and in order`, async (t) => {
     const b = await make();
     const n = 2500;
     await b.transact({}, (tx) => {

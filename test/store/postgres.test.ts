@@ -95,3 +95,19 @@ test("postgres: heads come from the database; top-K fetches only the payloads wh
   await a.close();
   await b.close();
 });
+
+test("postgres: six concurrent cold top-Ks on one store with a pool of 2 connections all finish (no connection held across a scan)", async (t) => {
+  const url = await freshStoreUrl();
+  const w = await createStore({ url });
+  const core = (v: number) => ({ shape: [1, 6, 1] as [number, number, number], data: Float32Array.from({ length: 6 }, (_, i) => Math.cos(i * v + 1)) });
+  await w.putCoresBatch("ns", Array.from({ length: 600 }, (_, i) => ({ key: `k${i}`, cores: [core(i), core(i + 1)] })));
+  await w.close();
+  const s = await createStore({ url, pool_size: 2 });
+  let timer: NodeJS.Timeout | undefined;
+  const all = Promise.all(Array.from({ length: 6 }, () => s.query.topk("ns", { key: "k1", k: 3 })));
+  const outcome = await Promise.race([all, new Promise<"stuck">((r) => (timer = setTimeout(() => r("stuck"), 60_000)))]);
+  clearTimeout(timer);
+  t.notEqual(outcome, "stuck", "six concurrent cold top-Ks finished");
+  if (outcome !== "stuck") t.ok(outcome.every((r) => r.scanned === 599 && JSON.stringify(r.results) === JSON.stringify(outcome[0]!.results)), "each scanned 599 entries with the same answer");
+  await s.close();
+});

@@ -63,6 +63,7 @@ export {
   GpuUnavailableError,
   PayloadTooLargeError,
   UnsupportedMediaTypeError,
+  IdempotencyKeyReusedError,
   InternalError,
 } from "./errors.js";
 export type { ErrorCode } from "./errors.js";

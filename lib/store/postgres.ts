@@ -231,10 +231,22 @@ export class PostgresBackend implements StorageBackend {
   async *range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry> {
     const family = start[0] as string;
     const f = familyOf(start);
+    // the leading columns both bounds fix (a namespace's heads: tenant and namespace) are not
+    // sent back: a top-K reads 10,000 heads, and each column of each row costs
+    let fixed = 0;
+    while (fixed < f.cols.length - 1 && fixed + 1 < start.length && fixed + 1 < end.length && start[fixed + 1] === end[fixed + 1]) fixed++;
+    const prefix = start.slice(0, fixed + 1);
+    const cols = f.cols.slice(fixed);
+    const numeric = f.types.slice(fixed).map((t) => t === "bigint");
     const values: unknown[] = [];
-    const sql = `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")}`;
-    const rows = await q<Record<string, unknown>>(this.#pool, sql, values);
-    for (const row of rows) yield { key: rowKey(f, family, row), value: decodeValue(row.value as Buffer) };
+    const sql = `SELECT ${cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")}`;
+    const r = await this.#pool.query<unknown[]>({ text: sql, values, rowMode: "array" });
+    const n = cols.length;
+    for (const row of r.rows) {
+      const key: (string | number)[] = [...prefix];
+      for (let i = 0; i < n; i++) key.push(numeric[i] ? Number(row[i]) : (row[i] as string));
+      yield { key, value: decodeValue(row[n] as Buffer) };
+    }
   }
 
   async getPayload(tenant: string, id: string): Promise<Buffer | undefined> {

@@ -88,9 +88,33 @@ const enc = (key: RecordKey): string => JSON.stringify(key);
 
 type Queryable = pg.Pool | pg.PoolClient;
 
+/** A value as an SQL literal (quoted by node-postgres's escapeLiteral; bytes as hex). */
+function literal(c: pg.PoolClient, v: unknown): string {
+  if (v === null || v === undefined) return "NULL";
+  if (typeof v === "number") {
+    if (!Number.isFinite(v)) throw new Error("A non-finite number cannot be written.");
+    return String(v);
+  }
+  if (typeof v === "boolean") return v ? "TRUE" : "FALSE";
+  if (typeof v === "string") return c.escapeLiteral(v);
+  if (v instanceof Uint8Array) return c.escapeLiteral(`\\x${Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("hex")}`);
+  if (Array.isArray(v)) return `ARRAY[${v.map((x) => literal(c, x)).join(", ")}]`;
+  throw new Error("A value of this type cannot be written.");
+}
+
+/**
+ * A statement with its parameters written in as literals: several such statements go in one
+ * simple query, one round trip (the extended protocol takes one statement per round trip).
+ */
+function inline(c: pg.PoolClient, text: string, values: unknown[]): string {
+  return text.replace(/\$(\d+)/g, (_m, n: string) => literal(c, values[Number(n) - 1]));
+}
+
 /** Parameters and CTEs per statement of a WriteBatch (PostgreSQL allows 65,535 parameters). */
 const MAX_PARAMS = 30_000;
 const MAX_CTES = 400;
+/** Writes of at most this many payload and record bytes go with their COMMIT in one round trip. */
+const INLINE_BYTES = 256 * 1024;
 
 /**
  * Write statements gathered into data-modifying CTEs (WITH w0 AS (...), w1 AS (...) SELECT 1),
@@ -124,10 +148,23 @@ class WriteBatch {
     this.#values = [];
   }
 
-  async flush(): Promise<void> {
+  /**
+   * Sends the statements and COMMIT: in one simple query (one round trip) when the bytes to
+   * write are small; larger payloads go as binary parameters, a statement per round trip,
+   * rather than as hex text twice their size.
+   */
+  async commit(): Promise<void> {
     if (this.#ctes.length > 0) this.#cut();
-    for (const st of this.#done) await this.client.query(st.text, st.values);
+    const done = this.#done;
     this.#done = [];
+    let bytes = 0;
+    for (const st of done) for (const v of st.values) if (v instanceof Uint8Array) bytes += v.byteLength;
+    if (bytes <= INLINE_BYTES) {
+      await this.client.query([...done.map((st) => inline(this.client, st.text, st.values)), "COMMIT"].join(";\n"));
+      return;
+    }
+    for (const st of done) await this.client.query(st.text, st.values);
+    await this.client.query("COMMIT");
   }
 }
 
@@ -305,12 +342,12 @@ export class PostgresBackend implements StorageBackend {
     }
   }
 
-  async #attempt<T>(c: pg.PoolClient, reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
-    // compact (the only reader of every payload) excludes every writer while it decides
-    await c.query(`BEGIN; SELECT pg_advisory_xact_lock${reads.payloads ? "" : "_shared"}(${GC_LOCK})`);
-    const seen = new Map<string, RecordEntry>();
+  async #attempt<T>(c: pg.PoolClient, txReads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+    // one round trip: BEGIN, the advisory lock (compact, the only reader of every payload,
+    // excludes every writer while it decides), the declared rows FOR UPDATE, the payload list
+    const reads: { family: string; f: Family; sql: string }[] = [];
     const declaredKeys = new Map<string, RecordKey[]>();
-    for (const key of reads.keys ?? []) {
+    for (const key of txReads.keys ?? []) {
       const fam = key[0] as string;
       fullFamily(key);
       const list = declaredKeys.get(fam) ?? [];
@@ -319,28 +356,30 @@ export class PostgresBackend implements StorageBackend {
     }
     for (const [family, keys] of declaredKeys) {
       const f = FAMILIES[family]!;
-      const values: unknown[] = f.cols.map((_, i) => keys.map((k) => k[i + 1]));
       const sql = keys.length === 1
-        ? `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${f.cols.map((col, i) => `${col} = $${i + 1}::${f.types[i]}`).join(" AND ")} FOR UPDATE`
-        : `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE (${f.cols.join(", ")}) IN (SELECT * FROM unnest(${f.types.map((t, i) => `$${i + 1}::${t}[]`).join(", ")})) ORDER BY ${f.cols.join(", ")} FOR UPDATE`;
-      const rows = await q<Record<string, unknown>>(c, sql, keys.length === 1 ? keys[0]!.slice(1) as unknown[] : values);
-      for (const row of rows) {
-        const key = rowKey(f, family, row);
-        seen.set(enc(key), { key, value: decodeValue(row.value as Buffer) });
-      }
+        ? inline(c, `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${f.cols.map((col, i) => `${col} = $${i + 1}::${f.types[i]}`).join(" AND ")} FOR UPDATE`, keys[0]!.slice(1) as unknown[])
+        : inline(c, `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE (${f.cols.join(", ")}) IN (SELECT * FROM unnest(${f.types.map((t, i) => `$${i + 1}::${t}[]`).join(", ")})) ORDER BY ${f.cols.join(", ")} FOR UPDATE`,
+          f.cols.map((_, i) => keys.map((k) => k[i + 1])));
+      reads.push({ family, f, sql });
     }
-    for (const [start, end] of reads.ranges ?? []) {
-      const family = start[0] as string;
+    for (const [start, end] of txReads.ranges ?? []) {
       const f = familyOf(start);
       const values: unknown[] = [];
       const sql = `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")} FOR UPDATE`;
-      for (const row of await q<Record<string, unknown>>(c, sql, values)) {
+      reads.push({ family: start[0] as string, f, sql: inline(c, sql, values) });
+    }
+    const statements = ["BEGIN", `SELECT pg_advisory_xact_lock${txReads.payloads ? "" : "_shared"}(${GC_LOCK})`, ...reads.map((r) => r.sql)];
+    if (txReads.payloads) statements.push("SELECT tenant_id, sha256 FROM payloads ORDER BY tenant_id, sha256");
+    const results = (await c.query(statements.join(";\n"))) as unknown as pg.QueryResult[];
+    const seen = new Map<string, RecordEntry>();
+    reads.forEach(({ family, f }, i) => {
+      for (const row of results[i + 2]!.rows as Record<string, unknown>[]) {
         const key = rowKey(f, family, row);
         seen.set(enc(key), { key, value: decodeValue(row.value as Buffer) });
       }
-    }
-    const payloadList: PayloadRef[] = reads.payloads
-      ? (await q<{ tenant_id: string; sha256: string }>(c, "SELECT tenant_id, sha256 FROM payloads ORDER BY tenant_id, sha256")).map((r) => ({ tenant: r.tenant_id, id: r.sha256 }))
+    });
+    const payloadList: PayloadRef[] = txReads.payloads
+      ? (results[results.length - 1]!.rows as { tenant_id: string; sha256: string }[]).map((r) => ({ tenant: r.tenant_id, id: r.sha256 }))
       : [];
 
     // the body: synchronous, over what was read and its own staged writes
@@ -348,14 +387,14 @@ export class PostgresBackend implements StorageBackend {
     const payloadOps = new Map<string, { tenant: string; id: string; bytes?: Uint8Array }>();
     const tx: WriteTx = {
       get(key) {
-        checkDeclared(reads, key);
+        checkDeclared(txReads, key);
         const s = staged.get(enc(key));
         if (s) return "removed" in s ? undefined : structuredClone(s.value);
         const r = seen.get(enc(key));
         return r === undefined ? undefined : structuredClone(r.value);
       },
       *range(start, end) {
-        checkDeclaredRange(reads, start, end);
+        checkDeclaredRange(txReads, start, end);
         const inside = (k: RecordKey) => compareKeys(start, k) <= 0 && compareKeys(k, end) < 0;
         const merged = new Map<string, RecordEntry | null>();
         for (const [k, r] of seen) if (inside(r.key)) merged.set(k, r);
@@ -379,7 +418,7 @@ export class PostgresBackend implements StorageBackend {
         payloadOps.set(`${tenant}\u0000${id}`, { tenant, id });
       },
       *payloadIds() {
-        if (!reads.payloads) throw new Error("A write transaction listed payloads without declaring it.");
+        if (!txReads.payloads) throw new Error("A write transaction listed payloads without declaring it.");
         for (const p of payloadList) {
           const op = payloadOps.get(`${p.tenant}\u0000${p.id}`);
           if (!op || op.bytes) yield p;
@@ -419,8 +458,7 @@ export class PostgresBackend implements StorageBackend {
       // absent when read (or never read): a concurrent insert of the same key is a conflict
       else w.add(`INSERT INTO ${f.table} (${f.cols.join(", ")}, value) VALUES (${f.types.map((t) => `$::${t}`).join(", ")}, $::bytea)`, [...ids, encodeValue(st.value)]);
     }
-    await w.flush();
-    await c.query("COMMIT");
+    await w.commit();
     return result;
   }
 

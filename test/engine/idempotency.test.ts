@@ -127,6 +127,12 @@ for (const kind of ["memory", "lmdb", "postgres"]) {
       t.deepEqual([r.status, r.json.code], [400, "bad_request"], `${why}: 400 bad_request`);
     }
     t.equal((await e.store.forTenant("acme").list("ns")).keys.some((x) => x.key === "z"), false, "a refused key wrote nothing");
+    // quotes and backslashes are printable ASCII: stored and matched as they are
+    const sly = { "idempotency-key": "x');DROP-TABLE-heads;--\\'" };
+    const s1 = await call(e.url, "POST", "/v1/put", put("q", [1]), sly);
+    const s2 = await call(e.url, "POST", "/v1/put", put("q", [1]), sly);
+    t.deepEqual([s1.status, s2.status, s2.replayed, s2.text === s1.text], [201, 201, "true", true], "a key with quotes and backslashes replays");
+    t.equal((await e.store.forTenant("acme").get("ns", "q")).latest_version, 1, "and the store is intact");
     await e.close();
   });
 

@@ -1,32 +1,51 @@
-// Benchmarks of the embedded store. Prints the backend/machine line first, then one JSON
-// object per figure:
+// Benchmarks of the store on LMDB and on PostgreSQL side by side. Prints the backend/machine
+// line first, then one JSON object per figure, each with its `storage`:
 //   put        puts/s and p50 latency for smooth float32 tensors of 4 KiB, 64 KiB, 1 MiB, and
 //              for 1 MiB of noise (incompressible: must end as passthrough early)
-//   get        in-process get latency (p50, p99)
-//   serve      dense reconstruction throughput of 64³ float32 entries
+//   get        in-process get latency (p50, p99), and through the engine over HTTP
+//              (get_engine), each checked against the version and fingerprint stored
+//   serve      dense reconstruction throughput of 64³ float32 entries, the served tensor
+//              checked bit for bit against the other backend's
 //   topk       top-K over N entries of a 64³ smooth field family (TT, ranks ≤ 16: 16 TT-SVD
 //              bases, members perturb their cores by up to ±2.5%) against a
-//              dense float32 brute-force scan of the same entries
+//              dense float32 brute-force scan of the same entries; cold: the first query of a
+//              store just opened (empty core cache: every payload read), warm: the p50 after
 //   disk       store size on disk (data and lock files, at close, no compact) against the sum
 //              of bytes_stored (each payload once) plus metadata (JSON of each entry's get),
 //              with the pages of the records, of the payload databases and the rest
-// Environment: SVC_BENCH_TOPK_N (default 10000), SVC_BENCH_SECONDS per put size (default 2).
+// Environment: SVC_BENCH_TOPK_N (default 10000), SVC_BENCH_SECONDS per put size (default 2),
+// SVC_BENCH_STORE_BACKENDS (default lmdb,postgres), SVC_BENCH_PG_URL (a server where the bench
+// creates and drops a database of its own; default postgres://postgres@127.0.0.1:5432/postgres).
 // Every phase is bounded; temporary files live under os.tmpdir() and are removed.
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeSync, readdirSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { Pool } from "undici";
 import * as tt from "../lib/tt.js";
 import { createStore, type Store } from "../lib/store/index.js";
 import { LmdbBackend } from "../lib/store/lmdb.js";
+import { createApp } from "../server/engine/app.js";
+import { loadEngineConfig } from "../server/engine/config.js";
 
 const TOPK_N = Number(process.env.SVC_BENCH_TOPK_N ?? 10_000);
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 2);
 const K = 10;
+type Kind = "lmdb" | "postgres";
+const BACKENDS = (process.env.SVC_BENCH_STORE_BACKENDS ?? "lmdb,postgres").split(",").map((x) => x.trim()) as Kind[];
+if (!BACKENDS.includes("lmdb") || BACKENDS.some((k) => k !== "lmdb" && k !== "postgres")) {
+  console.error("SVC_BENCH_STORE_BACKENDS must list lmdb and optionally postgres (the dense comparison and disk figures use LMDB).");
+  process.exit(2);
+}
+const PG_SERVER = process.env.SVC_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
 const b = tt.backend();
 console.log(JSON.stringify({
   bench: "store", isa: b.isa, threads: b.threads, cuda_device: b.cuda_device, node: process.version,
-  cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), storage: "lmdb",
+  cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), storage: BACKENDS,
 }));
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o));
 const pct = (xs: number[], p: number) => {
@@ -69,33 +88,58 @@ function familyField(p: number): Float32Array {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "svc-bench-store-"));
-let store: Store | undefined;
+const pgDb = `svc_bench_${randomBytes(5).toString("hex")}`;
+const pgUrl = (() => {
+  const u = new URL(PG_SERVER);
+  u.pathname = `/${pgDb}`;
+  return u.toString();
+})();
+async function pgAdmin(sql: string): Promise<void> {
+  const c = new pg.Client({ connectionString: PG_SERVER });
+  c.on("error", () => undefined);
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+const open = (kind: Kind): Promise<Store> => (kind === "lmdb" ? createStore({ path: join(dir, "db") }) : createStore({ url: pgUrl }));
+const stores = new Map<Kind, Store>();
+let pgCreated = false;
 try {
-  store = await createStore({ path: join(dir, "db") });
+  if (BACKENDS.includes("postgres")) {
+    await pgAdmin(`CREATE DATABASE ${pgDb}`);
+    pgCreated = true;
+  }
+  for (const kind of BACKENDS) stores.set(kind, await open(kind));
+  const lmdb = () => stores.get("lmdb")!;
 
   // ---- put ----
-  for (const [label, shape] of [["4KiB", [32, 32]], ["64KiB", [128, 128]], ["1MiB", [64, 64, 64]], ["1MiB-noise", [64, 64, 64]]] as const) {
-    let seed = 99;
-    const noise = (n: number) => Float32Array.from({ length: n }, () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32) - 0.5);
-    const variants = Array.from({ length: 8 }, (_, i) => (label === "1MiB-noise" ? noise(64 ** 3) : smooth([...shape], i * 0.1)));
-    const lat: number[] = [];
-    const verdicts = new Set<string>();
-    const t0 = performance.now();
-    for (let i = 0; performance.now() - t0 < SECONDS * 1000 && i < 2000; i++) {
-      const s = performance.now();
-      const r = await store.put("put", `${label}/${i}`, variants[i % 8]!, { shape: [...shape] });
-      lat.push(performance.now() - s);
-      verdicts.add(r.verdict);
+  for (const [kind, store] of stores) {
+    for (const [label, shape] of [["4KiB", [32, 32]], ["64KiB", [128, 128]], ["1MiB", [64, 64, 64]], ["1MiB-noise", [64, 64, 64]]] as const) {
+      let seed = 99;
+      const noise = (n: number) => Float32Array.from({ length: n }, () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32) - 0.5);
+      const variants = Array.from({ length: 8 }, (_, i) => (label === "1MiB-noise" ? noise(64 ** 3) : smooth([...shape], i * 0.1)));
+      const lat: number[] = [];
+      const verdicts = new Set<string>();
+      const t0 = performance.now();
+      for (let i = 0; performance.now() - t0 < SECONDS * 1000 && i < 2000; i++) {
+        const s = performance.now();
+        const r = await store.put("put", `${label}/${i}`, variants[i % 8]!, { shape: [...shape] });
+        lat.push(performance.now() - s);
+        verdicts.add(r.verdict);
+      }
+      const total = (performance.now() - t0) / 1000;
+      // the share of the TT engine: the same compression alone, outside the store
+      const comp: number[] = [];
+      for (let i = 0; i < Math.min(lat.length, 10); i++) {
+        const s = performance.now();
+        await tt.compress(variants[i % 8]!, [...shape], { tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 });
+        comp.push(performance.now() - s);
+      }
+      emit({ figure: "put", storage: kind, size: label, tt_compress_p50_ms: r3(pct(comp, 50)), puts: lat.length, puts_per_s: r3(lat.length / total), p50_ms: r3(pct(lat, 50)), p99_ms: r3(pct(lat, 99)), verdicts: [...verdicts] });
     }
-    const total = (performance.now() - t0) / 1000;
-    // the share of the TT engine: the same compression alone, outside the store
-    const comp: number[] = [];
-    for (let i = 0; i < Math.min(lat.length, 10); i++) {
-      const s = performance.now();
-      await tt.compress(variants[i % 8]!, [...shape], { tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 });
-      comp.push(performance.now() - s);
-    }
-    emit({ figure: "put", size: label, tt_compress_p50_ms: r3(pct(comp, 50)), puts: lat.length, puts_per_s: r3(lat.length / total), p50_ms: r3(pct(lat, 50)), p99_ms: r3(pct(lat, 99)), verdicts: [...verdicts] });
   }
 
   // ---- the 64³ family, stored as TT (one TT-SVD per base field, members perturb its cores) ----
@@ -123,44 +167,82 @@ try {
       writeSync(fd, new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
       items.push({ key: `m${String(i).padStart(6, "0")}`, cores: m.cores.map((c, k) => ({ shape: [m.ranks[k]!, m.modes[k]!, m.ranks[k + 1]!] as [number, number, number], data: c as Float32Array })), shape: [64, 64, 64], metadata: { i, base: i % BASES } });
     }
-    await store.putCoresBatch("fam", items);
+    for (const store of stores.values()) await store.putCoresBatch("fam", items);
     // the first 2000 also form a namespace of their own, for the in-memory comparison
     const head = items.filter((it) => Number(it.key.slice(1)) < 2000);
-    if (head.length) await store.putCoresBatch("fam2k", head);
+    if (head.length) await lmdb().putCoresBatch("fam2k", head);
   }
   closeSync(fd);
   emit({ figure: "setup", entries: TOPK_N, max_rank: maxRank, seconds: r3((performance.now() - tSetup) / 1000) });
 
-  // ---- get ----
-  const gl: number[] = [];
-  for (let i = 0; i < 20_000; i++) {
-    const key = `m${String((i * 7919) % TOPK_N).padStart(6, "0")}`;
-    const s = performance.now();
-    await store.get("fam", key);
-    gl.push((performance.now() - s) * 1000);
+  // ---- get: in-process, then through the engine over HTTP ----
+  const keyOf = (i: number) => `m${String((i * 7919) % TOPK_N).padStart(6, "0")}`;
+  const fingerprints = new Map<string, string>();
+  for (let i = 0; i < 200; i++) fingerprints.set(keyOf(i), (await lmdb().get("fam", keyOf(i))).fingerprint.sha256);
+  for (const [kind, store] of stores) {
+    const gl: number[] = [];
+    let right = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const key = keyOf(i);
+      const s = performance.now();
+      const g = await store.get("fam", key);
+      gl.push((performance.now() - s) * 1000);
+      if (i < 200 && g.version === 1 && g.fingerprint.sha256 === fingerprints.get(key)) right++;
+    }
+    emit({ figure: "get", storage: kind, gets: gl.length, p50_us: r3(pct(gl, 50)), p99_us: r3(pct(gl, 99)), checked: 200, same_fingerprint: right });
+    // through the engine: the engine's app over this store, one keep-alive connection
+    const serviceKey = "b".repeat(64);
+    const config = loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_API_KEYS: serviceKey, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_DEVICE: "cpu" });
+    const server = http.createServer(createApp({ store, config, gpu: { unavailable: "bench" } }));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connections: 1 });
+    const hl: number[] = [];
+    let hright = 0;
+    for (let i = 0; i < 5000; i++) {
+      const key = keyOf(i);
+      const s = performance.now();
+      const res = await pool.request({ method: "GET", path: `/v1/get/fam/${key}`, headers: { authorization: `Bearer ${serviceKey}`, "x-svc-tenant": "local" } });
+      const g = (await res.body.json()) as { version: number; fingerprint: { sha256: string } };
+      hl.push(performance.now() - s);
+      if (i < 200 && res.statusCode === 200 && g.version === 1 && g.fingerprint.sha256 === fingerprints.get(key)) hright++;
+    }
+    await pool.close();
+    await new Promise<void>((r) => server.close(() => r()));
+    emit({ figure: "get_engine", storage: kind, gets: hl.length, p50_ms: r3(pct(hl, 50)), p99_ms: r3(pct(hl, 99)), checked: 200, same_fingerprint: hright });
   }
-  emit({ figure: "get", gets: gl.length, p50_us: r3(pct(gl, 50)), p99_us: r3(pct(gl, 99)) });
 
   // ---- serve ----
-  {
+  const served = new Map<Kind, Buffer>();
+  for (const [kind, store] of stores) {
     const t0 = performance.now();
     let n = 0;
     while (performance.now() - t0 < SECONDS * 1000 && n < 2000) await store.serve("fam", `m${String(n++ % TOPK_N).padStart(6, "0")}`);
     const s = (performance.now() - t0) / 1000;
-    emit({ figure: "serve", entry: "64^3 float32 (TT)", serves: n, serves_per_s: r3(n / s), mb_per_s: r3((n * BYTES) / 2 ** 20 / s) });
+    const d = (await store.serve("fam", "m000001")).data;
+    served.set(kind, Buffer.from(d.buffer, d.byteOffset, d.byteLength));
+    const same = Buffer.compare(served.get(kind)!, served.get("lmdb")!) === 0;
+    emit({ figure: "serve", storage: kind, entry: "64^3 float32 (TT)", serves: n, serves_per_s: r3(n / s), mb_per_s: r3((n * BYTES) / 2 ** 20 / s), same_as_lmdb: same });
   }
 
   // ---- top-K: TT on the stored form vs a dense float32 scan ----
   const qKey = "m000003";
-  const tCold = performance.now();
-  const cold = await store.query.topk("fam", { key: qKey, k: K, metric: "cosine" });
-  const coldMs = performance.now() - tCold;
-  const warm: number[] = [];
-  let res = cold;
-  for (let r = 0; r < 5; r++) {
-    const s = performance.now();
-    res = await store.query.topk("fam", { key: qKey, k: K, metric: "cosine" });
-    warm.push(performance.now() - s);
+  const topks = new Map<Kind, { cold: number; warm: number[]; res: Awaited<ReturnType<Store["query"]["topk"]>> }>();
+  for (const kind of BACKENDS) {
+    // cold: a store just opened, as after an engine restart (LMDB: the file in the page cache)
+    await stores.get(kind)!.close();
+    const store = await open(kind);
+    stores.set(kind, store);
+    const tCold = performance.now();
+    const cold = await store.query.topk("fam", { key: qKey, k: K, metric: "cosine" });
+    const coldMs = performance.now() - tCold;
+    const warm: number[] = [];
+    let res = cold;
+    for (let r = 0; r < 5; r++) {
+      const s = performance.now();
+      res = await store.query.topk("fam", { key: qKey, k: K, metric: "cosine" });
+      warm.push(performance.now() - s);
+    }
+    topks.set(kind, { cold: coldMs, warm, res });
   }
   // dense brute force: the same entries as float32 arrays, dot with the query, norms, top-K
   const q = new Float32Array(BYTES / 4);
@@ -214,24 +296,31 @@ try {
   const sub: number[] = [];
   for (let r = 0; r < 3; r++) {
     const s = performance.now();
-    await store.query.topk(M === TOPK_N ? "fam" : "fam2k", { key: qKey, k: K, metric: "cosine" });
+    await lmdb().query.topk(M === TOPK_N ? "fam" : "fam2k", { key: qKey, k: K, metric: "cosine" });
     sub.push(performance.now() - s);
   }
   emit({
-    figure: "topk_in_memory", entries: M, tt_ms_p50: r3(pct(sub, 50)), dense_f32_in_memory_ms: r3(Math.min(...memRuns)),
+    figure: "topk_in_memory", storage: "lmdb", entries: M, tt_ms_p50: r3(pct(sub, 50)), dense_f32_in_memory_ms: r3(Math.min(...memRuns)),
     speedup: r3(Math.min(...memRuns) / pct(sub, 50)), note: "TT top-K over a namespace of the first M entries vs the same entries held in memory as float32",
   });
   closeSync(qfd);
-  const ttMs = pct(warm, 50);
   const denseMs = Math.min(...dense);
-  emit({
-    figure: "topk", entries: TOPK_N, shape: [64, 64, 64], k: K, metric: "cosine", scanned: res.scanned, dense_source: "file in the page cache, read in 64 MiB chunks",
-    tt_ms_p50: r3(ttMs), tt_cold_ms: r3(coldMs), dense_f32_scan_ms: r3(denseMs), speedup: r3(denseMs / ttMs),
-    same_top_k: JSON.stringify(res.results.map((x) => x.key)) === JSON.stringify(dtop),
-  });
+  const ref = topks.get("lmdb")!;
+  for (const [kind, { cold, warm, res }] of topks) {
+    const ttMs = pct(warm, 50);
+    emit({
+      figure: "topk", storage: kind, entries: TOPK_N, shape: [64, 64, 64], k: K, metric: "cosine", scanned: res.scanned, skipped: res.skipped,
+      dense_source: "file in the page cache, read in 64 MiB chunks",
+      tt_ms_p50: r3(ttMs), tt_cold_ms: r3(cold), dense_f32_scan_ms: r3(denseMs), speedup: r3(denseMs / ttMs),
+      warm_vs_lmdb: r3(ttMs / pct(ref.warm, 50)), cold_vs_lmdb: r3(cold / ref.cold),
+      same_top_k: JSON.stringify(res.results.map((x) => x.key)) === JSON.stringify(dtop),
+      same_scores_as_lmdb: JSON.stringify(res.results) === JSON.stringify(ref.res.results),
+    });
+  }
 
-  // ---- disk ----
+  // ---- disk (LMDB) ----
   {
+    const store = lmdb();
     let stored = 0;
     let meta = 0;
     const seen = new Set<string>();
@@ -251,7 +340,7 @@ try {
       }
     }
     await store.close();
-    store = undefined;
+    stores.delete("lmdb");
     let disk = 0;
     let allocated = 0;
     for (const f of readdirSync(join(dir, "db"))) {
@@ -268,12 +357,13 @@ try {
     const recordBytes = pagesOf(["records"]);
     const payloadDbBytes = pagesOf(["payloads", "payload_index", "payload_bodies", "payload_stream"]);
     emit({
-      figure: "disk", payload_bytes: stored, metadata_bytes: meta, file_bytes: disk, allocated_bytes: allocated,
+      figure: "disk", storage: "lmdb", payload_bytes: stored, metadata_bytes: meta, file_bytes: disk, allocated_bytes: allocated,
       ratio_file: r3(disk / (stored + meta)), ratio_allocated: r3(allocated / (stored + meta)),
       records_pages_bytes: recordBytes, payload_pages_bytes: payloadDbBytes, other_pages_bytes: (st.last_page + 1) * st.page_size - recordBytes - payloadDbBytes,
     });
   }
 } finally {
-  await store?.close();
+  for (const s of stores.values()) await s.close();
   rmSync(dir, { recursive: true, force: true });
+  if (pgCreated) await pgAdmin(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`);
 }

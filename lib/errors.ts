@@ -14,6 +14,7 @@ export type ErrorCode =
   | "gpu_unavailable"
   | "unsupported_media_type"
   | "overloaded"
+  | "idempotency_key_reused"
   | "internal";
 
 /** Base class of every error the library and the servers throw on purpose. */
@@ -85,6 +86,13 @@ export class OverloadedError extends SvcError {
 export class UnsupportedMediaTypeError extends SvcError {
   constructor(message: string) { super("unsupported_media_type", message); }
 }
+/**
+ * An Idempotency-Key already used, within its 24 hours, for a different request (method,
+ * path, metadata or body): HTTP 422. The contract's vocabulary has no code for it.
+ */
+export class IdempotencyKeyReusedError extends SvcError {
+  constructor(message: string) { super("idempotency_key_reused", message); }
+}
 export class InternalError extends SvcError {
   constructor(message = "Internal error.") { super("internal", message); }
 }
@@ -98,6 +106,7 @@ export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   version_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  idempotency_key_reused: 422,
   rate_limited: 429,
   internal: 500,
   gpu_unavailable: 501,
@@ -119,6 +128,7 @@ const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
   gpu_unavailable: GpuUnavailableError,
   unsupported_media_type: UnsupportedMediaTypeError,
   overloaded: class extends OverloadedError { constructor(m: string) { super(m, 0); } },
+  idempotency_key_reused: IdempotencyKeyReusedError,
   internal: InternalError,
 };
 

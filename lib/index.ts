@@ -64,6 +64,7 @@ export {
   PayloadTooLargeError,
   UnsupportedMediaTypeError,
   OverloadedError,
+  IdempotencyKeyReusedError,
   InternalError,
 } from "./errors.js";
 export type { ErrorCode } from "./errors.js";

@@ -218,3 +218,13 @@ export const vectorBodySchema = z
     message: "vector_b64 needs dtype and shape",
     path: ["vector_b64"],
   });
+
+/**
+ * The Idempotency-Key header of writes: 1 to 255 printable ASCII characters without spaces
+ * (a UUID fits), as Stripe's API takes it.
+ */
+export const idempotencyKeySchema = z
+  .string()
+  .min(1, "Idempotency-Key must not be empty")
+  .max(255, "Idempotency-Key must be at most 255 characters")
+  .regex(/^[\x21-\x7e]+$/, "Idempotency-Key must be printable ASCII without spaces");

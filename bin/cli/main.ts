@@ -12,14 +12,16 @@ export const HELP = `svc — tensor-train storage service
 Usage: svc COMMAND [ARGS] [--help]
 
 Server:
-  up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--log-level L]
-                         engine + gateway on an embedded store, one command
+  up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--store postgres://...] [--log-level L]
+                         engine + gateway on an embedded store (or PostgreSQL), one command
   engine                 the engine alone, configured by SVC_ENGINE_* variables
   gateway                the gateway alone, configured by SVC_GATE_* variables
   backup --to DIR [--store PATH] [--compact]
                          a consistent copy of an engine's store, taken while it runs
   restore --from DIR --to PATH
                          a backup restored as a new store directory
+  migrate --from SRC --to DST
+                         copy a store between an LMDB directory and PostgreSQL (resumable)
 
 Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; gateway at SVC_GATE_URL):
   tenant create ID [--plan P] [--namespace NS]... [--email E]
@@ -51,6 +53,7 @@ const COMMANDS: Record<string, Command> = {
   gateway: async (a, io) => (await import("./up.js")).gatewayCommand(a, io),
   backup: async (a, io) => (await import("./backup.js")).backupCommand(a, io),
   restore: async (a, io) => (await import("./backup.js")).restoreCommand(a, io),
+  migrate: async (a, io) => (await import("./migrate.js")).migrateCommand(a, io),
   tenant: tenantCommand,
   usage: usageCommand,
   reload: reloadCommand,

@@ -14,10 +14,12 @@ export interface ProgressOptions {
   minRedrawMs?: number;
   /** Terminal width; the line is cut to it (default 100). */
   columns?: number;
+  /** What an item is called in the status line (default "files"). */
+  unit?: string;
 }
 
 export class Progress {
-  readonly #o: Required<Omit<ProgressOptions, "columns">> & { columns: number };
+  readonly #o: Required<Omit<ProgressOptions, "columns" | "unit">> & { columns: number; unit: string };
   readonly #start: number;
   #items = 0;
   #bytes = 0;
@@ -26,7 +28,7 @@ export class Progress {
   #drawn = false;
 
   constructor(o: ProgressOptions) {
-    this.#o = { now: () => performance.now(), minRedrawMs: 100, columns: 100, ...o };
+    this.#o = { now: () => performance.now(), minRedrawMs: 100, columns: 100, unit: "files", ...o };
     this.#start = this.#o.now();
   }
 
@@ -41,7 +43,7 @@ export class Progress {
     const eta = this.#items >= this.#o.totalItems ? 0 : rate > 0 ? left / rate : Infinity;
     const pct = this.#o.totalBytes > 0 ? Math.floor((100 * this.#bytes) / this.#o.totalBytes) : 100;
     const failed = this.#failed ? `  ${this.#failed} failed` : "";
-    return `${this.#items}/${this.#o.totalItems} files  ${fmtBytes(this.#bytes)}/${fmtBytes(this.#o.totalBytes)} (${pct}%)  ${(rate / 1e6).toFixed(1)} MB/s  ETA ${fmtDuration(eta)}${failed}`;
+    return `${this.#items}/${this.#o.totalItems} ${this.#o.unit}  ${fmtBytes(this.#bytes)}/${fmtBytes(this.#o.totalBytes)} (${pct}%)  ${(rate / 1e6).toFixed(1)} MB/s  ETA ${fmtDuration(eta)}${failed}`;
   }
 
   /** Records one finished item; `note` is the plain-mode line's tail (verdict or failure reason). */

@@ -12,10 +12,11 @@ import { intFlag, parse, UsageError, type Io } from "./common.js";
 const engineModules = async () => ({ ...(await import("../../server/engine/config.js")), ...(await import("../../server/engine/server.js")) });
 const gatewayModules = async () => ({ ...(await import("../../server/gateway/config.js")), ...(await import("../../server/gateway/server.js")) });
 
-export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--log-level LEVEL]
+export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--store postgres://...] [--log-level LEVEL]
 
 Runs an engine on its embedded store under DIR/engine (default ./svc-data) and a gateway in
-front of it. DIR is created with mode 0700. On the first run that starts, a service key is
+front of it. --store keeps the tensors in that PostgreSQL database instead (tables created on
+first connect), so that several engines can share them. DIR is created with mode 0700. On the first run that starts, a service key is
 created, saved as DIR/service.key (mode 0600) and printed once as
 SVC_GATE_ENGINE_SERVICE_KEY=<key>; later runs reuse it (a run that fails to start saves no key)
 and warn when the file is readable by group or others. A key in the environment variable
@@ -39,7 +40,8 @@ export const ENGINE_HELP = `Usage: svc engine
 
 Runs the storage engine alone, configured by the SVC_ENGINE_* variables (docs/engine.md; for
 example SVC_ENGINE_HOST, default 127.0.0.1, SVC_ENGINE_PORT, SVC_ENGINE_DATA_DIR,
-SVC_ENGINE_API_KEYS). Logs one JSON line per request on standard output. Stops on SIGINT/SIGTERM.`;
+SVC_ENGINE_STORE_URL for a PostgreSQL store, SVC_ENGINE_API_KEYS). Logs one JSON line per request on standard output.
+Stops on SIGINT/SIGTERM.`;
 
 export const GATEWAY_HELP = `Usage: svc gateway
 
@@ -140,6 +142,17 @@ async function openEngineLog(file: string, level: string, io: Io): Promise<{ log
   };
 }
 
+/** A connection URL without its password, for output. */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(the --store URL)";
+  }
+}
+
 function waitForStop(io: Io): Promise<string> {
   if (io.stopSignal) return io.stopSignal;
   return new Promise((res) => {
@@ -157,7 +170,7 @@ function waitForStop(io: Io): Promise<string> {
 
 export async function upCommand(argv: string[], io: Io): Promise<number> {
   const { values, help } = parse(argv, {
-    data: { type: "string" }, port: { type: "string" }, "engine-port": { type: "string" }, redis: { type: "string" },
+    data: { type: "string" }, port: { type: "string" }, "engine-port": { type: "string" }, redis: { type: "string" }, store: { type: "string" },
     host: { type: "string" }, "log-level": { type: "string" },
   }, { min: 0, max: 0, names: "no arguments" });
   if (help) { io.out(UP_HELP + "\n"); return 0; }
@@ -170,6 +183,8 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   const enginePort = intFlag(values["engine-port"] as string | undefined, "engine-port", 0, 65535) ?? 8000;
   const redis = values.redis as string | undefined;
   if (redis !== undefined && !/^rediss?:\/\//.test(redis)) throw new UsageError("--redis must be a redis:// or rediss:// URL.");
+  const storeUrl = values.store as string | undefined;
+  if (storeUrl !== undefined && !/^postgres(ql)?:\/\/\S+$/.test(storeUrl)) throw new UsageError("--store must be a postgres:// or postgresql:// URL.");
 
   const { loadEngineConfig, startEngine } = await engineModules();
   const { loadGatewayConfig, startGateway } = await gatewayModules();
@@ -183,6 +198,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     SVC_ENGINE_HOST: io.env.SVC_ENGINE_HOST || "127.0.0.1",
     SVC_ENGINE_PORT: String(enginePort),
     SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+    ...(storeUrl ? { SVC_ENGINE_STORE_URL: storeUrl } : {}),
     SVC_ENGINE_API_KEYS: key,
     SVC_ENGINE_REQUIRE_AUTH: "true",
     ...(logLevel ? { SVC_ENGINE_LOG_LEVEL: logLevel } : {}),
@@ -233,6 +249,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   if (!isLoopback(host)) {
     io.out(`The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`);
   }
+  if (storeUrl) io.out(`store:   PostgreSQL at ${redactUrl(storeUrl)}\n`);
   if (created) {
     io.out(`A service key was created and saved in ${join(dir, "service.key")}; it is printed only this once:\n`);
     io.out(`SVC_GATE_ENGINE_SERVICE_KEY=${key}\n`);

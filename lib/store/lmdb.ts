@@ -20,11 +20,11 @@
 // Stores written before format 2 kept each payload whole in `payloads` (keyed by the hex
 // hash). That database is still read (and cleaned by compact), never written: old stores
 // open and read as they are, with no migration step, and new payloads go to the new layout.
-import { mkdirSync, statSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { ValidationError } from "../errors.js";
-import type { RecordKey, StorageBackend, WriteTx } from "./backend.js";
+import { checkDeclared, checkDeclaredRange, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend, type TxReads, type WriteTx } from "./backend.js";
 
 const k = (key: RecordKey): Key => key as unknown as Key;
 
@@ -85,10 +85,21 @@ function decodeEntry(b: Uint8Array): Entry {
 
 type Bin = Database<Buffer, Buffer>;
 
-/** Creates the store's directory if absent; a file in the way is a ValidationError, not a raw EEXIST. */
-function storeDirectory(path: string): void {
+/**
+ * Creates the store's directory if absent (0700, whatever the umask); a file in the way is a
+ * ValidationError, not a raw EEXIST. Returns whether it was created.
+ */
+function storeDirectory(path: string): boolean {
   try {
-    mkdirSync(path, { recursive: true });
+    const created = mkdirSync(path, { recursive: true, mode: 0o700 });
+    if (created === undefined) return false;
+    // every directory the call created, from the first up to `path`: 0700 even under a umask
+    // that removes owner bits (mode is masked by the umask)
+    for (let d = path; ; d = join(d, "..")) {
+      chmodSync(d, 0o700);
+      if (d === created || join(d, "..") === d) break;
+    }
+    return true;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     // recursive mkdir: EEXIST only when `path` itself is not a directory, ENOTDIR when a parent is not
@@ -106,6 +117,7 @@ function peek(db: Bin, key: Buffer): Buffer | undefined {
 
 export class LmdbBackend implements StorageBackend {
   readonly name = "lmdb" as const;
+  readonly payloadScope = "global" as const;
   readonly path: string;
   /** Bytes of one stream segment: exactly one overflow page. */
   readonly segmentBytes: number;
@@ -124,7 +136,8 @@ export class LmdbBackend implements StorageBackend {
   #tail: { bodyId: number; segId: number; seg: Buffer } | null = null;
 
   constructor(path: string) {
-    storeDirectory(path);
+    const created = storeDirectory(path);
+    const existed = existsSync(join(path, "data.mdb"));
     this.path = path;
     // overlappingSync off: a commit is fsynced before its promise resolves, so a put that
     // returned survives a crash of the process or the machine. Never noSync.
@@ -142,19 +155,47 @@ export class LmdbBackend implements StorageBackend {
     // the page size is fixed when the environment is created: read it, do not assume it
     this.pageSize = (this.#root.getStats() as { pageSize: number }).pageSize;
     this.segmentBytes = this.pageSize - PAGE_HEADER;
+    // LMDB creates its files 0644 less the umask: the data are the tenants', so owner only
+    for (const f of ["data.mdb", "lock.mdb"]) chmodSync(join(path, f), 0o600);
+    // a directory this store created or already holds (not a parent the caller chose to share)
+    if (created || existed) chmodSync(path, 0o700);
   }
 
-  get(key: RecordKey): unknown {
+  async get(key: RecordKey): Promise<unknown> {
     return this.#records.get(k(key));
   }
 
-  *range(start: RecordKey, end: RecordKey): Iterable<{ key: RecordKey; value: unknown }> {
+  async *range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry> {
     for (const { key, value } of this.#records.getRange({ start: k(start), end: k(end), snapshot: true })) yield { key: key as RecordKey, value };
+  }
+
+  async getPayload(_tenant: string, id: string): Promise<Buffer | undefined> {
+    return this.#getPayload(id);
+  }
+
+  async getPayloads(_tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>> {
+    const out = new Map<string, Buffer>();
+    for (const id of ids) {
+      const p = this.#getPayload(id);
+      if (p) out.set(id, p);
+    }
+    return out;
+  }
+
+  async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
+    // two synchronous gets: one read snapshot
+    const head = this.#records.get(["h", tenant, ns, key]) as { latest?: number } | undefined;
+    const v = version ?? head?.latest;
+    return { head, record: head && v !== undefined ? this.#records.get(["v", tenant, ns, key, v]) : undefined };
+  }
+
+  async hasPayload(_tenant: string, id: string): Promise<boolean> {
+    return this.#hasPayload(id);
   }
 
   // Reads: several gets, all synchronous, so all from one snapshot (lmdb-js renews its read
   // transaction at most once per macrotask; inside a write transaction they see its writes).
-  getPayload(id: string): Buffer | undefined {
+  #getPayload(id: string): Buffer | undefined {
     const raw = peek(this.#index, indexKey(id));
     if (raw === undefined) return this.#legacy.get(id);
     const e = decodeEntry(raw);
@@ -185,7 +226,7 @@ export class LmdbBackend implements StorageBackend {
     return true;
   }
 
-  hasPayload(id: string): boolean {
+  #hasPayload(id: string): boolean {
     return this.#index.doesExist(indexKey(id)) || this.#legacy.doesExist(id);
   }
 
@@ -325,19 +366,28 @@ export class LmdbBackend implements StorageBackend {
     }
   }
 
-  transact<T>(fn: (tx: WriteTx) => T): Promise<T> {
+  transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
     const records = this.#records;
     let removed = false;
     const tx: WriteTx = {
-      get: (key) => records.get(k(key)),
-      range: (start, end) => this.range(start, end),
-      getPayload: (id) => this.getPayload(id),
-      hasPayload: (id) => this.hasPayload(id),
+      get: (key) => {
+        checkDeclared(reads, key);
+        return records.get(k(key));
+      },
+      range: (start, end) => {
+        checkDeclaredRange(reads, start, end);
+        return this.#syncRange(start, end);
+      },
       put: (key, value) => void records.putSync(k(key), value),
       remove: (key) => void records.removeSync(k(key)),
-      putPayload: (id, bytes) => void (removed = this.#write(id, bytes) || removed),
-      removePayload: (id) => void (removed = this.#remove(id) || removed),
-      payloadIds: () => this.#payloadIds(),
+      putPayload: (_tenant, id, bytes) => {
+        if (!this.#hasPayload(id)) removed = this.#write(id, bytes) || removed;
+      },
+      removePayload: (_tenant, id) => void (removed = this.#remove(id) || removed),
+      payloadIds: () => {
+        if (!reads.payloads) throw new Error("A write transaction listed payloads without declaring it.");
+        return this.#payloadIds();
+      },
     };
     // a child transaction is rolled back when the callback throws
     return records.childTransaction(() => {
@@ -352,9 +402,13 @@ export class LmdbBackend implements StorageBackend {
     }) as Promise<T>;
   }
 
-  *#payloadIds(): Iterable<string> {
-    for (const key of this.#index.getKeys({ snapshot: false })) yield idOf(key);
-    for (const key of this.#legacy.getKeys({ snapshot: false })) yield key;
+  *#syncRange(start: RecordKey, end: RecordKey): Iterable<RecordEntry> {
+    for (const { key, value } of this.#records.getRange({ start: k(start), end: k(end) })) yield { key: key as RecordKey, value };
+  }
+
+  *#payloadIds(): Iterable<PayloadRef> {
+    for (const key of this.#index.getKeys({ snapshot: false })) yield { tenant: "", id: idOf(key) };
+    for (const key of this.#legacy.getKeys({ snapshot: false })) yield { tenant: "", id: key };
   }
 
   /** Entries and pages of each database, and the environment's high-water page (tests, bench/store.ts). */

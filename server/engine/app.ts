@@ -3,7 +3,8 @@
 // tests drive it without listen. The hooks run in this order:
 //   1. request id  2. access log (on finish)  3. /health (no auth)  4. service key
 //   5. tenant header  6. query string, no body on GET/DELETE  7. bodies (limits, memory budget,
-//   strict JSON)  8. routes
+//   strict JSON; the bytes of a JSON body are kept for the request hash of idempotent writes)
+//   8. routes (writes with an Idempotency-Key header answer a repeat from the stored response)
 //   9. not found  10. errors (the one error vocabulary of server/http/errors.ts)
 import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";
@@ -11,7 +12,7 @@ import { z } from "zod";
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
 import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
 import {
-  getQuerySchema, listQuerySchema, putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema,
+  getQuerySchema, idempotencyKeySchema, listQuerySchema, putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema,
   putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
 } from "../../lib/schemas.js";
 import type { CoreInput, Store } from "../../lib/store/index.js";
@@ -19,7 +20,7 @@ import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
 import type { GpuServing } from "../../lib/store/gpu-cache.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { readBody, refuseBodyOfBodilessMethod } from "../http/body.js";
-import { readJsonBody } from "../http/json-body.js";
+import { checkJsonCharset } from "../http/json-body.js";
 import { parseStrictJson } from "../http/json.js";
 import { sendJsonList } from "../http/json-stream.js";
 import { bodyLimit } from "../http/limits.js";
@@ -64,6 +65,7 @@ const JSON_BODY_FACTOR = 4;
 const OCTET_BODY_FACTOR = 3;
 
 type Handler = (req: Request, res: Response) => Promise<void>;
+type RawRequest = Request & { rawBody?: Buffer };
 const wrap = (h: Handler) => (req: Request, res: Response, next: NextFunction) => h(req, res).catch(next);
 
 const b64 = (s: string): Buffer => Buffer.from(s, "base64");
@@ -184,7 +186,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
 
   // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; the limit is checked from
   // Content-Length before reading and again while reading, and the body is held within the
-  // memory budget (503 with Retry-After past it)
+  // memory budget (503 with Retry-After past it). The bytes of a JSON body are kept for the
+  // request hash of idempotent writes.
   app.use((req, res, next) => {
     if (req.method !== "POST") return next();
     const octet = req.path === "/v1/put" && typeof req.is("application/octet-stream") === "string";
@@ -195,13 +198,40 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       factor: octet ? OCTET_BODY_FACTOR : JSON_BODY_FACTOR,
       res,
     };
-    (octet ? readBody(req, opts) : readJsonBody(req, opts)).then((body) => {
+    const read = async (): Promise<unknown> => {
+      if (octet) return readBody(req, opts);
+      checkJsonCharset(req);
+      const raw = await readBody(req, opts);
+      (req as RawRequest).rawBody = raw;
+      return raw.byteLength > 0 ? parseStrictJson(raw) : undefined;
+    };
+    read().then((body) => {
       req.body = body;
       next();
     }, next);
   });
 
   const st = (res: Response): Store => res.locals.store as Store;
+  /**
+   * The store for a write: with an Idempotency-Key header, a view that stores the answer under
+   * that key with the request's hash (method, path and query, content type, X-SVC-Metadata and
+   * body bytes) and answers a repeat of the same request from it.
+   */
+  const writer = (req: Request, res: Response): Store => {
+    const key = req.get("idempotency-key");
+    if (key === undefined) return st(res);
+    parseOrThrow(idempotencyKeySchema, key, "Idempotency-Key");
+    const h = createHash("sha256");
+    for (const part of [req.method, req.originalUrl, req.get("content-type") ?? "", req.get("x-svc-metadata") ?? ""]) h.update(part).update("\n");
+    const body = Buffer.isBuffer(req.body) ? req.body : (req as RawRequest).rawBody;
+    if (body) h.update(body);
+    return st(res).idempotent(key, h.digest("hex"));
+  };
+  /** Sends a write's answer; a replayed one says so (Idempotent-Replayed: true). */
+  const answer = (res: Response, store: Store, status: number, body: unknown) => {
+    if (store.replayed) res.setHeader("Idempotent-Replayed", "true");
+    res.status(status).json(body);
+  };
   const jsonBody = (req: Request): unknown => {
     if (!req.is("application/json")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
     return req.body;
@@ -227,7 +257,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       checkSize(body.byteLength);
       const { namespace, key, ...opts } = q;
-      res.status(201).json(await st(res).put(namespace, key, body, { ...putDefaults, dtype: "bytes", ...opts, metadata }));
+      const w = writer(req, res);
+      answer(res, w, 201, await w.put(namespace, key, body, { ...putDefaults, dtype: "bytes", ...opts, metadata }));
       return;
     }
     if (!req.is("application/json")) throw new UnsupportedMediaTypeError("put takes application/json or application/octet-stream.");
@@ -235,13 +266,15 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const data = b64(b.data_b64);
     checkSize(data.byteLength);
     const { namespace, key, data_b64: _d, ...opts } = b;
-    res.status(201).json(await st(res).put(namespace, key, data, { ...putDefaults, dtype: "bytes", ...opts }));
+    const w = writer(req, res);
+    answer(res, w, 201, await w.put(namespace, key, data, { ...putDefaults, dtype: "bytes", ...opts }));
   }));
 
   app.post("/v1/put_cores", wrap(async (req, res) => {
     const b = parseOrThrow(putCoresBodySchema, jsonBody(req), "body");
     const { namespace, key, cores: list, ...opts } = b;
-    res.status(201).json(await st(res).putCores(namespace, key, cores(list), opts));
+    const w = writer(req, res);
+    answer(res, w, 201, await w.putCores(namespace, key, cores(list), opts));
   }));
 
   app.post("/v1/put_cores_batch", wrap(async (req, res) => {
@@ -256,7 +289,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       const { key, cores: list, ...opts } = r.data;
       return { key, cores: cores(list), ...opts };
     });
-    res.status(201).json(await st(res).putCoresBatch(b.namespace, items));
+    const w = writer(req, res);
+    answer(res, w, 201, await w.putCoresBatch(b.namespace, items));
   }));
 
   app.get(/^\/v1\/get\/([^/]+)\/(.+)$/, wrap(async (req, res) => {
@@ -267,7 +301,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
 
   app.delete(/^\/v1\/delete\/([^/]+)\/(.+)$/, wrap(async (req, res) => {
     const { ns, key } = nsKey(req);
-    res.json(await st(res).delete(ns, key));
+    const w = writer(req, res);
+    answer(res, w, 200, await w.delete(ns, key));
   }));
 
   app.get(/^\/v1\/list\/([^/]+)\/?$/, wrap(async (req, res) => {

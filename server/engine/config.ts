@@ -13,6 +13,8 @@ export interface EngineConfig {
   readonly host: string;
   readonly port: number;
   readonly data_dir: string;
+  /** A PostgreSQL URL (SVC_ENGINE_STORE_URL): the store lives there instead of under data_dir. */
+  readonly store_url: string | null;
   /** SHA-256 digests of the accepted service keys (the keys themselves are not kept). */
   readonly api_key_digests: readonly Buffer[];
   readonly require_auth: boolean;
@@ -60,6 +62,11 @@ const VARS = {
   SVC_ENGINE_HOST: z.string().trim().min(1, "must not be empty").default("127.0.0.1"),
   SVC_ENGINE_PORT: int(0, 65535).default(8000),
   SVC_ENGINE_DATA_DIR: z.string().trim().min(1, "must not be empty").default("./svc-data/engine"),
+  SVC_ENGINE_STORE_URL: z
+    .string()
+    .trim()
+    .regex(/^postgres(ql)?:\/\/[^\s]+$/, "must be a postgres:// or postgresql:// URL")
+    .optional(),
   SVC_ENGINE_API_KEYS: z.string().default(""),
   SVC_ENGINE_REQUIRE_AUTH: bool.default(true),
   SVC_ENGINE_MAX_UPLOAD_BYTES: int(1).default(100 * 1024 * 1024),
@@ -118,6 +125,7 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     host: v.SVC_ENGINE_HOST as string,
     port: v.SVC_ENGINE_PORT as number,
     data_dir: v.SVC_ENGINE_DATA_DIR as string,
+    store_url: (v.SVC_ENGINE_STORE_URL as string | undefined) ?? null,
     api_key_digests: Object.freeze(keys.map(digest)),
     require_auth: v.SVC_ENGINE_REQUIRE_AUTH as boolean,
     max_upload_bytes: v.SVC_ENGINE_MAX_UPLOAD_BYTES as number,

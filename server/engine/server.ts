@@ -1,4 +1,5 @@
-// Starts the engine: opens the store under SVC_ENGINE_DATA_DIR, listens on HOST:PORT
+// Starts the engine: opens the store (PostgreSQL at SVC_ENGINE_STORE_URL when set, else LMDB
+// under SVC_ENGINE_DATA_DIR), listens on HOST:PORT
 // (port 0: an ephemeral port), over https when the TLS paths are set.
 import { readFileSync } from "node:fs";
 import http from "node:http";
@@ -33,7 +34,7 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     }
   }
   const store = await createStore({
-    path: config.data_dir,
+    ...(config.store_url ? { url: config.store_url } : { path: config.data_dir }),
     min_compress_bytes: config.min_compress_bytes,
     min_compression_ratio: config.min_compression_ratio,
     default_tolerance: config.compression_tol,

@@ -68,6 +68,8 @@ test("config: a bad value is one sentence naming the variable", (t) => {
     [{ SVC_ENGINE_MAX_JSON_SERVE_BYTES: "-1" }, "SVC_ENGINE_MAX_JSON_SERVE_BYTES"],
     [{ SVC_ENGINE_TLS_CERT_PATH: "/c.pem" }, "SVC_ENGINE_TLS_KEY_PATH"],
     [{ SVC_ENGINE_API_KEYS: " , " }, "SVC_ENGINE_API_KEYS"],
+    [{ SVC_ENGINE_STORE_URL: "mysql://db/svc" }, "SVC_ENGINE_STORE_URL"],
+    [{ SVC_ENGINE_STORE_URL: "postgres://db host/svc" }, "SVC_ENGINE_STORE_URL"],
   ];
   for (const [env, name] of bad) {
     try {
@@ -78,5 +80,14 @@ test("config: a bad value is one sentence naming the variable", (t) => {
       t.ok(e instanceof ValidationError && m.startsWith("SVC_ENGINE_") && m.includes(name) && m.endsWith(".") && m.split(". ").length === 1, `${JSON.stringify(env)} -> ${m}`);
     }
   }
+  t.end();
+});
+
+test("config: SVC_ENGINE_STORE_URL puts the store in PostgreSQL; unset, the store is LMDB under the data dir", (t) => {
+  const pg = loadEngineConfig({ SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_STORE_URL: " postgres://svc@db:5432/svc " });
+  t.equal(pg.store_url, "postgres://svc@db:5432/svc", "the URL, trimmed");
+  t.equal(loadEngineConfig({ SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_STORE_URL: "postgresql://db/svc" }).store_url, "postgresql://db/svc", "postgresql:// too");
+  t.equal(loadEngineConfig({ SVC_ENGINE_API_KEYS: KEY }).store_url, null, "unset: null");
+  t.equal(loadEngineConfig({ SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_STORE_URL: "" }).store_url, null, "empty: unset");
   t.end();
 });

@@ -84,11 +84,11 @@ if (process.env.SVC_DISK_CHILD === "crash") {
     const sizes = [1, 2, 100, 2000, seg - 1, seg, seg + 1, P - 1, P, P + 1, 7520, 2 * P - PAGE_HEADER, 2 * P, 65_536, 100_000, 1 << 20, (1 << 20) + 7];
     const payloads = sizes.map((n, i) => noise(n, i + 1));
     // one transaction per payload (as puts), then the same sizes again all in one transaction
-    for (let i = 0; i < sizes.length; i++) await b.transact((tx) => tx.putPayload(`a${i}`, payloads[i]!));
-    await b.transact((tx) => payloads.forEach((p, i) => tx.putPayload(`b${i}`, p)));
+    for (let i = 0; i < sizes.length; i++) await b.transact({}, (tx) => tx.putPayload("", `a${i}`, payloads[i]!));
+    await b.transact({}, (tx) => payloads.forEach((p, i) => tx.putPayload("", `b${i}`, p)));
     let ok = 0;
     for (let i = 0; i < sizes.length; i++)
-      for (const id of [`a${i}`, `b${i}`]) if (Buffer.compare(b.getPayload(id)!, payloads[i]!) === 0) ok++;
+      for (const id of [`a${i}`, `b${i}`]) if (Buffer.compare((await b.getPayload("", id))!, payloads[i]!) === 0) ok++;
     t.equal(ok, 2 * sizes.length, "every payload reads back byte for byte");
     const bodyPages = sizes.reduce((s, n) => s + Math.floor((n + PAGE_HEADER) / P), 0);
     const tails = sizes.reduce((s, n) => s + (n - Math.max(0, Math.floor((n + PAGE_HEADER) / P) * P - PAGE_HEADER)), 0);
@@ -106,11 +106,11 @@ if (process.env.SVC_DISK_CHILD === "crash") {
     let bytes = 0;
     let n = 0;
     for (let batch = 0; batch < 12; batch++) {
-      await b.transact((tx) => {
+      await b.transact({}, (tx) => {
         for (let i = 0; i < 50; i++, n++) {
           const p = noise(6000 + ((n * 397) % 2000), n + 1);
           bytes += p.byteLength;
-          tx.putPayload(sha(p), p);
+          tx.putPayload("", sha(p), p);
         }
       });
     }
@@ -196,7 +196,7 @@ if (process.env.SVC_DISK_CHILD === "crash") {
     await s.close();
     // rewrite the payloads as format 1 had them: whole, in `payloads`, keyed by the hex hash
     const b = new LmdbBackend(dir);
-    const old = new Map([ra.fingerprint.sha256, rf.fingerprint.sha256].map((id) => [id, b.getPayload(id)!]));
+    const old = new Map(await Promise.all([ra.fingerprint.sha256, rf.fingerprint.sha256].map(async (id) => [id, (await b.getPayload("", id))!] as const)));
     await b.close();
     const env = open({ path: dir, maxDbs: 8 });
     const legacy = env.openDB<Buffer, string>({ name: "payloads", encoding: "binary" });
@@ -288,14 +288,19 @@ if (process.env.SVC_DISK_CHILD === "crash") {
   test("an index entry of an unknown format is a clear error, not a wrong read", async (t) => {
     const dir = tmp();
     const b = new LmdbBackend(dir);
-    await b.transact((tx) => tx.putPayload("x", noise(100, 3)));
+    await b.transact({}, (tx) => tx.putPayload("", "x", noise(100, 3)));
     await b.close();
     const env = open({ path: dir, maxDbs: 8 });
     const idx = env.openDB<Buffer, Buffer>({ name: "payload_index", encoding: "binary", keyEncoding: "binary" });
     await idx.put(Buffer.concat([Buffer.from([1]), Buffer.from("x")]), Buffer.from([9, 0, 0]));
     await env.close();
     const b2 = new LmdbBackend(dir);
-    t.throws(() => b2.getPayload("x"), /Unknown payload index entry \(format 9.*newer version/, "names the format");
+    try {
+      await b2.getPayload("", "x");
+      t.fail("an unknown index entry must not read");
+    } catch (e) {
+      t.match((e as Error).message, /Unknown payload index entry \(format 9.*newer version/, "names the format");
+    }
     await b2.close();
   });
 

@@ -1,5 +1,6 @@
 // The store's method-level tests are written once against StoreApi and run on several
-// targets: createStore on memory and on LMDB, and createClient over a real gateway and engine
+// targets: createStore on memory, on LMDB and on PostgreSQL (a schema of its own per store in
+// a database of the test process, test/store/pg-db.ts), and createClient over a real gateway and engine
 // (LMDB, HTTP on ephemeral ports, one gateway + engine per test file, a fresh tenant per
 // test). Each shared test asserts the same expected values on every target; besides, every
 // call it makes is recorded (its result or its error, normalised) and a last test checks that
@@ -22,8 +23,13 @@ import { loadEngineConfig } from "../../server/engine/config.js";
 import { startEngine } from "../../server/engine/server.js";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { startGateway } from "../../server/gateway/server.js";
+import { freshStoreUrl } from "./pg-db.js";
 
-export type Kind = "memory" | "lmdb" | "http";
+export type Kind = "memory" | "lmdb" | "postgres" | "http";
+/** The in-process targets: a store from createStore on each backend. */
+export type StoreKind = Exclude<Kind, "http">;
+/** Every backend, for suites that run the store tests on each. */
+export const STORE_KINDS: StoreKind[] = ["memory", "lmdb", "postgres"];
 
 /**
  * The methods a store from createStore and a client from createClient share: the public
@@ -44,9 +50,9 @@ export interface Ctx {
 
 type Body = (t: test.Test, s: StoreApi, ctx: Ctx) => Promise<void>;
 export interface StoreOnlyCtx {
-  kind: "memory" | "lmdb";
-  /** A new store of this kind (LMDB: in a new temporary directory). */
-  open(opts?: Omit<StoreOptions, "path">): Promise<Store>;
+  kind: StoreKind;
+  /** A new store of this kind (LMDB: in a new temporary directory; PostgreSQL: in a new schema). */
+  open(opts?: Omit<StoreOptions, "path" | "url">): Promise<Store>;
   /** A new temporary directory, removed when the file's tests end. */
   dir(): string;
 }
@@ -188,8 +194,8 @@ export function storeSuite(o: SuiteOptions) {
     dirs.push(d);
     return d;
   };
-  const openStore = (kind: "memory" | "lmdb", opts: Omit<StoreOptions, "path"> = {}) =>
-    createStore({ ...opts, path: kind === "memory" ? ":memory:" : tmp() });
+  const openStore = async (kind: StoreKind, opts: Omit<StoreOptions, "path" | "url"> = {}) =>
+    kind === "postgres" ? createStore({ ...opts, url: await freshStoreUrl() }) : createStore({ ...opts, path: kind === "memory" ? ":memory:" : tmp() });
 
   async function runShared(t: test.Test, kind: Kind, e: Extract<Entry, { shared: true }>) {
     const trace: Outcome[] = [];
@@ -236,7 +242,7 @@ export function storeSuite(o: SuiteOptions) {
       entries.push({ name, shared: true, body });
     },
     /** A test of what exists only in-process (`why` says what), run on the store targets (or on `kinds`) alone. */
-    storeOnly(name: string, why: string, body: StoreOnlyBody, kinds: Array<"memory" | "lmdb"> = ["memory", "lmdb"]) {
+    storeOnly(name: string, why: string, body: StoreOnlyBody, kinds: StoreKind[] = STORE_KINDS) {
       entries.push({ name, shared: false, why, kinds, body });
     },
     run() {

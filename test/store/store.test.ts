@@ -25,7 +25,7 @@ const noise = (n: number, seed: number) => {
 };
 
 const LONG_NS = "n".repeat(255);
-const suite = storeSuite({ targets: ["memory", "lmdb", "http"], namespaces: ["ns", "other", "default", LONG_NS] });
+const suite = storeSuite({ targets: ["memory", "lmdb", "postgres", "http"], namespaces: ["ns", "other", "default", LONG_NS] });
 
 suite.test("versions increase by one, get reads any kept version", async (t, s) => {
   const r1 = await s.put("ns", "k", ints(2048, (i) => i % 7), { shape: [32, 64], metadata: { n: 1 } });
@@ -438,7 +438,7 @@ suite.storeOnly("get never reads the payload (it works with the payload gone; se
     const r = await s.put("ns", "k", ints(4096, (i) => i % 9), { shape: [4096], metadata: { m: 1 } });
     await s.close();
     const raw = new LmdbBackend(d);
-    await raw.transact((tx) => tx.removePayload(r.fingerprint.sha256));
+    await raw.transact({}, (tx) => tx.removePayload("", r.fingerprint.sha256));
     await raw.close();
     const s2 = await createStore({ path: d });
     const g = await s2.get("ns", "k");

@@ -6,7 +6,7 @@ import { ValidationError, VersionConflictError, NotFoundError, GpuUnavailableErr
 import { halfToFloat, bf16ToFloat } from "../../lib/store/codec.js";
 import { rejects, storeSuite } from "./harness.js";
 
-const suite = storeSuite({ targets: ["lmdb", "http"], namespaces: ["ns", "ns2", "fam"] });
+const suite = storeSuite({ targets: ["lmdb", "postgres", "http"], namespaces: ["ns", "ns2", "fam"] });
 
 /** A smooth 3-D field: low TT rank. */
 function field(n: number, phase: number, Arr: typeof Float32Array | typeof Float64Array = Float32Array) {

@@ -1,0 +1,196 @@
+// What every verb of the store shares: the open store (backend, options, core cache), the
+// tenant scope of a view, record keys, and the readers of heads, versions and payloads.
+import { NotFoundError, ValidationError } from "../errors.js";
+import { keySchema, namespaceSchema, parseOrThrow } from "../names.js";
+import type { Clock } from "../clock.js";
+import type { RecordKey, StorageBackend } from "./backend.js";
+import { losslessDecode, typedView } from "./codec.js";
+import type { GpuServing } from "./gpu-cache.js";
+import { unpackRecord } from "./records.js";
+import type { TT } from "./ttapi.js";
+import type { HeadRecord, PayloadLayout, ServeArray, VersionRecord } from "./types.js";
+
+/** Tombstones are kept this long after a delete. */
+export const TOMBSTONE_RETENTION_MS = 30 * 24 * 3600 * 1000;
+
+export interface StoreConfig {
+  min_compress_bytes: number;
+  min_compression_ratio: number;
+  default_tolerance: number;
+  default_max_rank: number;
+  core_cache_bytes: number;
+}
+
+/** One open store, shared by every tenant view of it. */
+export interface Core {
+  backend: StorageBackend;
+  config: StoreConfig;
+  clock: Clock;
+  cache: CoreCache;
+  closed: boolean;
+  gpu?: GpuServing;
+  observer?: StoreObserver;
+}
+
+/** Hooks for metrics (the engine's /metrics): called after the work, never on a failure. */
+export interface StoreObserver {
+  /** A put's encoding: the codec chosen (`tt`, `lossless`, `raw`), its time, bytes in and stored. */
+  compress?(codec: string, seconds: number, bytesIn: number, bytesStored: number): void;
+  /** A CPU serve: the stored codec, the time to produce the dense data, its bytes. */
+  reconstruct?(codec: string, seconds: number, bytesOut: number): void;
+  /** A lookup in the cache of decoded TT cores. */
+  coreCache?(hit: boolean): void;
+}
+
+export const secondsSince = (t0: bigint): number => Number(process.hrtime.bigint() - t0) / 1e9;
+
+/** A write made idempotent: its response is kept under (tenant, key) with the request's hash. */
+export interface Idempotency {
+  key: string;
+  request_hash: string;
+  /** Set when the write was answered from a stored response (nothing was written). */
+  replayed: boolean;
+}
+
+/** A view of the store: the open store, the tenant, and (for idempotent writes) the key. */
+export interface Scope {
+  core: Core;
+  tenant: string;
+  idem?: Idempotency;
+}
+
+// ---- record keys: (tenant, namespace, key) scopes everything ----
+export const headKey = (t: string, ns: string, key: string): RecordKey => ["h", t, ns, key];
+export const versionKey = (t: string, ns: string, key: string, v: number): RecordKey => ["v", t, ns, key, v];
+export const idempotencyKey = (t: string, key: string): RecordKey => ["i", t, key];
+export const END = "\uffff"; // above every key character
+
+export const iso = (ms: number): string => new Date(ms).toISOString();
+
+export function open(s: Scope): Core {
+  if (s.core.closed) throw new ValidationError("The store is closed.");
+  return s.core;
+}
+
+export function namespace(ns: unknown): void {
+  parseOrThrow(namespaceSchema, ns, "namespace");
+}
+export function keyName(key: unknown): void {
+  parseOrThrow(keySchema, key, "key");
+}
+export const sameShape = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/** What decoding needs: a version record, or a head (which carries its latest version's). */
+export type Entry = Pick<VersionRecord, "dtype" | "shape" | "fingerprint" | "layout">;
+
+/** Decoded TT cores by payload hash (content-addressed, so never stale), bounded in bytes. */
+export class CoreCache {
+  #map = new Map<string, TT>();
+  #bytes = 0;
+  constructor(readonly limit: number) {}
+  get(id: string): TT | undefined {
+    const t = this.#map.get(id);
+    if (t) {
+      this.#map.delete(id);
+      this.#map.set(id, t);
+    }
+    return t;
+  }
+  has(id: string): boolean {
+    return this.#map.has(id);
+  }
+  set(id: string, t: TT): void {
+    const size = t.cores.reduce((s, c) => s + c.byteLength, 0);
+    if (size > this.limit || this.#map.has(id)) return;
+    this.#map.set(id, t);
+    this.#bytes += size;
+    for (const [k, v] of this.#map) {
+      if (this.#bytes <= this.limit) break;
+      this.#map.delete(k);
+      this.#bytes -= v.cores.reduce((s, c) => s + c.byteLength, 0);
+    }
+  }
+}
+
+export async function readHead(s: Scope, ns: string, key: string): Promise<HeadRecord> {
+  const h = unpackRecord<HeadRecord>(await open(s).backend.get(headKey(s.tenant, ns, key)));
+  if (!h || h.deleted) throw new NotFoundError(`No entry ${key} in namespace ${ns}.`);
+  return h;
+}
+
+export async function readVersion(s: Scope, ns: string, key: string, version?: number): Promise<{ head: HeadRecord; rec: VersionRecord }> {
+  const got = await open(s).backend.getEntry(s.tenant, ns, key, version);
+  const head = unpackRecord<HeadRecord>(got.head);
+  if (!head || head.deleted) throw new NotFoundError(`No entry ${key} in namespace ${ns}.`);
+  const v = version ?? head.latest;
+  let rec = v >= head.first_live && v <= head.latest ? unpackRecord<VersionRecord>(got.record) : undefined;
+  // the backends read exactly that version; a record of another one would be read again by number
+  if (rec && rec.version !== v) rec = unpackRecord<VersionRecord>(await s.core.backend.get(versionKey(s.tenant, ns, key, v)));
+  if (!rec) throw new NotFoundError(`Entry ${key} in namespace ${ns} has no version ${v}.`);
+  return { head, rec };
+}
+
+/** Live heads of a namespace whose key starts with `prefix`, in key order. */
+export async function* liveHeads(s: Scope, ns: string, prefix: string): AsyncIterable<{ key: string; head: HeadRecord }> {
+  const { backend } = open(s);
+  for await (const { key, value } of backend.range(headKey(s.tenant, ns, prefix), headKey(s.tenant, ns, prefix + END))) {
+    const head = value as HeadRecord;
+    if (!head.deleted) yield { key: key[3] as string, head: unpackRecord<HeadRecord>(head)! };
+  }
+}
+
+export async function payloadOf(s: Scope, rec: Entry): Promise<Buffer> {
+  const p = await s.core.backend.getPayload(s.tenant, rec.fingerprint.sha256);
+  if (!p) throw new NotFoundError("The entry's payload is missing.");
+  return p;
+}
+
+const sameList = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/** The cached TT of an entry, or undefined (cores of the same bytes under another layout are not a hit). */
+export function cachedTT(s: Scope, rec: Entry): TT | undefined {
+  const t = cachedLayoutTT(s, rec);
+  s.core.observer?.coreCache?.(t !== undefined);
+  return t;
+}
+
+function cachedLayoutTT(s: Scope, rec: Entry): TT | undefined {
+  const t = s.core.cache.get(rec.fingerprint.sha256);
+  if (!t) return undefined;
+  const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
+  const width = layout.core_dtype === "float64" ? 8 : 4;
+  if (!sameList(t.modes, layout.modes) || !sameList(t.ranks, layout.ranks) || t.cores[0]!.BYTES_PER_ELEMENT !== width) return undefined;
+  const shapeDiffers = rec.shape.length !== layout.modes.length || rec.shape.some((x, i) => x !== layout.modes[i]);
+  if (shapeDiffers ? !t.shape || !sameList(t.shape, rec.shape) : t.shape !== undefined) return undefined;
+  return t;
+}
+
+/** Decodes a TT payload (cores are views into one aligned copy) and caches it. */
+export function decodeTT(s: Scope, rec: Entry, bytes: Uint8Array): TT {
+  const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
+  const shapeDiffers = rec.shape.length !== layout.modes.length || rec.shape.some((x, i) => x !== layout.modes[i]);
+  const cores: (Float32Array | Float64Array)[] = [];
+  const width = layout.core_dtype === "float64" ? 8 : 4;
+  const buf = new Uint8Array(bytes.byteLength);
+  buf.set(bytes);
+  let off = 0;
+  for (let k = 0; k < layout.modes.length; k++) {
+    const n = layout.ranks[k]! * layout.modes[k]! * layout.ranks[k + 1]!;
+    cores.push(layout.core_dtype === "float64" ? new Float64Array(buf.buffer, off, n) : new Float32Array(buf.buffer, off, n));
+    off += n * width;
+  }
+  const t: TT = { modes: layout.modes, ranks: layout.ranks, cores, ...(shapeDiffers ? { shape: rec.shape } : {}) };
+  s.core.cache.set(rec.fingerprint.sha256, t);
+  return t;
+}
+
+/** The TT cores of an entry: from the core cache, or read and decoded. */
+export async function ttOf(s: Scope, rec: Entry): Promise<TT> {
+  return cachedTT(s, rec) ?? decodeTT(s, rec, await payloadOf(s, rec));
+}
+
+export async function denseOf(s: Scope, rec: Entry): Promise<ServeArray> {
+  const payload = await payloadOf(s, rec);
+  if (rec.layout.codec === "lossless") return typedView(await losslessDecode(payload, rec.layout.shuffle), rec.dtype);
+  return typedView(new Uint8Array(payload), rec.dtype);
+}

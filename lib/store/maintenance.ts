@@ -1,0 +1,63 @@
+// Maintenance of the whole store (every tenant): compact purges expired tombstones, the
+// versions they cover, expired idempotency records, and payloads no kept version references.
+import { ValidationError } from "../errors.js";
+import type { WriteTx } from "./backend.js";
+import { END, open, versionKey, type Core } from "./context.js";
+import { IDEMPOTENCY_TTL_MS, type IdempotencyRecord } from "./idempotency.js";
+import { packRecord, unpackRecord } from "./records.js";
+import type { CompactResult, HeadRecord, VersionRecord } from "./types.js";
+
+/**
+ * Purges tombstones whose `purge_after` is at or before `now` (default: the store's clock)
+ * and payloads that no kept version references. Covers every tenant.
+ */
+export async function compact(core: Core, opts: { now?: number | Date } = {}): Promise<CompactResult> {
+  const { backend, clock } = open({ core, tenant: "" });
+  const now = opts.now === undefined ? clock.now() : opts.now instanceof Date ? opts.now.getTime() : opts.now;
+  if (typeof now !== "number" || !Number.isFinite(now)) throw new ValidationError("now must be a Date or a number of milliseconds.", "now");
+  const reads = { ranges: [[["h"], ["h", END]], [["v"], ["v", END]], [["i"], ["i", END]]] as [string[], string[]][], payloads: true };
+  return backend.transact(reads, (tx) => compactIn(tx, now, backend.payloadScope === "tenant"));
+}
+
+function compactIn(tx: WriteTx, now: number, perTenant: boolean): CompactResult {
+  let versionsPurged = 0;
+  let keysPurged = 0;
+  const referenced = new Set<string>();
+  for (const { key, value } of [...tx.range(["h"], ["h", END])]) {
+    const head = unpackRecord<HeadRecord>(value)!;
+    const [, t, ns, k] = key as [string, string, string, string];
+    const expired = head.tombstones.filter((s) => s.purge_after <= now);
+    if (expired.length > 0) {
+      for (const s of expired) {
+        for (let v = s.from; v <= s.upto; v++) {
+          if (tx.get(versionKey(t, ns, k, v)) !== undefined) {
+            tx.remove(versionKey(t, ns, k, v));
+            versionsPurged++;
+          }
+        }
+      }
+      const kept = head.tombstones.filter((s) => s.purge_after > now);
+      if (head.deleted && kept.length === 0) {
+        tx.remove(key);
+        keysPurged++;
+        continue;
+      }
+      tx.put(key, packRecord({ ...head, tombstones: kept }));
+    }
+  }
+  // payloads are shared by every tenant (LMDB, memory) or held per tenant (PostgreSQL)
+  for (const { key, value } of tx.range(["v"], ["v", END])) {
+    const sha = unpackRecord<VersionRecord>(value)!.fingerprint.sha256;
+    referenced.add(perTenant ? `${key[1] as string}\u0000${sha}` : sha);
+  }
+  let payloadsPurged = 0;
+  for (const { tenant, id } of [...tx.payloadIds()]) {
+    if (!referenced.has(perTenant ? `${tenant}\u0000${id}` : id)) {
+      tx.removePayload(tenant, id);
+      payloadsPurged++;
+    }
+  }
+  for (const { key, value } of [...tx.range(["i"], ["i", END])])
+    if ((value as IdempotencyRecord).created_at + IDEMPOTENCY_TTL_MS <= now) tx.remove(key);
+  return { versions_purged: versionsPurged, keys_purged: keysPurged, payloads_purged: payloadsPurged };
+}

@@ -1,0 +1,476 @@
+// PostgreSQL implementation of the storage interface, with node-postgres and its pool.
+// Several engines on several machines share one database; the database serialises them.
+//
+// Tables (docs/store.md "PostgreSQL"), every one keyed with tenant_id first and none referring
+// across tenants, so that the database can be distributed by tenant:
+//   heads(tenant_id, namespace, key) -> value          a head (msgpack, as on LMDB)
+//   versions(tenant_id, namespace, key, version) -> value   version records, written once
+//   idempotency(tenant_id, key) -> value               stored responses of idempotent writes
+//   payloads(tenant_id, sha256) -> bytes, chunks       one row per payload, per tenant
+//   payload_chunks(tenant_id, sha256, seq) -> data     its bytes, CHUNK_BYTES per row
+//   svc_schema(id = 1) -> version                      the schema version of these tables
+//
+// A write transaction: BEGIN, a shared advisory lock (compact takes it exclusively, so that it
+// never removes a payload a concurrent put is about to reference), the declared rows read
+// with FOR UPDATE, the body, its writes, COMMIT. A row the body read as absent is INSERTed, so
+// two engines creating the same key (or writing the same version) collide on the primary key;
+// the loser rolls back and runs again on what the winner committed. Serialisation failures
+// and deadlocks are retried the same way.
+import pg from "pg";
+import { Packr } from "msgpackr";
+import { ValidationError } from "../errors.js";
+import {
+  checkDeclared, checkDeclaredRange, compareKeys, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend,
+  type TxReads, type WriteTx,
+} from "./backend.js";
+
+/** The schema version this code writes; a database of a higher one is refused. */
+export const SCHEMA_VERSION = 1;
+/** Payload bytes per row of payload_chunks: no row is larger than this. */
+export const CHUNK_BYTES = 1024 * 1024;
+/** Advisory lock key shared by writers (shared) and compact (exclusive). */
+const GC_LOCK = 0x5356_4301;
+/** Advisory lock key held while the schema is created or migrated. */
+const MIGRATE_LOCK = 0x5356_4302;
+const MAX_ATTEMPTS = 20;
+/** SQLSTATEs after which a transaction is run again: unique_violation, serialization_failure, deadlock_detected. */
+const RETRY = new Set(["23505", "40001", "40P01"]);
+
+// Each migration takes the schema from version i to i + 1.
+const MIGRATIONS: string[] = [
+  `CREATE TABLE heads (
+     tenant_id text COLLATE "C" NOT NULL, namespace text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,
+     value bytea NOT NULL, PRIMARY KEY (tenant_id, namespace, key));
+   CREATE TABLE versions (
+     tenant_id text COLLATE "C" NOT NULL, namespace text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,
+     version bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (tenant_id, namespace, key, version));
+   CREATE TABLE idempotency (
+     tenant_id text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, value bytea NOT NULL, PRIMARY KEY (tenant_id, key));
+   CREATE TABLE payloads (
+     tenant_id text COLLATE "C" NOT NULL, sha256 text COLLATE "C" NOT NULL, bytes bigint NOT NULL, chunks integer NOT NULL,
+     PRIMARY KEY (tenant_id, sha256));
+   CREATE TABLE payload_chunks (
+     tenant_id text COLLATE "C" NOT NULL, sha256 text COLLATE "C" NOT NULL, seq integer NOT NULL, data bytea NOT NULL,
+     PRIMARY KEY (tenant_id, sha256, seq));`,
+];
+
+interface Family {
+  table: string;
+  cols: string[];
+  types: string[];
+}
+const FAMILIES: Record<string, Family> = {
+  h: { table: "heads", cols: ["tenant_id", "namespace", "key"], types: ["text", "text", "text"] },
+  v: { table: "versions", cols: ["tenant_id", "namespace", "key", "version"], types: ["text", "text", "text", "bigint"] },
+  i: { table: "idempotency", cols: ["tenant_id", "key"], types: ["text", "text"] },
+};
+
+/** The family of a key; a range bound may be a prefix of its columns. */
+function familyOf(key: RecordKey): Family {
+  const f = FAMILIES[key[0] as string];
+  if (!f || key.length > f.cols.length + 1) throw new Error(`The PostgreSQL backend stores no record key ${JSON.stringify(key)}.`);
+  return f;
+}
+
+/** The family of a whole key (every column given). */
+function fullFamily(key: RecordKey): Family {
+  const f = familyOf(key);
+  if (key.length !== f.cols.length + 1) throw new Error(`The PostgreSQL backend stores no record key ${JSON.stringify(key)}.`);
+  return f;
+}
+
+const packr = new Packr({ useRecords: false, moreTypes: false });
+// a copy: msgpackr returns a view of a buffer that later packs reuse
+const encodeValue = (v: unknown): Buffer => Buffer.from(packr.pack(v));
+const decodeValue = (b: Buffer): unknown => packr.unpack(b);
+
+const enc = (key: RecordKey): string => JSON.stringify(key);
+
+type Queryable = pg.Pool | pg.PoolClient;
+
+/** A value as an SQL literal (quoted by node-postgres's escapeLiteral; bytes as hex). */
+function literal(c: pg.PoolClient, v: unknown): string {
+  if (v === null || v === undefined) return "NULL";
+  if (typeof v === "number") {
+    if (!Number.isFinite(v)) throw new Error("A non-finite number cannot be written.");
+    return String(v);
+  }
+  if (typeof v === "boolean") return v ? "TRUE" : "FALSE";
+  if (typeof v === "string") return c.escapeLiteral(v);
+  if (v instanceof Uint8Array) return c.escapeLiteral(`\\x${Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("hex")}`);
+  if (Array.isArray(v)) return `ARRAY[${v.map((x) => literal(c, x)).join(", ")}]`;
+  throw new Error("A value of this type cannot be written.");
+}
+
+/**
+ * A statement with its parameters written in as literals: several such statements go in one
+ * simple query, one round trip (the extended protocol takes one statement per round trip).
+ */
+function inline(c: pg.PoolClient, text: string, values: unknown[]): string {
+  return text.replace(/\$(\d+)/g, (_m, n: string) => literal(c, values[Number(n) - 1]));
+}
+
+/** Parameters and CTEs per statement of a WriteBatch (PostgreSQL allows 65,535 parameters). */
+const MAX_PARAMS = 30_000;
+const MAX_CTES = 400;
+/** Writes of at most this many payload and record bytes go with their COMMIT in one round trip. */
+const INLINE_BYTES = 256 * 1024;
+
+/**
+ * Write statements gathered into data-modifying CTEs (WITH w0 AS (...), w1 AS (...) SELECT 1),
+ * sent as few statements as the limits allow. Each `$` of a statement is its next parameter.
+ */
+class WriteBatch {
+  #ctes: string[] = [];
+  #values: unknown[] = [];
+  #n = 0;
+  /** Statements still to come that must share the current statement (chunks of its payload row). */
+  #pinned = 0;
+  #done: { text: string; values: unknown[] }[] = [];
+  constructor(readonly client: pg.PoolClient) {}
+
+  /** Adds a statement; the next `keepWith` statements go into the same SQL statement. Returns its CTE name. */
+  add(sql: string, values: unknown[], keepWith = 0): string {
+    if (this.#pinned > 0) this.#pinned--;
+    else if (this.#ctes.length > 0 && (this.#values.length + values.length > MAX_PARAMS || this.#ctes.length >= MAX_CTES)) this.#cut();
+    this.#pinned += keepWith;
+    let i = 0;
+    const text = sql.replace(/\$(?![0-9])/g, () => `$${this.#values.length + ++i}`);
+    this.#values.push(...values);
+    const name = `w${this.#n++}`;
+    this.#ctes.push(`${name} AS (${text})`);
+    return name;
+  }
+
+  #cut(): void {
+    this.#done.push({ text: `WITH ${this.#ctes.join(",\n")} SELECT 1`, values: this.#values });
+    this.#ctes = [];
+    this.#values = [];
+  }
+
+  /**
+   * Sends the statements and COMMIT: in one simple query (one round trip) when the bytes to
+   * write are small; larger payloads go as binary parameters, a statement per round trip,
+   * rather than as hex text twice their size.
+   */
+  async commit(): Promise<void> {
+    if (this.#ctes.length > 0) this.#cut();
+    const done = this.#done;
+    this.#done = [];
+    let bytes = 0;
+    for (const st of done) for (const v of st.values) if (v instanceof Uint8Array) bytes += v.byteLength;
+    if (bytes <= INLINE_BYTES) {
+      await this.client.query([...done.map((st) => inline(this.client, st.text, st.values)), "COMMIT"].join(";\n"));
+      return;
+    }
+    for (const st of done) await this.client.query(st.text, st.values);
+    await this.client.query("COMMIT");
+  }
+}
+
+
+async function q<R extends pg.QueryResultRow = pg.QueryResultRow>(c: Queryable, text: string, values: unknown[] = []): Promise<R[]> {
+  // text results (node-postgres decodes binary-format rows as UTF-8 text, which corrupts
+  // bytea): bytea arrives as hex and pg-types turns it into a Buffer natively
+  const r = await c.query<R>(text, values);
+  return r.rows;
+}
+
+/** SQL for `cols >= bound` (lower) or `cols < bound` (upper), over the bound's prefix of the key columns. */
+function bound(f: Family, key: RecordKey, op: ">=" | "<" | ">", values: unknown[]): string {
+  const parts = key.slice(1);
+  if (parts.length === 0) return "true";
+  const cols = f.cols.slice(0, parts.length);
+  const ph = parts.map((p, i) => {
+    values.push(p);
+    return `$${values.length}::${f.types[i]}`;
+  });
+  return `(${cols.join(", ")}) ${op} (${ph.join(", ")})`;
+}
+
+function rowKey(f: Family, family: string, row: Record<string, unknown>): RecordKey {
+  // bigint columns arrive as decimal text
+  return [family, ...f.cols.map((c, i) => (f.types[i] === "bigint" ? Number(row[c]) : (row[c] as string)))];
+}
+
+/** Where the URL points, for messages (never the password). */
+function where(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return "the configured address";
+  }
+}
+
+export class PostgresBackend implements StorageBackend {
+  readonly name = "postgres" as const;
+  readonly payloadScope = "tenant" as const;
+  readonly #pool: pg.Pool;
+
+  private constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  /**
+   * Connects, creates the tables or migrates them to SCHEMA_VERSION (once, under an advisory
+   * lock, when several engines start together), and refuses a database of a newer schema.
+   */
+  static async open(url: string, opts: { poolSize?: number } = {}): Promise<PostgresBackend> {
+    const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, idleTimeoutMillis: 30_000 });
+    // an idle connection that breaks (database restart) is replaced on next use, not a crash
+    pool.on("error", () => undefined);
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (e) {
+      await pool.end().catch(() => undefined);
+      throw new ValidationError(`Cannot connect to PostgreSQL at ${where(url)}: ${(e as Error).message}.`, "url");
+    }
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATE_LOCK]);
+      await client.query(`CREATE TABLE IF NOT EXISTS svc_schema (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)`);
+      const r = await client.query<{ version: number }>("SELECT version FROM svc_schema WHERE id = 1");
+      const have = r.rows[0]?.version ?? 0;
+      if (have > SCHEMA_VERSION)
+        throw new ValidationError(
+          `The PostgreSQL database at ${where(url)} holds store schema version ${have}, newer than version ${SCHEMA_VERSION} that this svc-tensor knows: upgrade svc-tensor before connecting it.`,
+          "url",
+        );
+      for (let v = have; v < SCHEMA_VERSION; v++) await client.query(MIGRATIONS[v]!);
+      if (have < SCHEMA_VERSION)
+        await client.query("INSERT INTO svc_schema (id, version) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", [SCHEMA_VERSION]);
+      await client.query("COMMIT");
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      client.release();
+      await pool.end().catch(() => undefined);
+      throw e;
+    }
+    client.release();
+    return new PostgresBackend(pool);
+  }
+
+  async get(key: RecordKey): Promise<unknown> {
+    const f = fullFamily(key);
+    const values = key.slice(1);
+    const rows = await q<{ value: Buffer }>(this.#pool,
+      `SELECT value FROM ${f.table} WHERE ${f.cols.map((c, i) => `${c} = $${i + 1}::${f.types[i]}`).join(" AND ")}`, values);
+    return rows.length ? decodeValue(rows[0]!.value) : undefined;
+  }
+
+  /**
+   * One statement: one snapshot (a listing never sees part of a batch put, as on LMDB), and no
+   * connection held while the caller works through the rows (a top-K fetching payloads on
+   * other connections could otherwise exhaust the pool).
+   */
+  async *range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry> {
+    const family = start[0] as string;
+    const f = familyOf(start);
+    // the leading columns both bounds fix (a namespace's heads: tenant and namespace) are not
+    // sent back: a top-K reads 10,000 heads, and each column of each row costs
+    let fixed = 0;
+    while (fixed < f.cols.length - 1 && fixed + 1 < start.length && fixed + 1 < end.length && start[fixed + 1] === end[fixed + 1]) fixed++;
+    const prefix = start.slice(0, fixed + 1);
+    const cols = f.cols.slice(fixed);
+    const numeric = f.types.slice(fixed).map((t) => t === "bigint");
+    const values: unknown[] = [];
+    const sql = `SELECT ${cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")}`;
+    const r = await this.#pool.query<unknown[]>({ text: sql, values, rowMode: "array" });
+    const n = cols.length;
+    for (const row of r.rows) {
+      const key: (string | number)[] = [...prefix];
+      for (let i = 0; i < n; i++) key.push(numeric[i] ? Number(row[i]) : (row[i] as string));
+      yield { key, value: decodeValue(row[n] as Buffer) };
+    }
+  }
+
+  async getPayload(tenant: string, id: string): Promise<Buffer | undefined> {
+    return (await this.getPayloads(tenant, [id])).get(id);
+  }
+
+  async getPayloads(tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>> {
+    const out = new Map<string, Buffer>();
+    if (ids.length === 0) return out;
+    const rows = await q<{ sha256: string; bytes: string; chunks: number; seq: number; data: Buffer }>(this.#pool,
+      `SELECT p.sha256, p.bytes, p.chunks, c.seq, c.data FROM payloads p JOIN payload_chunks c USING (tenant_id, sha256)
+        WHERE p.tenant_id = $1 AND p.sha256 = ANY($2::text[]) ORDER BY p.sha256, c.seq`, [tenant, ids]);
+    for (let i = 0; i < rows.length; ) {
+      const { sha256, chunks } = rows[i]!;
+      const bytes = Number(rows[i]!.bytes);
+      const parts: Buffer[] = [];
+      for (; i < rows.length && rows[i]!.sha256 === sha256; i++) parts.push(rows[i]!.data);
+      // a payload whose chunks are not all there is missing, never a short read
+      if (parts.length !== chunks) continue;
+      const whole = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+      if (whole.byteLength === bytes) out.set(sha256, whole);
+    }
+    return out;
+  }
+
+  async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
+    // one statement: the head and the version record from the same snapshot. Without a
+    // version, the highest stored one is the head's latest (both are written together).
+    const rows = await q<{ head: Buffer; rec: Buffer | null }>(this.#pool,
+      `SELECT h.value AS head, (SELECT v.value FROM versions v WHERE v.tenant_id = $1 AND v.namespace = $2 AND v.key = $3
+          AND ($4::bigint IS NULL OR v.version = $4::bigint) ORDER BY v.version DESC LIMIT 1) AS rec
+         FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`, [tenant, ns, key, version ?? null]);
+    if (rows.length === 0) return { head: undefined, record: undefined };
+    return { head: decodeValue(rows[0]!.head), record: rows[0]!.rec ? decodeValue(rows[0]!.rec) : undefined };
+  }
+
+  async hasPayload(tenant: string, id: string): Promise<boolean> {
+    return (await q(this.#pool, "SELECT 1 FROM payloads WHERE tenant_id = $1 AND sha256 = $2", [tenant, id])).length > 0;
+  }
+
+  async transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#pool.connect();
+      let broken = false;
+      try {
+        return await this.#attempt(client, reads, fn);
+      } catch (e) {
+        await client.query("ROLLBACK").catch(() => void (broken = true));
+        const code = (e as { code?: string }).code;
+        if (!(typeof code === "string" && RETRY.has(code)) || attempt >= MAX_ATTEMPTS) throw e;
+        // another engine committed first: back off a little (jittered) and run again
+        await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  async #attempt<T>(c: pg.PoolClient, txReads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+    // one round trip: BEGIN, the advisory lock (compact, the only reader of every payload,
+    // excludes every writer while it decides), the declared rows FOR UPDATE, the payload list
+    const reads: { family: string; f: Family; sql: string }[] = [];
+    const declaredKeys = new Map<string, RecordKey[]>();
+    for (const key of txReads.keys ?? []) {
+      const fam = key[0] as string;
+      fullFamily(key);
+      const list = declaredKeys.get(fam) ?? [];
+      list.push(key);
+      declaredKeys.set(fam, list);
+    }
+    for (const [family, keys] of declaredKeys) {
+      const f = FAMILIES[family]!;
+      const sql = keys.length === 1
+        ? inline(c, `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${f.cols.map((col, i) => `${col} = $${i + 1}::${f.types[i]}`).join(" AND ")} FOR UPDATE`, keys[0]!.slice(1) as unknown[])
+        : inline(c, `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE (${f.cols.join(", ")}) IN (SELECT * FROM unnest(${f.types.map((t, i) => `$${i + 1}::${t}[]`).join(", ")})) ORDER BY ${f.cols.join(", ")} FOR UPDATE`,
+          f.cols.map((_, i) => keys.map((k) => k[i + 1])));
+      reads.push({ family, f, sql });
+    }
+    for (const [start, end] of txReads.ranges ?? []) {
+      const f = familyOf(start);
+      const values: unknown[] = [];
+      const sql = `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")} FOR UPDATE`;
+      reads.push({ family: start[0] as string, f, sql: inline(c, sql, values) });
+    }
+    const statements = ["BEGIN", `SELECT pg_advisory_xact_lock${txReads.payloads ? "" : "_shared"}(${GC_LOCK})`, ...reads.map((r) => r.sql)];
+    if (txReads.payloads) statements.push("SELECT tenant_id, sha256 FROM payloads ORDER BY tenant_id, sha256");
+    const results = (await c.query(statements.join(";\n"))) as unknown as pg.QueryResult[];
+    const seen = new Map<string, RecordEntry>();
+    reads.forEach(({ family, f }, i) => {
+      for (const row of results[i + 2]!.rows as Record<string, unknown>[]) {
+        const key = rowKey(f, family, row);
+        seen.set(enc(key), { key, value: decodeValue(row.value as Buffer) });
+      }
+    });
+    const payloadList: PayloadRef[] = txReads.payloads
+      ? (results[results.length - 1]!.rows as { tenant_id: string; sha256: string }[]).map((r) => ({ tenant: r.tenant_id, id: r.sha256 }))
+      : [];
+
+    // the body: synchronous, over what was read and its own staged writes
+    const staged = new Map<string, { key: RecordKey; value: unknown } | { key: RecordKey; removed: true }>();
+    const payloadOps = new Map<string, { tenant: string; id: string; bytes?: Uint8Array }>();
+    const tx: WriteTx = {
+      get(key) {
+        checkDeclared(txReads, key);
+        const s = staged.get(enc(key));
+        if (s) return "removed" in s ? undefined : structuredClone(s.value);
+        const r = seen.get(enc(key));
+        return r === undefined ? undefined : structuredClone(r.value);
+      },
+      *range(start, end) {
+        checkDeclaredRange(txReads, start, end);
+        const inside = (k: RecordKey) => compareKeys(start, k) <= 0 && compareKeys(k, end) < 0;
+        const merged = new Map<string, RecordEntry | null>();
+        for (const [k, r] of seen) if (inside(r.key)) merged.set(k, r);
+        for (const [k, s] of staged) if (inside(s.key)) merged.set(k, "removed" in s ? null : { key: s.key, value: s.value });
+        const list = [...merged.values()].filter((r): r is RecordEntry => r !== null).sort((a, b) => compareKeys(a.key, b.key));
+        for (const r of list) yield { key: r.key, value: structuredClone(r.value) };
+      },
+      put(key, value) {
+        fullFamily(key);
+        staged.set(enc(key), { key: [...key], value: structuredClone(value) });
+      },
+      remove(key) {
+        fullFamily(key);
+        staged.set(enc(key), { key: [...key], removed: true });
+      },
+      putPayload(tenant, id, bytes) {
+        const k = `${tenant}\u0000${id}`;
+        if (!payloadOps.get(k)?.bytes) payloadOps.set(k, { tenant, id, bytes: new Uint8Array(bytes) });
+      },
+      removePayload(tenant, id) {
+        payloadOps.set(`${tenant}\u0000${id}`, { tenant, id });
+      },
+      *payloadIds() {
+        if (!txReads.payloads) throw new Error("A write transaction listed payloads without declaring it.");
+        for (const p of payloadList) {
+          const op = payloadOps.get(`${p.tenant}\u0000${p.id}`);
+          if (!op || op.bytes) yield p;
+        }
+      },
+    };
+    const result = fn(tx);
+
+    // the writes, as data-modifying CTEs of as few statements as possible (one for a put):
+    // each round trip on a busy server costs more than the statement
+    const w = new WriteBatch(c);
+    for (const op of payloadOps.values()) {
+      if (op.bytes) {
+        const bytes = op.bytes;
+        const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
+        const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+        // the chunks only when this statement inserted the payload row: a payload the tenant
+        // holds already (or one a concurrent put is inserting: its row waits) is deduplicated
+        const p = w.add("INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer) ON CONFLICT DO NOTHING RETURNING 1",
+          [op.tenant, op.id, bytes.byteLength, chunks], chunks);
+        for (let seq = 0; seq < chunks; seq++) {
+          w.add(`INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p})`,
+            [op.tenant, op.id, seq, buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES))]);
+        }
+      } else {
+        w.add("DELETE FROM payload_chunks WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
+        w.add("DELETE FROM payloads WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
+      }
+    }
+    for (const [k, st] of staged) {
+      const f = FAMILIES[st.key[0] as string]!;
+      const ids = st.key.slice(1) as unknown[];
+      const match = f.cols.map((col, i) => `${col} = $::${f.types[i]}`).join(" AND ");
+      if ("removed" in st) w.add(`DELETE FROM ${f.table} WHERE ${match}`, ids);
+      // read (and locked) by this transaction: it is ours to change
+      else if (seen.has(k)) w.add(`UPDATE ${f.table} SET value = $::bytea WHERE ${match}`, [encodeValue(st.value), ...ids]);
+      // absent when read (or never read): a concurrent insert of the same key is a conflict
+      else w.add(`INSERT INTO ${f.table} (${f.cols.join(", ")}, value) VALUES (${f.types.map((t) => `$::${t}`).join(", ")}, $::bytea)`, [...ids, encodeValue(st.value)]);
+    }
+    await w.commit();
+    return result;
+  }
+
+  /** Row counts of each table (tests, bench). */
+  async stats(): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    for (const t of ["heads", "versions", "idempotency", "payloads", "payload_chunks"])
+      out[t] = Number((await this.#pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${t}`)).rows[0]!.n);
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.end();
+  }
+}

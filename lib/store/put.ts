@@ -1,0 +1,389 @@
+// The writing verbs of the store: put (compression, lossless or raw), put_cores and
+// put_cores_batch, and delete. Heavy work (compression, norms) runs before the write
+// transaction; each transaction only reads the heads, checks if_version, then writes payload,
+// version record and head (and, for an idempotent write, its stored response).
+import { z } from "zod";
+import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
+import { isFloatDtype, itemsize, parseOrThrow, shapeSchema, type Dtype } from "../names.js";
+import { putCoresOptionsSchema, putOptionsSchema, type PutCoresOptions, type PutOptions } from "../schemas.js";
+import type { RecordKey } from "./backend.js";
+import {
+  asBytes, denseNorm, hasNonFinite, losslessEncode, product, sha256hex, toFloat64, toWorkingFloat, typedView,
+} from "./codec.js";
+import {
+  headKey, idempotencyKey, iso, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope,
+} from "./context.js";
+import { checkCores, type CoreInput } from "./cores.js";
+import { lookup, recordOf, replayOf } from "./idempotency.js";
+import { packRecord, unpackRecord } from "./records.js";
+import { loadTT, type TT } from "./ttapi.js";
+import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, VersionRecord } from "./types.js";
+
+/** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
+export type PutData = ArrayBufferView | ArrayBuffer;
+
+export interface PutCoresItem extends PutCoresOptions {
+  key: string;
+  cores: CoreInput[];
+}
+
+/** The natural dtype of a typed array (Buffer and ArrayBuffer: raw bytes). */
+function naturalDtype(data: PutData): Dtype | "raw" {
+  if (data instanceof ArrayBuffer || Buffer.isBuffer(data) || data instanceof DataView) return "raw";
+  if (data instanceof Float32Array) return "float32";
+  if (data instanceof Float64Array) return "float64";
+  if (data instanceof Int8Array) return "int8";
+  if (data instanceof Uint8Array || data instanceof Uint8ClampedArray) return "uint8";
+  if (data instanceof Int16Array) return "int16";
+  if (data instanceof Uint16Array) return "uint16";
+  if (data instanceof Int32Array) return "int32";
+  if (data instanceof Uint32Array) return "uint32";
+  if (data instanceof BigInt64Array) return "int64";
+  if (data instanceof BigUint64Array) return "uint64";
+  throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
+}
+
+function checkDataKind(data: unknown): asserts data is PutData {
+  if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data))
+    throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
+}
+
+/** Which explicit dtypes may reinterpret a typed array of another element type. */
+function compatible(natural: Dtype | "raw", dtype: Dtype): boolean {
+  if (natural === "raw" || natural === dtype) return true;
+  if (natural === "uint8") return true; // plain bytes
+  if (natural === "uint16") return dtype === "float16" || dtype === "bfloat16";
+  return false;
+}
+
+interface Prepared {
+  record: Omit<VersionRecord, "version" | "created_at">;
+  payload: Uint8Array;
+}
+
+async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSchema>): Promise<Prepared> {
+  const { config } = s.core;
+  const natural = naturalDtype(data);
+  const dtype: Dtype = o.dtype ?? (natural === "raw" ? "bytes" : natural);
+  if (!compatible(natural, dtype))
+    throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
+  const bytes = asBytes(data);
+  const size = itemsize(dtype);
+  let shape = o.shape;
+  if (!shape) {
+    if (dtype !== "bytes") throw new ValidationError(`shape is required for dtype ${dtype}.`, "shape");
+    shape = [bytes.byteLength];
+  }
+  const need = product(shape) * size;
+  if (need !== bytes.byteLength)
+    throw new ValidationError(`data has ${bytes.byteLength} bytes but shape [${shape.join(", ")}] of ${dtype} needs ${need}.`, "data");
+  if (bytes.byteLength === 0) throw new ValidationError("data must not be empty.", "data");
+  const tolerance = o.tolerance ?? config.default_tolerance;
+  const maxRank = o.max_rank ?? config.default_max_rank;
+  const bytesIn = bytes.byteLength;
+  const view = typedView(bytes, dtype);
+
+  const raw = (norm: number | null): Prepared => {
+    const payload = new Uint8Array(bytes); // own copy: the caller may reuse its buffer
+    return {
+      payload,
+      record: base(dtype, shape!, "passthrough", 1, 0, bytesIn, bytesIn, { sha256: sha256hex(payload), codec: "raw", tt: null, norm }, { codec: "raw" }),
+    };
+  };
+
+  const lossless = async (norm: number | null): Promise<Prepared> => {
+    const { payload, shuffle } = await losslessEncode(bytes, dtype);
+    const ratio = bytesIn / payload.byteLength;
+    if (ratio < config.min_compression_ratio) return raw(norm);
+    return {
+      payload,
+      record: base(dtype, shape!, "lossless", ratio, 0, bytesIn, payload.byteLength,
+        { sha256: sha256hex(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
+    };
+  };
+
+  if (isFloatDtype(dtype)) {
+    const work = toWorkingFloat(view, dtype);
+    if (hasNonFinite(work)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
+    if (bytesIn < config.min_compress_bytes) return raw(denseNorm(work));
+    const tt = await loadTT();
+    // cores are float32 (float64 for float64 data): the reachable ratio is measured against them
+    const coreBytes = dtype === "float64" ? 8 : 4;
+    const minRatio = config.min_compression_ratio * (coreBytes / size);
+    if (isAllZero(work)) {
+      // All zeros (an initialised array, say): the exact TT has rank 1 and zero cores. The
+      // TT engine refuses zero data, since a relative tolerance means nothing there.
+      const modes = tt.chooseModes(shape);
+      const cores = modes.map((n) => (coreBytes === 8 ? new Float64Array(n) : new Float32Array(n)));
+      const payload = concatCores(cores);
+      const stored = payload.byteLength;
+      if (bytesIn / stored < config.min_compression_ratio) return raw(0); // a prime length, say
+      const info = { modes, ranks: [1, ...modes.map(() => 1)] };
+      return {
+        payload,
+        record: base(dtype, shape, "compressed", bytesIn / stored, 0, bytesIn, stored,
+          { sha256: sha256hex(payload), codec: "tt", tt: info, norm: 0 },
+          { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
+      };
+    }
+    // float16/bfloat16 entries are served rounded to their type, which adds up to half a unit
+    // in the last place (2^-11, 2^-8 relative): the TT keeps that share of the tolerance free,
+    // and where too little would be left the entry is stored losslessly instead
+    const unit = dtype === "float16" ? 2 ** -11 : dtype === "bfloat16" ? 2 ** -8 : 0;
+    const ttTolerance = tolerance - unit * (1 + tolerance);
+    if (ttTolerance < tolerance / 4) return lossless(denseNorm(work));
+    // min_ratio also gives up when no TT within the tolerance reaches the ratio (docs/tt.md),
+    // so incompressible data are passthrough at once, even where capped ranks would fit
+    const res = await tt.compress(work, shape, { tolerance: ttTolerance, max_rank: maxRank, min_ratio: minRatio });
+    if (res === null) return raw(denseNorm(work));
+    const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
+    const ratio = bytesIn / stored;
+    if (ratio < config.min_compression_ratio) return raw(denseNorm(work));
+    const payload = concatCores(res.cores);
+    const norm = await tt.norm(res);
+    const verdict = res.relative_error <= ttTolerance ? "compressed" : "weak";
+    const info = { modes: [...res.modes], ranks: [...res.ranks] };
+    return {
+      payload,
+      record: base(dtype, shape, verdict, ratio, res.relative_error, bytesIn, stored,
+        { sha256: sha256hex(payload), codec: "tt", tt: info, norm },
+        { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
+    };
+  }
+  const norm = dtype === "bytes" ? null : denseNorm(toFloat64(view, dtype));
+  if (bytesIn < config.min_compress_bytes) return raw(norm);
+  return lossless(norm);
+}
+
+async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined, where: string): Promise<Prepared> {
+  const checked = checkCores(cores, where);
+  const arrays = checked.map((c) => c.values);
+  const modes = checked.map((c) => c.shape[1]);
+  const ranks = [1, ...checked.map((c) => c.shape[2])];
+  const shape = denseShape ? parseOrThrow(shapeSchema, denseShape, "shape") : [...modes];
+  if (product(shape) !== product(modes))
+    throw new ValidationError(`shape [${shape.join(", ")}] has ${product(shape)} elements but the cores' modes give ${product(modes)}.`, "shape");
+  const dtype = checked[0]!.dtype;
+  const t: TT = { modes, ranks, cores: arrays, ...(denseShape ? { shape } : {}) };
+  const norm = await (await loadTT()).norm(t);
+  if (!Number.isFinite(norm)) throw new ValidationError(`${where}: the tensor's norm overflows.`, where);
+  const payload = concatCores(arrays);
+  const bytesIn = product(shape) * itemsize(dtype);
+  const info = { modes, ranks };
+  return {
+    payload,
+    record: base(dtype, shape, "compressed", bytesIn / payload.byteLength, 0, bytesIn, payload.byteLength,
+      { sha256: sha256hex(payload), codec: "tt", tt: info, norm }, { codec: "tt", core_dtype: dtype, ...info }),
+  };
+}
+
+/** put: compresses (or stores losslessly or raw) and adds version n+1. */
+export async function put(s: Scope, ns: string, key: string, data: PutData, opts: PutOptions = {}): Promise<PutResult> {
+  open(s);
+  namespace(ns);
+  keyName(key);
+  checkDataKind(data);
+  const o = parseOrThrow(putOptionsSchema, opts, "options");
+  const stored = await lookup(s);
+  if (stored !== undefined) return stored as PutResult;
+  const t0 = process.hrtime.bigint();
+  const prepared = await prepare(s, data, o);
+  const r = prepared.record;
+  s.core.observer?.compress?.(r.layout.codec, secondsSince(t0), r.bytes_in, r.bytes_stored);
+  return commit(s, ns, [{ key, prepared, if_version: o.if_version, metadata: o.metadata ?? {} }], false, (r) => r[0]!);
+}
+
+/** put_cores: stores a TT given by its cores (verdict `compressed`, relative_error 0). */
+export async function putCores(s: Scope, ns: string, key: string, cores: CoreInput[], opts: PutCoresOptions = {}): Promise<PutResult> {
+  open(s);
+  namespace(ns);
+  keyName(key);
+  const o = parseOrThrow(putCoresOptionsSchema, opts, "options");
+  const stored = await lookup(s);
+  if (stored !== undefined) return stored as PutResult;
+  const prepared = await prepareCores(cores, o.shape, "cores");
+  return commit(s, ns, [{ key, prepared, if_version: o.if_version, metadata: o.metadata ?? {} }], false, (r) => r[0]!);
+}
+
+/** put_cores_batch: every item is validated before any is stored; all are stored in one transaction. */
+export async function putCoresBatch(s: Scope, ns: string, items: PutCoresItem[]): Promise<{ results: PutResult[] }> {
+  open(s);
+  namespace(ns);
+  if (!Array.isArray(items) || items.length < 1 || items.length > 1000)
+    throw new ValidationError("items must be a list of 1 to 1000 put_cores requests.", "items");
+  const checked = items.map((it, i) => {
+    try {
+      if (it === null || typeof it !== "object") throw new ValidationError("must be an object.");
+      const { key, cores, ...rest } = it;
+      keyName(key);
+      return { key, cores, o: parseOrThrow(putCoresOptionsSchema, rest) };
+    } catch (e) {
+      throw itemError(e, i);
+    }
+  });
+  const stored = await lookup(s);
+  if (stored !== undefined) return stored as { results: PutResult[] };
+  const prepared: Prepared[] = [];
+  for (let i = 0; i < checked.length; i++) {
+    try {
+      prepared.push(await prepareCores(checked[i]!.cores, checked[i]!.o.shape, "cores"));
+    } catch (e) {
+      throw itemError(e, i);
+    }
+  }
+  return commit(
+    s,
+    ns,
+    checked.map((c, i) => ({ key: c.key, prepared: prepared[i]!, if_version: c.o.if_version, metadata: c.o.metadata ?? {} })),
+    true,
+    (results) => ({ results }),
+  );
+}
+
+/**
+ * One write transaction for all items: read heads (and the stored response of an idempotent
+ * write), check if_version, then write. `respond` shapes the results into the verb's answer.
+ */
+async function commit<R>(
+  s: Scope,
+  ns: string,
+  items: { key: string; prepared: Prepared; if_version: number | undefined; metadata: Record<string, unknown> }[],
+  batch: boolean,
+  respond: (results: PutResult[]) => R,
+): Promise<R> {
+  const { backend, clock } = open(s);
+  const t = s.tenant;
+  const idem = s.idem;
+  const keys: RecordKey[] = [...new Set(items.map((it) => it.key))].map((k) => headKey(t, ns, k));
+  if (idem) keys.push(idempotencyKey(t, idem.key));
+  return backend.transact({ keys }, (tx) => {
+    const now = clock.now();
+    if (idem) {
+      // a request with the same key committed since the lookup: its response, nothing written
+      const stored = replayOf(idem, tx.get(idempotencyKey(t, idem.key)), now);
+      if (stored !== undefined) return stored as R;
+    }
+    // check phase: nothing is written until every item passed
+    const heads = new Map<string, HeadRecord | undefined>();
+    const plans = items.map((it, i) => {
+      const head = heads.has(it.key) ? heads.get(it.key) : unpackRecord<HeadRecord>(tx.get(headKey(t, ns, it.key)));
+      const live = head !== undefined && !head.deleted;
+      const current = live ? head.latest : 0;
+      if (it.if_version !== undefined && it.if_version !== current) {
+        const msg = `key ${it.key} is at version ${current}, not ${it.if_version}${batch ? ` (items.${i})` : ""}.`;
+        throw new VersionConflictError(msg.charAt(0).toUpperCase() + msg.slice(1), it.if_version, current);
+      }
+      const version = (head?.latest ?? 0) + 1;
+      const rec = it.prepared.record;
+      const next: HeadRecord = {
+        latest: version,
+        first_live: live ? head.first_live : version,
+        deleted: false,
+        updated_at: now,
+        dtype: rec.dtype,
+        shape: rec.shape,
+        verdict: rec.verdict,
+        metadata: it.metadata,
+        fingerprint: rec.fingerprint,
+        layout: rec.layout,
+        tombstones: head?.tombstones ?? [],
+      };
+      heads.set(it.key, next);
+      return { it, version, next };
+    });
+    // write phase
+    const results: PutResult[] = [];
+    for (const { it, version, next } of plans) {
+      const rec: VersionRecord = { ...it.prepared.record, version, created_at: now, metadata: it.metadata };
+      tx.putPayload(t, rec.fingerprint.sha256, it.prepared.payload);
+      tx.put(versionKey(t, ns, it.key, version), packRecord(rec));
+      tx.put(headKey(t, ns, it.key), packRecord(next));
+      results.push(putResult(ns, it.key, rec));
+    }
+    const answer = respond(results);
+    if (idem) tx.put(idempotencyKey(t, idem.key), recordOf(idem, answer, now));
+    return answer;
+  });
+}
+
+/** delete: soft delete with a tombstone kept 30 days. */
+export async function remove(s: Scope, ns: string, key: string): Promise<DeleteResult> {
+  const { backend, clock } = open(s);
+  namespace(ns);
+  keyName(key);
+  const t = s.tenant;
+  const idem = s.idem;
+  const stored = await lookup(s);
+  if (stored !== undefined) return stored as DeleteResult;
+  const keys: RecordKey[] = [headKey(t, ns, key)];
+  if (idem) keys.push(idempotencyKey(t, idem.key));
+  return backend.transact({ keys }, (tx) => {
+    const now = clock.now();
+    if (idem) {
+      const again = replayOf(idem, tx.get(idempotencyKey(t, idem.key)), now);
+      if (again !== undefined) return again as DeleteResult;
+    }
+    const head = unpackRecord<HeadRecord>(tx.get(headKey(t, ns, key)));
+    if (!head || head.deleted) throw new NotFoundError(`No entry ${key} in namespace ${ns}.`);
+    const purgeAfter = now + TOMBSTONE_RETENTION_MS;
+    const next: HeadRecord = {
+      ...head,
+      deleted: true,
+      updated_at: now,
+      tombstones: [...head.tombstones, { from: head.first_live, upto: head.latest, purge_after: purgeAfter }],
+    };
+    tx.put(headKey(t, ns, key), packRecord(next));
+    const answer: DeleteResult = { namespace: ns, key, deleted: true as const, version: head.latest, purge_after: iso(purgeAfter) };
+    if (idem) tx.put(idempotencyKey(t, idem.key), recordOf(idem, answer, now));
+    return answer;
+  });
+}
+
+function itemError(e: unknown, i: number): unknown {
+  if (!(e instanceof ValidationError)) return e;
+  const field = e.field ? `items.${i}.${e.field}` : `items.${i}`;
+  return new ValidationError(`items.${i}: ${e.message}`, field);
+}
+
+/** Whether every element is zero (stops at the first that is not, so other data pay little). */
+function isAllZero(x: ArrayLike<number>): boolean {
+  for (let i = 0; i < x.length; i++) if (x[i] !== 0) return false;
+  return true;
+}
+
+function concatCores(cores: readonly ArrayBufferView[]): Uint8Array {
+  const total = cores.reduce((s, c) => s + c.byteLength, 0);
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of cores) {
+    out.set(asBytes(c), off);
+    off += c.byteLength;
+  }
+  return out;
+}
+
+function base(
+  dtype: Dtype, shape: number[], verdict: VersionRecord["verdict"], ratio: number, relErr: number, bytesIn: number, bytesStored: number,
+  fingerprint: VersionRecord["fingerprint"], layout: PayloadLayout,
+): Prepared["record"] {
+  return { dtype, shape, metadata: {}, verdict, compression_ratio: ratio, relative_error: relErr, bytes_in: bytesIn, bytes_stored: bytesStored, fingerprint, layout };
+}
+
+function putResult(ns: string, key: string, rec: VersionRecord): PutResult {
+  return {
+    namespace: ns,
+    key,
+    version: rec.version,
+    verdict: rec.verdict,
+    compressed: rec.verdict !== "passthrough",
+    compression_ratio: rec.compression_ratio,
+    relative_error: rec.relative_error,
+    dtype: rec.dtype,
+    shape: rec.shape,
+    tt: rec.fingerprint.tt,
+    bytes_in: rec.bytes_in,
+    bytes_stored: rec.bytes_stored,
+    fingerprint: rec.fingerprint,
+  };
+}
+

@@ -1,0 +1,153 @@
+// The similarity verbs of the store: query_similarity, query_topk and query_vector. A top-K
+// reads the namespace's heads in key order and scores every live entry of the query's shape;
+// TT cores come from the core cache, and those not held yet are read in batches.
+import { NotFoundError, ValidationError } from "../errors.js";
+import { compileFilter, matchFilter, type FilterNode } from "../filter.js";
+import { isFloatDtype, parseOrThrow } from "../names.js";
+import {
+  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema,
+  type Metric, type SimilarityOptions, type TopkOptions, type VectorOptions,
+} from "../schemas.js";
+import { denseNorm, hasNonFinite, product, toFloat64, toWorkingFloat } from "./codec.js";
+import {
+  cachedTT, decodeTT, denseOf, keyName, liveHeads, namespace, open, readVersion, sameShape, ttOf, type Entry, type Scope,
+} from "./context.js";
+import { deviceScores } from "./gpu-query.js";
+import { Pace } from "./pace.js";
+import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity as scorePair, type Operand } from "./query.js";
+import type { TT } from "./ttapi.js";
+import type { HeadRecord, PayloadLayout, SimilarityResult, TopkResult } from "./types.js";
+
+/** Payloads a top-K reads per round trip when the core cache lacks them. */
+const PAYLOAD_BATCH = 256;
+
+function ttOperand(rec: Entry, tt: TT): Operand {
+  const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
+  return { kind: "tt", tt, norm: rec.fingerprint.norm!, coreDtype: layout.core_dtype };
+}
+
+async function operand(s: Scope, rec: Entry, what: string): Promise<Operand> {
+  if (rec.dtype === "bytes") throw new ValidationError(`${what} holds bytes; similarity needs numeric data.`, what);
+  if (rec.layout.codec === "tt") return ttOperand(rec, await ttOf(s, rec));
+  const dense = await denseOf(s, rec);
+  const x = rec.dtype === "float64" ? (dense as Float64Array) : rec.dtype === "float32" ? (dense as Float32Array)
+    : isFloatDtype(rec.dtype) ? toWorkingFloat(dense, rec.dtype) : toFloat64(dense, rec.dtype);
+  return { kind: "dense", x, norm: rec.fingerprint.norm! };
+}
+
+/** query_similarity: one metric between two entries (of one namespace or two). */
+export async function similarity(s: Scope, ns: string, a: string, b: string, opts: SimilarityOptions = {}): Promise<SimilarityResult> {
+  namespace(ns);
+  keyName(a);
+  keyName(b);
+  const o = parseOrThrow(similarityOptionsSchema, opts, "options");
+  const nsB = o.namespace_b ?? ns;
+  const ra = (await readVersion(s, ns, a, o.version_a)).rec;
+  const rb = (await readVersion(s, nsB, b, o.version_b)).rec;
+  for (const [r, what, k] of [[ra, "a", a], [rb, "b", b]] as const)
+    if (r.dtype === "bytes") throw new ValidationError(`Entry ${k} holds bytes; similarity needs numeric data.`, what);
+  if (!sameShape(ra.shape, rb.shape))
+    throw new ValidationError(`Entries ${a} [${ra.shape.join(", ")}] and ${b} [${rb.shape.join(", ")}] have different shapes.`, "b");
+  const score = await scorePair(o.metric, await operand(s, ra, "a"), await operand(s, rb, "b"));
+  return { metric: o.metric, score, a: { key: a, version: ra.version }, b: { key: b, version: rb.version } };
+}
+
+async function rank(s: Scope, ns: string, metric: Metric, k: number, q: Operand, shape: number[], filter: FilterNode | null, exclude: string | null, qid: { key: string; version: number } | null = null): Promise<TopkResult> {
+  const core = open(s);
+  let skipped = 0;
+  const keys: string[] = [];
+  const versions: number[] = [];
+  const scores: number[] = [];
+  // Candidates are scored in chunks of at most RANK_DENSE_CHUNK_BYTES of dense data, so a
+  // namespace of dense entries is never held in memory whole (TT candidates cost their cores).
+  let cands: (Operand | undefined)[] = [];
+  let denseBytes = 0;
+  // TT candidates whose cores the cache lacks: read together, PAYLOAD_BATCH per round trip
+  let pending: { at: number; head: HeadRecord }[] = [];
+  const fetch = async () => {
+    const batch = pending;
+    pending = [];
+    const ids = [...new Set(batch.map((p) => p.head.fingerprint.sha256))];
+    const got = await core.backend.getPayloads(s.tenant, ids);
+    for (const { at, head } of batch) {
+      const tt = cachedTT(s, head) ?? (got.has(head.fingerprint.sha256) ? decodeTT(s, head, got.get(head.fingerprint.sha256)!) : undefined);
+      if (!tt) throw new NotFoundError("The entry's payload is missing.");
+      cands[at] = ttOperand(head, tt);
+    }
+  };
+  // on the device when GPU serving is on for queries (SVC_ENGINE_DEVICE=cuda), else the CPU
+  const ids = (key: string, version: number) => ({ tenant: s.tenant, ns, key, version });
+  const flush = async () => {
+    if (pending.length > 0) await fetch();
+    if (cands.length === 0) return;
+    const all = cands as Operand[];
+    const from = scores.length;
+    const onDevice = await deviceScores(core.gpu, metric, q, qid && ids(qid.key, qid.version), all, keys.slice(from).map((key, i) => ids(key, versions[from + i]!)));
+    for (const x of onDevice ?? (await scoreBatch(metric, q, all))) scores.push(x);
+    cands = [];
+    denseBytes = 0;
+  };
+  const pace = new Pace(); // the event loop gets a turn every slice of a long scan
+  for await (const { key, head } of liveHeads(s, ns, "")) {
+    if (pace.due()) await pace.yield();
+    if (key === exclude) continue;
+    if (filter && !matchFilter(filter, head.metadata)) continue;
+    if (head.dtype === "bytes" || !sameShape(head.shape, shape)) {
+      skipped++;
+      continue;
+    }
+    keys.push(key);
+    versions.push(head.latest);
+    if (head.layout.codec === "tt") {
+      const tt = cachedTT(s, head);
+      if (tt) cands.push(ttOperand(head, tt));
+      else {
+        pending.push({ at: cands.length, head });
+        cands.push(undefined);
+        if (pending.length >= PAYLOAD_BATCH) await fetch();
+      }
+    } else {
+      const op = await operand(s, head, key);
+      cands.push(op);
+      if (op.kind === "dense" && (denseBytes += op.x.byteLength) >= RANK_DENSE_CHUNK_BYTES) await flush();
+    }
+  }
+  await flush();
+  const order = scores.map((_, i) => i);
+  order.sort((i, j) => (metric === "l2" ? scores[i]! - scores[j]! : scores[j]! - scores[i]!) || (keys[i]! < keys[j]! ? -1 : 1));
+  return {
+    metric,
+    results: order.slice(0, k).map((i) => ({ key: keys[i]!, version: versions[i]!, score: scores[i]! })),
+    scanned: scores.length,
+    skipped,
+  };
+}
+
+/** query_topk: the k entries of a namespace nearest to one of its entries. */
+export async function topk(s: Scope, ns: string, opts: TopkOptions): Promise<TopkResult> {
+  namespace(ns);
+  const o = parseOrThrow(topkOptionsSchema, opts, "options");
+  const filter = o.filter ? compileFilter(o.filter) : null;
+  const { rec } = await readVersion(s, ns, o.key, o.version);
+  const q = await operand(s, rec, "key");
+  return rank(s, ns, o.metric, o.k, q, rec.shape, filter, o.include_self ? null : o.key, { key: o.key, version: rec.version });
+}
+
+/** query_vector: the k entries of a namespace nearest to a dense vector. */
+export async function vector(s: Scope, ns: string, opts: VectorOptions): Promise<TopkResult> {
+  namespace(ns);
+  const o = parseOrThrow(vectorOptionsSchema, opts, "options");
+  const filter = o.filter ? compileFilter(o.filter) : null;
+  let x: Float32Array | Float64Array;
+  if (Array.isArray(o.vector)) x = o.dtype === "float32" ? Float32Array.from(o.vector) : Float64Array.from(o.vector);
+  else {
+    const natural = o.vector instanceof Float32Array ? "float32" : "float64";
+    if (o.dtype && o.dtype !== natural) throw new ValidationError(`dtype ${o.dtype} does not match the vector's ${natural} data.`, "dtype");
+    x = o.vector;
+  }
+  if (hasNonFinite(x)) throw new ValidationError("vector contains NaN or infinite values.", "vector");
+  const shape = o.shape ?? [x.length];
+  if (product(shape) !== x.length)
+    throw new ValidationError(`vector has ${x.length} values but shape [${shape.join(", ")}] needs ${product(shape)}.`, "shape");
+  return rank(s, ns, o.metric, o.k, { kind: "dense", x, norm: denseNorm(x) }, shape, filter, null);
+}

@@ -21,7 +21,7 @@
 // hash). That database is still read (and cleaned by compact), never written: old stores
 // open and read as they are, with no migration step, and new payloads go to the new layout.
 import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { ValidationError } from "../errors.js";
 import { checkDeclared, checkDeclaredRange, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend, type TxReads, type WriteTx } from "./backend.js";
@@ -95,9 +95,12 @@ function storeDirectory(path: string): boolean {
     if (created === undefined) return false;
     // every directory the call created, from the first up to `path`: 0700 even under a umask
     // that removes owner bits (mode is masked by the umask)
-    for (let d = path; ; d = join(d, "..")) {
+    // (absolute paths: mkdirSync reports the first one it created resolved, and a relative
+    // path never reaches its root by joining "..")
+    const first = resolve(created);
+    for (let d = resolve(path); ; d = dirname(d)) {
       chmodSync(d, 0o700);
-      if (d === created || join(d, "..") === d) break;
+      if (d === first || dirname(d) === d) break;
     }
     return true;
   } catch (e) {

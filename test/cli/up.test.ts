@@ -211,7 +211,7 @@ test("svc up with SVC_ENGINE_TLS_*: the engine serves https and the gateway reac
     t.ok(apiKey, "tenant created");
     const f = join(dir, "blob.bin");
     await writeFile(f, Buffer.from("through tls"));
-    const put = await svc(["put", "default", "blob", f], { SVC_GATE_URL: up.gateway, SVC_API_KEY: apiKey! });
+    const put = await svc(["put", "default", "blob", f, "--bytes"], { SVC_GATE_URL: up.gateway, SVC_API_KEY: apiKey! });
     t.equal(put.code, 0, `a data call through the gateway to the TLS engine: ${put.err.trim() || put.out.trim()}`);
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;

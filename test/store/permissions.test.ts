@@ -35,3 +35,21 @@ test("lmdb: 0600 files in 0700 directories under a permissive umask", async (t) 
     rmSync(root, { recursive: true, force: true });
   }
 });
+
+test("lmdb: a relative store path changes only the directories it creates", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "svc-perm-rel-"));
+  chmodSync(root, 0o755);
+  const cwd = process.cwd();
+  const before = { root: mode(root), tmp: mode(tmpdir()), top: mode("/") };
+  try {
+    process.chdir(root);
+    const s = await createStore({ path: "./svc-data/local" });
+    await s.close();
+    t.equal(mode(join(root, "svc-data")), "700", "the created parent: 0700");
+    t.equal(mode(join(root, "svc-data", "local")), "700", "the store directory: 0700");
+    t.deepEqual({ root: mode(root), tmp: mode(tmpdir()), top: mode("/") }, before, "the working directory and every directory above it keep their modes");
+  } finally {
+    process.chdir(cwd);
+    rmSync(root, { recursive: true, force: true });
+  }
+});

@@ -3,9 +3,11 @@
 // float64, plain, quantized and default modes, tolerances from 1e-2 down to each type's floor.
 // For each case the error is measured here in float64 from tt.reconstruct; a case whose error
 // exceeds its tolerance while no rank reached max_rank is a violation and is printed.
-// Usage: node --import tsx bench/tt-sweep.ts [--cases N] [--seed S] [--large L]
-//   --large: how many of the cases are the 64-256 MB inputs (default 12).
-// Prints one JSON line per violation, per capped case and per large case, then a summary line.
+// Usage: node --import tsx bench/tt-sweep.ts [--cases N] [--seed S] [--large L] [--from I]
+//   --large: how many of the cases are the 64-256 MB inputs (default 12); --from: start at case I
+//   of the same seeded list (to resume a run).
+// Prints one JSON line per violation, per capped case and per large case, a progress line on
+// stderr per case, and a summary line at the end (also when stopped by SIGINT or SIGTERM).
 import { cpus, loadavg } from "node:os";
 import * as tt from "../lib/tt.js";
 
@@ -14,7 +16,7 @@ const arg = (name: string, dflt: number) => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? Number(args[i + 1]) : dflt;
 };
-const CASES = arg("cases", 1000), SEED = arg("seed", 1), LARGE = Math.min(arg("large", 12), CASES);
+const CASES = arg("cases", 1000), SEED = arg("seed", 1), LARGE = Math.min(arg("large", 12), CASES), FROM = arg("from", 0);
 
 function rng(seed: number) {
   let a = seed >>> 0;
@@ -200,10 +202,18 @@ function buildCases(): Case[] {
 
 const cases = buildCases();
 console.log(JSON.stringify({ sweep: "tt bound", cases: cases.length, seed: SEED, machine: { cpu: cpus()[0]?.model ?? "unknown", cores: cpus().length, loadavg_1m: +loadavg()[0]!.toFixed(2) }, backend: tt.backend().isa }));
-let violations = 0, capped = 0, done = 0;
+let violations = 0, capped = 0, done = 0, last = -1;
 let bytesTotal = 0, secondsTotal = 0;
 const t00 = performance.now();
+const summary = () =>
+  console.log(JSON.stringify({ summary: true, from: FROM, last_case: last, cases: done, violations, capped_by_max_rank: capped, input_GB: +(bytesTotal / 2 ** 30).toFixed(2), compress_s: +secondsTotal.toFixed(1), wall_s: +((performance.now() - t00) / 1000).toFixed(1), loadavg_1m: +loadavg()[0]!.toFixed(2) }));
+for (const sig of ["SIGINT", "SIGTERM"] as const)
+  process.on(sig, () => {
+    summary();
+    process.exit(violations ? 1 : 2);
+  });
 for (const [i, c] of cases.entries()) {
+  if (i < FROM) continue;
   const data = c.make();
   const opts: tt.CompressOptions = { tolerance: c.tol, max_rank: tt.MAX_RANK_LIMIT };
   if (c.modes === "plain") opts.modes = c.shape;
@@ -214,6 +224,8 @@ for (const [i, c] of cases.entries()) {
   const y = await tt.reconstruct(r);
   const err = relErr(data, y);
   done++;
+  last = i;
+  process.stderr.write(`case ${i} ${c.shape.join("x")} ${c.f64 ? "f64" : "f32"} tol ${c.tol.toExponential(1)}: ${s.toFixed(2)} s\n`);
   bytesTotal += data.byteLength;
   secondsTotal += s;
   const bound = Math.max(...r.ranks) >= tt.MAX_RANK_LIMIT;
@@ -232,5 +244,5 @@ for (const [i, c] of cases.entries()) {
     console.log(JSON.stringify(line));
   }
 }
-console.log(JSON.stringify({ summary: true, cases: done, violations, capped_by_max_rank: capped, input_GB: +(bytesTotal / 2 ** 30).toFixed(2), compress_s: +secondsTotal.toFixed(1), wall_s: +((performance.now() - t00) / 1000).toFixed(1), loadavg_1m: +loadavg()[0]!.toFixed(2) }));
+summary();
 process.exit(violations ? 1 : 0);

@@ -14,7 +14,7 @@ import type { Clock } from "./clock.js";
 import { PERIOD_RE, periodOf, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, type LimitsPolicy } from "./plans.js";
 import type { RateLimiter } from "./ratelimit.js";
-import type { TenantRegistry } from "./tenants.js";
+import type { TenantRecord, TenantRegistry } from "./tenants.js";
 
 export interface AccountDeps {
   registry: TenantRegistry;
@@ -25,6 +25,26 @@ export interface AccountDeps {
   policy: LimitsPolicy;
 }
 
+/**
+ * The preamble of a tenant-key call outside the data plane (this view, billing's checkout): the
+ * tenant authenticated (401), the call counted against its sliding window with the rate-limit
+ * headers set, and 429 with the API's sentence past it.
+ */
+export async function admitTenantCall(
+  d: { registry: TenantRegistry; limiter: RateLimiter; policy: LimitsPolicy },
+  req: Request,
+  res: Response,
+): Promise<TenantRecord> {
+  const tenant = await authenticateTenant(d.registry, req);
+  const rl = effectiveRateLimit(tenant, d.policy);
+  const rate = await d.limiter.hit(tenant.tenant_id, { requests: rl.requests, windowMs: rl.window_s * 1000 });
+  res.setHeader("X-RateLimit-Limit", String(rate.limit));
+  res.setHeader("X-RateLimit-Remaining", String(rate.remaining));
+  res.setHeader("X-RateLimit-Reset", String(rate.resetS));
+  if (!rate.allowed) throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
+  return tenant;
+}
+
 export function accountRouter(d: AccountDeps): Router {
   const r = express.Router();
   r.get("/gate/account", async (req: Request, res: Response) => {
@@ -33,14 +53,9 @@ export function accountRouter(d: AccountDeps): Router {
     let answer: { status: number; body: unknown } | null = null;
     let failure: ReturnType<typeof toSvcError> | null = null;
     try {
-      const tenant = await authenticateTenant(d.registry, req);
+      const tenant = await admitTenantCall(d, req, res);
       tenantId = tenant.tenant_id;
       const rl = effectiveRateLimit(tenant, d.policy);
-      const rate = await d.limiter.hit(tenant.tenant_id, { requests: rl.requests, windowMs: rl.window_s * 1000 });
-      res.setHeader("X-RateLimit-Limit", String(rate.limit));
-      res.setHeader("X-RateLimit-Remaining", String(rate.remaining));
-      res.setHeader("X-RateLimit-Reset", String(rate.resetS));
-      if (!rate.allowed) throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
       const keys = Object.keys(req.query);
       const unknown = keys.find((k) => k !== "period");
       if (unknown !== undefined) throw new ValidationError(`Unknown query parameter ${JSON.stringify(unknown.slice(0, 64))}; only period is accepted.`, unknown);

@@ -184,6 +184,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     refuseBodyOfBodilessMethod(req, res).then(() => next(), next);
   });
 
+  const bodyRate = { minBytesPerS: config.body_min_bytes_per_s, graceMs: config.body_grace_s * 1000 };
   // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; the limit is checked from
   // Content-Length before reading and again while reading, and the body is held within the
   // memory budget (503 with Retry-After past it). The bytes of a JSON body are kept for the
@@ -197,6 +198,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       reservation: reservationOf(res, budget),
       factor: octet ? OCTET_BODY_FACTOR : JSON_BODY_FACTOR,
       res,
+      rate: bodyRate,
     };
     const read = async (): Promise<unknown> => {
       if (octet) return readBody(req, opts);

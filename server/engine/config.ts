@@ -35,6 +35,10 @@ export interface EngineConfig {
   readonly memory_budget_bytes: number;
   /** Largest dense answer of a JSON serve; larger ones are asked for as application/octet-stream. */
   readonly max_json_serve_bytes: number;
+  /** Bytes per second a request body must keep up on average after the grace time (400 and the connection closed past it). */
+  readonly body_min_bytes_per_s: number;
+  /** Seconds a request body may take before the rate applies; also the longest pause between two chunks. */
+  readonly body_grace_s: number;
 }
 
 /** A quarter of the machine's memory (6 GiB on 24 GiB), at least 256 MiB. */
@@ -92,6 +96,8 @@ const VARS = {
   SVC_ENGINE_METRICS_TOKEN: z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters").optional(),
   SVC_ENGINE_MEMORY_BUDGET_BYTES: int(16 * 1024 * 1024).optional(),
   SVC_ENGINE_MAX_JSON_SERVE_BYTES: int(0).default(DEFAULT_MAX_JSON_SERVE_BYTES),
+  SVC_ENGINE_BODY_MIN_RATE: int(1, 1024 * 1024 * 1024).default(16 * 1024),
+  SVC_ENGINE_BODY_GRACE_S: int(1, 3600).default(10),
 } as const;
 
 /** Every variable the engine reads (deployment files are checked against this list). */
@@ -141,5 +147,7 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     metrics_token_digest: v.SVC_ENGINE_METRICS_TOKEN === undefined ? null : digest(v.SVC_ENGINE_METRICS_TOKEN as string),
     memory_budget_bytes: (v.SVC_ENGINE_MEMORY_BUDGET_BYTES as number | undefined) ?? defaultMemoryBudgetBytes(),
     max_json_serve_bytes: v.SVC_ENGINE_MAX_JSON_SERVE_BYTES as number,
+    body_min_bytes_per_s: v.SVC_ENGINE_BODY_MIN_RATE as number,
+    body_grace_s: v.SVC_ENGINE_BODY_GRACE_S as number,
   });
 }

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { PayloadTooLargeError, UnsupportedMediaTypeError, ValidationError, SvcError } from "../../lib/errors.js";
 import type { Reservation } from "./memory-budget.js";
+import { SlowBodyError, type BodyRate } from "./body-guard.js";
 
 /** Bytes of a body sent with a GET, HEAD or DELETE that are read (and dropped) so that the 400 reaches the client. */
 export const MAX_IGNORED_BODY_BYTES = 64 * 1024;
@@ -34,6 +35,8 @@ export interface ReadBodyOptions {
   factor?: number;
   /** The response, so that a refusal before the end of the body closes the connection. */
   res?: ServerResponse;
+  /** The minimum rate the body must keep up after a grace time (400, SlowBodyError, past it). */
+  rate?: BodyRate;
 }
 
 /**
@@ -69,9 +72,22 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
     const parts: Buffer[] = [];
     let got = 0;
     let done = false;
+    // A body that falls behind the minimum rate after the grace time, or pauses longer than the
+    // grace time, ends the request: it would otherwise hold a connection and its memory.
+    const t0 = Date.now();
+    let last = t0;
+    const rate = opts.rate;
+    const ticker = rate
+      ? setInterval(() => {
+          const now = Date.now();
+          if (now - last > rate.graceMs || (now - t0 > rate.graceMs && got < (rate.minBytesPerS * (now - t0)) / 1000)) finish(new SlowBodyError(rate));
+        }, Math.min(250, rate.graceMs))
+      : null;
+    ticker?.unref();
     const finish = (err: unknown, body?: Buffer) => {
       if (done) return;
       done = true;
+      if (ticker) clearInterval(ticker);
       req.off("data", onData);
       req.off("end", onEnd);
       req.off("aborted", onAborted);
@@ -85,6 +101,7 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
     };
     const onData = (chunk: Buffer) => {
       if (done) return;
+      last = Date.now();
       const next = got + chunk.byteLength;
       if (next > limit || (whole && next > whole.byteLength))
         return finish(new PayloadTooLargeError(`The request body is larger than the upload limit of ${whole ? whole.byteLength : limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));

@@ -9,7 +9,7 @@ import { Agent, request, type Dispatcher } from "undici";
 import {
   SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, OverloadedError, EngineUnreachableError, errorFromCode,
 } from "./errors.js";
-import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow, type Dtype } from "./names.js";
+import { dtypeSchema, keySchema, namespaceSchema, naturalDtype, parseOrThrow, type Dtype } from "./names.js";
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
   similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema,
@@ -98,22 +98,6 @@ export interface SvcClient extends TensorStore {
 
 const bytesOf = (d: Data): Buffer =>
   d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
-
-/** The natural dtype of the data, as the store decides it (Buffer and ArrayBuffer: raw bytes). */
-function naturalDtype(d: PutData): Dtype | "raw" {
-  if (d instanceof ArrayBuffer || Buffer.isBuffer(d) || d instanceof DataView) return "raw";
-  if (d instanceof Float32Array) return "float32";
-  if (d instanceof Float64Array) return "float64";
-  if (d instanceof Int8Array) return "int8";
-  if (d instanceof Uint8Array || d instanceof Uint8ClampedArray) return "uint8";
-  if (d instanceof Int16Array) return "int16";
-  if (d instanceof Uint16Array) return "uint16";
-  if (d instanceof Int32Array) return "int32";
-  if (d instanceof Uint32Array) return "uint32";
-  if (d instanceof BigInt64Array) return "int64";
-  if (d instanceof BigUint64Array) return "uint64";
-  throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
-}
 
 /** Which explicit dtypes may reinterpret a typed array of another element type (as the store). */
 function compatible(natural: Dtype | "raw", dtype: Dtype): boolean {

@@ -105,3 +105,22 @@ export function validationErrorFrom(err: z.ZodError, what?: string): ValidationE
   const sentence = field && !msg.startsWith(field) ? `${field}: ${msg}` : msg;
   return new ValidationError(sentence.endsWith(".") ? sentence : `${sentence}.`, field);
 }
+
+/**
+ * The natural dtype of put data, as the store decides it: Buffer, ArrayBuffer and DataView are
+ * raw bytes, each typed array its element type. Shared by the store and the HTTP client.
+ */
+export function naturalDtype(data: ArrayBuffer | ArrayBufferView): Dtype | "raw" {
+  if (data instanceof ArrayBuffer || Buffer.isBuffer(data) || data instanceof DataView) return "raw";
+  if (data instanceof Float32Array) return "float32";
+  if (data instanceof Float64Array) return "float64";
+  if (data instanceof Int8Array) return "int8";
+  if (data instanceof Uint8Array || data instanceof Uint8ClampedArray) return "uint8";
+  if (data instanceof Int16Array) return "int16";
+  if (data instanceof Uint16Array) return "uint16";
+  if (data instanceof Int32Array) return "int32";
+  if (data instanceof Uint32Array) return "uint32";
+  if (data instanceof BigInt64Array) return "int64";
+  if (data instanceof BigUint64Array) return "uint64";
+  throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
+}

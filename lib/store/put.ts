@@ -4,7 +4,7 @@
 // version record and head (and, for an idempotent write, its stored response).
 import { z } from "zod";
 import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
-import { isFloatDtype, itemsize, parseOrThrow, shapeSchema, type Dtype } from "../names.js";
+import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../names.js";
 import { putCoresOptionsSchema, putOptionsSchema, type PutCoresOptions, type PutOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
 import {
@@ -25,22 +25,6 @@ export type PutData = ArrayBufferView | ArrayBuffer;
 export interface PutCoresItem extends PutCoresOptions {
   key: string;
   cores: CoreInput[];
-}
-
-/** The natural dtype of a typed array (Buffer and ArrayBuffer: raw bytes). */
-function naturalDtype(data: PutData): Dtype | "raw" {
-  if (data instanceof ArrayBuffer || Buffer.isBuffer(data) || data instanceof DataView) return "raw";
-  if (data instanceof Float32Array) return "float32";
-  if (data instanceof Float64Array) return "float64";
-  if (data instanceof Int8Array) return "int8";
-  if (data instanceof Uint8Array || data instanceof Uint8ClampedArray) return "uint8";
-  if (data instanceof Int16Array) return "int16";
-  if (data instanceof Uint16Array) return "uint16";
-  if (data instanceof Int32Array) return "int32";
-  if (data instanceof Uint32Array) return "uint32";
-  if (data instanceof BigInt64Array) return "int64";
-  if (data instanceof BigUint64Array) return "uint64";
-  throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
 }
 
 function checkDataKind(data: unknown): asserts data is PutData {

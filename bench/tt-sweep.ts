@@ -10,6 +10,7 @@
 // stderr per case, and a summary line at the end (also when stopped by SIGINT or SIGTERM).
 import { cpus, loadavg } from "node:os";
 import * as tt from "../lib/tt.js";
+import { gaussian, prod, rng } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: number) => {
@@ -18,20 +19,6 @@ const arg = (name: string, dflt: number) => {
 };
 const CASES = arg("cases", 1000), SEED = arg("seed", 1), LARGE = Math.min(arg("large", 12), CASES), FROM = arg("from", 0);
 
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-function gaussian(seed: number) {
-  const u = rng(seed);
-  return () => Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u());
-}
-const prod = (xs: number[]) => xs.reduce((a, b) => a * b, 1);
 
 type Spectrum = "exponential" | "power" | "flat" | "lowrank" | "noisefloor";
 const SPECTRA: Spectrum[] = ["exponential", "power", "flat", "lowrank", "noisefloor"];

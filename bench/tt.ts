@@ -8,6 +8,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
 import * as tt from "../lib/tt.js";
+import { gaussian, rng } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
 
 const TOLS = [1e-2, 1e-3, 1e-4];
 const MB = 1 << 20;
@@ -18,19 +19,6 @@ function out(o: Record<string, unknown>) {
   console.log(JSON.stringify(o));
 }
 
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-function gauss(seed: number) {
-  const u = rng(seed);
-  return () => Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u());
-}
 
 /** Sum of separable terms a_t * f_t(x) g_t(y) h_t(z) on an n^3 grid, built by outer products. */
 function separable(n: number, terms: { a: number; f: (x: number) => number; g: (x: number) => number; h: (x: number) => number }[]) {
@@ -125,7 +113,7 @@ function bumps(n: number, count: number) {
 /** Heat equation u_t = Δu on [0,1]^3 with Dirichlet walls, at t = 2e-3, from a rough initial
  *  condition (random Fourier sine coefficients up to wave number 12, decaying as 1/k). */
 function heat(n: number) {
-  const g = gauss(7);
+  const g = gaussian(7);
   const terms = [];
   for (let a = 1; a <= 12; a++)
     for (let b = 1; b <= 12; b++)
@@ -139,7 +127,7 @@ function heat(n: number) {
 
 /** Exactly low-rank TT tensor: random cores with TT ranks 6 at 128^3, densified by the engine. */
 async function lowrank(n: number) {
-  const g = gauss(3);
+  const g = gaussian(3);
   const ranks = [1, 6, 6, 1];
   const cores = [0, 1, 2].map((k) => Float32Array.from({ length: ranks[k]! * n * ranks[k + 1]! }, () => g()));
   return (await tt.reconstruct({ modes: [n, n, n], ranks, cores })) as Float32Array;
@@ -148,7 +136,7 @@ async function lowrank(n: number) {
 /** Natural-image-like 2-D array (synthesised: 1/f spectrum noise plus random sharp-edged
  *  shapes), 2048 x 2048; not a photograph. */
 function image(n: number) {
-  const g = gauss(11), u = rng(12);
+  const g = gaussian(11), u = rng(12);
   const x = new Float32Array(n * n);
   // 1/f noise as a sum of octaves of bilinearly interpolated lattice noise, amplitude ~ 1/frequency.
   for (let cell = n / 4; cell >= 2; cell /= 2) {
@@ -174,7 +162,7 @@ function image(n: number) {
 }
 
 function noise(len: number) {
-  const g = gauss(5);
+  const g = gaussian(5);
   return Float32Array.from({ length: len }, () => g());
 }
 

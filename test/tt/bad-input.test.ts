@@ -34,8 +34,11 @@ test("non-finite values in large cores: checked by the addon off the event loop,
   await rejects(t, () => tt.round(inf, { tolerance: 1e-3 }), "t.cores[1]", "round");
   await rejects(t, () => tt.dotBatch(ok, [ok, nan]), "candidates[1].cores[1]", "dotBatch candidate");
   await rejects(t, () => tt.dotDenseBatch(new Float32Array(3 * 40_000 * 3), [nan]), "candidates[0].cores[1]", "dotDenseBatch candidate");
-  for (const [what, p] of [["NaN", tt.reconstruct(nan)], ["-Infinity", tt.dot(ok, inf)]] as const) {
-    const e = await (p as Promise<unknown>).then(() => null, (x: unknown) => x as Error);
+  // each call is started only when awaited: a second promise created early would reject with no
+  // handler attached while the first is awaited (an unhandled rejection that ends the process)
+  const calls: Array<[string, () => Promise<unknown>]> = [["NaN", () => tt.reconstruct(nan)], ["-Infinity", () => tt.dot(ok, inf)]];
+  for (const [what, call] of calls) {
+    const e = await call().then(() => null, (x: unknown) => x as Error);
     t.match(e?.message ?? "", new RegExp(`must contain only finite numbers \\(found ${what.replace("+", "\\+")} at index 1[25]`), `${what}: the message names the value and its index`);
   }
   // the same TT without the bad value is fine

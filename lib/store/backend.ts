@@ -63,7 +63,11 @@ export interface WriteTx {
   range(start: RecordKey, end: RecordKey): Iterable<RecordEntry>;
   put(key: RecordKey, value: unknown): void;
   remove(key: RecordKey): void;
-  /** Stores a payload under its content hash unless that tenant's copy (or the shared one) exists. */
+  /**
+   * Stores a payload under its content hash unless that tenant's copy (or the shared one)
+   * exists. The bytes must not change until the transaction has resolved: a backend may send
+   * them after the body has returned (PostgreSQL).
+   */
   putPayload(tenant: string, id: string, bytes: Uint8Array): void;
   removePayload(tenant: string, id: string): void;
   /** Every stored payload (needs `payloads: true` in the reads), without this transaction's removals. */
@@ -78,6 +82,12 @@ export interface StorageBackend extends ReadView {
    * (PostgreSQL: no row refers across tenants).
    */
   readonly payloadScope: "global" | "tenant";
+  /**
+   * Whether getPayload and getPayloads return memory of the caller's own (a new copy per call:
+   * LMDB, PostgreSQL) rather than memory the backend keeps (memory): a serve then answers with
+   * it without copying it again.
+   */
+  readonly ownPayloads: boolean;
   /**
    * Reads `reads`, runs `fn` over them as one atomic, isolated write transaction (serialised
    * with every writer touching the same records, across processes) and resolves once it is

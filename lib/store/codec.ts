@@ -171,14 +171,24 @@ export function unshuffle(src: Uint8Array, width: number): Uint8Array {
   return out;
 }
 
+// zlib runs off the event loop, but it hands its output over in chunks (16 KiB by default) that
+// are then joined on the loop: for 100 MiB, thousands of callbacks and a copy of the whole. An
+// output buffer as large as the whole output, filled by one call that also finishes the stream
+// (Z_FINISH), takes it in one piece, without the join.
+
+/** Output room for deflate of `n` bytes: above zlib's worst case (deflateBound) for any input. */
+const deflateRoom = (n: number): number => n + (n >>> 10) + 1024;
+
 export async function losslessEncode(bytes: Uint8Array, dtype: Dtype): Promise<{ payload: Buffer; shuffle: number }> {
   const width = dtype === "bytes" || dtype === "bool" ? 1 : itemsize(dtype);
-  const payload = await deflateAsync(shuffle(bytes, width), { level: zc.Z_DEFAULT_COMPRESSION });
+  const payload = await deflateAsync(shuffle(bytes, width), { level: zc.Z_DEFAULT_COMPRESSION, chunkSize: deflateRoom(bytes.byteLength), flush: zc.Z_FINISH });
   return { payload, shuffle: width };
 }
 
-export async function losslessDecode(payload: Uint8Array, width: number): Promise<Uint8Array> {
-  return unshuffle(await inflateAsync(payload), width);
+/** Inflates and unshuffles a payload; `size`, the decoded size when known, lets the output arrive in one piece. */
+export async function losslessDecode(payload: Uint8Array, width: number, size?: number): Promise<Uint8Array> {
+  const chunkSize = size !== undefined ? size + 1024 : undefined;
+  return unshuffle(await inflateAsync(payload, chunkSize ? { chunkSize, flush: zc.Z_FINISH } : {}), width);
 }
 
 // ---- blocks ----

@@ -1,10 +1,10 @@
 // What every verb of the store shares: the open store (backend, options, core cache), the
 // tenant scope of a view, record keys, and the readers of heads, versions and payloads.
 import { NotFoundError, ValidationError } from "../errors.js";
-import { keySchema, namespaceSchema, parseOrThrow } from "../names.js";
+import { itemsize, keySchema, namespaceSchema, parseOrThrow } from "../names.js";
 import type { Clock } from "../clock.js";
 import type { RecordKey, StorageBackend } from "./backend.js";
-import { losslessDecode, typedView } from "./codec.js";
+import { losslessDecode, product, typedView } from "./codec.js";
 import type { GpuServing } from "./gpu-cache.js";
 import { unpackRecord } from "./records.js";
 import type { TT } from "./ttapi.js";
@@ -191,6 +191,7 @@ export async function ttOf(s: Scope, rec: Entry): Promise<TT> {
 
 export async function denseOf(s: Scope, rec: Entry): Promise<ServeArray> {
   const payload = await payloadOf(s, rec);
-  if (rec.layout.codec === "lossless") return typedView(await losslessDecode(payload, rec.layout.shuffle), rec.dtype);
-  return typedView(new Uint8Array(payload), rec.dtype);
+  if (rec.layout.codec === "lossless") return typedView(await losslessDecode(payload, rec.layout.shuffle, product(rec.shape) * itemsize(rec.dtype)), rec.dtype);
+  // the answer is the caller's: a payload the backend keeps is copied, one read for this call is not
+  return typedView(s.core.backend.ownPayloads ? payload : new Uint8Array(payload), rec.dtype);
 }

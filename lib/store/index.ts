@@ -31,6 +31,7 @@ import type {
 export type * from "./types.js";
 export type { CoreInput } from "./cores.js";
 export type { PutCoresItem, PutData } from "./put.js";
+export { handOver } from "./put.js";
 export { TOMBSTONE_RETENTION_MS } from "./context.js";
 export type { StoreObserver } from "./context.js";
 export { IDEMPOTENCY_TTL_MS } from "./idempotency.js";

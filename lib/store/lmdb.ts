@@ -121,6 +121,7 @@ function peek(db: Bin, key: Buffer): Buffer | undefined {
 export class LmdbBackend implements StorageBackend {
   readonly name = "lmdb" as const;
   readonly payloadScope = "global" as const;
+  readonly ownPayloads = true;
   readonly path: string;
   /** Bytes of one stream segment: exactly one overflow page. */
   readonly segmentBytes: number;

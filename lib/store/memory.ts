@@ -24,6 +24,7 @@ const DELETED = Symbol("deleted");
 export class MemoryBackend implements StorageBackend {
   readonly name = "memory" as const;
   readonly payloadScope = "global" as const;
+  readonly ownPayloads = false;
   #records = new Map<string, RecordEntry>();
   #sorted: string[] = [];
   #payloads = new Map<string, Buffer>();

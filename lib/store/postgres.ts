@@ -19,6 +19,7 @@
 import pg from "pg";
 import { Packr } from "msgpackr";
 import { ValidationError } from "../errors.js";
+import { Pace } from "./pace.js";
 import {
   checkDeclared, checkDeclaredRange, compareKeys, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend,
   type TxReads, type WriteTx,
@@ -115,6 +116,11 @@ const MAX_PARAMS = 30_000;
 const MAX_CTES = 400;
 /** Writes of at most this many payload and record bytes go with their COMMIT in one round trip. */
 const INLINE_BYTES = 256 * 1024;
+/**
+ * Binary parameter bytes of one statement, unless pinned together: node-postgres serialises a
+ * statement in one piece on the event loop, so a large payload goes as a statement per chunk.
+ */
+const MAX_STATEMENT_BYTES = CHUNK_BYTES;
 
 /**
  * Write statements gathered into data-modifying CTEs (WITH w0 AS (...), w1 AS (...) SELECT 1),
@@ -126,13 +132,18 @@ class WriteBatch {
   #n = 0;
   /** Statements still to come that must share the current statement (chunks of its payload row). */
   #pinned = 0;
+  /** Bytes of binary parameters in the current statement. */
+  #bytes = 0;
   #done: { text: string; values: unknown[] }[] = [];
   constructor(readonly client: pg.PoolClient) {}
 
   /** Adds a statement; the next `keepWith` statements go into the same SQL statement. Returns its CTE name. */
   add(sql: string, values: unknown[], keepWith = 0): string {
+    let bytes = 0;
+    for (const v of values) if (v instanceof Uint8Array) bytes += v.byteLength;
     if (this.#pinned > 0) this.#pinned--;
-    else if (this.#ctes.length > 0 && (this.#values.length + values.length > MAX_PARAMS || this.#ctes.length >= MAX_CTES)) this.#cut();
+    else if (this.#ctes.length > 0 && (this.#values.length + values.length > MAX_PARAMS || this.#ctes.length >= MAX_CTES || (this.#bytes > 0 && this.#bytes + bytes > MAX_STATEMENT_BYTES))) this.#cut();
+    this.#bytes += bytes;
     this.#pinned += keepWith;
     let i = 0;
     const text = sql.replace(/\$(?![0-9])/g, () => `$${this.#values.length + ++i}`);
@@ -146,6 +157,7 @@ class WriteBatch {
     this.#done.push({ text: `WITH ${this.#ctes.join(",\n")} SELECT 1`, values: this.#values });
     this.#ctes = [];
     this.#values = [];
+    this.#bytes = 0;
   }
 
   /**
@@ -206,6 +218,7 @@ function where(url: string): string {
 export class PostgresBackend implements StorageBackend {
   readonly name = "postgres" as const;
   readonly payloadScope = "tenant" as const;
+  readonly ownPayloads = true;
   readonly #pool: pg.Pool;
 
   private constructor(pool: pg.Pool) {
@@ -303,8 +316,22 @@ export class PostgresBackend implements StorageBackend {
       for (; i < rows.length && rows[i]!.sha256 === sha256; i++) parts.push(rows[i]!.data);
       // a payload whose chunks are not all there is missing, never a short read
       if (parts.length !== chunks) continue;
-      const whole = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-      if (whole.byteLength === bytes) out.set(sha256, whole);
+      if (parts.length === 1) {
+        if (parts[0]!.byteLength === bytes) out.set(sha256, parts[0]!);
+        continue;
+      }
+      // joined chunk by chunk, giving the event loop a turn between slices (a 100 MiB payload
+      // would otherwise be one copy of the whole)
+      if (parts.reduce((n, p) => n + p.byteLength, 0) !== bytes) continue;
+      const whole = Buffer.allocUnsafeSlow(bytes);
+      const pace = new Pace();
+      let at = 0;
+      for (const p of parts) {
+        if (pace.due()) await pace.yield();
+        whole.set(p, at);
+        at += p.byteLength;
+      }
+      out.set(sha256, whole);
     }
     return out;
   }
@@ -412,7 +439,8 @@ export class PostgresBackend implements StorageBackend {
       },
       putPayload(tenant, id, bytes) {
         const k = `${tenant}\u0000${id}`;
-        if (!payloadOps.get(k)?.bytes) payloadOps.set(k, { tenant, id, bytes: new Uint8Array(bytes) });
+        // not copied: the store's payloads are its own and unchanged until the commit (WriteTx)
+        if (!payloadOps.get(k)?.bytes) payloadOps.set(k, { tenant, id, bytes });
       },
       removePayload(tenant, id) {
         payloadOps.set(`${tenant}\u0000${id}`, { tenant, id });
@@ -435,13 +463,22 @@ export class PostgresBackend implements StorageBackend {
         const bytes = op.bytes;
         const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
         const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-        // the chunks only when this statement inserted the payload row: a payload the tenant
-        // holds already (or one a concurrent put is inserting: its row waits) is deduplicated
-        const p = w.add("INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer) ON CONFLICT DO NOTHING RETURNING 1",
-          [op.tenant, op.id, bytes.byteLength, chunks], chunks);
-        for (let seq = 0; seq < chunks; seq++) {
+        const chunk = (seq: number) => buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES));
+        const row = "INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer) ON CONFLICT DO NOTHING RETURNING 1";
+        if (chunks === 1) {
+          // the chunk only when this statement inserted the payload row: a payload the tenant
+          // holds already (or one a concurrent put is inserting: its row waits) is deduplicated
+          const p = w.add(row, [op.tenant, op.id, bytes.byteLength, chunks], 1);
           w.add(`INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p})`,
-            [op.tenant, op.id, seq, buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES))]);
+            [op.tenant, op.id, 0, chunk(0)]);
+        } else {
+          // a statement per chunk (MAX_STATEMENT_BYTES); a chunk of a payload the tenant holds
+          // already (or that a concurrent put is inserting: its row waits) is left as it is
+          w.add(row, [op.tenant, op.id, bytes.byteLength, chunks]);
+          for (let seq = 0; seq < chunks; seq++) {
+            w.add("INSERT INTO payload_chunks (tenant_id, sha256, seq, data) VALUES ($::text, $::text, $::integer, $::bytea) ON CONFLICT DO NOTHING",
+              [op.tenant, op.id, seq, chunk(seq)]);
+          }
         }
       } else {
         w.add("DELETE FROM payload_chunks WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);

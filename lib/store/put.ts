@@ -22,6 +22,19 @@ import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, VersionRecord 
 /** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
 export type PutData = ArrayBufferView | ArrayBuffer;
 
+/** Put data whose memory the caller has handed over (handOver): stored without a copy of its own. */
+const handedOver = new WeakSet<object>();
+
+/**
+ * Hands `data` over to the store: a put of it stores its memory as it is rather than a copy,
+ * so the caller must not change it afterwards. A server's request body, used once, is such data.
+ * @example await store.put("ns", "k", handOver(body));
+ */
+export function handOver<T extends PutData>(data: T): T {
+  handedOver.add(data);
+  return data;
+}
+
 export interface PutCoresItem extends PutCoresOptions {
   key: string;
   cores: CoreInput[];
@@ -68,7 +81,8 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   const view = typedView(bytes, dtype);
 
   const raw = (norm: number | null): Prepared => {
-    const payload = new Uint8Array(bytes); // own copy: the caller may reuse its buffer
+    // own copy: the caller may reuse its buffer, unless it handed it over
+    const payload = handedOver.has(data) ? bytes : new Uint8Array(bytes);
     return {
       payload,
       record: base(dtype, shape!, "passthrough", 1, 0, bytesIn, bytesIn, { sha256: sha256hex(payload), codec: "raw", tt: null, norm }, { codec: "raw" }),

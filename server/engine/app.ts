@@ -8,20 +8,20 @@
 //   9. not found  10. errors (the one error vocabulary of server/http/errors.ts)
 import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";
-import { z } from "zod";
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
 import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
 import {
-  getQuerySchema, idempotencyKeySchema, listQuerySchema, putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema,
-  putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
+  getQuerySchema, idempotencyKeySchema, listQuerySchema, putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema,
 } from "../../lib/schemas.js";
-import type { CoreInput, Store } from "../../lib/store/index.js";
+import { handOver, type CoreInput, type Store } from "../../lib/store/index.js";
 import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
 import type { GpuServing } from "../../lib/store/gpu-cache.js";
-import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
+import { errorMiddleware, statusOf } from "../http/errors.js";
 import { readBody, refuseBodyOfBodilessMethod } from "../http/body.js";
+import { requestHash, type PreparedPut, type PreparedPutCores, type PreparedPutCoresBatch, type PreparedVector } from "../http/body-prepare.js";
 import { checkJsonCharset } from "../http/json-body.js";
 import { parseStrictJson } from "../http/json.js";
+import { asBuffer, base64Bytes, hashBody, prepareEngineBody } from "../http/offload.js";
 import { sendJsonList } from "../http/json-stream.js";
 import { bodyLimit } from "../http/limits.js";
 import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
@@ -65,10 +65,17 @@ const JSON_BODY_FACTOR = 4;
 const OCTET_BODY_FACTOR = 3;
 
 type Handler = (req: Request, res: Response) => Promise<void>;
-type RawRequest = Request & { rawBody?: Buffer };
 const wrap = (h: Handler) => (req: Request, res: Response, next: NextFunction) => h(req, res).catch(next);
 
-const b64 = (s: string): Buffer => Buffer.from(s, "base64");
+/**
+ * What the request hash of an idempotent write covers besides the body: method, path and
+ * query, content type and X-SVC-Metadata, each followed by a newline; undefined without an
+ * Idempotency-Key header.
+ */
+function hashPrefixOf(req: Request): string | undefined {
+  if (req.get("idempotency-key") === undefined) return undefined;
+  return [req.method, req.originalUrl, req.get("content-type") ?? "", req.get("x-svc-metadata") ?? ""].map((p) => `${p}\n`).join("");
+}
 
 /**
  * The dense answer of a serve and estimates of the memory it holds at its peak: the answer, a
@@ -105,6 +112,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   if ("unavailable" in serving && config.device.startsWith("cuda")) logger.warn({ msg: "gpu unavailable", reason: serving.unavailable });
   const app = express();
   app.disable("x-powered-by");
+  // no ETag: it would hash every answer (a dense serve of 100 MiB) on the event loop, and the gateway sends none
+  app.set("etag", false);
   app.set("query parser", parseQueryString);
   const startedAt = Date.now();
   // memory held by requests in flight: bodies being read and dense serves being answered
@@ -187,8 +196,9 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   const bodyRate = { minBytesPerS: config.body_min_bytes_per_s, graceMs: config.body_grace_s * 1000 };
   // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; the limit is checked from
   // Content-Length before reading and again while reading, and the body is held within the
-  // memory budget (503 with Retry-After past it). The bytes of a JSON body are kept for the
-  // request hash of idempotent writes.
+  // memory budget (503 with Retry-After past it). A JSON body is parsed and checked, and its
+  // payloads decoded (server/http/body-prepare.ts); with an Idempotency-Key the request hash is
+  // taken from the body's bytes. Large bodies are worked on in a worker thread (server/http/offload.ts).
   app.use((req, res, next) => {
     if (req.method !== "POST") return next();
     const octet = req.path === "/v1/put" && typeof req.is("application/octet-stream") === "string";
@@ -201,11 +211,18 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       rate: bodyRate,
     };
     const read = async (): Promise<unknown> => {
-      if (octet) return readBody(req, opts);
+      const prefix = hashPrefixOf(req);
+      if (octet) {
+        const raw = await readBody(req, opts);
+        if (prefix === undefined) return raw;
+        const { hash, bytes } = await hashBody(prefix, raw);
+        res.locals.requestHash = hash;
+        return bytes;
+      }
       checkJsonCharset(req);
-      const raw = await readBody(req, opts);
-      (req as RawRequest).rawBody = raw;
-      return raw.byteLength > 0 ? parseStrictJson(raw) : undefined;
+      const { value, hash } = await prepareEngineBody(req.path, await readBody(req, opts), prefix);
+      res.locals.requestHash = hash;
+      return value;
     };
     read().then((body) => {
       req.body = body;
@@ -223,11 +240,9 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const key = req.get("idempotency-key");
     if (key === undefined) return st(res);
     parseOrThrow(idempotencyKeySchema, key, "Idempotency-Key");
-    const h = createHash("sha256");
-    for (const part of [req.method, req.originalUrl, req.get("content-type") ?? "", req.get("x-svc-metadata") ?? ""]) h.update(part).update("\n");
-    const body = Buffer.isBuffer(req.body) ? req.body : (req as RawRequest).rawBody;
-    if (body) h.update(body);
-    return st(res).idempotent(key, h.digest("hex"));
+    // a request with a body was hashed as it was read (step 7); a DELETE has only the prefix
+    const hash = (res.locals.requestHash as string | undefined) ?? requestHash(hashPrefixOf(req)!, undefined);
+    return st(res).idempotent(key, hash);
   };
   /** Sends a write's answer; a replayed one says so (Idempotent-Replayed: true). */
   const answer = (res: Response, store: Store, status: number, body: unknown) => {
@@ -243,8 +258,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
   };
   const putDefaults = { tolerance: config.compression_tol, max_rank: config.max_rank };
-  const cores = (list: z.output<typeof putCoresItemSchema>["cores"]): CoreInput[] =>
-    list.map((c) => ({ shape: c.shape, data: b64(c.data_b64), dtype: c.dtype }));
+  const cores = (list: PreparedPutCores["cores"]): CoreInput[] => list.map((c) => ({ shape: c.shape, data: asBuffer(c.data), dtype: c.dtype }));
 
   // 8. routes
   app.post("/v1/put", wrap(async (req, res) => {
@@ -260,37 +274,28 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       checkSize(body.byteLength);
       const { namespace, key, ...opts } = q;
       const w = writer(req, res);
-      answer(res, w, 201, await w.put(namespace, key, body, { ...putDefaults, dtype: "bytes", ...opts, metadata }));
+      answer(res, w, 201, await w.put(namespace, key, handOver(body), { ...putDefaults, dtype: "bytes", ...opts, metadata }));
       return;
     }
     if (!req.is("application/json")) throw new UnsupportedMediaTypeError("put takes application/json or application/octet-stream.");
-    const b = parseOrThrow(putBodySchema, req.body, "body");
-    const data = b64(b.data_b64);
+    // checked against the schema and decoded as it was read (step 7)
+    const { namespace, key, data: decoded, ...opts } = req.body as PreparedPut;
+    const data = asBuffer(decoded);
     checkSize(data.byteLength);
-    const { namespace, key, data_b64: _d, ...opts } = b;
     const w = writer(req, res);
-    answer(res, w, 201, await w.put(namespace, key, data, { ...putDefaults, dtype: "bytes", ...opts }));
+    answer(res, w, 201, await w.put(namespace, key, handOver(data), { ...putDefaults, dtype: "bytes", ...opts }));
   }));
 
   app.post("/v1/put_cores", wrap(async (req, res) => {
-    const b = parseOrThrow(putCoresBodySchema, jsonBody(req), "body");
-    const { namespace, key, cores: list, ...opts } = b;
+    const { namespace, key, cores: list, ...opts } = jsonBody(req) as PreparedPutCores;
     const w = writer(req, res);
     answer(res, w, 201, await w.putCores(namespace, key, cores(list), opts));
   }));
 
   app.post("/v1/put_cores_batch", wrap(async (req, res) => {
-    const b = parseOrThrow(putCoresBatchBodySchema, jsonBody(req), "body");
-    // every item is validated before anything is stored; the store commits them in one transaction
-    const items = b.items.map((it, i) => {
-      const r = putCoresItemSchema.safeParse(it);
-      if (!r.success) {
-        const e = toSvcError(r.error) as ValidationError;
-        throw new ValidationError(`items.${i}: ${e.message}`, `items.${i}${e.field ? `.${e.field}` : ""}`);
-      }
-      const { key, cores: list, ...opts } = r.data;
-      return { key, cores: cores(list), ...opts };
-    });
+    // every item was validated before anything is stored (step 7); the store commits them in one transaction
+    const b = jsonBody(req) as PreparedPutCoresBatch;
+    const items = b.items.map(({ key, cores: list, ...opts }) => ({ key, cores: cores(list), ...opts }));
     const w = writer(req, res);
     answer(res, w, 201, await w.putCoresBatch(b.namespace, items));
   }));
@@ -354,7 +359,15 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       res.type("application/octet-stream").send(bytes);
       return;
     }
-    res.json({ namespace: r.namespace, key: r.key, version: r.version, dtype: r.dtype, shape: r.shape, data_b64: bytes.toString("base64") });
+    // the base64 text is made off the event loop when large and written as it is (it needs no
+    // JSON escaping) between the other members, the same text res.json would send
+    const head = JSON.stringify({ namespace: r.namespace, key: r.key, version: r.version, dtype: r.dtype, shape: r.shape, data_b64: "" }).slice(0, -2);
+    const text = await base64Bytes(bytes);
+    res.status(200).type("application/json");
+    res.setHeader("Content-Length", String(Buffer.byteLength(head) + text.byteLength + 2));
+    res.write(head);
+    res.write(text);
+    res.end('"}');
   }));
 
   app.post("/v1/query/similarity", wrap(async (req, res) => {
@@ -368,17 +381,9 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   }));
 
   app.post("/v1/query/vector", wrap(async (req, res) => {
-    const { namespace, vector_b64, vector, ...opts } = parseOrThrow(vectorBodySchema, jsonBody(req), "body");
-    let v: Float32Array<ArrayBuffer> | Float64Array<ArrayBuffer> | number[];
-    if (vector_b64 !== undefined) {
-      const bytes = b64(vector_b64);
-      const width = opts.dtype === "float64" ? 8 : 4;
-      if (bytes.byteLength === 0 || bytes.byteLength % width !== 0)
-        throw new ValidationError(`vector_b64 has ${bytes.byteLength} bytes, not a whole number of ${opts.dtype} values.`, "vector_b64");
-      const copy = new Uint8Array(bytes); // aligned
-      v = width === 8 ? new Float64Array(copy.buffer) : new Float32Array(copy.buffer);
-    } else v = vector!;
-    res.json(await st(res).query.vector(namespace, { vector: v, ...opts }));
+    // checked and made a typed array as it was read (step 7)
+    const { namespace, ...opts } = jsonBody(req) as PreparedVector;
+    res.json(await st(res).query.vector(namespace, opts));
   }));
 
   // 9. anything else

@@ -12,6 +12,7 @@ import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { createApp, jsonLogger, type Logger } from "./app.js";
 import type { EngineConfig } from "./config.js";
 import { createEngineMetrics } from "./metrics.js";
+import { warmOffload } from "../http/offload.js";
 
 export interface RunningEngine {
   url: string;
@@ -65,6 +66,8 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
   const url = `${tls ? "https" : "http"}://${host}:${port}`;
   logger.info({ msg: "engine listening", url, storage: store.storage });
+  warmOffload(); // the worker thread for large bodies, ready before the first one
+
   let closing: Promise<void> | undefined;
   return {
     url,

@@ -11,7 +11,7 @@ import {
 } from "../../lib/errors.js";
 import { refuseBodyOfBodilessMethod } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
-import { parseStrictJson } from "../http/json.js";
+import { prepareGatewayBody } from "../http/offload.js";
 import { queryOf } from "../http/query.js";
 import { sendError, toSvcError } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
@@ -42,7 +42,7 @@ import { milliCusOf, periodEndMs, periodOf, toCus, type UsageStore } from "./met
 import { effectiveRateLimit, enforcedQuota } from "./plans.js";
 import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
 import type { RateLimiter, RateLimitState, WindowSpec } from "./ratelimit.js";
-import { matchRoute, validateJsonBody, validatePutQuery, type RouteMatch } from "./routes.js";
+import { matchRoute, validatePutQuery, type RouteMatch } from "./routes.js";
 import type { TenantRecord, TenantRegistry } from "./tenants.js";
 
 export interface GatewayDeps {
@@ -394,8 +394,11 @@ export function createApp(deps: GatewayDeps): Express {
           }
           if (size !== undefined) lease.take(size);
           const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n) : undefined));
-          ({ namespaces, device } = validateJsonBody(route.op, parseStrictJson(raw)));
-          body = raw;
+          // parsed and checked against the engine's schema; a large body in a worker thread
+          // (server/http/offload.ts), its bytes moved there and back
+          const read = await prepareGatewayBody(route.op, raw);
+          ({ namespaces, device } = read);
+          body = read.bytes;
         } else {
           throw new UnsupportedMediaTypeError(
             route.body === "json" ? "The request body must be application/json." : "The request body must be application/json or application/octet-stream.",

@@ -21,6 +21,7 @@ import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelim
 import { openRedis, type RedisHandle, type RedisTarget } from "./redis-ha.js";
 import { StripePaymentProvider } from "./stripe-client.js";
 import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "./tenants.js";
+import { warmOffload } from "../http/offload.js";
 
 export interface RunningGateway {
   url: string;
@@ -121,6 +122,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     s.once("error", reject);
   });
   server.keepAliveTimeout = 65_000;
+  warmOffload(); // the worker thread for large JSON bodies, ready before the first one
   const { port } = server.address() as AddressInfo;
   const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
   let closing: Promise<void> | null = null;

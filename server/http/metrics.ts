@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { UnauthorizedError } from "../../lib/errors.js";
+import { offloadStats } from "./offload.js";
 
 export type HttpLabels = "method" | "route" | "status";
 
@@ -45,6 +46,25 @@ export function createHttpMetrics(prefix: string, opts: { defaultMetrics?: boole
     labelNames: ["method", "route", "status"],
     buckets: LATENCY_BUCKETS,
     registers: [registry],
+  });
+  // work on large bodies done in worker threads (server/http/offload.ts), for the whole process
+  new Counter({
+    name: `${prefix}offload_jobs_total`,
+    help: "Large request or response bodies worked on in a worker thread instead of the event loop (this process).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(offloadStats.jobs);
+    },
+  });
+  new Counter({
+    name: `${prefix}offload_bytes_total`,
+    help: "Bytes of the bodies worked on in worker threads (this process).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(offloadStats.bytes);
+    },
   });
   // the children per (method, route, status), found once: prom-client hashes the labels on
   // every call otherwise (the label set is bounded, so is this map)

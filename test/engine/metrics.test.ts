@@ -108,6 +108,19 @@ test("metrics: requests, compression, reconstruction, core cache and store size 
   t.ok(valueOf(s, "svc_engine_process_resident_memory_bytes")! > 0, "process metrics are there");
 });
 
+test("metrics: large bodies worked on in a worker thread are counted", async (t) => {
+  const before = parseProm((await scrape()).text);
+  const jobs0 = valueOf(before, "svc_engine_offload_jobs_total")!;
+  const bytes0 = valueOf(before, "svc_engine_offload_bytes_total")!;
+  const body = { namespace: "ns", key: "large", data_b64: randomBytes(400_000).toString("base64") };
+  const size = Buffer.byteLength(JSON.stringify(body));
+  t.equal((await post("/v1/put", body)).status, 201, "a 533 KB JSON put");
+  t.equal((await post("/v1/put", { namespace: "ns", key: "small", data_b64: "AAAA" })).status, 201, "a small one");
+  const after = parseProm((await scrape()).text);
+  t.equal(valueOf(after, "svc_engine_offload_jobs_total"), jobs0 + 1, "one job: the large body only");
+  t.equal(valueOf(after, "svc_engine_offload_bytes_total"), bytes0 + size, "its bytes");
+});
+
 test("teardown", async (t) => {
   await engine.close();
   rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,159 @@
+// Large bodies are worked on off the event loop. Parsing and checking a JSON body, decoding or
+// encoding its base64 and hashing it take time in proportion to its size (about 1.5 s for a
+// 100 MiB JSON put on a 2-core machine), and a server's event loop serves every tenant: a body
+// of OFFLOAD_MIN_BYTES or more is handed to a small pool of worker threads instead, its bytes
+// moved there and back without a copy, and the loop goes on answering other requests. Smaller
+// bodies are worked on in place, where a thread hop would cost more than the work. The same
+// functions (server/http/body-prepare.ts) run either way, so the answer and any error are the same.
+import { availableParallelism } from "node:os";
+import { Worker } from "node:worker_threads";
+import { SvcError, ValidationError, type ErrorCode } from "../../lib/errors.js";
+import type { Operation } from "../gateway/meter.js";
+import { prepareEngineJson, prepareGatewayJson, requestHash } from "./body-prepare.js";
+
+/** Bodies (and JSON answers) of at least this many bytes are worked on in a worker thread. */
+export const OFFLOAD_MIN_BYTES = 256 * 1024;
+
+/** Worker threads of the pool: one per core but one, at least 2, at most 4. */
+export const OFFLOAD_THREADS = Math.max(2, Math.min(4, availableParallelism() - 1));
+
+export type OffloadJob =
+  | { id: number; op: "engine-json"; path: string; bytes: Uint8Array; prefix?: string; giveBack?: boolean }
+  | { id: number; op: "gateway-json"; path: string; bytes: Uint8Array; prefix?: undefined; giveBack?: boolean }
+  | { id: number; op: "hash"; bytes: Uint8Array; prefix: string; giveBack?: boolean }
+  | { id: number; op: "base64"; bytes: Uint8Array; prefix?: undefined; giveBack?: boolean };
+
+export type OffloadReply =
+  | { id: number; ok: true; value?: unknown; hash?: string; bytes?: Uint8Array }
+  | { id: number; ok: false; error: { code: ErrorCode; message: string; extra: Record<string, unknown> }; bytes?: Uint8Array };
+
+type JobInput = OffloadJob extends infer J ? (J extends { id: number } ? Omit<J, "id"> : never) : never;
+
+interface Slot {
+  worker: Worker;
+  pending: Map<number, (r: OffloadReply | Error) => void>;
+}
+
+let nextId = 1;
+const slots: Slot[] = [];
+/** Jobs run in a worker since the process started, and their bytes (svc_engine_offload_* and svc_gate_offload_* in /metrics). */
+export const offloadStats = { jobs: 0, bytes: 0 };
+
+function startWorker(): Slot {
+  const fromSource = import.meta.url.endsWith(".ts");
+  const url = new URL(fromSource ? "./offload-worker.ts" : "./offload-worker.js", import.meta.url).href;
+  // from the TypeScript sources (tsx) the worker registers tsx itself; from dist/ it is plain JavaScript
+  const code = fromSource
+    ? `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(url)}); })`
+    : `import(${JSON.stringify(url)})`;
+  const worker = new Worker(code, { eval: true });
+  const slot: Slot = { worker, pending: new Map() };
+  const fail = () => {
+    const i = slots.indexOf(slot);
+    if (i >= 0) slots.splice(i, 1); // the next job starts a new worker
+    for (const done of slot.pending.values()) done(new Error("The body worker stopped."));
+    slot.pending.clear();
+  };
+  worker.on("message", (m: OffloadReply | { ready: true }) => {
+    if ("ready" in m) return;
+    const done = slot.pending.get(m.id);
+    if (!done) return;
+    slot.pending.delete(m.id);
+    if (slot.pending.size === 0) worker.unref();
+    done(m);
+  });
+  worker.on("error", fail);
+  worker.on("exit", fail);
+  worker.unref();
+  return slot;
+}
+
+/** The worker with the fewest jobs in hand; a new one while the pool is not full. */
+function pick(): Slot {
+  let best: Slot | undefined;
+  for (const s of slots) if (!best || s.pending.size < best.pending.size) best = s;
+  if (best && (best.pending.size === 0 || slots.length >= OFFLOAD_THREADS)) return best;
+  const s = startWorker();
+  slots.push(s);
+  return s;
+}
+
+/** Starts the pool's first worker ahead of the first large body (a server calls it at start). */
+export function warmOffload(): void {
+  if (slots.length === 0) slots.push(startWorker());
+}
+
+/** Ends the pool's workers (tests; a server's process ends them with it). */
+export async function closeOffload(): Promise<void> {
+  const all = slots.splice(0);
+  await Promise.all(all.map((s) => s.worker.terminate()));
+}
+
+/** Bytes that can be moved to another thread: their own, whole ArrayBuffer (else a copy that is). */
+function movable(b: Uint8Array): Uint8Array {
+  return b.byteOffset === 0 && b.buffer instanceof ArrayBuffer && b.byteLength === b.buffer.byteLength ? b : new Uint8Array(b);
+}
+
+/**
+ * Runs a job in a worker; `move` moves the job's bytes there (they are unusable here until the
+ * worker gives them back, with `giveBack`) instead of copying them.
+ */
+function runJob(input: JobInput, move: boolean): Promise<Extract<OffloadReply, { ok: true }>> {
+  const slot = pick();
+  const id = nextId++;
+  const job = { ...input, id, bytes: move ? movable(input.bytes) : input.bytes } as OffloadJob;
+  offloadStats.jobs++;
+  offloadStats.bytes += job.bytes.byteLength;
+  return new Promise((resolve, reject) => {
+    slot.pending.set(id, (r) => {
+      if (r instanceof Error) return reject(r);
+      if (r.ok) return resolve(r);
+      const { code, message, extra } = r.error;
+      reject(code === "bad_request" ? new ValidationError(message, typeof extra.field === "string" ? extra.field : undefined) : new SvcError(code, message, extra));
+    });
+    slot.worker.ref();
+    slot.worker.postMessage(job, move ? [job.bytes.buffer as ArrayBuffer] : []);
+  });
+}
+
+/** A Buffer over the same memory (payloads given to the store as Buffers are raw bytes). */
+export const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+/**
+ * The engine's form of a JSON body (prepareEngineJson) and, with `prefix`, its request hash for
+ * an idempotent write. The body's bytes are moved to the worker: the caller must not use `raw` after.
+ * @example const { value, hash } = await prepareEngineBody("/v1/put", raw);
+ */
+export async function prepareEngineBody(path: string, raw: Uint8Array, prefix?: string): Promise<{ value: unknown; hash?: string }> {
+  if (raw.byteLength < OFFLOAD_MIN_BYTES)
+    return { value: prepareEngineJson(path, raw), hash: prefix === undefined ? undefined : requestHash(prefix, raw) };
+  const r = await runJob({ op: "engine-json", path, bytes: raw, prefix }, true);
+  return { value: r.value, hash: r.hash };
+}
+
+/**
+ * The gateway's reading of a JSON body (prepareGatewayJson) and the body's bytes, which it
+ * forwards: moved to the worker and back, so use the returned `bytes`, not `raw`.
+ */
+export async function prepareGatewayBody(op: Operation, raw: Buffer): Promise<{ namespaces: string[]; device?: string; bytes: Buffer }> {
+  if (raw.byteLength < OFFLOAD_MIN_BYTES) return { ...prepareGatewayJson(op, raw), bytes: raw };
+  const r = await runJob({ op: "gateway-json", path: op, bytes: raw, giveBack: true }, true);
+  return { ...(r.value as { namespaces: string[]; device?: string }), bytes: asBuffer(r.bytes!) };
+}
+
+/**
+ * The request hash of an idempotent write (requestHash) and the body, moved to the worker and
+ * back when large: use the returned bytes, not `body`.
+ */
+export async function hashBody(prefix: string, body: Buffer): Promise<{ hash: string; bytes: Buffer }> {
+  if (body.byteLength < OFFLOAD_MIN_BYTES) return { hash: requestHash(prefix, body), bytes: body };
+  const r = await runJob({ op: "hash", prefix, bytes: body, giveBack: true }, true);
+  return { hash: r.hash!, bytes: asBuffer(r.bytes!) };
+}
+
+/** The base64 text of `bytes` as ASCII bytes (copied to the worker when large; `bytes` stay usable). */
+export async function base64Bytes(bytes: Uint8Array): Promise<Buffer> {
+  if (bytes.byteLength < OFFLOAD_MIN_BYTES) return Buffer.from(asBuffer(bytes).toString("base64"), "latin1");
+  const r = await runJob({ op: "base64", bytes }, false);
+  return asBuffer(r.value as Uint8Array);
+}

@@ -32,6 +32,12 @@ export interface TxReads {
   ranges?: [RecordKey, RecordKey][];
   /** Whether the body lists every payload (`payloadIds`). */
   payloads?: boolean;
+  /**
+   * Payloads the body may write with putPayload: a backend may store large ones before the
+   * body runs, off the event loop (LMDB), and name them in the transaction. Unchanged until
+   * the transaction has resolved.
+   */
+  stage?: { tenant: string; id: string; bytes: Uint8Array }[];
 }
 
 export interface PayloadRef {

@@ -11,9 +11,16 @@
 //     appended to a byte stream cut into segments of exactly one overflow page each,
 //     under append-ordered 6-byte segment numbers. A tail may span two segments.
 //   - `payload_index`: payload id (SHA-256, 32 bytes binary) -> where its body and tail are.
+//   - `payload_large`: payloads of LARGE_BYTES or more, whole, under a key of their own
+//     (8-byte time written, 8 random bytes); the index entry (format 3) names the key.
 // Everything a put writes is in the same LMDB write transaction as its records, so
 // atomicity, durability (fsync before the commit resolves) and cross-process serialisation
-// are LMDB's, as before. Removing payloads (compact) leaves dead bytes in stream segments;
+// are LMDB's, as before; except a large payload, which is written before that transaction by
+// lmdb-js's write thread (copying it into LMDB's pages on the event loop would hold the loop
+// for milliseconds per MiB), and only then named by the index in the transaction. A large
+// value no index entry names (its put failed, lost a race to the same payload, or the process
+// died between the two commits) is removed by the put itself, or by compact once it is an
+// hour old. Removing payloads (compact) leaves dead bytes in stream segments;
 // the same transaction then drops segments with nothing live and moves the live tails out of
 // segments less than RELOCATE_BELOW full, so dead space stays bounded.
 //
@@ -21,9 +28,11 @@
 // hash). That database is still read (and cleaned by compact), never written: old stores
 // open and read as they are, with no migration step, and new payloads go to the new layout.
 import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
+import { randomFillSync } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { ValidationError } from "../errors.js";
+import { LargeReader } from "./lmdb-reader.js";
 import { checkDeclared, checkDeclaredRange, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend, type TxReads, type WriteTx } from "./backend.js";
 
 const k = (key: RecordKey): Key => key as unknown as Key;
@@ -32,17 +41,45 @@ const k = (key: RecordKey): Key => key as unknown as Key;
 export const PAGE_HEADER = 24;
 /** compact moves the live tails out of stream segments whose live bytes are below this share. */
 export const RELOCATE_BELOW = 0.75;
-/** Format byte of a payload_index entry. */
+/** Format byte of a payload_index entry: body and tail (2), or a value of payload_large (3). */
 const INDEX_FORMAT = 2;
+const LARGE_FORMAT = 3;
 const ENTRY_BYTES = 25;
+const LARGE_ENTRY_BYTES = 23;
+/** Payloads of at least this many bytes are written whole to payload_large, off the event loop. */
+export const LARGE_BYTES = 1024 * 1024;
+/** compact removes values of payload_large that no index entry names once they are this old. */
+export const LARGE_ORPHAN_MS = 60 * 60 * 1000;
 
-/** Where a payload lives: `bodyLen` bytes in body `bodyId` (0: none), then `tailLen` bytes of the stream from (`seg`, `off`). */
+/**
+ * Where a payload lives: `bodyLen` bytes in body `bodyId` (0: none), then `tailLen` bytes of
+ * the stream from (`seg`, `off`); or, with `large`, all of its `bodyLen` bytes in that value
+ * of payload_large.
+ */
 interface Entry {
   bodyId: number;
   bodyLen: number;
   seg: number;
   off: number;
   tailLen: number;
+  large: Buffer | null;
+}
+
+/** A new payload_large key: the time in ms (8 bytes, big-endian), then 8 random bytes. */
+function largeKey(now = Date.now()): Buffer {
+  const b = Buffer.allocUnsafe(16);
+  b.writeBigUInt64BE(BigInt(now), 0);
+  randomFillSync(b, 8, 8);
+  return b;
+}
+const largeKeyTime = (key: Buffer): number => Number(key.readBigUInt64BE(0));
+
+function encodeLarge(key: Buffer, len: number): Buffer {
+  const b = Buffer.allocUnsafe(LARGE_ENTRY_BYTES);
+  b[0] = LARGE_FORMAT;
+  key.copy(b, 1, 0, 16);
+  b.writeUIntBE(len, 17, 6);
+  return b;
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -66,7 +103,7 @@ function numKey(n: number): Buffer {
 }
 const numOf = (key: Buffer): number => key.readUIntBE(0, 6);
 
-function encodeEntry(e: Entry): Buffer {
+function encodeEntry(e: Omit<Entry, "large">): Buffer {
   const b = Buffer.allocUnsafe(ENTRY_BYTES);
   b[0] = INDEX_FORMAT;
   b.writeUIntBE(e.bodyId, 1, 6);
@@ -78,9 +115,11 @@ function encodeEntry(e: Entry): Buffer {
 }
 function decodeEntry(b: Uint8Array): Entry {
   const v = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  if (v.byteLength === LARGE_ENTRY_BYTES && v[0] === LARGE_FORMAT)
+    return { bodyId: 0, bodyLen: v.readUIntBE(17, 6), seg: 0, off: 0, tailLen: 0, large: Buffer.from(v.subarray(1, 17)) };
   if (v.byteLength !== ENTRY_BYTES || v[0] !== INDEX_FORMAT)
     throw new Error(`Unknown payload index entry (format ${v[0]}, ${v.byteLength} bytes): this store was written by a newer version.`);
-  return { bodyId: v.readUIntBE(1, 6), bodyLen: v.readUIntBE(7, 6), seg: v.readUIntBE(13, 6), off: v.readUInt16BE(19), tailLen: v.readUInt32BE(21) };
+  return { bodyId: v.readUIntBE(1, 6), bodyLen: v.readUIntBE(7, 6), seg: v.readUIntBE(13, 6), off: v.readUInt16BE(19), tailLen: v.readUInt32BE(21), large: null };
 }
 
 type Bin = Database<Buffer, Buffer>;
@@ -133,6 +172,8 @@ export class LmdbBackend implements StorageBackend {
   #index: Bin;
   #bodies: Bin;
   #stream: Bin;
+  #large: Bin;
+  #reader: LargeReader;
   /**
    * Inside one write transaction callback: the last body id and the open stream segment, read
    * once and then kept up to date (nothing else writes while the callback runs); null outside.
@@ -156,6 +197,8 @@ export class LmdbBackend implements StorageBackend {
     this.#index = bin("payload_index");
     this.#bodies = bin("payload_bodies");
     this.#stream = bin("payload_stream");
+    this.#large = bin("payload_large");
+    this.#reader = new LargeReader(path);
     // the page size is fixed when the environment is created: read it, do not assume it
     this.pageSize = (this.#root.getStats() as { pageSize: number }).pageSize;
     this.segmentBytes = this.pageSize - PAGE_HEADER;
@@ -173,14 +216,28 @@ export class LmdbBackend implements StorageBackend {
     for (const { key, value } of this.#records.getRange({ start: k(start), end: k(end), snapshot: true })) yield { key: key as RecordKey, value };
   }
 
-  async getPayload(_tenant: string, id: string): Promise<Buffer | undefined> {
-    return this.#getPayload(id);
+  async getPayload(tenant: string, id: string): Promise<Buffer | undefined> {
+    return (await this.getPayloads(tenant, [id])).get(id);
   }
 
   async getPayloads(_tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>> {
     const out = new Map<string, Buffer>();
+    // payloads of payload_large are copied out by the reader's worker thread; the others are
+    // read here, all from one snapshot
+    const large: [string, Entry][] = [];
     for (const id of ids) {
-      const p = this.#getPayload(id);
+      const raw = peek(this.#index, indexKey(id));
+      const e = raw === undefined ? undefined : decodeEntry(raw);
+      if (e?.large) large.push([id, e]);
+      else {
+        const p = this.#getPayload(id);
+        if (p) out.set(id, p);
+      }
+    }
+    for (const [id, e] of large) {
+      const b = await this.#reader.read(e.large!);
+      // the worker did not answer with it (it failed, or the payload changed meanwhile): read here
+      const p = b !== undefined && b.byteLength === e.bodyLen ? b : this.#getPayload(id);
       if (p) out.set(id, p);
     }
     return out;
@@ -203,6 +260,10 @@ export class LmdbBackend implements StorageBackend {
     const raw = peek(this.#index, indexKey(id));
     if (raw === undefined) return this.#legacy.get(id);
     const e = decodeEntry(raw);
+    if (e.large) {
+      const v = peek(this.#large, e.large);
+      return v === undefined || v.byteLength !== e.bodyLen ? undefined : Buffer.from(v); // a copy of its own
+    }
     const out = Buffer.allocUnsafeSlow(e.bodyLen + e.tailLen); // own, aligned memory
     if (e.bodyId !== 0) {
       const body = peek(this.#bodies, numKey(e.bodyId));
@@ -297,6 +358,7 @@ export class LmdbBackend implements StorageBackend {
     const raw = this.#index.get(key);
     if (raw === undefined) return false;
     const e = decodeEntry(raw);
+    if (e.large) this.#large.removeSync(e.large);
     if (e.bodyId !== 0) this.#bodies.removeSync(numKey(e.bodyId));
     this.#index.removeSync(key);
     return e.tailLen > 0;
@@ -370,7 +432,39 @@ export class LmdbBackend implements StorageBackend {
     }
   }
 
-  transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+  async transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+    // large payloads the body may write: stored first, by lmdb-js's write thread
+    const staged = new Map<string, Buffer>();
+    const writes: Promise<unknown>[] = [];
+    for (const p of reads.stage ?? []) {
+      if (p.bytes.byteLength < LARGE_BYTES || staged.has(p.id) || this.#hasPayload(p.id)) continue;
+      const key = largeKey();
+      staged.set(p.id, key);
+      writes.push(this.#large.put(key, Buffer.from(p.bytes.buffer, p.bytes.byteOffset, p.bytes.byteLength)));
+    }
+    try {
+      await Promise.all(writes);
+    } catch (e) {
+      await this.#dropStaged(staged.values());
+      throw e;
+    }
+    const used = new Set<string>();
+    let committed = false;
+    try {
+      const result = await this.#transact(reads, fn, staged, used);
+      committed = true;
+      return result;
+    } finally {
+      // staged values the transaction did not name (it failed, or the payload was stored meanwhile)
+      if (staged.size > 0) await this.#dropStaged([...staged].filter(([id]) => !(committed && used.has(id))).map(([, key]) => key));
+    }
+  }
+
+  async #dropStaged(keys: Iterable<Buffer>): Promise<void> {
+    await Promise.all([...keys].map((key) => this.#large.remove(key).catch(() => false)));
+  }
+
+  #transact<T>(reads: TxReads, fn: (tx: WriteTx) => T, staged: Map<string, Buffer>, used: Set<string>): Promise<T> {
     const records = this.#records;
     let removed = false;
     const tx: WriteTx = {
@@ -385,7 +479,12 @@ export class LmdbBackend implements StorageBackend {
       put: (key, value) => void records.putSync(k(key), value),
       remove: (key) => void records.removeSync(k(key)),
       putPayload: (_tenant, id, bytes) => {
-        if (!this.#hasPayload(id)) removed = this.#write(id, bytes) || removed;
+        if (this.#hasPayload(id)) return;
+        const key = staged.get(id);
+        if (key && this.#large.doesExist(key)) {
+          this.#index.putSync(indexKey(id), encodeLarge(key, bytes.byteLength));
+          used.add(id);
+        } else removed = this.#write(id, bytes) || removed;
       },
       removePayload: (_tenant, id) => void (removed = this.#remove(id) || removed),
       payloadIds: () => {
@@ -399,11 +498,29 @@ export class LmdbBackend implements StorageBackend {
       try {
         const result = fn(tx);
         if (removed) this.#reclaim();
+        if (reads.payloads) this.#sweepLarge();
         return result;
       } finally {
         this.#tail = null;
       }
     }) as Promise<T>;
+  }
+
+  /**
+   * In a transaction that lists payloads (compact): removes the values of payload_large that
+   * no index entry names and that are older than LARGE_ORPHAN_MS (a put may be between its two
+   * commits for a younger one).
+   */
+  #sweepLarge(): void {
+    const named = new Set<string>();
+    for (const { value } of this.#index.getRange({})) {
+      const e = decodeEntry(value);
+      if (e.large) named.add(e.large.toString("hex"));
+    }
+    const before = Date.now() - LARGE_ORPHAN_MS;
+    for (const key of this.#large.getKeys({ snapshot: false })) {
+      if (!named.has(key.toString("hex")) && largeKeyTime(key) < before) this.#large.removeSync(key);
+    }
   }
 
   *#syncRange(start: RecordKey, end: RecordKey): Iterable<RecordEntry> {
@@ -421,6 +538,7 @@ export class LmdbBackend implements StorageBackend {
     let last = 0;
     const all: [string, { getStats(): unknown }][] = [
       ["records", this.#records], ["payloads", this.#legacy], ["payload_index", this.#index], ["payload_bodies", this.#bodies], ["payload_stream", this.#stream],
+      ["payload_large", this.#large],
     ];
     for (const [name, db] of all) {
       const s = db.getStats() as { entryCount: number; treeBranchPageCount: number; treeLeafPageCount: number; overflowPages: number; lastPageNumber: number };
@@ -446,6 +564,7 @@ export class LmdbBackend implements StorageBackend {
   }
 
   async close(): Promise<void> {
+    await this.#reader.close();
     await this.#root.close();
   }
 }

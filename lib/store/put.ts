@@ -254,7 +254,8 @@ async function commit<R>(
   const idem = s.idem;
   const keys: RecordKey[] = [...new Set(items.map((it) => it.key))].map((k) => headKey(t, ns, k));
   if (idem) keys.push(idempotencyKey(t, idem.key));
-  return backend.transact({ keys }, (tx) => {
+  const stage = items.map((it) => ({ tenant: t, id: it.prepared.record.fingerprint.sha256, bytes: it.prepared.payload }));
+  return backend.transact({ keys, stage }, (tx) => {
     const now = clock.now();
     if (idem) {
       // a request with the same key committed since the lookup: its response, nothing written

@@ -10,6 +10,7 @@ import { Worker } from "node:worker_threads";
 import { SvcError, ValidationError, type ErrorCode } from "../../lib/errors.js";
 import type { Operation } from "../gateway/meter.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "./body-prepare.js";
+import { workerCode } from "../../lib/worker-code.js";
 
 /** Bodies (and JSON answers) of at least this many bytes are worked on in a worker thread. */
 export const OFFLOAD_MIN_BYTES = 256 * 1024;
@@ -40,13 +41,7 @@ const slots: Slot[] = [];
 export const offloadStats = { jobs: 0, bytes: 0 };
 
 function startWorker(): Slot {
-  const fromSource = import.meta.url.endsWith(".ts");
-  const url = new URL(fromSource ? "./offload-worker.ts" : "./offload-worker.js", import.meta.url).href;
-  // from the TypeScript sources (tsx) the worker registers tsx itself; from dist/ it is plain JavaScript
-  const code = fromSource
-    ? `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(url)}); })`
-    : `import(${JSON.stringify(url)})`;
-  const worker = new Worker(code, { eval: true });
+  const worker = new Worker(workerCode(import.meta.url, "offload-worker"), { eval: true });
   const slot: Slot = { worker, pending: new Map() };
   const fail = () => {
     const i = slots.indexOf(slot);

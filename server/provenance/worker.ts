@@ -3,6 +3,7 @@
 import { Worker } from "node:worker_threads";
 import type { BatchBuilder, BatchResult } from "./chain.js";
 import { fingerprintOf, type BackendName, type KeyPair } from "./signer.js";
+import { workerCode } from "../../lib/worker-code.js";
 
 export interface ReceiptWorker {
   readonly fingerprint: string;
@@ -18,12 +19,7 @@ export interface ReceiptWorker {
  * registers tsx itself; from dist/ it is plain JavaScript.
  */
 export async function createReceiptWorker(backend: BackendName, keyPair: KeyPair): Promise<ReceiptWorker> {
-  const fromSource = import.meta.url.endsWith(".ts");
-  const url = new URL(fromSource ? "./receipt-worker.ts" : "./receipt-worker.js", import.meta.url).href;
-  const code = fromSource
-    ? `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(url)}); })`
-    : `import(${JSON.stringify(url)})`;
-  const worker = new Worker(code, {
+  const worker = new Worker(workerCode(import.meta.url, "receipt-worker"), {
     eval: true,
     workerData: { backend, publicKey: keyPair.publicKey, secretKey: keyPair.secretKey },
   });

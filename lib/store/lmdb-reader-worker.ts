@@ -4,8 +4,10 @@
 // event loop. The copy is moved to the main thread, not copied again.
 import { parentPort, workerData } from "node:worker_threads";
 import { open } from "lmdb";
+import { lowerThreadPriority } from "../worker-code.js";
 
 const port = parentPort!;
+lowerThreadPriority();
 const root = open({ path: (workerData as { path: string }).path, maxDbs: 8, overlappingSync: false, noSubdir: false });
 const large = root.openDB<Buffer, Buffer>({ name: "payload_large", encoding: "binary", keyEncoding: "binary" });
 

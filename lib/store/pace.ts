@@ -41,3 +41,22 @@ export class Pace {
     this.#since = performance.now();
   }
 }
+
+/** Elements a paced scan handles between two looks at the clock. */
+const SCAN_BLOCK = 1 << 18;
+
+/**
+ * Runs `block(from, to)` over [0, n) in blocks, waiting for its turn (Pace) whenever a slice is
+ * used up, so that a pass over a large array (a check or a norm of 25 million values) never
+ * holds the event loop for more than about a slice. Stops at the first block that returns true
+ * and resolves true then; false when every block ran.
+ * @example const bad = await pacedScan(x.length, (a, b) => { for (let i = a; i < b; i++) if (!Number.isFinite(x[i])) return true; });
+ */
+export async function pacedScan(n: number, block: (from: number, to: number) => boolean | void): Promise<boolean> {
+  const pace = new Pace();
+  for (let from = 0; from < n; from += SCAN_BLOCK) {
+    if (pace.due()) await pace.yield();
+    if (block(from, Math.min(n, from + SCAN_BLOCK)) === true) return true;
+  }
+  return false;
+}

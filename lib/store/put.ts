@@ -2,13 +2,14 @@
 // put_cores_batch, and delete. Heavy work (compression, norms) runs before the write
 // transaction; each transaction only reads the heads, checks if_version, then writes payload,
 // version record and head (and, for an idempotent write, its stored response).
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
 import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../names.js";
 import { putCoresOptionsSchema, putOptionsSchema, type PutCoresOptions, type PutOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
 import {
-  asBytes, denseNorm, hasNonFinite, losslessEncode, product, sha256hex, toFloat64, toWorkingFloat, typedView,
+  asBytes, losslessEncode, product, toFloat64, toWorkingFloat, typedView,
 } from "./codec.js";
 import {
   headKey, idempotencyKey, iso, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope,
@@ -17,7 +18,8 @@ import { checkCores, type CoreInput } from "./cores.js";
 import { lookup, recordOf, replayOf } from "./idempotency.js";
 import { packRecord, unpackRecord } from "./records.js";
 import { loadTT, type TT } from "./ttapi.js";
-import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, VersionRecord } from "./types.js";
+import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, ServeArray, VersionRecord } from "./types.js";
+import { pacedScan } from "./pace.js";
 
 /** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
 export type PutData = ArrayBufferView | ArrayBuffer;
@@ -80,12 +82,12 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   const bytesIn = bytes.byteLength;
   const view = typedView(bytes, dtype);
 
-  const raw = (norm: number | null): Prepared => {
+  const raw = async (norm: number | null): Promise<Prepared> => {
     // own copy: the caller may reuse its buffer, unless it handed it over
     const payload = handedOver.has(data) ? bytes : new Uint8Array(bytes);
     return {
       payload,
-      record: base(dtype, shape!, "passthrough", 1, 0, bytesIn, bytesIn, { sha256: sha256hex(payload), codec: "raw", tt: null, norm }, { codec: "raw" }),
+      record: base(dtype, shape!, "passthrough", 1, 0, bytesIn, bytesIn, { sha256: await sha256Paced(payload), codec: "raw", tt: null, norm }, { codec: "raw" }),
     };
   };
 
@@ -96,19 +98,20 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     return {
       payload,
       record: base(dtype, shape!, "lossless", ratio, 0, bytesIn, payload.byteLength,
-        { sha256: sha256hex(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
+        { sha256: await sha256Paced(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
     };
   };
 
   if (isFloatDtype(dtype)) {
-    const work = toWorkingFloat(view, dtype);
-    if (hasNonFinite(work)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
-    if (bytesIn < config.min_compress_bytes) return raw(denseNorm(work));
+    // the passes over the data below run in slices (pacedScan): 100 MiB of floats is 25 million values
+    const work = await workingFloatPaced(view, dtype);
+    if (await hasNonFinitePaced(work)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
+    if (bytesIn < config.min_compress_bytes) return raw(await denseNormPaced(work));
     const tt = await loadTT();
     // cores are float32 (float64 for float64 data): the reachable ratio is measured against them
     const coreBytes = dtype === "float64" ? 8 : 4;
     const minRatio = config.min_compression_ratio * (coreBytes / size);
-    if (isAllZero(work)) {
+    if (await isAllZeroPaced(work)) {
       // All zeros (an initialised array, say): the exact TT has rank 1 and zero cores. The
       // TT engine refuses zero data, since a relative tolerance means nothing there.
       const modes = tt.chooseModes(shape);
@@ -120,7 +123,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
       return {
         payload,
         record: base(dtype, shape, "compressed", bytesIn / stored, 0, bytesIn, stored,
-          { sha256: sha256hex(payload), codec: "tt", tt: info, norm: 0 },
+          { sha256: await sha256Paced(payload), codec: "tt", tt: info, norm: 0 },
           { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
       };
     }
@@ -129,14 +132,14 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     // and where too little would be left the entry is stored losslessly instead
     const unit = dtype === "float16" ? 2 ** -11 : dtype === "bfloat16" ? 2 ** -8 : 0;
     const ttTolerance = tolerance - unit * (1 + tolerance);
-    if (ttTolerance < tolerance / 4) return lossless(denseNorm(work));
+    if (ttTolerance < tolerance / 4) return lossless(await denseNormPaced(work));
     // min_ratio also gives up when no TT within the tolerance reaches the ratio (docs/tt.md),
     // so incompressible data are passthrough at once, even where capped ranks would fit
     const res = await tt.compress(work, shape, { tolerance: ttTolerance, max_rank: maxRank, min_ratio: minRatio });
-    if (res === null) return raw(denseNorm(work));
+    if (res === null) return raw(await denseNormPaced(work));
     const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
     const ratio = bytesIn / stored;
-    if (ratio < config.min_compression_ratio) return raw(denseNorm(work));
+    if (ratio < config.min_compression_ratio) return raw(await denseNormPaced(work));
     const payload = concatCores(res.cores);
     const norm = await tt.norm(res);
     const verdict = res.relative_error <= ttTolerance ? "compressed" : "weak";
@@ -144,11 +147,11 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     return {
       payload,
       record: base(dtype, shape, verdict, ratio, res.relative_error, bytesIn, stored,
-        { sha256: sha256hex(payload), codec: "tt", tt: info, norm },
+        { sha256: await sha256Paced(payload), codec: "tt", tt: info, norm },
         { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
     };
   }
-  const norm = dtype === "bytes" ? null : denseNorm(toFloat64(view, dtype));
+  const norm = dtype === "bytes" ? null : await denseNormPaced(view, dtype);
   if (bytesIn < config.min_compress_bytes) return raw(norm);
   return lossless(norm);
 }
@@ -171,7 +174,7 @@ async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined
   return {
     payload,
     record: base(dtype, shape, "compressed", bytesIn / payload.byteLength, 0, bytesIn, payload.byteLength,
-      { sha256: sha256hex(payload), codec: "tt", tt: info, norm }, { codec: "tt", core_dtype: dtype, ...info }),
+      { sha256: await sha256Paced(payload), codec: "tt", tt: info, norm }, { codec: "tt", core_dtype: dtype, ...info }),
   };
 }
 
@@ -345,9 +348,63 @@ function itemError(e: unknown, i: number): unknown {
 }
 
 /** Whether every element is zero (stops at the first that is not, so other data pay little). */
-function isAllZero(x: ArrayLike<number>): boolean {
-  for (let i = 0; i < x.length; i++) if (x[i] !== 0) return false;
-  return true;
+// Passes over a put's data in slices of the event loop (pacedScan), with the results of
+// their one-piece forms in lib/store/codec.ts.
+
+/** The SHA-256 of `b` in hex (sha256hex), hashed a block at a time in slices. */
+async function sha256Paced(b: Uint8Array): Promise<string> {
+  const h = createHash("sha256");
+  await pacedScan(b.byteLength, (from, to) => {
+    h.update(b.subarray(from, to));
+  });
+  return h.digest("hex");
+}
+
+function isAllZeroPaced(x: ArrayLike<number>): Promise<boolean> {
+  return pacedScan(x.length, (a, b) => {
+    for (let i = a; i < b; i++) if (x[i] !== 0) return true;
+  }).then((nonzero) => !nonzero);
+}
+
+function hasNonFinitePaced(x: ArrayLike<number>): Promise<boolean> {
+  return pacedScan(x.length, (a, b) => {
+    for (let i = a; i < b; i++) if (!Number.isFinite(x[i]!)) return true;
+  });
+}
+
+/**
+ * denseNorm (scaled by the largest magnitude, so no square overflows), in slices; with
+ * `dtype`, `x` holds values of that dtype, read as float64 a block at a time.
+ */
+async function denseNormPaced(x: Float32Array | Float64Array | ServeArray, dtype?: Dtype): Promise<number> {
+  const block = (a: number, b: number): ArrayLike<number> =>
+    dtype === undefined || dtype === "float32" || dtype === "float64" ? (x.subarray(a, b) as ArrayLike<number>) : toFloat64(x.subarray(a, b) as ServeArray, dtype);
+  let scale = 0;
+  await pacedScan(x.length, (a, b) => {
+    const v = block(a, b);
+    for (let i = 0; i < v.length; i++) scale = Math.max(scale, Math.abs(v[i]!));
+  });
+  if (scale === 0 || !Number.isFinite(scale)) return scale;
+  let s = 0;
+  await pacedScan(x.length, (a, b) => {
+    const v = block(a, b);
+    for (let i = 0; i < v.length; i++) {
+      const w = v[i]! / scale;
+      s += w * w;
+    }
+  });
+  return scale * Math.sqrt(s);
+}
+
+/** toWorkingFloat in slices: float32 and float64 as they are, float16 and bfloat16 widened to float32. */
+async function workingFloatPaced(arr: ServeArray, dtype: Dtype): Promise<Float32Array | Float64Array> {
+  if (dtype === "float32" || dtype === "float64") return toWorkingFloat(arr, dtype);
+  const src = arr as Uint16Array;
+  const out = new Float32Array(src.length);
+  await pacedScan(src.length, (a, b) => {
+    out.set(toWorkingFloat(src.subarray(a, b), dtype), a);
+  });
+  return out;
 }
 
 function concatCores(cores: readonly ArrayBufferView[]): Uint8Array {

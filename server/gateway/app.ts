@@ -393,7 +393,7 @@ export function createApp(deps: GatewayDeps): Express {
             }
           }
           if (size !== undefined) lease.take(size);
-          const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n) : undefined));
+          const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n) : undefined), size);
           // parsed and checked against the engine's schema; a large body in a worker thread
           // (server/http/offload.ts), its bytes moved there and back
           const read = await prepareGatewayBody(route.op, raw);

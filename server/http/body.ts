@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { PayloadTooLargeError, UnsupportedMediaTypeError, ValidationError, SvcError } from "../../lib/errors.js";
 import type { Reservation } from "./memory-budget.js";
-import { SlowBodyError, type BodyRate } from "./body-guard.js";
+import { joinPaced, SlowBodyError, type BodyRate } from "./body-guard.js";
 
 /** Bytes of a body sent with a GET, HEAD or DELETE that are read (and dropped) so that the 400 reaches the client. */
 export const MAX_IGNORED_BODY_BYTES = 64 * 1024;
@@ -118,7 +118,14 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
     };
     const onEnd = () => {
       if (whole && got !== whole.byteLength) return finish(new ValidationError("The request body is shorter than its Content-Length."));
-      finish(null, whole ?? (parts.length === 1 ? parts[0]! : Buffer.concat(parts, got)));
+      if (whole || parts.length <= 1) return finish(null, whole ?? parts[0] ?? Buffer.alloc(0));
+      // a chunked body: joined in slices, the event loop getting turns between them (the body
+      // has ended: a close of the request meanwhile is not an abort)
+      if (ticker) clearInterval(ticker);
+      req.off("aborted", onAborted);
+      req.off("error", onError);
+      req.off("close", onClose);
+      joinPaced(parts, got).then((b) => finish(null, b), (e) => finish(e));
     };
     const onAborted = () => finish(new SvcError("bad_request", "The request was aborted by the client."));
     const onError = () => finish(new SvcError("bad_request", "The request body could not be read."));

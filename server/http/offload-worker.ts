@@ -3,12 +3,16 @@
 // and checking JSON, decoding and encoding base64, hashing).
 import { parentPort } from "node:worker_threads";
 import { SvcError } from "../../lib/errors.js";
+import { lowerThreadPriority } from "../../lib/worker-code.js";
 import { toSvcError } from "./errors.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "./body-prepare.js";
 import type { Operation } from "../gateway/meter.js";
 import type { OffloadJob, OffloadReply } from "./offload.js";
 
 const port = parentPort!;
+
+// parsing one tenant's large body must not take the CPU from the loops that answer everyone else
+lowerThreadPriority();
 
 /** The ArrayBuffers of the typed arrays in `value` that own all of their memory: moved to the other thread rather than copied. */
 function transferables(value: unknown, out: Set<ArrayBuffer>, depth = 0): void {

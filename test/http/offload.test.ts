@@ -4,6 +4,7 @@
 // workers were stopped starts new ones.
 import test from "tape";
 import { createHash, randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import { ValidationError } from "../../lib/errors.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "../../server/http/body-prepare.js";
 import {
@@ -118,6 +119,23 @@ test("small bodies stay on the event loop; hashes and base64 agree; moved bytes 
     const text = await base64Bytes(b);
     t.equal(text.toString("latin1"), b.toString("base64"), `base64 of ${n} bytes`);
   }
+});
+
+test("the worker threads run at a lower priority than the event loop (Linux)", async (t) => {
+  if (process.platform !== "linux") {
+    t.skip("thread priorities are set on Linux only");
+    return;
+  }
+  await prepareEngineBody("/v1/put", json({ namespace: "ns", key: "k", data_b64: big().toString("base64") }));
+  // field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value
+  const niceOf = (tid: string) => Number(readFileSync(`/proc/self/task/${tid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")[16]);
+  const nice = readdirSync("/proc/self/task").map(niceOf);
+  const main = niceOf(String(process.pid));
+  if (main >= 10) {
+    t.skip(`this process already runs at nice ${main}`);
+    return;
+  }
+  t.ok(nice.includes(10), `a worker thread runs at nice 10, the event loop at ${main} (threads: ${nice.join(" ")})`);
 });
 
 test("many jobs at once each get their own answer; a stopped pool starts again", async (t) => {

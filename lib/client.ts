@@ -12,7 +12,7 @@ import {
 import { dtypeSchema, keySchema, namespaceSchema, naturalDtype, parseOrThrow, type Dtype } from "./names.js";
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
-  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema,
+  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, MAX_JSON_VECTOR,
   type GetOptions, type ServeOptions,
 } from "./schemas.js";
 import type {
@@ -435,14 +435,17 @@ export function createClient(options: ClientOptions): SvcClient {
         if (o.filter) compileFilter(o.filter);
         const { vector, ...rest } = o;
         const body: Record<string, unknown> = defined({ namespace: n, ...rest });
-        if (Array.isArray(vector)) body.vector = vector;
+        if (Array.isArray(vector) && vector.length <= MAX_JSON_VECTOR) body.vector = vector;
         else {
+          // a list longer than the wire's JSON list goes as the typed array the store would
+          // build from it (float32 with dtype float32, float64 otherwise)
+          const v = Array.isArray(vector) ? (o.dtype === "float32" ? Float32Array.from(vector) : Float64Array.from(vector)) : vector;
           // as the store: a typed array's element type is its dtype, an explicit other one is refused
-          const natural = vector instanceof Float32Array ? "float32" : "float64";
+          const natural = v instanceof Float32Array ? "float32" : "float64";
           if (o.dtype && o.dtype !== natural) throw new ValidationError(`dtype ${o.dtype} does not match the vector's ${natural} data.`, "dtype");
-          body.vector_b64 = bytesOf(vector).toString("base64");
+          body.vector_b64 = bytesOf(v).toString("base64");
           body.dtype = natural;
-          body.shape = o.shape ?? [vector.length];
+          body.shape = o.shape ?? [v.length];
         }
         return json<TopkResult>({ method: "POST", path: "/v1/query/vector", json: body });
       },

@@ -17,6 +17,13 @@ function isBase64(s: string): boolean {
 /** Standard base64 text (RFC 4648 section 4, padded). */
 export const base64Schema = z.string().refine(isBase64, "must be standard base64 text");
 
+/**
+ * Most numbers in the JSON list `vector` of query/vector: each costs tens of bytes once parsed
+ * and checked, so a list as long as the body limit allows would take gigabytes; `vector_b64`
+ * carries any length at 4 or 8 bytes a value.
+ */
+export const MAX_JSON_VECTOR = 1 << 20;
+
 export const versionSchema = z.number().int("version must be an integer").min(1, "version must be at least 1").max(Number.MAX_SAFE_INTEGER);
 export const ifVersionSchema = z.number().int("if_version must be an integer").min(0, "if_version must be at least 0").max(Number.MAX_SAFE_INTEGER);
 export const toleranceSchema = z.number().gt(0, "tolerance must be greater than 0").lt(1, "tolerance must be less than 1");
@@ -203,7 +210,11 @@ export const vectorBodySchema = z
   .strictObject({
     namespace: namespaceSchema,
     vector_b64: base64Schema.optional(),
-    vector: z.array(z.number().refine(Number.isFinite, "vector entries must be finite numbers")).min(1, "vector must not be empty").optional(),
+    vector: z
+      .array(z.number().refine(Number.isFinite, "vector entries must be finite numbers"))
+      .min(1, "vector must not be empty")
+      .max(MAX_JSON_VECTOR, `vector must have at most ${MAX_JSON_VECTOR} numbers; send a longer vector as vector_b64`)
+      .optional(),
     dtype: coreDtypeSchema.optional(),
     shape: shapeSchema.optional(),
     k: kSchema,

@@ -7,7 +7,7 @@
 // functions (server/http/body-prepare.ts) run either way, so the answer and any error are the same.
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
-import { SvcError, ValidationError, type ErrorCode } from "../../lib/errors.js";
+import { PayloadTooLargeError, SvcError, ValidationError, type ErrorCode } from "../../lib/errors.js";
 import type { Operation } from "../gateway/meter.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "./body-prepare.js";
 import { workerCode } from "../../lib/worker-code.js";
@@ -17,6 +17,19 @@ export const OFFLOAD_MIN_BYTES = 256 * 1024;
 
 /** Worker threads of the pool: one per core but one, at least 2, at most 4. */
 export const OFFLOAD_THREADS = Math.max(2, Math.min(4, availableParallelism() - 1));
+
+/**
+ * Heap of each worker, in MiB: a body that needs more to be read (a JSON text of millions of
+ * small values) ends that worker alone, and its request gets a 413; the process and its
+ * event loop go on. The largest upload (base64 of 100 MiB) needs about 300 MiB.
+ */
+export const OFFLOAD_HEAP_MIB = 1024;
+let heapMib = OFFLOAD_HEAP_MIB;
+
+/** The heap of workers started from now on (tests: a small one shows what a body too large to read gets). */
+export function setOffloadHeap(mib: number): void {
+  heapMib = mib;
+}
 
 export type OffloadJob =
   | { id: number; op: "engine-json"; path: string; bytes: Uint8Array; prefix?: string; giveBack?: boolean }
@@ -41,12 +54,15 @@ const slots: Slot[] = [];
 export const offloadStats = { jobs: 0, bytes: 0 };
 
 function startWorker(): Slot {
-  const worker = new Worker(workerCode(import.meta.url, "offload-worker"), { eval: true });
+  const worker = new Worker(workerCode(import.meta.url, "offload-worker"), { eval: true, resourceLimits: { maxOldGenerationSizeMb: heapMib } });
   const slot: Slot = { worker, pending: new Map() };
-  const fail = () => {
+  const fail = (e?: unknown) => {
     const i = slots.indexOf(slot);
     if (i >= 0) slots.splice(i, 1); // the next job starts a new worker
-    for (const done of slot.pending.values()) done(new Error("The body worker stopped."));
+    const err = (e as { code?: string } | undefined)?.code === "ERR_WORKER_OUT_OF_MEMORY"
+      ? new PayloadTooLargeError("The request body needs more memory to read than the server gives one body; send large payloads as base64 (data_b64, vector_b64) or as application/octet-stream.")
+      : new Error("The body worker stopped.");
+    for (const done of slot.pending.values()) done(err);
     slot.pending.clear();
   };
   worker.on("message", (m: OffloadReply | { ready: true }) => {
@@ -57,8 +73,8 @@ function startWorker(): Slot {
     if (slot.pending.size === 0) worker.unref();
     done(m);
   });
-  worker.on("error", fail);
-  worker.on("exit", fail);
+  worker.on("error", (e) => fail(e));
+  worker.on("exit", () => fail());
   worker.unref();
   return slot;
 }
@@ -101,7 +117,7 @@ function runJob(input: JobInput, move: boolean): Promise<Extract<OffloadReply, {
   offloadStats.bytes += job.bytes.byteLength;
   return new Promise((resolve, reject) => {
     slot.pending.set(id, (r) => {
-      if (r instanceof Error) return reject(r);
+      if (r instanceof Error) return reject(r); // a PayloadTooLargeError when the worker ran out of heap
       if (r.ok) return resolve(r);
       const { code, message, extra } = r.error;
       reject(code === "bad_request" ? new ValidationError(message, typeof extra.field === "string" ? extra.field : undefined) : new SvcError(code, message, extra));

@@ -7,6 +7,7 @@ import test from "tape";
 import { createClient } from "../../lib/client.js";
 import { ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../lib/errors.js";
 import { Stack } from "../store/harness.js";
+import { MAX_JSON_VECTOR } from "../../lib/schemas.js";
 
 const stack = new Stack();
 test.onFinish(() => stack.close());
@@ -52,6 +53,21 @@ test("client over a gateway: errors that have no store counterpart; bad input co
     const e3 = await stranger.list("ns").catch((x: unknown) => x);
     t.ok(e3 instanceof UnauthorizedError && e3.code === "unauthorized" && stranger.lastResponse?.status === 401, "an unknown API key: UnauthorizedError, 401");
     await stranger.close();
+  } finally {
+    await c.close();
+  }
+});
+
+test("client over a gateway: a number list longer than the wire's JSON list travels as vector_b64", async (t) => {
+  const c = await stack.client(["ns"]);
+  try {
+    const n = MAX_JSON_VECTOR + 1;
+    const v = Array.from({ length: n }, (_, i) => Math.sin(i / 1000));
+    await c.put("ns", "long", Float64Array.from(v), { shape: [n] });
+    const r = await c.query.vector("ns", { vector: v, k: 1 });
+    t.equal(c.lastResponse!.status, 200, `query.vector with ${n} numbers: 200`);
+    t.equal(r.results[0]?.key, "long", "the entry is its own nearest");
+    t.ok(Math.abs(r.results[0]!.score - 1) < 1e-5, `cosine 1 (${r.results[0]?.score})`);
   } finally {
     await c.close();
   }

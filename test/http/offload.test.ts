@@ -8,8 +8,9 @@ import { readdirSync, readFileSync } from "node:fs";
 import { ValidationError } from "../../lib/errors.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "../../server/http/body-prepare.js";
 import {
-  base64Bytes, closeOffload, hashBody, OFFLOAD_MIN_BYTES, offloadStats, prepareEngineBody, prepareGatewayBody,
+  base64Bytes, closeOffload, hashBody, OFFLOAD_HEAP_MIB, OFFLOAD_MIN_BYTES, offloadStats, prepareEngineBody, prepareGatewayBody, setOffloadHeap,
 } from "../../server/http/offload.js";
+import { MAX_JSON_VECTOR } from "../../lib/schemas.js";
 
 const big = (n = OFFLOAD_MIN_BYTES * 2) => randomBytes(n);
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
@@ -136,6 +137,36 @@ test("the worker threads run at a lower priority than the event loop (Linux)", a
     return;
   }
   t.ok(nice.includes(10), `a worker thread runs at nice 10, the event loop at ${main} (threads: ${nice.join(" ")})`);
+});
+
+test("a body that needs more heap than a worker has: 413 for it alone; the pool goes on", async (t) => {
+  await closeOffload();
+  setOffloadHeap(64);
+  const small = await outcome(async () => (await prepareEngineBody("/v1/put", json({ namespace: "ns", key: "k", data_b64: big().toString("base64") }))).value);
+  t.notOk(small.error, "a 700 KB body fits in a 64 MiB worker heap");
+  // 4 million distinct numbers: about 100 MiB once parsed (a heap number and a slot each)
+  const many = Buffer.from(`{"namespace":"ns","filter":{"v":{"$in":[${Array.from({ length: 4_000_000 }, (_, i) => i + 0.5).join(",")}]}}}`);
+  const other = prepareEngineBody("/v1/put", json({ namespace: "ns", key: "other", data_b64: big().toString("base64") }));
+  const r = await outcome(() => prepareEngineBody("/v1/search", many));
+  t.equal(r.error?.cls, "PayloadTooLargeError", `refused: ${r.error?.message}`);
+  const o = await outcome(() => other);
+  t.ok((o.value as { value?: { key?: string } } | undefined)?.value?.key === "other" || o.error?.cls === "PayloadTooLargeError",
+    `a body read at the same time: its own answer, or the same 413 when it shared the worker (${o.error?.cls ?? "answered"})`);
+  setOffloadHeap(OFFLOAD_HEAP_MIB);
+  await closeOffload();
+  const after = await prepareEngineBody("/v1/put", json({ namespace: "ns", key: "after", data_b64: big().toString("base64") }));
+  t.equal((after.value as { key: string }).key, "after", "the next body is read by a new worker");
+});
+
+test("query/vector: a JSON list of more than MAX_JSON_VECTOR numbers is refused, naming vector_b64", async (t) => {
+  const body = Buffer.from(`{"namespace":"ns","k":1,"vector":[${"1,".repeat(MAX_JSON_VECTOR)}1]}`);
+  for (const [where, f] of [["worker", () => prepareEngineBody("/v1/query/vector", Buffer.from(body))], ["loop", () => prepareEngineJson("/v1/query/vector", body)]] as const) {
+    const r = await outcome(f);
+    t.equal(r.error?.field, "vector", `${where}: field vector`);
+    t.match(r.error?.message ?? "", /at most 1048576 numbers; send a longer vector as vector_b64/, `${where}: ${r.error?.message}`);
+  }
+  const okBody = json({ namespace: "ns", k: 1, vector: Array.from({ length: MAX_JSON_VECTOR }, () => 1) });
+  t.notOk((await outcome(() => prepareEngineBody("/v1/query/vector", okBody))).error, "exactly MAX_JSON_VECTOR numbers: accepted");
 });
 
 test("many jobs at once each get their own answer; a stopped pool starts again", async (t) => {

@@ -33,6 +33,7 @@ import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { ValidationError } from "../errors.js";
 import { LargeReader } from "./lmdb-reader.js";
+import { Pace } from "./pace.js";
 import { checkDeclared, checkDeclaredRange, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend, type TxReads, type WriteTx } from "./backend.js";
 
 const k = (key: RecordKey): Key => key as unknown as Key;
@@ -223,9 +224,12 @@ export class LmdbBackend implements StorageBackend {
   async getPayloads(_tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>> {
     const out = new Map<string, Buffer>();
     // payloads of payload_large are copied out by the reader's worker thread; the others are
-    // read here, all from one snapshot
+    // copied here, giving the event loop a turn every slice (payloads are immutable under
+    // their hash: reading some from a later snapshot reads the same bytes)
     const large: [string, Entry][] = [];
+    const pace = new Pace();
     for (const id of ids) {
+      if (pace.due()) await pace.yield();
       const raw = peek(this.#index, indexKey(id));
       const e = raw === undefined ? undefined : decodeEntry(raw);
       if (e?.large) large.push([id, e]);

@@ -17,6 +17,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { relErr } from "../test/tt/helpers.js";
 
 const KEY = "svc-bench-service-key-" + "0123456789abcdef".repeat(2);
 const MiB = 1024 * 1024;
@@ -33,15 +34,6 @@ async function post(url: string, path: string, body: Uint8Array | string, header
 }
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-function relErr(a: Float32Array, b: Float32Array): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num += (a[i]! - b[i]!) ** 2;
-    den += a[i]! ** 2;
-  }
-  return Math.sqrt(num / den);
-}
 const must = (ok: boolean, what: string) => {
   if (!ok) throw new Error(`wrong result: ${what}`);
 };

@@ -10,7 +10,7 @@
 // stderr per case, and a summary line at the end (also when stopped by SIGINT or SIGTERM).
 import { cpus, loadavg } from "node:os";
 import * as tt from "../lib/tt.js";
-import { gaussian, prod, rng } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
+import { denseFromTT, prod, relErr, rng } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: number) => {
@@ -25,37 +25,16 @@ const SPECTRA: Spectrum[] = ["exponential", "power", "flat", "lowrank", "noisefl
 
 /** Dense tensor from a Gaussian TT with bond weights following the spectrum (+ noise floor). */
 function fromTT(shape: number[], kind: Spectrum, R: number, floor: number, seed: number, f64: boolean): Float32Array | Float64Array {
-  const u = rng(seed), g = gaussian(seed + 1);
-  const d = shape.length, n = prod(shape);
-  const ranks = [1];
-  for (let k = 1; k < d; k++) ranks.push(Math.max(1, Math.min(R, prod(shape.slice(0, k)), prod(shape.slice(k)))));
-  ranks.push(1);
+  // one decay for every bond, drawn at the first
+  let w: ((i: number) => number) | undefined;
+  const x = denseFromTT(shape, R, seed, (_r, u) => (w ??= spectrum(kind, u)), kind === "noisefloor" ? floor : 0);
+  return f64 ? x : Float32Array.from(x);
+}
+
+/** Bond weights of a spectrum, its decay drawn from u. */
+function spectrum(kind: Spectrum, u: () => number): (i: number) => number {
   const a = 0.3 + 1.5 * u(), p = 1 + 2 * u();
-  const w = (i: number) => (kind === "exponential" ? Math.exp(-a * i) : kind === "power" ? (i + 1) ** -p : kind === "lowrank" ? Math.exp(-0.3 * i) : 1);
-  let cur = new Float64Array([1]);
-  let rows = 1;
-  for (let k = 0; k < d; k++) {
-    const r0 = ranks[k]!, nk = shape[k]!, r1 = ranks[k + 1]!;
-    const core = new Float64Array(r0 * nk * r1);
-    for (let i = 0; i < core.length; i++) core[i] = (g() * w(i % r1)) / Math.sqrt(nk * r0);
-    const next = new Float64Array(rows * nk * r1);
-    for (let q = 0; q < rows; q++)
-      for (let b = 0; b < r0; b++) {
-        const v = cur[q * r0 + b]!;
-        if (v === 0) continue;
-        const off = b * nk * r1, out = q * nk * r1;
-        for (let j = 0; j < nk * r1; j++) next[out + j]! += v * core[off + j]!;
-      }
-    cur = next;
-    rows *= nk;
-  }
-  if (kind === "noisefloor") {
-    let s = 0;
-    for (let i = 0; i < n; i++) s += cur[i]! * cur[i]!;
-    const amp = floor * Math.sqrt(s / n);
-    for (let i = 0; i < n; i++) cur[i]! += amp * g();
-  }
-  return f64 ? cur : Float32Array.from(cur);
+  return (i) => (kind === "exponential" ? Math.exp(-a * i) : kind === "power" ? (i + 1) ** -p : kind === "lowrank" ? Math.exp(-0.3 * i) : 1);
 }
 
 /** Smooth 3-D field: `count` rotated anisotropic Gaussians (not separable). */
@@ -123,16 +102,6 @@ function bumps(n: number, count: number, seed: number): Float32Array {
     }
   }
   return x;
-}
-
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!, dlt = x - b[i]!;
-    num += dlt * dlt;
-    den += x * x;
-  }
-  return Math.sqrt(num / den);
 }
 
 interface Case {

@@ -8,7 +8,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
 import * as tt from "../lib/tt.js";
-import { gaussian, rng } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
+import { gaussian, relErr, rng } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
 
 const TOLS = [1e-2, 1e-3, 1e-4];
 const MB = 1 << 20;
@@ -40,6 +40,26 @@ function separable(n: number, terms: { a: number; f: (x: number) => number; g: (
   return x;
 }
 
+/**
+ * Adds a * exp(-|L^T (p - c)|^2 / 2) on the n^3 grid of [0,1)^3 to `x`, with L lower
+ * triangular (l: its six entries by rows), left out where the exponent passes 40.
+ */
+function addGaussian(x: Float32Array, n: number, c: number[], l: number[], a: number): void {
+  for (let i = 0; i < n; i++) {
+    const dx = i / n - c[0]!;
+    for (let j = 0; j < n; j++) {
+      const dy = j / n - c[1]!;
+      const y0 = l[0]! * dx, y1 = l[1]! * dx + l[2]! * dy, y2b = l[3]! * dx + l[4]! * dy;
+      const base = (i * n + j) * n, q01 = y0 * y0 + y1 * y1;
+      for (let k = 0; k < n; k++) {
+        const y2 = y2b + l[5]! * (k / n - c[2]!);
+        const q = 0.5 * (q01 + y2 * y2);
+        if (q < 40) x[base + k]! += a * Math.exp(-q);
+      }
+    }
+  }
+}
+
 /** Smooth 3-D field: a mixture of 8 anisotropic Gaussian blobs with random correlated
  *  covariances (not separable, so the TT ranks are not simply the number of blobs). */
 function smooth(n: number) {
@@ -51,21 +71,7 @@ function smooth(n: number) {
     return { c: [u(), u(), u()], l, a: u() - 0.3 };
   });
   const x = new Float32Array(n * n * n);
-  for (const { c, l, a } of blobs) {
-    for (let i = 0; i < n; i++) {
-      const dx = i / n - c[0]!;
-      for (let j = 0; j < n; j++) {
-        const dy = j / n - c[1]!;
-        const y0 = l[0]! * dx, y1 = l[1]! * dx + l[2]! * dy, y2b = l[3]! * dx + l[4]! * dy;
-        const base = (i * n + j) * n, q01 = y0 * y0 + y1 * y1;
-        for (let k = 0; k < n; k++) {
-          const y2 = y2b + l[5]! * (k / n - c[2]!);
-          const q = 0.5 * (q01 + y2 * y2);
-          if (q < 40) x[base + k]! += a * Math.exp(-q);
-        }
-      }
-    }
-  }
+  for (const { c, l, a } of blobs) addGaussian(x, n, c, l, a);
   return x;
 }
 
@@ -77,19 +83,7 @@ function gaussians24(n: number) {
     const s = 1 / (0.04 + 0.15 * u());
     const l = [s * (0.5 + u()), (u() - 0.5) * s, s * (0.5 + u()), (u() - 0.5) * s, (u() - 0.5) * s, s * (0.5 + u())];
     const c = [u(), u(), u()], a = u() - 0.3;
-    for (let i = 0; i < n; i++) {
-      const dx = i / n - c[0]!;
-      for (let j = 0; j < n; j++) {
-        const dy = j / n - c[1]!;
-        const y0 = l[0]! * dx, y1 = l[1]! * dx + l[2]! * dy, y2b = l[3]! * dx + l[4]! * dy;
-        const base = (i * n + j) * n, q01 = y0 * y0 + y1 * y1;
-        for (let k = 0; k < n; k++) {
-          const y2 = y2b + l[5]! * (k / n - c[2]!);
-          const q = 0.5 * (q01 + y2 * y2);
-          if (q < 40) x[base + k]! += a * Math.exp(-q);
-        }
-      }
-    }
+    addGaussian(x, n, c, l, a);
   }
   return x;
 }
@@ -204,20 +198,10 @@ async function timeit<T>(f: () => Promise<T>, minMs = 300, maxReps = 50): Promis
 
 const size = (t: tt.TT) => t.cores.reduce((a, c) => a + c.length, 0);
 
-/** ‖a − b‖/‖a‖ accumulated in float64. */
-function measuredError(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!, d = x - b[i]!;
-    num += d * d;
-    den += x * x;
-  }
-  return Math.sqrt(num / den);
-}
 let violations = 0;
 /** The error columns of a figure: measured error, whether max_rank bound, and the flag. */
 async function checked(data: Float32Array, r: tt.CompressResult, tol: number, maxRank = tt.DEFAULT_MAX_RANK) {
-  const err = measuredError(data, await tt.reconstruct(r));
+  const err = relErr(data, await tt.reconstruct(r));
   const capped = Math.max(...r.ranks) >= maxRank;
   const bad = err > tol && !capped;
   if (bad) violations++;

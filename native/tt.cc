@@ -161,6 +161,31 @@ struct Factor {
   double kept_min = 0;      // smallest kept squared singular value of the remainder Q^T C
 };
 
+// The delta-rule cut of TT-SVD over the squared singular values e (descending): the smallest
+// rank whose discarded energy (the sum of the trailing e) is at most delta2, then at most rmax.
+// Sets r, capped and discarded.
+Factor truncate(const std::vector<double>& e, double delta2, size_t rmax) {
+  size_t g = e.size(), r = g;
+  double tail = 0;
+  while (r > 1 && tail + e[r - 1] <= delta2) {
+    tail += e[r - 1];
+    --r;
+  }
+  Factor f;
+  f.capped = r > rmax;
+  r = std::min(r, std::max<size_t>(rmax, 1));
+  f.r = r;
+  for (size_t i = r; i < g; ++i) f.discarded += e[i];
+  return f;
+}
+
+// Squared singular values from singular values.
+std::vector<double> squares(const std::vector<double>& S) {
+  std::vector<double> e(S.size());
+  for (size_t i = 0; i < S.size(); ++i) e[i] = S[i] * S[i];
+  return e;
+}
+
 template <typename T>
 Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
@@ -194,18 +219,10 @@ Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, 
       G[i * g + j] = G[j * g + i] = s;
     }
   sym_eig(g, G.data(), w.data(), V.data());
-  size_t r = g;
-  double tail = 0;
-  while (r > 1 && tail + std::max(w[r - 1], 0.0) <= delta2) {
-    tail += std::max(w[r - 1], 0.0);
-    --r;
-  }
-  Factor f;
-  f.capped = r > rmax;
-  r = std::min(r, std::max<size_t>(rmax, 1));
-  f.r = r;
-  f.kept_min = std::max(w[r - 1], 0.0);
-  for (size_t i = r; i < g; ++i) f.discarded += std::max(w[i], 0.0);
+  for (double& x : w) x = std::max(x, 0.0);  // the Gram matrix's eigenvalues, rounding below 0 cut
+  Factor f = truncate(w, delta2, rmax);
+  size_t r = f.r;
+  f.kept_min = w[r - 1];
   if (m <= N) {
     if (r == m) {
       f.identity = true;
@@ -801,17 +818,8 @@ Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t
     });
     std::vector<double> Ur, S, V;
     jacobi_preconditioned(m, m, R.data(), Ur, S, V);
-    size_t r = m;
-    double tail = 0;
-    while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
-      tail += S[r - 1] * S[r - 1];
-      --r;
-    }
-    Factor f;
-    f.capped = r > rmax;
-    r = std::min(r, std::max<size_t>(rmax, 1));
-    f.r = r;
-    for (size_t i = r; i < m; ++i) f.discarded += S[i] * S[i];
+    Factor f = truncate(squares(S), delta2, rmax);
+    size_t r = f.r;
     f.Q.resize(m * r);
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = V[i * m + j];
@@ -834,17 +842,9 @@ Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t
   } else {
     jacobi_preconditioned(rows, cols, B.data(), Ub, S, V);
   }
-  size_t g = cols, r = g;
-  double tail = 0;
-  while (r > 1 && tail + S[r - 1] * S[r - 1] <= delta2) {
-    tail += S[r - 1] * S[r - 1];
-    --r;
-  }
-  Factor f;
-  f.capped = r > rmax;
-  r = std::min(r, std::max<size_t>(rmax, 1));
-  f.r = r;
-  for (size_t i = r; i < g; ++i) f.discarded += S[i] * S[i];
+  const size_t g = cols;
+  Factor f = truncate(squares(S), delta2, rmax);
+  size_t r = f.r;
   // B = Ub S V^T. tall: C = B -> left = Ub, right = V. wide: C = B^T = V S Ub^T -> left = V, right = Ub.
   const std::vector<double>& L = tall ? Ub : V;
   const std::vector<double>& Rt = tall ? V : Ub;

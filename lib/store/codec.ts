@@ -6,11 +6,19 @@ import { promisify } from "node:util";
 import { deflateRaw, inflateRaw, constants as zc } from "node:zlib";
 import { itemsize, type Dtype } from "../names.js";
 import type { ServeArray } from "./types.js";
+import { pacedScan } from "./pace.js";
 
 const deflateAsync = promisify(deflateRaw);
 const inflateAsync = promisify(inflateRaw);
 
-export const sha256hex = (b: Uint8Array): string => createHash("sha256").update(b).digest("hex");
+/** The SHA-256 of `b` in hex, hashed 256 KiB at a time in slices of the event loop (pacedScan). */
+export async function sha256hex(b: Uint8Array): Promise<string> {
+  const h = createHash("sha256");
+  await pacedScan(b.byteLength, (from, to) => {
+    h.update(b.subarray(from, to));
+  });
+  return h.digest("hex");
+}
 
 export const product = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
@@ -130,15 +138,26 @@ export function fromWorkingFloat(arr: Float32Array | Float64Array, dtype: "float
 
 /** Frobenius norm accumulated in float64, with scaling against overflow. */
 export function denseNorm(x: ArrayLike<number>): number {
-  let scale = 0;
-  for (let i = 0; i < x.length; i++) scale = Math.max(scale, Math.abs(x[i]!));
+  const scale = maxAbs(x);
   if (scale === 0 || !Number.isFinite(scale)) return scale;
-  let s = 0;
+  return scale * Math.sqrt(addScaledSquares(x, scale));
+}
+
+/** The largest |x_i|, at least `from` (a running maximum over blocks). */
+export function maxAbs(x: ArrayLike<number>, from = 0): number {
+  let m = from;
+  for (let i = 0; i < x.length; i++) m = Math.max(m, Math.abs(x[i]!));
+  return m;
+}
+
+/** `sum` plus the sum of (x_i / scale)^2, added in order (a running sum over blocks). */
+export function addScaledSquares(x: ArrayLike<number>, scale: number, sum = 0): number {
+  let s = sum;
   for (let i = 0; i < x.length; i++) {
     const v = x[i]! / scale;
     s += v * v;
   }
-  return scale * Math.sqrt(s);
+  return s;
 }
 
 export function denseDot64(a: ArrayLike<number>, b: ArrayLike<number>): number {

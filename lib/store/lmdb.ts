@@ -234,7 +234,7 @@ export class LmdbBackend implements StorageBackend {
       const e = raw === undefined ? undefined : decodeEntry(raw);
       if (e?.large) large.push([id, e]);
       else {
-        const p = this.#getPayload(id);
+        const p = e ? this.#readEntry(e) : this.#legacy.get(id);
         if (p) out.set(id, p);
       }
     }
@@ -262,8 +262,11 @@ export class LmdbBackend implements StorageBackend {
   // transaction at most once per macrotask; inside a write transaction they see its writes).
   #getPayload(id: string): Buffer | undefined {
     const raw = peek(this.#index, indexKey(id));
-    if (raw === undefined) return this.#legacy.get(id);
-    const e = decodeEntry(raw);
+    return raw === undefined ? this.#legacy.get(id) : this.#readEntry(decodeEntry(raw));
+  }
+
+  /** The payload an index entry points at, copied out (in the same snapshot as the entry). */
+  #readEntry(e: Entry): Buffer | undefined {
     if (e.large) {
       const v = peek(this.#large, e.large);
       return v === undefined || v.byteLength !== e.bodyLen ? undefined : Buffer.from(v); // a copy of its own

@@ -60,3 +60,16 @@ export async function pacedScan(n: number, block: (from: number, to: number) => 
   }
   return false;
 }
+
+/** Joins `chunks` (`n` bytes in all) into one Buffer of its own, in slices of the event loop. */
+export async function joinPaced(chunks: readonly Uint8Array[], n: number): Promise<Buffer> {
+  const out = Buffer.allocUnsafeSlow(n);
+  const pace = new Pace();
+  let at = 0;
+  for (const c of chunks) {
+    if (pace.due()) await pace.yield();
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}

@@ -19,7 +19,7 @@
 import pg from "pg";
 import { Packr } from "msgpackr";
 import { ValidationError } from "../errors.js";
-import { Pace } from "./pace.js";
+import { joinPaced } from "./pace.js";
 import {
   checkDeclared, checkDeclaredRange, compareKeys, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend,
   type TxReads, type WriteTx,
@@ -323,15 +323,7 @@ export class PostgresBackend implements StorageBackend {
       // joined chunk by chunk, giving the event loop a turn between slices (a 100 MiB payload
       // would otherwise be one copy of the whole)
       if (parts.reduce((n, p) => n + p.byteLength, 0) !== bytes) continue;
-      const whole = Buffer.allocUnsafeSlow(bytes);
-      const pace = new Pace();
-      let at = 0;
-      for (const p of parts) {
-        if (pace.due()) await pace.yield();
-        whole.set(p, at);
-        at += p.byteLength;
-      }
-      out.set(sha256, whole);
+      out.set(sha256, await joinPaced(parts, bytes));
     }
     return out;
   }

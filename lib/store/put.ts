@@ -2,14 +2,13 @@
 // put_cores_batch, and delete. Heavy work (compression, norms) runs before the write
 // transaction; each transaction only reads the heads, checks if_version, then writes payload,
 // version record and head (and, for an idempotent write, its stored response).
-import { createHash } from "node:crypto";
 import { z } from "zod";
 import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
 import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../names.js";
 import { putCoresOptionsSchema, putOptionsSchema, type PutCoresOptions, type PutOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
 import {
-  asBytes, losslessEncode, product, toFloat64, toWorkingFloat, typedView,
+  addScaledSquares, asBytes, hasNonFinite, losslessEncode, maxAbs, product, sha256hex, toFloat64, toWorkingFloat, typedView,
 } from "./codec.js";
 import {
   headKey, idempotencyKey, iso, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope,
@@ -87,7 +86,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     const payload = handedOver.has(data) ? bytes : new Uint8Array(bytes);
     return {
       payload,
-      record: base(dtype, shape!, "passthrough", 1, 0, bytesIn, bytesIn, { sha256: await sha256Paced(payload), codec: "raw", tt: null, norm }, { codec: "raw" }),
+      record: base(dtype, shape!, "passthrough", 1, 0, bytesIn, bytesIn, { sha256: await sha256hex(payload), codec: "raw", tt: null, norm }, { codec: "raw" }),
     };
   };
 
@@ -98,7 +97,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     return {
       payload,
       record: base(dtype, shape!, "lossless", ratio, 0, bytesIn, payload.byteLength,
-        { sha256: await sha256Paced(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
+        { sha256: await sha256hex(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
     };
   };
 
@@ -123,7 +122,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
       return {
         payload,
         record: base(dtype, shape, "compressed", bytesIn / stored, 0, bytesIn, stored,
-          { sha256: await sha256Paced(payload), codec: "tt", tt: info, norm: 0 },
+          { sha256: await sha256hex(payload), codec: "tt", tt: info, norm: 0 },
           { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
       };
     }
@@ -147,7 +146,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     return {
       payload,
       record: base(dtype, shape, verdict, ratio, res.relative_error, bytesIn, stored,
-        { sha256: await sha256Paced(payload), codec: "tt", tt: info, norm },
+        { sha256: await sha256hex(payload), codec: "tt", tt: info, norm },
         { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
     };
   }
@@ -174,7 +173,7 @@ async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined
   return {
     payload,
     record: base(dtype, shape, "compressed", bytesIn / payload.byteLength, 0, bytesIn, payload.byteLength,
-      { sha256: await sha256Paced(payload), codec: "tt", tt: info, norm }, { codec: "tt", core_dtype: dtype, ...info }),
+      { sha256: await sha256hex(payload), codec: "tt", tt: info, norm }, { codec: "tt", core_dtype: dtype, ...info }),
   };
 }
 
@@ -347,29 +346,18 @@ function itemError(e: unknown, i: number): unknown {
   return new ValidationError(`items.${i}: ${e.message}`, field);
 }
 
-/** Whether every element is zero (stops at the first that is not, so other data pay little). */
 // Passes over a put's data in slices of the event loop (pacedScan), with the results of
 // their one-piece forms in lib/store/codec.ts.
 
-/** The SHA-256 of `b` in hex (sha256hex), hashed a block at a time in slices. */
-async function sha256Paced(b: Uint8Array): Promise<string> {
-  const h = createHash("sha256");
-  await pacedScan(b.byteLength, (from, to) => {
-    h.update(b.subarray(from, to));
-  });
-  return h.digest("hex");
-}
-
+/** Whether every element is zero (stops at the first block that is not, so other data pay little). */
 function isAllZeroPaced(x: ArrayLike<number>): Promise<boolean> {
   return pacedScan(x.length, (a, b) => {
     for (let i = a; i < b; i++) if (x[i] !== 0) return true;
   }).then((nonzero) => !nonzero);
 }
 
-function hasNonFinitePaced(x: ArrayLike<number>): Promise<boolean> {
-  return pacedScan(x.length, (a, b) => {
-    for (let i = a; i < b; i++) if (!Number.isFinite(x[i]!)) return true;
-  });
+function hasNonFinitePaced(x: Float32Array | Float64Array): Promise<boolean> {
+  return pacedScan(x.length, (a, b) => hasNonFinite(x.subarray(a, b)));
 }
 
 /**
@@ -381,17 +369,12 @@ async function denseNormPaced(x: Float32Array | Float64Array | ServeArray, dtype
     dtype === undefined || dtype === "float32" || dtype === "float64" ? (x.subarray(a, b) as ArrayLike<number>) : toFloat64(x.subarray(a, b) as ServeArray, dtype);
   let scale = 0;
   await pacedScan(x.length, (a, b) => {
-    const v = block(a, b);
-    for (let i = 0; i < v.length; i++) scale = Math.max(scale, Math.abs(v[i]!));
+    scale = maxAbs(block(a, b), scale);
   });
   if (scale === 0 || !Number.isFinite(scale)) return scale;
   let s = 0;
   await pacedScan(x.length, (a, b) => {
-    const v = block(a, b);
-    for (let i = 0; i < v.length; i++) {
-      const w = v[i]! / scale;
-      s += w * w;
-    }
+    s = addScaledSquares(block(a, b), scale, s);
   });
   return scale * Math.sqrt(s);
 }

@@ -8,7 +8,7 @@
 import type { IncomingMessage } from "node:http";
 import { Transform, type TransformCallback } from "node:stream";
 import { PayloadTooLargeError, ValidationError } from "../../lib/errors.js";
-import { Pace } from "../../lib/store/pace.js";
+import { joinPaced } from "../../lib/store/pace.js";
 
 export interface BodyRate {
   /** Average bytes per second a body must keep up once the grace time has passed. */
@@ -123,17 +123,4 @@ export function readGuarded(body: Transform, size?: number): Promise<Buffer> {
     });
     body.once("error", reject);
   });
-}
-
-/** Joins `chunks` (`n` bytes in all) into one Buffer, in slices of about 10 ms of the event loop. */
-export async function joinPaced(chunks: Buffer[], n: number): Promise<Buffer> {
-  const out = Buffer.allocUnsafeSlow(n);
-  const pace = new Pace();
-  let at = 0;
-  for (const c of chunks) {
-    if (pace.due()) await pace.yield();
-    c.copy(out, at);
-    at += c.length;
-  }
-  return out;
 }

@@ -3,7 +3,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { PayloadTooLargeError, UnsupportedMediaTypeError, ValidationError, SvcError } from "../../lib/errors.js";
 import type { Reservation } from "./memory-budget.js";
-import { joinPaced, SlowBodyError, type BodyRate } from "./body-guard.js";
+import { joinPaced } from "../../lib/store/pace.js";
+import { SlowBodyError, type BodyRate } from "./body-guard.js";
 
 /** Bytes of a body sent with a GET, HEAD or DELETE that are read (and dropped) so that the 400 reaches the client. */
 export const MAX_IGNORED_BODY_BYTES = 64 * 1024;

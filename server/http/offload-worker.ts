@@ -29,7 +29,7 @@ function transferables(value: unknown, out: Set<ArrayBuffer>, depth = 0): void {
 function run(job: OffloadJob): { value?: unknown; hash?: string } {
   switch (job.op) {
     case "engine-json":
-      return { value: prepareEngineJson(job.path, job.bytes), hash: job.prefix === undefined ? undefined : requestHash(job.prefix, job.bytes) };
+      return { value: prepareEngineJson(job.path!, job.bytes), hash: job.prefix === undefined ? undefined : requestHash(job.prefix, job.bytes) };
     case "gateway-json":
       return { value: prepareGatewayJson(job.path as Operation, job.bytes) };
     case "hash":

@@ -31,17 +31,22 @@ export function setOffloadHeap(mib: number): void {
   heapMib = mib;
 }
 
-export type OffloadJob =
-  | { id: number; op: "engine-json"; path: string; bytes: Uint8Array; prefix?: string; giveBack?: boolean }
-  | { id: number; op: "gateway-json"; path: string; bytes: Uint8Array; prefix?: undefined; giveBack?: boolean }
-  | { id: number; op: "hash"; bytes: Uint8Array; prefix: string; giveBack?: boolean }
-  | { id: number; op: "base64"; bytes: Uint8Array; prefix?: undefined; giveBack?: boolean };
+/** A job for a worker: `path` is the route (engine-json) or operation (gateway-json); `prefix` that of a request hash. */
+export interface OffloadJob {
+  id: number;
+  op: "engine-json" | "gateway-json" | "hash" | "base64";
+  bytes: Uint8Array;
+  path?: string;
+  prefix?: string;
+  /** The bytes come back with the answer (they were moved to the worker). */
+  giveBack?: boolean;
+}
 
 export type OffloadReply =
   | { id: number; ok: true; value?: unknown; hash?: string; bytes?: Uint8Array }
   | { id: number; ok: false; error: { code: ErrorCode; message: string; extra: Record<string, unknown> }; bytes?: Uint8Array };
 
-type JobInput = OffloadJob extends infer J ? (J extends { id: number } ? Omit<J, "id"> : never) : never;
+type JobInput = Omit<OffloadJob, "id">;
 
 interface Slot {
   worker: Worker;
@@ -112,7 +117,7 @@ function movable(b: Uint8Array): Uint8Array {
 function runJob(input: JobInput, move: boolean): Promise<Extract<OffloadReply, { ok: true }>> {
   const slot = pick();
   const id = nextId++;
-  const job = { ...input, id, bytes: move ? movable(input.bytes) : input.bytes } as OffloadJob;
+  const job: OffloadJob = { ...input, id, bytes: move ? movable(input.bytes) : input.bytes };
   offloadStats.jobs++;
   offloadStats.bytes += job.bytes.byteLength;
   return new Promise((resolve, reject) => {

@@ -4,6 +4,7 @@
 // rounding to it counted), errors measured in float64 from what serve returns.
 import { bf16ToFloat, floatToBf16, floatToHalf, halfToFloat } from "../../lib/store/codec.js";
 import { storeSuite } from "./harness.js";
+import { scaledRelErr } from "../tt/helpers.js";
 
 const suite = storeSuite({ targets: ["memory", "lmdb"], namespaces: ["ns"] });
 
@@ -19,19 +20,6 @@ function field(n: number, scale: number, Arr: typeof Float32Array | typeof Float
   return out;
 }
 
-/** ‖a − b‖/‖a‖ in float64, both scaled by max|a| first. */
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s = Math.max(s, Math.abs(a[i]!));
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]! / s, y = b[i]! / s;
-    num += (x - y) ** 2;
-    den += x * x;
-  }
-  return Math.sqrt(num / den);
-}
-
 suite.test("float32 near 1e38 and float64 near 1e-200 are compressed within the tolerance", async (t, s) => {
   for (const [key, x, tol] of [
     ["big32", field(24, 1e38), 1e-3],
@@ -43,7 +31,7 @@ suite.test("float32 near 1e38 and float64 near 1e-200 are compressed within the 
     t.deepEqual([r.verdict, r.fingerprint.codec], ["compressed", "tt"], `${key}: compressed as a TT`);
     t.ok(r.relative_error <= tol, `${key}: reported error ${r.relative_error.toExponential(2)} <= ${tol}`);
     const back = await s.serve("ns", key);
-    const err = relErr(x, back.data as Float32Array | Float64Array);
+    const err = scaledRelErr(x, back.data as Float32Array | Float64Array);
     t.ok(err <= tol, `${key}: served error ${err.toExponential(2)} <= ${tol}`);
   }
 });
@@ -71,7 +59,7 @@ suite.test("float16 and bfloat16 entries served in their dtype stay within the t
       t.ok(r.verdict === "compressed" || r.verdict === "lossless" || r.verdict === "passthrough", `${key}: verdict ${r.verdict}`);
       const back = await s.serve("ns", key);
       t.equal(back.dtype, dtype, `${key}: served as ${dtype}`);
-      const err = relErr(orig, Float64Array.from(back.data as Uint16Array, from));
+      const err = scaledRelErr(orig, Float64Array.from(back.data as Uint16Array, from));
       t.ok(err <= tol, `${key}: served error ${err.toExponential(2)} <= ${tol} (verdict ${r.verdict}, ratio ${r.compression_ratio.toFixed(1)})`);
     }
   }

@@ -7,7 +7,7 @@
 // of each remainder's unfolding in float64, the δ-rule of Oseledets' TT-SVD) over the same modes.
 import test from "tape";
 import * as tt from "../../lib/tt.js";
-import { gaussian, prod, rng } from "./helpers.js";
+import { denseFromTT, prod, relErr, rng } from "./helpers.js";
 
 type Spectrum = "exponential" | "power" | "flat" | "lowrank" | "noisefloor";
 const SPECTRA: Spectrum[] = ["exponential", "power", "flat", "lowrank", "noisefloor"];
@@ -20,42 +20,51 @@ function weights(kind: Spectrum, R: number, u: () => number): number[] {
   );
 }
 
-/**
- * Dense tensor over `shape` from a TT with ranks R (capped by the unfoldings) whose cores are
- * Gaussian and whose bonds are weighted by the spectrum, plus (noisefloor) Gaussian noise of
- * relative size `floor`. Built left to right in float64.
- */
+/** The test's input: a TT-built tensor whose bond weights follow `kind` (weights() at each bond). */
 function generate(shape: number[], kind: Spectrum, R: number, floor: number, seed: number): Float64Array {
-  const u = rng(seed), g = gaussian(seed + 1);
-  const d = shape.length, n = prod(shape);
-  const ranks = [1];
-  for (let k = 1; k < d; k++) ranks.push(Math.max(1, Math.min(R, prod(shape.slice(0, k)), prod(shape.slice(k)))));
-  ranks.push(1);
-  let cur = new Float64Array([1]);
-  let rows = 1;
-  for (let k = 0; k < d; k++) {
-    const r0 = ranks[k]!, nk = shape[k]!, r1 = ranks[k + 1]!;
-    const w = weights(kind, r1, u);
-    const core = new Float64Array(r0 * nk * r1);
-    for (let i = 0; i < core.length; i++) core[i] = g() * w[i % r1]! / Math.sqrt(nk * r0);
-    const next = new Float64Array(rows * nk * r1);
-    for (let p = 0; p < rows; p++)
-      for (let a = 0; a < r0; a++) {
-        const v = cur[p * r0 + a]!;
-        if (v === 0) continue;
-        const off = a * nk * r1, out = p * nk * r1;
-        for (let j = 0; j < nk * r1; j++) next[out + j]! += v * core[off + j]!;
+  return denseFromTT(shape, R, seed, (r, u) => {
+    const w = weights(kind, r, u);
+    return (i) => w[i]!;
+  }, kind === "noisefloor" ? floor : 0);
+}
+
+/** Rotates row pair (a, b) of `M` (rows of length `len`) by (c, s). */
+function rotateRows(M: Float64Array, len: number, a: number, b: number, c: number, s: number): void {
+  const oa = a * len, ob = b * len;
+  for (let i = 0; i < len; i++) {
+    const x = M[oa + i]!, y = M[ob + i]!;
+    M[oa + i] = c * x - s * y;
+    M[ob + i] = s * x + c * y;
+  }
+}
+
+/**
+ * One-sided Jacobi on the p rows (of length q) of M, in float64, until they are mutually
+ * orthogonal (at most 60 sweeps); J (p x p), when given, receives the same rotations.
+ */
+function orthogonalizeRows(M: Float64Array, p: number, q: number, J?: Float64Array): void {
+  for (let sweep = 0; sweep < 60; sweep++) {
+    let rotated = false;
+    for (let a = 0; a + 1 < p; a++)
+      for (let b = a + 1; b < p; b++) {
+        let al = 0, be = 0, ga = 0;
+        const oa = a * q, ob = b * q;
+        for (let i = 0; i < q; i++) {
+          const x = M[oa + i]!, y = M[ob + i]!;
+          al += x * x;
+          be += y * y;
+          ga += x * y;
+        }
+        if (ga === 0 || Math.abs(ga) <= 1e-15 * Math.sqrt(al * be)) continue;
+        rotated = true;
+        const zeta = (be - al) / (2 * ga);
+        const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
+        const c = 1 / Math.sqrt(1 + t * t), s = c * t;
+        rotateRows(M, q, a, b, c, s);
+        if (J) rotateRows(J, p, a, b, c, s);
       }
-    cur = next;
-    rows *= nk;
+    if (!rotated) break;
   }
-  if (kind === "noisefloor") {
-    let s = 0;
-    for (let i = 0; i < n; i++) s += cur[i]! * cur[i]!;
-    const amp = floor * Math.sqrt(s / n);
-    for (let i = 0; i < n; i++) cur[i]! += amp * g();
-  }
-  return cur;
 }
 
 /** Singular values (descending) of the m x N row-major matrix by one-sided Jacobi (float64). */
@@ -68,31 +77,7 @@ function singularValues(A: Float64Array, m: number, N: number): { s: number[]; r
     if (wide) V[i * q + j] = A[i * N + j]!;
     else V[j * q + i] = A[i * N + j]!;
   }
-  for (let sweep = 0; sweep < 60; sweep++) {
-    let rotated = false;
-    for (let a = 0; a + 1 < p; a++)
-      for (let b = a + 1; b < p; b++) {
-        let al = 0, be = 0, ga = 0;
-        const oa = a * q, ob = b * q;
-        for (let i = 0; i < q; i++) {
-          const x = V[oa + i]!, y = V[ob + i]!;
-          al += x * x;
-          be += y * y;
-          ga += x * y;
-        }
-        if (ga === 0 || Math.abs(ga) <= 1e-15 * Math.sqrt(al * be)) continue;
-        rotated = true;
-        const zeta = (be - al) / (2 * ga);
-        const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
-        const c = 1 / Math.sqrt(1 + t * t), s = c * t;
-        for (let i = 0; i < q; i++) {
-          const x = V[oa + i]!, y = V[ob + i]!;
-          V[oa + i] = c * x - s * y;
-          V[ob + i] = s * x + c * y;
-        }
-      }
-    if (!rotated) break;
-  }
+  orthogonalizeRows(V, p, q);
   const s: number[] = [];
   for (let a = 0; a < p; a++) {
     let x = 0;
@@ -156,35 +141,7 @@ function remainder(A: Float64Array, m: number, N: number, r: number): Float64Arr
   // Rotate rows of A^T (N rows of length m) while accumulating the N x N rotation J.
   const J = new Float64Array(N * N);
   for (let i = 0; i < N; i++) J[i * N + i] = 1;
-  for (let sweep = 0; sweep < 60; sweep++) {
-    let rotated = false;
-    for (let a = 0; a + 1 < N; a++)
-      for (let b = a + 1; b < N; b++) {
-        let al = 0, be = 0, ga = 0;
-        for (let i = 0; i < m; i++) {
-          const x = At[a * m + i]!, y = At[b * m + i]!;
-          al += x * x;
-          be += y * y;
-          ga += x * y;
-        }
-        if (ga === 0 || Math.abs(ga) <= 1e-15 * Math.sqrt(al * be)) continue;
-        rotated = true;
-        const zeta = (be - al) / (2 * ga);
-        const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
-        const c = 1 / Math.sqrt(1 + t * t), s = c * t;
-        for (let i = 0; i < m; i++) {
-          const x = At[a * m + i]!, y = At[b * m + i]!;
-          At[a * m + i] = c * x - s * y;
-          At[b * m + i] = s * x + c * y;
-        }
-        for (let i = 0; i < N; i++) {
-          const x = J[a * N + i]!, y = J[b * N + i]!;
-          J[a * N + i] = c * x - s * y;
-          J[b * N + i] = s * x + c * y;
-        }
-      }
-    if (!rotated) break;
-  }
+  orthogonalizeRows(At, N, m, J);
   // Row a of At is sigma_a u_a^T and row a of J is v_a^T: U^T A = S V^T, rows sigma_a v_a^T.
   const nrm = Array.from({ length: N }, (_, a) => {
     let s = 0;
@@ -195,16 +152,6 @@ function remainder(A: Float64Array, m: number, N: number, r: number): Float64Arr
   const out = new Float64Array(r * N);
   for (let t = 0; t < r; t++) for (let j = 0; j < N; j++) out[t * N + j] = nrm[order[t]!]! * J[order[t]! * N + j]!;
   return out;
-}
-
-function relErr64(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!, dlt = x - b[i]!;
-    num += dlt * dlt;
-    den += x * x;
-  }
-  return Math.sqrt(num / den);
 }
 
 /** A random shape of d dimensions with about `elems` elements in all. */
@@ -276,7 +223,7 @@ test("compress: measured error within the tolerance on every path (seeded, 300 c
       continue;
     }
     const y = await tt.reconstruct(r);
-    const err = relErr64(data, y);
+    const err = relErr(data, y);
     checked++;
     const label = `case ${i} ${c.f64 ? "f64" : "f32"} [${c.shape}] ${c.modes} ${c.kind} tol ${c.tol.toExponential(1)}`;
     if (!(err <= c.tol)) {

@@ -3,20 +3,7 @@
 // and among its subnormals; errors measured in float64 (scaled, so the squares stay in range).
 import test from "tape";
 import * as tt from "../../lib/tt.js";
-import { rng } from "./helpers.js";
-
-/** ‖a − b‖/‖a‖ in float64 with both scaled by max|a| (no overflow or underflow of the squares). */
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s = Math.max(s, Math.abs(a[i]!));
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]! / s, y = b[i]! / s;
-    num += (x - y) ** 2;
-    den += x * x;
-  }
-  return Math.sqrt(num / den);
-}
+import { rng, scaledRelErr } from "./helpers.js";
 
 /** A smooth, non-separable 12 x 20 x 24 field with values of magnitude about `scale`. */
 function field(scale: number, f64: boolean, seed = 3): Float32Array | Float64Array {
@@ -54,7 +41,7 @@ test("compress: data far from 1 in magnitude keep the bound and reconstruct righ
     const r = (await tt.compress(x, [12, 20, 24], { tolerance: tol }))!;
     t.ok(r.cores.every((c) => c.every(Number.isFinite)), `${label}: finite cores`);
     const y = await tt.reconstruct(r);
-    const err = relErr(x, y);
+    const err = scaledRelErr(x, y);
     t.ok(err <= tol, `${label}: measured error ${err.toExponential(2)} <= ${tol} (engine says ${r.relative_error.toExponential(2)}, ranks ${r.ranks})`);
     t.ok(r.relative_error <= tol, `${label}: reported error within the tolerance`);
   }
@@ -74,7 +61,7 @@ test("compress: a float64 array of 1e-200 is compressed, not refused as zeros", 
   x[5] = 3e-200;
   const r = (await tt.compress(x, [8, 8], { tolerance: 1e-6 }))!;
   const y = await tt.reconstruct(r);
-  t.ok(relErr(x, y) <= 1e-6, `error ${relErr(x, y).toExponential(2)}`);
+  t.ok(scaledRelErr(x, y) <= 1e-6, `error ${scaledRelErr(x, y).toExponential(2)}`);
   t.ok(Math.abs(y[5]! - 3e-200) < 1e-205, "the distinct element comes back");
 });
 
@@ -84,9 +71,9 @@ test("tolerance floors: float32 to 1e-6, float64 to 1e-12, and the sentence name
   t.equal(tt.MIN_TOLERANCE_F64, 1e-12, "float64 floor");
   for (const [x, tol] of [[x32, 1e-6], [x64, 1e-12]] as const) {
     const r = (await tt.compress(x, [12, 20, 24], { tolerance: tol }))!;
-    t.ok(relErr(x, await tt.reconstruct(r)) <= tol, `${x instanceof Float64Array ? "float64" : "float32"} at ${tol}`);
+    t.ok(scaledRelErr(x, await tt.reconstruct(r)) <= tol, `${x instanceof Float64Array ? "float64" : "float32"} at ${tol}`);
     const rr = await tt.round(r, { tolerance: tol });
-    const er = relErr(await tt.reconstruct(r), await tt.reconstruct(rr));
+    const er = scaledRelErr(await tt.reconstruct(r), await tt.reconstruct(rr));
     t.ok(er <= tol && rr.relative_error <= tol, `round at ${tol}: measured ${er.toExponential(2)}, reported ${rr.relative_error.toExponential(2)}`);
   }
   for (const [x, tol, want] of [[x32, 9e-7, /at least 1e-6 for float32 data \(float32 carries about 7 significant digits\)/], [x64, 9e-13, /at least 1e-12 for float64 data/]] as const) {

@@ -59,12 +59,26 @@ export function dotF64(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return s;
 }
 
+/** ‖a − b‖/‖a‖ accumulated in float64. */
 export function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let num = 0, den = 0;
   for (let i = 0; i < a.length; i++) {
     const d = a[i]! - b[i]!;
     num += d * d;
     den += a[i]! * a[i]!;
+  }
+  return Math.sqrt(num / den);
+}
+
+/** ‖a − b‖/‖a‖ in float64 with both scaled by max|a| first, so no square overflows or underflows. */
+export function scaledRelErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s = Math.max(s, Math.abs(a[i]!));
+  let num = 0, den = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]! / s, y = b[i]! / s;
+    num += (x - y) ** 2;
+    den += x * x;
   }
   return Math.sqrt(num / den);
 }
@@ -96,3 +110,42 @@ export function noise(n: number, seed: number, f64 = false): FloatArray {
 }
 
 export const ttSize = (t: TT): number => t.cores.reduce((a, c) => a + c.length, 0);
+
+/**
+ * Dense tensor over `shape`, in float64, from a TT with ranks R (capped by the unfoldings) whose
+ * cores are Gaussian and whose bond k is weighted by `bond(r_k, u)(i)` (u: the seeded uniform
+ * generator), plus Gaussian noise of relative size `floor` when it is above 0. Built left to
+ * right. The seeded inputs of the error-bound test and bench/tt-sweep.ts.
+ */
+export function denseFromTT(shape: number[], R: number, seed: number, bond: (r: number, u: () => number) => (i: number) => number, floor = 0): Float64Array {
+  const u = rng(seed), g = gaussian(seed + 1);
+  const d = shape.length, n = prod(shape);
+  const ranks = [1];
+  for (let k = 1; k < d; k++) ranks.push(Math.max(1, Math.min(R, prod(shape.slice(0, k)), prod(shape.slice(k)))));
+  ranks.push(1);
+  let cur = new Float64Array([1]);
+  let rows = 1;
+  for (let k = 0; k < d; k++) {
+    const r0 = ranks[k]!, nk = shape[k]!, r1 = ranks[k + 1]!;
+    const w = bond(r1, u);
+    const core = new Float64Array(r0 * nk * r1);
+    for (let i = 0; i < core.length; i++) core[i] = (g() * w(i % r1)) / Math.sqrt(nk * r0);
+    const next = new Float64Array(rows * nk * r1);
+    for (let p = 0; p < rows; p++)
+      for (let a = 0; a < r0; a++) {
+        const v = cur[p * r0 + a]!;
+        if (v === 0) continue;
+        const off = a * nk * r1, out = p * nk * r1;
+        for (let j = 0; j < nk * r1; j++) next[out + j]! += v * core[off + j]!;
+      }
+    cur = next;
+    rows *= nk;
+  }
+  if (floor > 0) {
+    let s = 0;
+    for (let i = 0; i < n; i++) s += cur[i]! * cur[i]!;
+    const amp = floor * Math.sqrt(s / n);
+    for (let i = 0; i < n; i++) cur[i]! += amp * g();
+  }
+  return cur;
+}

@@ -93,7 +93,7 @@ async function startCluster(dir: string): Promise<{ nodes: string[]; stop(): Pro
         "--cluster-enabled", "yes", "--cluster-config-file", join(d, "nodes.conf"), "--logfile", join(d, "log")], { stdio: "ignore" }));
       ports.push(port);
     }
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 120_000;
     const ping = async (port: number) => (await run("redis-cli", ["-p", String(port), "PING"]).catch(() => ({ stdout: "" }))).stdout.trim() === "PONG";
     for (const port of ports) while (!(await ping(port))) { if (Date.now() > deadline) throw new Error("redis-server did not start"); await new Promise((r) => setTimeout(r, 100)); }
     await run("redis-cli", ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-yes"], { timeout: 60_000 });

@@ -24,7 +24,7 @@ async function start(cmd: string, env: NodeJS.ProcessEnv, label: string): Promis
   child.stdout!.on("data", (d) => { out += d; });
   child.stderr!.on("data", (d) => { out += d; });
   const re = new RegExp(`^${label}: (\\S+)$`, "m");
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 120_000;
   while (!re.test(out)) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc ${cmd} did not start: ${out}`);
     await new Promise((r) => setTimeout(r, 50));

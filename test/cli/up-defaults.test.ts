@@ -26,7 +26,7 @@ async function startUp(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Up>
   up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
   child.stdout!.on("data", (d) => { up.out += d; });
   child.stderr!.on("data", (d) => { up.err += d; });
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000;
   while (!/^Ready\./m.test(up.out)) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
     await new Promise((r) => setTimeout(r, 50));
@@ -121,7 +121,7 @@ test("svc up: request log lines go to DIR/engine.log (0600), not to the terminal
     const r = await fetch(`${up.engine}/v1/list/default`, { headers: { authorization: `Bearer ${key}`, "x-svc-tenant": "acme" } });
     t.equal(r.status, 200, "an authenticated engine request");
     const log = join(data, "engine.log");
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 60_000;
     let lines: Array<Record<string, unknown>> = [];
     while (Date.now() < deadline) {
       lines = (await readFile(log, "utf8")).split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);

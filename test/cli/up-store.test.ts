@@ -30,7 +30,7 @@ test("svc up --store: the engine's store is the PostgreSQL database", async (t) 
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (err += d));
   try {
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 120_000;
     while (!/^Ready\./m.test(out)) {
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up --store did not start: ${out}\n${err}`);
       await new Promise((r) => setTimeout(r, 50));

@@ -28,7 +28,7 @@ async function startUp(dir: string, env: NodeJS.ProcessEnv = {}): Promise<Up> {
   up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
   child.stdout!.on("data", (d) => { up.out += d; });
   child.stderr!.on("data", (d) => { up.err += d; });
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 120_000;
   while (!/^Ready\./m.test(up.out)) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
     await new Promise((r) => setTimeout(r, 50));
@@ -241,7 +241,7 @@ test("svc up --redis: tenants live in Redis under the configured prefix and surv
       u.exited = new Promise((r) => child.on("exit", (code) => r(code)));
       child.stdout!.on("data", (d) => { u.out += d; });
       child.stderr!.on("data", (d) => { u.err += d; });
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + 120_000;
       while (!/^Ready\./m.test(u.out)) {
         if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up --redis did not start: ${u.out}\n${u.err}`);
         await new Promise((r) => setTimeout(r, 50));

@@ -131,7 +131,7 @@ async function startUp(sb: Sandbox): Promise<Up> {
   let err = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (err += d));
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000;
   while (!/^Ready\./m.test(out)) {
     if (child.exitCode !== null || Date.now() > deadline) { child.kill("SIGKILL"); throw new Error(`svc up did not start:\n${out}\n${err}`); }
     await new Promise((r) => setTimeout(r, 50));

@@ -34,7 +34,7 @@ async function startEngine(env: Record<string, string>): Promise<{ child: ChildP
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000;
   while (!/^engine: (\S+)$/m.test(out)) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc engine did not start: ${out}`);
     await new Promise((r) => setTimeout(r, 50));

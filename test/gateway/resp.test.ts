@@ -62,14 +62,14 @@ test("resp: a real Redis, in order, errors, scripts, a dropped connection", asyn
     const t0 = Date.now();
     const lost = await blocked;
     t.ok(lost instanceof RedisConnectionError, "the command in flight fails when the connection drops");
-    t.ok(Date.now() - t0 < 1000, "promptly");
+    t.ok(Date.now() - t0 < 4000, "promptly, not after BLPOP's 5 s");
     try {
       await c.sendCommand(["PING"]);
       t.fail("a command while down must fail");
     } catch (e) {
       t.ok(e instanceof RedisConnectionError, "a command while the connection is down fails at once");
     }
-    const until = Date.now() + 3000;
+    const until = Date.now() + 30_000;
     while (!c.isReady && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     t.ok(c.isReady, "reconnected in the background");
     t.equal(await c.sendCommand(["GET", `${prefix}a`]), "v", "and serving again");

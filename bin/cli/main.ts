@@ -1,11 +1,9 @@
 // The `svc` program: one entry point, one module per command group. Every command prints
 // --help, exits 0 on success, 1 on a failure of the work and 2 on a usage error, and writes
 // errors to standard error as one sentence (a stack only with SVC_ENGINE_LOG_LEVEL=debug).
+// Each command's module is imported only when that command runs: `svc --help` loads this file
+// and common.ts, a data command the client, and only the server commands load the servers.
 import { reportError, UsageError, type Io } from "./common.js";
-import { tenantCommand, usageCommand, reloadCommand } from "./admin.js";
-import { putCommand, getCommand, lsCommand, rmCommand, serveCommand, searchCommand, topkCommand } from "./data.js";
-import { importCommand } from "./import.js";
-import { auditCommand } from "./audit.js";
 
 export const HELP = `svc — tensor-train storage service
 
@@ -46,7 +44,6 @@ Run 'svc COMMAND --help' (or 'svc help COMMAND') for a command's options.
 
 type Command = (argv: string[], io: Io) => Promise<number>;
 
-// server commands load the servers lazily, so that data and admin commands start fast
 const COMMANDS: Record<string, Command> = {
   up: async (a, io) => (await import("./up.js")).upCommand(a, io),
   engine: async (a, io) => (await import("./up.js")).engineCommand(a, io),
@@ -54,18 +51,18 @@ const COMMANDS: Record<string, Command> = {
   backup: async (a, io) => (await import("./backup.js")).backupCommand(a, io),
   restore: async (a, io) => (await import("./backup.js")).restoreCommand(a, io),
   migrate: async (a, io) => (await import("./migrate.js")).migrateCommand(a, io),
-  tenant: tenantCommand,
-  usage: usageCommand,
-  reload: reloadCommand,
-  audit: auditCommand,
-  put: putCommand,
-  get: getCommand,
-  ls: lsCommand,
-  rm: rmCommand,
-  serve: serveCommand,
-  search: searchCommand,
-  topk: topkCommand,
-  import: importCommand,
+  tenant: async (a, io) => (await import("./admin.js")).tenantCommand(a, io),
+  usage: async (a, io) => (await import("./admin.js")).usageCommand(a, io),
+  reload: async (a, io) => (await import("./admin.js")).reloadCommand(a, io),
+  audit: async (a, io) => (await import("./audit.js")).auditCommand(a, io),
+  put: async (a, io) => (await import("./data.js")).putCommand(a, io),
+  get: async (a, io) => (await import("./data.js")).getCommand(a, io),
+  ls: async (a, io) => (await import("./data.js")).lsCommand(a, io),
+  rm: async (a, io) => (await import("./data.js")).rmCommand(a, io),
+  serve: async (a, io) => (await import("./data.js")).serveCommand(a, io),
+  search: async (a, io) => (await import("./data.js")).searchCommand(a, io),
+  topk: async (a, io) => (await import("./data.js")).topkCommand(a, io),
+  import: async (a, io) => (await import("./import.js")).importCommand(a, io),
 };
 
 /** Runs `svc ARGV…`; returns the exit code. */

@@ -141,6 +141,12 @@ async function ensureServices(selected) {
 }
 
 const serviceEnv = await ensureServices(files);
+
+// SVC_TEST_COVERAGE=1 (CI sets it): every process the tests start, servers and CLIs included,
+// writes V8 coverage into one directory; c8 maps it to the TypeScript sources at the end and the
+// run fails when covered lines fall below the floor in .c8rc.json.
+const coverageDir = process.env.SVC_TEST_COVERAGE === "1" ? mkdtempSync(join(tmpdir(), "svc-cov-")) : null;
+if (coverageDir) serviceEnv.NODE_V8_COVERAGE = coverageDir;
 const jobs = Math.max(1, Math.min(Number(process.env.SVC_TEST_JOBS) || 2, cpus().length));
 const perFileTimeoutMs = Number(process.env.SVC_TEST_TIMEOUT_MS) || 300_000;
 
@@ -199,6 +205,18 @@ await Promise.all(
   }),
 );
 await stopThrowaways();
+if (coverageDir) {
+  const c8 = join(root, "node_modules", "c8", "bin", "c8.js");
+  const r = spawnSync(process.execPath, [c8, "report", "--temp-directory", coverageDir, "--reporter", "text-summary", "--check-coverage"], {
+    cwd: root, encoding: "utf8",
+  });
+  process.stdout.write(`\ncoverage of lib/, server/ and bin/ (floor in .c8rc.json):${r.stdout}${r.stderr}`);
+  if (r.status !== 0) {
+    failed += 1;
+    broken.push("coverage below the floor in .c8rc.json");
+  }
+  rmSync(coverageDir, { recursive: true, force: true });
+}
 if (broken.length) process.stdout.write(`\nfailing files:\n  ${broken.join("\n  ")}\n`);
 process.stdout.write(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}\n`);
 process.exit(failed > 0 || files.length === 0 ? 1 : 0);

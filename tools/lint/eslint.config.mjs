@@ -1,0 +1,41 @@
+// The lint gate (`npm run lint`): type-aware rules for the bug classes that reach users
+// (a promise nobody awaits or handles, an async function where a callback's result is
+// ignored), plus a few plain ones. Run from the repository root.
+import { fileURLToPath } from "node:url";
+import tseslint from "typescript-eslint";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+
+export default tseslint.config(
+  { ignores: ["**/node_modules/**", "dist/**", "build/**", "web/console/dist/**", "python/**", "tools/**"] },
+  {
+    files: ["lib/**/*.ts", "server/**/*.ts", "bin/**/*.ts", "test/**/*.ts", "bench/**/*.ts"],
+    languageOptions: {
+      parser: tseslint.parser,
+      parserOptions: { project: [`${here}tsconfig.json`], tsconfigRootDir: here },
+    },
+    linterOptions: { reportUnusedDisableDirectives: "error" },
+    plugins: { "@typescript-eslint": tseslint.plugin },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: { arguments: false, attributes: false } }],
+      "@typescript-eslint/await-thenable": "error",
+      "@typescript-eslint/no-for-in-array": "error",
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
+      "@typescript-eslint/no-explicit-any": "error",
+      "@typescript-eslint/only-throw-error": "error",
+      "@typescript-eslint/prefer-promise-reject-errors": "error",
+      "@typescript-eslint/require-await": "off",
+      "no-var": "error",
+      "prefer-const": "error",
+      eqeqeq: ["error", "always", { null: "ignore" }],
+      "no-throw-literal": "off",
+      "no-debugger": "error",
+      "no-dupe-keys": "error",
+      "no-unreachable": "error",
+      "no-self-compare": "error",
+      "no-sparse-arrays": "error",
+      "no-constant-condition": ["error", { checkLoops: false }],
+    },
+  },
+);

@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// `npm run lint`: installs the lint tools into tools/lint/node_modules on first use (their own
+// lockfile, apart from the project's dependencies), then runs eslint over the TypeScript with a
+// content-keyed cache in node_modules/.cache, so a second run checks only what changed.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+
+const root = new URL("../..", import.meta.url).pathname;
+const tools = join(root, "tools", "lint");
+const eslint = join(tools, "node_modules", "eslint", "bin", "eslint.js");
+
+function run(cmd, args, cwd) {
+  const r = spawnSync(cmd, args, { cwd, stdio: "inherit" });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
+
+if (!existsSync(eslint)) run("npm", ["ci", "--no-audit", "--no-fund", "--loglevel=error"], tools);
+run(process.execPath, [
+  eslint, "-c", join(tools, "eslint.config.mjs"), "--max-warnings", "0",
+  "--cache", "--cache-strategy", "content", "--cache-location", join(root, "node_modules", ".cache", "eslint"),
+  "lib", "server", "bin", "test", "bench",
+], root);

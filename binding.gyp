@@ -11,6 +11,7 @@
         "native/kernels_avx2.cc",
         "native/kernels_avx512.cc",
         "native/linalg.cc",
+        "native/pred.cc",
         "native/threads.cc",
         "native/tt.cc",
         "native/device_none.cc"

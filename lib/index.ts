@@ -40,6 +40,15 @@ export * as tt from "./tt.js";
 export type { TT, FloatArray, CompressOptions, CompressResult, RoundOptions, Backend } from "./tt.js";
 
 /**
+ * The "pred" codec: error-bounded, prediction-based compression of float arrays (docs/codecs.md).
+ * @example
+ * const r = await pred.compress(data, { shape: [512, 512], max_abs_error: 1e-3 });
+ * const rows = await pred.decompress(r.stream, { slice: [[0, 16], [0, 512]] });
+ */
+export * as pred from "./pred.js";
+export type { PredArray, PredDtype, PredOptions, PredResult, PredInfo } from "./pred.js";
+
+/**
  * `.npy` files (NumPy format 1.0-3.0, C order).
  * @example
  * const { dtype, shape, data } = readNpy(await readFile("field.npy"));

@@ -8,6 +8,7 @@
 #include <malloc.h>
 #endif
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -16,6 +17,7 @@
 #include "device.h"
 #include "gpu.h"
 #include "kernels.h"
+#include "pred.h"
 #include "threads.h"
 #include "tt.h"
 
@@ -522,6 +524,148 @@ Napi::Value start(const Napi::CallbackInfo& info) {
   });
 }
 
+// ---- pred codec (native/pred.h): predCompress, predDecompress, predInfo, predEstimate ----
+
+// NaN and infinities are refused on the worker thread (no scan on the event loop).
+void check_finite_data(const Arr& a) {
+  for (size_t i = 0; i < a.n; ++i) {
+    double v = a.f64 ? static_cast<const double*>(a.p)[i] : double(static_cast<const float*>(a.p)[i]);
+    if (!std::isfinite(v))
+      throw TTError("bad_request", "data", "data must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
+  }
+}
+
+std::vector<uint8_t> read_bytes(const Napi::Value& v, const std::string& field) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    throw bad(field, field + " must be a Uint8Array");
+  auto a = v.As<Napi::Uint8Array>();
+  const uint8_t* p = a.Data();
+  return std::vector<uint8_t>(p, p + a.ElementLength());
+}
+
+// predCompress(data, shape, tolerance | -1, max_abs_error | -1) -> {stream, relative_error, max_abs_error}
+class PredCompressWorker : public Worker {
+ public:
+  PredCompressWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    data_ = read_array(info[0], "data");
+    keep(info[0]);
+    shape_ = read_sizes(info[1], "shape");
+    tol_ = read_number(info[2], "tolerance");
+    max_abs_ = read_number(info[3], "max_abs_error");
+    double n = 1;
+    for (size_t v : shape_) n *= double(v);
+    if (shape_.empty() || n != double(data_.n)) throw bad("shape", "shape must multiply to the number of elements");
+  }
+
+ protected:
+  void run() override {
+    check_finite_data(data_);
+    if (data_.f64) res_ = pred_compress(static_cast<const double*>(data_.p), shape_, tol_, max_abs_);
+    else res_ = pred_compress(static_cast<const float*>(data_.p), shape_, tol_, max_abs_);
+  }
+  Napi::Value result(Napi::Env env) override {
+    auto o = Napi::Object::New(env);
+    auto ab = Napi::ArrayBuffer::New(env, res_.bytes.size());
+    if (!res_.bytes.empty()) std::memcpy(ab.Data(), res_.bytes.data(), res_.bytes.size());
+    o.Set("stream", Napi::Uint8Array::New(env, res_.bytes.size(), ab, 0));
+    o.Set("relative_error", Napi::Number::New(env, res_.relative_error));
+    o.Set("max_abs_error", Napi::Number::New(env, res_.max_abs_error));
+    return o;
+  }
+
+ private:
+  Arr data_;
+  std::vector<size_t> shape_;
+  double tol_ = -1, max_abs_ = -1;
+  PredStream res_;
+};
+
+// predEstimate(data, shape, tolerance | -1, max_abs_error | -1) -> ratio
+class PredEstimateWorker : public Worker {
+ public:
+  PredEstimateWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    data_ = read_array(info[0], "data");
+    keep(info[0]);
+    shape_ = read_sizes(info[1], "shape");
+    tol_ = read_number(info[2], "tolerance");
+    max_abs_ = read_number(info[3], "max_abs_error");
+    double n = 1;
+    for (size_t v : shape_) n *= double(v);
+    if (shape_.empty() || n != double(data_.n)) throw bad("shape", "shape must multiply to the number of elements");
+  }
+
+ protected:
+  void run() override {
+    check_finite_data(data_);
+    if (data_.f64) ratio_ = pred_estimate(static_cast<const double*>(data_.p), shape_, tol_, max_abs_);
+    else ratio_ = pred_estimate(static_cast<const float*>(data_.p), shape_, tol_, max_abs_);
+  }
+  Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, ratio_); }
+
+ private:
+  Arr data_;
+  std::vector<size_t> shape_;
+  double tol_ = -1, max_abs_ = -1, ratio_ = 0;
+};
+
+// predDecompress(stream, slice | null) -> typed array (slice flat: start0, stop0, start1, ...)
+class PredDecompressWorker : public Worker {
+ public:
+  PredDecompressWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    stream_ = read_bytes(info[0], "stream");
+    if (!info[1].IsNull() && !info[1].IsUndefined()) {
+      std::vector<size_t> flat = read_sizes(info[1], "slice");
+      if (flat.size() % 2 != 0) throw bad("slice", "slice must have one [start, stop) per dimension");
+      for (size_t j = 0; j < flat.size(); j += 2) ranges_.push_back({flat[j], flat[j + 1]});
+    }
+  }
+
+ protected:
+  void run() override {
+    f64_ = pred_info(stream_.data(), stream_.size()).f64;
+    out_ = pred_decompress(stream_.data(), stream_.size(), ranges_);
+  }
+  Napi::Value result(Napi::Env env) override { return to_js(env, std::move(out_), f64_); }
+
+ private:
+  std::vector<uint8_t> stream_;
+  std::vector<std::pair<size_t, size_t>> ranges_;
+  bool f64_ = false;
+  Buffer out_;
+};
+
+Napi::Value PredInfoJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  try {
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      throw bad("stream", "stream must be a Uint8Array");
+    auto a = info[0].As<Napi::Uint8Array>();
+    PredInfo pi = pred_info(a.Data(), a.ElementLength());
+    auto o = Napi::Object::New(env);
+    o.Set("dtype", Napi::String::New(env, pi.f64 ? "float64" : "float32"));
+    o.Set("shape", sizes_js(env, pi.shape));
+    o.Set("block_shape", sizes_js(env, pi.block_shape));
+    o.Set("blocks", Napi::Number::New(env, double(pi.blocks)));
+    o.Set("max_abs_error", Napi::Number::New(env, pi.max_abs_error));
+    o.Set("lossless", Napi::Boolean::New(env, pi.lossless));
+    return o;
+  } catch (const TTError& e) {
+    Napi::Error err = Napi::Error::New(env, e.what());
+    err.Set("code", Napi::String::New(env, e.code));
+    if (!e.field.empty()) err.Set("field", Napi::String::New(env, e.field));
+    throw err;
+  }
+}
+
+void register_pred(Napi::Env env, Napi::Object exports) {
+  exports.Set("predCompress", Napi::Function::New(env, start<PredCompressWorker>));
+  exports.Set("predDecompress", Napi::Function::New(env, start<PredDecompressWorker>));
+  exports.Set("predEstimate", Napi::Function::New(env, start<PredEstimateWorker>));
+  exports.Set("predInfo", Napi::Function::New(env, PredInfoJs));
+}
+
+// ---- end of pred codec ----
+
 Napi::Value Backend(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   static DeviceInfo dev = cuda_probe();
@@ -552,6 +696,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("dotDenseBatch", Napi::Function::New(env, start<DotDenseBatchWorker>));
   exports.Set("denseDot", Napi::Function::New(env, start<DenseDotWorker>));
   register_gpu(env, exports);
+  register_pred(env, exports);
   return exports;
 }
 

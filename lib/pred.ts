@@ -1,0 +1,182 @@
+// The "pred" codec toolkit: error-bounded, prediction-based compression of float32/float64
+// arrays of any rank (docs/codecs.md). Validation and messages live here; the coding runs in
+// the native addon (native/pred.cc) off the event loop, which also scans the data for NaN and
+// infinities so no large pass runs here.
+import { constants as bufferConstants } from "node:buffer";
+import { totalmem } from "node:os";
+import { z } from "zod";
+import { ValidationError } from "./errors.js";
+import { shapeSchema } from "./names.js";
+import { call, fromNative, native } from "./native.js";
+
+export type PredArray = Float32Array | Float64Array;
+export type PredDtype = "float32" | "float64";
+
+export interface PredOptions {
+  /** Element counts per dimension, C order; their product is data.length. */
+  shape: number[];
+  /** Relative Frobenius bound: ‖x − x̂‖_F ≤ tolerance·‖x‖_F. 0 means lossless. */
+  tolerance?: number;
+  /** Pointwise bound: |x_i − x̂_i| ≤ max_abs_error for every element. 0 means lossless. */
+  max_abs_error?: number;
+}
+
+export interface PredResult {
+  stream: Uint8Array;
+  dtype: PredDtype;
+  shape: number[];
+  /** ‖x − x̂‖_F / ‖x‖_F measured by decoding the stream, in float64. */
+  relative_error: number;
+  /** max |x_i − x̂_i| measured by decoding the stream. */
+  max_abs_error: number;
+  /** Data bytes / stream bytes. */
+  compression_ratio: number;
+}
+
+export interface PredInfo {
+  dtype: PredDtype;
+  shape: number[];
+  /** Block shape over the internal shape (dimensions of size 1 dropped, leading ones merged to rank 5 at most). */
+  block_shape: number[];
+  blocks: number;
+  /** The pointwise bound every decoded element honours (0 when lossless). */
+  max_abs_error: number;
+  lossless: boolean;
+}
+
+const boundSchema = (name: string) =>
+  z
+    .number({ error: `${name} must be a number` })
+    .refine(Number.isFinite, `${name} must be finite`)
+    .refine((t) => t >= 0, `${name} must not be negative`);
+
+const optionsSchema = z.strictObject(
+  {
+    shape: shapeSchema,
+    tolerance: boundSchema("tolerance").refine((t) => t < 1, "tolerance must be less than 1").optional(),
+    max_abs_error: boundSchema("max_abs_error").optional(),
+  },
+  { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
+);
+
+const decompressOptionsSchema = z
+  .strictObject(
+    {
+      slice: z
+        .array(z.tuple([z.number().int().min(0), z.number().int().min(0)], { error: "slice entries must be [start, stop) pairs of integers" }), {
+          error: "slice must be an array of [start, stop) pairs",
+        })
+        .optional(),
+    },
+    { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
+  )
+  .optional();
+
+function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, field: string): z.output<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const path = [field, ...issue.path.map(String)].filter((x) => x !== "").join(".") || "options";
+  let msg = issue.message;
+  if (issue.code === "invalid_type" && /received undefined/.test(msg)) msg = "is required";
+  const sentence = msg.startsWith(path) ? msg : `${path}: ${msg}`;
+  throw new ValidationError(sentence.endsWith(".") ? sentence : `${sentence}.`, path);
+}
+
+interface Checked {
+  data: PredArray;
+  shape: number[];
+  tolerance: number;
+  maxAbs: number;
+}
+
+function check(data: unknown, opts: unknown): Checked {
+  if (!(data instanceof Float32Array || data instanceof Float64Array)) {
+    throw new ValidationError("data must be a Float32Array or Float64Array.", "data");
+  }
+  const o = parseOrThrow(optionsSchema, opts, "");
+  if (o.tolerance === undefined && o.max_abs_error === undefined) {
+    throw new ValidationError("options need tolerance or max_abs_error (or both).", "tolerance");
+  }
+  const n = o.shape.reduce((a, b) => a * b, 1);
+  if (n !== data.length) {
+    throw new ValidationError(`shape [${o.shape.join(", ")}] holds ${n} elements but data has ${data.length}.`, "shape");
+  }
+  return { data, shape: o.shape, tolerance: o.tolerance ?? -1, maxAbs: o.max_abs_error ?? -1 };
+}
+
+function checkStream(stream: unknown): Uint8Array {
+  if (!(stream instanceof Uint8Array)) throw new ValidationError("stream must be a Uint8Array.", "stream");
+  return stream;
+}
+
+/**
+ * Compresses data so that every requested bound holds (measured by decoding before returning).
+ * @example
+ * const r = await pred.compress(field, { shape: [64, 64, 64], tolerance: 1e-3 });
+ */
+export async function compress(data: PredArray, opts: PredOptions): Promise<PredResult> {
+  const c = check(data, opts);
+  const r = await call(() => native().predCompress(c.data, c.shape, c.tolerance, c.maxAbs));
+  return {
+    stream: r.stream,
+    dtype: c.data instanceof Float64Array ? "float64" : "float32",
+    shape: [...c.shape],
+    relative_error: r.relative_error,
+    max_abs_error: r.max_abs_error,
+    compression_ratio: c.data.byteLength / r.stream.byteLength,
+  };
+}
+
+/** Header of a stream (synchronous; throws ValidationError on a stream that is not one). */
+export function info(stream: Uint8Array): PredInfo {
+  const s = checkStream(stream);
+  try {
+    return native().predInfo(s);
+  } catch (err) {
+    throw fromNative(err);
+  }
+}
+
+/**
+ * Decodes a stream, or the slice of it given as half-open [start, stop) per dimension (C order
+ * result); a slice decodes only the blocks it touches.
+ */
+export async function decompress(stream: Uint8Array, opts?: { slice?: Array<[number, number]> }): Promise<PredArray> {
+  const s = checkStream(stream);
+  const o = parseOrThrow(decompressOptionsSchema, opts, "") ?? {};
+  const h = info(s);
+  let flat: number[] | null = null;
+  let elements = h.shape.reduce((a, b) => a * b, 1);
+  if (o.slice) {
+    if (o.slice.length !== h.shape.length) {
+      throw new ValidationError(`slice must have one [start, stop) pair per dimension (${h.shape.length}).`, "slice");
+    }
+    flat = [];
+    elements = 1;
+    for (let j = 0; j < h.shape.length; j++) {
+      const [a, b] = o.slice[j]!;
+      if (!(a < b && b <= h.shape[j]!)) throw new ValidationError(`slice[${j}] must satisfy 0 <= start < stop <= ${h.shape[j]}.`, `slice[${j}]`);
+      flat.push(a, b);
+      elements *= b - a;
+    }
+  }
+  const bytes = elements * (h.dtype === "float64" ? 8 : 4);
+  const limit = Math.min(bufferConstants.MAX_LENGTH, totalmem() / 2);
+  if (bytes > limit) {
+    const field = flat ? "slice" : "stream";
+    throw new ValidationError(`${field} asks for a result of ${bytes} bytes, more than the ${Math.floor(limit)} bytes allowed here; request a smaller slice.`, field);
+  }
+  return call(() => native().predDecompress(s, flat));
+}
+
+/**
+ * A cheap estimate of the compression ratio from a few sampled blocks (no bound is verified).
+ * @example
+ * const { ratio } = await pred.estimate(field, { shape: [64, 64, 64], tolerance: 1e-3 });
+ */
+export async function estimate(data: PredArray, opts: PredOptions): Promise<{ ratio: number }> {
+  const c = check(data, opts);
+  const ratio = await call(() => native().predEstimate(c.data, c.shape, c.tolerance, c.maxAbs));
+  return { ratio };
+}

@@ -1,0 +1,894 @@
+// The "pred" codec: see pred.h and docs/codecs.md.
+//
+// The encoder reconstructs every value exactly as the decoder will (same expressions, same
+// rounding to the element type) and keeps a quantised value only when it lies strictly within
+// the bound; contraction into FMA is switched off in this file so the two cannot differ.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "pred.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "threads.h"
+
+namespace svc {
+namespace {
+
+constexpr uint8_t kMagic[4] = {'S', 'V', 'C', 'P'};
+constexpr uint8_t kVersion = 1;
+constexpr int kDims = 5;                         // native rank; higher ranks merge leading dimensions
+constexpr size_t kBlockTarget = size_t(1) << 18;  // elements per block the encoder aims at
+constexpr size_t kBlockMax = size_t(1) << 20;     // largest block a stream may declare
+constexpr int kRadius = 32768;                    // quantisation codes 1..65535, 0 = unpredictable
+constexpr uint32_t kScaleBits = 16;               // rANS probability resolution
+constexpr uint32_t kScale = 1u << kScaleBits;
+constexpr uint32_t kRansL = 1u << 23;
+
+enum BlockKind : uint8_t {
+  kInterpLinear = 0,
+  kInterpCubic = 1,
+  kLorenzo = 2,
+  kRawExact = 3,
+  kLosslessPrev = 16,
+  kLosslessLorenzo = 17,
+};
+
+[[noreturn]] void corrupt(const std::string& why) {
+  throw TTError("bad_request", "stream", "stream is not a valid pred stream (" + why + ").");
+}
+
+// ---- bytes ---------------------------------------------------------------------------------
+
+struct Writer {
+  std::vector<uint8_t>& b;
+  void u8(uint8_t v) { b.push_back(v); }
+  void raw(const void* p, size_t n) {
+    const uint8_t* q = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), q, q + n);
+  }
+  void u32(uint32_t v) { for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i))); }
+  void u64(uint64_t v) { for (int i = 0; i < 8; ++i) b.push_back(uint8_t(v >> (8 * i))); }
+  void f64(double v) { uint64_t u; std::memcpy(&u, &v, 8); u64(u); }
+  void var(uint64_t v) {
+    while (v >= 0x80) { b.push_back(uint8_t(v) | 0x80); v >>= 7; }
+    b.push_back(uint8_t(v));
+  }
+};
+
+struct Reader {
+  const uint8_t* p;
+  const uint8_t* end;
+  size_t left() const { return size_t(end - p); }
+  void need(size_t n) const { if (left() < n) corrupt("truncated"); }
+  uint8_t u8() { need(1); return *p++; }
+  uint32_t u32() { need(4); uint32_t v = 0; for (int i = 0; i < 4; ++i) v |= uint32_t(p[i]) << (8 * i); p += 4; return v; }
+  uint64_t u64() { need(8); uint64_t v = 0; for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i); p += 8; return v; }
+  double f64() { uint64_t u = u64(); double v; std::memcpy(&v, &u, 8); return v; }
+  uint64_t var() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t c = u8();
+      v |= uint64_t(c & 0x7f) << shift;
+      if (!(c & 0x80)) return v;
+    }
+    corrupt("bad varint");
+  }
+  const uint8_t* take(size_t n) { need(n); const uint8_t* q = p; p += n; return q; }
+};
+
+// ---- rANS (static model, 32-bit state, byte renormalisation) -------------------------------
+
+// Encodes n symbols of an alphabet of `alpha` letters (<= 65536): frequency table, then bytes.
+template <typename S>
+void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
+  std::vector<uint32_t> count(alpha, 0);
+  for (size_t i = 0; i < n; ++i) count[sym[i]]++;
+  std::vector<uint32_t> used;
+  for (uint32_t s = 0; s < alpha; ++s)
+    if (count[s]) used.push_back(s);
+  w.var(used.size());
+  if (used.empty()) return;
+  if (used.size() == 1) { w.var(used[0]); return; }
+  // Normalise to kScale, every used symbol at least 1.
+  std::vector<uint32_t> f(alpha, 0);
+  int64_t sum = 0;
+  for (uint32_t s : used) {
+    uint64_t v = uint64_t(count[s]) * kScale / n;
+    f[s] = uint32_t(std::max<uint64_t>(1, v));
+    sum += f[s];
+  }
+  std::vector<uint32_t> order = used;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return count[a] > count[b]; });
+  int64_t diff = int64_t(kScale) - sum;
+  if (diff > 0) f[order[0]] += uint32_t(diff);
+  while (diff < 0) {
+    for (uint32_t s : order) {
+      if (diff == 0) break;
+      if (f[s] > 1) { f[s]--; diff++; }
+    }
+  }
+  uint32_t prev = 0;
+  for (size_t k = 0; k < used.size(); ++k) {
+    uint32_t s = used[k];
+    w.var(k == 0 ? s : s - prev - 1);
+    w.var(f[s] - 1);
+    prev = s;
+  }
+  std::vector<uint32_t> cum(alpha, 0);
+  uint32_t c = 0;
+  for (uint32_t s : used) { cum[s] = c; c += f[s]; }
+  std::vector<uint8_t> out(2 * n + 16);
+  uint8_t* end = out.data() + out.size();
+  uint8_t* p = end;
+  uint32_t x = kRansL;
+  for (size_t i = n; i-- > 0;) {
+    uint32_t s = sym[i], fs = f[s];
+    uint32_t xmax = ((kRansL >> kScaleBits) << 8) * fs;
+    while (x >= xmax) { *--p = uint8_t(x); x >>= 8; }
+    x = ((x / fs) << kScaleBits) + (x % fs) + cum[s];
+  }
+  p -= 4;
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(x >> (8 * i));
+  w.var(size_t(end - p));
+  w.raw(p, size_t(end - p));
+}
+
+template <typename S>
+void rans_decode(Reader& r, size_t n, uint32_t alpha, S* out) {
+  uint64_t nsym = r.var();
+  if (n == 0) { if (nsym != 0) corrupt("symbols for an empty block"); return; }
+  if (nsym == 0 || nsym > alpha) corrupt("bad symbol count");
+  if (nsym == 1) {
+    uint64_t s = r.var();
+    if (s >= alpha) corrupt("bad symbol");
+    std::fill(out, out + n, S(s));
+    return;
+  }
+  std::vector<uint32_t> syms(nsym), f(nsym), cum(nsym);
+  uint64_t s = 0, total = 0;
+  for (uint64_t k = 0; k < nsym; ++k) {
+    uint64_t d = r.var();
+    s = k == 0 ? d : s + d + 1;
+    uint64_t fv = r.var() + 1;
+    if (s >= alpha || fv > kScale) corrupt("bad frequency table");
+    syms[k] = uint32_t(s);
+    f[k] = uint32_t(fv);
+    cum[k] = uint32_t(total);
+    total += fv;
+    if (total > kScale) corrupt("bad frequency table");
+  }
+  if (total != kScale) corrupt("bad frequency table");
+  std::vector<uint16_t> lut(kScale);
+  for (uint64_t k = 0; k < nsym; ++k) std::fill(lut.begin() + cum[k], lut.begin() + cum[k] + f[k], uint16_t(k));
+  uint64_t nbytes = r.var();
+  if (nbytes < 4 || nbytes > r.left()) corrupt("truncated entropy section");
+  const uint8_t* p = r.take(size_t(nbytes));
+  const uint8_t* end = p + nbytes;
+  uint32_t x = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+  p += 4;
+  if (x < kRansL || x >= (kRansL << 8)) corrupt("bad entropy state");
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t slot = x & (kScale - 1);
+    uint32_t k = lut[slot];
+    out[i] = S(syms[k]);
+    x = f[k] * (x >> kScaleBits) + slot - cum[k];
+    while (x < kRansL) {
+      if (p == end) corrupt("truncated entropy section");
+      x = (x << 8) | *p++;
+    }
+  }
+  if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
+}
+
+// ---- geometry ------------------------------------------------------------------------------
+
+struct Geometry {
+  std::vector<size_t> shape;  // as given
+  size_t n5[kDims];           // internal shape padded to 5 dimensions with leading 1s
+  size_t b5[kDims];           // block shape, padded alike
+  size_t g5[kDims];           // blocks per dimension
+  int inner_rank = 1;
+  size_t blocks = 1;
+  size_t elems = 1;
+};
+
+// Drops size-1 dimensions and merges leading ones beyond five; returns the internal shape.
+std::vector<size_t> inner_shape(const std::vector<size_t>& shape) {
+  std::vector<size_t> s;
+  for (size_t v : shape)
+    if (v != 1) s.push_back(v);
+  if (s.empty()) s.push_back(1);
+  while (s.size() > size_t(kDims)) {
+    s[1] *= s[0];
+    s.erase(s.begin());
+  }
+  return s;
+}
+
+void pad5(const std::vector<size_t>& v, size_t out[kDims]) {
+  size_t off = kDims - v.size();
+  for (int k = 0; k < kDims; ++k) out[k] = size_t(k) < off ? 1 : v[size_t(k) - off];
+}
+
+// Powers of two grown round-robin from the last dimension until the block holds kBlockTarget.
+std::vector<size_t> choose_blocks(const std::vector<size_t>& in) {
+  std::vector<size_t> b(in.size(), 1);
+  size_t prod = 1;
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (size_t k = in.size(); k-- > 0;) {
+      if (b[k] >= in[k] || prod * 2 > kBlockTarget) continue;
+      size_t nb = std::min(b[k] * 2, in[k]);
+      prod = prod / b[k] * nb;
+      b[k] = nb;
+      grew = true;
+    }
+  }
+  return b;
+}
+
+void finish_geometry(Geometry& g, const std::vector<size_t>& in, const std::vector<size_t>& blk) {
+  g.inner_rank = int(in.size());
+  pad5(in, g.n5);
+  pad5(blk, g.b5);
+  g.blocks = 1;
+  g.elems = 1;
+  for (int k = 0; k < kDims; ++k) {
+    g.g5[k] = (g.n5[k] + g.b5[k] - 1) / g.b5[k];
+    g.blocks *= g.g5[k];
+    g.elems *= g.n5[k];
+  }
+}
+
+struct Box {
+  size_t lo[kDims];
+  size_t ext[kDims];
+  size_t count() const { size_t c = 1; for (int k = 0; k < kDims; ++k) c *= ext[k]; return c; }
+};
+
+Box block_box(const Geometry& g, size_t b) {
+  Box x;
+  for (int k = kDims; k-- > 0;) {
+    size_t c = b % g.g5[k];
+    b /= g.g5[k];
+    x.lo[k] = c * g.b5[k];
+    x.ext[k] = std::min(g.b5[k], g.n5[k] - x.lo[k]);
+  }
+  return x;
+}
+
+void strides(const size_t ext[kDims], size_t st[kDims]) {
+  st[kDims - 1] = 1;
+  for (int k = kDims - 1; k-- > 0;) st[k] = st[k + 1] * ext[k + 1];
+}
+
+// Copies box `bx` of the array (shape n5) into dst (C order over the box), or back.
+template <typename T, bool ToBox>
+void copy_box(T* arr, const size_t n5[kDims], const Box& bx, T* box) {
+  size_t ast[kDims], bst[kDims];
+  strides(n5, ast);
+  strides(bx.ext, bst);
+  size_t row = bx.ext[4];
+  for (size_t i0 = 0; i0 < bx.ext[0]; ++i0)
+    for (size_t i1 = 0; i1 < bx.ext[1]; ++i1)
+      for (size_t i2 = 0; i2 < bx.ext[2]; ++i2)
+        for (size_t i3 = 0; i3 < bx.ext[3]; ++i3) {
+          size_t a = (bx.lo[0] + i0) * ast[0] + (bx.lo[1] + i1) * ast[1] + (bx.lo[2] + i2) * ast[2] +
+                     (bx.lo[3] + i3) * ast[3] + bx.lo[4];
+          size_t o = i0 * bst[0] + i1 * bst[1] + i2 * bst[2] + i3 * bst[3];
+          if (ToBox) std::memcpy(box + o, arr + a, row * sizeof(T));
+          else std::memcpy(arr + a, box + o, row * sizeof(T));
+        }
+}
+
+// ---- prediction walks ----------------------------------------------------------------------
+// Both walks visit every element of a block once, in an order where each prediction reads only
+// elements visited before; q(idx, pred) quantises (encoder) or recovers (decoder) buf[idx].
+
+template <typename T, typename Q>
+void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
+  size_t st[kDims];
+  strides(e, st);
+  q(size_t(0), 0.0);
+  size_t maxe = 1;
+  for (int k = 0; k < kDims; ++k) maxe = std::max(maxe, e[k]);
+  int levels = 0;
+  while ((size_t(1) << levels) < maxe) ++levels;
+  for (int lev = levels; lev >= 1; --lev) {
+    const size_t s = size_t(1) << (lev - 1);
+    for (int k = 0; k < kDims; ++k) {
+      if (e[k] <= s) continue;
+      size_t beg[kDims], step[kDims];
+      for (int j = 0; j < kDims; ++j) {
+        beg[j] = j == k ? s : 0;
+        step[j] = j < k ? s : 2 * s;
+      }
+      const size_t n = e[k], ks = st[k] * s;
+      size_t i[kDims];
+      for (i[0] = beg[0]; i[0] < e[0]; i[0] += step[0])
+        for (i[1] = beg[1]; i[1] < e[1]; i[1] += step[1])
+          for (i[2] = beg[2]; i[2] < e[2]; i[2] += step[2])
+            for (i[3] = beg[3]; i[3] < e[3]; i[3] += step[3])
+              for (i[4] = beg[4]; i[4] < e[4]; i[4] += step[4]) {
+                size_t idx = i[0] * st[0] + i[1] * st[1] + i[2] * st[2] + i[3] * st[3] + i[4];
+                const size_t ik = i[k];
+                const T* p = buf + idx;
+                double a = double(p[-ptrdiff_t(ks)]);
+                double pred;
+                bool right = ik + s < n, left3 = ik >= 3 * s, right3 = ik + 3 * s < n;
+                if (right) {
+                  double b = double(p[ks]);
+                  if (!cubic) pred = (a + b) * 0.5;
+                  else if (left3 && right3) pred = (-double(p[-3 * ptrdiff_t(ks)]) + 9 * a + 9 * b - double(p[3 * ks])) * (1.0 / 16);
+                  else if (right3) pred = (3 * a + 6 * b - double(p[3 * ks])) * 0.125;
+                  else if (left3) pred = (-double(p[-3 * ptrdiff_t(ks)]) + 6 * a + 3 * b) * 0.125;
+                  else pred = (a + b) * 0.5;
+                } else if (left3) {
+                  pred = 1.5 * a - 0.5 * double(p[-3 * ptrdiff_t(ks)]);
+                } else {
+                  pred = a;
+                }
+                q(idx, pred);
+              }
+    }
+  }
+}
+
+// Lorenzo over the last three dimensions (the first two of the padded five are independent).
+template <typename T, typename Q>
+void walk_lorenzo(const size_t e[kDims], const T* buf, Q&& q) {
+  size_t st[kDims];
+  strides(e, st);
+  const size_t sa = st[2], sb = st[3];
+  for (size_t i0 = 0; i0 < e[0]; ++i0)
+    for (size_t i1 = 0; i1 < e[1]; ++i1)
+      for (size_t a = 0; a < e[2]; ++a)
+        for (size_t b = 0; b < e[3]; ++b) {
+          size_t row = i0 * st[0] + i1 * st[1] + a * sa + b * sb;
+          const T* p = buf + row;
+          if (a > 0 && b > 0) {
+            q(row, double(p[-ptrdiff_t(sa)]) + double(p[-ptrdiff_t(sb)]) - double(p[-ptrdiff_t(sa + sb)]));
+            for (size_t c = 1; c < e[4]; ++c) {
+              const T* r = p + c;
+              q(row + c, double(r[-1]) + double(r[-ptrdiff_t(sa)]) + double(r[-ptrdiff_t(sb)]) -
+                             double(r[-ptrdiff_t(sa) - 1]) - double(r[-ptrdiff_t(sb) - 1]) - double(r[-ptrdiff_t(sa + sb)]) +
+                             double(r[-ptrdiff_t(sa + sb) - 1]));
+            }
+          } else if (a > 0 || b > 0) {
+            const ptrdiff_t o = a > 0 ? ptrdiff_t(sa) : ptrdiff_t(sb);
+            q(row, double(p[-o]));
+            for (size_t c = 1; c < e[4]; ++c) {
+              const T* r = p + c;
+              q(row + c, double(r[-1]) + double(r[-o]) - double(r[-o - 1]));
+            }
+          } else {
+            q(row, 0.0);
+            for (size_t c = 1; c < e[4]; ++c) q(row + c, double(p[c - 1]));
+          }
+        }
+}
+
+template <typename T, typename Q>
+void walk(uint8_t kind, const size_t e[kDims], const T* buf, Q&& q) {
+  if (kind == kLorenzo) walk_lorenzo(e, buf, q);
+  else walk_interp(e, buf, kind == kInterpCubic, q);
+}
+
+// ---- block coding --------------------------------------------------------------------------
+
+// Lossy: quantises with bound eb and writes the block payload; `rec` receives the reconstruction.
+template <typename T>
+void encode_lossy(const T* x, const size_t e[kDims], double eb, uint8_t kind, std::vector<uint8_t>& out) {
+  size_t n = 1;
+  for (int k = 0; k < kDims; ++k) n *= e[k];
+  std::vector<T> rec(n);
+  std::vector<uint16_t> codes(n);
+  std::vector<T> unpred;
+  const double twoeb = eb * 2, inv = 1 / twoeb;
+  size_t ci = 0;
+  auto q = [&](size_t idx, double pred) {
+    const T v = x[idx];
+    const double qd = std::nearbyint((double(v) - pred) * inv);
+    if (std::fabs(qd) < kRadius) {
+      const T r = T(pred + qd * twoeb);
+      if (std::fabs(double(r) - double(v)) < eb) {
+        rec[idx] = r;
+        codes[ci++] = uint16_t(int(qd) + kRadius);
+        return;
+      }
+    }
+    rec[idx] = v;
+    codes[ci++] = 0;
+    unpred.push_back(v);
+  };
+  walk(kind, e, rec.data(), q);
+  Writer w{out};
+  w.u8(kind);
+  w.var(unpred.size());
+  rans_encode(codes.data(), n, 65536, w);
+  w.raw(unpred.data(), unpred.size() * sizeof(T));
+}
+
+template <typename T>
+void decode_lossy(Reader& r, uint8_t kind, const size_t e[kDims], double eb, T* rec) {
+  size_t n = 1;
+  for (int k = 0; k < kDims; ++k) n *= e[k];
+  uint64_t nu = r.var();
+  if (nu > n) corrupt("too many unpredictable values");
+  std::vector<uint16_t> codes(n);
+  rans_decode(r, n, 65536, codes.data());
+  const uint8_t* up = r.take(size_t(nu) * sizeof(T));
+  const double twoeb = eb * 2;
+  size_t ci = 0, ui = 0;
+  auto q = [&](size_t idx, double pred) {
+    const uint16_t c = codes[ci++];
+    if (c == 0) {
+      if (ui == nu) corrupt("too few unpredictable values");
+      std::memcpy(&rec[idx], up + ui * sizeof(T), sizeof(T));
+      ++ui;
+      return;
+    }
+    const double qd = double(int(c) - kRadius);
+    rec[idx] = T(pred + qd * twoeb);
+  };
+  walk(kind, e, static_cast<const T*>(rec), q);
+  if (ui != nu) corrupt("unused unpredictable values");
+}
+
+template <typename T> struct Bits;
+template <> struct Bits<float> { using U = uint32_t; };
+template <> struct Bits<double> { using U = uint64_t; };
+
+// Lossless: XOR of each value's bits with its prediction's bits, split into byte planes.
+template <typename T>
+void encode_lossless(const T* x, const size_t e[kDims], uint8_t kind, std::vector<uint8_t>& out) {
+  using U = typename Bits<T>::U;
+  size_t n = 1;
+  for (int k = 0; k < kDims; ++k) n *= e[k];
+  std::vector<U> res(n);
+  if (kind == kLosslessPrev) {
+    U prev = 0;
+    for (size_t i = 0; i < n; ++i) {
+      U u;
+      std::memcpy(&u, &x[i], sizeof(T));
+      res[i] = u ^ prev;
+      prev = u;
+    }
+  } else {
+    walk_lorenzo(e, x, [&](size_t idx, double pred) {
+      const T p = T(pred);
+      U a, b;
+      std::memcpy(&a, &x[idx], sizeof(T));
+      std::memcpy(&b, &p, sizeof(T));
+      res[idx] = a ^ b;
+    });
+  }
+  Writer w{out};
+  w.u8(kind);
+  std::vector<uint8_t> plane(n);
+  for (size_t b = 0; b < sizeof(T); ++b) {
+    for (size_t i = 0; i < n; ++i) plane[i] = uint8_t(res[i] >> (8 * b));
+    rans_encode(plane.data(), n, 256, w);
+  }
+}
+
+template <typename T>
+void decode_lossless(Reader& r, uint8_t kind, const size_t e[kDims], T* rec) {
+  using U = typename Bits<T>::U;
+  size_t n = 1;
+  for (int k = 0; k < kDims; ++k) n *= e[k];
+  std::vector<U> res(n, 0);
+  std::vector<uint8_t> plane(n);
+  for (size_t b = 0; b < sizeof(T); ++b) {
+    rans_decode(r, n, 256, plane.data());
+    for (size_t i = 0; i < n; ++i) res[i] |= U(plane[i]) << (8 * b);
+  }
+  if (kind == kLosslessPrev) {
+    U prev = 0;
+    for (size_t i = 0; i < n; ++i) {
+      U u = res[i] ^ prev;
+      std::memcpy(&rec[i], &u, sizeof(T));
+      prev = u;
+    }
+  } else {
+    walk_lorenzo(e, static_cast<const T*>(rec), [&](size_t idx, double pred) {
+      const T p = T(pred);
+      U b;
+      std::memcpy(&b, &p, sizeof(T));
+      U a = res[idx] ^ b;
+      std::memcpy(&rec[idx], &a, sizeof(T));
+    });
+  }
+}
+
+// Encodes one block (contiguous, extents e) choosing the smallest of the candidate codings.
+template <typename T>
+std::vector<uint8_t> encode_block(const T* x, const size_t e[kDims], double eb, bool lossless) {
+  size_t n = 1;
+  for (int k = 0; k < kDims; ++k) n *= e[k];
+  std::vector<uint8_t> best, cur;
+  auto consider = [&](auto&& enc) {
+    cur.clear();
+    enc(cur);
+    if (best.empty() || cur.size() < best.size()) best.swap(cur);
+  };
+  if (lossless) {
+    consider([&](std::vector<uint8_t>& o) { encode_lossless(x, e, kLosslessPrev, o); });
+    consider([&](std::vector<uint8_t>& o) { encode_lossless(x, e, kLosslessLorenzo, o); });
+  } else {
+    consider([&](std::vector<uint8_t>& o) { encode_lossy(x, e, eb, kInterpCubic, o); });
+  }
+  if (best.size() > 1 + n * sizeof(T)) {
+    best.clear();
+    best.push_back(kRawExact);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(x);
+    best.insert(best.end(), p, p + n * sizeof(T));
+  }
+  return best;
+}
+
+template <typename T>
+void decode_block(const uint8_t* p, size_t len, const size_t e[kDims], double eb, bool lossless, T* rec) {
+  Reader r{p, p + len};
+  size_t n = 1;
+  for (int k = 0; k < kDims; ++k) n *= e[k];
+  uint8_t kind = r.u8();
+  if (kind == kRawExact) {
+    std::memcpy(rec, r.take(n * sizeof(T)), n * sizeof(T));
+  } else if (lossless && (kind == kLosslessPrev || kind == kLosslessLorenzo)) {
+    decode_lossless(r, kind, e, rec);
+  } else if (!lossless && (kind == kInterpLinear || kind == kInterpCubic || kind == kLorenzo)) {
+    decode_lossy(r, kind, e, eb, rec);
+  } else {
+    corrupt("unknown block coding");
+  }
+  if (r.left() != 0) corrupt("block longer than its contents");
+}
+
+// ---- stream --------------------------------------------------------------------------------
+
+struct Parsed {
+  PredInfo info;
+  Geometry g;
+  double eb = 0;
+  std::vector<size_t> off;  // payload offsets, blocks + 1 entries
+  const uint8_t* base = nullptr;
+};
+
+Parsed parse(const uint8_t* s, size_t n) {
+  Parsed P;
+  Reader r{s, s + n};
+  if (n < 9 || std::memcmp(s, kMagic, 4) != 0) corrupt("bad magic");
+  r.take(4);
+  if (r.u8() != kVersion) corrupt("unknown version");
+  uint8_t dt = r.u8();
+  if (dt != 1 && dt != 2) corrupt("unknown dtype");
+  P.info.f64 = dt == 2;
+  uint8_t flags = r.u8();
+  if (flags > 1) corrupt("unknown flags");
+  P.info.lossless = flags == 1;
+  uint8_t nd = r.u8();
+  if (nd < 1 || nd > 32) corrupt("bad rank");
+  P.eb = r.f64();
+  if (!std::isfinite(P.eb) || P.eb < 0 || (P.info.lossless ? P.eb != 0 : P.eb == 0)) corrupt("bad error bound");
+  P.info.max_abs_error = P.eb;
+  double total = 1;
+  for (int k = 0; k < nd; ++k) {
+    uint64_t v = r.u64();
+    if (v < 1 || v > (uint64_t(1) << 31)) corrupt("bad shape");
+    total *= double(v);
+    if (total > 9007199254740991.0) corrupt("shape too large");
+    P.info.shape.push_back(size_t(v));
+  }
+  std::vector<size_t> in = inner_shape(P.info.shape);
+  std::vector<size_t> blk;
+  size_t bprod = 1;
+  for (size_t k = 0; k < in.size(); ++k) {
+    uint32_t v = r.u32();
+    if (v < 1 || v > in[k]) corrupt("bad block shape");
+    bprod *= v;
+    if (bprod > kBlockMax) corrupt("block too large");
+    blk.push_back(v);
+  }
+  finish_geometry(P.g, in, blk);
+  P.g.shape = P.info.shape;
+  P.info.inner_shape = in;
+  P.info.block_shape = blk;
+  P.info.blocks = P.g.blocks;
+  if (P.g.blocks > r.left() / 4) corrupt("block table truncated");
+  P.off.resize(P.g.blocks + 1);
+  P.off[0] = 0;
+  for (size_t b = 0; b < P.g.blocks; ++b) {
+    uint32_t len = r.u32();
+    if (len == 0) corrupt("empty block");
+    P.off[b + 1] = P.off[b] + len;
+  }
+  if (P.off[P.g.blocks] != r.left()) corrupt("block sizes do not match the stream length");
+  P.base = r.p;
+  return P;
+}
+
+template <typename T>
+double max_abs_of(const T* x, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(x[i])));
+  return m;
+}
+
+// Encodes every block with bound eb (0: lossless) into a complete stream.
+template <typename T>
+std::vector<uint8_t> encode_all(const T* data, const Geometry& g, double eb) {
+  const bool lossless = eb == 0;
+  std::vector<std::vector<uint8_t>> parts(g.blocks);
+  parallel_for(g.blocks, [&](size_t b) {
+    Box bx = block_box(g, b);
+    std::vector<T> buf(bx.count());
+    copy_box<T, true>(const_cast<T*>(data), g.n5, bx, buf.data());
+    parts[b] = encode_block(buf.data(), bx.ext, eb, lossless);
+  });
+  std::vector<uint8_t> out;
+  Writer w{out};
+  w.raw(kMagic, 4);
+  w.u8(kVersion);
+  w.u8(sizeof(T) == 8 ? 2 : 1);
+  w.u8(lossless ? 1 : 0);
+  w.u8(uint8_t(g.shape.size()));
+  w.f64(eb);
+  for (size_t v : g.shape) w.u64(v);
+  for (int k = kDims - g.inner_rank; k < kDims; ++k) w.u32(uint32_t(g.b5[k]));
+  size_t total = out.size() + 4 * g.blocks;
+  for (auto& p : parts) {
+    if (p.size() > 0xffffffffu) throw TTError("internal", "", "block payload too large");
+    w.u32(uint32_t(p.size()));
+    total += p.size();
+  }
+  out.reserve(total);
+  for (auto& p : parts) w.raw(p.data(), p.size());
+  return out;
+}
+
+// Decodes the box `want` (internal padded coordinates) into out (C order over the box).
+template <typename T>
+void decode_box(const Parsed& P, const Box& want, T* out) {
+  const Geometry& g = P.g;
+  std::vector<size_t> hit;
+  size_t lo[kDims], hi[kDims];
+  for (int k = 0; k < kDims; ++k) {
+    lo[k] = want.lo[k] / g.b5[k];
+    hi[k] = (want.lo[k] + want.ext[k] - 1) / g.b5[k];
+  }
+  size_t c[kDims];
+  for (c[0] = lo[0]; c[0] <= hi[0]; ++c[0])
+    for (c[1] = lo[1]; c[1] <= hi[1]; ++c[1])
+      for (c[2] = lo[2]; c[2] <= hi[2]; ++c[2])
+        for (c[3] = lo[3]; c[3] <= hi[3]; ++c[3])
+          for (c[4] = lo[4]; c[4] <= hi[4]; ++c[4]) {
+            size_t b = 0;
+            for (int k = 0; k < kDims; ++k) b = b * g.g5[k] + c[k];
+            hit.push_back(b);
+          }
+  parallel_for(hit.size(), [&](size_t h) {
+    size_t b = hit[h];
+    Box bx = block_box(g, b);
+    std::vector<T> buf(bx.count());
+    decode_block(P.base + P.off[b], P.off[b + 1] - P.off[b], bx.ext, P.eb, P.info.lossless, buf.data());
+    // Intersection of the block with the wanted box, copied row by row.
+    Box is;
+    size_t in_blk[kDims];
+    for (int k = 0; k < kDims; ++k) {
+      size_t a = std::max(bx.lo[k], want.lo[k]);
+      size_t z = std::min(bx.lo[k] + bx.ext[k], want.lo[k] + want.ext[k]);
+      is.lo[k] = a - want.lo[k];
+      is.ext[k] = z - a;
+      in_blk[k] = a - bx.lo[k];
+    }
+    size_t bst[kDims], ost[kDims];
+    strides(bx.ext, bst);
+    strides(want.ext, ost);
+    for (size_t i0 = 0; i0 < is.ext[0]; ++i0)
+      for (size_t i1 = 0; i1 < is.ext[1]; ++i1)
+        for (size_t i2 = 0; i2 < is.ext[2]; ++i2)
+          for (size_t i3 = 0; i3 < is.ext[3]; ++i3) {
+            size_t src = (in_blk[0] + i0) * bst[0] + (in_blk[1] + i1) * bst[1] + (in_blk[2] + i2) * bst[2] +
+                         (in_blk[3] + i3) * bst[3] + in_blk[4];
+            size_t dst = (is.lo[0] + i0) * ost[0] + (is.lo[1] + i1) * ost[1] + (is.lo[2] + i2) * ost[2] +
+                         (is.lo[3] + i3) * ost[3] + is.lo[4];
+            std::memcpy(out + dst, buf.data() + src, is.ext[4] * sizeof(T));
+          }
+  });
+}
+
+template <typename T>
+Buffer decompress_t(const Parsed& P, const std::vector<std::pair<size_t, size_t>>& ranges) {
+  const auto& shape = P.info.shape;
+  std::vector<std::pair<size_t, size_t>> rg = ranges;
+  if (rg.empty())
+    for (size_t v : shape) rg.push_back({0, v});
+  if (rg.size() != shape.size()) throw TTError("bad_request", "slice", "slice must have one [start, stop) per dimension.");
+  size_t count = 1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (rg[k].first > rg[k].second || rg[k].second > shape[k])
+      throw TTError("bad_request", "slice", "slice[" + std::to_string(k) + "] must satisfy 0 <= start <= stop <= " + std::to_string(shape[k]) + ".");
+    count *= rg[k].second - rg[k].first;
+  }
+  Buffer out = alloc_buffer(count, sizeof(T));
+  if (count == 0) return out;
+  // Ranges over the squeezed dimensions; the first `merged` of them form internal dimension 0.
+  std::vector<std::pair<size_t, size_t>> sq;
+  std::vector<size_t> sqdim;
+  for (size_t k = 0; k < shape.size(); ++k)
+    if (shape[k] != 1) { sq.push_back(rg[k]); sqdim.push_back(shape[k]); }
+  const size_t ir = P.info.inner_shape.size();
+  const size_t merged = sq.empty() ? 0 : sq.size() - ir + 1;
+  Box want;
+  for (int k = 0; k < kDims; ++k) { want.lo[k] = 0; want.ext[k] = 1; }
+  const size_t off = kDims - ir;
+  if (merged <= 1) {
+    for (size_t k = 0; k < sq.size(); ++k) {
+      want.lo[off + k] = sq[k].first;
+      want.ext[off + k] = sq[k].second - sq[k].first;
+    }
+    decode_box(P, want, out.as<T>());
+    return out;
+  }
+  // Leading dimensions were merged: decode the run of internal dimension 0 the slice spans, then
+  // gather the rows (the remaining dimensions are contiguous in the decoded box).
+  size_t first = 0, last = 0;
+  for (size_t k = 0; k < merged; ++k) {
+    first = first * sqdim[k] + sq[k].first;
+    last = last * sqdim[k] + (sq[k].second - 1);
+  }
+  want.lo[off] = first;
+  want.ext[off] = last - first + 1;
+  size_t inner_row = 1;
+  for (size_t k = merged; k < sq.size(); ++k) {
+    want.lo[off + 1 + (k - merged)] = sq[k].first;
+    want.ext[off + 1 + (k - merged)] = sq[k].second - sq[k].first;
+    inner_row *= sq[k].second - sq[k].first;
+  }
+  std::vector<T> box(want.count());
+  decode_box(P, want, box.data());
+  std::vector<size_t> idx(merged);
+  for (size_t k = 0; k < merged; ++k) idx[k] = sq[k].first;
+  T* o = out.as<T>();
+  for (;;) {
+    size_t flat = 0;
+    for (size_t k = 0; k < merged; ++k) flat = flat * sqdim[k] + idx[k];
+    std::memcpy(o, box.data() + (flat - first) * inner_row, inner_row * sizeof(T));
+    o += inner_row;
+    size_t k = merged;
+    while (k-- > 0) {
+      if (++idx[k] < sq[k].second) break;
+      idx[k] = sq[k].first;
+    }
+    if (k == size_t(-1)) break;
+  }
+  return out;
+}
+
+Geometry geometry_for(const std::vector<size_t>& shape) {
+  Geometry g;
+  g.shape = shape;
+  std::vector<size_t> in = inner_shape(shape);
+  finish_geometry(g, in, choose_blocks(in));
+  return g;
+}
+
+// Errors of a decoded stream against the data: relative Frobenius and maximum absolute.
+template <typename T>
+void measure(const T* x, const T* y, size_t n, double scale, double xsq, PredStream& r) {
+  double sq = 0, m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double d = double(x[i]) - double(y[i]);
+    m = std::max(m, std::fabs(d));
+    double ds = d / scale;
+    sq += ds * ds;
+  }
+  r.max_abs_error = m;
+  r.relative_error = xsq > 0 ? std::sqrt(sq) / std::sqrt(xsq) : (m > 0 ? INFINITY : 0);
+}
+
+}  // namespace
+
+PredInfo pred_info(const uint8_t* s, size_t n) { return parse(s, n).info; }
+
+Buffer pred_decompress(const uint8_t* s, size_t n, const std::vector<std::pair<size_t, size_t>>& ranges) {
+  Parsed P = parse(s, n);
+  return P.info.f64 ? decompress_t<double>(P, ranges) : decompress_t<float>(P, ranges);
+}
+
+template <typename T>
+PredStream pred_compress(const T* data, const std::vector<size_t>& shape, double tolerance, double max_abs) {
+  Geometry g = geometry_for(shape);
+  const size_t n = g.elems;
+  const double scale = max_abs_of(data, n);
+  double xsq = 0;
+  if (scale > 0)
+    for (size_t i = 0; i < n; ++i) { double v = double(data[i]) / scale; xsq += v * v; }
+  // The pointwise bound: uniform quantisation errors in [-eb, eb] have RMS eb / sqrt(3).
+  double eb = INFINITY;
+  if (max_abs >= 0) eb = max_abs;
+  if (tolerance >= 0) eb = std::min(eb, tolerance * scale * std::sqrt(xsq) * std::sqrt(3.0 / double(n)));
+  if (!(eb > 0) || !std::isfinite(eb)) eb = 0;
+  PredStream r;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt >= 12) eb = 0;  // the lossless stream always holds
+    r.bytes = encode_all(data, g, eb);
+    Parsed P = parse(r.bytes.data(), r.bytes.size());
+    Buffer y = decompress_t<T>(P, {});
+    measure(data, y.as<T>(), n, scale > 0 ? scale : 1, xsq, r);
+    bool ok = true;
+    if (max_abs >= 0 && !(r.max_abs_error <= max_abs)) ok = false;
+    if (tolerance >= 0 && !(r.relative_error <= tolerance)) ok = false;
+    if (ok || eb == 0) {
+      if (!ok) throw TTError("internal", "", "pred: the lossless stream does not reproduce the data");
+      return r;
+    }
+    double f = 0.5;
+    if (tolerance >= 0 && r.relative_error > tolerance && std::isfinite(r.relative_error))
+      f = std::min(0.95, std::max(0.25, 0.98 * tolerance / r.relative_error));
+    eb *= f;
+  }
+}
+
+template <typename T>
+double pred_estimate(const T* data, const std::vector<size_t>& shape, double tolerance, double max_abs) {
+  Geometry g = geometry_for(shape);
+  const size_t n = g.elems;
+  const double scale = max_abs_of(data, n);
+  double xsq = 0;
+  if (scale > 0)
+    for (size_t i = 0; i < n; ++i) { double v = double(data[i]) / scale; xsq += v * v; }
+  double eb = INFINITY;
+  if (max_abs >= 0) eb = max_abs;
+  if (tolerance >= 0) eb = std::min(eb, tolerance * scale * std::sqrt(xsq) * std::sqrt(3.0 / double(n)));
+  if (!(eb > 0) || !std::isfinite(eb)) eb = 0;
+  // Sample sub-blocks of at most 2^15 elements at spread positions.
+  size_t sb[kDims];
+  for (int k = 0; k < kDims; ++k) sb[k] = g.b5[k];
+  for (;;) {
+    size_t c = 1;
+    for (int k = 0; k < kDims; ++k) c *= sb[k];
+    if (c <= (size_t(1) << 15)) break;
+    int big = 0;
+    for (int k = 1; k < kDims; ++k) if (sb[k] > sb[big]) big = k;
+    sb[big] = (sb[big] + 1) / 2;
+  }
+  size_t per = 1;
+  for (int k = 0; k < kDims; ++k) per *= sb[k];
+  const size_t samples = std::max<size_t>(1, std::min<size_t>(8, n / per));
+  std::vector<size_t> sizes(samples);
+  parallel_for(samples, [&](size_t i) {
+    Box bx;
+    uint64_t h = 0x9E3779B97F4A7C15ull * (i + 1);
+    for (int k = 0; k < kDims; ++k) {
+      bx.ext[k] = sb[k];
+      size_t room = g.n5[k] - sb[k] + 1;
+      h ^= h >> 29; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 32;
+      bx.lo[k] = samples == 1 ? 0 : size_t(h % room);
+    }
+    std::vector<T> buf(bx.count());
+    copy_box<T, true>(const_cast<T*>(data), g.n5, bx, buf.data());
+    sizes[i] = encode_block(buf.data(), bx.ext, eb, eb == 0).size() + 4;
+  });
+  double bytes = 0;
+  for (size_t s : sizes) bytes += double(s);
+  return double(samples * per * sizeof(T)) / bytes;
+}
+
+template PredStream pred_compress<float>(const float*, const std::vector<size_t>&, double, double);
+template PredStream pred_compress<double>(const double*, const std::vector<size_t>&, double, double);
+template double pred_estimate<float>(const float*, const std::vector<size_t>&, double, double);
+template double pred_estimate<double>(const double*, const std::vector<size_t>&, double, double);
+
+}  // namespace svc

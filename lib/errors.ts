@@ -15,6 +15,9 @@ export type ErrorCode =
   | "unsupported_media_type"
   | "overloaded"
   | "idempotency_key_reused"
+  | "store_unavailable"
+  | "storage_full"
+  | "state_unavailable"
   | "internal";
 
 /** Base class of every error the library and the servers throw on purpose. */
@@ -83,6 +86,28 @@ export class GpuUnavailableError extends SvcError {
 export class OverloadedError extends SvcError {
   constructor(message: string, readonly retryAfterS: number = 1) { super("overloaded", message); }
 }
+/**
+ * A dependency failed while the process stays up (docs/operations.md, failures): the request was
+ * not carried out, or not known to be, and may be sent again after `retryAfterS` (with its
+ * Idempotency-Key for a write). HTTP 503, or 507 for `storage_full`, with `Retry-After`.
+ */
+export abstract class DependencyError extends SvcError {
+  constructor(code: "store_unavailable" | "storage_full" | "state_unavailable", message: string, readonly retryAfterS: number) {
+    super(code, message);
+  }
+}
+/** PostgreSQL or LMDB cannot be reached, failed mid-request, or did not answer in time. */
+export class StoreUnavailableError extends DependencyError {
+  constructor(message = "The store is unavailable; retry later.", retryAfterS = 2) { super("store_unavailable", message, retryAfterS); }
+}
+/** The store's disk or map has no room for the write; reads go on. */
+export class StorageFullError extends DependencyError {
+  constructor(message = "The store has no space left for this write; retry after space is freed.", retryAfterS = 30) { super("storage_full", message, retryAfterS); }
+}
+/** The gateway's shared state (Redis) is down or did not answer in time. */
+export class StateUnavailableError extends DependencyError {
+  constructor(message = "The gateway's state store is unavailable; retry later.", retryAfterS = 2) { super("state_unavailable", message, retryAfterS); }
+}
 export class UnsupportedMediaTypeError extends SvcError {
   constructor(message: string) { super("unsupported_media_type", message); }
 }
@@ -113,6 +138,9 @@ export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   engine_unreachable: 502,
   quota_exhausted: 503,
   overloaded: 503,
+  store_unavailable: 503,
+  storage_full: 507,
+  state_unavailable: 503,
 });
 
 const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
@@ -129,6 +157,9 @@ const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
   unsupported_media_type: UnsupportedMediaTypeError,
   overloaded: class extends OverloadedError { constructor(m: string) { super(m, 0); } },
   idempotency_key_reused: IdempotencyKeyReusedError,
+  store_unavailable: StoreUnavailableError,
+  storage_full: StorageFullError,
+  state_unavailable: StateUnavailableError,
   internal: InternalError,
 };
 

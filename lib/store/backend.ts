@@ -103,6 +103,8 @@ export interface StorageBackend extends ReadView {
   close(): Promise<void>;
   /** Bytes on disk (`file`) and in use (`used`), for backends that keep files. */
   sizeBytes?(): { file: number; used: number };
+  /** Whether the backend can serve now (one round trip to a database; a local file: true). */
+  ping?(): Promise<boolean>;
 }
 
 /** Element-wise tuple order (strings by UTF-16 units, which for the store's ASCII keys is byte order). */

@@ -46,6 +46,10 @@ const storeOptionsSchema = z
     url: z.string().regex(PG_URL, "url must be a postgres:// or postgresql:// URL").optional(),
     /** PostgreSQL: the most connections the store's pool opens. */
     pool_size: z.number().int().min(1).max(1000).default(10),
+    /** PostgreSQL: the longest wait, in ms, for a connection and for one statement (store_unavailable past it). */
+    timeout_ms: z.number().int().min(100).max(600_000).default(5000),
+    /** PostgreSQL: open even when the database cannot be reached yet (calls fail with store_unavailable until it can). */
+    lazy_connect: z.boolean().default(false),
     tenant: tenantIdSchema.default("local"),
     min_compress_bytes: z.number().int().min(0).default(4096),
     min_compression_ratio: z.number().min(1, "min_compression_ratio must be at least 1").default(1.2),
@@ -72,9 +76,9 @@ export async function createStore(options: StoreOptions): Promise<Store> {
   let backend: StorageBackend;
   if (o.url !== undefined) {
     const { PostgresBackend } = await import("./postgres.js");
-    backend = await PostgresBackend.open(o.url, { poolSize: o.pool_size });
+    backend = await PostgresBackend.open(o.url, { poolSize: o.pool_size, timeoutMs: o.timeout_ms, lazy: o.lazy_connect });
   } else backend = o.path === ":memory:" ? new MemoryBackend() : new LmdbBackend(o.path!);
-  const { path: _p, url: _u, pool_size: _s, tenant, clock, gpu, ...config } = o;
+  const { path: _p, url: _u, pool_size: _s, timeout_ms: _t, lazy_connect: _l, tenant, clock, gpu, ...config } = o;
   return new Store({ backend, config, clock: clock ?? systemClock, cache: new CoreCache(o.core_cache_bytes), closed: false, gpu }, tenant);
 }
 
@@ -182,6 +186,11 @@ export class Store implements TensorStore {
   /** Metrics hooks of this store (every tenant view); null removes them. */
   observe(observer: StoreObserver | null): void {
     this.#core.observer = observer ?? undefined;
+  }
+
+  /** Whether the backend can serve now: one round trip to PostgreSQL; LMDB and memory are local (true while open). */
+  async connected(): Promise<boolean> {
+    return this.#core.backend.ping ? this.#core.backend.ping() : !this.#core.closed;
   }
 
   /** Bytes of the store on disk (`file`) and in use (`used`); null where the backend cannot tell. */

@@ -27,11 +27,11 @@
 // Stores written before format 2 kept each payload whole in `payloads` (keyed by the hex
 // hash). That database is still read (and cleaned by compact), never written: old stores
 // open and read as they are, with no migration step, and new payloads go to the new layout.
-import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, statSync, statfsSync } from "node:fs";
 import { randomFillSync } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
-import { ValidationError } from "../errors.js";
+import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
 import { LargeReader } from "./lmdb-reader.js";
 import { Pace } from "./pace.js";
 import { checkDeclared, checkDeclaredRange, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend, type TxReads, type WriteTx } from "./backend.js";
@@ -158,6 +158,54 @@ function peek(db: Bin, key: Buffer): Buffer | undefined {
   return b === undefined ? undefined : b.subarray(0, (db as unknown as { lastSize: number }).lastSize);
 }
 
+/** Free bytes below which a failed commit is taken for a full disk rather than a broken one. */
+const FULL_BELOW_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The store error a failed LMDB write is: storage_full for no space (ENOSPC, the map full, or
+ * EIO on a file system with almost nothing free, as a full tmpfs or disk answers), otherwise
+ * store_unavailable; undefined for an error that is not LMDB's (a bug, a conflict).
+ */
+export function lmdbFailure(e: unknown, path: string): SvcError | undefined {
+  if (e instanceof SvcError) return undefined;
+  const err = e as { code?: unknown; message?: unknown; commitError?: Promise<unknown> } | null;
+  // lmdb-js rejects a second promise with the cause: heard here, so it is no unhandled rejection
+  err?.commitError?.catch?.(() => undefined);
+  const message = typeof err?.message === "string" ? err.message : "";
+  const code = err?.code;
+  const noSpace = code === 28 || code === "ENOSPC" || code === -30792 || /MDB_MAP_FULL|No space left/i.test(message);
+  const io = noSpace || code === 5 || code === "EIO" || /Commit failed|Input\/output error/i.test(message);
+  if (!io) return undefined;
+  let free = Infinity;
+  try {
+    const s = statfsSync(path);
+    free = s.bavail * s.bsize;
+  } catch {
+    // unknown: decided by the error alone
+  }
+  if (noSpace || free < FULL_BELOW_BYTES) return new StorageFullError();
+  return new StoreUnavailableError("The store's disk failed to write; retry later.");
+}
+
+/**
+ * lmdb-js rejects, besides the promise of each write in a failed commit (which the caller
+ * hears and answers as lmdbFailure), promises of its own that nobody can hold: the commit's
+ * cause (`commitError`) and a batch's shared promise. Unheard, those would end the process on
+ * a full disk. This listener hears only those echoes; any other unhandled rejection is thrown
+ * on, so the process ends as Node's default would have it.
+ */
+let echoesHeard = false;
+function hearCommitEchoes(): void {
+  if (echoesHeard) return;
+  echoesHeard = true;
+  process.on("unhandledRejection", (reason) => {
+    const r = reason as { message?: unknown; stack?: unknown } | null;
+    const stack = typeof r?.stack === "string" ? r.stack : "";
+    if (/lmdb[\\/]write\.js/.test(stack) && /Commit failed|Input\/output error|No space left|MDB_MAP_FULL/.test(String(r?.message))) return;
+    throw reason;
+  });
+}
+
 export class LmdbBackend implements StorageBackend {
   readonly name = "lmdb" as const;
   readonly payloadScope = "global" as const;
@@ -190,6 +238,7 @@ export class LmdbBackend implements StorageBackend {
     // noSubdir false: `path` is always the directory holding data.mdb and lock.mdb; lmdb-js
     // would otherwise take a path with an extension (`store.v2`) for the data file itself.
     this.#root = open({ path, maxDbs: 8, overlappingSync: false, noSubdir: false });
+    hearCommitEchoes();
     // shared msgpack structures: heads and version records all have one of a few shapes, and
     // decoding with shared structures makes a scan of 10,000 heads about 3x faster
     this.#records = this.#root.openDB<unknown, Key>({ name: "records", sharedStructuresKey: Symbol.for("svc.structures") });
@@ -440,6 +489,14 @@ export class LmdbBackend implements StorageBackend {
   }
 
   async transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+    try {
+      return await this.#transactStaged(reads, fn);
+    } catch (e) {
+      throw lmdbFailure(e, this.path) ?? e;
+    }
+  }
+
+  async #transactStaged<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
     // large payloads the body may write: stored first, by lmdb-js's write thread
     const staged = new Map<string, Buffer>();
     const writes: Promise<unknown>[] = [];
@@ -468,6 +525,7 @@ export class LmdbBackend implements StorageBackend {
   }
 
   async #dropStaged(keys: Iterable<Buffer>): Promise<void> {
+    // a failed removal (the disk still full) leaves an orphan that compact sweeps later
     await Promise.all([...keys].map((key) => this.#large.remove(key).catch(() => false)));
   }
 

@@ -18,7 +18,7 @@
 // and deadlocks are retried the same way.
 import pg from "pg";
 import { Packr } from "msgpackr";
-import { ValidationError } from "../errors.js";
+import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
 import { joinPaced } from "./pace.js";
 import {
   checkDeclared, checkDeclaredRange, compareKeys, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend,
@@ -206,6 +206,36 @@ function rowKey(f: Family, family: string, row: Record<string, unknown>): Record
 }
 
 /** Where the URL points, for messages (never the password). */
+/** Default bound of one statement and of waiting for a connection (SVC_ENGINE_STORE_TIMEOUT_MS). */
+export const DEFAULT_TIMEOUT_MS = 5000;
+
+// Connection lost, refused or timed out, server shutting down or starting, too many clients:
+// the database, not the request, failed; the request may be sent again.
+const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"]);
+const UNAVAILABLE_MESSAGE = /Connection terminated|connection timeout|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection closed|not queryable/i;
+
+/**
+ * The store error a PostgreSQL failure is: storage_full for a full disk (53100) or the
+ * database out of resources, store_unavailable for a lost or refused connection, a restart,
+ * a statement past its time; undefined for anything else (a bug or a conflict, kept as it is).
+ */
+export function pgFailure(e: unknown): SvcError | undefined {
+  if (e instanceof SvcError) return undefined;
+  const err = e as { code?: unknown; message?: unknown } | null;
+  const code = typeof err?.code === "string" ? err.code : "";
+  const message = typeof err?.message === "string" ? err.message : "";
+  if (code === "53100") return new StorageFullError("The database has no disk space left for this write; retry after space is freed.");
+  if (code === "57014") return new StoreUnavailableError("The database did not answer in time (SVC_ENGINE_STORE_TIMEOUT_MS); retry later.");
+  if (code.startsWith("08") || code.startsWith("57P") || code.startsWith("53") || UNAVAILABLE_ERRNO.has(code) || UNAVAILABLE_MESSAGE.test(message))
+    return new StoreUnavailableError("The database is unreachable; retry later.");
+  return undefined;
+}
+
+/** Rethrows a PostgreSQL failure as the store error it is. */
+function rethrow(e: unknown): never {
+  throw pgFailure(e) ?? e;
+}
+
 function where(url: string): string {
   try {
     const u = new URL(url);
@@ -215,60 +245,118 @@ function where(url: string): string {
   }
 }
 
+/**
+ * Creates the tables or migrates them to SCHEMA_VERSION (once, under an advisory lock, when
+ * several engines start together), and refuses a database of a newer schema.
+ */
+async function migrate(pool: pg.Pool, url: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATE_LOCK]);
+    await client.query(`CREATE TABLE IF NOT EXISTS svc_schema (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)`);
+    const r = await client.query<{ version: number }>("SELECT version FROM svc_schema WHERE id = 1");
+    const have = r.rows[0]?.version ?? 0;
+    if (have > SCHEMA_VERSION)
+      throw new ValidationError(
+        `The PostgreSQL database at ${where(url)} holds store schema version ${have}, newer than version ${SCHEMA_VERSION} that this svc-tensor knows: upgrade svc-tensor before connecting it.`,
+        "url",
+      );
+    for (let v = have; v < SCHEMA_VERSION; v++) await client.query(MIGRATIONS[v]!);
+    if (have < SCHEMA_VERSION)
+      await client.query("INSERT INTO svc_schema (id, version) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", [SCHEMA_VERSION]);
+    await client.query("COMMIT");
+  } catch (e) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    client.release(true);
+    throw e;
+  }
+  client.release();
+}
+
 export class PostgresBackend implements StorageBackend {
   readonly name = "postgres" as const;
   readonly payloadScope = "tenant" as const;
   readonly ownPayloads = true;
   readonly #pool: pg.Pool;
+  /** Schema checked (or being checked); null until a connection succeeds (lazy open). */
+  #ready: Promise<void> | null;
+  readonly #url: string;
 
-  private constructor(pool: pg.Pool) {
+  private constructor(pool: pg.Pool, url: string, ready: boolean) {
     this.#pool = pool;
+    this.#url = url;
+    this.#ready = ready ? Promise.resolve() : null;
+  }
+
+  /** Waits for the schema check of a lazy open, trying it again after a failed one. */
+  #whenReady(): Promise<void> {
+    return (this.#ready ??= migrate(this.#pool, this.#url).catch((e) => {
+      this.#ready = null;
+      rethrow(e);
+    }));
+  }
+
+  /** One round trip to the database within the store's timeout (engine /health). */
+  async ping(): Promise<boolean> {
+    try {
+      await this.#whenReady();
+      await this.#pool.query("SELECT 1");
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /**
-   * Connects, creates the tables or migrates them to SCHEMA_VERSION (once, under an advisory
-   * lock, when several engines start together), and refuses a database of a newer schema.
+   * Connects and migrates (see migrate). `lazy`: a database that cannot be reached yet is not an
+   * error; every call answers StoreUnavailableError until it can be, then migrates first.
    */
-  static async open(url: string, opts: { poolSize?: number } = {}): Promise<PostgresBackend> {
-    const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, idleTimeoutMillis: 30_000 });
+  static async open(url: string, opts: { poolSize?: number; timeoutMs?: number; lazy?: boolean } = {}): Promise<PostgresBackend> {
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const pool = new pg.Pool({
+      connectionString: url, max: opts.poolSize ?? 10, idleTimeoutMillis: 30_000,
+      // every wait bounded: for a connection, for a statement on the server, for its answer
+      connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, query_timeout: timeoutMs + 1000,
+    });
     // an idle connection that breaks (database restart) is replaced on next use, not a crash
     pool.on("error", () => undefined);
-    let client: pg.PoolClient;
-    try {
-      client = await pool.connect();
-    } catch (e) {
-      await pool.end().catch(() => undefined);
-      throw new ValidationError(`Cannot connect to PostgreSQL at ${where(url)}: ${(e as Error).message}.`, "url");
+    // a connection checked out when the server goes away emits "error" on its client too: the
+    // query in flight fails with it, and an unheard event would end the process
+    pool.on("connect", (client) => void client.on("error", () => undefined));
+    if (opts.lazy) {
+      // the engine starts without its database and answers store_unavailable until it is there
+      const backend = new PostgresBackend(pool, url, false);
+      try {
+        await backend.#whenReady();
+      } catch (e) {
+        if (!(e instanceof StoreUnavailableError || e instanceof StorageFullError)) {
+          await pool.end().catch(() => undefined);
+          throw e;
+        }
+      }
+      return backend;
     }
     try {
-      await client.query("BEGIN");
-      await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATE_LOCK]);
-      await client.query(`CREATE TABLE IF NOT EXISTS svc_schema (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)`);
-      const r = await client.query<{ version: number }>("SELECT version FROM svc_schema WHERE id = 1");
-      const have = r.rows[0]?.version ?? 0;
-      if (have > SCHEMA_VERSION)
-        throw new ValidationError(
-          `The PostgreSQL database at ${where(url)} holds store schema version ${have}, newer than version ${SCHEMA_VERSION} that this svc-tensor knows: upgrade svc-tensor before connecting it.`,
-          "url",
-        );
-      for (let v = have; v < SCHEMA_VERSION; v++) await client.query(MIGRATIONS[v]!);
-      if (have < SCHEMA_VERSION)
-        await client.query("INSERT INTO svc_schema (id, version) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", [SCHEMA_VERSION]);
-      await client.query("COMMIT");
+      await migrate(pool, url);
     } catch (e) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      client.release();
       await pool.end().catch(() => undefined);
-      throw e;
+      throw e instanceof ValidationError || !pgFailure(e) ? e : new ValidationError(`Cannot connect to PostgreSQL at ${where(url)}: ${(e as Error).message}.`, "url");
     }
-    client.release();
-    return new PostgresBackend(pool);
+    return new PostgresBackend(pool, url, true);
+  }
+
+
+  /** A query on the pool, once the schema is ready, its failures as store errors. */
+  async #q<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+    await this.#whenReady();
+    return q<R>(this.#pool, text, values).catch(rethrow);
   }
 
   async get(key: RecordKey): Promise<unknown> {
     const f = fullFamily(key);
     const values = key.slice(1);
-    const rows = await q<{ value: Buffer }>(this.#pool,
+    const rows = await this.#q<{ value: Buffer }>(
       `SELECT value FROM ${f.table} WHERE ${f.cols.map((c, i) => `${c} = $${i + 1}::${f.types[i]}`).join(" AND ")}`, values);
     return rows.length ? decodeValue(rows[0]!.value) : undefined;
   }
@@ -290,7 +378,8 @@ export class PostgresBackend implements StorageBackend {
     const numeric = f.types.slice(fixed).map((t) => t === "bigint");
     const values: unknown[] = [];
     const sql = `SELECT ${cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")}`;
-    const r = await this.#pool.query<unknown[]>({ text: sql, values, rowMode: "array" });
+    await this.#whenReady();
+    const r = await this.#pool.query<unknown[]>({ text: sql, values, rowMode: "array" }).catch(rethrow);
     const n = cols.length;
     for (const row of r.rows) {
       const key: (string | number)[] = [...prefix];
@@ -306,7 +395,7 @@ export class PostgresBackend implements StorageBackend {
   async getPayloads(tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>> {
     const out = new Map<string, Buffer>();
     if (ids.length === 0) return out;
-    const rows = await q<{ sha256: string; bytes: string; chunks: number; seq: number; data: Buffer }>(this.#pool,
+    const rows = await this.#q<{ sha256: string; bytes: string; chunks: number; seq: number; data: Buffer }>(
       `SELECT p.sha256, p.bytes, p.chunks, c.seq, c.data FROM payloads p JOIN payload_chunks c USING (tenant_id, sha256)
         WHERE p.tenant_id = $1 AND p.sha256 = ANY($2::text[]) ORDER BY p.sha256, c.seq`, [tenant, ids]);
     for (let i = 0; i < rows.length; ) {
@@ -331,7 +420,7 @@ export class PostgresBackend implements StorageBackend {
   async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
     // one statement: the head and the version record from the same snapshot. Without a
     // version, the highest stored one is the head's latest (both are written together).
-    const rows = await q<{ head: Buffer; rec: Buffer | null }>(this.#pool,
+    const rows = await this.#q<{ head: Buffer; rec: Buffer | null }>(
       `SELECT h.value AS head, (SELECT v.value FROM versions v WHERE v.tenant_id = $1 AND v.namespace = $2 AND v.key = $3
           AND ($4::bigint IS NULL OR v.version = $4::bigint) ORDER BY v.version DESC LIMIT 1) AS rec
          FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`, [tenant, ns, key, version ?? null]);
@@ -340,17 +429,22 @@ export class PostgresBackend implements StorageBackend {
   }
 
   async hasPayload(tenant: string, id: string): Promise<boolean> {
-    return (await q(this.#pool, "SELECT 1 FROM payloads WHERE tenant_id = $1 AND sha256 = $2", [tenant, id])).length > 0;
+    return (await this.#q("SELECT 1 FROM payloads WHERE tenant_id = $1 AND sha256 = $2", [tenant, id])).length > 0;
   }
 
   async transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+    await this.#whenReady();
     for (let attempt = 1; ; attempt++) {
-      const client = await this.#pool.connect();
+      const client = await this.#pool.connect().catch(rethrow);
       let broken = false;
       try {
         return await this.#attempt(client, reads, fn);
       } catch (e) {
-        await client.query("ROLLBACK").catch(() => void (broken = true));
+        const failure = pgFailure(e);
+        // a connection that failed or timed out mid-transaction is not given to the next caller
+        if (failure) broken = true;
+        else await client.query("ROLLBACK").catch(() => void (broken = true));
+        if (failure) throw failure;
         const code = (e as { code?: string }).code;
         if (!(typeof code === "string" && RETRY.has(code)) || attempt >= MAX_ATTEMPTS) throw e;
         // another engine committed first: back off a little (jittered) and run again
@@ -495,7 +589,7 @@ export class PostgresBackend implements StorageBackend {
   async stats(): Promise<Record<string, number>> {
     const out: Record<string, number> = {};
     for (const t of ["heads", "versions", "idempotency", "payloads", "payload_chunks"])
-      out[t] = Number((await this.#pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${t}`)).rows[0]!.n);
+      out[t] = Number((await this.#q<{ n: string }>(`SELECT count(*) AS n FROM ${t}`))[0]!.n);
     return out;
   }
 

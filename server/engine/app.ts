@@ -147,11 +147,15 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const available = !("unavailable" in serving);
     res.json({
       status: "ok",
+    // store_connected: one round trip to PostgreSQL within a second (LMDB, memory: local, true);
+    // the gateway takes an engine whose store is down out of rotation
+    const store_connected = await Promise.race([store.connected(), new Promise<boolean>((r) => setTimeout(r, 1000, false).unref())]);
       uptime_s: Math.floor((Date.now() - startedAt) / 1000),
       gpu: { available, device: gpuStatus().device, cache_bytes: available ? serving.cache.stats().bytes_on_device : 0 },
       storage: store.storage,
     });
   }));
+      store_connected,
 
   // GET /metrics (docs/operations.md): a service key or SVC_ENGINE_METRICS_TOKEN; open when auth is off
   const metricsReaders = config.require_auth ? [...config.api_key_digests, ...(config.metrics_token_digest ? [config.metrics_token_digest] : [])] : null;

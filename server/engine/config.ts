@@ -41,6 +41,8 @@ export interface EngineConfig {
   readonly body_grace_s: number;
 }
 
+  /** PostgreSQL: the longest wait for a connection and for one statement (503 store_unavailable past it). */
+  readonly store_timeout_ms: number;
 /** A quarter of the machine's memory (6 GiB on 24 GiB), at least 256 MiB. */
 export const defaultMemoryBudgetBytes = (): number => Math.max(256 * 1024 * 1024, Math.floor(totalmem() / 4));
 
@@ -101,6 +103,7 @@ const VARS = {
 } as const;
 
 /** Every variable the engine reads (deployment files are checked against this list). */
+  SVC_ENGINE_STORE_TIMEOUT_MS: int(100, 600_000).default(5000),
 export const ENGINE_ENV_VARS: readonly string[] = Object.freeze(Object.keys(VARS));
 
 const digest = (k: string): Buffer => createHash("sha256").update(k, "utf8").digest();
@@ -151,3 +154,4 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     body_grace_s: v.SVC_ENGINE_BODY_GRACE_S as number,
   });
 }
+    store_timeout_ms: v.SVC_ENGINE_STORE_TIMEOUT_MS as number,

@@ -35,7 +35,8 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     }
   }
   const store = await createStore({
-    ...(config.store_url ? { url: config.store_url } : { path: config.data_dir }),
+    // PostgreSQL not reachable yet: the engine starts and answers 503 store_unavailable until it is
+    ...(config.store_url ? { url: config.store_url, timeout_ms: config.store_timeout_ms, lazy_connect: true } : { path: config.data_dir }),
     min_compress_bytes: config.min_compress_bytes,
     min_compression_ratio: config.min_compression_ratio,
     default_tolerance: config.compression_tol,

@@ -16,10 +16,14 @@ export class ConfigError extends Error {
 }
 
 /** How the gateway reaches Redis: one server, a master behind sentinels, or a cluster. */
-export type RedisTarget =
+export type RedisTarget = (
   | { readonly kind: "single"; readonly url: string }
   | { readonly kind: "sentinel"; readonly sentinels: readonly string[]; readonly masterName: string; readonly username?: string; readonly password?: string; readonly db?: number }
-  | { readonly kind: "cluster"; readonly nodes: readonly string[]; readonly username?: string; readonly password?: string };
+  | { readonly kind: "cluster"; readonly nodes: readonly string[]; readonly username?: string; readonly password?: string }
+) & {
+  /** The longest wait for one reply (SVC_GATE_REDIS_TIMEOUT_MS); past it the request gets 503 state_unavailable. */
+  readonly timeoutMs?: number;
+};
 
 export interface RateLimitSpec {
   readonly requests: number;
@@ -252,6 +256,7 @@ const VARS = {
   SVC_GATE_AUTH_FAIL_WINDOW_S: [intIn(1, 86_400), String(DEFAULT_LIMITS.authFailWindowS)],
 } as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
 
+  SVC_GATE_REDIS_TIMEOUT_MS: [intIn(50, 600_000), "2000"],
 type VarName = keyof typeof VARS;
 
 /** Every variable the gateway reads (deployment files are checked against this list). */
@@ -299,9 +304,9 @@ function redisTarget(env: NodeJS.ProcessEnv): RedisTarget | undefined {
   if (master !== undefined && !sentinels) throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER is set without SVC_GATE_REDIS_SENTINELS.");
   if (sentinels) {
     if (master === undefined) throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER must be set with SVC_GATE_REDIS_SENTINELS (the master's name, such as mymaster).");
-    return Object.freeze({ kind: "sentinel", sentinels: Object.freeze(sentinels), masterName: master, username, password });
+    return Object.freeze({ kind: "sentinel", sentinels: Object.freeze(sentinels), masterName: master, username, password, timeoutMs });
   }
-  if (nodes) return Object.freeze({ kind: "cluster", nodes: Object.freeze(nodes), username, password });
+  if (nodes) return Object.freeze({ kind: "cluster", nodes: Object.freeze(nodes), username, password, timeoutMs });
   if ((username !== undefined || password !== undefined) && url === undefined) {
     throw new ConfigError(username !== undefined ? "SVC_GATE_REDIS_USERNAME" : "SVC_GATE_REDIS_PASSWORD", "SVC_GATE_REDIS_USERNAME and SVC_GATE_REDIS_PASSWORD apply to SVC_GATE_REDIS_SENTINELS or SVC_GATE_REDIS_CLUSTER_NODES, and neither is set.");
   }
@@ -310,7 +315,7 @@ function redisTarget(env: NodeJS.ProcessEnv): RedisTarget | undefined {
       const name = password !== undefined ? "SVC_GATE_REDIS_PASSWORD" : "SVC_GATE_REDIS_USERNAME";
       throw new ConfigError(name, `${name} does not apply to SVC_GATE_REDIS_URL, whose URL carries its credentials.`);
     }
-    return Object.freeze({ kind: "single", url });
+    return Object.freeze({ kind: "single", url, timeoutMs });
   }
   return undefined;
 }
@@ -322,6 +327,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     throw new ConfigError("SVC_GATE_ENGINE_SERVICE_KEY", "SVC_GATE_ENGINE_SERVICE_KEY must be set (the service key for admin calls and for the engine).");
   }
   const engineUrls = Object.freeze(read(env, "SVC_GATE_ENGINE_URL")!);
+  const timeoutMs = read(env, "SVC_GATE_REDIS_TIMEOUT_MS")!;
   const redis = redisTarget(env);
   const cfg: GatewayConfig = {
     host: read(env, "SVC_GATE_HOST")!,

@@ -112,6 +112,10 @@ export class SharedEngineClient implements EngineClient {
     return this.inner.ping();
   }
 
+  get probe(): EngineClient["probe"] {
+    return this.inner.probe ? () => this.inner.probe!() : undefined;
+  }
+
   /** Several engines behind the inner client: their states, as it reports them. */
   get engines(): EngineClient["engines"] {
     return this.inner.engines ? () => this.inner.engines!() : undefined;

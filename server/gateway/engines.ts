@@ -1,7 +1,7 @@
 // Several engines behind one gateway: one undici Pool per engine, requests spread by fewest
 // requests in flight (round-robin among equals), an engine taken out of rotation when a
-// connection to it fails or its /health stops answering, and put back when /health answers
-// again. A request whose connection failed is sent once more, to another engine, when that
+// connection to it fails or its /health stops answering or says its store is not connected,
+// and put back when /health answers with its store again. A request whose connection failed is sent once more, to another engine, when that
 // cannot apply it twice: nothing was sent (the connection was never made), or the request is
 // replayable (a read, or a write carrying an Idempotency-Key the engine deduplicates).
 //
@@ -10,7 +10,7 @@
 // two are what ejection and "once on another engine" need. The per-engine Pools are undici's.
 import type { Readable } from "node:stream";
 import { Pool } from "undici";
-import { EngineFailure, UndiciEngineClient, type EngineClient, type EngineHealth, type EngineResponse, type EngineTls, type ForwardRequest } from "./proxy.js";
+import { EngineFailure, readEngineHealth, UndiciEngineClient, type EngineClient, type EngineHealth, type EngineProbe, type EngineResponse, type EngineTls, type ForwardRequest } from "./proxy.js";
 
 export interface EnginePoolOptions {
   /** Connections per engine (default 128). */
@@ -144,19 +144,19 @@ export class EnginePool implements EngineClient {
     }
   }
 
-  async #check(m: Member): Promise<boolean> {
+  async #check(m: Member): Promise<EngineProbe> {
     try {
       const res = await this.#members[m.index]!.probe.request({
         method: "GET", path: "/health",
         headersTimeout: this.#healthTimeoutMs, bodyTimeout: this.#healthTimeoutMs,
         signal: AbortSignal.timeout(this.#healthTimeoutMs),
       });
-      await res.body.dump();
-      return res.statusCode === 200;
+      return await readEngineHealth(res);
     } catch {
-      return false;
+      return { reachable: false, store_connected: false };
     }
   }
+
 
   /** One round of health checks: out after `failuresToEject` failures in a row, back after one success. */
   async checkAll(): Promise<void> {
@@ -164,8 +164,9 @@ export class EnginePool implements EngineClient {
       if (m.checking || this.#closed) return;
       m.checking = true;
       try {
-        const ok = await this.#check(m);
-        if (ok) {
+        const h = await this.#check(m);
+        // an engine whose store is down answers only 503s: the others serve meanwhile
+        if (h.reachable && h.store_connected) {
           m.failedChecks = 0;
           m.inRotation = true;
           m.lastOkAt = Date.now();
@@ -182,13 +183,16 @@ export class EnginePool implements EngineClient {
     return (await this.engines()).some((e) => e.reachable);
   }
 
+  async probe(): Promise<EngineProbe> {
+    const all = await this.engines();
+    return { reachable: all.some((e) => e.reachable), store_connected: all.some((e) => e.reachable && e.store_connected) };
+  }
+
   async engines(): Promise<EngineHealth[]> {
-    return Promise.all(this.#members.map(async (m) => ({
-      index: m.index,
-      reachable: await this.#check(m),
-      in_rotation: m.inRotation,
-      in_flight: m.inFlight,
-    })));
+    return Promise.all(this.#members.map(async (m) => {
+      const h = await this.#check(m);
+      return { index: m.index, reachable: h.reachable, in_rotation: m.inRotation, in_flight: m.inFlight, store_connected: h.store_connected };
+    }));
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,6 @@
 // GET /health and /gate/health (docs/api.md (health)): no authentication; the two booleans are
-// measured on each call (engine: GET /health within 1 s; store: PING or a writable data dir).
+// measured on each call (engine: GET /health within 1 s; store: the gateway's PING of Redis or
+// its writable data dir, and the engine's own store_connected when it reports one).
 // With several engines, `engines` lists each one's state (by position, not address).
 import type { RequestHandler } from "express";
 import type { EngineClient } from "./proxy.js";
@@ -15,12 +16,18 @@ export function healthHandler(engine: EngineClient, registry: TenantRegistry, st
   return async (_req, res) => {
     if (engine.engines) {
       // Several engines: each one's state; engine_reachable when at least one answers.
-      const [engines, store_connected] = await Promise.all([within(engine.engines(), 1500, null), within(registry.ping(), 1000, false)]);
+      const [engines, state] = await Promise.all([within(engine.engines(), 1500, null), within(registry.ping(), 1000, false)]);
       const engine_reachable = engines?.some((e) => e.reachable) ?? false;
+      const store_connected = state && (engines?.some((e) => e.reachable && e.store_connected) ?? false);
       res.status(200).json({ status: "ok", engine_reachable, store_connected, uptime_s: Math.max(0, Math.floor((now() - startedAtMs) / 1000)), engines: engines ?? [] });
       return;
     }
-    const [engine_reachable, store_connected] = await Promise.all([within(engine.ping(), 1500, false), within(registry.ping(), 1000, false)]);
+    const probe = engine.probe ? engine.probe() : engine.ping().then((reachable) => ({ reachable, store_connected: true }));
+    const [{ reachable: engine_reachable, store_connected: engineStore }, state] = await Promise.all([
+      within(probe, 1500, { reachable: false, store_connected: true }), within(registry.ping(), 1000, false),
+    ]);
+    // an engine that cannot be reached says nothing of its store: engine_reachable tells that
+    const store_connected = state && engineStore;
     res.status(200).json({ status: "ok", engine_reachable, store_connected, uptime_s: Math.max(0, Math.floor((now() - startedAtMs) / 1000)) });
   };
 }

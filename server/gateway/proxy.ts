@@ -30,6 +30,25 @@ export interface EngineHealth {
   in_rotation: boolean;
   /** Requests in flight on it from this gateway. */
   in_flight: number;
+  /** Its /health says its store (PostgreSQL) answers; false when unreachable too. */
+  store_connected: boolean;
+}
+
+/** What one GET /health of an engine said. */
+export interface EngineProbe {
+  reachable: boolean;
+  /** The engine's store answers (an engine that does not report it is taken as connected). */
+  store_connected: boolean;
+}
+
+/** Reads an engine's /health answer: 200, and store_connected unless it says false. */
+export async function readEngineHealth(res: Dispatcher.ResponseData): Promise<EngineProbe> {
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    return { reachable: false, store_connected: false };
+  }
+  const body = (await res.body.json().catch(() => null)) as { store_connected?: unknown } | null;
+  return { reachable: true, store_connected: body?.store_connected !== false };
 }
 
 export interface EngineResponse {
@@ -43,6 +62,8 @@ export interface EngineClient {
   forward(r: ForwardRequest): Promise<EngineResponse>;
   /** Whether the engine (any engine, when there are several) answers GET /health with 200 within a second. */
   ping(): Promise<boolean>;
+  /** As ping, with whether the engine's store answers (any engine that answers, when there are several). */
+  probe?(): Promise<EngineProbe>;
   /** Several engines: each one's health now, in the order configured (absent for a single engine). */
   engines?(): Promise<EngineHealth[]>;
   close(): Promise<void>;
@@ -132,14 +153,18 @@ export class UndiciEngineClient implements EngineClient {
   }
 
   async ping(): Promise<boolean> {
+    return (await this.probe()).reachable;
+  }
+
+  async probe(): Promise<EngineProbe> {
     try {
       const res = await this.pool.request({ method: "GET", path: "/health", headersTimeout: 1000, bodyTimeout: 1000, signal: AbortSignal.timeout(1000) });
-      await res.body.dump();
-      return res.statusCode === 200;
+      return await readEngineHealth(res);
     } catch {
-      return false;
+      return { reachable: false, store_connected: false };
     }
   }
+
 
   async close(): Promise<void> {
     await this.pool.close();

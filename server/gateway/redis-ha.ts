@@ -109,7 +109,7 @@ export class RespCluster implements RedisHandle {
   #lastRefresh = 0;
   #closed = false;
 
-  private constructor(nodes: readonly string[], private readonly auth: { username?: string; password?: string }) {
+  private constructor(nodes: readonly string[], private readonly auth: { username?: string; password?: string; commandTimeoutMs?: number }) {
     this.#base = new URL(nodes[0]!);
     this.#known = nodes.map((n) => {
       const u = new URL(n);
@@ -118,7 +118,7 @@ export class RespCluster implements RedisHandle {
   }
 
   /** Connects to the cluster through any of `nodes` (redis:// or rediss:// URLs) and reads its slot table. */
-  static async open(nodes: readonly string[], auth: { username?: string; password?: string } = {}): Promise<RespCluster> {
+  static async open(nodes: readonly string[], auth: { username?: string; password?: string; commandTimeoutMs?: number } = {}): Promise<RespCluster> {
     const c = new RespCluster(nodes, auth);
     try {
       await c.refresh();
@@ -139,7 +139,7 @@ export class RespCluster implements RedisHandle {
   #conn(addr: string): Promise<RespConnection> {
     let p = this.#conns.get(addr);
     if (!p) {
-      p = RespConnection.open(this.#urlOf(addr), { connectTimeoutMs: 1000, configName: "SVC_GATE_REDIS_CLUSTER_NODES" });
+      p = RespConnection.open(this.#urlOf(addr), { connectTimeoutMs: 1000, configName: "SVC_GATE_REDIS_CLUSTER_NODES", commandTimeoutMs: this.auth.commandTimeoutMs });
       this.#conns.set(addr, p);
       p.catch(() => {
         if (this.#conns.get(addr) === p) this.#conns.delete(addr);
@@ -252,7 +252,7 @@ export class RespCluster implements RedisHandle {
 export async function openRedis(target: RedisTarget): Promise<RedisHandle> {
   switch (target.kind) {
     case "single":
-      return RespConnection.open(target.url);
+      return RespConnection.open(target.url, { commandTimeoutMs: target.timeoutMs });
     case "sentinel": {
       const base = new URL(target.sentinels[0]!);
       // The master's URL: the sentinels' scheme (TLS or not), the master's own credentials and database.
@@ -261,9 +261,10 @@ export async function openRedis(target: RedisTarget): Promise<RedisHandle> {
         resolve: sentinelResolver(target.sentinels, target.masterName),
         requireMaster: true,
         configName: "SVC_GATE_REDIS_SENTINELS",
+        commandTimeoutMs: target.timeoutMs,
       });
     }
     case "cluster":
-      return RespCluster.open(target.nodes, { username: target.username, password: target.password });
+      return RespCluster.open(target.nodes, { username: target.username, password: target.password, commandTimeoutMs: target.timeoutMs });
   }
 }

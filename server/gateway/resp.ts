@@ -7,8 +7,11 @@
 //
 // No offline queue: while the connection is down a command fails at once (the request gets an
 // error answer) and the connection is re-established in the background (50 ms doubling to 2 s).
+// A reply that does not come within commandTimeoutMs (a hung server) ends the connection: its
+// commands fail with state_unavailable and the next connection is tried as after a drop.
 import { connect as netConnect, isIP, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
+import { StateUnavailableError } from "../../lib/errors.js";
 
 /** What the gateway's Redis stores need: one command, its reply (errors reject). */
 export interface RedisLink {
@@ -23,13 +26,28 @@ export class RedisReplyError extends Error {
   }
 }
 
-/** The connection is down (a command sent meanwhile fails at once). */
-export class RedisConnectionError extends Error {
+/**
+ * The connection is down, or the server did not answer in time (a command sent meanwhile fails
+ * at once): answered as 503 state_unavailable with Retry-After wherever it reaches a response.
+ */
+export class RedisConnectionError extends StateUnavailableError {
   constructor(message: string) {
     super(message);
     this.name = "RedisConnectionError";
   }
 }
+
+/** An error reply that says the server cannot serve now (loading, failing over, a cluster slot down): state_unavailable too. */
+export class RedisUnavailableReplyError extends RedisConnectionError {
+  constructor(message: string) {
+    super("The gateway's Redis is not serving right now; retry later.");
+    this.name = "RedisUnavailableReplyError";
+    this.reply = message;
+  }
+  readonly reply: string;
+}
+
+const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|BUSY|NOREPLICAS|MISCONF) /;
 
 const INCOMPLETE = Symbol("incomplete");
 
@@ -69,7 +87,7 @@ export class RespParser {
       case 0x2b: // +
         return line;
       case 0x2d: // -
-        return new RedisReplyError(line);
+        return UNAVAILABLE_REPLY.test(line) ? new RedisUnavailableReplyError(line) : new RedisReplyError(line);
       case 0x3a: // :
         return Number(line);
       case 0x24: { // $
@@ -107,7 +125,12 @@ export function encodeCommand(args: readonly string[]): string {
 interface Waiter {
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
+  /** When the reply is due (ms, performance.now()). */
+  due: number;
 }
+
+/** Default bound of one command's reply (SVC_GATE_REDIS_TIMEOUT_MS). */
+export const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
 
 export interface RespOptions {
   connectTimeoutMs?: number;
@@ -120,6 +143,8 @@ export interface RespOptions {
   requireMaster?: boolean;
   /** What the configuration calls this server, for the start-up error (default SVC_GATE_REDIS_URL). */
   configName?: string;
+  /** The longest wait for a reply (default DEFAULT_COMMAND_TIMEOUT_MS). */
+  commandTimeoutMs?: number;
 }
 
 /** A RESP2 connection to the server named by a redis:// or rediss:// URL (user, password, /db). */
@@ -133,6 +158,8 @@ export class RespConnection implements RedisLink {
   private retries = 0;
   private retryTimer: NodeJS.Timeout | null = null;
   private drained: (() => void) | null = null;
+  /** Armed while replies are awaited: fires when the oldest one is due. */
+  private replyTimer: NodeJS.Timeout | null = null;
 
   private constructor(private readonly url: URL, private readonly opts: RespOptions) {}
 
@@ -160,9 +187,25 @@ export class RespConnection implements RedisLink {
 
   private write(args: readonly string[]): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      this.waiters.push({ resolve, reject });
+      this.waiters.push({ resolve, reject, due: performance.now() + (this.opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS) });
       this.socket!.write(encodeCommand(args));
+      this.armReplyTimer();
     });
+  }
+
+  // One timer for all commands in flight, set for the oldest (replies come in order); a late
+  // reply cannot be skipped, so the connection is ended and every waiter fails.
+  private armReplyTimer(): void {
+    if (this.replyTimer || this.head >= this.waiters.length) return;
+    const wait = Math.max(0, this.waiters[this.head]!.due - performance.now());
+    this.replyTimer = setTimeout(() => {
+      this.replyTimer = null;
+      const w = this.waiters[this.head];
+      if (!w) return;
+      if (performance.now() >= w.due) this.socket?.destroy(new RedisConnectionError("Redis did not answer in time (SVC_GATE_REDIS_TIMEOUT_MS); retry later."));
+      else this.armReplyTimer();
+    }, wait + 1);
+    this.replyTimer.unref();
   }
 
   private async connect(): Promise<void> {
@@ -235,10 +278,10 @@ export class RespConnection implements RedisLink {
           this.waiters = this.waiters.slice(this.head);
           this.head = 0;
         }
-        if (reply instanceof RedisReplyError) {
+        if (reply instanceof RedisReplyError || reply instanceof RedisUnavailableReplyError) {
           w.reject(reply);
           // A master demoted under this connection: reconnect, asking where the master is now.
-          if (this.opts.requireMaster && reply.message.startsWith("READONLY")) this.socket?.destroy();
+          if (this.opts.requireMaster && reply instanceof RedisUnavailableReplyError && reply.reply.startsWith("READONLY")) this.socket?.destroy();
         } else w.resolve(reply);
       });
     } catch (e) {
@@ -248,6 +291,8 @@ export class RespConnection implements RedisLink {
     if (this.head >= this.waiters.length) {
       this.waiters = [];
       this.head = 0;
+      if (this.replyTimer) clearTimeout(this.replyTimer);
+      this.replyTimer = null;
       this.drained?.();
     }
   }
@@ -256,6 +301,8 @@ export class RespConnection implements RedisLink {
     if (this.socket !== s) return;
     this.ready = false;
     this.socket = null;
+    if (this.replyTimer) clearTimeout(this.replyTimer);
+    this.replyTimer = null;
     const lost = this.waiters.slice(this.head);
     this.waiters = [];
     this.head = 0;

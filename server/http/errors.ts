@@ -3,7 +3,7 @@
 // errors never reach a response.
 import type { ErrorRequestHandler, Response } from "express";
 import { z } from "zod";
-import { SvcError, STATUS_OF, type ErrorCode, RateLimitedError, QuotaExhaustedError, OverloadedError } from "../../lib/errors.js";
+import { SvcError, STATUS_OF, type ErrorCode, RateLimitedError, QuotaExhaustedError, OverloadedError, DependencyError } from "../../lib/errors.js";
 import { validationErrorFrom } from "../../lib/names.js";
 
 export interface ErrorBody {
@@ -34,7 +34,7 @@ export function statusOf(err: SvcError): number {
 /** Writes the error response (status, Retry-After where it applies, JSON body). */
 export function sendError(res: Response, err: unknown, requestId: string): SvcError {
   const e = toSvcError(err);
-  if (e instanceof RateLimitedError || e instanceof QuotaExhaustedError || e instanceof OverloadedError) {
+  if (e instanceof RateLimitedError || e instanceof QuotaExhaustedError || e instanceof OverloadedError || e instanceof DependencyError) {
     if (e.retryAfterS > 0) res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
   }
   const body: ErrorBody = { detail: e.message, code: e.code, request_id: requestId };

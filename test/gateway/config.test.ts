@@ -71,11 +71,12 @@ test("SVC_GATE_ENGINE_URL: one URL or a comma-separated list of several, in orde
 test("Redis: one server, a master behind sentinels, or a cluster", (t) => {
   const base = { SVC_GATE_ENGINE_SERVICE_KEY: KEY };
   t.equal(loadGatewayConfig(base).redis, undefined, "no Redis by default");
-  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379/2" }).redis, { kind: "single", url: "redis://10.0.0.5:6379/2" });
+  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379/2" }).redis, { kind: "single", url: "redis://10.0.0.5:6379/2", timeoutMs: 2000 }, "one server; replies bounded at 2 s by default");
+  t.equal(loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379", SVC_GATE_REDIS_TIMEOUT_MS: "750" }).redis?.timeoutMs, 750, "SVC_GATE_REDIS_TIMEOUT_MS");
   t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_SENTINELS: "redis://s1:26379, rediss://s2:26379", SVC_GATE_REDIS_SENTINEL_MASTER: "mymaster", SVC_GATE_REDIS_PASSWORD: "pw" }).redis,
-    { kind: "sentinel", sentinels: ["redis://s1:26379", "rediss://s2:26379"], masterName: "mymaster", username: undefined, password: "pw" }, "sentinels, the master's name and its password");
+    { kind: "sentinel", sentinels: ["redis://s1:26379", "rediss://s2:26379"], masterName: "mymaster", username: undefined, password: "pw", timeoutMs: 2000 }, "sentinels, the master's name and its password");
   t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_CLUSTER_NODES: "redis://n1:7000,redis://n2:7000" }).redis,
-    { kind: "cluster", nodes: ["redis://n1:7000", "redis://n2:7000"], username: undefined, password: undefined }, "cluster seed nodes");
+    { kind: "cluster", nodes: ["redis://n1:7000", "redis://n2:7000"], username: undefined, password: undefined, timeoutMs: 2000 }, "cluster seed nodes");
   try {
     loadGatewayConfig({ ...base, SVC_GATE_REDIS_SENTINELS: "redis://:secret@s1:26379,http://:secret2@s2:26379", SVC_GATE_REDIS_SENTINEL_MASTER: "m" });
     t.fail("accepted");
@@ -98,6 +99,9 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
     [{ SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT: String(100 * 1024 * 1024) }, "SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT"],
     [{ SVC_GATE_AUTH_FAIL_LIMIT: "0" }, "SVC_GATE_AUTH_FAIL_LIMIT"],
     [{ SVC_GATE_AUTH_FAIL_WINDOW_S: "1.5" }, "SVC_GATE_AUTH_FAIL_WINDOW_S"],
+    [{ SVC_GATE_BODY_TENANT_SHARE_PCT: "0" }, "SVC_GATE_BODY_TENANT_SHARE_PCT"],
+    [{ SVC_GATE_TRUSTED_PROXIES: "10.0.0.1,proxy.example" }, "SVC_GATE_TRUSTED_PROXIES"],
+    [{ SVC_GATE_TRUSTED_PROXIES: "10.0.0.0/40" }, "SVC_GATE_TRUSTED_PROXIES"],
     [{ SVC_GATE_PORT: "80a" }, "SVC_GATE_PORT"],
     [{ SVC_GATE_PORT: "70000" }, "SVC_GATE_PORT"],
     [{ SVC_GATE_ENGINE_URL: "ftp://x" }, "SVC_GATE_ENGINE_URL"],
@@ -107,6 +111,8 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
     [{ SVC_GATE_ENGINE_URL: "http://a:8000,redis://b:6379" }, "SVC_GATE_ENGINE_URL"],
     [{ SVC_GATE_ENGINE_URL: Array.from({ length: 65 }, (_, i) => `http://e${i}:8000`).join(",") }, "SVC_GATE_ENGINE_URL"],
     [{ SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "50" }, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS"],
+    [{ SVC_GATE_REDIS_TIMEOUT_MS: "0" }, "SVC_GATE_REDIS_TIMEOUT_MS"],
+    [{ SVC_GATE_REDIS_TIMEOUT_MS: "2s" }, "SVC_GATE_REDIS_TIMEOUT_MS"],
     [{ SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "soon" }, "SVC_GATE_ENGINE_HEALTH_INTERVAL_MS"],
     [{ SVC_GATE_REDIS_URL: "http://127.0.0.1:6379" }, "SVC_GATE_REDIS_URL"],
     [{ SVC_GATE_REDIS_SENTINELS: "redis://10.0.0.5:26379,http://x:1" }, "SVC_GATE_REDIS_SENTINELS"],

@@ -1,0 +1,174 @@
+// Dependencies of their own for the fault tests and bench/faults.ts: a PostgreSQL cluster
+// (initdb + pg_ctl as the postgres user) on a free port that can be restarted and killed, a
+// redis-server on a free port that can be stopped (SIGSTOP), resumed and killed, and a small
+// tmpfs that can be filled. Every wait is a condition with a deadline.
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, chownSync, mkdirSync } from "node:fs";
+import { createServer, connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+export async function waitFor(what: string, cond: () => Promise<boolean> | boolean, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      if (await cond()) return;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** True when something accepts TCP connections on 127.0.0.1:port. */
+export function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => { s.destroy(); resolve(true); });
+    s.once("error", () => resolve(false));
+  });
+}
+
+const PG_BIN = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/14/bin"].find((d) => existsSync(join(d, "initdb")));
+
+export interface PgCluster {
+  port: number;
+  url: string;
+  start(): Promise<void>;
+  /** Fast shutdown and start (what a planned restart does). */
+  restart(): Promise<void>;
+  /** SIGKILL of the postmaster and its children (a crash); start() brings it back. */
+  kill(): Promise<void>;
+  stop(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+const asPostgres = (args: string[]) => run("runuser", ["-u", "postgres", "--", ...args], { timeout: 120_000 });
+
+/** A PostgreSQL cluster of its own, or null (with why) when initdb or the postgres user is missing. */
+export async function startPgCluster(): Promise<PgCluster | { skip: string }> {
+  if (!PG_BIN) return { skip: "no PostgreSQL server binaries (initdb) on this machine" };
+  if (process.getuid?.() !== 0) return { skip: "starting a PostgreSQL cluster of its own needs root (to run as the postgres user)" };
+  const dir = mkdtempSync(join(tmpdir(), "svc-pg-"));
+  chownSync(dir, Number((await run("id", ["-u", "postgres"])).stdout.trim()), Number((await run("id", ["-g", "postgres"])).stdout.trim()));
+  const data = join(dir, "data");
+  await asPostgres([join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"]);
+  const port = await freePort();
+  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+  const ctl = (...args: string[]) => asPostgres([join(PG_BIN, "pg_ctl"), "-D", data, ...args]);
+  const up = () => waitFor(`PostgreSQL answers on ${port}`, async () => (await run(join(PG_BIN, "pg_isready"), ["-h", "127.0.0.1", "-p", String(port)]).then(() => true, () => false)), 60_000);
+  const cluster: PgCluster = {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    async start() {
+      await ctl("-l", join(dir, "log"), "-o", opts, "-w", "-t", "60", "start");
+      await up();
+    },
+    async restart() {
+      await ctl("-m", "fast", "-w", "-t", "60", "stop");
+      await cluster.start();
+    },
+    async kill() {
+      const pidFile = join(data, "postmaster.pid");
+      if (!existsSync(pidFile)) return;
+      const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
+      // the postmaster's children too: a crash leaves no backend answering
+      await run("pkill", ["-KILL", "-P", String(pid)]).catch(() => undefined);
+      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
+      await waitFor("the killed PostgreSQL stops answering", async () => !(await portOpen(port)), 30_000);
+      // what a crash leaves behind and a start refuses to overwrite while it names a live pid
+      rmSync(pidFile, { force: true });
+      rmSync(join(dir, `.s.PGSQL.${port}.lock`), { force: true });
+      rmSync(join(dir, `.s.PGSQL.${port}`), { force: true });
+    },
+    async stop() {
+      await ctl("-m", "immediate", "-w", "-t", "60", "stop").catch(() => undefined);
+    },
+    async destroy() {
+      await cluster.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await cluster.start();
+  return cluster;
+}
+
+export interface RedisProc {
+  port: number;
+  url: string;
+  child: ChildProcess;
+  /** SIGSTOP: the server holds its connections and answers nothing. */
+  pause(): void;
+  resume(): void;
+  kill(): Promise<void>;
+  /** A new server on the same port (after kill). */
+  start(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+/** A redis-server of its own on a free port, or why not. */
+export async function startRedisProc(): Promise<RedisProc | { skip: string }> {
+  if (!(await run("redis-server", ["--version"]).then(() => true, () => false))) return { skip: "no redis-server binary on this machine" };
+  const dir = mkdtempSync(join(tmpdir(), "svc-redis-"));
+  const port = await freePort();
+  const p: RedisProc = {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    child: undefined as unknown as ChildProcess,
+    pause: () => void p.child.kill("SIGSTOP"),
+    resume: () => void p.child.kill("SIGCONT"),
+    async kill() {
+      if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+      const gone = new Promise<void>((r) => p.child.once("exit", () => r()));
+      p.child.kill("SIGKILL");
+      await gone;
+    },
+    async start() {
+      p.child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+      await waitFor(`redis-server on ${port} answers`, () => portOpen(port), 30_000);
+    },
+    async destroy() {
+      p.resume();
+      await p.kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await p.start();
+  return p;
+}
+
+export interface SmallDisk {
+  dir: string;
+  destroy(): Promise<void>;
+}
+
+/** A tmpfs of `mib` MiB mounted on a new directory, or why not (mount needs root and a kernel that allows it). */
+export async function mountSmallDisk(mib: number): Promise<SmallDisk | { skip: string }> {
+  const dir = mkdtempSync(join(tmpdir(), "svc-disk-"));
+  try {
+    await run("mount", ["-t", "tmpfs", "-o", `size=${mib}m,mode=0700`, "tmpfs", dir]);
+  } catch {
+    rmSync(dir, { recursive: true, force: true });
+    return { skip: "a tmpfs cannot be mounted here (mount needs root and a kernel that allows it)" };
+  }
+  mkdirSync(join(dir, "store"), { mode: 0o700 });
+  return {
+    dir,
+    async destroy() {
+      await run("umount", ["-l", dir]).catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,7 +1,8 @@
 // createClient: the store's methods over HTTP through the gateway (docs/api.md (data plane)),
 // so that code moves from embedded to hosted by changing one line. Large payloads travel
 // as application/octet-stream both ways; errors come back as the library's error classes
-// carrying the server's code, detail and request_id; 429 and 502 are retried with
+// carrying the server's code, detail and request_id; 429, 502 and a 503 with Retry-After (a
+// dependency down, the server overloaded; never the monthly quota) are retried with
 // exponential backoff that honours Retry-After; every write carries an Idempotency-Key, the
 // same on its retries, so a retried write is applied at most once.
 import { randomBytes } from "node:crypto";
@@ -9,6 +10,7 @@ import { Agent, request, type Dispatcher } from "undici";
 import {
   SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, OverloadedError, EngineUnreachableError, errorFromCode,
 } from "./errors.js";
+  StoreUnavailableError, StorageFullError, StateUnavailableError,
 import { dtypeSchema, keySchema, namespaceSchema, naturalDtype, parseOrThrow, type Dtype } from "./names.js";
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
@@ -251,7 +253,10 @@ export function createClient(options: ClientOptions): SvcClient {
     const err = code === "rate_limited" ? new RateLimitedError(detail, retry)
       : code === "quota_exhausted" ? new QuotaExhaustedError(detail, retry)
         : code === "overloaded" ? new OverloadedError(detail, retry)
-          : errorFromCode(code, detail);
+          : code === "store_unavailable" ? new StoreUnavailableError(detail, retry)
+            : code === "state_unavailable" ? new StateUnavailableError(detail, retry)
+              : code === "storage_full" ? new StorageFullError(detail, retry)
+                : errorFromCode(code, detail);
     err.extra.status = res.status;
     err.extra.request_id = requestId;
     return Object.assign(err, { status: res.status, requestId });
@@ -266,8 +271,10 @@ export function createClient(options: ClientOptions): SvcClient {
       const res = await once(r);
       record(res, attempt);
       if (res.status < 400) return res;
-      // 503 overloaded: refused before any work, like 429
-      const retriable = res.status === 429 || res.status === 502 || (res.status === 503 && errorOf(res).code === "overloaded");
+      // 503 with Retry-After (overloaded, a store or the gateway's state down): not carried out,
+      // or a write whose Idempotency-Key makes a repeat safe; the monthly quota is not retried
+      const retriable = res.status === 429 || res.status === 502
+        || (res.status === 503 && (errorOf(res).code === "overloaded" || (res.headers["retry-after"] !== undefined && errorOf(res).code !== "quota_exhausted")));
       if (retriable && attempt <= maxRetries) {
         const ra = parseRetryAfter(res.headers["retry-after"]);
         const expo = Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 1));

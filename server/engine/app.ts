@@ -117,7 +117,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   app.set("query parser", parseQueryString);
   const startedAt = Date.now();
   // memory held by requests in flight: bodies being read and dense serves being answered
-  const budget = new MemoryBudget(config.memory_budget_bytes);
+  const budget = new MemoryBudget(config.memory_budget_bytes, config.memory_tenant_share_pct);
 
   // 1. request id, and the request counted in /metrics once answered
   app.use(requestId);
@@ -145,17 +145,17 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     // available: serving works (a device and SVC_ENGINE_DEVICE allow it); device: the CUDA
     // device found, also when serving is disabled; cache_bytes: bytes resident on the device
     const available = !("unavailable" in serving);
-    res.json({
-      status: "ok",
     // store_connected: one round trip to PostgreSQL within a second (LMDB, memory: local, true);
     // the gateway takes an engine whose store is down out of rotation
     const store_connected = await Promise.race([store.connected(), new Promise<boolean>((r) => setTimeout(r, 1000, false).unref())]);
+    res.json({
+      status: "ok",
       uptime_s: Math.floor((Date.now() - startedAt) / 1000),
       gpu: { available, device: gpuStatus().device, cache_bytes: available ? serving.cache.stats().bytes_on_device : 0 },
       storage: store.storage,
+      store_connected,
     });
   }));
-      store_connected,
 
   // GET /metrics (docs/operations.md): a service key or SVC_ENGINE_METRICS_TOKEN; open when auth is off
   const metricsReaders = config.require_auth ? [...config.api_key_digests, ...(config.metrics_token_digest ? [config.metrics_token_digest] : [])] : null;
@@ -209,7 +209,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     if (!octet && !req.is("application/json")) return next(); // the route answers 415
     const opts = {
       limit: bodyLimit(config.max_upload_bytes, octet, req.path),
-      reservation: reservationOf(res, budget),
+      reservation: reservationOf(res, budget, (res.locals.tenant as string | undefined) ?? null),
       factor: octet ? OCTET_BODY_FACTOR : JSON_BODY_FACTOR,
       res,
       rate: bodyRate,
@@ -353,7 +353,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
         `The answer of ${size.bytes} bytes is larger than the ${config.max_json_serve_bytes}-byte limit of JSON serves; ask for it with Accept: application/octet-stream, or serve a slice.`,
         "Accept",
       );
-    reservationOf(res, budget).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
+    reservationOf(res, budget, (res.locals.tenant as string | undefined) ?? null).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
     const r = await st(res).serve(namespace, key, { ...opts, version: info.version });
     const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
     if (octet) {

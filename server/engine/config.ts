@@ -33,16 +33,18 @@ export interface EngineConfig {
   readonly metrics_token_digest: Buffer | null;
   /** Memory that request bodies and dense serve answers in flight may hold together (503 past it). */
   readonly memory_budget_bytes: number;
+  /** Percentage of that memory one tenant's requests may hold together (one request may take more when the tenant holds nothing). */
+  readonly memory_tenant_share_pct: number;
   /** Largest dense answer of a JSON serve; larger ones are asked for as application/octet-stream. */
   readonly max_json_serve_bytes: number;
   /** Bytes per second a request body must keep up on average after the grace time (400 and the connection closed past it). */
   readonly body_min_bytes_per_s: number;
   /** Seconds a request body may take before the rate applies; also the longest pause between two chunks. */
   readonly body_grace_s: number;
-}
-
   /** PostgreSQL: the longest wait for a connection and for one statement (503 store_unavailable past it). */
   readonly store_timeout_ms: number;
+}
+
 /** A quarter of the machine's memory (6 GiB on 24 GiB), at least 256 MiB. */
 export const defaultMemoryBudgetBytes = (): number => Math.max(256 * 1024 * 1024, Math.floor(totalmem() / 4));
 
@@ -97,13 +99,14 @@ const VARS = {
   SVC_ENGINE_GPU_CACHE_BYTES: int(0).optional(),
   SVC_ENGINE_METRICS_TOKEN: z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters").optional(),
   SVC_ENGINE_MEMORY_BUDGET_BYTES: int(16 * 1024 * 1024).optional(),
+  SVC_ENGINE_MEMORY_TENANT_SHARE_PCT: int(1, 100).default(50),
   SVC_ENGINE_MAX_JSON_SERVE_BYTES: int(0).default(DEFAULT_MAX_JSON_SERVE_BYTES),
   SVC_ENGINE_BODY_MIN_RATE: int(1, 1024 * 1024 * 1024).default(16 * 1024),
   SVC_ENGINE_BODY_GRACE_S: int(1, 3600).default(10),
+  SVC_ENGINE_STORE_TIMEOUT_MS: int(100, 600_000).default(5000),
 } as const;
 
 /** Every variable the engine reads (deployment files are checked against this list). */
-  SVC_ENGINE_STORE_TIMEOUT_MS: int(100, 600_000).default(5000),
 export const ENGINE_ENV_VARS: readonly string[] = Object.freeze(Object.keys(VARS));
 
 const digest = (k: string): Buffer => createHash("sha256").update(k, "utf8").digest();
@@ -149,9 +152,10 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     gpu_cache_bytes: (v.SVC_ENGINE_GPU_CACHE_BYTES as number | undefined) ?? null,
     metrics_token_digest: v.SVC_ENGINE_METRICS_TOKEN === undefined ? null : digest(v.SVC_ENGINE_METRICS_TOKEN as string),
     memory_budget_bytes: (v.SVC_ENGINE_MEMORY_BUDGET_BYTES as number | undefined) ?? defaultMemoryBudgetBytes(),
+    memory_tenant_share_pct: v.SVC_ENGINE_MEMORY_TENANT_SHARE_PCT as number,
     max_json_serve_bytes: v.SVC_ENGINE_MAX_JSON_SERVE_BYTES as number,
     body_min_bytes_per_s: v.SVC_ENGINE_BODY_MIN_RATE as number,
     body_grace_s: v.SVC_ENGINE_BODY_GRACE_S as number,
+    store_timeout_ms: v.SVC_ENGINE_STORE_TIMEOUT_MS as number,
   });
 }
-    store_timeout_ms: v.SVC_ENGINE_STORE_TIMEOUT_MS as number,

@@ -29,7 +29,8 @@ import { MemoryAuthThrottle, type AuthThrottle } from "./auth-throttle.js";
 import { BodyBudget, BodyLease } from "./body-budget.js";
 import { DEFAULT_LIMITS, type GatewayLimits } from "./config.js";
 import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
-import { confirmTenant, headerOf, tenantKeyHashOf } from "./auth.js";
+import { confirmTenant, credentialOf, headerOf, KEY_PREFIX, secretsEqual, sha256Hex, tenantKeyHashOf } from "./auth.js";
+import { clientAddress, trustedProxies } from "./client-address.js";
 import type { Clock } from "./clock.js";
 import type { RateLimitSpec } from "./config.js";
 import { corsMiddleware } from "./cors.js";
@@ -91,6 +92,8 @@ export interface GatewayDeps {
   metrics?: GatewayMetrics;
   /** SVC_GATE_METRICS_TOKEN: a bearer token that reads GET /metrics only (the service key also does). */
   metricsToken?: string;
+  /** The budget of request bodies in flight; default: one of limits.bodyBytesInFlight (tests read its counters). */
+  bodyBudget?: BodyBudget;
 }
 
 /** The default log: one JSON line on standard error. */
@@ -112,24 +115,56 @@ const DRAIN_BYTES = 64 * 1024;
 const hasBody = (req: IncomingMessage): boolean =>
   req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
 
+/** Drops a body that will not be read (its error, an abort, is expected and not reported). */
+function drop(body: Readable): void {
+  body.once("error", () => undefined);
+  body.destroy();
+}
+
+/**
+ * Whether the client of `res` has gone. A pipelined request's response has no socket of its
+ * own until the ones before it are sent, so the request's connection is looked at.
+ */
+function clientLeft(req: IncomingMessage, res: ServerResponse): boolean {
+  const sock = res.socket ?? req.socket;
+  return res.destroyed || !sock || sock.destroyed;
+}
+
 /**
  * Streams the engine's body to the client. Plain pipe() rather than stream.pipeline: the
  * latter allocates an AbortController and a DOMException (with a stack) per call, which is
- * measurable per request. A failure on either side tears both down.
+ * measurable per request. A failure on either side tears both down; a client that has gone,
+ * before or during the answer, drops the engine's body (and with it the engine connection).
  */
-function relay(body: Readable, res: ServerResponse): Promise<void> {
+function relay(body: Readable, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  // Gone already: its close events have fired, and waiting for them would hold the body for good.
+  if (res.writableEnded || clientLeft(req, res)) {
+    drop(body);
+    return Promise.resolve();
+  }
+  const sock = req.socket;
   return new Promise((resolve) => {
-    const fail = () => {
-      body.destroy();
-      res.destroy();
+    let settled = false;
+    const settle = () => {
+      if (settled) return;
+      settled = true;
+      sock.off("close", closed);
       resolve();
+    };
+    const closed = () => {
+      if (!res.writableFinished) drop(body);
+      settle();
+    };
+    const fail = () => {
+      drop(body);
+      res.destroy();
+      settle();
     };
     body.once("error", fail);
     res.once("error", fail);
-    res.once("close", () => {
-      if (!res.writableFinished) body.destroy();
-      resolve();
-    });
+    res.once("close", closed);
+    // A pipelined response waiting its turn gets no close event of its own when the connection ends.
+    sock.once("close", closed);
     body.pipe(res);
   });
 }
@@ -176,7 +211,7 @@ export function createApp(deps: GatewayDeps): Express {
   const admission = deps.admission ?? directAdmission(registry, limiter, usage, () => clock.now());
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...deps.limits };
   const bodyRate: BodyRate = { minBytesPerS: limits.bodyMinBytesPerS, graceMs: limits.bodyGraceS * 1000 };
-  const budget = new BodyBudget(limits.bodyBytesInFlight);
+  const budget = deps.bodyBudget ?? new BodyBudget(limits.bodyBytesInFlight, limits.bodyTenantSharePct);
   const throttle = deps.authThrottle ?? new MemoryAuthThrottle({ limit: limits.authFailLimit, windowMs: limits.authFailWindowS * 1000 }, clock);
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
   const startedAt = clock.now();
@@ -192,33 +227,59 @@ export function createApp(deps: GatewayDeps): Express {
   // handler, /v1/* is dispatched to the data plane from this first layer.
   const cors = corsMiddleware(deps.corsOrigins ?? []);
 
-  // Then, on every route: an address over its failed-authentication limit is answered 429
-  // without its credentials being looked at (and without an audit record); every 401 this
-  // gateway answers counts one failure against the request's address.
+  // Then, on every route: from a client address over its failed-authentication limit, a request
+  // whose credential does not verify (none, unknown, wrong) is answered 429 without an audit
+  // record; one whose key verifies (a tenant key, the service key, the metrics token) goes on,
+  // so a flood of bad keys behind a shared address locks nobody out. Every 401 this gateway
+  // answers counts one failure against the client address (clientAddress: the peer, or what a
+  // trusted proxy names in X-Forwarded-For).
+  const trusted = trustedProxies(limits.trustedProxies);
   const checked = new WeakSet<IncomingMessage>();
-  function throttled(req: IncomingMessage, res: ServerResponse, rid: string): boolean {
-    if (checked.has(req)) return false;
+  function screened(req: IncomingMessage, res: ServerResponse, rid: string, go: () => void): void {
+    if (checked.has(req)) return go();
     checked.add(req);
-    const addr = req.socket.remoteAddress ?? "";
-    const wait = throttle.blockedFor(addr);
-    if (wait > 0) {
-      if (hasBody(req)) res.setHeader("Connection", "close");
-      writeError(res, new RateLimitedError(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
-      return true;
-    }
+    const addr = clientAddress(req, trusted);
     res.once("finish", () => {
       if (res.statusCode === 401) throttle.fail(addr).catch(() => undefined);
     });
-    return false;
+    const wait = throttle.blockedFor(addr);
+    if (wait === 0) return go();
+    const refuse = () => {
+      if (hasBody(req)) res.setHeader("Connection", "close");
+      writeError(res, new RateLimitedError(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
+    };
+    verifies(req).then((ok) => (ok ? go() : refuse()), refuse);
+  }
+
+  /** Whether the request's credential verifies (looked at only for a throttled address). */
+  async function verifies(req: IncomingMessage): Promise<boolean> {
+    let key: string | undefined;
+    try {
+      key = credentialOf(req);
+    } catch {
+      return false;
+    }
+    if (key === undefined) return false;
+    if (secretsEqual(key, deps.serviceKey) || (deps.metricsToken !== undefined && secretsEqual(key, deps.metricsToken))) return true;
+    if (!key.startsWith(KEY_PREFIX)) return false;
+    const h = sha256Hex(key);
+    const l = await admission.lookup(h);
+    try {
+      confirmTenant(l?.tenant ?? null, h);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   app.use((req, res, next) => {
     requestId(req, res, () => {
-      if (throttled(req, res, requestIdOf(res))) return;
-      res.setHeader("X-SVC-CUs", "0");
-      cors(req, res, () => {
-        if (DATA_PLANE.test(req.url)) return void dataPlane(req, res, requestIdOf(res));
-        next();
+      screened(req, res, requestIdOf(res), () => {
+        res.setHeader("X-SVC-CUs", "0");
+        cors(req, res, () => {
+          if (DATA_PLANE.test(req.url)) return void dataPlane(req, res, requestIdOf(res));
+          next();
+        });
       });
     });
   });
@@ -227,9 +288,10 @@ export function createApp(deps: GatewayDeps): Express {
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!DATA_PLANE.test(req.url ?? "")) return void app(req, res);
     const rid = takeRequestId(req, res);
-    if (throttled(req, res, rid)) return;
-    res.setHeader("X-SVC-CUs", "0");
-    cors(req, res, () => void dataPlane(req, res, rid));
+    screened(req, res, rid, () => {
+      res.setHeader("X-SVC-CUs", "0");
+      cors(req, res, () => void dataPlane(req, res, rid));
+    });
   };
   // The engine's header limit (X-SVC-Metadata may carry 64 KiB), and requests Node cannot parse
   // answered with the JSON error body (400, Connection: close) rather than a bare status line.
@@ -299,6 +361,17 @@ export function createApp(deps: GatewayDeps): Express {
     if (e.code === "internal") reportInternal("admin routes", rid, err);
   }) as ErrorRequestHandler);
 
+  // Tenants whose window was found full. While it still is (looked at, not counted), their
+  // requests are answered 429 right after authentication, before anything is read, and only the
+  // first of those is audited: with refusals counted in the window, the audit records one
+  // tenant causes are bounded by its rate limit (plus one per time its window fills).
+  const overLimit = new Map<string, { audited: boolean }>();
+  const noteWindow = (tenantId: string, state: RateLimitState): void => {
+    if (state.allowed || overLimit.has(tenantId)) return;
+    if (overLimit.size >= 100_000) overLimit.delete(overLimit.keys().next().value!);
+    overLimit.set(tenantId, { audited: false });
+  };
+
   const windowOf = (t: TenantRecord): WindowSpec => {
     const rl = effectiveRateLimit(t, policy);
     return { requests: rl.requests, windowMs: rl.window_s * 1000 };
@@ -319,6 +392,9 @@ export function createApp(deps: GatewayDeps): Express {
     let reservation: Reservation | null = null;
     let op: RouteMatch["op"] | null = null;
     let guard: Readable | null = null;
+    let unrelayed: Readable | null = null;
+    // A repeated refusal of a tenant over its window: answered, counted in /metrics, not audited.
+    let quiet = false;
 
     // Steps 2 (again) on the record as stored now, when the one used so far came from a cache.
     const reauthenticate = async (): Promise<TenantRecord> => {
@@ -349,6 +425,18 @@ export function createApp(deps: GatewayDeps): Express {
       keyHash = tenantKeyHashOf(req);
       found = keyHash === null ? null : await admission.lookup(keyHash);
       tenant = confirmTenant(found?.tenant ?? null, keyHash);
+      const over = overLimit.get(tenant.tenant_id);
+      if (over !== undefined) {
+        const state = await limiter.peek(tenant.tenant_id, windowOf(tenant));
+        if (!state.allowed) {
+          quiet = over.audited;
+          over.audited = true;
+          setRateHeaders(res, state);
+          rateHeadersSet = true;
+          throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${state.retryAfterS} seconds.`, state.retryAfterS);
+        }
+        overLimit.delete(tenant.tenant_id);
+      }
 
       // Step 3: validation. Route and path names, media type, Content-Length against the upload
       // limit before reading, then the JSON body (read once; its bytes are what we forward).
@@ -387,13 +475,15 @@ export function createApp(deps: GatewayDeps): Express {
           if (size === undefined || size > DRAIN_BYTES) {
             const state = await limiter.peek(tenant.tenant_id, windowOf(tenant));
             if (!state.allowed) {
+              noteWindow(tenant.tenant_id, state);
               setRateHeaders(res, state);
               rateHeadersSet = true;
               throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${state.retryAfterS} seconds.`, state.retryAfterS);
             }
           }
-          if (size !== undefined) lease.take(size);
-          const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n) : undefined), size);
+          const who = tenant.tenant_id;
+          if (size !== undefined) lease.take(size, who);
+          const raw = await readGuarded(guardBody(req, limit, bodyRate, size === undefined ? (n) => lease.take(n, who) : undefined), size);
           // parsed and checked against the engine's schema; a large body in a worker thread
           // (server/http/offload.ts), its bytes moved there and back
           const read = await prepareGatewayBody(route.op, raw);
@@ -439,6 +529,7 @@ export function createApp(deps: GatewayDeps): Express {
       setRateHeaders(res, rate);
       rateHeadersSet = true;
       if (!rate.allowed) {
+        noteWindow(tenant.tenant_id, rate);
         throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
       }
 
@@ -464,6 +555,8 @@ export function createApp(deps: GatewayDeps): Express {
       const replayable = replayableOp(route.op, idempotencyKey);
       const upstream = await engine.forward({ method, path: url, headers, body, tenantId: tenant.tenant_id, requestId: rid, replayable });
       lease.release();
+      // Until relay() owns it, the engine's body is dropped on any way out (it holds a connection).
+      unrelayed = upstream.body;
 
       // Step 8: metering, only on engine 2xx, in milli-CUs (a reservation is settled either
       // way). The charge is made as durable as the audit record and both are awaited before
@@ -488,10 +581,11 @@ export function createApp(deps: GatewayDeps): Express {
       if (charged.status === "rejected") reportInternal("usage meter", rid, charged.reason);
       res.statusCode = upstream.status;
       for (const [k, v] of Object.entries(responseHeadersToCopy(upstream.headers))) res.setHeader(k, v);
-      await relay(upstream.body, res);
+      unrelayed = null;
+      await relay(upstream.body, req, res);
     } catch (err) {
       // A client that went away mid-request is recorded as the bad request it is, not as a 502.
-      const clientGone = !res.headersSent && (res.destroyed || !res.socket || res.socket.destroyed);
+      const clientGone = !res.headersSent && clientLeft(req, res);
       let e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
       if (e.code === "internal") reportInternal("data plane", rid, err);
       metrics.refused(e.code);
@@ -505,9 +599,12 @@ export function createApp(deps: GatewayDeps): Express {
         }
       }
       if (tenant && !rateHeadersSet) {
-        // 400/403/404/413/415 happen before step 5: report the window without counting this request.
+        // 400/403/404/413/415/503 happen before step 5: the refusal counts against the tenant's
+        // window, so refusals cannot be sent without limit.
         try {
-          const state = await limiter.peek(tenant.tenant_id, windowOf(tenant));
+          const t = tenant as TenantRecord;
+          const state = await limiter.hit(t.tenant_id, windowOf(t));
+          noteWindow(t.tenant_id, state);
           // (The HTTP parser may have answered a malformed request already: client-error.ts.)
           if (!res.headersSent) setRateHeaders(res, state);
         } catch {
@@ -527,7 +624,7 @@ export function createApp(deps: GatewayDeps): Express {
       }
       if (close && !res.headersSent) res.setHeader("Connection", "close");
       try {
-        await record(STATUS_OF[e.code], 0);
+        if (!quiet) await record(STATUS_OF[e.code], 0);
       } catch {
         // An audit log that cannot be written must not leave the client hanging.
       }
@@ -538,6 +635,7 @@ export function createApp(deps: GatewayDeps): Express {
     } finally {
       lease.release();
       if (guard !== null && !guard.destroyed) guard.destroy();
+      if (unrelayed !== null) drop(unrelayed);
       // A request refused or failed after its admission: its reservation is dropped.
       if (reservation !== null && op !== null) {
         await admission.settle(reservation, op, 0).catch((e: unknown) => reportInternal("usage meter", rid, e));

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { jsonBodyLimit } from "../http/limits.js";
+import { isAddressOrRange } from "./client-address.js";
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, message: string) {
@@ -86,10 +87,17 @@ export interface GatewayLimits {
   readonly bodyGraceS: number;
   /** SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT: bytes of request bodies held in memory at once, all requests together. */
   readonly bodyBytesInFlight: number;
+  /** SVC_GATE_BODY_TENANT_SHARE_PCT: the share of those bytes one tenant's bodies may hold at once. */
+  readonly bodyTenantSharePct: number;
   /** SVC_GATE_AUTH_FAIL_LIMIT: failed authentications per client address per window before 429. */
   readonly authFailLimit: number;
   /** SVC_GATE_AUTH_FAIL_WINDOW_S: that window, in seconds. */
   readonly authFailWindowS: number;
+  /**
+   * SVC_GATE_TRUSTED_PROXIES: peer addresses and CIDR ranges (a TLS proxy in front) whose
+   * X-Forwarded-For names the client address; empty: the peer address is the client's.
+   */
+  readonly trustedProxies: readonly string[];
 }
 
 /** The defaults of GatewayLimits (the values documented in docs/security.md). */
@@ -100,8 +108,10 @@ export const DEFAULT_LIMITS: GatewayLimits = Object.freeze({
   bodyMinBytesPerS: 16 * 1024,
   bodyGraceS: 10,
   bodyBytesInFlight: 512 * 1024 * 1024,
+  bodyTenantSharePct: 50,
   authFailLimit: 100,
   authFailWindowS: 60,
+  trustedProxies: Object.freeze([]) as readonly string[],
 });
 
 const bool = z
@@ -214,6 +224,22 @@ const caFile = nonEmpty.transform((path, ctx) => {
   return certs.join("\n") + "\n";
 });
 
+// A comma-separated list of IP addresses and CIDR ranges (at most 64), checked as net.BlockList takes them.
+const addressList = z.string().transform((s, ctx) => {
+  const parts = s.split(",").map((p) => p.trim()).filter((p) => p !== "");
+  if (parts.length > 64) {
+    ctx.addIssue({ code: "custom", message: "must list at most 64 addresses or ranges" });
+    return z.NEVER;
+  }
+  for (const p of parts) {
+    if (!isAddressOrRange(p)) {
+      ctx.addIssue({ code: "custom", message: `entry '${p.slice(0, 100)}' must be an IP address or a CIDR range such as 10.0.0.0/8` });
+      return z.NEVER;
+    }
+  }
+  return Object.freeze(parts) as readonly string[];
+});
+
 // One entry per variable: its schema and default (undefined = optional, no default).
 const VARS = {
   SVC_GATE_HOST: [nonEmpty, "0.0.0.0"],
@@ -254,6 +280,8 @@ const VARS = {
   SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT: [intIn(1, Number.MAX_SAFE_INTEGER), String(DEFAULT_LIMITS.bodyBytesInFlight)],
   SVC_GATE_AUTH_FAIL_LIMIT: [intIn(1, 1_000_000), String(DEFAULT_LIMITS.authFailLimit)],
   SVC_GATE_AUTH_FAIL_WINDOW_S: [intIn(1, 86_400), String(DEFAULT_LIMITS.authFailWindowS)],
+  SVC_GATE_BODY_TENANT_SHARE_PCT: [intIn(1, 100), String(DEFAULT_LIMITS.bodyTenantSharePct)],
+  SVC_GATE_TRUSTED_PROXIES: [addressList, ""],
 } as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
 
   SVC_GATE_REDIS_TIMEOUT_MS: [intIn(50, 600_000), "2000"],
@@ -370,6 +398,8 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       bodyBytesInFlight: read(env, "SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT")!,
       authFailLimit: read(env, "SVC_GATE_AUTH_FAIL_LIMIT")!,
       authFailWindowS: read(env, "SVC_GATE_AUTH_FAIL_WINDOW_S")!,
+      bodyTenantSharePct: read(env, "SVC_GATE_BODY_TENANT_SHARE_PCT")!,
+      trustedProxies: read(env, "SVC_GATE_TRUSTED_PROXIES")!,
     }),
   };
   // A body the upload limit allows must fit the in-flight budget, or it could never be served.

@@ -256,6 +256,7 @@ const VARS = {
   SVC_GATE_REDIS_CLUSTER_NODES: [redisUrlList, undefined],
   SVC_GATE_REDIS_USERNAME: [z.string().min(1), undefined],
   SVC_GATE_REDIS_PASSWORD: [z.string().min(1), undefined],
+  SVC_GATE_REDIS_TIMEOUT_MS: [intIn(50, 600_000), "2000"],
   SVC_GATE_REDIS_PREFIX: [z.string().regex(/^[A-Za-z0-9_:.-]{1,64}$/, "must be 1-64 letters, digits, underscores, colons, dots or hyphens"), "svc:"],
   SVC_GATE_AUDIT_ENABLED: [bool, "true"],
   SVC_GATE_AUDIT_LOG_PATH: [nonEmpty, "/var/log/svc-gate/audit.jsonl"],
@@ -284,7 +285,6 @@ const VARS = {
   SVC_GATE_TRUSTED_PROXIES: [addressList, ""],
 } as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
 
-  SVC_GATE_REDIS_TIMEOUT_MS: [intIn(50, 600_000), "2000"],
 type VarName = keyof typeof VARS;
 
 /** Every variable the gateway reads (deployment files are checked against this list). */
@@ -327,6 +327,7 @@ function redisTarget(env: NodeJS.ProcessEnv): RedisTarget | undefined {
   const nodes = read(env, "SVC_GATE_REDIS_CLUSTER_NODES");
   const username = read(env, "SVC_GATE_REDIS_USERNAME");
   const password = read(env, "SVC_GATE_REDIS_PASSWORD");
+  const timeoutMs = read(env, "SVC_GATE_REDIS_TIMEOUT_MS")!;
   const given = [url && "SVC_GATE_REDIS_URL", sentinels && "SVC_GATE_REDIS_SENTINELS", nodes && "SVC_GATE_REDIS_CLUSTER_NODES"].filter(Boolean) as string[];
   if (given.length > 1) throw new ConfigError(given[1]!, `${given[1]} and ${given[0]} name Redis two ways; set only one of them.`);
   if (master !== undefined && !sentinels) throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER is set without SVC_GATE_REDIS_SENTINELS.");
@@ -355,7 +356,6 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     throw new ConfigError("SVC_GATE_ENGINE_SERVICE_KEY", "SVC_GATE_ENGINE_SERVICE_KEY must be set (the service key for admin calls and for the engine).");
   }
   const engineUrls = Object.freeze(read(env, "SVC_GATE_ENGINE_URL")!);
-  const timeoutMs = read(env, "SVC_GATE_REDIS_TIMEOUT_MS")!;
   const redis = redisTarget(env);
   const cfg: GatewayConfig = {
     host: read(env, "SVC_GATE_HOST")!,

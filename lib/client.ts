@@ -6,12 +6,14 @@
 // exponential backoff that honours Retry-After; every write carries an Idempotency-Key, the
 // same on its retries, so a retried write is applied at most once.
 import { randomBytes } from "node:crypto";
+import { Readable } from "node:stream";
 import { Agent, request, type Dispatcher } from "undici";
 import {
   SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, OverloadedError, EngineUnreachableError, errorFromCode,
   StoreUnavailableError, StorageFullError, StateUnavailableError,
 } from "./errors.js";
-import { dtypeSchema, keySchema, namespaceSchema, naturalDtype, parseOrThrow, type Dtype } from "./names.js";
+import { dtypeSchema, itemsize, keySchema, namespaceSchema, naturalDtype, parseOrThrow, type Dtype } from "./names.js";
+import { compressLocally, DEFAULT_LOCAL_COMPRESS_BYTES, locallyCompressible, type LocalTT } from "./client-compress.js";
 import {
   putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
   similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema, MAX_JSON_VECTOR,
@@ -56,6 +58,21 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Waits between retries; tests pass a recorder. */
   sleep?: (ms: number) => Promise<void>;
+  /**
+   * A put of float32 or float64 data of at least this many bytes is compressed here with the
+   * engine's TT codec and sent as its cores (put_cores), so that a tensor past the upload limit
+   * can be stored (default 64 MiB; false sends every put as it is).
+   */
+  localCompressBytes?: number | false;
+  /** Called as a large put or serve moves: compressing, then bytes sent or received of the total. */
+  onProgress?: (p: TransferProgress) => void;
+}
+
+/** What `onProgress` reports: a phase, and for upload and download the bytes moved of the total. */
+export interface TransferProgress {
+  phase: "compress" | "upload" | "download";
+  done: number;
+  total: number;
 }
 
 const clientOptionsSchema = z.object({
@@ -66,6 +83,8 @@ const clientOptionsSchema = z.object({
   maxBackoffMs: z.number().min(0).max(3_600_000).optional(),
   timeoutMs: z.number().int().min(1).max(3_600_000).optional(),
   sleep: z.function().optional(),
+  localCompressBytes: z.union([z.number().int().min(0), z.literal(false)]).optional(),
+  onProgress: z.function().optional(),
 }).strict();
 
 export type Data = PutData;
@@ -171,6 +190,44 @@ interface Res { status: number; headers: Record<string, string>; body: Buffer }
 /** Longest metadata sent in the X-SVC-Metadata header; longer goes as a JSON put. */
 const METADATA_HEADER_MAX = 8 * 1024;
 
+/** Bodies and answers of this size or more report their progress to onProgress (1 MiB). */
+const PROGRESS_MIN_BYTES = 1024 * 1024;
+/** Bodies of this size or more are worth the headers-only question after a reset (1 MiB). */
+const PROBE_MIN_BYTES = 1024 * 1024;
+/** How long the headers-only question waits: a refusal by size needs no body, so it is prompt. */
+const PROBE_WAIT_MS = 10_000;
+const RESET_CODES = new Set(["EPIPE", "ECONNRESET", "UND_ERR_SOCKET"]);
+/** A refusal is a short JSON error; a longer answer to the question is not one. */
+const PROBE_ANSWER_BYTES = 64 * 1024;
+
+/** `buf` as a stream of 1 MiB chunks, calling `moved` with the bytes handed to the socket so far. */
+function uploadStream(buf: Buffer, moved: (done: number) => void): Readable {
+  let at = 0;
+  return new Readable({
+    read() {
+      if (at >= buf.length) { this.push(null); return; }
+      const end = Math.min(buf.length, at + PROGRESS_MIN_BYTES);
+      this.push(buf.subarray(at, end));
+      at = end;
+      moved(at);
+    },
+  });
+}
+
+/** A response body read into one Buffer of `total` bytes, calling `moved` as chunks arrive. */
+async function download(body: AsyncIterable<Buffer>, total: number, moved: (done: number) => void): Promise<Buffer> {
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  for await (const c of body) {
+    // undici ends a body that outgrows its Content-Length with an error; this is a backstop
+    if (at + c.length > total) throw new SvcError("internal", "The service answered more bytes than its Content-Length announced.");
+    c.copy(out, at);
+    at += c.length;
+    moved(at);
+  }
+  return out.subarray(0, at);
+}
+
 /** 128 random bits, base64url (22 characters). */
 const newIdempotencyKey = (): string => randomBytes(16).toString("base64url");
 
@@ -208,17 +265,60 @@ export function createClient(options: ClientOptions): SvcClient {
     let body: Buffer | string | undefined;
     if (r.raw) { headers["content-type"] = "application/octet-stream"; body = r.raw; }
     else if (r.json !== undefined) { headers["content-type"] = "application/json"; body = JSON.stringify(r.json); }
+    const size = body === undefined ? 0 : typeof body === "string" ? Buffer.byteLength(body) : body.length;
+    const report = options.onProgress;
+    let sent: Buffer | string | Readable | undefined = body;
+    if (report && body !== undefined && size >= PROGRESS_MIN_BYTES) {
+      headers["content-length"] = String(size);
+      sent = uploadStream(typeof body === "string" ? Buffer.from(body) : body, (done) => report({ phase: "upload", done, total: size }));
+    }
     try {
-      const res = await request(url, { method: r.method, headers, body, dispatcher });
-      const buf = Buffer.from(await res.body.arrayBuffer());
+      const res = await request(url, { method: r.method, headers, body: sent, dispatcher });
+      const total = Number(res.headers["content-length"] ?? 0);
+      const buf = report && total >= PROGRESS_MIN_BYTES
+        ? await download(res.body, total, (done) => report({ phase: "download", done, total }))
+        : Buffer.from(await res.body.arrayBuffer());
       return { status: res.statusCode, headers: headerMap(res.headers), body: buf };
     } catch (e) {
       const code = (e as { code?: string }).code ?? "";
+      // A server that refuses a large body from its headers (413) and closes the connection can
+      // reset it before its answer is read: ask again with the headers alone to read that answer.
+      if (size >= PROBE_MIN_BYTES && RESET_CODES.has(code)) {
+        const refusal = await refusalOf(url, r.method, headers, size);
+        if (refusal) return refusal;
+      }
       if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") {
         throw new EngineUnreachableError(`The service at ${base} did not answer within ${timeoutMs} ms.`);
       }
       throw new EngineUnreachableError(`The service at ${base} could not be reached${code ? ` (${code})` : ""}.`);
     }
+  }
+
+  /**
+   * The server's answer to a request's headers alone (Content-Length of the real body, which is
+   * never sent): its refusal when it refuses by size or rights, or null when it waits for the
+   * body (then the original transport error stands). The connection is dropped either way.
+   */
+  async function refusalOf(url: URL, method: Req["method"], headers: Record<string, string>, size: number): Promise<Res | null> {
+    // node:http, because it can send the headers alone (flushHeaders); undici waits for body bytes
+    const http = url.protocol === "https:" ? await import("node:https") : await import("node:http");
+    return new Promise<Res | null>((resolve) => {
+      const req = http.request(url, { method, headers: { ...headers, "content-length": String(size) }, timeout: PROBE_WAIT_MS });
+      const done = (r: Res | null) => { resolve(r); req.destroy(); };
+      req.on("response", (res) => {
+        const chunks: Buffer[] = [];
+        let n = 0;
+        res.on("data", (c: Buffer) => { n += c.length; if (n <= PROBE_ANSWER_BYTES) chunks.push(c); else done(null); });
+        res.on("end", () => {
+          const status = res.statusCode ?? 0;
+          done(status >= 400 ? { status, headers: headerMap(res.headers), body: Buffer.concat(chunks) } : null);
+        });
+        res.on("error", () => done(null));
+      });
+      req.on("timeout", () => done(null));
+      req.on("error", () => done(null));
+      req.flushHeaders();
+    });
   }
 
   function record(res: Res, attempts: number): void {
@@ -305,6 +405,41 @@ export function createClient(options: ClientOptions): SvcClient {
   const opt = <S extends z.ZodType>(schema: S, v: unknown): z.output<S> => parseOrThrow(schema, v, "options");
   const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
+  /**
+   * A large float32/float64 put compressed here and stored with put_cores: the answer is put_cores'
+   * with the verdict, relative_error and max_abs_error measured here (put_cores records them as a
+   * given TT: compressed, 0). Null when the data do not compress (they then go as they are).
+   */
+  async function putLocallyCompressed(
+    n: string, k: string, data: Data, dtype: "float32" | "float64", o: z.output<typeof putOptionsSchema>,
+  ): Promise<PutResult | null> {
+    if (!o.shape) throw new ValidationError(`shape is required for dtype ${dtype}.`, "shape");
+    const need = o.shape.reduce((a, b) => a * b, 1) * itemsize(dtype);
+    if (need !== data.byteLength) {
+      throw new ValidationError(`data has ${data.byteLength} bytes but shape [${o.shape.join(", ")}] of ${dtype} needs ${need}.`, "data");
+    }
+    const values = typedArrayOf(dtype, bytesOf(data)) as Float32Array | Float64Array;
+    for (let i = 0; i < values.length; i++) {
+      if (!Number.isFinite(values[i]!)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
+    }
+    options.onProgress?.({ phase: "compress", done: 0, total: data.byteLength });
+    const tt: LocalTT | null = await compressLocally(values, o.shape, o.tolerance, o.max_rank);
+    if (tt === null) return null;
+    const cores = tt.cores.map((c, i): CoreInput => ({ shape: [tt.ranks[i]!, tt.modes[i]!, tt.ranks[i + 1]!], data: c, dtype }));
+    let r: PutResult;
+    try {
+      r = await client.putCores(n, k, cores, defined({ shape: o.shape, metadata: o.metadata, if_version: o.if_version }));
+    } catch (e) {
+      if (!(e instanceof SvcError) || e.code !== "payload_too_large") throw e;
+      const stored = tt.cores.reduce((s, c) => s + c.byteLength, 0);
+      const err = errorFromCode("payload_too_large",
+        `Even compressed to ${stored} bytes of TT cores (ratio ${(data.byteLength / stored).toFixed(1)}), the tensor is past the upload limit: ${e.message.replace(/\.$/, "")}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or allow a larger tolerance or a smaller max_rank.`);
+      Object.assign(err.extra, e.extra);
+      throw err;
+    }
+    return { ...r, verdict: tt.verdict, compressed: true, relative_error: tt.relative_error, max_abs_error: tt.max_abs_error };
+  }
+
   const client: SvcClient = {
     get lastResponse() { return last; },
 
@@ -317,6 +452,11 @@ export function createClient(options: ClientOptions): SvcClient {
       const natural = naturalDtype(data);
       const dtype: Dtype = o.dtype ?? (natural === "raw" ? "bytes" : natural);
       if (!compatible(natural, dtype)) throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
+      const localFrom = options.localCompressBytes ?? DEFAULT_LOCAL_COMPRESS_BYTES;
+      if (localFrom !== false && data.byteLength >= localFrom && locallyCompressible(dtype, o as Record<string, unknown>)) {
+        const local = await putLocallyCompressed(n, k, data, dtype as "float32" | "float64", o);
+        if (local) return local;
+      }
       const fields = { namespace: n, key: k, dtype, shape: o.shape, tolerance: o.tolerance, max_rank: o.max_rank, if_version: o.if_version };
       // header values must be Latin-1: everything else is escaped, so that any metadata travels
       const meta = o.metadata === undefined ? undefined

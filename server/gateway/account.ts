@@ -4,12 +4,13 @@
 // carries the rate-limit headers, is charged 0 CUs and leaves the usual audit record.
 import express, { type Request, type Response, type Router } from "express";
 import { performance } from "node:perf_hooks";
-import { RateLimitedError, STATUS_OF, ValidationError } from "../../lib/errors.js";
+import { ForbiddenError, RateLimitedError, STATUS_OF, ValidationError } from "../../lib/errors.js";
 import { sendError, toSvcError } from "../http/errors.js";
 import { requestIdOf } from "../http/request-id.js";
 import { usageRecord } from "./admin.js";
 import type { AuditSink } from "./audit.js";
-import { authenticateTenant } from "./auth.js";
+import { tenantKeyHashOf } from "./auth.js";
+import { confirmKey, isFullGrant } from "./keys.js";
 import type { Clock } from "./clock.js";
 import { PERIOD_RE, periodOf, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, type LimitsPolicy } from "./plans.js";
@@ -31,11 +32,15 @@ export interface AccountDeps {
  * headers set, and 429 with the API's sentence past it.
  */
 export async function admitTenantCall(
-  d: { registry: TenantRegistry; limiter: RateLimiter; policy: LimitsPolicy },
+  d: { registry: TenantRegistry; limiter: RateLimiter; policy: LimitsPolicy; clock?: Clock },
   req: Request,
   res: Response,
+  need: "any" | "full" = "any",
 ): Promise<TenantRecord> {
-  const tenant = await authenticateTenant(d.registry, req);
+  const h = tenantKeyHashOf(req);
+  const { tenant, grant } = confirmKey(h === null ? null : await d.registry.findByKeyHash(h), h, (d.clock?.now() ?? Date.now()));
+  // Actions on the account itself (a plan purchase) need a key with every scope on every namespace.
+  if (need === "full" && !isFullGrant(grant)) throw new ForbiddenError(`API key ${grant.key_id} is a scoped key; this call needs the tenant's own key or a key with scope write on every namespace.`);
   const rl = effectiveRateLimit(tenant, d.policy);
   const rate = await d.limiter.hit(tenant.tenant_id, { requests: rl.requests, windowMs: rl.window_s * 1000 });
   res.setHeader("X-RateLimit-Limit", String(rate.limit));

@@ -1,4 +1,4 @@
-// Admin endpoints (docs/api.md, admin routes): tenants, keys, plans, usage, reload.
+// Admin endpoints (docs/api.md, admin routes): tenants, keys, plans, usage, reload; scoped keys in keys.ts.
 // Service key only (Authorization: Bearer); a tenant key here is 401. Unknown tenant 404,
 // existing tenant 409 `version_conflict`, unknown plan 400. Keys are returned once and stored hashed.
 import express, { type Request, type Response, type Router } from "express";
@@ -11,6 +11,8 @@ import { OPERATIONS, PERIOD_RE, periodOf, toCus, type UsageStore } from "./meter
 import { effectiveRateLimit, planSchema, TIERS, type LimitsPolicy, type Plan } from "./plans.js";
 import { termsForPeriod, type TenantRecord, type TenantRegistry } from "./tenants.js";
 import { auditTailQuerySchema, type AuditTailReader } from "./audit-tail.js";
+import type { KeyUsageTracker } from "./key-usage.js";
+import { keysRouter } from "./keys.js";
 
 export interface AdminDeps {
   registry: TenantRegistry;
@@ -20,6 +22,8 @@ export interface AdminDeps {
   serviceKey: string;
   /** Reads this gateway's audit log back, newest first (GET /gate/admin/audit); absent: 404. */
   auditTail?: AuditTailReader;
+  /** Last use of scoped keys (GET /gate/admin/keys/{tenant_id}). */
+  keyUsage: KeyUsageTracker;
 }
 
 const rateLimitSchema = z.strictObject({
@@ -188,6 +192,8 @@ export function adminRouter(d: AdminDeps): Router {
     const n = await d.registry.reload();
     res.status(200).json({ status: "ok", tenants_loaded: n });
   });
+
+  r.use(keysRouter({ registry: d.registry, clock: d.clock, keyUsage: d.keyUsage }));
 
   r.use((req, _res, next) => next(new NotFoundError(`No admin endpoint ${req.method} ${req.path}.`)));
   return r;

@@ -25,7 +25,7 @@ import { type Operation, type UsageStore, usageKey, USAGE_TOTAL_FIELD } from "./
 import { type RateLimiter, type RateLimitState, rateKey, SLIDE_LUA, stateOfSlide, type WindowSpec } from "./ratelimit.js";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
-import { frozen, type RedisTenantRegistry, tenantKey, type TenantRecord, type TenantRegistry } from "./tenants.js";
+import { frozen, holdsKeyHash, type RedisTenantRegistry, tenantKey, type TenantRecord, type TenantRegistry } from "./tenants.js";
 
 export interface Lookup {
   readonly tenant: TenantRecord;
@@ -33,6 +33,8 @@ export interface Lookup {
   readonly cached: boolean;
   /** What admit() compares with the stored record (the SHA-1 of its JSON); "" when never stale. */
   readonly version: string;
+  /** The key hash it was looked up by (the tenant's own key or one of its scoped keys). */
+  readonly keyHash: string;
 }
 
 /** The quota side of an admission: the period, the quota and what this request may cost (milli-CUs). */
@@ -85,7 +87,7 @@ export interface Admission {
 export function directAdmission(registry: TenantRegistry, limiter: RateLimiter, usage: UsageStore, now: () => number = Date.now): Admission {
   const find = async (h: string): Promise<Lookup | null> => {
     const tenant = await registry.findByKeyHash(h);
-    return tenant ? { tenant, cached: false, version: "" } : null;
+    return tenant ? { tenant, cached: false, version: "", keyHash: h } : null;
   };
   const held = new Map<string, Map<string, { milli: number; expires: number }>>();
   const heldKey = (tenant: string, period: string) => `${period}\0${tenant}`;
@@ -200,11 +202,11 @@ export class RedisAdmission implements Admission {
   async refresh(h: string): Promise<Lookup | null> {
     const text = await this.registry.recordTextByKeyHash(h);
     const t = text ? (JSON.parse(text) as TenantRecord) : null;
-    if (!text || !t || !t.active || t.key_hash !== h) {
+    if (!text || !t || !t.active || !holdsKeyHash(t, h)) {
       this.cache.delete(h);
       return null;
     }
-    const fresh: Lookup = { tenant: frozen(t), cached: false, version: sha1Hex(text) };
+    const fresh: Lookup = { tenant: frozen(t), cached: false, version: sha1Hex(text), keyHash: h };
     this.cache.delete(h); // re-inserted last: the newest entry
     if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(h, { ...fresh, cached: true });
@@ -223,7 +225,7 @@ export class RedisAdmission implements Admission {
     }
     const r = (await ADMIT.run(this.redis, keys, args)) as unknown[];
     if (Number(r[0]) === -1) {
-      if (this.cache.get(l.tenant.key_hash)?.version === l.version) this.cache.delete(l.tenant.key_hash);
+      if (this.cache.get(l.keyHash)?.version === l.version) this.cache.delete(l.keyHash);
       return null;
     }
     const reservation = quota !== null && Number(r[5]) === 1 ? { tenant: id, period: quota.period, id: member, milli: quota.costMilli } : null;

@@ -32,6 +32,8 @@ import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/bo
 import { confirmTenant, credentialOf, headerOf, KEY_PREFIX, secretsEqual, sha256Hex, tenantKeyHashOf } from "./auth.js";
 import { clientAddress, trustedProxies } from "./client-address.js";
 import type { Clock } from "./clock.js";
+import { checkGrant, confirmKey, PRIMARY_KEY_ID, type KeyGrant } from "./keys.js";
+import { KeyUsageTracker, MemoryKeyUsageStore } from "./key-usage.js";
 import type { RateLimitSpec } from "./config.js";
 import { corsMiddleware } from "./cors.js";
 import { IDEMPOTENCY_KEY_RE, replayableOp } from "./engines.js";
@@ -92,6 +94,8 @@ export interface GatewayDeps {
   metrics?: GatewayMetrics;
   /** SVC_GATE_METRICS_TOKEN: a bearer token that reads GET /metrics only (the service key also does). */
   metricsToken?: string;
+  /** Last use of scoped keys, noted per request and written in batches; default: in this process's memory. */
+  keyUsage?: KeyUsageTracker;
   /** The budget of request bodies in flight; default: one of limits.bodyBytesInFlight (tests read its counters). */
   bodyBudget?: BodyBudget;
 }
@@ -216,6 +220,7 @@ export function createApp(deps: GatewayDeps): Express {
   const policy = { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit };
   const startedAt = clock.now();
   const metrics = deps.metrics ?? createGatewayMetrics();
+  const keyUsage = deps.keyUsage ?? new KeyUsageTracker(new MemoryKeyUsageStore());
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -311,7 +316,7 @@ export function createApp(deps: GatewayDeps): Express {
   app.use(accountRouter({ registry, limiter, usage, audit, clock, policy }));
 
   const auditTail = deps.auditTail ?? (audit instanceof MemoryAuditSink ? memoryAuditTail(audit.records) : undefined);
-  const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey, auditTail });
+  const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey, auditTail, keyUsage });
   app.use((req, res, next) => {
     if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) {
       auditBeforeEnd(req, res);
@@ -330,7 +335,7 @@ export function createApp(deps: GatewayDeps): Express {
     res.end = ((...args: unknown[]) => {
       if (ended) return res;
       ended = true;
-      const named = /^\/gate\/admin\/usage\/([^/]+)$/.exec(req.path)?.[1] ?? (req.body as { tenant_id?: unknown } | undefined)?.tenant_id;
+      const named = (res.locals.tenant_id as string | undefined) ?? /^\/gate\/admin\/(?:usage|keys)\/([^/]+)$/.exec(req.path)?.[1] ?? (req.body as { tenant_id?: unknown } | undefined)?.tenant_id;
       void audit.write({
         ts: new Date(clock.now()).toISOString(),
         tenant_id: typeof named === "string" && tenantIdSchema.safeParse(named).success ? named : "",
@@ -383,6 +388,8 @@ export function createApp(deps: GatewayDeps): Express {
     const method = req.method ?? "GET";
     const path = url.split("?")[0]!;
     let tenant: TenantRecord | null = null;
+    // What the request's key allows (scopes, namespaces): checked at step 4.
+    let grant: KeyGrant | null = null;
     let keyHash: string | null = null;
     let found: Lookup | null = null;
     let namespace = "";
@@ -400,7 +407,9 @@ export function createApp(deps: GatewayDeps): Express {
     const reauthenticate = async (): Promise<TenantRecord> => {
       tenant = null;
       found = keyHash === null ? null : await admission.refresh(keyHash);
-      tenant = confirmTenant(found?.tenant ?? null, keyHash);
+      const ok = confirmKey(found?.tenant ?? null, keyHash, clock.now());
+      grant = ok.grant;
+      tenant = ok.tenant;
       return tenant;
     };
 
@@ -415,6 +424,7 @@ export function createApp(deps: GatewayDeps): Express {
         cus: toCus(milli),
         latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
         request_id: rid,
+        key_id: grant?.key_id ?? "",
       });
 
     try {
@@ -424,7 +434,11 @@ export function createApp(deps: GatewayDeps): Express {
       // earlier refusal re-reads it first.
       keyHash = tenantKeyHashOf(req);
       found = keyHash === null ? null : await admission.lookup(keyHash);
-      tenant = confirmTenant(found?.tenant ?? null, keyHash);
+      const authed = confirmKey(found?.tenant ?? null, keyHash, clock.now());
+      tenant = authed.tenant;
+      grant = authed.grant;
+      // A scoped key's last use, noted in memory and written in batches (key-usage.ts).
+      if (grant.key_id !== PRIMARY_KEY_ID) keyUsage.touch(tenant.tenant_id, grant.key_id, clock.now());
       const over = overLimit.get(tenant.tenant_id);
       if (over !== undefined) {
         const state = await limiter.peek(tenant.tenant_id, windowOf(tenant));
@@ -501,9 +515,11 @@ export function createApp(deps: GatewayDeps): Express {
         throw new ValidationError("The Idempotency-Key header must be 1 to 255 visible ASCII characters.", "Idempotency-Key");
       }
 
-      // Step 4: namespace isolation: every namespace named (path, body, namespace_b).
+      // Step 4: namespace isolation: every namespace named (path, body, namespace_b), then the
+      // key's own scopes and namespaces (keys.ts).
       if (found!.cached && !aclAllows(tenant, namespaces)) await reauthenticate();
       checkAcl(tenant, namespaces);
+      checkGrant(grant!, route.op, namespaces);
 
       // Steps 5 and 6 in one atomic step (admission.ts): the rate limit's hit (sliding window
       // per tenant) and, when a quota is enforced, the month's usage plus the CUs reserved by
@@ -521,6 +537,7 @@ export function createApp(deps: GatewayDeps): Express {
         if (attempt > 5) throw new Error("The tenant record kept changing during admission.");
         await reauthenticate();
         checkAcl(tenant, namespaces);
+        checkGrant(grant!, route.op, namespaces);
         quota = enforcedQuota(tenant, policy);
         admitted = await admission.admit(found!, windowOf(tenant), quotaAsk(quota));
       }

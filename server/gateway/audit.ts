@@ -22,6 +22,8 @@ export interface AuditRecord {
   cus: number;
   latency_ms: number;
   request_id: string;
+  /** The key the request authenticated with ("primary" for the tenant's own key); "" when none. */
+  key_id?: string;
 }
 
 export interface AuditSink {
@@ -64,12 +66,13 @@ export function clip(s: string, max: number): string {
   return `${s.slice(0, max)}...[truncated ${cut} characters]`;
 }
 
-/** Serialises a record with the seed's fields in the seed's order and nothing else, each bounded. */
+/** Serialises a record with the seed's fields in the seed's order, then key_id (docs/api.md), each bounded. */
 export function auditLine(r: AuditRecord): string {
   return JSON.stringify({
     ts: clip(r.ts, AUDIT_MAX_FIELD), tenant_id: clip(r.tenant_id, AUDIT_MAX_FIELD), method: clip(r.method, AUDIT_MAX_FIELD),
     path: clip(r.path, AUDIT_MAX_PATH), namespace: clip(r.namespace, AUDIT_MAX_FIELD),
     status: r.status, cus: r.cus, latency_ms: r.latency_ms, request_id: clip(r.request_id, AUDIT_MAX_FIELD),
+    key_id: clip(r.key_id ?? "", AUDIT_MAX_FIELD),
   }) + "\n";
 }
 

@@ -4,7 +4,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { UnauthorizedError, ValidationError } from "../../lib/errors.js";
-import type { TenantRecord, TenantRegistry } from "./tenants.js";
+import { keyHashesOf, type TenantRecord } from "./tenants.js";
 
 export const KEY_PREFIX = "svc_live_";
 
@@ -76,21 +76,18 @@ export function tenantKeyHashOf(req: IncomingMessage): string | null {
 
 /**
  * Step 2, second half: `t` (the record looked up by `keyHash`) is active and holds that very
- * key hash, compared in constant time; else 401.
+ * key hash (its own key or a scoped key), compared in constant time; else 401. Scopes and
+ * expiry are keys.ts's confirmKey.
  */
 export function confirmTenant(t: TenantRecord | null, keyHash: string | null): TenantRecord {
   // Keys are looked up by their SHA-256, so nothing secret is compared byte by byte with
   // early exit; this is a constant-time confirmation of the match.
-  if (!t || keyHash === null || !t.active || !timingSafeEqual(Buffer.from(t.key_hash, "hex"), Buffer.from(keyHash, "hex"))) {
-    throw new UnauthorizedError("Invalid API key.");
-  }
+  if (!t || keyHash === null || keyHash.length !== 64 || !t.active) throw new UnauthorizedError("Invalid API key.");
+  const h = Buffer.from(keyHash, "hex");
+  let match = false;
+  for (const k of keyHashesOf(t)) if (k.length === 64 && timingSafeEqual(Buffer.from(k, "hex"), h)) match = true;
+  if (!match) throw new UnauthorizedError("Invalid API key.");
   return t;
-}
-
-/** The active tenant the request's key belongs to; UnauthorizedError otherwise. */
-export async function authenticateTenant(registry: TenantRegistry, req: IncomingMessage): Promise<TenantRecord> {
-  const h = tenantKeyHashOf(req);
-  return confirmTenant(h === null ? null : await registry.findByKeyHash(h), h);
 }
 
 /** Admin authentication: `Authorization: Bearer <service key>`; anything else is 401. */

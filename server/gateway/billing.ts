@@ -412,7 +412,7 @@ export function billingRouter(deps: BillingDeps): Router {
     const t0 = performance.now();
     let tenantId = "";
     try {
-      const tenant = await admitTenantCall(deps, req, res);
+      const tenant = await admitTenantCall(deps, req, res, "full");
       tenantId = tenant.tenant_id;
       if (!/^application\/json\s*(;|$)/i.test(req.get("content-type") ?? "")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
       await runMiddleware(jsonBody, req, res);

@@ -21,6 +21,7 @@ import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "./ratelim
 import { openRedis, type RedisHandle, type RedisTarget } from "./redis-ha.js";
 import { StripePaymentProvider } from "./stripe-client.js";
 import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "./tenants.js";
+import { KeyUsageTracker, LocalFileKeyUsageStore, RedisKeyUsageStore, type KeyUsageStore } from "./key-usage.js";
 import { warmOffload } from "../http/offload.js";
 
 export interface RunningGateway {
@@ -46,6 +47,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   let limiter: RateLimiter;
   let admission: Admission | undefined;
   let authThrottle: AuthThrottle;
+  let keyUsageStore: KeyUsageStore;
   const failSpec = { limit: config.limits.authFailLimit, windowMs: config.limits.authFailWindowS * 1000 };
   if (config.redis) {
     // One server, a master behind sentinels, or a cluster (redis-ha.ts); on a cluster each
@@ -59,12 +61,15 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     // One round trip per request before forwarding: cached records confirmed by one script.
     admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix, undefined, tags);
     authThrottle = new RedisAuthThrottle(redis, config.redisPrefix, failSpec, clock);
+    keyUsageStore = new RedisKeyUsageStore(redis, config.redisPrefix, tags);
   } else {
     authThrottle = new MemoryAuthThrottle(failSpec, clock);
     registry = await LocalFileTenantRegistry.open(config.dataDir);
     usage = await LocalFileUsageStore.open(config.dataDir);
     limiter = new MemoryRateLimiter(clock);
+    keyUsageStore = await LocalFileKeyUsageStore.open(config.dataDir);
   }
+  const keyUsage = new KeyUsageTracker(keyUsageStore);
   let audit: AuditSink;
   try {
     audit = config.auditEnabled ? await FileAuditSink.open(config.auditLogPath) : new DisabledAuditSink();
@@ -114,6 +119,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     metricsToken: config.metricsToken,
     limits: config.limits,
     authThrottle,
+    keyUsage,
   });
 
   const server: Server = await new Promise((resolve, reject) => {
@@ -140,6 +146,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
           server.closeIdleConnections();
         });
         await engine.close();
+        await keyUsage.close().catch(() => {});
         await limiter.close();
         await usage.close();
         await registry.close();

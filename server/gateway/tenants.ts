@@ -32,7 +32,34 @@ export interface TenantRecord {
   billing?: TenantBilling;
   /** Plan terms in force from each instant on (oldest first), so a closed period's overage uses its own plan. */
   plan_history?: PlanChange[];
+  /** Scoped keys (keys.ts), besides the key of creation and rotation; absent when none. */
+  keys?: ScopedKey[];
 }
+
+export type Scope = "read" | "write";
+
+/** A scoped API key of a tenant; like the tenant's own key, only its SHA-256 is stored. */
+export interface ScopedKey {
+  key_id: string;
+  name: string;
+  key_hash: string;
+  scopes: Scope[];
+  /** The namespaces it may name (a subset of the tenant's); null: every namespace of the tenant. */
+  namespaces: string[] | null;
+  /** ISO 8601 UTC instant from which the key is refused; null: never. */
+  expires_at: string | null;
+  created_at: string;
+}
+
+/** Every key hash that authenticates as `t` while it is active: its own key, then its scoped keys. */
+export function keyHashesOf(t: TenantRecord): string[] {
+  const out = t.key_hash ? [t.key_hash] : [];
+  for (const k of t.keys ?? []) out.push(k.key_hash);
+  return out;
+}
+
+/** Whether `h` is one of the key hashes of `t` (active or not). */
+export const holdsKeyHash = (t: TenantRecord, h: string): boolean => h !== "" && (t.key_hash === h || (t.keys ?? []).some((k) => k.key_hash === h));
 
 export interface TenantBilling {
   /** The provider subscription that set the current paid plan (null when none). */
@@ -134,6 +161,15 @@ export const tenantRecordSchema = z.object({
     })
     .optional(),
   plan_history: z.array(z.object({ from: z.string(), plan: planSchema, monthly_quota: z.number().nonnegative().nullable() })).optional(),
+  keys: z.array(z.object({
+    key_id: z.string(),
+    name: z.string(),
+    key_hash: z.string().regex(/^[0-9a-f]{64}$/),
+    scopes: z.array(z.enum(["read", "write"])),
+    namespaces: z.array(namespaceSchema).nullable(),
+    expires_at: z.string().nullable(),
+    created_at: z.string(),
+  })).optional(),
 });
 
 export interface TenantRegistry {
@@ -141,8 +177,10 @@ export interface TenantRegistry {
   /** Adds a tenant; ConflictError when the id exists (deactivated ones included). */
   create(rec: TenantRecord): Promise<void>;
   get(tenantId: string): Promise<TenantRecord | null>;
-  /** The active tenant whose current key hashes to `keyHash`, or null. */
+  /** The active tenant whose current key or one of whose scoped keys hashes to `keyHash`, or null. */
   findByKeyHash(keyHash: string): Promise<TenantRecord | null>;
+  /** The tenant (deactivated ones included) holding the scoped key `keyId`, or null. */
+  findByKeyId(keyId: string): Promise<TenantRecord | null>;
   /** The tenant whose `billing.customer_id` is `customerId` (deactivated ones included), or null. */
   findByCustomerId(customerId: string): Promise<TenantRecord | null>;
   /** Replaces a record with `change(current)` atomically; NotFoundError when absent. */
@@ -177,6 +215,7 @@ export class MemoryTenantRegistry implements TenantRegistry {
   protected tenants = new Map<string, TenantRecord>();
   protected byHash = new Map<string, string>();
   protected byCustomer = new Map<string, string>();
+  protected byKeyId = new Map<string, string>();
   protected events = new Map<string, ProcessedEvent>();
   // Mutations run one after another so a persisted snapshot never interleaves two changes.
   private chain: Promise<unknown> = Promise.resolve();
@@ -184,8 +223,10 @@ export class MemoryTenantRegistry implements TenantRegistry {
   protected index(): void {
     this.byHash = new Map();
     this.byCustomer = new Map();
+    this.byKeyId = new Map();
     for (const t of this.tenants.values()) {
-      if (t.active && t.key_hash) this.byHash.set(t.key_hash, t.tenant_id);
+      if (t.active) for (const h of keyHashesOf(t)) this.byHash.set(h, t.tenant_id);
+      for (const k of t.keys ?? []) this.byKeyId.set(k.key_id, t.tenant_id);
       if (t.billing?.customer_id) this.byCustomer.set(t.billing.customer_id, t.tenant_id);
     }
   }
@@ -216,7 +257,13 @@ export class MemoryTenantRegistry implements TenantRegistry {
   async findByKeyHash(h: string): Promise<TenantRecord | null> {
     const id = this.byHash.get(h);
     const t = id === undefined ? undefined : this.tenants.get(id);
-    return t && t.active && t.key_hash === h ? t : null;
+    return t && t.active && holdsKeyHash(t, h) ? t : null;
+  }
+
+  async findByKeyId(keyId: string): Promise<TenantRecord | null> {
+    const id = this.byKeyId.get(keyId);
+    const t = id === undefined ? undefined : this.tenants.get(id);
+    return t && (t.keys ?? []).some((k) => k.key_id === keyId) ? t : null;
   }
 
   async findByCustomerId(c: string): Promise<TenantRecord | null> {
@@ -281,8 +328,8 @@ export class MemoryTenantRegistry implements TenantRegistry {
 const fileSchema = z.object({ version: z.literal(1), tenants: z.array(tenantRecordSchema), events: z.array(eventSchema).default([]) });
 
 function checkEventChange(cur: TenantRecord, next: TenantRecord): void {
-  if (next.tenant_id !== cur.tenant_id || next.key_hash !== cur.key_hash || next.active !== cur.active) {
-    throw new Error("A payment event may not change a tenant's id, key or active flag.");
+  if (next.tenant_id !== cur.tenant_id || next.key_hash !== cur.key_hash || next.active !== cur.active || JSON.stringify(next.keys) !== JSON.stringify(cur.keys)) {
+    throw new Error("A payment event may not change a tenant's id, keys or active flag.");
   }
 }
 
@@ -402,8 +449,9 @@ return redis.call('GET', ARGV[1] .. id)`);
 export const tenantKey = (prefix: string, id: string, hashTags = false): string => `${prefix}tenant:${tenantTag(id, hashTags)}`;
 
 /**
- * Registry in Redis: `<prefix>tenant:<id>` (JSON), `<prefix>key:<sha256>` (id), `<prefix>tenants`
- * (set), `<prefix>customer:<provider customer id>` (id; written with the billing record). With
+ * Registry in Redis: `<prefix>tenant:<id>` (JSON), `<prefix>key:<sha256>` (id, for the tenant's
+ * key and each scoped key), `<prefix>keyid:<key id>` (id), `<prefix>tenants` (set),
+ * `<prefix>customer:<provider customer id>` (id; written with the billing record). With
  * hash tags (a Redis Cluster) the record is `tenant:{id}` and a payment event's record
  * `billing:event:{id}:<event>`, in the tenant's slot.
  */
@@ -420,16 +468,22 @@ export class RedisTenantRegistry implements TenantRegistry {
   private get hashPrefix() { return `${this.prefix}key:`; }
   private cKey = (customerId: string) => `${this.prefix}customer:${customerId}`;
   private dropIndex = (key: string, id: string) => DEL_IF.run(this.redis, [key], [id]);
+  private idKey = (keyId: string) => `${this.prefix}keyid:${keyId}`;
+  /** The index keys naming a record: its key hashes while active, its scoped keys' ids always. */
+  private indexesOf = (t: TenantRecord): string[] => [
+    ...(t.active ? keyHashesOf(t).map((h) => this.hashPrefix + h) : []),
+    ...(t.keys ?? []).map((k) => this.idKey(k.key_id)),
+  ];
 
   async create(rec: TenantRecord): Promise<void> {
     // The index and the id set first, the record last and only if absent: the record's SET NX
     // decides, and a tenant is listed and found by its key from the moment it exists.
-    const indexed = rec.key_hash !== "" ? this.hashPrefix + rec.key_hash : null;
-    if (indexed) await this.redis.sendCommand(["SET", indexed, rec.tenant_id]);
+    const indexed = this.indexesOf(rec);
+    for (const k of indexed) await this.redis.sendCommand(["SET", k, rec.tenant_id]);
     await this.redis.sendCommand(["SADD", `${this.prefix}tenants`, rec.tenant_id]);
     const ok = await this.redis.sendCommand(["SET", this.tKey(rec.tenant_id), JSON.stringify(withPlanHistory(null, rec)), "NX"]);
     if (ok !== "OK") {
-      if (indexed) await this.dropIndex(indexed, rec.tenant_id);
+      for (const k of indexed) await this.dropIndex(k, rec.tenant_id);
       throw new ConflictError(`Tenant ${rec.tenant_id} already exists.`);
     }
   }
@@ -450,7 +504,13 @@ export class RedisTenantRegistry implements TenantRegistry {
     const s = await this.recordTextByKeyHash(h);
     if (!s) return null;
     const t = JSON.parse(s) as TenantRecord;
-    return t.active && t.key_hash === h ? t : null;
+    return t.active && holdsKeyHash(t, h) ? t : null;
+  }
+
+  async findByKeyId(keyId: string): Promise<TenantRecord | null> {
+    const id = await this.getText(this.idKey(keyId));
+    const t = id ? await this.get(id) : null;
+    return t && (t.keys ?? []).some((k) => k.key_id === keyId) ? t : null;
   }
 
   async findByCustomerId(c: string): Promise<TenantRecord | null> {
@@ -477,18 +537,18 @@ export class RedisTenantRegistry implements TenantRegistry {
       const cur = JSON.parse(curText) as TenantRecord;
       const next = withPlanHistory(cur, change(structuredClone(cur)));
       const nextText = JSON.stringify(next);
-      const oldHash = cur.active ? cur.key_hash : "";
-      const newHash = next.active ? next.key_hash : "";
-      // A new key's index before the record names it; the old key's after the record no
-      // longer does (from that instant the old key fails everywhere: lookups check the record).
-      const added = newHash !== "" && newHash !== oldHash ? this.hashPrefix + newHash : null;
-      if (added) await this.redis.sendCommand(["SET", added, id]);
+      const before = this.indexesOf(cur);
+      const after = this.indexesOf(next);
+      // New keys' indexes before the record names them; old keys' after the record no longer
+      // does (from that instant an old key fails everywhere: lookups check the record).
+      const added = after.filter((k) => !before.includes(k));
+      for (const k of added) await this.redis.sendCommand(["SET", k, id]);
       const r = Number(await CAS.run(this.redis, [this.tKey(id)], [curText, nextText]));
       if (r === 1) {
-        if (oldHash !== "" && oldHash !== newHash) await this.dropIndex(this.hashPrefix + oldHash, id);
+        for (const k of before) if (!after.includes(k)) await this.dropIndex(k, id);
         return next;
       }
-      if (added) await this.dropIndex(added, id);
+      for (const k of added) await this.dropIndex(k, id);
       if (r === -1) throw notFound(id);
     }
     throw new ConflictError(`Tenant ${id} is being changed concurrently; try again.`);

@@ -6,7 +6,7 @@ import { request as httpRequest } from "node:http";
 import { jsonBodyLimit } from "../../server/http/limits.js";
 import { admin, call, createTenant, SERVICE_KEY, startFakeEngine, startTestGateway, type FakeEngine, type TestGateway } from "./helpers.js";
 
-const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id"];
+const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id", "key_id"];
 
 let engine: FakeEngine;
 let gw: TestGateway;
@@ -53,7 +53,7 @@ test("a get is forwarded with the service key, the tenant and the request id; a 
   t.deepEqual(Object.keys(a), AUDIT_FIELDS, "the audit record has exactly the documented audit fields");
   t.deepEqual(
     { ...a, latency_ms: 0 },
-    { ts: new Date(gw.clock.now()).toISOString(), tenant_id: "acme", method: "GET", path: "/v1/get/default/a/b.c", namespace: "default", status: 200, cus: 0.1, latency_ms: 0, request_id: rid },
+    { ts: new Date(gw.clock.now()).toISOString(), tenant_id: "acme", method: "GET", path: "/v1/get/default/a/b.c", namespace: "default", status: 200, cus: 0.1, latency_ms: 0, request_id: rid, key_id: "primary" },
     "the audit record describes the request",
   );
   t.ok(typeof a.latency_ms === "number" && a.latency_ms >= 0, "latency_ms is a number");

@@ -11,7 +11,7 @@ import { LocalFileTenantRegistry } from "../../server/gateway/tenants.js";
 import { generateApiKey, sha256Hex } from "../../server/gateway/auth.js";
 import { admin, call, SERVICE_KEY, startFakeEngine } from "./helpers.js";
 
-const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id"];
+const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id", "key_id"];
 
 test("local mode: registry, usage and audit on disk; restart keeps tenants and usage; reload", async (t) => {
   const engine = await startFakeEngine();

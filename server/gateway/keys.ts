@@ -1,0 +1,233 @@
+// Scoped API keys (docs/api.md, admin routes): several keys per tenant, each with a name, scopes
+// (read, or read and write), an optional subset of the tenant's namespaces and an optional expiry.
+// They live in the tenant's record (tenants.ts), so creating or revoking one changes the record
+// and every gateway sharing the store sees it at its next request, exactly as a rotation. The key
+// of creation and rotation keeps every scope on every namespace (key_id "primary").
+import { randomBytes, timingSafeEqual } from "node:crypto";
+import express, { type Request, type Response, type Router } from "express";
+import { z } from "zod";
+import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../lib/errors.js";
+import { namespaceSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { generateApiKey, sha256Hex } from "./auth.js";
+import type { Clock } from "./clock.js";
+import type { KeyUsageTracker } from "./key-usage.js";
+import type { Operation } from "./meter.js";
+import type { Scope, ScopedKey, TenantRecord, TenantRegistry } from "./tenants.js";
+
+/** Scoped keys a tenant may hold at once (expired ones count until they are revoked). */
+export const MAX_KEYS_PER_TENANT = 20;
+/** The key_id of the tenant's own key, the one issued at creation and rotation. */
+export const PRIMARY_KEY_ID = "primary";
+
+/** Which scope each data-plane operation needs. */
+export const SCOPE_OF: Readonly<Record<Operation, Scope>> = Object.freeze({
+  get: "read", list: "read", search: "read", serve: "read",
+  query_similarity: "read", query_topk: "read", query_vector: "read",
+  put: "write", put_cores: "write", put_cores_batch: "write", delete: "write",
+});
+
+export const keyNameSchema = z
+  .string()
+  .min(1, "name must not be empty")
+  .max(64, "name must be at most 64 characters")
+  .regex(/^[A-Za-z0-9._-](?:[A-Za-z0-9 ._-]*[A-Za-z0-9._-])?$/, "name may contain only A-Z a-z 0-9 . _ - and inner spaces");
+
+export const keyIdSchema = z
+  .string()
+  .max(64, "key_id must be at most 64 characters")
+  .refine((s) => s !== PRIMARY_KEY_ID, "key_id primary is the tenant's own key: rotate it (rotate-key) or deactivate the tenant instead")
+  .refine((s) => /^key_[A-Za-z0-9_-]{16}$/.test(s), "key_id must be a key id as POST /gate/admin/keys returns it (key_ and 16 characters)");
+
+export const scopesSchema = z
+  .array(z.string().max(32, "a scope is read or write"), {
+    error: (iss) => (iss.input === undefined ? "is required" : "scopes must be a list, [\"read\"] or [\"read\", \"write\"]"),
+  })
+  .max(8, "scopes must have at most 2 entries")
+  .superRefine((list, ctx) => {
+    const fail = (message: string) => ctx.addIssue({ code: "custom", message });
+    if (list.length === 0) return fail("scopes must not be empty; use [\"read\"] or [\"read\", \"write\"]");
+    const unknown = list.find((s) => s !== "read" && s !== "write");
+    if (unknown !== undefined) return fail(`scopes: unknown scope ${JSON.stringify(unknown)}; the scopes are read and write`);
+    if (new Set(list).size !== list.length) return fail("scopes must not name a scope twice");
+    if (!list.includes("read")) return fail("scopes: write needs read as well; use [\"read\", \"write\"]");
+  })
+  .transform((list) => (list.includes("write") ? ["read", "write"] : ["read"]) as Scope[]);
+
+const ISO_UTC = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?Z$/;
+
+/** An ISO 8601 UTC instant (`2027-01-31T00:00:00Z`), normalised to milliseconds; the calendar checked. */
+export const expiresAtSchema = z
+  .string({ error: (iss) => (iss.input === undefined ? "is required" : "expires_at must be an ISO 8601 UTC instant such as 2027-01-31T00:00:00Z, or null") })
+  .max(40, "expires_at must be an ISO 8601 UTC instant such as 2027-01-31T00:00:00Z")
+  .refine((s) => {
+    const m = ISO_UTC.exec(s);
+    if (!m) return false;
+    const ms = Date.parse(s);
+    // Date.parse rolls 2027-02-30 over to March; the instant must read back as written.
+    return Number.isFinite(ms) && new Date(ms).toISOString().slice(0, 16) === `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}` && (m[6] === undefined || Number(m[6]) < 60);
+  }, "expires_at must be an ISO 8601 UTC instant such as 2027-01-31T00:00:00Z")
+  .transform((s) => new Date(Date.parse(s)).toISOString());
+
+export const createKeySchema = z.strictObject({
+  tenant_id: tenantIdSchema,
+  name: keyNameSchema,
+  scopes: scopesSchema,
+  namespaces: z
+    .array(namespaceSchema)
+    .min(1, "namespaces must not be empty; leave it out (or null) for every namespace of the tenant")
+    .max(1000, "namespaces must have at most 1000 entries")
+    .refine((l) => new Set(l).size === l.length, "namespaces must not name a namespace twice")
+    .nullable()
+    .optional(),
+  expires_at: expiresAtSchema.nullable().optional(),
+});
+export type CreateKeyInput = z.input<typeof createKeySchema>;
+
+export const revokeKeySchema = z.strictObject({ key_id: keyIdSchema });
+
+/** What the key a request authenticated with allows. */
+export interface KeyGrant {
+  readonly key_id: string;
+  readonly scopes: readonly Scope[];
+  /** null: every namespace of the tenant. */
+  readonly namespaces: readonly string[] | null;
+}
+
+const PRIMARY_GRANT: KeyGrant = Object.freeze({ key_id: PRIMARY_KEY_ID, scopes: Object.freeze(["read", "write"] as Scope[]), namespaces: null });
+
+const hashEqual = (a: string, b: string): boolean => a.length === 64 && b.length === 64 && timingSafeEqual(Buffer.from(a, "hex"), Buffer.from(b, "hex"));
+
+/**
+ * Step 2, second half: `t` (the record looked up by `keyHash`) is active and holds that key hash,
+ * compared in constant time with each of its keys (no early exit), and a scoped key has not
+ * expired at `nowMs`; else 401. Returns the tenant and what the key allows.
+ */
+export function confirmKey(t: TenantRecord | null, keyHash: string | null, nowMs: number): { tenant: TenantRecord; grant: KeyGrant } {
+  if (!t || keyHash === null || !t.active) throw new UnauthorizedError("Invalid API key.");
+  let grant: KeyGrant | null = null;
+  let expiresAt: string | null = null;
+  if (hashEqual(t.key_hash, keyHash)) grant = PRIMARY_GRANT;
+  for (const k of t.keys ?? []) {
+    if (hashEqual(k.key_hash, keyHash) && grant === null) {
+      grant = { key_id: k.key_id, scopes: k.scopes, namespaces: k.namespaces };
+      expiresAt = k.expires_at;
+    }
+  }
+  if (grant === null) throw new UnauthorizedError("Invalid API key.");
+  if (expiresAt !== null && nowMs >= Date.parse(expiresAt)) throw new UnauthorizedError(`This API key expired at ${expiresAt}.`);
+  return { tenant: t, grant };
+}
+
+/** Step 4, after the tenant's ACL: the key's scopes cover `op` and its namespaces every one named; else 403. */
+export function checkGrant(grant: KeyGrant, op: Operation, namespaces: readonly string[]): void {
+  const need = SCOPE_OF[op];
+  if (!grant.scopes.includes(need)) {
+    throw new ForbiddenError(`API key ${grant.key_id} lacks scope ${need}, which ${op} needs (its scopes: ${grant.scopes.join(", ")}).`);
+  }
+  if (grant.namespaces === null) return;
+  for (const ns of namespaces) {
+    if (!grant.namespaces.includes(ns)) throw new ForbiddenError(`API key ${grant.key_id} is not allowed namespace ${ns}: it is limited to a subset of the tenant's namespaces.`);
+  }
+}
+
+/** Whether `grant` may do anything the tenant may (the account's billing actions need that). */
+export const isFullGrant = (g: KeyGrant): boolean => g.namespaces === null && g.scopes.includes("write");
+
+/** A key as the admin API lists it: never its hash. */
+export function keyView(tenantId: string, k: ScopedKey, lastUsedMs: number | undefined, nowMs: number) {
+  return {
+    key_id: k.key_id,
+    tenant_id: tenantId,
+    name: k.name,
+    scopes: k.scopes,
+    namespaces: k.namespaces,
+    expires_at: k.expires_at,
+    expired: k.expires_at !== null && nowMs >= Date.parse(k.expires_at),
+    created_at: k.created_at,
+    last_used_at: lastUsedMs === undefined ? null : new Date(lastUsedMs).toISOString(),
+  };
+}
+
+/** Adds a scoped key to a tenant; returns the key (shown once) and its record. */
+export async function createScopedKey(registry: TenantRegistry, input: unknown, nowMs: number): Promise<{ apiKey: string; key: ScopedKey; tenantId: string }> {
+  const b = parseOrThrow(createKeySchema, input);
+  if (b.expires_at != null && Date.parse(b.expires_at) <= nowMs) {
+    throw new ValidationError(`expires_at ${b.expires_at} is not in the future.`, "expires_at");
+  }
+  const apiKey = generateApiKey();
+  const key: ScopedKey = {
+    key_id: `key_${randomBytes(12).toString("base64url")}`,
+    name: b.name,
+    key_hash: sha256Hex(apiKey),
+    scopes: b.scopes,
+    namespaces: b.namespaces ?? null,
+    expires_at: b.expires_at ?? null,
+    created_at: new Date(nowMs).toISOString(),
+  };
+  await registry.update(b.tenant_id, (t) => {
+    if (!t.active) throw new ConflictError(`Tenant ${t.tenant_id} is deactivated.`);
+    const outside = key.namespaces?.find((ns) => !t.namespaces.includes(ns));
+    if (outside !== undefined) throw new ValidationError(`namespaces: ${outside} is not a namespace of tenant ${t.tenant_id}.`, "namespaces");
+    const keys = t.keys ?? [];
+    if (keys.length >= MAX_KEYS_PER_TENANT) {
+      throw new ValidationError(`Tenant ${t.tenant_id} already holds ${MAX_KEYS_PER_TENANT} keys, the most allowed; revoke one first.`, "tenant_id");
+    }
+    if (keys.some((k) => k.name === key.name)) throw new ConflictError(`Tenant ${t.tenant_id} already has a key named ${key.name}.`);
+    return { ...t, keys: [...keys, key], updated_at: key.created_at };
+  });
+  return { apiKey, key, tenantId: b.tenant_id };
+}
+
+/** Removes a scoped key; refused at once by every gateway sharing the registry. */
+export async function revokeScopedKey(registry: TenantRegistry, input: unknown, nowMs: number): Promise<{ keyId: string; tenantId: string }> {
+  const { key_id } = parseOrThrow(revokeKeySchema, input);
+  const gone = () => new NotFoundError(`API key ${key_id} does not exist or was already revoked.`);
+  const t = await registry.findByKeyId(key_id);
+  if (!t) throw gone();
+  await registry.update(t.tenant_id, (cur) => {
+    const keys = cur.keys ?? [];
+    if (!keys.some((k) => k.key_id === key_id)) throw gone();
+    return { ...cur, keys: keys.filter((k) => k.key_id !== key_id), updated_at: new Date(nowMs).toISOString() };
+  });
+  return { keyId: key_id, tenantId: t.tenant_id };
+}
+
+export interface KeysRouterDeps {
+  registry: TenantRegistry;
+  clock: Clock;
+  keyUsage: KeyUsageTracker;
+}
+
+/**
+ * POST /gate/admin/keys, GET /gate/admin/keys/{tenant_id}, POST /gate/admin/keys/revoke. Mounted
+ * inside the admin router (service key checked, JSON parsed). The tenant a call acted on goes to
+ * `res.locals.tenant_id` for its audit record.
+ */
+export function keysRouter(d: KeysRouterDeps): Router {
+  const r = express.Router();
+  const body = (req: Request): unknown => (req.body === undefined ? {} : req.body);
+
+  r.post("/gate/admin/keys/revoke", async (req: Request, res: Response) => {
+    const out = await revokeScopedKey(d.registry, body(req), d.clock.now());
+    res.locals.tenant_id = out.tenantId;
+    res.status(200).json({ key_id: out.keyId, tenant_id: out.tenantId, status: "revoked" });
+  });
+
+  r.post("/gate/admin/keys", async (req: Request, res: Response) => {
+    const { apiKey, key, tenantId } = await createScopedKey(d.registry, body(req), d.clock.now());
+    res.status(201).json({
+      key_id: key.key_id, api_key: apiKey, tenant_id: tenantId, name: key.name,
+      scopes: key.scopes, namespaces: key.namespaces, expires_at: key.expires_at,
+    });
+  });
+
+  r.get("/gate/admin/keys/:tenant_id", async (req: Request, res: Response) => {
+    const id = parseOrThrow(tenantIdSchema, req.params.tenant_id, "tenant_id");
+    const t = await d.registry.get(id);
+    if (!t) throw new NotFoundError(`Tenant ${id} does not exist.`);
+    const used = await d.keyUsage.lastUsed(id);
+    const now = d.clock.now();
+    res.status(200).json({ tenant_id: id, keys: (t.keys ?? []).map((k) => keyView(id, k, used.get(k.key_id), now)) });
+  });
+  return r;
+}

@@ -6,6 +6,7 @@ import { createClient, type SvcClient } from "../../lib/client.js";
 import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
 import { DTYPES, dtypeSchema, keySchema, namespaceSchema, type Dtype } from "../../lib/names.js";
 import { ValidationError } from "../../lib/errors.js";
+import { transferBar, type TransferBar } from "./transfer.js";
 import { fmtBytes, gatewayUrl, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
 
 const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default http://127.0.0.1:8080).";
@@ -60,24 +61,33 @@ ${ENV_LINE}`;
 /** The overview printed by 'svc help data'. */
 export const DATA_HELP = [PUT_HELP, GET_HELP, LS_HELP, RM_HELP, SERVE_HELP, SEARCH_HELP, TOPK_HELP].join("\n\n");
 
-/** The client of data commands; `patient` (bulk jobs) waits out long rate-limit windows. */
-export function dataClient(io: Io, patient = false): SvcClient {
+/**
+ * The client of data commands; `patient` (bulk jobs) waits out long rate-limit windows, `bar`
+ * shows a long put or serve on a terminal.
+ */
+export function dataClient(io: Io, patient = false, bar?: TransferBar): SvcClient {
   const apiKey = io.env.SVC_API_KEY;
   if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
   // a wait of a second or more is said on stderr (the client records the answer before it sleeps),
-  // so that a job held back by the rate limit does not look hung
+  // so that a job held back by the rate limit does not look hung; once per window, however many
+  // uploads of a bulk job wait on it, and on a terminal in place of the progress line
   let client: SvcClient | undefined;
+  let saidUntil = 0;
   const sleep = (ms: number) => {
     const last = client?.lastResponse;
-    if (ms >= 1000 && last) {
+    const until = Date.now() + ms;
+    if (ms >= 1000 && last && until > saidUntil + 1000) {
+      saidUntil = until;
       const why = last.status === 429
         ? `the tenant's rate limit was reached${last.rate_limit.limit !== null ? ` (${last.rate_limit.limit} requests per window)` : ""}`
         : `the gateway answered ${last.status}`;
-      io.err(`${io.errIsTTY ? "\r\x1b[K" : ""}svc: ${why}; waiting ${Math.ceil(ms / 1000)} s before going on.\n`);
+      io.err(io.errIsTTY ? `\r${why}; waiting ${Math.ceil(ms / 1000)} s before going on…\x1b[K` : `svc: ${why}; waiting ${Math.ceil(ms / 1000)} s before going on.\n`);
     }
     return new Promise<void>((r) => setTimeout(r, ms));
   };
-  client = createClient({ baseUrl: gatewayUrl(io), apiKey, sleep, ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}) });
+  client = createClient({
+    baseUrl: gatewayUrl(io), apiKey, sleep, ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}), ...(bar ? { onProgress: bar.onProgress } : {}),
+  });
   return client;
 }
 
@@ -190,10 +200,12 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   const maxRank = intFlag(values["max-rank"] as string | undefined, "max-rank", 1);
   const ifVersion = intFlag(values["if-version"] as string | undefined, "if-version", 0);
   const metadata = parseMeta(values.meta as string | undefined);
-  const client = dataClient(io);
+  const bar = transferBar(io);
+  const client = dataClient(io, false, bar);
   try {
     const p = preparePut(await readFile(file), dtype, shape, file, Boolean(values.bytes));
     const r = await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, tolerance, max_rank: maxRank, metadata, if_version: ifVersion });
+    bar?.finish();
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {
       io.out(`${r.namespace}/${r.key} version ${r.version}: ${r.verdict}, ${fmtBytes(r.bytes_in)} -> ${fmtBytes(r.bytes_stored)} ` +
@@ -201,6 +213,7 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
     }
     return 0;
   } finally {
+    bar?.finish();
     await client.close();
   }
 }
@@ -272,7 +285,8 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     throw new UsageError("--dtype must be float16, float32 or float64 (a conversion of floating data).");
   }
   let dtype = want as (typeof SERVE_DTYPES)[number] | undefined;
-  const client = dataClient(io);
+  const bar = transferBar(io);
+  const client = dataClient(io, false, bar);
   try {
     let slice: Array<[number, number]> | undefined;
     // the slice syntax needs the shape, and bfloat16 entries need a float32 serve: read the metadata first
@@ -281,6 +295,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     if (values.slice !== undefined) slice = parseSlice(values.slice as string, info.shape ?? []);
     if (dtype === undefined && info.dtype === "bfloat16") dtype = "float32";
     const r = await client.serve(ns, key, { version, slice, dtype });
+    bar?.finish();
     const arr = r.dtype === "bytes" ? { dtype: "uint8", shape: [r.data.byteLength], data: r.data }
       : { dtype: r.dtype, shape: r.shape, data: r.data };
     if (!isNpyDtype(arr.dtype)) throw new ValidationError(`The served dtype ${arr.dtype} cannot be written to a .npy file.`);
@@ -297,6 +312,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     io.out(`Wrote ${out}: ${arr.dtype} [${arr.shape.join(", ")}], version ${r.version}, ${fmtBytes(file.length)}.\n`);
     return 0;
   } finally {
+    bar?.finish();
     await client.close();
   }
 }

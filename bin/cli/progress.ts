@@ -26,6 +26,8 @@ export class Progress {
   #failed = 0;
   #lastDraw = -Infinity;
   #drawn = false;
+  /** One transfer measured in bytes (moved): the line names the unit instead of counting items. */
+  #single = false;
 
   constructor(o: ProgressOptions) {
     this.#o = { now: () => performance.now(), minRedrawMs: 100, columns: 100, unit: "files", ...o };
@@ -43,7 +45,8 @@ export class Progress {
     const eta = this.#items >= this.#o.totalItems ? 0 : rate > 0 ? left / rate : Infinity;
     const pct = this.#o.totalBytes > 0 ? Math.floor((100 * this.#bytes) / this.#o.totalBytes) : 100;
     const failed = this.#failed ? `  ${this.#failed} failed` : "";
-    return `${this.#items}/${this.#o.totalItems} ${this.#o.unit}  ${fmtBytes(this.#bytes)}/${fmtBytes(this.#o.totalBytes)} (${pct}%)  ${(rate / 1e6).toFixed(1)} MB/s  ETA ${fmtDuration(eta)}${failed}`;
+    const what = this.#single ? this.#o.unit : `${this.#items}/${this.#o.totalItems} ${this.#o.unit}`;
+    return `${what}  ${fmtBytes(this.#bytes)}/${fmtBytes(this.#o.totalBytes)} (${pct}%)  ${(rate / 1e6).toFixed(1)} MB/s  ETA ${fmtDuration(eta)}${failed}`;
   }
 
   /** Records one finished item; `note` is the plain-mode line's tail (verdict or failure reason). */
@@ -60,6 +63,19 @@ export class Progress {
       }
     } else {
       this.#o.write(`[${this.#items}/${this.#o.totalItems}] ${name} ${fmtBytes(bytes)} ${ok ? "ok" : "FAILED"}: ${note}\n`);
+    }
+  }
+
+  /** Sets the bytes moved of the item under way (one put or serve) and redraws on a terminal. */
+  moved(bytes: number): void {
+    this.#bytes = bytes;
+    this.#single = true;
+    if (!this.#o.isTTY) return;
+    const t = this.#o.now();
+    if (t - this.#lastDraw >= this.#o.minRedrawMs || bytes >= this.#o.totalBytes) {
+      this.#lastDraw = t;
+      this.#drawn = true;
+      this.#o.write(`\r${this.line().slice(0, this.#o.columns - 1)}\x1b[K`);
     }
   }
 

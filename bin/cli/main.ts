@@ -24,6 +24,7 @@ Server:
 Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; gateway at SVC_GATE_URL):
   tenant create ID [--plan P] [--namespace NS]... [--email E]
   tenant rotate-key ID | add-namespace ID NS | set-plan ID PLAN | deactivate ID | list
+  key create TENANT NAME [--scopes read|read,write] [--namespace NS]... [--expires ISO] | ls TENANT | revoke KEY_ID
   usage [ID] [--period YYYY-MM]
   audit [--tenant ID] [--status CODE] [--limit N]
   reload
@@ -52,6 +53,7 @@ const COMMANDS: Record<string, Command> = {
   restore: async (a, io) => (await import("./backup.js")).restoreCommand(a, io),
   migrate: async (a, io) => (await import("./migrate.js")).migrateCommand(a, io),
   tenant: async (a, io) => (await import("./admin.js")).tenantCommand(a, io),
+  key: async (a, io) => (await import("./keys.js")).keyCommand(a, io),
   usage: async (a, io) => (await import("./admin.js")).usageCommand(a, io),
   reload: async (a, io) => (await import("./admin.js")).reloadCommand(a, io),
   audit: async (a, io) => (await import("./audit.js")).auditCommand(a, io),

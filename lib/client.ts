@@ -457,7 +457,7 @@ export function createClient(options: ClientOptions): SvcClient {
         const local = await putLocallyCompressed(n, k, data, dtype as "float32" | "float64", o);
         if (local) return local;
       }
-      const fields = { namespace: n, key: k, dtype, shape: o.shape, tolerance: o.tolerance, max_rank: o.max_rank, if_version: o.if_version };
+      const fields = { namespace: n, key: k, dtype, shape: o.shape, tolerance: o.tolerance, max_abs_error: o.max_abs_error, codec: o.codec, max_rank: o.max_rank, if_version: o.if_version };
       // header values must be Latin-1: everything else is escaped, so that any metadata travels
       const meta = o.metadata === undefined ? undefined
         : JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);

@@ -27,6 +27,13 @@ export const MAX_JSON_VECTOR = 1 << 20;
 export const versionSchema = z.number().int("version must be an integer").min(1, "version must be at least 1").max(Number.MAX_SAFE_INTEGER);
 export const ifVersionSchema = z.number().int("if_version must be an integer").min(0, "if_version must be at least 0").max(Number.MAX_SAFE_INTEGER);
 export const toleranceSchema = z.number().gt(0, "tolerance must be greater than 0").lt(1, "tolerance must be less than 1");
+/** tolerance of a put: 0 asks for an exact (lossless) entry. */
+export const putToleranceSchema = z.number({ error: "tolerance must be a finite number" }).min(0, "tolerance must be at least 0").lt(1, "tolerance must be less than 1");
+/** The L-infinity bound of a put: every element within it; 0 asks for an exact (lossless) entry. */
+export const maxAbsErrorSchema = z.number({ error: "max_abs_error must be a finite number" }).min(0, "max_abs_error must be at least 0");
+/** Which codec a put of floating data uses: `auto` picks the smallest that meets the bounds. */
+export const codecSchema = z.enum(["auto", "tt", "pred", "lossless"], { error: "codec must be one of auto, tt, pred, lossless" });
+export type CodecChoice = z.infer<typeof codecSchema>;
 export const maxRankSchema = z.number().int("max_rank must be an integer").min(1, "max_rank must be at least 1").max(4096, "max_rank must be at most 4096");
 export const metricSchema = z.enum(["cosine", "dot", "l2"]);
 export type Metric = z.infer<typeof metricSchema>;
@@ -52,7 +59,9 @@ export const putOptionsSchema = z.strictObject({
   shape: shapeSchema.optional(),
   dtype: dtypeSchema.optional(),
   metadata: metadataSchema.optional(),
-  tolerance: toleranceSchema.optional(),
+  tolerance: putToleranceSchema.optional(),
+  max_abs_error: maxAbsErrorSchema.optional(),
+  codec: codecSchema.optional(),
   max_rank: maxRankSchema.optional(),
   if_version: ifVersionSchema.optional(),
 });
@@ -157,7 +166,9 @@ export const putQuerySchema = z.strictObject({
     .transform((s) => s.split(",").map(Number))
     .pipe(shapeSchema)
     .optional(),
-  tolerance: queryDecimal("tolerance").pipe(toleranceSchema).optional(),
+  tolerance: queryDecimal("tolerance").pipe(putToleranceSchema).optional(),
+  max_abs_error: queryDecimal("max_abs_error").pipe(maxAbsErrorSchema).optional(),
+  codec: codecSchema.optional(),
   max_rank: queryWhole("max_rank").pipe(maxRankSchema).optional(),
   if_version: queryWhole("if_version").pipe(ifVersionSchema).optional(),
 });

@@ -1,25 +1,30 @@
 // Data commands: `svc put/get/ls/rm/serve` through createClient, with the tenant key from
 // SVC_API_KEY and the gateway from SVC_GATE_URL. `.npy` files are recognised by their magic
 // bytes, whatever their name.
-import { readFile, writeFile, rename, unlink } from "node:fs/promises";
+import { writeFile, rename, unlink } from "node:fs/promises";
 import { createClient, type SvcClient } from "../../lib/client.js";
 import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
 import { DTYPES, dtypeSchema, keySchema, namespaceSchema, type Dtype } from "../../lib/names.js";
 import { ValidationError } from "../../lib/errors.js";
+import type { PutOptions } from "../../lib/schemas.js";
 import { transferBar, type TransferBar } from "./transfer.js";
-import { fmtBytes, gatewayUrl, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
+import { fmtBytes, gatewayUrl, readInput, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
 
 const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default http://127.0.0.1:8080).";
 
-export const PUT_HELP = `Usage: svc put NS KEY FILE [--dtype D --shape a,b,c | --bytes] [--tolerance T] [--max-rank R] [--meta JSON] [--if-version N] [--json]
+export const PUT_HELP = `Usage: svc put NS KEY FILE [--dtype D --shape a,b,c | --bytes] [--tolerance T] [--max-abs-error E] [--codec C] [--max-rank R] [--meta JSON] [--if-version N] [--json]
 
-Stores FILE under NS/KEY as a new version and prints the verdict, sizes, ratio and CUs.
+Stores FILE under NS/KEY as a new version and prints the verdict, codec, sizes, ratio,
+measured errors and CUs.
 A .npy file (recognised by its magic bytes, whatever its name) brings its dtype and shape;
 flags given with it must agree. Any other file is raw little-endian data and needs
 --dtype and --shape (for example --dtype float32 --shape 32,32,32), or --bytes to store it
-as opaque bytes. --tolerance is the relative error allowed to the compression, --max-rank
-caps the TT ranks, --meta attaches a JSON object, --if-version N stores only when the
-current version is N (0: only when the key does not exist yet). --json prints the answer.
+as opaque bytes. --tolerance is the relative error allowed to the compression and
+--max-abs-error the largest error of any element (0 for either: exact); --codec auto
+(default: the smallest that meets them), tt, pred or lossless picks the codec of floating
+data; --max-rank caps the TT ranks, --meta attaches a JSON object, --if-version N stores only
+when the current version is N (0: only when the key does not exist yet). --json prints the
+answer.
 ${ENV_LINE}`;
 
 export const GET_HELP = `Usage: svc get NS KEY [--version N]
@@ -28,7 +33,8 @@ Prints an entry's metadata and fingerprint as JSON (no decompression). ${ENV_LIN
 
 export const LS_HELP = `Usage: svc ls NS [--prefix P] [--json]
 
-Lists the keys of NS (all pages), one per line: key, version, dtype, shape, verdict, updated.
+Lists the keys of NS (all pages), one per line: key, version, dtype, shape, verdict, codec,
+relative error, largest element error, updated.
 ${ENV_LINE}`;
 
 export const RM_HELP = `Usage: svc rm NS KEY [--json]
@@ -189,6 +195,7 @@ const pct = (x: number) => (x === 0 ? "0" : x.toExponential(2));
 export async function putCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, {
     dtype: { type: "string" }, shape: { type: "string" }, tolerance: { type: "string" }, "max-rank": { type: "string" },
+    "max-abs-error": { type: "string" }, codec: { type: "string" },
     meta: { type: "string" }, "if-version": { type: "string" }, json: { type: "boolean" }, bytes: { type: "boolean" },
   }, { min: 3, max: 3, names: "NS KEY FILE" });
   if (help) { io.out(PUT_HELP + "\n"); return 0; }
@@ -197,19 +204,21 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   const dtype = dtypeFlag(values.dtype as string | undefined);
   const shape = shapeFlag(values.shape as string | undefined);
   const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
+  const maxAbsError = numFlag(values["max-abs-error"] as string | undefined, "max-abs-error");
+  const codec = values.codec as PutOptions["codec"] | undefined;
   const maxRank = intFlag(values["max-rank"] as string | undefined, "max-rank", 1);
   const ifVersion = intFlag(values["if-version"] as string | undefined, "if-version", 0);
   const metadata = parseMeta(values.meta as string | undefined);
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);
   try {
-    const p = preparePut(await readFile(file), dtype, shape, file, Boolean(values.bytes));
-    const r = await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, tolerance, max_rank: maxRank, metadata, if_version: ifVersion });
+    const p = preparePut(await readInput(file), dtype, shape, file, Boolean(values.bytes));
+    const r = await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, tolerance, max_abs_error: maxAbsError, codec, max_rank: maxRank, metadata, if_version: ifVersion });
     bar?.finish();
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {
-      io.out(`${r.namespace}/${r.key} version ${r.version}: ${r.verdict}, ${fmtBytes(r.bytes_in)} -> ${fmtBytes(r.bytes_stored)} ` +
-        `(ratio ${r.compression_ratio.toFixed(2)}, relative error ${pct(r.relative_error)}), ${client.lastResponse?.cus ?? "?"} CUs\n`);
+      io.out(`${r.namespace}/${r.key} version ${r.version}: ${r.verdict} (${r.fingerprint.codec}), ${fmtBytes(r.bytes_in)} -> ${fmtBytes(r.bytes_stored)} ` +
+        `(ratio ${r.compression_ratio.toFixed(2)}, relative error ${pct(r.relative_error)}, max abs error ${pct(r.max_abs_error)}), ${client.lastResponse?.cus ?? "?"} CUs\n`);
     }
     return 0;
   } finally {
@@ -247,7 +256,15 @@ export async function lsCommand(argv: string[], io: Io): Promise<number> {
       offset = page.next_offset;
     }
     if (values.json) io.out(JSON.stringify({ namespace: ns, keys: all, total: all.length }, null, 2) + "\n");
-    else for (const k of all) io.out(`${k.key}\tv${k.version}\t${k.dtype}\t${(k.shape ?? []).join("x")}\t${k.verdict}\t${k.updated_at}\n`);
+    else if (all.length === 0) {
+      // said on stderr: standard output stays a list (empty) for scripts
+      const prefix = values.prefix ? ` whose key starts with '${values.prefix as string}'` : "";
+      io.err(`No entries in namespace ${ns}${prefix}; 'svc put ${ns} KEY FILE' stores one.\n`);
+    } else {
+      const err = (x: number | null | undefined) => (x === null || x === undefined ? "-" : pct(x));
+      for (const k of all)
+        io.out(`${k.key}\tv${k.version}\t${k.dtype}\t${(k.shape ?? []).join("x")}\t${k.verdict}\t${k.codec ?? "-"}\t${err(k.relative_error)}\t${err(k.max_abs_error)}\t${k.updated_at}\n`);
+    }
     return 0;
   } finally {
     await client.close();

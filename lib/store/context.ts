@@ -4,7 +4,8 @@ import { NotFoundError, ValidationError } from "../errors.js";
 import { itemsize, keySchema, namespaceSchema, parseOrThrow } from "../names.js";
 import type { Clock } from "../clock.js";
 import type { RecordKey, StorageBackend } from "./backend.js";
-import { losslessDecode, product, typedView } from "./codec.js";
+import { fromWorkingFloat, losslessDecode, product, typedView } from "./codec.js";
+import { loadPred } from "./predapi.js";
 import type { GpuServing } from "./gpu-cache.js";
 import { unpackRecord } from "./records.js";
 import type { TT } from "./ttapi.js";
@@ -189,8 +190,20 @@ export async function ttOf(s: Scope, rec: Entry): Promise<TT> {
   return cachedTT(s, rec) ?? decodeTT(s, rec, await payloadOf(s, rec));
 }
 
+/** The measured L∞ error of a record; null for a lossy one stored before it was measured. */
+export function maxAbsErrorOf(rec: { max_abs_error?: number; relative_error?: number; verdict: VersionRecord["verdict"] }): number | null {
+  if (rec.max_abs_error !== undefined) return rec.max_abs_error;
+  // exact entries: lossless, raw, and TT given by its cores (put_cores, relative error 0)
+  return rec.verdict === "lossless" || rec.verdict === "passthrough" || rec.relative_error === 0 ? 0 : null;
+}
+
+/** The dense values of an entry in its dtype (TT entries excepted: their cores are read with ttOf). */
 export async function denseOf(s: Scope, rec: Entry): Promise<ServeArray> {
   const payload = await payloadOf(s, rec);
+  if (rec.layout.codec === "pred") {
+    const work = await (await loadPred()).decompress(payload);
+    return fromWorkingFloat(work, rec.dtype as "float32");
+  }
   if (rec.layout.codec === "lossless") return typedView(await losslessDecode(payload, rec.layout.shuffle, product(rec.shape) * itemsize(rec.dtype)), rec.dtype);
   // the answer is the caller's: a payload the backend keeps is copied, one read for this call is not
   return typedView(s.core.backend.ownPayloads ? payload : new Uint8Array(payload), rec.dtype);

@@ -19,6 +19,7 @@ import { packRecord, unpackRecord } from "./records.js";
 import { loadTT, type TT } from "./ttapi.js";
 import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, ServeArray, VersionRecord } from "./types.js";
 import { pacedScan } from "./pace.js";
+import { exactAsked, exactRoute, lossyRoute, type Encoded, type FloatJob } from "./choose.js";
 
 /** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
 export type PutData = ArrayBufferView | ArrayBuffer;
@@ -76,7 +77,6 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   if (need !== bytes.byteLength)
     throw new ValidationError(`data has ${bytes.byteLength} bytes but shape [${shape.join(", ")}] of ${dtype} needs ${need}.`, "data");
   if (bytes.byteLength === 0) throw new ValidationError("data must not be empty.", "data");
-  const tolerance = o.tolerance ?? config.default_tolerance;
   const maxRank = o.max_rank ?? config.default_max_rank;
   const bytesIn = bytes.byteLength;
   const view = typedView(bytes, dtype);
@@ -106,49 +106,43 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     const work = await workingFloatPaced(view, dtype);
     if (await hasNonFinitePaced(work)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
     if (bytesIn < config.min_compress_bytes) return raw(await denseNormPaced(work));
-    const tt = await loadTT();
-    // cores are float32 (float64 for float64 data): the reachable ratio is measured against them
-    const coreBytes = dtype === "float64" ? 8 : 4;
-    const minRatio = config.min_compression_ratio * (coreBytes / size);
+    const job: FloatJob = {
+      work, dtype, shape, bytesIn, config, codec: o.codec ?? "auto", maxRank, capped: o.max_rank !== undefined,
+      // a tolerance applies where given, or by default where no max_abs_error was given either
+      tolerance: o.tolerance ?? (o.max_abs_error === undefined ? config.default_tolerance : undefined),
+      maxAbs: o.max_abs_error,
+    };
+    const encoded = async (e: Encoded): Promise<Prepared> => ({
+      payload: e.payload,
+      record: base(dtype, shape, e.verdict, bytesIn / e.payload.byteLength, e.relative_error, bytesIn, e.payload.byteLength,
+        { sha256: await sha256hex(e.payload), codec: e.codec, tt: e.tt, norm: e.norm }, e.layout, e.max_abs_error),
+    });
+    const exact = async (): Promise<Prepared> => {
+      const norm = await denseNormPaced(work);
+      const e = await exactRoute(job, await losslessEncode(bytes, dtype), config.min_compression_ratio, norm);
+      return e ? encoded(e) : raw(norm);
+    };
+    if (exactAsked(job)) return exact();
     if (await isAllZeroPaced(work)) {
       // All zeros (an initialised array, say): the exact TT has rank 1 and zero cores. The
       // TT engine refuses zero data, since a relative tolerance means nothing there.
+      const tt = await loadTT();
+      const coreBytes = dtype === "float64" ? 8 : 4;
       const modes = tt.chooseModes(shape);
       const cores = modes.map((n) => (coreBytes === 8 ? new Float64Array(n) : new Float32Array(n)));
       const payload = concatCores(cores);
       const stored = payload.byteLength;
-      if (bytesIn / stored < config.min_compression_ratio) return raw(0); // a prime length, say
+      // a prime length, say: the rank-1 TT is no smaller than the data
+      if (bytesIn / stored < config.min_compression_ratio) return job.codec === "tt" ? raw(0) : exact();
       const info = { modes, ranks: [1, ...modes.map(() => 1)] };
-      return {
-        payload,
-        record: base(dtype, shape, "compressed", bytesIn / stored, 0, bytesIn, stored,
-          { sha256: await sha256hex(payload), codec: "tt", tt: info, norm: 0 },
-          { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
-      };
+      return encoded({
+        payload, verdict: "compressed", relative_error: 0, max_abs_error: 0, norm: 0, codec: "tt", tt: info,
+        layout: { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info },
+      });
     }
-    // float16/bfloat16 entries are served rounded to their type, which adds up to half a unit
-    // in the last place (2^-11, 2^-8 relative): the TT keeps that share of the tolerance free,
-    // and where too little would be left the entry is stored losslessly instead
-    const unit = dtype === "float16" ? 2 ** -11 : dtype === "bfloat16" ? 2 ** -8 : 0;
-    const ttTolerance = tolerance - unit * (1 + tolerance);
-    if (ttTolerance < tolerance / 4) return lossless(await denseNormPaced(work));
-    // min_ratio also gives up when no TT within the tolerance reaches the ratio (docs/tt.md),
-    // so incompressible data are passthrough at once, even where capped ranks would fit
-    const res = await tt.compress(work, shape, { tolerance: ttTolerance, max_rank: maxRank, min_ratio: minRatio });
-    if (res === null) return raw(await denseNormPaced(work));
-    const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
-    const ratio = bytesIn / stored;
-    if (ratio < config.min_compression_ratio) return raw(await denseNormPaced(work));
-    const payload = concatCores(res.cores);
-    const norm = await tt.norm(res);
-    const verdict = res.relative_error <= ttTolerance ? "compressed" : "weak";
-    const info = { modes: [...res.modes], ranks: [...res.ranks] };
-    return {
-      payload,
-      record: base(dtype, shape, verdict, ratio, res.relative_error, bytesIn, stored,
-        { sha256: await sha256hex(payload), codec: "tt", tt: info, norm },
-        { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info }),
-    };
+    const { norm: normX, max: maxX } = await normAndMaxPaced(work);
+    const e = await lossyRoute(job, normX, maxX);
+    return e ? encoded(e) : job.codec === "tt" ? raw(normX) : exact();
   }
   const norm = dtype === "bytes" ? null : await denseNormPaced(view, dtype);
   if (bytesIn < config.min_compress_bytes) return raw(norm);
@@ -284,6 +278,8 @@ async function commit<R>(
         dtype: rec.dtype,
         shape: rec.shape,
         verdict: rec.verdict,
+        relative_error: rec.relative_error,
+        max_abs_error: rec.max_abs_error,
         metadata: it.metadata,
         fingerprint: rec.fingerprint,
         layout: rec.layout,
@@ -364,6 +360,20 @@ function hasNonFinitePaced(x: Float32Array | Float64Array): Promise<boolean> {
  * denseNorm (scaled by the largest magnitude, so no square overflows), in slices; with
  * `dtype`, `x` holds values of that dtype, read as float64 a block at a time.
  */
+/** The Frobenius norm and the largest magnitude of `x`, in slices. */
+async function normAndMaxPaced(x: Float32Array | Float64Array): Promise<{ norm: number; max: number }> {
+  let max = 0;
+  await pacedScan(x.length, (a, b) => {
+    max = maxAbs(x.subarray(a, b), max);
+  });
+  if (max === 0) return { norm: 0, max };
+  let s = 0;
+  await pacedScan(x.length, (a, b) => {
+    s = addScaledSquares(x.subarray(a, b), max, s);
+  });
+  return { norm: max * Math.sqrt(s), max };
+}
+
 async function denseNormPaced(x: Float32Array | Float64Array | ServeArray, dtype?: Dtype): Promise<number> {
   const block = (a: number, b: number): ArrayLike<number> =>
     dtype === undefined || dtype === "float32" || dtype === "float64" ? (x.subarray(a, b) as ArrayLike<number>) : toFloat64(x.subarray(a, b) as ServeArray, dtype);
@@ -403,9 +413,12 @@ function concatCores(cores: readonly ArrayBufferView[]): Uint8Array {
 
 function base(
   dtype: Dtype, shape: number[], verdict: VersionRecord["verdict"], ratio: number, relErr: number, bytesIn: number, bytesStored: number,
-  fingerprint: VersionRecord["fingerprint"], layout: PayloadLayout,
+  fingerprint: VersionRecord["fingerprint"], layout: PayloadLayout, maxAbsErr = 0,
 ): Prepared["record"] {
-  return { dtype, shape, metadata: {}, verdict, compression_ratio: ratio, relative_error: relErr, bytes_in: bytesIn, bytes_stored: bytesStored, fingerprint, layout };
+  return {
+    dtype, shape, metadata: {}, verdict, compression_ratio: ratio, relative_error: relErr, max_abs_error: maxAbsErr,
+    bytes_in: bytesIn, bytes_stored: bytesStored, fingerprint, layout,
+  };
 }
 
 function putResult(ns: string, key: string, rec: VersionRecord): PutResult {
@@ -417,6 +430,7 @@ function putResult(ns: string, key: string, rec: VersionRecord): PutResult {
     compressed: rec.verdict !== "passthrough",
     compression_ratio: rec.compression_ratio,
     relative_error: rec.relative_error,
+    max_abs_error: rec.max_abs_error ?? 0,
     dtype: rec.dtype,
     shape: rec.shape,
     tt: rec.fingerprint.tt,

@@ -8,10 +8,11 @@ import {
   type GetOptions, type ListOptions, type SearchOptions, type ServeOptions,
 } from "../schemas.js";
 import { extractBlock, fromWorkingFloat, toWorkingFloat } from "./codec.js";
-import { denseOf, iso, keyName, liveHeads, namespace, readVersion, secondsSince, ttOf, type Scope } from "./context.js";
+import { denseOf, iso, maxAbsErrorOf, payloadOf, keyName, liveHeads, namespace, readVersion, secondsSince, ttOf, type Scope } from "./context.js";
 import { Pace } from "./pace.js";
 import type { GpuHandle, GpuServing } from "./gpu-cache.js";
 import { loadTT } from "./ttapi.js";
+import { loadPred } from "./predapi.js";
 import type { EntryInfo, ListResult, SearchResult, ServeArray, ServeResult } from "./types.js";
 import { similarity } from "./queries.js";
 
@@ -40,6 +41,7 @@ export async function get(s: Scope, ns: string, key: string, opts: GetOptions = 
     compressed: rec.verdict !== "passthrough",
     compression_ratio: rec.compression_ratio,
     relative_error: rec.relative_error,
+    max_abs_error: maxAbsErrorOf(rec),
     bytes_in: rec.bytes_in,
     bytes_stored: rec.bytes_stored,
     fingerprint: rec.fingerprint,
@@ -56,7 +58,10 @@ export async function list(s: Scope, ns: string, opts: ListOptions = {}): Promis
   for await (const { key, head } of liveHeads(s, ns, o.prefix)) {
     if (pace.due()) await pace.yield();
     if (total >= o.offset && keys.length < o.limit)
-      keys.push({ key, version: head.latest, updated_at: iso(head.updated_at), dtype: head.dtype, shape: head.shape, verdict: head.verdict });
+      keys.push({
+        key, version: head.latest, updated_at: iso(head.updated_at), dtype: head.dtype, shape: head.shape, verdict: head.verdict,
+        codec: head.fingerprint.codec, relative_error: head.relative_error ?? null, max_abs_error: head.max_abs_error ?? maxAbsErrorOf(head),
+      });
     total++;
   }
   return { namespace: ns, keys, total, limit: o.limit, offset: o.offset, next_offset: o.offset + keys.length < total ? o.offset + keys.length : null };
@@ -102,6 +107,11 @@ export async function serve(s: Scope, ns: string, key: string, opts: ServeOption
   if (rec.layout.codec === "tt") {
     const tt = await loadTT();
     const work = await tt.reconstruct(await ttOf(s, rec), slice ? { slice: slice.map(([a, b]) => [a, b] as [number, number]) } : undefined);
+    data = fromWorkingFloat(work, outDtype as "float32");
+  } else if (rec.layout.codec === "pred" && slice) {
+    // the stream's blocks are decoded only where the slice touches them
+    const pred = await loadPred();
+    const work = await pred.decompress(await payloadOf(s, rec), { slice: slice.map(([a, b]) => [a, b] as [number, number]) });
     data = fromWorkingFloat(work, outDtype as "float32");
   } else {
     const full = await denseOf(s, rec);

@@ -4,7 +4,8 @@ import type { Dtype } from "../names.js";
 import type { Metric } from "../schemas.js";
 
 export type Verdict = "compressed" | "weak" | "lossless" | "passthrough";
-export type Codec = "tt" | "lossless" | "raw";
+/** How a payload is stored: TT cores, the prediction codec's stream, deflate, or the bytes as they are. */
+export type Codec = "tt" | "pred" | "lossless" | "raw";
 
 export interface TtInfo {
   modes: number[];
@@ -28,6 +29,8 @@ export interface PutResult {
   compressed: boolean;
   compression_ratio: number;
   relative_error: number;
+  /** Measured largest |A_i - Â_i| over the served values (0 for lossless and passthrough). */
+  max_abs_error: number;
   dtype: Dtype;
   shape: number[];
   tt: TtInfo | null;
@@ -50,6 +53,8 @@ export interface EntryInfo {
   compressed: boolean;
   compression_ratio: number;
   relative_error: number;
+  /** Measured largest |A_i - Â_i|; null for an entry stored before it was measured. */
+  max_abs_error: number | null;
   bytes_in: number;
   bytes_stored: number;
   fingerprint: Fingerprint;
@@ -70,6 +75,11 @@ export interface ListItem {
   dtype: Dtype;
   shape: number[];
   verdict: Verdict;
+  /** The codec of the latest version's payload. */
+  codec: Codec;
+  /** Measured errors of the latest version; null for an entry stored before they were kept with it. */
+  relative_error: number | null;
+  max_abs_error: number | null;
 }
 export interface ListResult {
   namespace: string;
@@ -146,6 +156,8 @@ export interface VersionRecord {
   verdict: Verdict;
   compression_ratio: number;
   relative_error: number;
+  /** Absent in records written before it was measured. */
+  max_abs_error?: number;
   bytes_in: number;
   bytes_stored: number;
   fingerprint: Fingerprint;
@@ -155,6 +167,7 @@ export interface VersionRecord {
 
 export type PayloadLayout =
   | { codec: "tt"; core_dtype: "float32" | "float64"; modes: number[]; ranks: number[] }
+  | { codec: "pred"; lossless: boolean } /* the stream's own header holds its dtype, shape and blocks */
   | { codec: "lossless"; shuffle: number /* byte-shuffle width, 1 = none */ }
   | { codec: "raw" };
 
@@ -169,6 +182,9 @@ export interface HeadRecord {
   dtype: Dtype;
   shape: number[];
   verdict: Verdict;
+  /** Measured errors of the latest version (absent in heads written before they were kept). */
+  relative_error?: number;
+  max_abs_error?: number;
   metadata: Record<string, unknown>;
   /** Fingerprint and payload layout of the latest version: top-K scores from heads alone. */
   fingerprint: Fingerprint;

@@ -102,7 +102,9 @@ function nsKey(req: Request): { ns: string; key: string } {
 }
 
 /**
- * Builds the engine's express app (no listen).
+ * Builds the engine's express app (no listen). A put's default tolerance and max_rank are the
+ * store's (startEngine opens it with SVC_ENGINE_COMPRESSION_TOL and SVC_ENGINE_MAX_RANK), so
+ * that a max_rank the caller did not send is not taken for a cap the caller chose.
  * @example const app = createApp({ store: await createStore({ path: ":memory:" }), config: loadEngineConfig(env) });
  */
 export function createApp({ store, config, logger = jsonLogger(config.log_level), gpu, metrics = createEngineMetrics(store) }: EngineDeps): express.Express {
@@ -261,7 +263,6 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     if (n > config.max_upload_bytes)
       throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
   };
-  const putDefaults = { tolerance: config.compression_tol, max_rank: config.max_rank };
   const cores = (list: PreparedPutCores["cores"]): CoreInput[] => list.map((c) => ({ shape: c.shape, data: asBuffer(c.data), dtype: c.dtype }));
 
   // 8. routes
@@ -278,7 +279,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       checkSize(body.byteLength);
       const { namespace, key, ...opts } = q;
       const w = writer(req, res);
-      answer(res, w, 201, await w.put(namespace, key, handOver(body), { ...putDefaults, dtype: "bytes", ...opts, metadata }));
+      answer(res, w, 201, await w.put(namespace, key, handOver(body), { dtype: "bytes", ...opts, metadata }));
       return;
     }
     if (!req.is("application/json")) throw new UnsupportedMediaTypeError("put takes application/json or application/octet-stream.");
@@ -287,7 +288,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const data = asBuffer(decoded);
     checkSize(data.byteLength);
     const w = writer(req, res);
-    answer(res, w, 201, await w.put(namespace, key, handOver(data), { ...putDefaults, dtype: "bytes", ...opts }));
+    answer(res, w, 201, await w.put(namespace, key, handOver(data), { dtype: "bytes", ...opts }));
   }));
 
   app.post("/v1/put_cores", wrap(async (req, res) => {

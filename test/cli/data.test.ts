@@ -25,7 +25,7 @@ test("svc put/get/ls/rm/serve: raw files, versions, pages, conversions", async (
     const blob = join(stack.dir, "notes.txt");
     await writeFile(blob, "plain text is stored as bytes");
     const b = await svc(["put", "ns", "notes", blob, "--bytes"], env);
-    t.match(b.out, /^ns\/notes version 1: passthrough, 29 B -> 29 B/, `--bytes: ${b.out.trim()}`);
+    t.match(b.out, /^ns\/notes version 1: passthrough \(raw\), 29 B -> 29 B/, `--bytes: ${b.out.trim()}`);
 
     const conflict = await svc(["put", "ns", "notes", blob, "--bytes", "--if-version", "0"], env);
     t.equal(conflict.code, 1, "--if-version 0 on an existing key exits 1");

@@ -46,7 +46,7 @@ test("min_compress_bytes 4096 (default): 4096 bytes go through the codecs, fewer
   // float16: 2-byte items, 4094 and 4096 bytes (cores are float32, so TT must reach 1.2 x 2 = 2.4)
   const half = (n: number, m: number) => Uint16Array.from(field(n, m), floatToHalf);
   t.deepEqual(what(await putWith({}, half(23, 89), { shape: [23, 89], dtype: "float16" })), ["passthrough", "raw", 4094, 4094], "float16, 4094 bytes: passthrough");
-  const h = await putWith({}, half(32, 64), { shape: [32, 64], dtype: "float16", tolerance: 1e-2 });
+  const h = await putWith({}, half(32, 64), { shape: [32, 64], dtype: "float16", tolerance: 1e-2, codec: "tt" });
   t.deepEqual([h.verdict, h.fingerprint.codec, h.bytes_in], ["compressed", "tt", 4096], `float16, 4096 bytes: TT (${h.bytes_stored} bytes stored, ratio ${h.compression_ratio})`);
 });
 

@@ -130,7 +130,8 @@ suite.test("list and search paginate in byte order", async (t, s) => {
   const all = await s.list("ns");
   t.deepEqual(all.keys.map((k) => k.key), ["A", "a.b", "a/1", "a/10", "a/2", "b", "c:x"], "ascending byte order");
   t.deepEqual([all.namespace, all.total, all.limit, all.offset, all.next_offset], ["ns", 7, 1000, 0, null], "defaults");
-  t.deepEqual(Object.keys(all.keys[0]!).sort(), ["dtype", "key", "shape", "updated_at", "verdict", "version"], "list item fields");
+  t.deepEqual(Object.keys(all.keys[0]!).sort(), ["codec", "dtype", "key", "max_abs_error", "relative_error", "shape", "updated_at", "verdict", "version"], "list item fields");
+  t.deepEqual([all.keys[0]!.codec, all.keys[0]!.relative_error, all.keys[0]!.max_abs_error], ["raw", 0, 0], "a small integer entry: raw, exact");
   const p1 = await s.list("ns", { prefix: "a/", limit: 2 });
   t.deepEqual([p1.keys.map((k) => k.key), p1.total, p1.next_offset], [["a/1", "a/10"], 3, 2], "prefix, first page");
   const p2 = await s.list("ns", { prefix: "a/", limit: 2, offset: 2 });
@@ -406,7 +407,9 @@ suite.test("every bad input is a ValidationError and stores nothing", async (t, 
     [() => s.put("ns", "k", d, { shape: [15] }), /data has 64 bytes but shape \[15\] of int32 needs 60/, "shape/size mismatch"],
     [() => s.put("ns", "k", d, { shape: [16], dtype: "float64" }), /does not match/, "dtype vs typed array"],
     [() => s.put("ns", "k", d, { shape: [16], dtype: "nope" as "int8" }), /dtype/, "unknown dtype"],
-    [() => s.put("ns", "k", d, { shape: [16], tolerance: 0 }), /tolerance/, "tolerance 0"],
+    [() => s.put("ns", "k", d, { shape: [16], tolerance: -0.001 }), /tolerance must be at least 0/, "negative tolerance (0 asks for an exact entry)"],
+    [() => s.put("ns", "k", d, { shape: [16], max_abs_error: -1 }), /max_abs_error must be at least 0/, "negative max_abs_error"],
+    [() => s.put("ns", "k", d, { shape: [16], codec: "zfp" as "tt" }), /codec must be one of/, "unknown codec"],
     [() => s.put("ns", "k", d, { shape: [16], tolerance: 2 }), /tolerance/, "tolerance 2"],
     [() => s.put("ns", "k", d, { shape: [16], max_rank: 0 }), /max_rank/, "max_rank 0"],
     [() => s.put("ns", "k", d, { shape: [16], if_version: -1 }), /if_version/, "negative if_version"],

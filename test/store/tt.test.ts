@@ -62,20 +62,20 @@ suite.test("a smooth float32 field is compressed within tolerance", async (t, s)
   t.ok(as16.data instanceof Uint16Array && Math.abs(halfToFloat((as16.data as Uint16Array)[5]!) - (back.data as Float32Array)[5]!) < 1e-3, "output dtype float16 (bit patterns)");
 });
 
-suite.test("weak when the rank cap forces a larger error; passthrough for noise and small data", async (t, s) => {
+suite.test("codec tt: weak when the caller's rank cap forces a larger error; passthrough for noise and small data", async (t, s) => {
   const x = field(32, 1);
-  const w = await s.put("ns", "w", x, { shape: [32, 32, 32], tolerance: 1e-5, max_rank: 1 });
+  const w = await s.put("ns", "w", x, { shape: [32, 32, 32], tolerance: 1e-5, max_rank: 1, codec: "tt" });
   t.deepEqual([w.verdict, w.compressed], ["weak", true], "verdict weak");
   t.ok(w.relative_error > 1e-5 && w.tt!.ranks.every((r) => r === 1), `rank 1, error ${w.relative_error}`);
   const back = await s.serve("ns", "w");
   t.ok(close(relErr(f64(back.data as Float32Array), f64(x)), w.relative_error, 0.01, 1e-7), "weak entries remain usable; error as reported");
   const nz = noise(32 * 32 * 32, 9);
-  const p = await s.put("ns", "noise", nz, { shape: [32, 32, 32] });
+  const p = await s.put("ns", "noise", nz, { shape: [32, 32, 32], codec: "tt" });
   t.deepEqual([p.verdict, p.compressed, p.compression_ratio, p.relative_error, p.fingerprint.codec, p.tt], ["passthrough", false, 1, 0, "raw", null], "incompressible floats are stored raw");
   t.deepEqual(Buffer.from((await s.serve("ns", "noise")).data.buffer), Buffer.from(nz.buffer), "raw floats serve bit-exact");
   // 128^3 noise: under the default max_rank 256 a capped TT would reach ratio 3 at relative
   // error 0.8; no TT within the tolerance comes near 1.2, so it is stored raw
-  const big = await s.put("ns", "noise-big", noise(128 ** 3, 10), { shape: [128, 128, 128] });
+  const big = await s.put("ns", "noise-big", noise(128 ** 3, 10), { shape: [128, 128, 128], codec: "tt" });
   t.deepEqual([big.verdict, big.compressed, big.bytes_stored], ["passthrough", false, 128 ** 3 * 4], "large incompressible floats are stored raw too");
   const small = await s.put("ns", "small", new Float32Array(100).fill(1), { shape: [10, 10] });
   t.equal(small.verdict, "passthrough", "below min_compress_bytes");
@@ -91,15 +91,17 @@ suite.test("all-zero floating data: an exact rank-1 TT of zeros (or raw where th
     const back = await s.serve("ns", `zeros-${name}`);
     t.ok(back.data.length === x.length && (back.data as Float32Array).every((v) => v === 0), `${name}: serves zeros`);
   }
-  const ones = await s.put("ns", "ones", new Float32Array(32 ** 3).fill(1), { shape: [32, 32, 32] });
+  const ones = await s.put("ns", "ones", new Float32Array(32 ** 3).fill(1), { shape: [32, 32, 32], codec: "tt" });
   t.equal(ones.verdict, "compressed", "a non-zero entry beside it");
   const sim = await s.query.similarity("ns", "zeros-float32", "ones", { metric: "cosine" });
   t.equal(sim.score, 0, "cosine with a zero entry is 0");
   const l2 = await s.query.similarity("ns", "zeros-float32", "ones", { metric: "l2" });
   t.ok(close(l2.score, Math.sqrt(32 ** 3)), `l2 to the ones is their norm (${l2.score})`);
   // a prime length: the rank-1 TT is the whole vector, no smaller than the data
-  const prime = await s.put("ns", "zeros-prime", new Float32Array(1031), { shape: [1031] });
-  t.deepEqual([prime.verdict, prime.bytes_stored], ["passthrough", 1031 * 4], "zeros of a prime length: passthrough");
+  const prime = await s.put("ns", "zeros-prime", new Float32Array(1031), { shape: [1031], codec: "tt" });
+  t.deepEqual([prime.verdict, prime.bytes_stored], ["passthrough", 1031 * 4], "zeros of a prime length under codec tt: passthrough");
+  const exact = await s.put("ns", "zeros-prime-auto", new Float32Array(1031), { shape: [1031] });
+  t.deepEqual([exact.verdict, exact.fingerprint.codec, exact.relative_error, exact.max_abs_error], ["lossless", "lossless", 0, 0], `the same under codec auto: an exact entry (${exact.bytes_stored} bytes)`);
 });
 
 suite.test("float64 keeps float64 cores; float16 and bfloat16 round-trip in their dtype", async (t, s) => {

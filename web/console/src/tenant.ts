@@ -28,6 +28,7 @@ interface EntryInfo {
   compressed: boolean;
   compression_ratio: number;
   relative_error: number;
+  max_abs_error: number | null;
   bytes_in: number;
   bytes_stored: number;
   fingerprint: { sha256: string; codec: string; tt: { modes: number[]; ranks: number[] } | null; norm: number | null };
@@ -139,14 +140,15 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
   clear(table,
     h("p", { class: "muted", "data-testid": "total" }, total === 0 ? "No entries match." : `Entries ${offset + 1}–${offset + rows.length} of ${total}`),
     rows.length === 0 ? null : h("table", { "data-testid": "entries" },
-      h("thead", {}, h("tr", {}, ...["Key", "Dtype", "Shape", "Verdict", "Ratio", "Rel. error", "Bytes in", "Stored", "Version"].map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {}, ...["Key", "Dtype", "Shape", "Verdict", "Ratio", "Rel. error", "Bytes in", "Stored", "Version", "Codec", "Max abs error"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...rows.map((e) => h("tr", {},
         h("td", {}, h("a", { href: entryLink(ns, e.key) }, e.key)),
         h("td", {}, e.dtype), h("td", {}, fmt.shape(e.shape)),
         h("td", {}, h("span", { class: `verdict ${e.verdict}` }, e.verdict)),
         h("td", { class: "num" }, fmt.num(e.compression_ratio)), h("td", { class: "num" }, fmt.num(e.relative_error)),
         h("td", { class: "num" }, fmt.bytes(e.bytes_in)), h("td", { class: "num" }, fmt.bytes(e.bytes_stored)),
-        h("td", { class: "num" }, e.version))))),
+        h("td", { class: "num" }, e.version), h("td", {}, e.fingerprint.codec),
+        h("td", { class: "num" }, e.max_abs_error === null ? "–" : fmt.num(e.max_abs_error)))))),
     h("div", { class: "pager" },
       offset > 0 ? h("a", { href: pageLink(Math.max(0, offset - PAGE)), class: "button" }, "← Previous") : null,
       nextOffset !== null ? h("a", { href: pageLink(nextOffset), class: "button", "data-testid": "next-page" }, "Next →") : null),
@@ -187,6 +189,7 @@ export async function entryPage(main: HTMLElement, ns: string, key: string, para
   const facts: [string, string][] = [
     ["dtype", e.dtype], ["shape", fmt.shape(e.shape)], ["verdict", e.verdict],
     ["compression ratio", fmt.num(e.compression_ratio)], ["relative error", fmt.num(e.relative_error)],
+    ["max abs error", e.max_abs_error === null ? "not measured" : fmt.num(e.max_abs_error)], ["codec", e.fingerprint.codec],
     ["bytes in", fmt.bytes(e.bytes_in)], ["bytes stored", fmt.bytes(e.bytes_stored)], ["created", e.created_at],
   ];
   const fp = e.fingerprint;

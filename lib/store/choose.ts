@@ -1,0 +1,250 @@
+// The codec of a floating put (docs/store.md "Codec policy"): TT cores, the prediction codec's
+// stream, or an exact entry. Every lossy candidate is decoded and measured before it is kept:
+// its relative Frobenius error and its largest element error over the values a serve gives
+// back (float16/bfloat16 rounded to their type), so the bounds a caller asked for are checked,
+// not trusted. `auto` estimates the prediction codec's ratio from samples first, and runs the
+// TT route under a min_ratio near that estimate: TT's sampled rank bounds give up early where
+// no TT within the tolerance could beat it, so data that are not low-rank cost a small part of
+// a TT-SVD.
+import { ValidationError } from "../errors.js";
+import { itemsize, type Dtype } from "../names.js";
+import type { CodecChoice } from "../schemas.js";
+import { asBytes, fromWorkingFloat, toWorkingFloat } from "./codec.js";
+import type { StoreConfig } from "./context.js";
+import { pacedScan } from "./pace.js";
+import { loadPred, type PredApi } from "./predapi.js";
+import { loadTT } from "./ttapi.js";
+import type { PayloadLayout, TtInfo, Verdict } from "./types.js";
+
+/** A floating put to encode: the data as float32/float64 (half types widened) and the caller's bounds. */
+export interface FloatJob {
+  work: Float32Array | Float64Array;
+  dtype: Dtype;
+  shape: number[];
+  bytesIn: number;
+  /** Relative Frobenius bound; undefined where only max_abs_error was asked for. */
+  tolerance: number | undefined;
+  /** L∞ bound; undefined where none was asked for. */
+  maxAbs: number | undefined;
+  codec: CodecChoice;
+  maxRank: number;
+  /** The caller gave max_rank: a TT above the tolerance under that cap is kept as `weak`. */
+  capped: boolean;
+  config: StoreConfig;
+}
+
+/** A lossy or exact encoding that met the bounds, with what was measured on its decoded values. */
+export interface Encoded {
+  payload: Uint8Array;
+  verdict: Verdict;
+  relative_error: number;
+  max_abs_error: number;
+  /** Frobenius norm of the values a serve gives back. */
+  norm: number;
+  codec: "tt" | "pred" | "lossless";
+  tt: TtInfo | null;
+  layout: PayloadLayout;
+}
+
+/** Whether a zero bound asks for an exact entry. */
+export const exactAsked = (j: Pick<FloatJob, "tolerance" | "maxAbs" | "codec">): boolean =>
+  j.codec === "lossless" || j.tolerance === 0 || j.maxAbs === 0;
+
+/** Half a unit in the last place of the served type, relative: the rounding a serve adds. */
+const unitOf = (dtype: Dtype): number => (dtype === "float16" ? 2 ** -11 : dtype === "bfloat16" ? 2 ** -8 : 0);
+
+// An auto put runs TT only where the sampled ranks do not rule out this share of the
+// prediction codec's estimated ratio, and skips the full prediction encode where TT's measured
+// ratio exceeds the estimate this many times (the estimate comes from samples, so it is a guide).
+const TT_SHARE_OF_ESTIMATE = 0.8;
+/** Working data up to this size are encoded by the prediction codec at once instead of estimated. */
+const ESTIMATE_ABOVE_BYTES = 4 * 1024 * 1024;
+const TT_CLEAR_WIN = 2;
+
+interface Measured {
+  relative_error: number;
+  max_abs_error: number;
+  norm: number;
+}
+
+/**
+ * Errors of `dec` against `x` and the norm of `dec`, in float64 with scaling, in slices of the
+ * event loop. `normX` is the norm of `x` (0: the relative error is 0 where dec equals x, else 1).
+ */
+async function measure(x: ArrayLike<number>, dec: ArrayLike<number>, normX: number): Promise<Measured> {
+  const n = x.length;
+  let maxDiff = 0;
+  let maxDec = 0;
+  await pacedScan(n, (a, b) => {
+    for (let i = a; i < b; i++) {
+      const d = Math.abs(x[i]! - dec[i]!);
+      if (d > maxDiff) maxDiff = d;
+      const v = Math.abs(dec[i]!);
+      if (v > maxDec) maxDec = v;
+    }
+  });
+  let sd = 0;
+  let sh = 0;
+  await pacedScan(n, (a, b) => {
+    for (let i = a; i < b; i++) {
+      if (maxDiff > 0) {
+        const d = (x[i]! - dec[i]!) / maxDiff;
+        sd += d * d;
+      }
+      if (maxDec > 0) {
+        const v = dec[i]! / maxDec;
+        sh += v * v;
+      }
+    }
+  });
+  const diffNorm = maxDiff * Math.sqrt(sd);
+  return {
+    relative_error: normX > 0 ? diffNorm / normX : diffNorm > 0 ? 1 : 0,
+    max_abs_error: maxDiff,
+    norm: maxDec * Math.sqrt(sh),
+  };
+}
+
+/** Decoded working floats as a serve gives them back: rounded to float16/bfloat16, widened again. */
+async function asServed(dec: Float32Array | Float64Array, dtype: Dtype): Promise<Float32Array | Float64Array> {
+  if (dtype !== "float16" && dtype !== "bfloat16") return dec;
+  const out = new Float32Array(dec.length);
+  await pacedScan(dec.length, (a, b) => {
+    out.set(toWorkingFloat(fromWorkingFloat(dec.subarray(a, b), dtype), dtype), a);
+  });
+  return out;
+}
+
+/** Whether measured errors meet the caller's bounds. */
+const meets = (m: Measured, j: FloatJob): boolean =>
+  (j.tolerance === undefined || m.relative_error <= j.tolerance) && (j.maxAbs === undefined || m.max_abs_error <= j.maxAbs);
+
+/** Bounds handed to an encoder: a float16/bfloat16 entry keeps the serve's rounding share free. */
+function encoderBounds(j: FloatJob, maxX: number): { tolerance?: number; max_abs_error?: number } | null {
+  const unit = unitOf(j.dtype);
+  const out: { tolerance?: number; max_abs_error?: number } = {};
+  if (j.tolerance !== undefined) {
+    const t = j.tolerance - unit * (1 + j.tolerance);
+    if (t < j.tolerance / 4) return null;
+    out.tolerance = t;
+  }
+  if (j.maxAbs !== undefined) {
+    const e = j.maxAbs - unit * maxX * 1.01;
+    if (e < j.maxAbs / 4) return null;
+    out.max_abs_error = e;
+  }
+  return out;
+}
+
+/**
+ * The TT route: TT-SVD under `minRatio` (dense/stored bytes), decoded and measured. Null where
+ * TT cannot store the data at that ratio or misses a bound (a relative error above the
+ * tolerance is kept, as `weak`, only under the caller's max_rank).
+ */
+async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: number): Promise<Encoded | null> {
+  const tt = await loadTT();
+  const f64 = j.work instanceof Float64Array;
+  const b = encoderBounds(j, maxX);
+  if (!b) return null;
+  // TT bounds the relative Frobenius error only; with an L∞ bound alone it aims at an RMS
+  // error a quarter of that bound and the decoded values are checked against it
+  let tol = b.tolerance ?? Math.min(0.5, (b.max_abs_error! * Math.sqrt(j.work.length)) / (4 * normX));
+  if (b.tolerance !== undefined && b.max_abs_error !== undefined) tol = Math.min(tol, (b.max_abs_error * Math.sqrt(j.work.length)) / normX);
+  const floor = f64 ? tt.MIN_TOLERANCE_F64 : tt.MIN_TOLERANCE_F32;
+  if (tol < floor) {
+    if (j.codec === "tt" && j.tolerance !== undefined && j.tolerance < floor)
+      throw new ValidationError(`tolerance ${j.tolerance} is below the TT engine's floor of ${floor} for ${f64 ? "float64" : "float32"} data; use codec auto or pred.`, "tolerance");
+    return null;
+  }
+  // cores are float32 (float64 for float64 data): the ratio is measured against them
+  const coreBytes = f64 ? 8 : 4;
+  const res = await tt.compress(j.work, j.shape, { tolerance: tol, max_rank: j.maxRank, min_ratio: minRatio * (coreBytes / itemsize(j.dtype)) });
+  if (res === null) return null;
+  const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
+  if (j.bytesIn / stored < minRatio) return null;
+  const m = await measure(j.work, await asServed(await tt.reconstruct(res), j.dtype), normX);
+  const weak = j.tolerance !== undefined && m.relative_error > j.tolerance;
+  if (weak && !j.capped) return null;
+  if (j.maxAbs !== undefined && m.max_abs_error > j.maxAbs) return null;
+  const info = { modes: [...res.modes], ranks: [...res.ranks] };
+  const payload = new Uint8Array(stored);
+  let off = 0;
+  for (const c of res.cores) {
+    payload.set(asBytes(c), off);
+    off += c.byteLength;
+  }
+  return {
+    payload, verdict: weak ? "weak" : "compressed", relative_error: m.relative_error, max_abs_error: m.max_abs_error,
+    // the norm on the cores, as similarity contracts them
+    norm: await tt.norm(res), codec: "tt", tt: info, layout: { codec: "tt", core_dtype: f64 ? "float64" : "float32", ...info },
+  };
+}
+
+/** The prediction route: one encode under the bounds, decoded and measured. Null where it misses the ratio or a bound. */
+async function predRoute(p: PredApi, j: FloatJob, minRatio: number, normX: number, maxX: number): Promise<Encoded | null> {
+  const b = encoderBounds(j, maxX);
+  if (!b) return null;
+  const r = await p.compress(j.work, { shape: j.shape, ...b });
+  if (j.bytesIn / r.stream.byteLength < minRatio) return null;
+  const m = await measure(j.work, await asServed(await p.decompress(r.stream), j.dtype), normX);
+  if (!meets(m, j)) return null;
+  return { payload: r.stream, verdict: "compressed", ...m, codec: "pred", tt: null, layout: { codec: "pred", lossless: false } };
+}
+
+/**
+ * An exact entry of floating data: the prediction codec's lossless mode (float32/float64)
+ * where it is smaller than byte shuffle + deflate, else deflate; null where neither reaches
+ * `minRatio` (the put stores the bytes raw).
+ */
+export async function exactRoute(
+  j: Pick<FloatJob, "work" | "dtype" | "shape" | "bytesIn">, deflated: { payload: Uint8Array; shuffle: number }, minRatio: number, norm: number,
+): Promise<Encoded | null> {
+  let best: Encoded | null = null;
+  const p = j.dtype === "float32" || j.dtype === "float64" ? await loadPred() : null;
+  if (p) {
+    const r = await p.compress(j.work, { shape: j.shape, max_abs_error: 0 });
+    if (r.stream.byteLength < deflated.payload.byteLength) {
+      // kept only when it decodes to the same bits
+      const dec = await p.decompress(r.stream);
+      const same = dec.length === j.work.length && !(await pacedScan(dec.length, (a, b) => {
+        const x = asBytes(j.work.subarray(a, b));
+        const y = asBytes(dec.subarray(a, b));
+        return !Buffer.from(x.buffer, x.byteOffset, x.byteLength).equals(y);
+      }));
+      if (same) best = { payload: r.stream, verdict: "lossless", relative_error: 0, max_abs_error: 0, norm, codec: "pred", tt: null, layout: { codec: "pred", lossless: true } };
+    }
+  }
+  best ??= { payload: deflated.payload, verdict: "lossless", relative_error: 0, max_abs_error: 0, norm, codec: "lossless", tt: null, layout: { codec: "lossless", shuffle: deflated.shuffle } };
+  return j.bytesIn / best.payload.byteLength >= minRatio ? best : null;
+}
+
+/**
+ * The lossy codec of a floating put that meets the bounds, by `j.codec`: `tt` or `pred` that
+ * codec alone, `auto` the smaller of the two (deciding from estimates first). Null where none
+ * does: the put then stores the data exactly.
+ */
+export async function lossyRoute(j: FloatJob, normX: number, maxX: number): Promise<Encoded | null> {
+  const minRatio = j.config.min_compression_ratio;
+  if (j.codec === "tt") return ttRoute(j, minRatio, normX, maxX);
+  const p = await loadPred();
+  if (j.codec === "pred") return predRoute(p, j, minRatio, normX, maxX);
+  if (j.work.byteLength <= ESTIMATE_ABOVE_BYTES) {
+    // small data: one prediction encode costs about what its estimate does, and its measured
+    // ratio is the one TT has to beat (TT gives up as soon as its sampled ranks rule that out)
+    const pr = await predRoute(p, j, minRatio, normX, maxX);
+    const tt = await ttRoute(j, pr ? Math.max(minRatio, j.bytesIn / pr.payload.byteLength) : minRatio, normX, maxX);
+    return smaller(tt, pr);
+  }
+  const b = encoderBounds(j, maxX);
+  const estimate = b ? (await p.estimate(j.work, { shape: j.shape, ...b })).ratio : 0;
+  const tt = await ttRoute(j, Math.max(minRatio, TT_SHARE_OF_ESTIMATE * estimate), normX, maxX);
+  if (tt && tt.verdict === "compressed" && j.bytesIn / tt.payload.byteLength >= TT_CLEAR_WIN * estimate) return tt;
+  return smaller(tt, await predRoute(p, j, minRatio, normX, maxX));
+}
+
+/** The smaller of a TT and a prediction encoding; a weak TT (under the caller's cap) loses to any entry that meets the tolerance. */
+function smaller(tt: Encoded | null, pr: Encoded | null): Encoded | null {
+  if (!tt || !pr) return tt ?? pr;
+  if (tt.verdict === "weak") return pr;
+  return pr.payload.byteLength < tt.payload.byteLength ? pr : tt;
+}

@@ -12,7 +12,7 @@ import { effectiveRateLimit, planSchema, TIERS, type LimitsPolicy, type Plan } f
 import { termsForPeriod, type TenantRecord, type TenantRegistry } from "./tenants.js";
 import { auditTailQuerySchema, type AuditTailReader } from "./audit-tail.js";
 import type { KeyUsageTracker } from "./key-usage.js";
-import { keysRouter } from "./keys.js";
+import { addKeyRoutes } from "./keys.js";
 
 export interface AdminDeps {
   registry: TenantRegistry;
@@ -193,7 +193,7 @@ export function adminRouter(d: AdminDeps): Router {
     res.status(200).json({ status: "ok", tenants_loaded: n });
   });
 
-  r.use(keysRouter({ registry: d.registry, clock: d.clock, keyUsage: d.keyUsage }));
+  addKeyRoutes(r, { registry: d.registry, clock: d.clock, keyUsage: d.keyUsage });
 
   r.use((req, _res, next) => next(new NotFoundError(`No admin endpoint ${req.method} ${req.path}.`)));
   return r;

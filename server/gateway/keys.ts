@@ -4,7 +4,7 @@
 // and every gateway sharing the store sees it at its next request, exactly as a rotation. The key
 // of creation and rotation keeps every scope on every namespace (key_id "primary").
 import { randomBytes, timingSafeEqual } from "node:crypto";
-import express, { type Request, type Response, type Router } from "express";
+import type { Request, Response, Router } from "express";
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../lib/errors.js";
 import { createKeySchema, PRIMARY_KEY_ID, revokeKeySchema } from "../../lib/key-schemas.js";
 import { parseOrThrow, tenantIdSchema } from "../../lib/names.js";
@@ -139,12 +139,11 @@ export interface KeysRouterDeps {
 }
 
 /**
- * POST /gate/admin/keys, GET /gate/admin/keys/{tenant_id}, POST /gate/admin/keys/revoke. Mounted
- * inside the admin router (service key checked, JSON parsed). The tenant a call acted on goes to
- * `res.locals.tenant_id` for its audit record.
+ * POST /gate/admin/keys, GET /gate/admin/keys/{tenant_id}, POST /gate/admin/keys/revoke, added
+ * to the admin router (service key checked, JSON parsed before them). The tenant a call acted on
+ * goes to `res.locals.tenant_id` for its audit record.
  */
-export function keysRouter(d: KeysRouterDeps): Router {
-  const r = express.Router();
+export function addKeyRoutes(r: Router, d: KeysRouterDeps): void {
   const body = (req: Request): unknown => (req.body === undefined ? {} : req.body);
 
   r.post("/gate/admin/keys/revoke", async (req: Request, res: Response) => {
@@ -169,5 +168,4 @@ export function keysRouter(d: KeysRouterDeps): Router {
     const now = d.clock.now();
     res.status(200).json({ tenant_id: id, keys: (t.keys ?? []).map((k) => keyView(id, k, used.get(k.key_id), now)) });
   });
-  return r;
 }

@@ -11,6 +11,7 @@ import {
   listQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema, vectorBodySchema,
 } from "../../lib/schemas.js";
 import { createSchema, idSchema, addNamespaceSchema, updateTierSchema } from "./admin.js";
+import { createKeySchema, revokeKeySchema } from "../../lib/key-schemas.js";
 import { checkoutBodySchema } from "./billing.js";
 
 type Json = Record<string, unknown>;
@@ -32,6 +33,7 @@ const putResult = z.strictObject({
   max_abs_error: z.number(), dtype: dtypeOut, shape: z.array(int), tt: ttInfo.nullable(), bytes_in: int, bytes_stored: int, fingerprint,
 });
 const rateLimit = z.strictObject({ requests: int, window_s: int });
+const scope = z.enum(["read", "write"]);
 const ref2 = z.strictObject({ key: z.string(), version: int });
 const topk = z.strictObject({ metric, results: z.array(z.strictObject({ key: z.string(), version: int, score: z.number() })), scanned: int, skipped: int });
 
@@ -92,9 +94,22 @@ export const RESPONSE_SCHEMAS = {
     breakdown: z.record(z.string(), z.number()), overage_cus: z.number(), overage_amount: z.number(),
   }),
   registry_reload: z.strictObject({ status: z.literal("ok"), tenants_loaded: int }),
+  key_create: z.strictObject({
+    key_id: z.string(), api_key: z.string(), tenant_id: z.string(), name: z.string(), scopes: z.array(scope),
+    namespaces: z.array(z.string()).nullable(), expires_at: instant.nullable(),
+  }),
+  keys_list: z.strictObject({
+    tenant_id: z.string(),
+    keys: z.array(z.strictObject({
+      key_id: z.string(), tenant_id: z.string(), name: z.string(), scopes: z.array(scope), namespaces: z.array(z.string()).nullable(),
+      expires_at: instant.nullable(), expired: z.boolean(), created_at: instant, last_used_at: instant.nullable(),
+    })),
+  }),
+  key_revoke: z.strictObject({ key_id: z.string(), tenant_id: z.string(), status: z.literal("revoked") }),
   audit_tail: z.strictObject({
     records: z.array(z.strictObject({
       ts: instant, tenant_id: z.string(), method: z.string(), path: z.string(), namespace: z.string(), status: int, cus: z.number(), latency_ms: z.number(), request_id: z.string(),
+      key_id: z.string(),
     })),
     count: int, limit: int, complete: z.boolean(), scanned_bytes: int,
   }),
@@ -250,6 +265,20 @@ function operations(): Op[] {
       responses: { "200": { description: "records (audit records, newest first), count, limit, complete (the whole log was read), scanned_bytes.", content: { "application/json": { schema: { type: "object" } } } }, "404": errorResponse("The audit log is disabled on this gateway.") },
     },
     { method: "get", path: "/metrics", id: "metrics", summary: "Prometheus metrics; the service key or SVC_GATE_METRICS_TOKEN as a bearer token.", kind: "admin", responses: { "200": { description: "Prometheus text format 0.0.4.", content: { "text/plain": { schema: { type: "string" } } } } } },
+    {
+      method: "post", path: "/gate/admin/keys", id: "key_create", kind: "admin", body: jsonBody(createKeySchema),
+      summary: "Create a scoped API key for a tenant (scopes read, or read and write; optional namespace subset and expiry); the key is returned once. At most 20 per tenant.",
+      responses: { "201": { description: "key_id, api_key, tenant_id, name, scopes, namespaces (null: every namespace of the tenant), expires_at (null: never)." }, "404": errorResponse("Unknown tenant.") },
+    },
+    {
+      method: "get", path: "/gate/admin/keys/{tenant_id}", id: "keys_list", kind: "admin", summary: "A tenant's scoped keys, without secrets, with created_at and last_used_at (written at most once a minute).",
+      params: [pathParam("tenant_id", tenantIdSchema, "Tenant id.")], responses: { "200": { description: "tenant_id, keys." }, "404": errorResponse("Unknown tenant.") },
+    },
+    {
+      method: "post", path: "/gate/admin/keys/revoke", id: "key_revoke", kind: "admin", body: jsonBody(revokeKeySchema),
+      summary: "Revoke a scoped key; every gateway sharing the registry refuses it from the next request on.",
+      responses: { "200": { description: "key_id, tenant_id, status (revoked)." }, "404": errorResponse("Unknown or already revoked key_id.") },
+    },
     { method: "post", path: "/gate/admin/reload", id: "registry_reload", summary: "Reload the tenant registry from storage.", kind: "admin", responses: { "200": { description: "status (ok), tenants_loaded." } } },
 
     {

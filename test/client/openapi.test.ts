@@ -188,6 +188,10 @@ test("openapi: the success body of every operation on the live gateway matches i
     await call("usage_tenant", "/gate/admin/usage/t1?period=2026-01");
     await call("registry_reload", "/gate/admin/reload");
     await call("account", "/gate/account");
+    const made = await call("key_create", "/gate/admin/keys", { tenant_id: "t1", name: "reader", scopes: ["read"], namespaces: ["ns"], expires_at: "2099-01-01T00:00:00Z" });
+    await call("get", "/v1/get/ns/a", undefined, made.api_key as string);
+    await call("keys_list", "/gate/admin/keys/t1");
+    await call("key_revoke", "/gate/admin/keys/revoke", { key_id: made.key_id });
     await call("audit_tail", "/gate/admin/audit?limit=5");
     await call("tenant_deactivate", "/gate/onboard/deactivate", { tenant_id: "t2" });
     await call("health", "/health");

@@ -3,12 +3,14 @@
 // with the error of the result it timed, measured here in float64 from tt.reconstruct; a figure
 // whose error exceeds its tolerance without max_rank binding is flagged "VIOLATION".
 // Usage: node --import tsx bench/tt.ts [name ...]
-//   (names: smooth128 smooth256 gaussians256 bumps2048 heat128 lowrank image noise small early)
+//   (names: smooth128 smooth256 gaussians256 bumps2048 heat128 lowrank image noise small numpy early)
 // Prints the backend/machine line first, then one JSON object per figure.
-import { cpus, loadavg, totalmem } from "node:os";
-import { readFileSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import * as tt from "../lib/tt.js";
-import { gaussian, relErr, rng } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
+import { gaussian, relErr, rng, smoothField } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
 
 const TOLS = [1e-2, 1e-3, 1e-4];
 const MB = 1 << 20;
@@ -287,6 +289,113 @@ async function small() {
   }
 }
 
+
+/** Single-threaded numpy TT-SVD (bench/tt_numpy.py, LAPACK gesdd) on the same data, modes and
+ *  tolerance, or null when python3 with numpy is not there. */
+function numpyTT(data: Float32Array | Float64Array, modes: number[], tol: number, reps: number): { best_s: number; median_s: number; ranks: number[]; relative_error: number } | null {
+  const dir = mkdtempSync(join(tmpdir(), "svc-tt-bench-"));
+  try {
+    const file = join(dir, "a.raw");
+    writeFileSync(file, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    // one BLAS thread; OPENBLAS_CORETYPE/L2_SIZE slow a current numpy (see the env notes)
+    const env = { ...process.env, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1", MKL_NUM_THREADS: "1" };
+    delete env.OPENBLAS_CORETYPE;
+    delete env.OPENBLAS_L2_SIZE;
+    const dtype = data instanceof Float64Array ? "float64" : "float32";
+    const outp = execFileSync("python3", [new URL("./tt_numpy.py", import.meta.url).pathname, file, dtype, modes.join(","), String(tol), String(reps)], { env, encoding: "utf8", maxBuffer: 1 << 20, stdio: ["ignore", "pipe", "ignore"] });
+    return JSON.parse(outp.trim().split("\n").pop()!);
+  } catch {
+    return null;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A grayscale photograph from scikit-image's data sets (512 x 512, float32 in [0, 1]), or null. */
+function photo(name: string): Float32Array | null {
+  try {
+    const code = `import sys, numpy as np\nfrom skimage import data, color\nim = getattr(data, "${name}")()\nim = color.rgb2gray(im) if im.ndim == 3 else im / 255.0\nsys.stdout.buffer.write(np.ascontiguousarray(im, dtype=np.float32).tobytes())`;
+    const buf = execFileSync("python3", ["-c", code], { maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "ignore"] });
+    if (buf.length !== 512 * 512 * 4) return null;
+    return new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Weight-like matrix rows x cols (generated, not a trained model): a power-law spectrum
+ * sigma_i = (i + 1)^-0.7 on random factors (the learned part) plus a Gaussian bulk of 3% of the
+ * norm (the random initialisation a training run leaves), as in the spectra of trained layers.
+ */
+async function weights(rows: number, cols: number, seed: number): Promise<Float32Array> {
+  const g = gaussian(seed), r = Math.min(rows, cols);
+  const u = Float32Array.from({ length: rows * r }, (_, i) => (g() * (Math.floor(i % r) + 1) ** -0.7) / Math.sqrt(rows));
+  const v = Float32Array.from({ length: r * cols }, () => g() / Math.sqrt(cols));
+  const w = (await tt.reconstruct({ modes: [rows, cols], ranks: [1, r, 1], cores: [u, v] })) as Float32Array;
+  let n2 = 0;
+  for (const x of w) n2 += x * x;
+  const bulk = (0.03 * Math.sqrt(n2)) / Math.sqrt(w.length);
+  for (let i = 0; i < w.length; i++) w[i]! += bulk * g();
+  return w;
+}
+
+/** Exactly low-rank tensor: a random float32 TT of ranks `r` over `modes`, densified. */
+async function lowrankTT(modes: number[], r: number, seed: number): Promise<Float32Array> {
+  const g = gaussian(seed);
+  const ranks = [1, ...modes.slice(1).map(() => r), 1];
+  const cores = modes.map((n, k) => Float32Array.from({ length: ranks[k]! * n * ranks[k + 1]! }, () => g()));
+  return (await tt.reconstruct({ modes, ranks, cores })) as Float32Array;
+}
+
+/** The engine against numpy on the same data, modes and tolerance: best and median of a few
+ *  calls each, both results' errors measured in float64 here (engine) or by numpy (reference). */
+async function versus(name: string, data: Float32Array | Float64Array, shape: number[], tol: number, maxRank?: number, reps = 3) {
+  if (Date.now() > deadline) return out({ name, skipped: "time budget spent" });
+  if (process.env.SVC_BENCH_MATCH && !name.includes(process.env.SVC_BENCH_MATCH)) return;
+  const opts = maxRank === undefined ? { tolerance: tol } : { tolerance: tol, max_rank: maxRank };
+  const times: number[] = [];
+  let r: tt.CompressResult | null = null;
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    r = await tt.compress(data, shape, opts);
+    times.push((performance.now() - t0) / 1000);
+  }
+  times.sort((a, b) => a - b);
+  const res = r!;
+  const err = relErr(data, await tt.reconstruct(res));
+  const capped = maxRank !== undefined && Math.max(...res.ranks) >= maxRank;
+  const bad = err > tol && !capped;
+  if (bad) violations++;
+  const np = numpyTT(data, res.modes, tol, reps);
+  out({
+    name, shape, dtype: data instanceof Float64Array ? "float64" : "float32", modes: res.modes, tolerance: tol, max_rank: maxRank ?? null,
+    ranks: res.ranks, measured_error: +err.toExponential(3), within_tolerance: err <= tol, ...(bad ? { VIOLATION: true } : {}),
+    ratio: +(data.length / size(res)).toFixed(2), engine_best_s: +times[0]!.toFixed(4), engine_median_s: +times[times.length >> 1]!.toFixed(4),
+    numpy_best_s: np ? +np.best_s.toFixed(4) : null, numpy_median_s: np ? +np.median_s.toFixed(4) : null, numpy_max_rank: np ? Math.max(...np.ranks) : null,
+    numpy_error: np ? +np.relative_error.toExponential(3) : null, speedup_vs_numpy: np ? +(np.best_s / times[0]!).toFixed(2) : null,
+    loadavg_1m: +loadavg()[0]!.toFixed(2),
+  });
+}
+
+async function vsNumpy() {
+  for (const p of ["camera", "astronaut"]) {
+    const x = photo(p);
+    if (!x) { out({ name: `photo_${p}`, skipped: "python3 with scikit-image not found" }); continue; }
+    for (const tol of [1e-2, 1e-3]) await versus(`photo_${p}`, x, [512, 512], tol);
+  }
+  const w1 = await weights(1024, 1024, 21);
+  for (const tol of [1e-2, 1e-3]) await versus("weights_1024x1024", w1, [1024, 1024], tol, 1024);
+  const w2 = await weights(2304, 256, 22);
+  await versus("weights_2304x256", w2, [2304, 256], 1e-3);
+  await versus("weights_9x256x256", w2, [9, 256, 256], 1e-3);
+  await versus("white_noise_128", noise(128 ** 3), [128, 128, 128], 1e-3);
+  const lr = await lowrankTT([32, 32, 32, 32], 8, 31);
+  for (const tol of [1e-4, 1e-5, 1e-6]) await versus("lowrank_32x4_rank8", lr, [32, 32, 32, 32], tol);
+  const s64 = smoothField(128, 128, 128, true, 3) as Float64Array;
+  for (const tol of [1e-8, 1e-10]) await versus("smooth_f64_128", s64, [128, 128, 128], tol);
+}
+
 const b = tt.backend();
 out({ backend: b, machine: { cpu: cpus()[0]?.model ?? "unknown", cores: cpus().length, loadavg_1m: +loadavg()[0]!.toFixed(2), mem_GiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version } });
 
@@ -300,6 +409,7 @@ const sets: Record<string, () => Promise<void>> = {
   image: async () => bench("synthetic_natural_image_1f_edges", image(2048), [2048, 2048], { plain: [2048, 2048], choose: tt.chooseModes([2048, 2048]) }),
   noise: async () => bench("white_noise", noise(128 ** 3), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   small,
+  numpy: vsNumpy,
   early: async () => {
     await early("white_noise_128", noise(128 ** 3), [128, 128, 128]);
     await early("synthetic_image_2048", image(2048), [2048, 2048]);

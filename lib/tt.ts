@@ -25,7 +25,9 @@ export interface TT {
 export interface CompressOptions {
   /** Relative Frobenius tolerance: ‖A − Â‖_F ≤ tolerance·‖A‖_F unless max_rank binds. Default 1e-3. */
   tolerance?: number;
-  /** Cap on every TT rank. Default 256. */
+  /** Cap on every TT rank. Without it the tolerance holds: ranks go as high as the data need
+   *  (up to NO_CAP_RANK_LIMIT; a result that would need more is refused with a ValidationError
+   *  naming the rank). With it, a result may miss the tolerance where the cap binds ("weak"). */
   max_rank?: number;
   /** TT modes (product = product of shape); default chooseModes(shape), and the plain shape when
    *  that result misses the tolerance (max_rank binds) and the plain one does not. "auto" tries
@@ -76,6 +78,10 @@ export const MIN_TOLERANCE_F64 = 1e-12;
 export const MIN_ROUND_TOLERANCE_F64 = MIN_TOLERANCE_F64;
 /** Largest max_rank accepted: beyond it the factorisations would need gigabytes and minutes. */
 export const MAX_RANK_LIMIT = 1024;
+/** compress without max_rank raises its ranks as far as the tolerance needs, up to this (an
+ *  unfolding's Gram matrix of this side is 32 MiB and its eigensolve takes seconds); data that
+ *  need more are refused. */
+export const NO_CAP_RANK_LIMIT = 2048;
 
 const int = (what: string) => z.number({ error: `${what} must be a number` }).int(`${what} must be an integer`);
 
@@ -292,7 +298,10 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
   const f64 = x instanceof Float64Array;
   const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
   checkTolerance(tolerance, f64);
-  const maxRank = o.max_rank ?? DEFAULT_MAX_RANK;
+  // A caller's cap may bind (a "weak" result); without one the tolerance holds, so every
+  // decomposition may keep the full rank of its unfoldings, up to NO_CAP_RANK_LIMIT.
+  const capped = o.max_rank !== undefined;
+  const capFor = (modes: number[]) => (capped ? o.max_rank! : Math.min(fullRank(modes), NO_CAP_RANK_LIMIT));
   const minRatio = o.min_ratio ?? 0;
   const plain = [...s];
   const candidates: number[][] = [];
@@ -323,7 +332,8 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
   let best: CompressResult | null = null;
   let bestSize = Infinity;
   const run = async (modes: number[]) => {
-    const r = await call(() => native().compress(x, modes, tolerance, maxRank, minRatio));
+    const cap = capFor(modes);
+    const r = await call(() => native().compress(x, modes, tolerance, cap, minRatio));
     if (!r) return;
     const size = r.cores.reduce((a, c) => a + c.length, 0);
     const res: CompressResult = { modes: [...modes], ranks: r.ranks, cores: r.cores, relative_error: r.relative_error };
@@ -338,6 +348,27 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
   // unfoldings are larger): then the plain factorisation is tried too.
   const first = best as CompressResult | null;
   if (fallbackPlain && first && first.relative_error > tolerance) await run(plain);
+  const res = best as CompressResult | null;
+  if (!capped && res && res.relative_error > tolerance) {
+    // Only NO_CAP_RANK_LIMIT can bind here: name the unfolding that reached it.
+    const k = res.ranks.findIndex((r) => r >= NO_CAP_RANK_LIMIT);
+    const full = k > 0 ? Math.min(product(res.modes.slice(0, k)), product(res.modes.slice(k))) : NO_CAP_RANK_LIMIT;
+    throw new ValidationError(
+      `tolerance ${tolerance} needs a TT rank above ${NO_CAP_RANK_LIMIT} at unfolding ${k} (whose full rank is ${full}), more than compress computes without max_rank; pass max_rank (at most ${MAX_RANK_LIMIT}) to accept a result above the tolerance, or a larger tolerance.`,
+      "tolerance",
+    );
+  }
+  return res;
+}
+
+/** The largest rank any TT over `modes` can need: the largest shorter side of its unfoldings. */
+function fullRank(modes: readonly number[]): number {
+  let left = 1, best = 1;
+  const total = product(modes);
+  for (let k = 0; k + 1 < modes.length; k++) {
+    left *= modes[k]!;
+    best = Math.max(best, Math.min(left, total / left));
+  }
   return best;
 }
 

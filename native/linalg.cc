@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <vector>
+
+#include "threads.h"
 
 namespace svc {
 
@@ -98,12 +101,32 @@ static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors) 
 }
 
 // Implicit QL on the tridiagonal (d, e). Zt is the transposed eigenvector matrix (row j =
-// vector j), rotated row-wise so the updates are contiguous; null when only values are wanted.
+// vector j); null when only values are wanted. The rotations of one QL step are recorded and
+// then applied to Zt column block by column block (the columns are independent), in parallel:
+// each block of rows i..m stays in cache across the step's rotations instead of streaming
+// the whole matrix once per rotation.
 static void tql2(size_t n, double* d, double* e, double* Zt) {
   for (size_t i = 1; i < n; ++i) e[i - 1] = e[i];
   e[n - 1] = 0.0;
   double f = 0.0, tst1 = 0.0;
   const double eps = std::ldexp(1.0, -52);
+  std::vector<double> cs(Zt ? n : 0), sn(Zt ? n : 0);
+  constexpr size_t kCols = 64;
+  const size_t blocks = (n + kCols - 1) / kCols;
+  auto rotate = [&](size_t l, size_t m, size_t b) {
+    size_t k0 = b * kCols, k1 = std::min(n, k0 + kCols);
+    for (size_t ii = m; ii-- > l;) {
+      double c = cs[ii], s = sn[ii];
+      double* zi = Zt + ii * n;
+      double* zi1 = Zt + (ii + 1) * n;
+#pragma omp simd
+      for (size_t k = k0; k < k1; ++k) {
+        double hk = zi1[k];
+        zi1[k] = s * zi[k] + c * hk;
+        zi[k] = c * zi[k] - s * hk;
+      }
+    }
+  };
   for (size_t l = 0; l < n; ++l) {
     tst1 = std::max(tst1, std::fabs(d[l]) + std::fabs(e[l]));
     size_t m = l;
@@ -144,14 +167,15 @@ static void tql2(size_t n, double* d, double* e, double* Zt) {
           p = c * d[i] - s * g;
           d[i + 1] = h + s * (c * g + s * d[i]);
           if (Zt) {
-            double* zi = Zt + i * n;
-            double* zi1 = Zt + (i + 1) * n;
-            for (size_t k = 0; k < n; ++k) {
-              double hk = zi1[k];
-              zi1[k] = s * zi[k] + c * hk;
-              zi[k] = c * zi[k] - s * hk;
-            }
+            cs[i] = c;
+            sn[i] = s;
           }
+        }
+        if (Zt) {
+          // Small steps are not worth a hand-off to the pool.
+          if ((m - l) * n >= (size_t(1) << 15)) parallel_for(blocks, [&](size_t b) { rotate(l, m, b); });
+          else
+            for (size_t b = 0; b < blocks; ++b) rotate(l, m, b);
         }
         p = -s * s2 * c3 * el1 * e[l] / dl1;
         e[l] = s * p;

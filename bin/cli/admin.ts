@@ -19,10 +19,12 @@ default ./svc-data). 'create' and 'rotate-key' print the tenant's API key once, 
 SVC_API_KEY=<key>. --quota and --rate-limit apply to plan enterprise only.
 Options: --json prints the gateway's JSON response instead of text.`;
 
-export const USAGE_HELP = `Usage: svc usage [ID] [--period YYYY-MM] [--json] [--data DIR]
+export const USAGE_HELP = `Usage: svc usage [ID] [--period YYYY-MM] [--json] [--data DIR] [--mine]
 
 Without ID: the usage table of every tenant for the period (default the current UTC month).
-With ID: that tenant's record with its breakdown by operation.`;
+With ID: that tenant's record with its breakdown by operation. Both need the service key.
+With --mine, or without ID when no service key is at hand: the usage of the tenant whose key
+is in SVC_API_KEY (GET /gate/account), with its plan, quota and rate limit.`;
 
 export const RELOAD_HELP = `Usage: svc reload [--json] [--data DIR]
 
@@ -58,6 +60,15 @@ export async function adminCall(io: Io, dataDir: string | undefined, method: "GE
   }
   if (!parsed) throw new SvcError("internal", "The gateway answered with a body that is not JSON.");
   return parsed;
+}
+
+function hasServiceKey(io: Io, dataDir: string | undefined): boolean {
+  try {
+    serviceKey(io, dataDir);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function tenantId(v: string): string {
@@ -178,12 +189,19 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
 }
 
 export async function usageCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, { period: { type: "string" }, json: { type: "boolean" }, data: { type: "string" } }, { min: 0, max: 1, names: "[ID]" });
+  const { values, positionals, help } = parse(argv, {
+    period: { type: "string" }, json: { type: "boolean" }, data: { type: "string" }, mine: { type: "boolean" },
+  }, { min: 0, max: 1, names: "[ID]" });
   if (help) { io.out(USAGE_HELP + "\n"); return 0; }
   const period = values.period as string | undefined;
   if (period !== undefined && !/^\d{4}-(0[1-9]|1[0-2])$/.test(period)) throw new UsageError("--period must be YYYY-MM, for example 2026-11.");
   const q = period ? `?period=${period}` : "";
   const data = values.data as string | undefined;
+  if (values.mine && positionals[0] !== undefined) throw new UsageError("--mine shows the usage of SVC_API_KEY's tenant: leave out ID.");
+  if (values.mine || (positionals[0] === undefined && io.env.SVC_API_KEY && !hasServiceKey(io, data))) {
+    const { ownUsage } = await import("./account.js");
+    return ownUsage(io, period, Boolean(values.json));
+  }
   if (positionals[0] !== undefined) {
     const id = tenantId(positionals[0]);
     const r = await adminCall(io, data, "GET", `/gate/admin/usage/${id}${q}`);
@@ -212,5 +230,5 @@ export async function reloadCommand(argv: string[], io: Io): Promise<number> {
   return 0;
 }
 
-const fmtCus = (v: unknown) => (typeof v === "number" ? String(Math.round(v * 1000) / 1000) : String(v));
-const fmtUtil = (v: unknown) => (typeof v === "number" ? `${(v * 100).toFixed(1)}%` : "n/a");
+export const fmtCus = (v: unknown) => (typeof v === "number" ? String(Math.round(v * 1000) / 1000) : String(v));
+export const fmtUtil = (v: unknown) => (typeof v === "number" ? `${(v * 100).toFixed(1)}%` : "n/a");

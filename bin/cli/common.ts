@@ -107,10 +107,25 @@ function describeErrno(e: NodeJS.ErrnoException): string {
   switch (e.code) {
     case "ENOENT": return `No such file or directory:${p}.`;
     case "EACCES": case "EPERM": return `Permission denied:${p}.`;
-    case "EISDIR": return `Is a directory:${p}.`;
+    case "EISDIR": return e.path ? `${e.path} is a directory, not a file ('svc import NS DIR' uploads every .npy file under a directory).` : "Is a directory.";
     case "ENOTDIR": return `Not a directory:${p}.`;
-    case "EADDRINUSE": return `The address is already in use (port ${(e as { port?: number }).port ?? "?"}).`;
+    case "EADDRINUSE": {
+      const port = (e as { port?: number }).port;
+      return `Port ${port ?? "?"} is already in use, perhaps by a 'svc up' still running (stop it with Ctrl-C), or choose another port with --port and --engine-port (0 picks a free one).`;
+    }
     default: return `${e.syscall} failed (${e.code})${p ? ` for${p}` : ""}.`;
+  }
+}
+
+/** readFile whose errors name the file (Node's EISDIR carries no path). */
+export async function readInput(file: string): Promise<Buffer> {
+  const { readFile } = await import("node:fs/promises");
+  try {
+    return await readFile(file);
+  } catch (e) {
+    const ne = e as NodeJS.ErrnoException;
+    if (ne.code && ne.path === undefined) ne.path = file;
+    throw e;
   }
 }
 

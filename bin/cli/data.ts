@@ -1,14 +1,14 @@
 // Data commands: `svc put/get/ls/rm/serve` through createClient, with the tenant key from
 // SVC_API_KEY and the gateway from SVC_GATE_URL. `.npy` files are recognised by their magic
 // bytes, whatever their name.
-import { readFile, writeFile, rename, unlink } from "node:fs/promises";
+import { writeFile, rename, unlink } from "node:fs/promises";
 import { createClient, type SvcClient } from "../../lib/client.js";
 import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
 import { DTYPES, dtypeSchema, keySchema, namespaceSchema, type Dtype } from "../../lib/names.js";
 import { ValidationError } from "../../lib/errors.js";
 import type { PutOptions } from "../../lib/schemas.js";
 import { transferBar, type TransferBar } from "./transfer.js";
-import { fmtBytes, gatewayUrl, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
+import { fmtBytes, gatewayUrl, readInput, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
 
 const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default http://127.0.0.1:8080).";
 
@@ -212,7 +212,7 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);
   try {
-    const p = preparePut(await readFile(file), dtype, shape, file, Boolean(values.bytes));
+    const p = preparePut(await readInput(file), dtype, shape, file, Boolean(values.bytes));
     const r = await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, tolerance, max_abs_error: maxAbsError, codec, max_rank: maxRank, metadata, if_version: ifVersion });
     bar?.finish();
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
@@ -256,7 +256,11 @@ export async function lsCommand(argv: string[], io: Io): Promise<number> {
       offset = page.next_offset;
     }
     if (values.json) io.out(JSON.stringify({ namespace: ns, keys: all, total: all.length }, null, 2) + "\n");
-    else {
+    else if (all.length === 0) {
+      // said on stderr: standard output stays a list (empty) for scripts
+      const prefix = values.prefix ? ` whose key starts with '${values.prefix as string}'` : "";
+      io.err(`No entries in namespace ${ns}${prefix}; 'svc put ${ns} KEY FILE' stores one.\n`);
+    } else {
       const err = (x: number | null | undefined) => (x === null || x === undefined ? "-" : pct(x));
       for (const k of all)
         io.out(`${k.key}\tv${k.version}\t${k.dtype}\t${(k.shape ?? []).join("x")}\t${k.verdict}\t${k.codec ?? "-"}\t${err(k.relative_error)}\t${err(k.max_abs_error)}\t${k.updated_at}\n`);

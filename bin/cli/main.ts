@@ -4,6 +4,7 @@
 // Each command's module is imported only when that command runs: `svc --help` loads this file
 // and common.ts, a data command the client, and only the server commands load the servers.
 import { reportError, UsageError, type Io } from "./common.js";
+import { SvcError } from "../../lib/errors.js";
 
 export const HELP = `svc — tensor-train storage service
 
@@ -90,6 +91,12 @@ export async function main(argv: string[], io: Io): Promise<number> {
     if (!run) throw new UsageError(`Unknown command '${cmd}'.`);
     return await run(rest, io);
   } catch (e) {
+    // a data command's refusal by the key or the namespace list gets its way out (one more call)
+    if (DATA_COMMANDS.has(cmd ?? "") && e instanceof SvcError && (e.code === "forbidden" || e.code === "unauthorized")) {
+      return reportError(await (await import("./hints.js")).withHint(e, io), io, hint);
+    }
     return reportError(e, io, hint);
   }
 }
+
+const DATA_COMMANDS = new Set(["put", "get", "ls", "rm", "serve", "search", "topk", "import"]);

@@ -2,7 +2,7 @@
 // `svc gateway` (one process each, configured by environment). All three run until
 // SIGINT/SIGTERM, then close their listeners and the store and exit 0.
 import { randomBytes } from "node:crypto";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, existsSync } from "node:fs";
 import { chmod, mkdir, open, readFile, stat } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
@@ -245,7 +245,10 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
       throw e;
     }
   }
-  io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
+  // the console is served by the gateway at /console/ once `npm run build` has bundled it
+  const { consoleDir } = await import("../../server/gateway/console.js");
+  const consoleLine = existsSync(join(consoleDir(), "index.html")) ? `${gateway.url}/console/` : "not built (run 'npm run build' to serve it at /console/)";
+  io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\nconsole: ${consoleLine}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
   if (!isLoopback(host)) {
     io.out(`The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`);
   }

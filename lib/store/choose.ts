@@ -57,8 +57,6 @@ const unitOf = (dtype: Dtype): number => (dtype === "float16" ? 2 ** -11 : dtype
 // prediction codec's estimated ratio, and skips the full prediction encode where TT's measured
 // ratio exceeds the estimate this many times (the estimate comes from samples, so it is a guide).
 const TT_SHARE_OF_ESTIMATE = 0.8;
-/** Working data up to this size are encoded by the prediction codec at once instead of estimated. */
-const ESTIMATE_ABOVE_BYTES = 4 * 1024 * 1024;
 const TT_CLEAR_WIN = 2;
 
 interface Measured {
@@ -228,13 +226,6 @@ export async function lossyRoute(j: FloatJob, normX: number, maxX: number): Prom
   if (j.codec === "tt") return ttRoute(j, minRatio, normX, maxX);
   const p = await loadPred();
   if (j.codec === "pred") return predRoute(p, j, minRatio, normX, maxX);
-  if (j.work.byteLength <= ESTIMATE_ABOVE_BYTES) {
-    // small data: one prediction encode costs about what its estimate does, and its measured
-    // ratio is the one TT has to beat (TT gives up as soon as its sampled ranks rule that out)
-    const pr = await predRoute(p, j, minRatio, normX, maxX);
-    const tt = await ttRoute(j, pr ? Math.max(minRatio, j.bytesIn / pr.payload.byteLength) : minRatio, normX, maxX);
-    return smaller(tt, pr);
-  }
   const b = encoderBounds(j, maxX);
   const estimate = b ? (await p.estimate(j.work, { shape: j.shape, ...b })).ratio : 0;
   const tt = await ttRoute(j, Math.max(minRatio, TT_SHARE_OF_ESTIMATE * estimate), normX, maxX);

@@ -99,7 +99,7 @@ test("engine: put, get, list, search, serve, delete over JSON", async (t) => {
   t.equal(put.status, 201, "put 201");
   t.deepEqual(
     Object.keys(put.json).sort(),
-    ["bytes_in", "bytes_stored", "compressed", "compression_ratio", "dtype", "fingerprint", "key", "namespace", "relative_error", "shape", "tt", "verdict", "version"],
+    ["bytes_in", "bytes_stored", "compressed", "compression_ratio", "dtype", "fingerprint", "key", "max_abs_error", "namespace", "relative_error", "shape", "tt", "verdict", "version"],
     "put response fields",
   );
   t.deepEqual([put.json.version, put.json.verdict, put.json.fingerprint.codec], [1, "lossless", "lossless"], "lossless int32");

@@ -24,9 +24,9 @@ function photo(h: number, w: number, seed: number): Float32Array {
     return (Math.hypot(x - cx, y - cy) < h / 4 ? 180 : 60) + 40 * Math.sin(x / 23) * Math.cos(y / 31) + (x > 0.7 * w ? 50 : 0) + 3 * g();
   });
 }
-const noise = (n: number, seed: number, f64 = false) => {
+const noise = (n: number, seed: number, f64 = false): Float32Array | Float64Array => {
   const g = gaussian(seed);
-  return (f64 ? Float64Array : Float32Array).from({ length: n }, () => g());
+  return f64 ? Float64Array.from({ length: n }, () => g()) : Float32Array.from({ length: n }, () => g());
 };
 /** Data spanning six decades: a wave whose scale changes by 1e6 between the halves, plus a small ripple. */
 const decades = (n: number, seed: number) =>
@@ -208,7 +208,7 @@ suite.test("similarity, top-K and vector over a namespace mixing TT, pred and ex
       t.equal(top.scanned, 8, `${metric} top-K from ${q}: every other entry scanned`);
       t.ok(top.results.every((r, i) => close(r.score, want[i]!.score)), `${metric} top-K from ${q}: scores of the dense oracle (${top.results.map((r) => r.key).join(" ")})`);
     }
-    const v = noise(n, 99, true) as Float64Array;
+    const v = Float64Array.from(noise(n, 99, true));
     const vq = await s.query.vector("mix", { vector: v, shape, k: 9, metric });
     const want = keys.map((k) => oracle(metric, v, dense.get(k)!)).sort((x, y) => (metric === "l2" ? x - y : y - x));
     t.ok(vq.results.length === 9 && vq.results.every((r, i) => close(r.score, want[i]!)), `${metric} vector query: scores of the dense oracle`);

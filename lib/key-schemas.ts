@@ -1,5 +1,5 @@
 // Scoped API keys' request fields (docs/api.md, admin routes), shared by the gateway's admin
-// API, the CLI and the console's build: one set of rules and sentences for every way in.
+// API and the CLI: one set of rules and sentences for both (the console shows the gateway's).
 import { z } from "zod";
 import { namespaceSchema, tenantIdSchema } from "./names.js";
 

@@ -1,8 +1,9 @@
 // The admin view (service key): tenants with plan, namespaces, state, this month's CUs and
 // utilisation; a tenant's usage by operation and its actions (rotate key, add namespace, change
-// plan, deactivate); creating tenants; and a filtered tail of the audit log.
+// plan, deactivate) and scoped keys (keys.ts); creating tenants; and a filtered tail of the audit log.
 import { usageBars } from "./charts.js";
 import { api, clear, dialog, enc, fmt, h, showError, showKeyOnce, showNotice } from "./core.js";
+import { keysSection } from "./keys.js";
 
 const PLANS = ["starter", "builder", "pro", "enterprise"];
 
@@ -89,6 +90,7 @@ export async function adminTenant(main: HTMLElement, id: string, rerender: () =>
   ]);
   const t = list.tenants.find((x) => x.tenant_id === id);
   if (!t) throw new Error(`Tenant ${id} does not exist.`);
+  const keys = await keysSection(id, t.namespaces, t.active, rerender);
   const act = async (fn: () => Promise<unknown>, notice?: string) => {
     try {
       await fn();
@@ -140,6 +142,7 @@ export async function adminTenant(main: HTMLElement, id: string, rerender: () =>
       h("p", {}, `${u.cus_used} CUs${u.monthly_quota === null ? "" : ` of ${u.monthly_quota}`} · overage ${u.overage_cus} CUs (${u.overage_amount.toFixed(2)})`),
       usageBars(u.breakdown)),
     h("section", { class: "card" }, h("h2", {}, "Actions"), t.active ? h("div", { class: "stack" }, addNs, tier, h("div", { class: "row" }, rotate, deactivate)) : h("p", { class: "muted" }, "A deactivated tenant cannot be changed.")),
+    keys,
   );
 }
 

@@ -216,7 +216,7 @@ export function dialog(title: string, body: Child[], buttons: { label: string; v
 }
 
 /** Shows a newly issued API key once, with a copy button and the warning that it is not shown again. */
-export async function showKeyOnce(tenantId: string, key: string): Promise<void> {
+export async function showKeyOnce(tenantId: string, key: string, title = `API key of ${tenantId}`, ifLost = "if it is lost, rotate the key"): Promise<void> {
   const field = h("input", { type: "text", readonly: true, value: key, class: "key", "aria-label": `API key of ${tenantId}`, "data-testid": "new-key" });
   const status = h("span", { class: "muted", role: "status" });
   const copy = h("button", {
@@ -231,8 +231,8 @@ export async function showKeyOnce(tenantId: string, key: string): Promise<void> 
       }
     },
   }, "Copy");
-  await dialog(`API key of ${tenantId}`, [
-    h("p", { class: "warning" }, "This key is shown once and cannot be shown again. Store it now; if it is lost, rotate the key."),
+  await dialog(title, [
+    h("p", { class: "warning" }, `This key is shown once and cannot be shown again. Store it now; ${ifLost}.`),
     h("div", { class: "row" }, field, copy),
     status,
   ], [{ label: "I have stored the key", value: "ok", primary: true }]);

@@ -86,6 +86,26 @@ test("parseStrictJson: a long base64 string costs a linear scan", (t) => {
 
 const KEY = "svc-service-key-" + "0123456789abcdef".repeat(3);
 
+test("parseStrictJson: lone surrogates and numbers a float64 cannot hold are refused, naming the member", (t) => {
+  const cases: Array<[string, RegExp]> = [
+    ['{"meta":{"label":"a\\ud800b"}}', /^The request body has a string with a lone surrogate in the member "label", which is not accepted\.$/],
+    ['{"tags":["ok","\\udc00"]}', /lone surrogate in the member "tags"/],
+    ['{"s":"\\ude00\\ud83d"}', /lone surrogate in the member "s"/],
+    ['{"\\ud800x":1}', /member name with a lone surrogate/],
+    ['"\\udbff"', /^The request body has a string with a lone surrogate, which is not accepted\.$/],
+    ['{"x":{"y":1e400}}', /^The request body has the number 1e400 in the member "y", which a float64 cannot hold\.$/],
+    ['{"v":[1,-2.5E+309]}', /number -2\.5E\+309 in the member "v"/],
+    ['{"tiny":1e-400}', /number 1e-400 in the member "tiny"/],
+    ['{"tiny":0.0000000001e-320}', /in the member "tiny"/],
+    ['{"long":' + "7".repeat(400) + "}", /in the member "long", which a float64 cannot hold/],
+  ];
+  for (const [text, re] of cases) t.match(refusal(text), re, `refused: ${text.slice(0, 40)}`);
+  t.match(refusal('{"a":"\ud800"}'), /lone surrogate/, "a JavaScript string holding a lone surrogate itself");
+  const fine = ['{"e":"\\ud83d\\ude00"}', '{"z":0e-400,"w":0.000e999}', '{"m":[1.7976931348623157e308,5e-324,-0.0]}', '{"k":"\\\\ud800"}', '{"n":' + "1".repeat(300) + "}"];
+  for (const text of fine) t.deepEqual(parseStrictJson(text), JSON.parse(text), `accepted as JSON.parse reads it: ${text.slice(0, 40)}`);
+  t.end();
+});
+
 test("engine: strict JSON bodies, X-SVC-Metadata and metadata", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-json-"));
   const e = await startEngine(loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: dir, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent" }));
@@ -122,6 +142,14 @@ test("engine: strict JSON bodies, X-SVC-Metadata and metadata", async (t) => {
     t.match(r.json.detail, /^X-SVC-Metadata names the member "a" twice/, "detail names the header");
     r = await post("/v1/put?namespace=default&key=h", Buffer.from([1, 2]), { ...octet, "x-svc-metadata": '{"__proto__":{"a":1}}' });
     t.equal(r.status, 400, "__proto__ in X-SVC-Metadata: 400");
+    r = await post("/v1/put", `{"namespace":"default","key":"k","data_b64":"${data}","metadata":{"label":"x\\ud800"}}`);
+    t.equal(r.status, 400, "a lone surrogate in metadata: 400, not stored as U+FFFD");
+    t.match(r.json.detail, /member "label"/, "the detail names the member");
+    r = await post("/v1/put", `{"namespace":"default","key":"k","data_b64":"${data}","metadata":{"big":1e400}}`);
+    t.equal(r.status, 400, "1e400 in metadata: 400, not stored as null");
+    t.match(r.json.detail, /number 1e400 in the member "big"/, "the detail names the member");
+    r = await post("/v1/put?namespace=default&key=h", Buffer.from([1, 2]), { ...octet, "x-svc-metadata": '{"big":-1e999}' });
+    t.match(r.json.detail, /^X-SVC-Metadata has the number -1e999 in the member "big"/, "in X-SVC-Metadata too");
 
     r = await post("/v1/put", `{"namespace":"default","key":"ok","data_b64":"${data}","metadata":{"a":{"b":1},"b":{"a":1},"p":"__proto__"}}`);
     t.equal(r.status, 201, "valid metadata stored");

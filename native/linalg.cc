@@ -269,6 +269,38 @@ void qr(size_t m, size_t n, const double* A, std::vector<double>& Q, std::vector
   }
 }
 
+bool chol_inverse(size_t n, const double* G, double* Rinv, double floor) {
+  // R upper triangular, row-major, R^T R = G (right-looking on the upper triangle).
+  std::vector<double> R(G, G + n * n);
+  for (size_t j = 0; j < n; ++j) {
+    double piv = R[j * n + j];
+    if (!(piv > floor * G[j * n + j]) || !(G[j * n + j] > 0)) return false;
+    double r = std::sqrt(piv);
+    R[j * n + j] = r;
+    double inv = 1.0 / r;
+    for (size_t c = j + 1; c < n; ++c) R[j * n + c] *= inv;
+    for (size_t i = j + 1; i < n; ++i) {
+      double a = R[j * n + i];
+      if (a == 0.0) continue;
+      double* row = &R[i * n];
+      const double* rj = &R[j * n];
+#pragma omp simd
+      for (size_t c = i; c < n; ++c) row[c] -= a * rj[c];
+    }
+  }
+  // Rinv: upper triangular inverse, column by column of the identity (back substitution).
+  std::fill(Rinv, Rinv + n * n, 0.0);
+  for (size_t i = n; i-- > 0;) {
+    Rinv[i * n + i] = 1.0 / R[i * n + i];
+    for (size_t c = i + 1; c < n; ++c) {
+      double s = 0;
+      for (size_t k = i + 1; k <= c; ++k) s += R[i * n + k] * Rinv[k * n + c];
+      Rinv[i * n + c] = -s / R[i * n + i];
+    }
+  }
+  return true;
+}
+
 }  // namespace svc
 
 namespace svc {

@@ -191,6 +191,8 @@ std::vector<double> squares(const std::vector<double>& S) {
 template <typename T>
 Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
+void basis_of(const T* A, size_t m, size_t n, const double* gram, std::vector<double>& Q);
+template <typename T>
 Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
 Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
@@ -239,8 +241,7 @@ Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, 
         f.right_identity = true;
         return f;
       }
-      std::vector<double> C64(C, C + m * N), R;
-      qr(m, N, C64.data(), f.Q, R);
+      basis_of(C, m, N, G.data(), f.Q);
       return f;
     }
   }
@@ -263,9 +264,9 @@ Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, 
     f.right_identity = true;
   } else {
     // U = C V_r spans the kept column space; re-orthonormalise it by QR.
-    std::vector<double> U(m * r), R;
+    std::vector<double> U(m * r);
     gemm<T, double, double>(m, r, N, C, N, 1, V.data(), 1, g, U.data(), r, false);
-    qr(m, r, U.data(), f.Q, R);
+    basis_of(U.data(), m, r, nullptr, f.Q);
   }
   return f;
 }
@@ -313,6 +314,28 @@ size_t orthonormalize(size_t g, size_t K, const std::vector<double>& Y, std::vec
 // the block then looked "exhausted" and the step returned without meeting its budget, which put a
 // floor of a few 1e-4 under the error of large unfoldings whatever the tolerance.
 // Whenever the budget is not met here (precision or rank cap), the exact route decides instead.
+// Orthonormal basis Q (m x n, m >= n) of the columns of A by Cholesky QR twice: Q1 = A R1^{-1}
+// from the Gram matrix (given, or formed), then the same on Q1, all GEMM work on the pool.
+// Stable while A is far from rank-deficient (each column's part outside the span of the earlier
+// ones above 1e-6 of its norm); otherwise Householder QR, which is unblocked and serial.
+template <typename T>
+void basis_of(const T* A, size_t m, size_t n, const double* gram, std::vector<double>& Q) {
+  std::vector<double> G(n * n), Rinv(n * n), Q1(m * n);
+  if (gram) std::copy(gram, gram + n * n, G.begin());
+  else gemm<T, T, double>(n, n, m, A, 1, n, A, n, 1, G.data(), n, false);
+  if (m >= n && chol_inverse(n, G.data(), Rinv.data(), 1e-12)) {
+    gemm<T, double, double>(m, n, n, A, n, 1, Rinv.data(), n, 1, Q1.data(), n, false);
+    gemm<double, double, double>(n, n, m, Q1.data(), 1, n, Q1.data(), n, 1, G.data(), n, false);
+    if (chol_inverse(n, G.data(), Rinv.data(), 1e-6)) {
+      Q.assign(m * n, 0.0);
+      gemm<double, double, double>(m, n, n, Q1.data(), n, 1, Rinv.data(), n, 1, Q.data(), n, false);
+      return;
+    }
+  }
+  std::vector<double> A64(A, A + m * n), R;
+  qr(m, n, A64.data(), Q, R);
+}
+
 template <typename T>
 Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
   const bool rows = m <= N;
@@ -405,9 +428,9 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax,
     if (rows) {
       f.Q.swap(Zr);
     } else {
-      std::vector<double> U(m * r), Rr;
+      std::vector<double> U(m * r);
       gemm<T, double, double>(m, r, N, C, N, 1, Zr.data(), r, 1, U.data(), r, false);
-      qr(m, r, U.data(), f.Q, Rr);
+      basis_of(U.data(), m, r, nullptr, f.Q);
     }
     return f;
   }

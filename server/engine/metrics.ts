@@ -19,7 +19,7 @@ export function createEngineMetrics(store: Store, opts: { defaultMetrics?: boole
   const http = createHttpMetrics("svc_engine_", opts);
   const registers = [http.registry];
   const codec = ["codec"] as const;
-  const compressSeconds = new Histogram({ name: "svc_engine_compress_seconds", help: "Time to encode a put's data, by the codec chosen (tt, lossless, raw).", labelNames: codec, buckets: WORK_BUCKETS, registers });
+  const compressSeconds = new Histogram({ name: "svc_engine_compress_seconds", help: "Time to encode a put's data, by the codec chosen (tt, pred, lossless, raw).", labelNames: codec, buckets: WORK_BUCKETS, registers });
   const compressIn = new Counter({ name: "svc_engine_compress_input_bytes_total", help: "Bytes given to put, by the codec chosen.", labelNames: codec, registers });
   const compressStored = new Counter({ name: "svc_engine_compress_stored_bytes_total", help: "Bytes stored for them, by codec.", labelNames: codec, registers });
   const reconstructSeconds = new Histogram({ name: "svc_engine_reconstruct_seconds", help: "Time to produce the dense data of a CPU serve, by the stored codec.", labelNames: codec, buckets: WORK_BUCKETS, registers });

@@ -252,4 +252,26 @@ suite.test("bad and edge inputs: bounds, codec names, constant, tiny and extreme
   t.ok(wa.abs <= 1e-31, `and under max_abs_error 1e-31: ${ra.verdict} (${ra.fingerprint.codec}), largest error ${wa.abs}`);
 });
 
+suite.storeOnly("a pred stream of more than 1 MiB: stored, sliced, compacted and served again", "payload layout of each backend (LMDB payload_large, PostgreSQL chunks)", async (t, ctx) => {
+  const store = await ctx.open();
+  try {
+    const shape = [160, 128, 128];
+    const x = noise(160 * 128 * 128, 21) as Float32Array;
+    const r = await store.put("ns", "big", x, { shape, codec: "pred", tolerance: 1e-4 });
+    t.ok(r.fingerprint.codec === "pred" && r.bytes_stored > 1 << 20, `pred stream of ${r.bytes_stored} bytes (ratio ${r.compression_ratio.toFixed(2)})`);
+    const full = (await store.serve("ns", "big")).data as Float32Array;
+    const e = errors(x, full);
+    t.ok(e.rel <= 1e-4 && close(e.rel, r.relative_error, 1e-6) && e.abs === r.max_abs_error, `served within the tolerance (${e.rel.toExponential(2)}), as reported`);
+    const sl: [number, number][] = [[150, 160], [0, 128], [64, 65]];
+    const blk = await store.serve("ns", "big", { slice: sl });
+    t.ok(Buffer.from(blk.data.buffer, blk.data.byteOffset, blk.data.byteLength).equals(Buffer.from(extractBlock(full, shape, sl, "float32").buffer)), "a slice of the last blocks equals the full serve's");
+    await store.put("ns", "big", new Int32Array(4), { shape: [4] });
+    t.deepEqual(await store.compact(), { versions_purged: 0, keys_purged: 0, payloads_purged: 0 }, "compact keeps the payload of version 1");
+    const again = (await store.serve("ns", "big", { version: 1 })).data;
+    t.ok(Buffer.from(again.buffer, again.byteOffset, again.byteLength).equals(Buffer.from(full.buffer, full.byteOffset, full.byteLength)), "version 1 serves the same values afterwards");
+  } finally {
+    await store.close();
+  }
+});
+
 suite.run();

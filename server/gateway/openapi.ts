@@ -356,7 +356,7 @@ export function openApiDocument(opts: { serverUrl?: string; billing?: BillingDoc
             detail: { type: "string", description: "One human-readable sentence." },
             code: {
               type: "string",
-              enum: ["bad_request", "payload_too_large", "unauthorized", "forbidden", "not_found", "version_conflict", "rate_limited", "quota_exhausted", "engine_unreachable", "gpu_unavailable", "unsupported_media_type", "overloaded", "internal"],
+              enum: ["bad_request", "payload_too_large", "unauthorized", "forbidden", "not_found", "version_conflict", "rate_limited", "quota_exhausted", "engine_unreachable", "gpu_unavailable", "unsupported_media_type", "overloaded", "idempotency_key_reused", "store_unavailable", "storage_full", "state_unavailable", "internal"],
             },
             request_id: { type: "string", format: "uuid" },
           },

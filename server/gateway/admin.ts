@@ -2,6 +2,7 @@
 // Service key only (Authorization: Bearer); a tenant key here is 401. Unknown tenant 404,
 // existing tenant 409 `version_conflict`, unknown plan 400. Keys are returned once and stored hashed.
 import express, { type Request, type Response, type Router } from "express";
+import { strictJsonBody } from "../http/json-body.js";
 import { z } from "zod";
 import { ConflictError, NotFoundError, ValidationError } from "../../lib/errors.js";
 import { namespaceSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
@@ -90,7 +91,9 @@ export function adminRouter(d: AdminDeps): Router {
     checkServiceKey(req, d.serviceKey);
     next();
   });
-  r.use(express.json({ limit: "64kb", strict: true }));
+  // Strict JSON as on the data plane: a duplicate member, "__proto__", a lone surrogate or a
+  // number a float64 cannot hold is a 400 naming the member, never rewritten or dropped.
+  r.use(strictJsonBody({ limit: 64 * 1024 }));
   const body = (req: Request): unknown => (req.body === undefined ? {} : req.body);
   const period = (req: Request): string => {
     const p = req.query.period;

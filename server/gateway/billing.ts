@@ -18,6 +18,8 @@ import { ConflictError, SvcError, STATUS_OF, UnsupportedMediaTypeError, Validati
 import { parseOrThrow, tenantIdSchema } from "../../lib/names.js";
 import { sendError, toSvcError } from "../http/errors.js";
 import { requestIdOf } from "../http/request-id.js";
+import { readJsonBody } from "../http/json-body.js";
+import { parseStrictJson } from "../http/json.js";
 import { termsFor } from "./admin.js";
 import type { AuditSink } from "./audit.js";
 import { admitTenantCall } from "./account.js";
@@ -375,7 +377,6 @@ export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "cl
 
 /** Reads the raw body (the signature covers its exact bytes), 413 past MAX_WEBHOOK_BYTES. */
 const rawBody = express.raw({ type: () => true, limit: MAX_WEBHOOK_BYTES, inflate: false });
-const jsonBody = express.json({ limit: "16kb", strict: true, type: () => true });
 
 const runMiddleware = (mw: express.RequestHandler, req: Request, res: Response) =>
   new Promise<void>((resolve, reject) => mw(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
@@ -415,8 +416,7 @@ export function billingRouter(deps: BillingDeps): Router {
       const tenant = await admitTenantCall(deps, req, res, "full");
       tenantId = tenant.tenant_id;
       if (!/^application\/json\s*(;|$)/i.test(req.get("content-type") ?? "")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
-      await runMiddleware(jsonBody, req, res);
-      const b = parseOrThrow(checkoutBodySchema, req.body ?? {});
+      const b = parseOrThrow(checkoutBodySchema, (await readJsonBody(req, { limit: 16 * 1024, res })) ?? {});
       if (tenant.plan === b.plan) throw new ConflictError(`Tenant ${tenant.tenant_id} is already on plan ${b.plan}.`);
       if (tenant.plan === "enterprise") throw new ConflictError(`Tenant ${tenant.tenant_id} is on plan enterprise, which is not sold through checkout.`);
       const s = await deps.provider.createCheckoutSession({
@@ -436,6 +436,9 @@ export function billingRouter(deps: BillingDeps): Router {
       await runMiddleware(rawBody, req, res);
       const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const event = deps.provider.verifyEvent(raw, req.get("stripe-signature"), deps.clock.now());
+      // Signed is not enough: the event is held to the strict JSON of every other body, so that a
+      // duplicate member or a "__proto__" member cannot read one way here and another elsewhere.
+      parseStrictJson(raw, { what: "The payment event" });
       const out = await applyPaymentEvent(deps, event, requestIdOf(res));
       tenantId = out.tenantId;
       const failed = out.cancellations.find((c) => c.result === "failed");

@@ -160,6 +160,18 @@ function peek(db: Bin, key: Buffer): Buffer | undefined {
 
 /** Free bytes below which a failed commit is taken for a full disk rather than a broken one. */
 const FULL_BELOW_BYTES = 64 * 1024 * 1024;
+/** Free bytes a write needs besides its payloads (pages, the map's growth) before it is tried. */
+export const WRITE_RESERVE_BYTES = 8 * 1024 * 1024;
+
+/** Bytes an unprivileged writer may still use on the file system holding `path` (Infinity when unknown). */
+function freeBytes(path: string): number {
+  try {
+    const s = statfsSync(path);
+    return s.bavail * s.bsize;
+  } catch {
+    return Infinity;
+  }
+}
 
 /**
  * The store error a failed LMDB write is: storage_full for no space (ENOSPC, the map full, or
@@ -176,14 +188,7 @@ export function lmdbFailure(e: unknown, path: string): SvcError | undefined {
   const noSpace = code === 28 || code === "ENOSPC" || code === -30792 || /MDB_MAP_FULL|No space left/i.test(message);
   const io = noSpace || code === 5 || code === "EIO" || /Commit failed|Input\/output error/i.test(message);
   if (!io) return undefined;
-  let free = Infinity;
-  try {
-    const s = statfsSync(path);
-    free = s.bavail * s.bsize;
-  } catch {
-    // unknown: decided by the error alone
-  }
-  if (noSpace || free < FULL_BELOW_BYTES) return new StorageFullError();
+  if (noSpace || freeBytes(path) < FULL_BELOW_BYTES) return new StorageFullError();
   return new StoreUnavailableError("The store's disk failed to write; retry later.");
 }
 
@@ -489,6 +494,11 @@ export class LmdbBackend implements StorageBackend {
   }
 
   async transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
+    // Refused before any write when the file system is nearly full: lmdb-js writing into a
+    // full disk can abort the process in its native code (glibc heap check after ENOSPC)
+    let staged = 0;
+    for (const p of reads.stage ?? []) staged += p.bytes.byteLength;
+    if (freeBytes(this.path) < staged + WRITE_RESERVE_BYTES) throw new StorageFullError();
     try {
       return await this.#transactStaged(reads, fn);
     } catch (e) {

@@ -13,7 +13,7 @@ import { refuseBodyOfBodilessMethod } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { prepareGatewayBody } from "../http/offload.js";
 import { queryOf } from "../http/query.js";
-import { sendError, toSvcError } from "../http/errors.js";
+import { retryAfterOf, sendError, toSvcError } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
 import { SvcError } from "../../lib/errors.js";
 import { requestId, requestIdOf } from "../http/request-id.js";
@@ -192,9 +192,8 @@ function takeRequestId(req: IncomingMessage, res: ServerResponse): string {
 
 /** The error body of docs/api.md (errors) on a plain Node response (as server/http/errors.ts writes it). */
 function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
-  if ((e instanceof RateLimitedError || e instanceof QuotaExhaustedError || e instanceof OverloadedError) && e.retryAfterS > 0) {
-    res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
-  }
+  const retry = retryAfterOf(e);
+  if (retry !== null) res.setHeader("Retry-After", String(retry));
   if (res.headersSent) return void res.destroy();
   const body = JSON.stringify({ detail: e.message, code: e.code, request_id: requestId });
   res.statusCode = STATUS_OF[e.code];
@@ -584,18 +583,31 @@ export function createApp(deps: GatewayDeps): Express {
       // charged, and counted, as the read of a stored answer that it is (a get).
       const chargedOp = upstream.headers["idempotent-replayed"] === "true" ? "get" : route.op;
       if (upstream.status >= 200 && upstream.status < 300) milli = chargedOp === route.op ? cost : milliCusOf(chargedOp, device);
-      if (milli > 0) metrics.charged(chargedOp, milli);
       const r = reservation as Reservation | null;
       reservation = null;
       const charging = r !== null ? admission.settle(r, chargedOp, milli) : milli > 0 ? usage.add(tenant.tenant_id, periodOf(clock.now()), chargedOp, milli) : null;
+      // The charge is known before the header and the record are written: both say what was
+      // charged, 0 when the charge failed (Redis down, hung or failing over); the engine has
+      // answered, so the answer still goes out.
+      if (charging !== null) {
+        try {
+          await charging;
+        } catch (e) {
+          reportInternal("usage meter", rid, e);
+          milli = 0;
+        }
+      }
+      if (milli > 0) metrics.charged(chargedOp, milli);
       res.setHeader("X-SVC-CUs", String(toCus(milli)));
 
       // Step 9: audit, written before the response starts; then the engine's answer streams back.
-      // The engine has answered: a record or a charge that cannot be written is reported, and
-      // the answer still goes out (the data plane then refuses writes until the log is writable).
-      const [recorded, charged] = await Promise.allSettled([record(upstream.status, milli), charging]);
-      if (recorded.status === "rejected") reportInternal("audit log", rid, recorded.reason);
-      if (charged.status === "rejected") reportInternal("usage meter", rid, charged.reason);
+      // A record that cannot be written is reported, and the answer still goes out (the data
+      // plane then refuses writes until the log is writable).
+      try {
+        await record(upstream.status, milli);
+      } catch (e) {
+        reportInternal("audit log", rid, e);
+      }
       res.statusCode = upstream.status;
       for (const [k, v] of Object.entries(responseHeadersToCopy(upstream.headers))) res.setHeader(k, v);
       unrelayed = null;

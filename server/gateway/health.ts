@@ -27,7 +27,7 @@ export function healthHandler(engine: EngineClient, registry: TenantRegistry, st
       within(probe, 1500, { reachable: false, store_connected: true }), within(registry.ping(), 1000, false),
     ]);
     // an engine that cannot be reached says nothing of its store: engine_reachable tells that
-    const store_connected = state && engineStore;
+    const store_connected = state && (!engine_reachable || engineStore);
     res.status(200).json({ status: "ok", engine_reachable, store_connected, uptime_s: Math.max(0, Math.floor((now() - startedAtMs) / 1000)) });
   };
 }

@@ -129,8 +129,7 @@ interface Waiter {
   due: number;
 }
 
-/** Default bound of one command's reply (SVC_GATE_REDIS_TIMEOUT_MS). */
-export const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
+
 
 export interface RespOptions {
   connectTimeoutMs?: number;
@@ -143,7 +142,10 @@ export interface RespOptions {
   requireMaster?: boolean;
   /** What the configuration calls this server, for the start-up error (default SVC_GATE_REDIS_URL). */
   configName?: string;
-  /** The longest wait for a reply (default DEFAULT_COMMAND_TIMEOUT_MS). */
+  /**
+   * The longest wait for a reply; unbounded when absent (tools sending blocking commands such
+   * as WAIT). The gateway always sets it (SVC_GATE_REDIS_TIMEOUT_MS).
+   */
   commandTimeoutMs?: number;
 }
 
@@ -187,7 +189,7 @@ export class RespConnection implements RedisLink {
 
   private write(args: readonly string[]): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      this.waiters.push({ resolve, reject, due: performance.now() + (this.opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS) });
+      this.waiters.push({ resolve, reject, due: performance.now() + (this.opts.commandTimeoutMs ?? Infinity) });
       this.socket!.write(encodeCommand(args));
       this.armReplyTimer();
     });
@@ -196,7 +198,7 @@ export class RespConnection implements RedisLink {
   // One timer for all commands in flight, set for the oldest (replies come in order); a late
   // reply cannot be skipped, so the connection is ended and every waiter fails.
   private armReplyTimer(): void {
-    if (this.replyTimer || this.head >= this.waiters.length) return;
+    if (this.replyTimer || this.head >= this.waiters.length || this.opts.commandTimeoutMs === undefined) return;
     const wait = Math.max(0, this.waiters[this.head]!.due - performance.now());
     this.replyTimer = setTimeout(() => {
       this.replyTimer = null;

@@ -31,12 +31,17 @@ export function statusOf(err: SvcError): number {
   return STATUS_OF[err.code];
 }
 
+/** Seconds of the Retry-After header an error is answered with (429, 503, 507), or null. */
+export function retryAfterOf(e: SvcError): number | null {
+  const retryable = e instanceof RateLimitedError || e instanceof QuotaExhaustedError || e instanceof OverloadedError || e instanceof DependencyError;
+  return retryable && e.retryAfterS > 0 ? Math.ceil(e.retryAfterS) : null;
+}
+
 /** Writes the error response (status, Retry-After where it applies, JSON body). */
 export function sendError(res: Response, err: unknown, requestId: string): SvcError {
   const e = toSvcError(err);
-  if (e instanceof RateLimitedError || e instanceof QuotaExhaustedError || e instanceof OverloadedError || e instanceof DependencyError) {
-    if (e.retryAfterS > 0) res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
-  }
+  const retry = retryAfterOf(e);
+  if (retry !== null) res.setHeader("Retry-After", String(retry));
   const body: ErrorBody = { detail: e.message, code: e.code, request_id: requestId };
   if (!res.headersSent) res.status(statusOf(e)).json(body);
   else if (!res.writableEnded) res.destroy(); // an answer already sent in full is left to flush

@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { createClient, parseRetryAfter } from "../../lib/client.js";
 import {
   NotFoundError, RateLimitedError, ValidationError, EngineUnreachableError, VersionConflictError, SvcError, OverloadedError, QuotaExhaustedError,
+  StoreUnavailableError, StateUnavailableError, StorageFullError,
 } from "../../lib/errors.js";
 
 type Handler = (req: IncomingMessage, body: Buffer, res: ServerResponse) => void;
@@ -224,6 +225,36 @@ test("client: 503 overloaded is retried after Retry-After; 503 quota_exhausted i
     const o = await c.get("ns", "a").catch((x) => x);
     t.ok(o instanceof OverloadedError && o.code === "overloaded" && o.retryAfterS === 1, "after maxRetries: OverloadedError with retryAfterS");
     t.equal(seen.length, 5, "2 + 1 + 2 requests");
+    await c.close();
+  });
+});
+
+test("client: 503 store_unavailable and state_unavailable with Retry-After are retried (a write with the same Idempotency-Key); without Retry-After, or after maxRetries, the typed error is thrown", async (t) => {
+  const waits: number[] = [];
+  const down = (code: string) => ({ detail: "The store is unavailable; retry later.", code, request_id: RID });
+  await withServer([
+    jsonRes(503, down("store_unavailable"), { "retry-after": "2" }),
+    jsonRes(503, down("state_unavailable"), { "retry-after": "1" }),
+    jsonRes(201, putBody),
+    jsonRes(503, down("store_unavailable")),
+    jsonRes(503, down("state_unavailable"), { "retry-after": "3" }),
+    jsonRes(503, down("state_unavailable"), { "retry-after": "3" }),
+    jsonRes(503, down("state_unavailable"), { "retry-after": "3" }),
+    jsonRes(507, { detail: "The store has no space left for this write; retry after space is freed.", code: "storage_full", request_id: RID }, { "retry-after": "30" }),
+  ], async (url, seen) => {
+    const c = createClient({ baseUrl: url, apiKey: "k", maxRetries: 2, sleep: async (ms) => { waits.push(ms); } });
+    const r = await c.put("ns", "a", new Float32Array([1, 2]), { shape: [2] });
+    t.equal(r.version, 1, "the put's answer after two refusals");
+    t.deepEqual(waits, [2000, 1000], "waited each Retry-After");
+    const keys = seen.slice(0, 3).map((s) => s.headers["idempotency-key"]);
+    t.ok(typeof keys[0] === "string" && keys.every((k) => k === keys[0]), "the three attempts carry one Idempotency-Key");
+    const noHeader = await c.get("ns", "a").catch((x) => x);
+    t.ok(noHeader instanceof StoreUnavailableError && noHeader.code === "store_unavailable", "503 without Retry-After: StoreUnavailableError at once");
+    const tired = await c.get("ns", "a").catch((x) => x);
+    t.ok(tired instanceof StateUnavailableError && tired.retryAfterS === 3, "after maxRetries: StateUnavailableError with retryAfterS");
+    const full = await c.get("ns", "a").catch((x) => x);
+    t.ok(full instanceof StorageFullError && full.code === "storage_full" && full.retryAfterS === 30, "507: StorageFullError, not retried");
+    t.equal(seen.length, 8, "3 + 1 + 3 + 1 requests");
     await c.close();
   });
 });

@@ -66,7 +66,9 @@ export async function startPgCluster(): Promise<PgCluster | { skip: string }> {
   const data = join(dir, "data");
   await asPostgres([join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"]);
   const port = await freePort();
-  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+  // fsync off: a killed process leaves its writes in the page cache, so an acknowledged commit
+  // survives every fault simulated here (a machine crash is not one of them)
+  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
   const ctl = (...args: string[]) => asPostgres([join(PG_BIN, "pg_ctl"), "-D", data, ...args]);
   const up = () => waitFor(`PostgreSQL answers on ${port}`, async () => (await run(join(PG_BIN, "pg_isready"), ["-h", "127.0.0.1", "-p", String(port)]).then(() => true, () => false)), 60_000);
   const cluster: PgCluster = {
@@ -136,7 +138,8 @@ export async function startRedisProc(): Promise<RedisProc | { skip: string }> {
       await gone;
     },
     async start() {
-      p.child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+      // every write in the append-only file before its reply: a restart after a kill keeps it
+      p.child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always"], { stdio: "ignore" });
       await waitFor(`redis-server on ${port} answers`, () => portOpen(port), 30_000);
     },
     async destroy() {

@@ -32,6 +32,22 @@ constexpr int kRadius = 32768;                    // quantisation codes 1..65535
 constexpr uint32_t kScaleBits = 16;               // rANS probability resolution
 constexpr uint32_t kScale = 1u << kScaleBits;
 constexpr uint32_t kRansL = 1u << 23;
+constexpr int kLevels = 8;  // per-level bounds: levels 1..6 of the interpolation, 7 for the anchor
+
+// Interpolation quantises coarse levels with a tighter bound (their values feed every finer
+// prediction): level l uses eb / min(alpha^(l-1), beta), after Liang et al.'s SZ3 and Liu et al.'s
+// QoZ. The scheme byte of a block picks (alpha, beta); 0 is one bound for every level.
+constexpr double kAlpha[] = {1.0, 1.5, 2.0};
+constexpr double kBeta[] = {1.0, 3.0, 4.0};
+constexpr uint8_t kSchemes = 3;
+
+void level_bounds(double eb, uint8_t scheme, double out[kLevels]) {
+  double f = 1;
+  for (int l = 0; l < kLevels; ++l) {
+    out[l] = eb / std::min(f, kBeta[scheme]);
+    if (l >= 1) f *= kAlpha[scheme];
+  }
+}
 
 enum BlockKind : uint8_t {
   kInterpLinear = 0,
@@ -90,16 +106,21 @@ struct Reader {
 // Encodes n symbols of an alphabet of `alpha` letters (<= 65536): frequency table, then bytes.
 template <typename S>
 void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
-  std::vector<uint32_t> count(alpha, 0);
-  for (size_t i = 0; i < n; ++i) count[sym[i]]++;
+  (void)alpha;
+  if (n == 0) { w.var(0); return; }
+  // Tables over the range of symbols present only: quantisation codes cluster around the middle.
+  uint32_t lo = sym[0], hi = sym[0];
+  for (size_t i = 1; i < n; ++i) { lo = std::min<uint32_t>(lo, sym[i]); hi = std::max<uint32_t>(hi, sym[i]); }
+  const uint32_t span = hi - lo + 1;
+  std::vector<uint32_t> count(span, 0);
+  for (size_t i = 0; i < n; ++i) count[sym[i] - lo]++;
   std::vector<uint32_t> used;
-  for (uint32_t s = 0; s < alpha; ++s)
+  for (uint32_t s = 0; s < span; ++s)
     if (count[s]) used.push_back(s);
   w.var(used.size());
-  if (used.empty()) return;
-  if (used.size() == 1) { w.var(used[0]); return; }
+  if (used.size() == 1) { w.var(used[0] + lo); return; }
   // Normalise to kScale, every used symbol at least 1.
-  std::vector<uint32_t> f(alpha, 0);
+  std::vector<uint32_t> f(span, 0);
   int64_t sum = 0;
   for (uint32_t s : used) {
     uint64_t v = uint64_t(count[s]) * kScale / n;
@@ -119,11 +140,11 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   uint32_t prev = 0;
   for (size_t k = 0; k < used.size(); ++k) {
     uint32_t s = used[k];
-    w.var(k == 0 ? s : s - prev - 1);
+    w.var(k == 0 ? s + lo : s - prev - 1);
     w.var(f[s] - 1);
     prev = s;
   }
-  std::vector<uint32_t> cum(alpha, 0);
+  std::vector<uint32_t> cum(span, 0);
   uint32_t c = 0;
   for (uint32_t s : used) { cum[s] = c; c += f[s]; }
   std::vector<uint8_t> out(2 * n + 16);
@@ -131,7 +152,7 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   uint8_t* p = end;
   uint32_t x = kRansL;
   for (size_t i = n; i-- > 0;) {
-    uint32_t s = sym[i], fs = f[s];
+    uint32_t s = sym[i] - lo, fs = f[s];
     uint32_t xmax = ((kRansL >> kScaleBits) << 8) * fs;
     while (x >= xmax) { *--p = uint8_t(x); x >>= 8; }
     x = ((x / fs) << kScaleBits) + (x % fs) + cum[s];
@@ -140,6 +161,20 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   for (int i = 0; i < 4; ++i) p[i] = uint8_t(x >> (8 * i));
   w.var(size_t(end - p));
   w.raw(p, size_t(end - p));
+}
+
+// Order-0 entropy of n symbols in bits (what rans_encode spends, less its table).
+template <typename S>
+double entropy_bits(const S* sym, size_t n) {
+  if (n < 2) return 0;
+  uint32_t lo = sym[0], hi = sym[0];
+  for (size_t i = 1; i < n; ++i) { lo = std::min<uint32_t>(lo, sym[i]); hi = std::max<uint32_t>(hi, sym[i]); }
+  std::vector<uint32_t> count(hi - lo + 1, 0);
+  for (size_t i = 0; i < n; ++i) count[sym[i] - lo]++;
+  double bits = double(n) * std::log2(double(n));
+  for (uint32_t c : count)
+    if (c) bits -= double(c) * std::log2(double(c));
+  return bits;
 }
 
 template <typename S>
@@ -293,13 +328,14 @@ void copy_box(T* arr, const size_t n5[kDims], const Box& bx, T* box) {
 
 // ---- prediction walks ----------------------------------------------------------------------
 // Both walks visit every element of a block once, in an order where each prediction reads only
-// elements visited before; q(idx, pred) quantises (encoder) or recovers (decoder) buf[idx].
+// elements visited before; q(idx, pred, level) quantises (encoder) or recovers (decoder)
+// buf[idx]. Level 1 is the finest; the interpolation's anchor has level kLevels - 1.
 
 template <typename T, typename Q>
 void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
   size_t st[kDims];
   strides(e, st);
-  q(size_t(0), 0.0);
+  q(size_t(0), 0.0, kLevels - 1);
   size_t maxe = 1;
   for (int k = 0; k < kDims; ++k) maxe = std::max(maxe, e[k]);
   int levels = 0;
@@ -338,7 +374,7 @@ void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
                 } else {
                   pred = a;
                 }
-                q(idx, pred);
+                q(idx, pred, std::min(lev, kLevels - 1));
               }
     }
   }
@@ -357,23 +393,23 @@ void walk_lorenzo(const size_t e[kDims], const T* buf, Q&& q) {
           size_t row = i0 * st[0] + i1 * st[1] + a * sa + b * sb;
           const T* p = buf + row;
           if (a > 0 && b > 0) {
-            q(row, double(p[-ptrdiff_t(sa)]) + double(p[-ptrdiff_t(sb)]) - double(p[-ptrdiff_t(sa + sb)]));
+            q(row, double(p[-ptrdiff_t(sa)]) + double(p[-ptrdiff_t(sb)]) - double(p[-ptrdiff_t(sa + sb)]), 1);
             for (size_t c = 1; c < e[4]; ++c) {
               const T* r = p + c;
               q(row + c, double(r[-1]) + double(r[-ptrdiff_t(sa)]) + double(r[-ptrdiff_t(sb)]) -
                              double(r[-ptrdiff_t(sa) - 1]) - double(r[-ptrdiff_t(sb) - 1]) - double(r[-ptrdiff_t(sa + sb)]) +
-                             double(r[-ptrdiff_t(sa + sb) - 1]));
+                             double(r[-ptrdiff_t(sa + sb) - 1]), 1);
             }
           } else if (a > 0 || b > 0) {
             const ptrdiff_t o = a > 0 ? ptrdiff_t(sa) : ptrdiff_t(sb);
-            q(row, double(p[-o]));
+            q(row, double(p[-o]), 1);
             for (size_t c = 1; c < e[4]; ++c) {
               const T* r = p + c;
-              q(row + c, double(r[-1]) + double(r[-o]) - double(r[-o - 1]));
+              q(row + c, double(r[-1]) + double(r[-o]) - double(r[-o - 1]), 1);
             }
           } else {
-            q(row, 0.0);
-            for (size_t c = 1; c < e[4]; ++c) q(row + c, double(p[c - 1]));
+            q(row, 0.0, 1);
+            for (size_t c = 1; c < e[4]; ++c) q(row + c, double(p[c - 1]), 1);
           }
         }
 }
@@ -386,24 +422,37 @@ void walk(uint8_t kind, const size_t e[kDims], const T* buf, Q&& q) {
 
 // ---- block coding --------------------------------------------------------------------------
 
-// Lossy: quantises with bound eb and writes the block payload; `rec` receives the reconstruction.
+// Lossy: quantises with bound eb (tighter on coarse levels per `scheme`) and appends the block
+// payload; adds the squared errors, times inv_scale^2, to *sse.
 template <typename T>
-void encode_lossy(const T* x, const size_t e[kDims], double eb, uint8_t kind, std::vector<uint8_t>& out) {
+void encode_lossy(const T* x, const size_t e[kDims], double eb, uint8_t kind, uint8_t scheme, std::vector<uint8_t>& out,
+                  double inv_scale, double* sse, double* cost_bits = nullptr) {
   size_t n = 1;
   for (int k = 0; k < kDims; ++k) n *= e[k];
   std::vector<T> rec(n);
   std::vector<uint16_t> codes(n);
   std::vector<T> unpred;
-  const double twoeb = eb * 2, inv = 1 / twoeb;
+  double ebl[kLevels], two[kLevels], inv[kLevels];
+  level_bounds(eb, scheme, ebl);
+  for (int l = 0; l < kLevels; ++l) { two[l] = ebl[l] * 2; inv[l] = 1 / two[l]; }
   size_t ci = 0;
-  auto q = [&](size_t idx, double pred) {
+  double err = 0;
+  // Codes come coarse to fine; the finest two levels (most of the codes, with the narrowest
+  // distributions) get entropy tables of their own.
+  size_t seg2 = SIZE_MAX, seg1 = SIZE_MAX;
+  auto q = [&](size_t idx, double pred, int lev) {
+    if (lev <= 2 && seg2 == SIZE_MAX) seg2 = ci;
+    if (lev == 1 && seg1 == SIZE_MAX) seg1 = ci;
     const T v = x[idx];
-    const double qd = std::nearbyint((double(v) - pred) * inv);
+    const double qd = std::nearbyint((double(v) - pred) * inv[lev]);
     if (std::fabs(qd) < kRadius) {
-      const T r = T(pred + qd * twoeb);
-      if (std::fabs(double(r) - double(v)) < eb) {
+      const T r = T(pred + qd * two[lev]);
+      const double d = std::fabs(double(r) - double(v));
+      if (d < ebl[lev]) {
         rec[idx] = r;
         codes[ci++] = uint16_t(int(qd) + kRadius);
+        const double ds = d * inv_scale;
+        err += ds * ds;
         return;
       }
     }
@@ -412,10 +461,24 @@ void encode_lossy(const T* x, const size_t e[kDims], double eb, uint8_t kind, st
     unpred.push_back(v);
   };
   walk(kind, e, rec.data(), q);
+  if (sse) *sse += err;
+  if (seg1 == SIZE_MAX) seg1 = n;
+  if (seg2 == SIZE_MAX) seg2 = seg1;
+  if (cost_bits) {
+    // Trial: the entropy of the codes plus the exact values, without writing a payload.
+    *cost_bits = entropy_bits(codes.data(), seg2) + entropy_bits(codes.data() + seg2, seg1 - seg2) +
+                 entropy_bits(codes.data() + seg1, n - seg1) + 8.0 * sizeof(T) * double(unpred.size());
+    return;
+  }
   Writer w{out};
   w.u8(kind);
+  w.u8(scheme);
   w.var(unpred.size());
-  rans_encode(codes.data(), n, 65536, w);
+  w.var(seg2);
+  w.var(seg1 - seg2);
+  rans_encode(codes.data(), seg2, 65536, w);
+  rans_encode(codes.data() + seg2, seg1 - seg2, 65536, w);
+  rans_encode(codes.data() + seg1, n - seg1, 65536, w);
   w.raw(unpred.data(), unpred.size() * sizeof(T));
 }
 
@@ -423,14 +486,22 @@ template <typename T>
 void decode_lossy(Reader& r, uint8_t kind, const size_t e[kDims], double eb, T* rec) {
   size_t n = 1;
   for (int k = 0; k < kDims; ++k) n *= e[k];
+  uint8_t scheme = r.u8();
+  if (scheme >= kSchemes) corrupt("unknown level scheme");
   uint64_t nu = r.var();
   if (nu > n) corrupt("too many unpredictable values");
+  const uint64_t s2 = r.var(), s12 = r.var();
+  if (s2 > n || s12 > n - s2) corrupt("bad level segments");
   std::vector<uint16_t> codes(n);
-  rans_decode(r, n, 65536, codes.data());
+  rans_decode(r, size_t(s2), 65536, codes.data());
+  rans_decode(r, size_t(s12), 65536, codes.data() + s2);
+  rans_decode(r, n - size_t(s2 + s12), 65536, codes.data() + s2 + s12);
   const uint8_t* up = r.take(size_t(nu) * sizeof(T));
-  const double twoeb = eb * 2;
+  double ebl[kLevels], two[kLevels];
+  level_bounds(eb, scheme, ebl);
+  for (int l = 0; l < kLevels; ++l) two[l] = ebl[l] * 2;
   size_t ci = 0, ui = 0;
-  auto q = [&](size_t idx, double pred) {
+  auto q = [&](size_t idx, double pred, int lev) {
     const uint16_t c = codes[ci++];
     if (c == 0) {
       if (ui == nu) corrupt("too few unpredictable values");
@@ -439,7 +510,7 @@ void decode_lossy(Reader& r, uint8_t kind, const size_t e[kDims], double eb, T* 
       return;
     }
     const double qd = double(int(c) - kRadius);
-    rec[idx] = T(pred + qd * twoeb);
+    rec[idx] = T(pred + qd * two[lev]);
   };
   walk(kind, e, static_cast<const T*>(rec), q);
   if (ui != nu) corrupt("unused unpredictable values");
@@ -465,7 +536,7 @@ void encode_lossless(const T* x, const size_t e[kDims], uint8_t kind, std::vecto
       prev = u;
     }
   } else {
-    walk_lorenzo(e, x, [&](size_t idx, double pred) {
+    walk_lorenzo(e, x, [&](size_t idx, double pred, int) {
       const T p = T(pred);
       U a, b;
       std::memcpy(&a, &x[idx], sizeof(T));
@@ -501,7 +572,7 @@ void decode_lossless(Reader& r, uint8_t kind, const size_t e[kDims], T* rec) {
       prev = u;
     }
   } else {
-    walk_lorenzo(e, static_cast<const T*>(rec), [&](size_t idx, double pred) {
+    walk_lorenzo(e, static_cast<const T*>(rec), [&](size_t idx, double pred, int) {
       const T p = T(pred);
       U b;
       std::memcpy(&b, &p, sizeof(T));
@@ -511,22 +582,78 @@ void decode_lossless(Reader& r, uint8_t kind, const size_t e[kDims], T* rec) {
   }
 }
 
-// Encodes one block (contiguous, extents e) choosing the smallest of the candidate codings.
+struct Coding {
+  uint8_t kind, scheme;
+};
+constexpr Coding kCandidates[] = {{kInterpCubic, 1}, {kInterpCubic, 0}, {kInterpLinear, 1}, {kLorenzo, 0}};
+
+// Sub-boxes to try codings on: the centres of the four quadrants of the block's two largest
+// dimensions, together about a sixteenth of the block (each at least 1024 elements).
+std::vector<Box> trial_boxes(const size_t e[kDims]) {
+  size_t n = 1;
+  for (int k = 0; k < kDims; ++k) n *= e[k];
+  int d0 = 0, d1 = -1;
+  for (int k = 1; k < kDims; ++k) if (e[k] > e[d0]) d0 = k;
+  for (int k = 0; k < kDims; ++k) if (k != d0 && e[k] > 1 && (d1 < 0 || e[k] > e[d1])) d1 = k;
+  Box q;
+  for (int k = 0; k < kDims; ++k) q.ext[k] = e[k];
+  q.ext[d0] = (e[d0] + 1) / 2;
+  if (d1 >= 0) q.ext[d1] = (e[d1] + 1) / 2;
+  Box b = q;
+  const size_t want = std::max<size_t>(1024, n / 64);
+  while (b.count() > want) {
+    int big = 0;
+    for (int k = 1; k < kDims; ++k) if (b.ext[k] > b.ext[big]) big = k;
+    b.ext[big] = (b.ext[big] + 1) / 2;
+  }
+  std::vector<Box> out;
+  for (int i = 0; i < (d1 >= 0 ? 4 : 2); ++i) {
+    Box t = b;
+    for (int k = 0; k < kDims; ++k) {
+      size_t base = 0;
+      if (k == d0 && (i & 1)) base = e[k] - q.ext[k];
+      if (k == d1 && (i & 2)) base = e[k] - q.ext[k];
+      t.lo[k] = base + (q.ext[k] - b.ext[k]) / 2;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// Encodes one block (contiguous, extents e): lossy codings are tried on a sub-box and the
+// smallest is used for the block; lossless ones are tried whole. Raw storage when smaller.
 template <typename T>
-std::vector<uint8_t> encode_block(const T* x, const size_t e[kDims], double eb, bool lossless) {
+std::vector<uint8_t> encode_block(const T* x, const size_t e[kDims], double eb, bool lossless, double inv_scale, double* sse) {
   size_t n = 1;
   for (int k = 0; k < kDims; ++k) n *= e[k];
   std::vector<uint8_t> best, cur;
-  auto consider = [&](auto&& enc) {
-    cur.clear();
-    enc(cur);
-    if (best.empty() || cur.size() < best.size()) best.swap(cur);
-  };
   if (lossless) {
-    consider([&](std::vector<uint8_t>& o) { encode_lossless(x, e, kLosslessPrev, o); });
-    consider([&](std::vector<uint8_t>& o) { encode_lossless(x, e, kLosslessLorenzo, o); });
+    encode_lossless(x, e, kLosslessPrev, best);
+    encode_lossless(x, e, kLosslessLorenzo, cur);
+    if (cur.size() < best.size()) best.swap(cur);
   } else {
-    consider([&](std::vector<uint8_t>& o) { encode_lossy(x, e, eb, kInterpCubic, o); });
+    Coding pick = kCandidates[0];
+    if (n > 4096) {
+      double least = INFINITY;
+      std::vector<std::vector<T>> subs;
+      const std::vector<Box> boxes = trial_boxes(e);
+      for (const Box& tb : boxes) {
+        subs.emplace_back(tb.count());
+        copy_box<T, true>(const_cast<T*>(x), e, tb, subs.back().data());
+      }
+      for (const Coding& c : kCandidates) {
+        double total = 0;
+        for (size_t i = 0; i < boxes.size(); ++i) {
+          double bits = 0;
+          encode_lossy(subs[i].data(), boxes[i].ext, eb, c.kind, c.scheme, cur, inv_scale, nullptr, &bits);
+          total += bits;
+        }
+        if (total < least) { least = total; pick = c; }
+      }
+    }
+    double err = 0;
+    encode_lossy(x, e, eb, pick.kind, pick.scheme, best, inv_scale, &err);
+    if (sse) *sse += err;
   }
   if (best.size() > 1 + n * sizeof(T)) {
     best.clear();
@@ -634,7 +761,7 @@ std::vector<uint8_t> encode_all(const T* data, const Geometry& g, double eb) {
     Box bx = block_box(g, b);
     std::vector<T> buf(bx.count());
     copy_box<T, true>(const_cast<T*>(data), g.n5, bx, buf.data());
-    parts[b] = encode_block(buf.data(), bx.ext, eb, lossless);
+    parts[b] = encode_block(buf.data(), bx.ext, eb, lossless, 1.0, nullptr);
   });
   std::vector<uint8_t> out;
   Writer w{out};
@@ -807,83 +934,165 @@ Buffer pred_decompress(const uint8_t* s, size_t n, const std::vector<std::pair<s
   return P.info.f64 ? decompress_t<double>(P, ranges) : decompress_t<float>(P, ranges);
 }
 
+// The data's peak |x| and sum of (x / peak)^2 (scaled so float64 extremes do not overflow).
 template <typename T>
-PredStream pred_compress(const T* data, const std::vector<size_t>& shape, double tolerance, double max_abs) {
-  Geometry g = geometry_for(shape);
-  const size_t n = g.elems;
-  const double scale = max_abs_of(data, n);
-  double xsq = 0;
+void norms(const T* data, size_t n, double& scale, double& xsq) {
+  scale = max_abs_of(data, n);
+  xsq = 0;
   if (scale > 0)
     for (size_t i = 0; i < n; ++i) { double v = double(data[i]) / scale; xsq += v * v; }
-  // The pointwise bound: uniform quantisation errors in [-eb, eb] have RMS eb / sqrt(3).
-  double eb = INFINITY;
-  if (max_abs >= 0) eb = max_abs;
-  if (tolerance >= 0) eb = std::min(eb, tolerance * scale * std::sqrt(xsq) * std::sqrt(3.0 / double(n)));
-  if (!(eb > 0) || !std::isfinite(eb)) eb = 0;
-  PredStream r;
-  for (int attempt = 0;; ++attempt) {
-    if (attempt >= 12) eb = 0;  // the lossless stream always holds
-    r.bytes = encode_all(data, g, eb);
-    Parsed P = parse(r.bytes.data(), r.bytes.size());
-    Buffer y = decompress_t<T>(P, {});
-    measure(data, y.as<T>(), n, scale > 0 ? scale : 1, xsq, r);
-    bool ok = true;
-    if (max_abs >= 0 && !(r.max_abs_error <= max_abs)) ok = false;
-    if (tolerance >= 0 && !(r.relative_error <= tolerance)) ok = false;
-    if (ok || eb == 0) {
-      if (!ok) throw TTError("internal", "", "pred: the lossless stream does not reproduce the data");
-      return r;
-    }
-    double f = 0.5;
-    if (tolerance >= 0 && r.relative_error > tolerance && std::isfinite(r.relative_error))
-      f = std::min(0.95, std::max(0.25, 0.98 * tolerance / r.relative_error));
-    eb *= f;
-  }
 }
 
-template <typename T>
-double pred_estimate(const T* data, const std::vector<size_t>& shape, double tolerance, double max_abs) {
-  Geometry g = geometry_for(shape);
-  const size_t n = g.elems;
-  const double scale = max_abs_of(data, n);
-  double xsq = 0;
-  if (scale > 0)
-    for (size_t i = 0; i < n; ++i) { double v = double(data[i]) / scale; xsq += v * v; }
-  double eb = INFINITY;
-  if (max_abs >= 0) eb = max_abs;
-  if (tolerance >= 0) eb = std::min(eb, tolerance * scale * std::sqrt(xsq) * std::sqrt(3.0 / double(n)));
-  if (!(eb > 0) || !std::isfinite(eb)) eb = 0;
-  // Sample sub-blocks of at most 2^15 elements at spread positions.
+// `count` sub-boxes (fewer for small data) of 2^12..2^15 elements, together about an eighth of
+// the data, at spread, seeded positions.
+std::vector<Box> sample_boxes(const Geometry& g, size_t count) {
+  const size_t cap = std::min<size_t>(size_t(1) << 15, std::max<size_t>(size_t(1) << 12, g.elems / 8 / count));
   size_t sb[kDims];
   for (int k = 0; k < kDims; ++k) sb[k] = g.b5[k];
   for (;;) {
     size_t c = 1;
     for (int k = 0; k < kDims; ++k) c *= sb[k];
-    if (c <= (size_t(1) << 15)) break;
+    if (c <= cap) break;
     int big = 0;
     for (int k = 1; k < kDims; ++k) if (sb[k] > sb[big]) big = k;
     sb[big] = (sb[big] + 1) / 2;
   }
   size_t per = 1;
   for (int k = 0; k < kDims; ++k) per *= sb[k];
-  const size_t samples = std::max<size_t>(1, std::min<size_t>(8, n / per));
-  std::vector<size_t> sizes(samples);
-  parallel_for(samples, [&](size_t i) {
-    Box bx;
-    uint64_t h = 0x9E3779B97F4A7C15ull * (i + 1);
+  const size_t m = std::max<size_t>(1, std::min<size_t>(count, g.elems / 8 / per));
+  std::vector<Box> out(m);
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < m; ++i)
     for (int k = 0; k < kDims; ++k) {
-      bx.ext[k] = sb[k];
+      out[i].ext[k] = sb[k];
       size_t room = g.n5[k] - sb[k] + 1;
-      h ^= h >> 29; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 32;
-      bx.lo[k] = samples == 1 ? 0 : size_t(h % room);
+      h += 0x9E3779B97F4A7C15ull;
+      uint64_t z = h;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      out[i].lo[k] = m == 1 ? 0 : size_t(z % room);
     }
-    std::vector<T> buf(bx.count());
-    copy_box<T, true>(const_cast<T*>(data), g.n5, bx, buf.data());
-    sizes[i] = encode_block(buf.data(), bx.ext, eb, eb == 0).size() + 4;
+  return out;
+}
+
+// Encodes the sample boxes with bound eb: total payload bytes and squared error (scaled).
+template <typename T>
+void try_samples(const T* data, const Geometry& g, const std::vector<Box>& boxes, double eb, double inv_scale, size_t& bytes,
+                 double& sse, size_t& elems) {
+  std::vector<size_t> sizes(boxes.size());
+  std::vector<double> errs(boxes.size(), 0);
+  parallel_for(boxes.size(), [&](size_t i) {
+    std::vector<T> buf(boxes[i].count());
+    copy_box<T, true>(const_cast<T*>(data), g.n5, boxes[i], buf.data());
+    sizes[i] = encode_block(buf.data(), boxes[i].ext, eb, eb == 0, inv_scale, &errs[i]).size() + 4;
   });
-  double bytes = 0;
-  for (size_t s : sizes) bytes += double(s);
-  return double(samples * per * sizeof(T)) / bytes;
+  bytes = 0;
+  sse = 0;
+  elems = 0;
+  for (size_t i = 0; i < boxes.size(); ++i) { bytes += sizes[i]; sse += errs[i]; elems += boxes[i].count(); }
+}
+
+// The pointwise bound to start from. Under a tolerance it is calibrated on samples so the
+// predicted Frobenius error lands just below the tolerance (fewer full passes).
+// `samples` and `iters` size the calibration; *ratio (when given) gets the samples' ratio at the
+// last bound tried.
+template <typename T>
+double initial_bound(const T* data, const Geometry& g, double tolerance, double max_abs, double scale, double xsq,
+                     size_t samples, int iters, double* ratio) {
+  const double n = double(g.elems);
+  double eb = INFINITY;
+  if (max_abs >= 0) eb = max_abs;
+  if (tolerance >= 0) {
+    // Uniform quantisation errors in [-eb, eb] have RMS eb / sqrt(3).
+    double t = tolerance * scale * std::sqrt(xsq) * std::sqrt(3.0 / n);
+    if (t > 0 && t < eb && std::isfinite(t)) {
+      const std::vector<Box> boxes = sample_boxes(g, samples);
+      const double target = 0.95 * 0.95 * tolerance * tolerance * xsq;  // squared, scaled by 1/scale^2
+      for (int it = 0; it < iters; ++it) {
+        size_t bytes = 0, elems = 0;
+        double sse = 0;
+        try_samples(data, g, boxes, std::min(t, eb), 1 / scale, bytes, sse, elems);
+        if (ratio) *ratio = double(elems * sizeof(T)) / double(bytes);
+        if (t >= eb) break;  // max_abs_error binds
+        const double predicted = sse * n / double(elems);
+        if (!(predicted > 0)) { t *= 4; continue; }
+        double f = std::sqrt(target / predicted);
+        f = std::min(4.0, std::max(0.25, f));
+        t *= f;
+        if (f > 0.9 && f < 1.1) break;
+      }
+    }
+    eb = std::min(eb, t);
+  }
+  if (!(eb > 0) || !std::isfinite(eb)) eb = 0;
+  return eb;
+}
+
+template <typename T>
+PredStream pred_compress(const T* data, const std::vector<size_t>& shape, double tolerance, double max_abs) {
+  Geometry g = geometry_for(shape);
+  const size_t n = g.elems;
+  double scale, xsq;
+  norms(data, n, scale, xsq);
+  double eb = initial_bound(data, g, tolerance, max_abs, scale, xsq, 8, 3, nullptr);
+  // Search the bound: the largest that held (lo, with the smallest stream so far) and the
+  // smallest that missed (hi) bracket it; the Frobenius error is not monotone in the bound on
+  // every input (integer-valued data), so a step that lands outside the bracket bisects it.
+  PredStream r, best;
+  bool have = false;
+  double lo = 0, hi = INFINITY;
+  auto holds = [&](const PredStream& x) {
+    return (max_abs < 0 || x.max_abs_error <= max_abs) && (tolerance < 0 || x.relative_error <= tolerance);
+  };
+  for (int attempt = 0;; ++attempt) {
+    if (attempt >= 6 && have) return best;
+    if (attempt >= 12) eb = 0;  // the lossless stream always holds
+    r.bytes = encode_all(data, g, eb);
+    Parsed P = parse(r.bytes.data(), r.bytes.size());
+    Buffer y = decompress_t<T>(P, {});
+    measure(data, y.as<T>(), n, scale > 0 ? scale : 1, xsq, r);
+    const bool ok = holds(r);
+    const double rel = r.relative_error;
+    if (ok) {
+      lo = std::max(lo, eb);
+      if (!have || r.bytes.size() < best.bytes.size()) { best = std::move(r); have = true; r = PredStream(); }
+    } else {
+      hi = std::min(hi, eb);
+    }
+    if (eb == 0) {
+      if (!have) throw TTError("internal", "", "pred: the lossless stream does not reproduce the data");
+      return best;
+    }
+    double next;
+    if (ok) {
+      // Well below the tolerance (the calibration is approximate): try a looser bound.
+      if (tolerance <= 0 || !(rel < 0.9 * tolerance) || (max_abs >= 0 && eb >= max_abs)) return best;
+      next = eb * (rel > 0 ? std::min(2.0, 0.97 * tolerance / rel) : 2.0);
+    } else {
+      double f = 0.5;
+      if (tolerance >= 0 && rel > tolerance && std::isfinite(rel)) f = std::min(0.97, std::max(0.25, 0.97 * tolerance / rel));
+      next = eb * f;
+    }
+    if (have && hi / lo < 1.06) return best;
+    if (next <= lo || next >= hi) next = lo > 0 ? std::sqrt(lo * (std::isfinite(hi) ? hi : 2 * lo)) : next;
+    eb = max_abs >= 0 ? std::min(max_abs, next) : next;
+  }
+}
+
+template <typename T>
+double pred_estimate(const T* data, const std::vector<size_t>& shape, double tolerance, double max_abs) {
+  Geometry g = geometry_for(shape);
+  double scale, xsq;
+  norms(data, g.elems, scale, xsq);
+  double ratio = 0;
+  double eb = initial_bound(data, g, tolerance, max_abs, scale, xsq, 4, 2, &ratio);
+  if (ratio > 0) return ratio;
+  const std::vector<Box> boxes = sample_boxes(g, 4);
+  size_t bytes = 0, elems = 0;
+  double sse = 0;
+  try_samples(data, g, boxes, eb, scale > 0 ? 1 / scale : 1, bytes, sse, elems);
+  return double(elems * sizeof(T)) / double(bytes);
 }
 
 template PredStream pred_compress<float>(const float*, const std::vector<size_t>&, double, double);

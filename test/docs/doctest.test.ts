@@ -9,7 +9,7 @@
 //        <!-- doctest: svc-up -->   a script run against a fresh `svc up` (see below)
 //   any other fence (json, text, none)   never runs.
 // A TS/JS block may also be marked <!-- doctest: svc-up -->. After the mode, `; expect: TEXT`
-// (repeatable) names text the block's standard output must contain.
+// (repeatable) names text the block's output (standard output or error) must contain.
 //
 // How they run: each block in its own fresh temporary directory, as its own process, with a
 // time limit. TS/JS blocks import the built package ("svc-tensor" resolves to this checkout's
@@ -22,7 +22,8 @@
 // svc-up blocks: `svc up --port 0 --engine-port 0` is started in the temporary directory (so
 // ./svc-data/service.key exists as the README says), every http://127.0.0.1:8080 in the block
 // is replaced by the gateway's real address, and SVC_API_KEY holds the key of a tenant with
-// namespace "default" (for blocks that need one without creating it).
+// namespace "default" (for blocks that need one without creating it), SVC_GATE_URL names the
+// gateway for the CLI, and `npx svc` runs this checkout's built CLI (node_modules/.bin/svc).
 import test from "tape";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -97,6 +98,9 @@ async function sandbox(): Promise<Sandbox> {
   // the package as a user has it, plus tsx to run TypeScript blocks
   await symlink(root, join(dir, "node_modules", "svc-tensor"), "dir");
   await symlink(join(root, "node_modules", "tsx"), join(dir, "node_modules", "tsx"), "dir");
+  // `npx svc` finds the package's bin here, as in a project that installed svc-tensor (never a download)
+  await mkdir(join(dir, "node_modules", ".bin"));
+  await symlink(join(root, "dist", "bin", "svc.js"), join(dir, "node_modules", ".bin", "svc"));
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (/^SVC_(ENGINE|GATE|API|PROVENANCE)_/.test(k) || k === "SVC_API_KEY") delete env[k];
   Object.assign(env, {
@@ -157,6 +161,7 @@ async function runBlock(b: Block): Promise<{ ok: boolean; why: string }> {
       up = await startUp(sb);
       code = code.replaceAll("http://127.0.0.1:8080", up.gateway);
       env.SVC_API_KEY = up.apiKey;
+      env.SVC_GATE_URL = up.gateway;
       delete env.SVC_GATE_ENGINE_SERVICE_KEY;
     }
     let r;
@@ -172,8 +177,8 @@ async function runBlock(b: Block): Promise<{ ok: boolean; why: string }> {
       r = await run(process.execPath, ["--import", "tsx", file], sb.dir, env);
     }
     if (r.code !== 0) return { ok: false, why: `exit ${r.code}\n--- stdout\n${r.out}\n--- stderr\n${r.err}` };
-    const missing = b.expect.filter((e) => !r.out.includes(e));
-    if (missing.length) return { ok: false, why: `stdout lacks ${missing.map((m) => JSON.stringify(m)).join(", ")}\n--- stdout\n${r.out}` };
+    const missing = b.expect.filter((e) => !r.out.includes(e) && !r.err.includes(e));
+    if (missing.length) return { ok: false, why: `the output lacks ${missing.map((m) => JSON.stringify(m)).join(", ")}\n--- stdout\n${r.out}\n--- stderr\n${r.err}` };
     return { ok: true, why: "" };
   } finally {
     if (up) { up.child.kill("SIGINT"); await up.exited; }

@@ -12,7 +12,11 @@
 // (SVC_GATE_ENGINE_URL with two URLs), against the same gateway over one; and the Redis-backed
 // gateway with its own RESP client against node-redis (the library client, same commands),
 // on one Redis server and, with SVC_BENCH_REDIS_CLUSTER=1, on a three-master Redis Cluster
-// started here from redis-server on free ports (torn down at the end).
+// started here from redis-server on free ports (torn down at the end). And a `get` with a
+// scoped key of a tenant holding the most scoped keys allowed (its record is the largest a
+// tenant has: every key compared, and with Redis the record hashed by the admission script)
+// against the same gateway with a tenant's own key; the scoped key is checked to be refused a
+// write in another namespace before it is timed.
 //   node --import tsx bench/gateway.ts            (or: npm run bench -- gateway)
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -170,6 +174,48 @@ async function redisLinkFigures(clusterNodes: string[] | null, prefix: string, m
   }
 }
 
+/**
+ * Steps 2 and 4 of a key in process: confirmKey + checkGrant per call on a tenant with no scoped
+ * key (its own key) and on one holding the most allowed (the last one looked for), each call's
+ * grant checked to be the expected key's.
+ */
+async function keyCheckFigures(): Promise<void> {
+  const { checkGrant, confirmKey, createScopedKey, MAX_KEYS_PER_TENANT } = await import("../server/gateway/keys.js");
+  const { MemoryTenantRegistry } = await import("../server/gateway/tenants.js");
+  const { sha256Hex } = await import("../server/gateway/auth.js");
+  const reg = new MemoryTenantRegistry();
+  const tenant = (id: string, key: string) => ({
+    tenant_id: id, plan: "starter" as const, namespaces: ["default", "other"], email: null, key_hash: sha256Hex(key), active: true, status: "active" as const,
+    monthly_quota: null, rate_limit: { requests: 1, window_s: 1 }, custom_rate_limit: false, created_at: "", updated_at: "",
+  });
+  await reg.create(tenant("solo", "svc_live_solo"));
+  await reg.create(tenant("many", "svc_live_many"));
+  let last = { apiKey: "", id: "" };
+  for (let i = 0; i < MAX_KEYS_PER_TENANT; i++) {
+    const k = await createScopedKey(reg, { tenant_id: "many", name: `k${i}`, scopes: ["read"], namespaces: ["default"] }, Date.now());
+    last = { apiKey: k.apiKey, id: k.key.key_id };
+  }
+  const cases = [
+    { keys: 0, record: (await reg.get("solo"))!, hash: sha256Hex("svc_live_solo"), expect: "primary" },
+    { keys: MAX_KEYS_PER_TENANT, record: (await reg.get("many"))!, hash: sha256Hex(last.apiKey), expect: last.id },
+  ];
+  for (const c of cases) {
+    const n = 200_000;
+    let right = 0;
+    const once = () => {
+      const { grant } = confirmKey(c.record, c.hash, Date.now());
+      checkGrant(grant, "get", ["default"]);
+      if (grant.key_id === c.expect) right++;
+    };
+    for (let i = 0; i < 20_000; i++) once();
+    right = 0;
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) once();
+    const us = Number(process.hrtime.bigint() - t0) / n / 1000;
+    console.log(JSON.stringify({ bench: "gateway", figure: "key_check", scoped_keys_in_record: c.keys, us_per_request: Math.round(us * 100) / 100, calls: n, right_key: right }));
+  }
+}
+
 interface Child { info: Record<string, string>; proc: ChildProcess }
 
 async function child(r: string, env: Record<string, string>): Promise<Child> {
@@ -270,7 +316,9 @@ async function main() {
       SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:9",
       ...extra,
     });
-    type Via = "direct" | "memory" | "two_engines" | "redis" | "redis_node_redis" | "cluster" | "cluster_node_redis";
+    type Via = "direct" | "memory" | "two_engines" | "redis" | "redis_node_redis" | "cluster" | "cluster_node_redis" | "memory_scoped" | "redis_scoped";
+    // The scoped variants use the gateway of the same name without the suffix.
+    const gatewayOf = (via: Via): Child => gateways.get(via.replace(/_scoped$/, "") as Via)!;
     const gateways = new Map<Via, Child>();
     const tryGateway = async (via: Via, env: Record<string, string>) => {
       try {
@@ -305,12 +353,36 @@ async function main() {
       });
       keys.set(via, ((await r.json()) as { api_key: string }).api_key);
     }
+    // Tenant bench_keys: its own key unused, MAX_KEYS_PER_TENANT scoped keys; the last one (read
+    // and write on namespace default) is timed.
+    const { MAX_KEYS_PER_TENANT } = await import("../server/gateway/keys.js");
+    const scopedChecks: Record<string, unknown> = {};
+    for (const via of ["memory", "redis"] as const) {
+      const g = gateways.get(via);
+      if (!g) continue;
+      const adminPost = (path: string, body: unknown) => fetch(g.info.url + path, {
+        method: "POST", headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" }, body: JSON.stringify(body),
+      });
+      await adminPost("/gate/onboard/create", { tenant_id: "bench_keys", namespaces: ["default", "other"], plan: "enterprise", monthly_quota: 1e12, rate_limit: { requests: 100_000_000, window_s: 1 } });
+      let last = "";
+      for (let i = 0; i < MAX_KEYS_PER_TENANT; i++) {
+        const r = await adminPost("/gate/admin/keys", { tenant_id: "bench_keys", name: `team-${i}`, scopes: ["read", "write"], namespaces: ["default"], expires_at: "2099-01-01T00:00:00Z" });
+        last = ((await r.json()) as { api_key: string }).api_key;
+      }
+      keys.set(`${via}_scoped`, last);
+      const refused = await fetch(g.info.url + "/v1/put", { method: "POST", headers: { "x-api-key": last, "content-type": "application/json" }, body: JSON.stringify({ namespace: "other", key: "x", data_b64: "AAAA" }) });
+      await refused.body?.cancel();
+      scopedChecks[via] = refused.status;
+    }
     const payload = randomBytes(64 * 1024).toString("base64");
     let n = 0;
     const putBody = () => JSON.stringify({ namespace: "default", key: `p${n++ % 64}`, data_b64: payload });
     // Seed the entry that `get` reads (through the engine directly, tenant "bench").
     const direct = { authorization: `Bearer ${SERVICE_KEY}`, "x-svc-tenant": "bench" };
     await fetch(engine.info.url + "/v1/put", { method: "POST", headers: { ...direct, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }) });
+    await fetch(engine.info.url + "/v1/put", { method: "POST", headers: { ...direct, "x-svc-tenant": "bench_keys", "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }) });
+    await keyCheckFigures();
+    console.log(JSON.stringify({ bench: "gateway", figure: "scoped_key_check", scoped_keys_per_tenant: MAX_KEYS_PER_TENANT, write_in_other_namespace_status: scopedChecks }));
 
     const cpu = cpus();
     console.log(`# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${ROUNDS} interleaved rounds of ${SECONDS} s per figure, redis ${gateways.has("redis") ? REDIS_URL : "unavailable"}, redis cluster ${cluster ? "3 masters, local" : "not run"}, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
@@ -325,7 +397,7 @@ async function main() {
       const runs = new Map<Via, Array<Awaited<ReturnType<typeof load>>>>();
       for (let round = 0; round < ROUNDS; round++) {
         for (const via of vias) {
-          const target = via === "direct" ? engine : gateways.get(via)!;
+          const target = via === "direct" ? engine : gatewayOf(via);
           const auth = via === "direct" ? direct : { "x-api-key": keys.get(via)! };
           const req: Req = op === "get"
             ? { method: "GET", path: "/v1/get/default/g", headers: auth }
@@ -352,7 +424,8 @@ async function main() {
       }
     };
     const has = (vias: Via[]) => vias.filter((v) => v === "direct" || gateways.has(v));
-    if (OPS.includes("get")) for (const c of CONNECTIONS) await measure("get", c, has(["direct", "memory", "two_engines", "redis", "redis_node_redis", "cluster", "cluster_node_redis"]));
+    const hasScoped = (vias: Via[]) => vias.filter((v) => keys.has(v));
+    if (OPS.includes("get")) for (const c of CONNECTIONS) await measure("get", c, [...has(["direct", "memory", "two_engines", "redis", "redis_node_redis", "cluster", "cluster_node_redis"]), ...hasScoped(["memory_scoped", "redis_scoped"])]);
     if (OPS.includes("put_64k")) for (const c of CONNECTIONS) await measure("put_64k", c, has(["direct", "memory", "two_engines"]));
     console.log(`# load average after the runs: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 
@@ -372,6 +445,8 @@ async function main() {
       compare("node_redis_vs_own_client", "get", "redis", "redis_node_redis");
       compare("cluster_vs_one_server", "get", "redis", "cluster");
       compare("cluster_node_redis_vs_own_client", "get", "cluster", "cluster_node_redis");
+      compare("scoped_key_vs_own_key", "get", "memory", "memory_scoped");
+      compare("scoped_key_vs_own_key_redis", "get", "redis", "redis_scoped");
     }
 
     // The Redis client alone, as the gateway uses it: the rate-limit script (one round trip,

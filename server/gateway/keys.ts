@@ -35,7 +35,32 @@ export interface KeyGrant {
 
 const PRIMARY_GRANT: KeyGrant = Object.freeze({ key_id: PRIMARY_KEY_ID, scopes: Object.freeze(["read", "write"] as Scope[]), namespaces: null });
 
-const hashEqual = (a: string, b: string): boolean => a.length === 64 && b.length === 64 && timingSafeEqual(Buffer.from(a, "hex"), Buffer.from(b, "hex"));
+interface KeyEntry {
+  readonly hash: Buffer;
+  readonly grant: KeyGrant;
+  readonly expiresAt: string | null;
+  readonly expiresMs: number;
+}
+
+// A record's keys decoded once per record object: the registries and the Redis admission cache
+// hand out the same frozen record for every request until it changes, so a request does no
+// hex decoding and allocates no grant.
+const decoded = new WeakMap<TenantRecord, readonly KeyEntry[]>();
+
+function entriesOf(t: TenantRecord): readonly KeyEntry[] {
+  let out = decoded.get(t);
+  if (out) return out;
+  const list: KeyEntry[] = [];
+  if (t.key_hash.length === 64) list.push({ hash: Buffer.from(t.key_hash, "hex"), grant: PRIMARY_GRANT, expiresAt: null, expiresMs: Infinity });
+  for (const k of t.keys ?? []) {
+    if (k.key_hash.length !== 64) continue;
+    const grant: KeyGrant = Object.freeze({ key_id: k.key_id, scopes: Object.freeze([...k.scopes]), namespaces: k.namespaces === null ? null : Object.freeze([...k.namespaces]) });
+    list.push({ hash: Buffer.from(k.key_hash, "hex"), grant, expiresAt: k.expires_at, expiresMs: k.expires_at === null ? Infinity : Date.parse(k.expires_at) });
+  }
+  out = Object.freeze(list);
+  decoded.set(t, out);
+  return out;
+}
 
 /**
  * Step 2, second half: `t` (the record looked up by `keyHash`) is active and holds that key hash,
@@ -43,19 +68,13 @@ const hashEqual = (a: string, b: string): boolean => a.length === 64 && b.length
  * expired at `nowMs`; else 401. Returns the tenant and what the key allows.
  */
 export function confirmKey(t: TenantRecord | null, keyHash: string | null, nowMs: number): { tenant: TenantRecord; grant: KeyGrant } {
-  if (!t || keyHash === null || !t.active) throw new UnauthorizedError("Invalid API key.");
-  let grant: KeyGrant | null = null;
-  let expiresAt: string | null = null;
-  if (hashEqual(t.key_hash, keyHash)) grant = PRIMARY_GRANT;
-  for (const k of t.keys ?? []) {
-    if (hashEqual(k.key_hash, keyHash) && grant === null) {
-      grant = { key_id: k.key_id, scopes: k.scopes, namespaces: k.namespaces };
-      expiresAt = k.expires_at;
-    }
-  }
-  if (grant === null) throw new UnauthorizedError("Invalid API key.");
-  if (expiresAt !== null && nowMs >= Date.parse(expiresAt)) throw new UnauthorizedError(`This API key expired at ${expiresAt}.`);
-  return { tenant: t, grant };
+  if (!t || keyHash === null || keyHash.length !== 64 || !t.active) throw new UnauthorizedError("Invalid API key.");
+  const h = Buffer.from(keyHash, "hex");
+  let found: KeyEntry | null = null;
+  for (const e of entriesOf(t)) if (timingSafeEqual(e.hash, h) && found === null) found = e;
+  if (found === null) throw new UnauthorizedError("Invalid API key.");
+  if (nowMs >= found.expiresMs) throw new UnauthorizedError(`This API key expired at ${found.expiresAt}.`);
+  return { tenant: t, grant: found.grant };
 }
 
 /** Step 4, after the tenant's ACL: the key's scopes cover `op` and its namespaces every one named; else 403. */

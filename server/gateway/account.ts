@@ -39,6 +39,7 @@ export async function admitTenantCall(
 ): Promise<TenantRecord> {
   const h = tenantKeyHashOf(req);
   const { tenant, grant } = confirmKey(h === null ? null : await d.registry.findByKeyHash(h), h, (d.clock?.now() ?? Date.now()));
+  res.locals.key_id = grant.key_id; // for the call's audit record
   // Actions on the account itself (a plan purchase) need a key with every scope on every namespace.
   if (need === "full" && !isFullGrant(grant)) throw new ForbiddenError(`API key ${grant.key_id} is a scoped key; this call needs the tenant's own key or a key with scope write on every namespace.`);
   const rl = effectiveRateLimit(tenant, d.policy);
@@ -91,6 +92,7 @@ export function accountRouter(d: AccountDeps): Router {
         cus: 0,
         latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
         request_id: requestIdOf(res),
+        key_id: typeof res.locals.key_id === "string" ? res.locals.key_id : "",
       });
     } catch {
       // An audit log that cannot be written must not leave the caller hanging.

@@ -397,6 +397,7 @@ export function billingRouter(deps: BillingDeps): Router {
       cus: 0,
       latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
       request_id: requestIdOf(res),
+      key_id: typeof res.locals.key_id === "string" ? res.locals.key_id : "",
     });
 
   const fail = async (req: Request, res: Response, err: unknown, tenantId: string, t0: number) => {

@@ -10,6 +10,8 @@ import { KeyUsageTracker, LocalFileKeyUsageStore, MemoryKeyUsageStore, RedisKeyU
 import { createScopedKey, MAX_KEYS_PER_TENANT, revokeScopedKey } from "../../server/gateway/keys.js";
 import { LocalFileTenantRegistry, MemoryTenantRegistry, RedisTenantRegistry, type TenantRecord, type TenantRegistry } from "../../server/gateway/tenants.js";
 import { admin, call, createTenant, redisFor, startFakeEngine, startTestGateway, uniquePrefix } from "./helpers.js";
+import { startBillingGateway } from "./billing-env.js";
+import { startFakeStripe } from "./fixtures/billing-fake-stripe.js";
 
 const NOW = Date.UTC(2026, 0, 15, 12, 0, 0);
 
@@ -185,6 +187,7 @@ test("admin API and data plane: create, scopes, namespaces, expiry, revoke, audi
 
     // The account view takes any valid key; a purchase would need a full one (billing.ts).
     t.equal((await call(gw.url, "/gate/account", { key: reader })).status, 200, "the account view with a scoped key");
+    t.equal(gw.audit.records.at(-1)?.key_id, made.json.key_id, "its audit record names the key");
 
     // List: no secrets, created_at and last_used_at.
     const listed = await admin(gw.url, "/gate/admin/keys/acme", undefined, "GET");
@@ -299,6 +302,34 @@ test("admin API: hostile and invalid inputs are 400/404 with one sentence", asyn
     t.equal((await admin(gw.url, "/gate/admin/keys/acme", undefined, "GET")).json.keys.length, 1, "only the one valid key was made");
   } finally {
     await gw.close();
+    await engine.close();
+  }
+});
+
+test("checkout (billing on) needs the tenant's own key or a write key on every namespace", async (t) => {
+  const engine = await startFakeEngine();
+  const stripe = await startFakeStripe();
+  const env = await startBillingGateway(engine, stripe);
+  try {
+    const own = await createTenant(env.gw.url, { tenant_id: "acme", namespaces: ["default", "team"] });
+    const mk = async (body: Record<string, unknown>) => (await admin(env.gw.url, "/gate/admin/keys", { tenant_id: "acme", ...body })).json as { api_key: string; key_id: string };
+    const reader = await mk({ name: "reader", scopes: ["read"] });
+    const teamWriter = await mk({ name: "team-writer", scopes: ["read", "write"], namespaces: ["team"] });
+    const writer = await mk({ name: "writer", scopes: ["read", "write"] });
+    const body = { plan: "builder", success_url: "https://app.example/ok", cancel_url: "https://app.example/cancel" };
+    for (const [what, k] of [["a read key", reader], ["a write key on some namespaces", teamWriter]] as const) {
+      const r = await call(env.gw.url, "/gate/checkout", { key: k.api_key, body });
+      t.equal(r.status, 403, `${what}: 403`);
+      t.equal(r.json.code, "forbidden");
+      t.match(r.json.detail, /is a scoped key; this call needs the tenant's own key/, `${what}: the detail says what is needed`);
+      t.equal(env.gw.audit.records.at(-1)?.key_id, k.key_id, `${what}: the audit record names the key`);
+    }
+    t.equal(stripe.requests.length, 0, "nothing reached the payment provider");
+    t.equal((await call(env.gw.url, "/gate/checkout", { key: writer.api_key, body })).status, 200, "a write key on every namespace may buy");
+    t.equal((await call(env.gw.url, "/gate/checkout", { key: own, body })).status, 200, "and so may the tenant's own key");
+  } finally {
+    await env.gw.close();
+    await stripe.close();
     await engine.close();
   }
 });

@@ -2,10 +2,10 @@
 // stream, or an exact entry. Every lossy candidate is decoded and measured before it is kept:
 // its relative Frobenius error and its largest element error over the values a serve gives
 // back (float16/bfloat16 rounded to their type), so the bounds a caller asked for are checked,
-// not trusted. `auto` estimates the prediction codec's ratio from samples first, and runs the
-// TT route under a min_ratio near that estimate: TT's sampled rank bounds give up early where
-// no TT within the tolerance could beat it, so data that are not low-rank cost a small part of
-// a TT-SVD.
+// not trusted. `auto` tries TT first under a high min_ratio (a smooth field ends there), then
+// estimates the prediction codec's ratio from samples and runs TT again under a min_ratio near
+// that estimate: TT's sampled rank bounds give up early where no TT within the tolerance could
+// reach it, so data that are not low-rank cost a few samples of TT, not a TT-SVD.
 import { ValidationError } from "../errors.js";
 import { itemsize, type Dtype } from "../names.js";
 import type { CodecChoice } from "../schemas.js";
@@ -57,6 +57,8 @@ const unitOf = (dtype: Dtype): number => (dtype === "float16" ? 2 ** -11 : dtype
 // prediction codec's estimated ratio, and skips the full prediction encode where TT's measured
 // ratio exceeds the estimate this many times (the estimate comes from samples, so it is a guide).
 const TT_SHARE_OF_ESTIMATE = 0.8;
+/** A TT this many times smaller than the data is kept without asking the prediction codec. */
+const TT_FIRST_RATIO = 64;
 const TT_CLEAR_WIN = 2;
 
 interface Measured {
@@ -135,15 +137,17 @@ function encoderBounds(j: FloatJob, maxX: number): { tolerance?: number; max_abs
 }
 
 /**
- * The TT route: TT-SVD under `minRatio` (dense/stored bytes), decoded and measured. Null where
- * TT cannot store the data at that ratio or misses a bound (a relative error above the
- * tolerance is kept, as `weak`, only under the caller's max_rank).
+ * The TT route: TT-SVD under `minRatio` (dense/stored bytes), decoded and measured. `enc` is
+ * null where TT cannot store the data at that ratio or misses a bound (a relative error above
+ * the tolerance is kept, as `weak`, only under the caller's max_rank); `final` says that
+ * another min_ratio would not change that (TT decomposed the data, or cannot run at these
+ * bounds): only a TT that gave up on the ratio is worth asking again at a lower one.
  */
-async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: number): Promise<Encoded | null> {
+async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: number): Promise<{ enc: Encoded | null; final: boolean }> {
   const tt = await loadTT();
   const f64 = j.work instanceof Float64Array;
   const b = encoderBounds(j, maxX);
-  if (!b) return null;
+  if (!b) return { enc: null, final: true };
   // TT bounds the relative Frobenius error only; with an L∞ bound alone it aims at an RMS
   // error a quarter of that bound and the decoded values are checked against it
   let tol = b.tolerance ?? Math.min(0.5, (b.max_abs_error! * Math.sqrt(j.work.length)) / (4 * normX));
@@ -152,18 +156,17 @@ async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: numbe
   if (tol < floor) {
     if (j.codec === "tt" && j.tolerance !== undefined && j.tolerance < floor)
       throw new ValidationError(`tolerance ${j.tolerance} is below the TT engine's floor of ${floor} for ${f64 ? "float64" : "float32"} data; use codec auto or pred.`, "tolerance");
-    return null;
+    return { enc: null, final: true };
   }
   // cores are float32 (float64 for float64 data): the ratio is measured against them
   const coreBytes = f64 ? 8 : 4;
   const res = await tt.compress(j.work, j.shape, { tolerance: tol, max_rank: j.maxRank, min_ratio: minRatio * (coreBytes / itemsize(j.dtype)) });
-  if (res === null) return null;
+  if (res === null) return { enc: null, final: false };
   const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
-  if (j.bytesIn / stored < minRatio) return null;
+  if (j.bytesIn / stored < minRatio) return { enc: null, final: false };
   const m = await measure(j.work, await asServed(await tt.reconstruct(res), j.dtype), normX);
   const weak = j.tolerance !== undefined && m.relative_error > j.tolerance;
-  if (weak && !j.capped) return null;
-  if (j.maxAbs !== undefined && m.max_abs_error > j.maxAbs) return null;
+  if ((weak && !j.capped) || (j.maxAbs !== undefined && m.max_abs_error > j.maxAbs)) return { enc: null, final: true };
   const info = { modes: [...res.modes], ranks: [...res.ranks] };
   const payload = new Uint8Array(stored);
   let off = 0;
@@ -171,11 +174,12 @@ async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: numbe
     payload.set(asBytes(c), off);
     off += c.byteLength;
   }
-  return {
+  const enc: Encoded = {
     payload, verdict: weak ? "weak" : "compressed", relative_error: m.relative_error, max_abs_error: m.max_abs_error,
     // the norm on the cores, as similarity contracts them
     norm: await tt.norm(res), codec: "tt", tt: info, layout: { codec: "tt", core_dtype: f64 ? "float64" : "float32", ...info },
   };
+  return { enc, final: true };
 }
 
 /** The prediction route: one encode under the bounds, decoded and measured. Null where it misses the ratio or a bound. */
@@ -223,12 +227,18 @@ export async function exactRoute(
  */
 export async function lossyRoute(j: FloatJob, normX: number, maxX: number): Promise<Encoded | null> {
   const minRatio = j.config.min_compression_ratio;
-  if (j.codec === "tt") return ttRoute(j, minRatio, normX, maxX);
+  if (j.codec === "tt") return (await ttRoute(j, minRatio, normX, maxX)).enc;
   const p = await loadPred();
   if (j.codec === "pred") return predRoute(p, j, minRatio, normX, maxX);
+  // a TT at TT_FIRST_RATIO or more within the bounds is kept at once; anything else gives up
+  // after TT's rank samples, before the prediction estimate is paid for
+  const first = await ttRoute(j, Math.max(minRatio, TT_FIRST_RATIO), normX, maxX);
+  if (first.enc?.verdict === "compressed") return first.enc;
   const b = encoderBounds(j, maxX);
   const estimate = b ? (await p.estimate(j.work, { shape: j.shape, ...b })).ratio : 0;
-  const tt = await ttRoute(j, Math.max(minRatio, TT_SHARE_OF_ESTIMATE * estimate), normX, maxX);
+  let tt = first.enc;
+  const bar = Math.max(minRatio, TT_SHARE_OF_ESTIMATE * estimate);
+  if (!first.final && bar < TT_FIRST_RATIO) tt = (await ttRoute(j, bar, normX, maxX)).enc;
   if (tt && tt.verdict === "compressed" && j.bytesIn / tt.payload.byteLength >= TT_CLEAR_WIN * estimate) return tt;
   return smaller(tt, await predRoute(p, j, minRatio, normX, maxX));
 }

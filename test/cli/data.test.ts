@@ -22,6 +22,13 @@ test("svc put/get/ls/rm/serve: raw files, versions, pages, conversions", async (
     t.deepEqual([p.dtype, p.shape, p.version], ["float32", [64, 64], 1], "dtype and shape from the flags");
     t.ok(p.relative_error <= 1e-5, `--tolerance honoured (${p.relative_error})`);
 
+    const g = Float32Array.from({ length: 4096 }, (_, i) => Math.sin(i * 12.9898) * 43758.5453 % 1);
+    await writeFile(join(stack.dir, "noisy.bin"), Buffer.from(g.buffer));
+    const pp = await svc(["put", "ns", "raw/noisy", join(stack.dir, "noisy.bin"), "--dtype", "float32", "--shape", "4096", "--codec", "pred", "--max-abs-error", "0.001"], env);
+    t.match(pp.out, /^ns\/raw\/noisy version 1: compressed \(pred\), \S+ \S+ -> .* max abs error (\d\.\d\de-[34]|0)\), /, `--codec pred --max-abs-error: ${pp.out.trim()}`);
+    const badCodec = await svc(["put", "ns", "raw/noisy", join(stack.dir, "noisy.bin"), "--dtype", "float32", "--shape", "4096", "--codec", "zfp"], env);
+    t.ok(badCodec.code !== 0 && /codec must be one of auto, tt, pred, lossless/.test(badCodec.err), `--codec zfp: ${badCodec.err.trim()}`);
+
     const blob = join(stack.dir, "notes.txt");
     await writeFile(blob, "plain text is stored as bytes");
     const b = await svc(["put", "ns", "notes", blob, "--bytes"], env);
@@ -68,6 +75,9 @@ test("svc put/get/ls/rm/serve: raw files, versions, pages, conversions", async (
     const lines = ls.out.trim().split("\n");
     t.equal(lines.length, 1003, "ls follows next_offset across pages");
     t.equal(lines[1002]!.split("\t")[0], "page/1002", "last key of the second page");
+    const noisy = (await svc(["ls", "ns", "--prefix", "raw/noisy"], env)).out.trim().split("\t");
+    t.deepEqual([noisy[0], noisy[4], noisy[5]], ["raw/noisy", "compressed", "pred"], `ls names the codec: ${noisy.join(" ")}`);
+    t.ok(Number(noisy[7]) <= 1e-3 && Number(noisy[6]) > 0, `and the measured errors (relative ${noisy[6]}, max abs ${noisy[7]})`);
 
     const rm = await svc(["rm", "ns", "notes"], env);
     t.equal(rm.code, 0, "rm exits 0");

@@ -1,0 +1,367 @@
+// Serving speed against the ceiling of this machine: a bare node:http server answering the same
+// bytes from memory, measured in the same run. The engine (LMDB, and PostgreSQL for the GET),
+// the gateway (in-memory registry) and the bare server run as child processes (this file with
+// --role); the load comes from wrk (one thread), a process of its own, or from an undici Pool
+// in a child process where wrk is missing. Every answer's status is checked, and every 64th
+// body is compared byte for byte with the expected one (the bodies the engine answered once
+// before the run); a figure with a wrong status or body is reported as such.
+// Figures: requests per second at 32 connections and p50 at one connection for
+//   meta      GET /v1/get/{ns}/{key} (a small entry's metadata) against bare sending that body
+//   serve16k  POST /v1/serve, Accept: application/octet-stream, 16 KiB of bytes, against bare
+//   serve1m   the same for 1 MiB
+//   gateway   GET through the gateway against the engine directly
+//   refused   the gateway's 429 (a tenant over its rate limit) against bare
+//   put64k    POST /v1/put of 64 KiB of random bytes (octet-stream) to the engine
+//   pg        GET on a PostgreSQL-backed engine against the LMDB one
+// SVC_BENCH_SECONDS (default 3) per figure after 1 s of warm-up; SVC_BENCH_SERVING narrows the
+// run to some figures (comma-separated names above); SVC_BENCH_LOADGEN=undici forces the undici
+// generator. The machine may be shared: the load average is printed with the figures.
+//   node --import tsx bench/serving.ts            (or: npm run bench -- serving)
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createServer } from "node:http";
+import { writeSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { mkdtemp, rm, writeFile, readFile } from "node:fs/promises";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+
+const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 3;
+const SERVICE_KEY = randomBytes(32).toString("hex");
+const PG_SERVER = process.env.SVC_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const WANTED = (process.env.SVC_BENCH_SERVING ?? "meta,serve16k,serve1m,gateway,refused,put64k,pg").split(",").map((s) => s.trim());
+const role = process.argv.find((a) => a.startsWith("--role="))?.slice(7);
+
+interface Case {
+  method: "GET" | "POST";
+  path: string;
+  headers: Record<string, string>;
+  /** Request body file (bytes sent as they are). */
+  bodyFile?: string;
+  status: number;
+  /** Expected answer body file; absent: only the status is checked. */
+  expectFile?: string;
+}
+
+interface LoadResult { requests: number; rps: number; p50_ms: number; p99_ms: number; wrong_status: number; compared: number; wrong_body: number; errors: number }
+
+/** A server child says where it listens on fd 3; its stdout (the logs) goes to /dev/null. */
+function tell(url: string): void {
+  writeSync(3, JSON.stringify({ url }) + "\n");
+}
+
+/** The undici generator: `connections` requests in flight for 1 s of warm-up then SECONDS. */
+async function undiciLoad(url: string, connections: number, c: Case): Promise<LoadResult> {
+  const { Pool } = await import("undici");
+  const body = c.bodyFile ? await readFile(c.bodyFile) : undefined;
+  const expect = c.expectFile ? await readFile(c.expectFile) : undefined;
+  const pool = new Pool(url, { connections, pipelining: 1 });
+  const lat: number[] = [];
+  let wrong_status = 0, compared = 0, wrong_body = 0, errors = 0, n = 0;
+  let measuring = false, stopAt = 0;
+  const worker = async () => {
+    while (Date.now() < stopAt) {
+      const t0 = process.hrtime.bigint();
+      try {
+        const r = await pool.request({ method: c.method, path: c.path, headers: c.headers, body });
+        if (r.statusCode !== c.status) wrong_status++;
+        if (expect && n++ % 64 === 0) {
+          compared++;
+          if (!Buffer.from(await r.body.arrayBuffer()).equals(expect)) wrong_body++;
+        } else await r.body.dump();
+      } catch {
+        errors++;
+      }
+      if (measuring) lat.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  };
+  stopAt = Date.now() + 1000;
+  await Promise.all(Array.from({ length: connections }, worker));
+  measuring = true;
+  const start = Date.now();
+  stopAt = start + SECONDS * 1000;
+  await Promise.all(Array.from({ length: connections }, worker));
+  const elapsed = (Date.now() - start) / 1000;
+  await pool.close();
+  lat.sort((a, b) => a - b);
+  const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
+  return { requests: lat.length, rps: Math.round(lat.length / elapsed), p50_ms: r3(q(0.5)), p99_ms: r3(q(0.99)), wrong_status, compared, wrong_body, errors };
+}
+
+function r3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+const lua = (s: string) => JSON.stringify(s); // a JSON string literal is a valid Lua string literal for these (ASCII, no control characters)
+
+/** wrk's script: the request, and per thread the answers counted, statuses checked and every 64th body compared. */
+function wrkScript(c: Case): string {
+  const headers = Object.entries(c.headers).map(([k, v]) => `wrk.headers[${lua(k)}] = ${lua(v)}`).join("\n");
+  return `
+wrk.method = ${lua(c.method)}
+${headers}
+local function slurp(p) local f = assert(io.open(p, "rb")); local s = f:read("*a"); f:close(); return s end
+${c.bodyFile ? `wrk.body = slurp(${lua(c.bodyFile)})` : ""}
+local expect = ${c.expectFile ? `slurp(${lua(c.expectFile)})` : "nil"}
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) n = 0; wrong_status = 0; compared = 0; wrong_body = 0 end
+function response(status, headers, body)
+  n = n + 1
+  if status ~= ${c.status} then wrong_status = wrong_status + 1 end
+  if expect and n % 64 == 1 then
+    compared = compared + 1
+    if body ~= expect then wrong_body = wrong_body + 1 end
+  end
+end
+function done(summary, latency, requests)
+  local ws, cmp, wb = 0, 0, 0
+  for _, t in ipairs(threads) do ws = ws + t:get("wrong_status"); cmp = cmp + t:get("compared"); wb = wb + t:get("wrong_body") end
+  local e = summary.errors
+  io.write(string.format('RESULT {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"wrong_status":%d,"compared":%d,"wrong_body":%d,"errors":%d}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), ws, cmp, wb, e.connect + e.read + e.write + e.timeout))
+end
+`;
+}
+
+const haveWrk = process.env.SVC_BENCH_LOADGEN !== "undici" && spawnSync("wrk", ["--version"]).error === undefined;
+
+async function wrkLoad(dir: string, url: string, connections: number, c: Case): Promise<LoadResult> {
+  const script = join(dir, `wrk-${randomBytes(4).toString("hex")}.lua`);
+  await writeFile(script, wrkScript(c), { mode: 0o600 });
+  const run = async (seconds: number) => {
+    const p = spawn("wrk", ["-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "30s", "-s", script, url + c.path], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    p.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    await new Promise((r) => p.once("exit", r));
+    const line = out.split("\n").find((l) => l.startsWith("RESULT "));
+    if (!line) throw new Error(`wrk gave no result: ${out.slice(-500)}`);
+    return JSON.parse(line.slice(7)) as { requests: number; duration_us: number; p50_us: number; p99_us: number; wrong_status: number; compared: number; wrong_body: number; errors: number };
+  };
+  await run(1);
+  const r = await run(SECONDS);
+  return {
+    requests: r.requests, rps: Math.round(r.requests / (r.duration_us / 1e6)), p50_ms: r3(r.p50_us / 1000), p99_ms: r3(r.p99_us / 1000),
+    wrong_status: r.wrong_status, compared: r.compared, wrong_body: r.wrong_body, errors: r.errors,
+  };
+}
+
+async function undiciChild(url: string, connections: number, c: Case): Promise<LoadResult> {
+  const p = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--role=loadgen"], {
+    env: { ...process.env, SVC_BENCH_LOAD: JSON.stringify({ url, connections, c }) }, stdio: ["ignore", "pipe", "inherit"],
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: p.stdout! }).once("line", resolve);
+    p.once("exit", (code) => reject(new Error(`load generator exited with ${code}`)));
+  });
+  return JSON.parse(line) as LoadResult;
+}
+
+interface Child { url: string; proc: ChildProcess }
+
+async function child(r: string, env: Record<string, string>): Promise<Child> {
+  const proc = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`], {
+    env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "ignore", "inherit", "pipe"],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: proc.stdio[3] as NodeJS.ReadableStream }).once("line", (l) => resolve((JSON.parse(l) as { url: string }).url));
+    proc.once("exit", (code) => reject(new Error(`${r} exited with ${code}`)));
+  });
+  return { url, proc };
+}
+
+async function stop(c: Child): Promise<void> {
+  if (c.proc.exitCode !== null) return;
+  const done = new Promise((r) => c.proc.once("exit", r));
+  c.proc.kill("SIGTERM");
+  await done;
+}
+
+async function pgAdmin(sql: string): Promise<void> {
+  const pg = (await import("pg")).default;
+  const c = new pg.Client({ connectionString: PG_SERVER });
+  c.on("error", () => undefined);
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+async function main() {
+  const dir = await mkdtemp(join(tmpdir(), "svc-bench-serving-"));
+  const children: Child[] = [];
+  const pgDb = `svc_bench_serving_${randomBytes(4).toString("hex")}`;
+  let pgCreated = false;
+  const file = async (name: string, bytes: Buffer | string) => {
+    const p = join(dir, name);
+    await writeFile(p, bytes, { mode: 0o600 });
+    return p;
+  };
+  try {
+    const engineEnv = (extra: Record<string, string>) => ({
+      SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      // the access log is part of the request path being measured: on, written to /dev/null
+      SVC_ENGINE_LOG_LEVEL: "info", ...extra,
+    });
+    const engine = await child("engine", engineEnv({}));
+    children.push(engine);
+    const direct = { authorization: `Bearer ${SERVICE_KEY}`, "x-svc-tenant": "bench" };
+    const put = async (url: string, key: string, bytes: Buffer) => {
+      const r = await fetch(`${url}/v1/put?namespace=default&key=${key}`, { method: "POST", headers: { ...direct, "content-type": "application/octet-stream" }, body: bytes });
+      if (r.status !== 201) throw new Error(`seeding ${key}: ${r.status} ${await r.text()}`);
+    };
+    await put(engine.url, "m", randomBytes(1024));
+    await put(engine.url, "b16k", randomBytes(16 * 1024));
+    await put(engine.url, "b1m", randomBytes(1024 * 1024));
+    const fetchBody = async (url: string, init: RequestInit) => {
+      const r = await fetch(url, init);
+      if (r.status !== 200) throw new Error(`${url}: ${r.status}`);
+      return { body: Buffer.from(await r.arrayBuffer()), type: r.headers.get("content-type")! };
+    };
+    const serveInit = (key: string): RequestInit => ({ method: "POST", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, body: JSON.stringify({ namespace: "default", key }) });
+    const meta = await fetchBody(`${engine.url}/v1/get/default/m`, { headers: direct });
+    const s16 = await fetchBody(`${engine.url}/v1/serve`, serveInit("b16k"));
+    const s1m = await fetchBody(`${engine.url}/v1/serve`, serveInit("b1m"));
+    const metaFile = await file("meta.json", meta.body), s16File = await file("s16k.bin", s16.body), s1mFile = await file("s1m.bin", s1m.body);
+    const bare = await child("bare", {
+      SVC_BENCH_BARE: JSON.stringify({ "/meta": { file: metaFile, type: meta.type }, "/s16k": { file: s16File, type: s16.type }, "/s1m": { file: s1mFile, type: s1m.type } }),
+    });
+    children.push(bare);
+
+    const gateway = await child("gateway", {
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    });
+    children.push(gateway);
+    const onboard = async (tenant_id: string, rate_limit: { requests: number; window_s: number }) => {
+      const r = await fetch(gateway.url + "/gate/onboard/create", {
+        method: "POST", headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
+        body: JSON.stringify({ tenant_id, plan: "enterprise", monthly_quota: 1e12, rate_limit }),
+      });
+      if (r.status !== 201 && r.status !== 200) throw new Error(`onboarding ${tenant_id}: ${r.status} ${await r.text()}`);
+      return ((await r.json()) as { api_key: string }).api_key;
+    };
+    const benchKey = await onboard("bench", { requests: 100_000_000, window_s: 1 });
+    const limitedKey = await onboard("limited", { requests: 1, window_s: 86_400 });
+    // the limited tenant's one allowed request, so that every timed one is refused
+    await (await fetch(gateway.url + "/v1/get/default/m", { headers: { "x-api-key": limitedKey } })).arrayBuffer();
+
+    let pgEngine: Child | null = null;
+    if (WANTED.includes("pg")) {
+      try {
+        await pgAdmin(`CREATE DATABASE ${pgDb}`);
+        pgCreated = true;
+        const u = new URL(PG_SERVER);
+        u.pathname = `/${pgDb}`;
+        pgEngine = await child("engine", engineEnv({ SVC_ENGINE_STORE_URL: u.toString() }));
+        children.push(pgEngine);
+        await put(pgEngine.url, "m", randomBytes(1024));
+      } catch (e) {
+        console.log(`# PostgreSQL figures skipped: ${(e as Error).message}`);
+        pgEngine = null;
+      }
+    }
+    const pgMetaFile = pgEngine ? await file("pg-meta.json", (await fetchBody(`${pgEngine.url}/v1/get/default/m`, { headers: direct })).body) : null;
+    const putFile = await file("put64k.bin", randomBytes(64 * 1024));
+    const serveBodyFile = async (key: string) => file(`serve-${key}.json`, JSON.stringify({ namespace: "default", key }));
+
+    const measure = async (url: string, connections: number, c: Case) => (haveWrk ? wrkLoad(dir, url, connections, c) : undiciChild(url, connections, c));
+    const out: Record<string, LoadResult> = {};
+    const row = (name: string, connections: number, r: LoadResult) => {
+      out[`${name}@${connections}`] = r;
+      const ok = r.wrong_status === 0 && r.wrong_body === 0 && r.errors === 0;
+      console.log(JSON.stringify({ bench: "serving", figure: name, connections, ...r, answers_checked: ok ? "ok" : "WRONG" }));
+    };
+    const pair = async (name: string, targets: Array<[string, string, Case]>) => {
+      for (const conns of [32, 1]) for (const [label, url, c] of targets) row(`${name}:${label}`, conns, await measure(url, conns, c));
+    };
+    const ratio = (figure: string, a: string, b: string) => {
+      const x = out[`${a}@32`], y = out[`${b}@32`], x1 = out[`${a}@1`], y1 = out[`${b}@1`];
+      if (!x || !y) return;
+      console.log(JSON.stringify({ bench: "serving", figure, of: a, to: b, rps_ratio_32: r3(x.rps / y.rps), ...(x1 && y1 ? { p50_added_ms_1: r3(x1.p50_ms - y1.p50_ms) } : {}) }));
+    };
+
+    const getCase = (headers: Record<string, string>, expectFile: string | undefined, status = 200): Case => ({ method: "GET", path: "/v1/get/default/m", headers, status, ...(expectFile ? { expectFile } : {}) });
+    if (WANTED.includes("meta"))
+      await pair("meta", [["bare", bare.url, { method: "GET", path: "/meta", headers: {}, status: 200, expectFile: metaFile }], ["engine", engine.url, getCase(direct, metaFile)]]);
+    if (WANTED.includes("serve16k")) {
+      const body = await serveBodyFile("b16k");
+      await pair("serve16k", [
+        ["bare", bare.url, { method: "GET", path: "/s16k", headers: {}, status: 200, expectFile: s16File }],
+        ["engine", engine.url, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s16File }],
+      ]);
+    }
+    if (WANTED.includes("serve1m")) {
+      const body = await serveBodyFile("b1m");
+      await pair("serve1m", [
+        ["bare", bare.url, { method: "GET", path: "/s1m", headers: {}, status: 200, expectFile: s1mFile }],
+        ["engine", engine.url, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s1mFile }],
+      ]);
+    }
+    if (WANTED.includes("gateway")) {
+      // the gateway's answer adds headers but the body is the engine's
+      await pair("gateway", [["engine", engine.url, getCase(direct, metaFile)], ["gateway", gateway.url, getCase({ "x-api-key": benchKey }, metaFile)]]);
+    }
+    if (WANTED.includes("refused"))
+      await pair("refused", [["bare", bare.url, { method: "GET", path: "/meta", headers: {}, status: 200 }], ["gateway", gateway.url, getCase({ "x-api-key": limitedKey }, undefined, 429)]]);
+    if (WANTED.includes("put64k"))
+      await pair("put64k", [["engine", engine.url, { method: "POST", path: "/v1/put?namespace=default&key=p", headers: { ...direct, "content-type": "application/octet-stream" }, bodyFile: putFile, status: 201 }]]);
+    if (WANTED.includes("pg") && pgEngine && pgMetaFile)
+      await pair("pg", [["lmdb", engine.url, getCase(direct, metaFile)], ["postgres", pgEngine.url, getCase(direct, pgMetaFile)]]);
+
+    ratio("engine_vs_bare", "meta:engine", "meta:bare");
+    ratio("engine_vs_bare", "serve16k:engine", "serve16k:bare");
+    ratio("engine_vs_bare", "serve1m:engine", "serve1m:bare");
+    ratio("gateway_vs_engine", "gateway:gateway", "gateway:engine");
+    ratio("refused_vs_bare", "refused:gateway", "refused:bare");
+    ratio("postgres_vs_lmdb", "pg:postgres", "pg:lmdb");
+    const cpu = cpus();
+    console.log(`# serving bench: node ${process.version}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length}, load generator ${haveWrk ? "wrk -t1" : "undici Pool (child process)"}, ${SECONDS} s per figure after 1 s warm-up, access logs on (to /dev/null), load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  } finally {
+    for (const c of children.reverse()) await stop(c);
+    if (pgCreated) await pgAdmin(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (role === "engine") {
+  const { loadEngineConfig } = await import("../server/engine/config.js");
+  const { startEngine } = await import("../server/engine/server.js");
+  const e = await startEngine(loadEngineConfig(process.env));
+  tell(e.url);
+  process.once("SIGTERM", () => void e.close().then(() => process.exit(0)));
+} else if (role === "gateway") {
+  const { loadGatewayConfig } = await import("../server/gateway/config.js");
+  const { startGateway } = await import("../server/gateway/server.js");
+  const g = await startGateway(loadGatewayConfig(process.env));
+  tell(g.url);
+  process.once("SIGTERM", () => void g.close().then(() => process.exit(0)));
+} else if (role === "bare") {
+  // the ceiling: the answers the engine gave, from memory, with the same content types
+  const files = JSON.parse(process.env.SVC_BENCH_BARE!) as Record<string, { file: string; type: string }>;
+  const bodies = new Map<string, { body: Buffer; type: string }>();
+  for (const [path, f] of Object.entries(files)) bodies.set(path, { body: await readFile(f.file), type: f.type });
+  const server = createServer((req, res) => {
+    const b = bodies.get(req.url!);
+    req.resume();
+    req.on("end", () => {
+      if (!b) {
+        res.writeHead(404).end();
+        return;
+      }
+      res.writeHead(200, { "content-type": b.type, "content-length": b.body.byteLength });
+      res.end(b.body);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, "127.0.0.1", () => tell(`http://127.0.0.1:${(server.address() as { port: number }).port}`));
+  process.once("SIGTERM", () => process.exit(0));
+} else if (role === "loadgen") {
+  const { url, connections, c } = JSON.parse(process.env.SVC_BENCH_LOAD!) as { url: string; connections: number; c: Case };
+  process.stdout.write(JSON.stringify(await undiciLoad(url, connections, c)) + "\n");
+} else {
+  await main();
+}

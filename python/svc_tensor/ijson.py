@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 
 MAX_JSON_VALUES = 100_000
 
@@ -42,11 +41,17 @@ class JsonTooManyValuesError(ValueError):
         self.limit = limit
 
 
-@dataclass
 class JsonProblem:
-    kind: str  # duplicate_name, inexact_number, lone_surrogate
-    path: list
-    message: str
+    """kind: duplicate_name, inexact_number or lone_surrogate; path: member names and array
+    indexes from the top; message: one clause, no capital, no full stop."""
+
+    __slots__ = ("kind", "path", "message")
+
+    def __init__(self, kind: str, path: list, message: str) -> None:
+        self.kind, self.path, self.message = kind, path, message
+
+    def __repr__(self) -> str:
+        return f"JsonProblem({self.kind!r}, {self.path!r}, {self.message!r})"
 
 
 class JsonProblemError(ValueError):

@@ -9,7 +9,6 @@ import binascii
 import hashlib
 import math
 import re
-from dataclasses import dataclass
 
 from . import mldsa
 from .ijson import (
@@ -87,10 +86,13 @@ def js_eq(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-@dataclass
 class KnownKey:
-    public_key: bytes
-    fingerprint: str
+    """A public key the verifier may use, with its SHA-256 fingerprint."""
+
+    __slots__ = ("public_key", "fingerprint")
+
+    def __init__(self, public_key: bytes, fingerprint: str) -> None:
+        self.public_key, self.fingerprint = public_key, fingerprint
 
 
 class _Issue(Exception):

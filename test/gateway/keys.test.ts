@@ -2,7 +2,7 @@
 // the admin API and the data plane's step 4 over real HTTP (validation with hostile inputs,
 // scopes, namespace subsets, expiry, revocation, audit key_id, batched last_used_at).
 import test from "tape";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sha256Hex } from "../../server/gateway/auth.js";
@@ -85,6 +85,20 @@ test("scoped keys on the local-file registry, and they survive a reopen", async 
     const again = await LocalFileTenantRegistry.open(dir);
     t.equal((await again.get("many"))!.keys!.length, MAX_KEYS_PER_TENANT, "the keys are on disk and read back");
     t.notOk((await readFile(join(dir, "tenants.json"), "utf8")).includes("svc_live_"), "no key on disk, only hashes");
+    // A registry file whose key entry was tampered with (not a SHA-256, an unknown scope) is refused whole.
+    const file = JSON.parse(await readFile(join(dir, "tenants.json"), "utf8"));
+    for (const tamper of [(k: { key_hash: string }) => { k.key_hash = "svc_live_plaintext"; }, (k: { scopes: string[] }) => { k.scopes = ["admin"]; }]) {
+      const copy = structuredClone(file);
+      tamper(copy.tenants.find((x: TenantRecord) => x.tenant_id === "many").keys[0]);
+      await writeFile(join(dir, "tenants.json"), JSON.stringify(copy));
+      try {
+        await again.reload();
+        t.fail("a tampered registry file was read");
+      } catch (e) {
+        t.match((e as Error).message, /not a valid registry/, "a tampered key entry: the file is refused with a sentence");
+      }
+    }
+    t.equal((await again.get("many"))!.keys!.length, MAX_KEYS_PER_TENANT, "and the registry in memory is unchanged");
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -119,6 +133,13 @@ test("key usage stores: later instants win; the tracker writes in batches", asyn
     }
     t.deepEqual([...(await (await LocalFileKeyUsageStore.open(dir)).lastUsed("beta"))], [["key_b", 5]], "local: read back from the file");
     t.equal((await stat(join(dir, "key-usage.json"))).mode & 0o777, 0o600, "local: the file is 0600");
+    for (const bad of ["{ broken", "[1,2]", JSON.stringify({ acme: { key_a: "yesterday", key_b: 5 }, beta: 7 })]) {
+      await writeFile(join(dir, "key-usage.json"), bad);
+      const reopened = await LocalFileKeyUsageStore.open(dir);
+      t.deepEqual([...(await reopened.lastUsed("acme"))], bad.includes("key_b") ? [["key_b", 5]] : [], `local: a damaged file (${bad.slice(0, 12)}) keeps only valid instants`);
+      await reopened.record([{ tenant_id: "acme", key_id: "key_c", at_ms: 9 }]);
+      t.ok(JSON.parse(await readFile(join(dir, "key-usage.json"), "utf8")).acme.key_c === 9, "local: and is rewritten whole at the next batch");
+    }
 
     const m = new MemoryKeyUsageStore();
     const tr = new KeyUsageTracker(m, 3_600_000);

@@ -168,7 +168,7 @@ test("svc up: a port in use is a one-sentence failure with exit 1, nothing is le
       child.stderr.on("data", (d) => { err += d; });
       const code = await new Promise((r) => child.on("exit", r));
       t.equal(code, 1, `${what} in use: exit 1`);
-      t.match(err, /^svc: The address is already in use/m, `${what}: ${err.trim()}`);
+      t.match(err, new RegExp(`^svc: Port ${port} is already in use, perhaps by a 'svc up' still running`, "m"), `${what}: ${err.trim()}`);
       t.notOk(/\n\s+at /.test(err), `${what}: no stack trace`);
       t.notOk(out.includes("SVC_GATE_ENGINE_SERVICE_KEY="), `${what}: no key printed`);
       t.notOk(existsSync(join(data, "service.key")), `${what}: and none saved, so the next run that starts creates and prints one`);

@@ -3,6 +3,7 @@
 import { adminAudit, adminTenant, adminTenants } from "./admin.js";
 import { api, ApiError, clear, h, hideBanner, loadSession, saveSession, setCurrent, showError, type Session } from "./core.js";
 import { entryPage, namespacePage, tenantHome, type Account } from "./tenant.js";
+import { signInHint } from "./signin-hint.js";
 
 const main = () => document.getElementById("main")!;
 
@@ -19,7 +20,8 @@ function signIn(): void {
         if (kind === "tenant") s.tenantId = (await api<Account>("/gate/account", { session: s })).tenant_id;
         else await api("/gate/admin/tenants", { session: s });
       } catch (e) {
-        showError(e);
+        const hint = e instanceof ApiError && e.status === 401 ? signInHint(kind, key) : null;
+        showError(hint ? new Error(`${(e as Error).message} ${hint}`) : e);
         return;
       }
       hideBanner();
@@ -35,7 +37,7 @@ function signIn(): void {
   h("fieldset", {}, h("legend", {}, "Key"),
     h("label", {}, h("input", { type: "radio", name: "kind", value: "tenant", checked: true }), " Tenant API key"),
     h("label", {}, h("input", { type: "radio", name: "kind", value: "admin", "data-testid": "kind-admin" }), " Service key (admin)")),
-  h("label", {}, "Key ", h("input", { type: "password", name: "key", required: true, autocomplete: "off", spellcheck: "false", "data-testid": "key" })),
+  h("label", {}, "Key ", h("input", { type: "password", name: "key", class: "key", required: true, autocomplete: "off", spellcheck: "false", "data-testid": "key" })),
   h("p", { class: "muted small" }, "The key is kept in this tab only and sent to this gateway's API; signing out or closing the tab forgets it."),
   h("button", { type: "submit", class: "primary" }, "Sign in"));
   renderHeader(null);

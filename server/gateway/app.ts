@@ -440,6 +440,8 @@ export function createApp(deps: GatewayDeps): Express {
       if (grant.key_id !== PRIMARY_KEY_ID) keyUsage.touch(tenant.tenant_id, grant.key_id, clock.now());
       const over = overLimit.get(tenant.tenant_id);
       if (over !== undefined) {
+        // A cached record is confirmed first: a key deactivated meanwhile is a 401, not a 429.
+        if (found?.cached) await reauthenticate();
         const state = await limiter.peek(tenant.tenant_id, windowOf(tenant));
         if (!state.allowed) {
           quiet = over.audited;

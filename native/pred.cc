@@ -163,6 +163,168 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   w.raw(p, size_t(end - p));
 }
 
+// ---- context-modelled rANS for quantisation codes -------------------------------------------
+// The previous code's magnitude picks one of five tables (0, 1, 2-3, 4-8, larger or unpredictable):
+// residuals cluster spatially, so a code after a large one is likelier to be large.
+
+constexpr int kCtx = 5;
+inline int code_ctx(uint32_t prev) {
+  if (prev == 0) return kCtx - 1;
+  const uint32_t m = prev > uint32_t(kRadius) ? prev - kRadius : kRadius - prev;
+  return m == 0 ? 0 : m == 1 ? 1 : m <= 3 ? 2 : m <= 8 ? 3 : 4;
+}
+
+struct Table {
+  std::vector<uint32_t> sym, f, cum;  // used symbols ascending, frequencies summing to kScale
+};
+
+// Normalised frequencies for the symbols counted in count[0..span) (symbol = lo + index).
+Table make_table(const std::vector<uint32_t>& count, uint32_t lo, size_t total) {
+  Table t;
+  std::vector<uint32_t> idx;
+  for (uint32_t s = 0; s < count.size(); ++s)
+    if (count[s]) idx.push_back(s);
+  if (idx.empty()) return t;
+  std::vector<uint32_t> f(idx.size());
+  int64_t sum = 0;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    f[k] = uint32_t(std::max<uint64_t>(1, uint64_t(count[idx[k]]) * kScale / total));
+    sum += f[k];
+  }
+  std::vector<size_t> order(idx.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return count[idx[a]] > count[idx[b]]; });
+  int64_t diff = int64_t(kScale) - sum;
+  if (diff > 0) f[order[0]] += uint32_t(diff);
+  while (diff < 0)
+    for (size_t k : order) {
+      if (diff == 0) break;
+      if (f[k] > 1) { f[k]--; diff++; }
+    }
+  uint32_t c = 0;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    t.sym.push_back(idx[k] + lo);
+    t.f.push_back(f[k]);
+    t.cum.push_back(c);
+    c += f[k];
+  }
+  return t;
+}
+
+void write_table(const Table& t, Writer& w) {
+  w.var(t.sym.size());
+  for (size_t k = 0; k < t.sym.size(); ++k) {
+    w.var(k == 0 ? t.sym[0] : t.sym[k] - t.sym[k - 1] - 1);
+    w.var(t.f[k] - 1);
+  }
+}
+
+Table read_table(Reader& r, uint32_t alpha) {
+  Table t;
+  uint64_t nsym = r.var();
+  if (nsym > alpha || nsym > r.left()) corrupt("bad symbol count");
+  uint64_t s = 0, total = 0;
+  for (uint64_t k = 0; k < nsym; ++k) {
+    uint64_t d = r.var();
+    s = k == 0 ? d : s + d + 1;
+    uint64_t fv = r.var() + 1;
+    if (s >= alpha || fv > kScale) corrupt("bad frequency table");
+    t.sym.push_back(uint32_t(s));
+    t.f.push_back(uint32_t(fv));
+    t.cum.push_back(uint32_t(total));
+    total += fv;
+    if (total > kScale) corrupt("bad frequency table");
+  }
+  if (nsym > 0 && total != kScale) corrupt("bad frequency table");
+  return t;
+}
+
+void rans_encode_ctx(const uint16_t* sym, size_t n, Writer& w) {
+  uint32_t lo = sym[0], hi = sym[0];
+  for (size_t i = 1; i < n; ++i) { lo = std::min<uint32_t>(lo, sym[i]); hi = std::max<uint32_t>(hi, sym[i]); }
+  const uint32_t span = hi - lo + 1;
+  std::vector<uint32_t> count[kCtx];
+  size_t total[kCtx] = {};
+  for (int c = 0; c < kCtx; ++c) count[c].assign(span, 0);
+  for (size_t i = 0; i < n; ++i) {
+    int c = i == 0 ? 0 : code_ctx(sym[i - 1]);
+    count[c][sym[i] - lo]++;
+    total[c]++;
+  }
+  Table t[kCtx];
+  std::vector<uint32_t> slot[kCtx];  // symbol - lo -> index in its table
+  for (int c = 0; c < kCtx; ++c) {
+    t[c] = make_table(count[c], lo, total[c]);
+    write_table(t[c], w);
+    slot[c].assign(span, 0);
+    for (size_t k = 0; k < t[c].sym.size(); ++k) slot[c][t[c].sym[k] - lo] = uint32_t(k);
+  }
+  std::vector<uint8_t> out(2 * n + 16);
+  uint8_t* end = out.data() + out.size();
+  uint8_t* p = end;
+  uint32_t x = kRansL;
+  for (size_t i = n; i-- > 0;) {
+    const int c = i == 0 ? 0 : code_ctx(sym[i - 1]);
+    const uint32_t k = slot[c][sym[i] - lo], fs = t[c].f[k];
+    const uint32_t xmax = ((kRansL >> kScaleBits) << 8) * fs;
+    while (x >= xmax) { *--p = uint8_t(x); x >>= 8; }
+    x = ((x / fs) << kScaleBits) + (x % fs) + t[c].cum[k];
+  }
+  p -= 4;
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(x >> (8 * i));
+  w.var(size_t(end - p));
+  w.raw(p, size_t(end - p));
+}
+
+void rans_decode_ctx(Reader& r, size_t n, uint16_t* out) {
+  Table t[kCtx];
+  std::vector<uint16_t> lut[kCtx];
+  for (int c = 0; c < kCtx; ++c) {
+    t[c] = read_table(r, 65536);
+    if (t[c].sym.empty()) continue;
+    lut[c].resize(kScale);
+    for (size_t k = 0; k < t[c].sym.size(); ++k)
+      std::fill(lut[c].begin() + t[c].cum[k], lut[c].begin() + t[c].cum[k] + t[c].f[k], uint16_t(k));
+  }
+  uint64_t nbytes = r.var();
+  if (nbytes < 4 || nbytes > r.left()) corrupt("truncated entropy section");
+  const uint8_t* p = r.take(size_t(nbytes));
+  const uint8_t* end = p + nbytes;
+  uint32_t x = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+  p += 4;
+  if (x < kRansL || x >= (kRansL << 8)) corrupt("bad entropy state");
+  int c = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (t[c].sym.empty()) corrupt("a code in a context with no table");
+    const uint32_t s = x & (kScale - 1);
+    const uint32_t k = lut[c][s];
+    const uint32_t v = t[c].sym[k];
+    out[i] = uint16_t(v);
+    x = t[c].f[k] * (x >> kScaleBits) + s - t[c].cum[k];
+    while (x < kRansL) {
+      if (p == end) corrupt("truncated entropy section");
+      x = (x << 8) | *p++;
+    }
+    c = code_ctx(v);
+  }
+  if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
+}
+
+// A section of quantisation codes: order-0 or context-modelled, whichever is smaller.
+void encode_codes(const uint16_t* sym, size_t n, Writer& w) {
+  std::vector<uint8_t> a, b;
+  Writer wa{a};
+  rans_encode(sym, n, 65536, wa);
+  if (n >= 2048) {
+    Writer wb{b};
+    rans_encode_ctx(sym, n, wb);
+  }
+  if (!b.empty() && b.size() < a.size()) { w.u8(1); w.raw(b.data(), b.size()); }
+  else { w.u8(0); w.raw(a.data(), a.size()); }
+}
+
+void decode_codes(Reader& r, size_t n, uint16_t* out);
+
 // Order-0 entropy of n symbols in bits (what rans_encode spends, less its table).
 template <typename S>
 double entropy_bits(const S* sym, size_t n) {
@@ -222,6 +384,13 @@ void rans_decode(Reader& r, size_t n, uint32_t alpha, S* out) {
     }
   }
   if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
+}
+
+void decode_codes(Reader& r, size_t n, uint16_t* out) {
+  uint8_t mode = r.u8();
+  if (mode == 0) rans_decode(r, n, 65536, out);
+  else if (mode == 1 && n > 0) rans_decode_ctx(r, n, out);
+  else corrupt("unknown entropy coding");
 }
 
 // ---- geometry ------------------------------------------------------------------------------
@@ -485,9 +654,9 @@ void encode_lossy(const T* x, const size_t e[kDims], double eb, uint8_t kind, ui
   w.var(unpred.size());
   w.var(seg2);
   w.var(seg1 - seg2);
-  rans_encode(codes.data(), seg2, 65536, w);
-  rans_encode(codes.data() + seg2, seg1 - seg2, 65536, w);
-  rans_encode(codes.data() + seg1, n - seg1, 65536, w);
+  encode_codes(codes.data(), seg2, w);
+  encode_codes(codes.data() + seg2, seg1 - seg2, w);
+  encode_codes(codes.data() + seg1, n - seg1, w);
   w.raw(unpred.data(), unpred.size() * sizeof(T));
 }
 
@@ -502,9 +671,9 @@ void decode_lossy(Reader& r, uint8_t kind, const size_t e[kDims], double eb, T* 
   const uint64_t s2 = r.var(), s12 = r.var();
   if (s2 > n || s12 > n - s2) corrupt("bad level segments");
   std::vector<uint16_t> codes(n);
-  rans_decode(r, size_t(s2), 65536, codes.data());
-  rans_decode(r, size_t(s12), 65536, codes.data() + s2);
-  rans_decode(r, n - size_t(s2 + s12), 65536, codes.data() + s2 + s12);
+  decode_codes(r, size_t(s2), codes.data());
+  decode_codes(r, size_t(s12), codes.data() + s2);
+  decode_codes(r, n - size_t(s2 + s12), codes.data() + s2 + s12);
   const uint8_t* up = r.take(size_t(nu) * sizeof(T));
   double ebl[kLevels], two[kLevels];
   level_bounds(eb, scheme, ebl);

@@ -6,13 +6,15 @@
 // pred's achieved one (bisection), so the ratios compare at the same achieved error; without
 // python3-zfpy (apt-get install python3-zfpy) the zfp columns are skipped with a sentence.
 // Photographs come from python3-skimage and the T1 MRI volume from mricron-data (both Debian
-// packages, loaded at run time; skipped when absent).
+// packages, loaded at run time; skipped when absent). Each data set also gets a lossless row
+// (max_abs_error 0, checked bit-exact) beside zlib's deflate of the raw bytes.
 // Usage: node --import tsx bench/codecs.ts [dataset ...]
 //   (datasets: smooth turbulent shocks camera moon mri; SVC_BENCH_NO_TT=1 leaves TT out)
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
+import { deflateSync } from "node:zlib";
 import * as pred from "../lib/pred.js";
 import * as tt from "../lib/tt.js";
 import { readNpy, writeNpy } from "../lib/npy.js";
@@ -245,6 +247,26 @@ for (const name of names) {
       pred_enc_MBs: +(mb / enc.s).toFixed(1),
       pred_dec_MBs: +(mb / dec.s).toFixed(1),
       bound: ok ? "ok" : "VIOLATION",
+    });
+  }
+  {
+    // Lossless (max_abs_error 0) beside zlib's deflate of the raw bytes, both checked exact.
+    const enc = await best(2, () => pred.compress(d.data, { shape: d.shape, max_abs_error: 0 }));
+    const dec = await best(2, () => pred.decompress(enc.v.stream));
+    const exact = Buffer.compare(Buffer.from(dec.v.buffer, dec.v.byteOffset, dec.v.byteLength), Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength)) === 0;
+    if (!exact) violations++;
+    const t0 = performance.now();
+    const z = deflateSync(d.data, { level: 6 });
+    const zs = (performance.now() - t0) / 1000;
+    out({
+      dataset: d.name,
+      lossless: true,
+      pred_ratio: +enc.v.compression_ratio.toFixed(3),
+      pred_enc_MBs: +(mb / enc.s).toFixed(1),
+      pred_dec_MBs: +(mb / dec.s).toFixed(1),
+      deflate_ratio: +(d.data.byteLength / z.byteLength).toFixed(3),
+      deflate_enc_MBs: +(mb / zs).toFixed(1),
+      bit_exact: exact ? "ok" : "VIOLATION",
     });
   }
   const z = zfpAt(d, achieved);

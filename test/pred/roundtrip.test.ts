@@ -82,3 +82,16 @@ test("pred: estimate gives a positive ratio near the real one on a smooth field"
   t.ok(est.ratio > 0 && Number.isFinite(est.ratio), `estimate ${est.ratio.toFixed(2)}`);
   t.ok(est.ratio > r.compression_ratio / 3 && est.ratio < r.compression_ratio * 3, `estimate ${est.ratio.toFixed(2)} vs real ${r.compression_ratio.toFixed(2)}`);
 });
+
+test("pred: the lossless mode is smaller than deflate of the raw bytes on float fields", async (t) => {
+  const { deflateSync } = await import("node:zlib");
+  for (const f64 of [false, true]) {
+    for (const [shape, noise] of [[[64, 64, 64], 0.01], [[512, 512], 0.1], [[100000], 0]] as [number[], number][]) {
+      const x = field(shape, f64, 11, noise);
+      const r = await pred.compress(x, { shape, max_abs_error: 0 });
+      const z = deflateSync(x, { level: 9 });
+      t.ok(bitEqual(x, await pred.decompress(r.stream)), "bit-exact");
+      t.ok(r.stream.byteLength < z.byteLength, `${shape.join("x")} ${f64 ? "f64" : "f32"}: pred ${r.stream.byteLength} B < deflate -9 ${z.byteLength} B`);
+    }
+  }
+});

@@ -17,9 +17,10 @@ test("svc audit: filtered tail of the gateway's audit log", async (t) => {
     t.equal(all.code, 0, `audit exits 0 ${all.err}`);
     const lines = all.out.trim().split("\n");
     t.match(lines[0]!, /^TIME\s+TENANT\s+METHOD\s+PATH\s+NAMESPACE\s+STATUS\s+CUS\s+MS$/, "a table header");
-    t.match(lines[1]!, /gamma\s+GET\s+\/v1\/list\/nowhere\s+nowhere\s+403/, "newest first: the 403");
-    t.match(lines[2]!, /gamma\s+GET\s+\/v1\/list\/default\s+default\s+200/, "then the 200");
-    t.match(lines[3]!, /gamma\s+POST\s+\/gate\/onboard\/create\s+-\s+201/, "then the tenant's creation");
+    t.match(lines[1]!, /gamma\s+GET\s+\/gate\/account\s+-\s+200/, "newest first: the account read behind the 403's hint (the tenant's namespaces)");
+    t.match(lines[2]!, /gamma\s+GET\s+\/v1\/list\/nowhere\s+nowhere\s+403/, "then the 403");
+    t.match(lines[3]!, /gamma\s+GET\s+\/v1\/list\/default\s+default\s+200/, "then the 200");
+    t.match(lines[4]!, /gamma\s+POST\s+\/gate\/onboard\/create\s+-\s+201/, "then the tenant's creation");
 
     const json = await svc(["audit", "--tenant", "gamma", "--status", "403", "--limit", "5", "--json"], admin);
     const j = JSON.parse(json.out);

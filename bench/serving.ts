@@ -11,7 +11,7 @@
 //   serve1m   the same for 1 MiB
 //   gateway   GET through the gateway against the engine directly
 //   refused   the gateway's 429 (a tenant over its rate limit) against bare
-//   put64k    POST /v1/put of 64 KiB of random bytes (octet-stream) to the engine
+//   put64k    POST /v1/put of 64 KiB of random bytes (octet-stream) to the engine, over 256 keys
 //   pg        GET on a PostgreSQL-backed engine against the LMDB one
 // SVC_BENCH_SECONDS (default 3) per figure after 1 s of warm-up; SVC_BENCH_SERVING narrows the
 // run to some figures (comma-separated names above); SVC_BENCH_LOADGEN=undici forces the undici
@@ -42,6 +42,8 @@ interface Case {
   status: number;
   /** Expected answer body file; absent: only the status is checked. */
   expectFile?: string;
+  /** Appends `0`..`rotate-1` in turn to the path (distinct keys for puts). */
+  rotate?: number;
 }
 
 interface LoadResult { requests: number; rps: number; p50_ms: number; p99_ms: number; wrong_status: number; compared: number; wrong_body: number; errors: number }
@@ -64,15 +66,17 @@ async function undiciLoad(url: string, connections: number, c: Case): Promise<Lo
     while (Date.now() < stopAt) {
       const t0 = process.hrtime.bigint();
       try {
-        const r = await pool.request({ method: c.method, path: c.path, headers: c.headers, body });
+        const path = c.rotate ? `${c.path}${n % c.rotate}` : c.path;
+        const r = await pool.request({ method: c.method, path, headers: c.headers, body });
         if (r.statusCode !== c.status) wrong_status++;
-        if (expect && n++ % 64 === 0) {
+        if (expect && n % 64 === 0) {
           compared++;
           if (!Buffer.from(await r.body.arrayBuffer()).equals(expect)) wrong_body++;
         } else await r.body.dump();
       } catch {
         errors++;
       }
+      n++;
       if (measuring) lat.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
   };
@@ -104,6 +108,11 @@ ${headers}
 local function slurp(p) local f = assert(io.open(p, "rb")); local s = f:read("*a"); f:close(); return s end
 ${c.bodyFile ? `wrk.body = slurp(${lua(c.bodyFile)})` : ""}
 local expect = ${c.expectFile ? `slurp(${lua(c.expectFile)})` : "nil"}
+${c.rotate ? `local seq = 0
+function request()
+  seq = seq + 1
+  return wrk.format(nil, ${lua(c.path)} .. (seq % ${c.rotate}))
+end` : ""}
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
 function init(args) n = 0; wrong_status = 0; compared = 0; wrong_body = 0 end
@@ -272,7 +281,7 @@ async function main() {
     const out: Record<string, LoadResult> = {};
     const row = (name: string, connections: number, r: LoadResult) => {
       out[`${name}@${connections}`] = r;
-      const ok = r.wrong_status === 0 && r.wrong_body === 0 && r.errors === 0;
+      const ok = r.requests > 0 && r.wrong_status === 0 && r.wrong_body === 0 && r.errors === 0;
       console.log(JSON.stringify({ bench: "serving", figure: name, connections, ...r, answers_checked: ok ? "ok" : "WRONG" }));
     };
     const pair = async (name: string, targets: Array<[string, string, Case]>) => {
@@ -308,7 +317,7 @@ async function main() {
     if (WANTED.includes("refused"))
       await pair("refused", [["bare", bare.url, { method: "GET", path: "/meta", headers: {}, status: 200 }], ["gateway", gateway.url, getCase({ "x-api-key": limitedKey }, undefined, 429)]]);
     if (WANTED.includes("put64k"))
-      await pair("put64k", [["engine", engine.url, { method: "POST", path: "/v1/put?namespace=default&key=p", headers: { ...direct, "content-type": "application/octet-stream" }, bodyFile: putFile, status: 201 }]]);
+      await pair("put64k", [["engine", engine.url, { method: "POST", path: "/v1/put?namespace=default&key=p", rotate: 256, headers: { ...direct, "content-type": "application/octet-stream" }, bodyFile: putFile, status: 201 }]]);
     if (WANTED.includes("pg") && pgEngine && pgMetaFile)
       await pair("pg", [["lmdb", engine.url, getCase(direct, metaFile)], ["postgres", pgEngine.url, getCase(direct, pgMetaFile)]]);
 

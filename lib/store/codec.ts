@@ -3,7 +3,7 @@
 // and block extraction for dense data.
 import { createHash } from "node:crypto";
 import { promisify } from "node:util";
-import { deflateRaw, inflateRaw, constants as zc } from "node:zlib";
+import { deflateRaw, deflateRawSync, inflateRaw, constants as zc } from "node:zlib";
 import { itemsize, type Dtype } from "../names.js";
 import type { ServeArray } from "./types.js";
 import { pacedScan } from "./pace.js";
@@ -197,6 +197,34 @@ export function unshuffle(src: Uint8Array, width: number): Uint8Array {
 
 /** Output room for deflate of `n` bytes: above zlib's worst case (deflateBound) for any input. */
 const deflateRoom = (n: number): number => n + (n >>> 10) + 1024;
+
+// Deflate over incompressible bytes (random, encrypted, already compressed) costs as much as
+// over compressible ones and is then thrown away. Four windows spread over the data, deflated
+// at the fastest level, say which case it is for a sixteenth to a quarter of the cost.
+const SAMPLE_FROM_BYTES = 32 * 1024;
+const SAMPLE_WINDOWS = 4;
+const SAMPLE_WINDOW_MAX = 8 * 1024;
+
+/**
+ * Whether deflate over the whole (shuffled) data may reach `minRatio`: false when four spread
+ * windows of it, deflated at level 1, gain less than half of the ratio's margin over 1 (level
+ * 1 gives up little against the default level on such data). Data under 32 KiB is always
+ * tried: the sample would cost about as much as the whole.
+ */
+export function deflateMayPay(bytes: Uint8Array, dtype: Dtype, minRatio: number): boolean {
+  const n = bytes.byteLength;
+  if (n < SAMPLE_FROM_BYTES) return true;
+  const width = dtype === "bytes" || dtype === "bool" ? 1 : itemsize(dtype);
+  // whole elements per window, so that the shuffle of a window groups bytes as the full shuffle does
+  const win = Math.max(width, Math.floor(Math.min(SAMPLE_WINDOW_MAX, n / 16) / width) * width);
+  const sample = new Uint8Array(win * SAMPLE_WINDOWS);
+  for (let w = 0; w < SAMPLE_WINDOWS; w++) {
+    const at = Math.floor(((n - win) * w) / (SAMPLE_WINDOWS - 1) / width) * width;
+    sample.set(shuffle(bytes.subarray(at, at + win), width), w * win);
+  }
+  const packed = deflateRawSync(sample, { level: 1 }).byteLength;
+  return sample.byteLength / packed >= 1 + (minRatio - 1) / 2;
+}
 
 export async function losslessEncode(bytes: Uint8Array, dtype: Dtype): Promise<{ payload: Buffer; shuffle: number }> {
   const width = dtype === "bytes" || dtype === "bool" ? 1 : itemsize(dtype);

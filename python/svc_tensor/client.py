@@ -426,7 +426,8 @@ class Client:
         dt = _np_dtype(out_dtype)
         if math.prod(shape) * dt.itemsize != len(data):
             raise SvcError("internal", f"The service answered {len(data)} bytes for shape {list(shape)} of {out_dtype}.")
-        arr = np.frombuffer(data, dtype=dt).reshape(shape)
+        # a bytearray, so that the caller gets a writable array
+        arr = np.frombuffer(bytearray(data), dtype=dt).reshape(shape)
         return arr.astype(arr.dtype.newbyteorder("="), copy=False) if arr.dtype.byteorder not in ("=", "|") else arr
 
     def list(self, ns: str, prefix: str | None = None, limit: int | None = None, offset: int | None = None) -> dict:  # noqa: A003

@@ -44,6 +44,7 @@ class OverAGateway(unittest.TestCase):
                 self.assertEqual(got.dtype, a.dtype)
                 self.assertEqual(got.shape, a.shape)
                 np.testing.assert_array_equal(got, a)
+                self.assertTrue(got.flags.writeable, "the served array is writable")
                 self.assertEqual(self.c.last_response["headers"]["content-type"], "application/octet-stream")
         info = self.c.get(NS, "rt/int32")
         self.assertEqual((info["dtype"], info["shape"], info["version"]), ("int32", [6, 7], 1))

@@ -1,3 +1,4 @@
+// test-timeout-s: 1500
 // The Python offline verifiers against the Node ones: every genuine and forged receipt and
 // bundle of the Node verifier tests, receipts and bundles made by a running appliance (JCS
 // edge cases: unicode, escapes, member order, numbers) and hostile files of our own give the

@@ -4,6 +4,7 @@
 import { usageBars, lineChart } from "./charts.js";
 import { api, clear, enc, encKey, fmt, guarded, h, lastRate, onRate, showError, type RateState } from "./core.js";
 import { decode, drawPlane, fetchPlane, sliceViewer, viewable, type EntryRef, type View } from "./slice.js";
+import { npyBlob } from "./npy.js";
 
 export interface Account {
   tenant_id: string;
@@ -175,6 +176,21 @@ function neighbours(ns: string, base: EntryRef, results: { key: string; version:
 }
 
 /** An entry: figures, metadata, fingerprint, versions, slice viewer and neighbours. */
+/** The whole version served (floating data in float32 for bfloat16) and saved as KEY.npy. */
+async function downloadNpy(ns: string, key: string, e: EntryInfo): Promise<void> {
+  const ans = await api<{ bytes: ArrayBuffer; headers: Headers }>("/v1/serve", {
+    body: { namespace: ns, key, version: e.version, ...(e.dtype === "bfloat16" ? { dtype: "float32" } : {}) }, binary: true,
+  });
+  const dtype = ans.headers.get("x-svc-dtype") ?? e.dtype;
+  const shape = (ans.headers.get("x-svc-shape") ?? "").split(",").filter(Boolean).map(Number);
+  const url = URL.createObjectURL(npyBlob(dtype, shape, ans.bytes));
+  const a = h("a", { href: url, download: `${key.replaceAll("/", "_")}-v${e.version}.npy` });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
 export async function entryPage(main: HTMLElement, ns: string, key: string, params: URLSearchParams): Promise<void> {
   const v = params.get("v");
   const e = await api<EntryInfo>(`/v1/get/${enc(ns)}/${encKey(key)}${v ? `?version=${enc(v)}` : ""}`);
@@ -203,7 +219,8 @@ export async function entryPage(main: HTMLElement, ns: string, key: string, para
   clear(main,
     h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/" }, "Namespaces"), " / ", h("a", { href: nsLink(ns) }, ns), " / ", key),
     h("h1", {}, key),
-    h("div", { class: "row" }, versionSelect, h("span", { class: "muted" }, `${e.versions.length} version${e.versions.length === 1 ? "" : "s"} kept`)),
+    h("div", { class: "row" }, versionSelect, h("span", { class: "muted" }, `${e.versions.length} version${e.versions.length === 1 ? "" : "s"} kept`),
+      h("button", { type: "button", "data-testid": "download-npy", onclick: () => void guarded(() => downloadNpy(ns, key, e)) }, "Download .npy")),
     h("div", { class: "grid" },
       h("section", { "aria-labelledby": "facts-h" }, h("h2", { id: "facts-h" }, "Entry"), dl(facts, "facts"),
         h("h2", {}, "Fingerprint"), dl(fpFacts, "fingerprint"),

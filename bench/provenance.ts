@@ -25,7 +25,7 @@ import { Pool } from "undici";
 import { artifactDigest, buildReceipt, signedMessage, verifyReceipt } from "../server/provenance/receipt.js";
 import { createBackend, createSigner, type BackendName } from "../server/provenance/signer.js";
 import { isDeepStrictEqual } from "node:util";
-import { readJson } from "../server/provenance/strict-json.js";
+import { readJson } from "../server/http/json.js";
 
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 2);
 const CONCURRENCY = Number(process.env.SVC_BENCH_CONCURRENCY ?? 32);

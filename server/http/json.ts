@@ -1,14 +1,277 @@
-// Strict JSON (I-JSON, RFC 7493) for every JSON text a server reads: valid UTF-8, no member
-// name twice in one object (JSON.parse keeps the last one silently, so two readers of the same
-// text could see different values), no member named "__proto__" (JavaScript objects and zod
-// drop it silently as it passes through them, so it is refused rather than lost), no lone
-// surrogate escape (it would be stored as U+FFFD) and no number a float64 cannot hold (1e400
-// would become Infinity, then null; 1e-400 would become 0). Nesting is bounded so that no
-// recursive walk further on can overflow the stack.
+// Strict JSON (I-JSON, RFC 7493) for every JSON text the project reads: one scanner, two rules
+// for numbers. JSON.parse keeps the last of two members with one name silently (two readers of
+// the same text could see different values), turns a lone surrogate escape into U+FFFD further
+// on, reads 1e400 as Infinity (then null) and 9007199254740993 as 9007199254740992. The scanner
+// finds those cases in the text itself, in one pass with no recursion and no values built
+// (JSON.parse builds them natively, several times faster than a reader here), and says where.
+//
+// Two faces:
+// - parseStrictJson: the servers' request bodies and headers. Also refuses a member named
+//   "__proto__" (JavaScript objects and zod drop it silently as it passes through them) and
+//   nesting deeper than MAX_JSON_DEPTH; numbers follow the float64 rule by default (refused
+//   when a float64 cannot hold them), or the RFC 8785 rule on request. A ValidationError (400)
+//   with one sentence naming the member.
+// - readJson / parseIJson: the provenance appliance and its offline verifiers, which sign the
+//   RFC 8785 form. "__proto__" is an ordinary member there (kept and signed), numbers follow
+//   the RFC 8785 rule, and the values are counted instead of the depth. It reports the first
+//   problem with its path; the caller chooses the sentence.
 import { ValidationError } from "../../lib/errors.js";
 
-/** Deepest nesting of objects and arrays a JSON text may have, by default. */
+/** Deepest nesting of objects and arrays a request body may have, by default. */
 export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The most values (members and elements, counted by their separators and containers) one
+ * text may hold in readJson: a receipt holds at most about 33,000 (claims of 64 KiB), and
+ * reading costs time in proportion to the values, so a body of millions of tiny values is
+ * refused at once.
+ */
+export const MAX_JSON_VALUES = 100_000;
+
+/**
+ * Which numbers are taken. "float64": any a float64 holds (not 1e400, which overflows, nor
+ * 1e-400, a non-zero number that would read as 0). "rfc8785": only those whose RFC 8785 form
+ * has the same decimal value as the number as written (not 9007199254740993 either).
+ */
+export type NumberRule = "float64" | "rfc8785";
+
+/** Where a problem sits: member names and array indexes from the top. */
+export type JsonPath = Array<string | number>;
+
+/** The first problem of a text, and where it is. */
+export interface JsonProblem {
+  kind: "duplicate_name" | "inexact_number" | "lone_surrogate" | "proto_member" | "too_deep";
+  /**
+   * Path of the object with the repeated, "__proto__" or ill-formed name; of the number; of
+   * the string; of the container one level too deep.
+   */
+  path: JsonPath;
+  /** One clause, no capital, no full stop: "the member name "claims" appears twice in one object". */
+  message: string;
+  /** The member name (duplicate_name, proto_member) or the number as written (inexact_number). */
+  subject?: string;
+  /** lone_surrogate: in a member name rather than a string value. */
+  inName?: boolean;
+}
+
+/** What findJsonProblem checks. */
+export interface JsonRules {
+  numbers: NumberRule;
+  /** Whether a member named "__proto__" is a problem. */
+  refuseProto: boolean;
+  /** Deepest nesting accepted (Infinity: any). */
+  maxDepth: number;
+  /** Most values accepted (Infinity: any); past it, JsonTooManyValuesError. */
+  maxValues: number;
+}
+
+/** The text is not JSON at all. */
+export class JsonSyntaxError extends Error {
+  constructor(readonly offset: number) {
+    super(`not valid JSON (at character ${offset})`);
+    this.name = "JsonSyntaxError";
+  }
+}
+
+/** The text holds more values than the reader takes (checked before any value is built). */
+export class JsonTooManyValuesError extends Error {
+  constructor(readonly limit: number) {
+    super(`more than ${limit.toLocaleString("en-US")} JSON values`);
+    this.name = "JsonTooManyValuesError";
+  }
+}
+
+/** The text is JSON but not I-JSON (thrown by parseIJson). */
+export class JsonProblemError extends Error {
+  constructor(readonly problem: JsonProblem) {
+    super(problem.message);
+    this.name = "JsonProblemError";
+  }
+}
+
+/**
+ * The RFC 8785 rule for numbers, in one place. RFC 8785 writes a number as ECMAScript writes
+ * the nearest double; a number is taken only when that form has the same decimal value as the
+ * number as written, so a signed receipt never states a different number than was sent.
+ */
+export const NUMBER_RULE =
+  "a number must keep its exact decimal value in its RFC 8785 form (the shortest ECMAScript form of the nearest double)";
+
+const quote = (s: string): string => JSON.stringify(s.length > 80 ? `${s.slice(0, 80)}…` : s);
+const shorten = (s: string): string => (s.length > 64 ? `${s.slice(0, 64)}...` : s);
+
+/** `receipt.claims[3].x`, at most 8 segments shown. */
+export function formatPath(path: JsonPath): string {
+  if (path.length === 0) return "the top level";
+  const segs = path.length > 8 ? [...path.slice(0, 4), "…", ...path.slice(-3)] : path;
+  let out = "";
+  for (const s of segs) {
+    if (typeof s === "number") out += `[${s}]`;
+    else if (s === "…") out += ".…";
+    else out += /^[A-Za-z_][A-Za-z0-9_]*$/.test(s) ? (out ? `.${s}` : s) : `[${quote(s)}]`;
+  }
+  return out;
+}
+
+/** The decimal value of a JSON number text as sign, significant digits and exponent. */
+function decimalKey(text: string): string {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (!m) return text;
+  const frac = m[3] ?? "";
+  let digits = (m[2]! + frac).replace(/^0+/, "");
+  if (digits === "") return "0"; // every zero, -0 included, is zero
+  let exp = Number(m[4] ?? "0") - frac.length;
+  const tz = /0+$/.exec(digits);
+  if (tz) {
+    exp += tz[0].length;
+    digits = digits.slice(0, digits.length - tz[0].length);
+  }
+  return `${m[1]}${digits}e${exp}`;
+}
+
+/** Why a JSON number text changes value in RFC 8785 form, or null. */
+export function numberProblem(text: string): string | null {
+  const n = Number(text);
+  if (!Number.isFinite(n)) return `the number ${quote(text)} is beyond the range of a double, so RFC 8785 cannot write it`;
+  // up to 15 significant digits, integers are exact; the common case costs one test
+  if (text.length <= 15 && /^-?\d+$/.test(text)) return null;
+  // JSON.stringify writes ECMAScript's form (-0 as 0), which is RFC 8785's
+  const canonical = JSON.stringify(n);
+  if (decimalKey(text) === decimalKey(canonical)) return null;
+  return `the number ${quote(text)} would be signed as ${canonical}; ${NUMBER_RULE}`;
+}
+
+/** Why a JSON number text has no float64 (overflow, or non-zero but read as 0), or null. */
+function float64Problem(text: string): string | null {
+  const v = Number(text);
+  const mantissa = text.split(/[eE]/)[0]!;
+  if (Number.isFinite(v) && !(v === 0 && /[1-9]/.test(mantissa))) return null;
+  return `the number ${quote(text)} is beyond what a float64 holds`;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/** Index of the quote that ends the string whose opening quote is at `open`. */
+function stringEnd(text: string, open: number): number {
+  let j = open + 1;
+  for (;;) {
+    const k = text.indexOf('"', j);
+    if (k < 0) throw new JsonSyntaxError(open);
+    let slashes = 0;
+    for (let b = k - 1; b > open && text.charCodeAt(b) === BACKSLASH; b--) slashes++;
+    if (slashes % 2 === 0) return k;
+    j = k + 1;
+  }
+}
+
+/** An open container: member names so far (null in an array), the member or index being read. */
+interface Frame {
+  names: Set<string> | null;
+  key: string;
+  index: number;
+}
+
+const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39;
+const inNumber = (c: number): boolean => isDigit(c) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
+
+/**
+ * The first problem of `text` under `rules`, or null: one pass, no recursion, no values built.
+ * String contents are skipped with indexOf, so a long base64 string costs little; only strings
+ * with a \u escape are decoded (lone surrogates). Under the float64 rule only numbers with an
+ * exponent or more than 300 characters (a float64 overflows past 309 digits) are read again;
+ * under the RFC 8785 rule, every one not written as ECMAScript writes it. With a finite
+ * `maxValues` the scan goes on past a problem to count the values, and throws
+ * JsonTooManyValuesError past the limit. It always ends; on text that is not JSON it may throw
+ * or return anything, so JSON.parse must accept the text as well.
+ */
+export function findJsonProblem(text: string, rules: JsonRules): JsonProblem | null {
+  const { numbers, refuseProto, maxDepth, maxValues } = rules;
+  const counting = maxValues !== Infinity;
+  const stack: Frame[] = [];
+  const pathTo = (depth: number): JsonPath => stack.slice(0, depth).map((f) => (f.names === null ? f.index : f.key));
+  let problem: JsonProblem | null = null;
+  let values = 0; // a container counts at its opening, every later element or member at its comma
+  let expectName = false;
+  const n = text.length;
+  // Where the next \u escape is: found once per escape, not once per string.
+  let nextEscape = text.indexOf("\\u");
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      const end = stringEnd(text, i);
+      const top = stack.length > 0 ? stack[stack.length - 1]! : null;
+      const isName = expectName && top !== null && top.names !== null;
+      if (problem === null) {
+        if (nextEscape !== -1 && nextEscape < i) nextEscape = text.indexOf("\\u", i);
+        const escaped = nextEscape !== -1 && nextEscape < end;
+        if (isName) {
+          const raw = text.slice(i + 1, end);
+          const name = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
+          const at = stack.length - 1;
+          if (escaped && !name.isWellFormed())
+            problem = { kind: "lone_surrogate", path: pathTo(at), inName: true, message: "a string holds a lone surrogate, which has no UTF-8 form" };
+          else if (refuseProto && name === "__proto__")
+            problem = { kind: "proto_member", path: pathTo(at), subject: name, message: 'a member is named "__proto__", which is not accepted' };
+          else if (top!.names!.has(name))
+            problem = { kind: "duplicate_name", path: pathTo(at), subject: name, message: `the member name ${quote(name)} appears twice in one object` };
+          top!.names!.add(name);
+          top!.key = name;
+        } else if (escaped && !(JSON.parse(text.slice(i, end + 1)) as string).isWellFormed()) {
+          problem = { kind: "lone_surrogate", path: pathTo(stack.length), message: "a string holds a lone surrogate, which has no UTF-8 form" };
+        }
+        if (problem !== null && !counting) return problem;
+      }
+      if (isName) expectName = false;
+      i = end;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (++values > maxValues) throw new JsonTooManyValuesError(maxValues);
+      if (problem === null && stack.length >= maxDepth) {
+        problem = { kind: "too_deep", path: pathTo(stack.length), message: `the text is nested more than ${maxDepth} levels deep` };
+        if (!counting) return problem;
+      }
+      const obj = c === 0x7b;
+      stack.push({ names: obj ? new Set() : null, key: "", index: 0 });
+      expectName = obj;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      stack.pop();
+      expectName = false;
+    } else if (c === 0x2c /* , */) {
+      if (++values > maxValues) throw new JsonTooManyValuesError(maxValues);
+      const top = stack.length > 0 ? stack[stack.length - 1]! : null;
+      if (top !== null && top.names === null) top.index++;
+      expectName = top !== null && top.names !== null;
+    } else if (isDigit(c) || c === 0x2d /* - */) {
+      let j = i + 1;
+      let plain = true;
+      let exp = false;
+      while (j < n && inNumber(text.charCodeAt(j))) {
+        const d = text.charCodeAt(j);
+        if (!isDigit(d)) {
+          plain = false;
+          if ((d | 0x20) === 0x65) exp = true;
+        }
+        j++;
+      }
+      if (problem === null) {
+        let why: string | null = null;
+        if (numbers === "float64") {
+          if (exp || j - i > 300) why = float64Problem(text.slice(i, j));
+        } else if (!(plain && j - i <= 15)) {
+          // text as ECMAScript writes it keeps its value
+          const token = text.slice(i, j);
+          if (String(Number(token)) !== token) why = numberProblem(token);
+        }
+        if (why !== null) {
+          problem = { kind: "inexact_number", path: pathTo(stack.length), subject: text.slice(i, j), message: why };
+          if (!counting) return problem;
+        }
+      }
+      i = j - 1;
+    }
+  }
+  return problem;
+}
 
 export interface StrictJsonOptions {
   /** What the text is, to start the error sentence: "The request body" by default. */
@@ -17,25 +280,25 @@ export interface StrictJsonOptions {
   maxDepth?: number;
   /** The `field` of the ValidationError thrown; "body" by default. */
   field?: string;
+  /** Which numbers are taken; "float64" by default. */
+  numbers?: NumberRule;
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-
 /**
- * Parses a JSON text strictly: a ValidationError (HTTP 400) with one sentence when the text is
- * not valid UTF-8 or not valid JSON, when one object names a member twice (at any depth, names
- * compared after unescaping), when a member is named "__proto__", when a string holds a lone
- * surrogate, when a number is beyond what a float64 holds (overflow, or a non-zero number that
- * would read as 0), or when the nesting is deeper than `maxDepth`. The sentence names the member.
+ * Parses a request's JSON text strictly: a ValidationError (HTTP 400) with one sentence when
+ * the text is not valid UTF-8 or not valid JSON, when one object names a member twice (at any
+ * depth, names compared after unescaping), when a member is named "__proto__", when a string
+ * holds a lone surrogate, when a number breaks the rule of `numbers` (by default: beyond what
+ * a float64 holds), or when the nesting is deeper than `maxDepth`. The sentence names the member.
  * @example parseStrictJson('{"a":1}') // { a: 1 }
  * @example parseStrictJson('{"a":1,"a":2}') // throws: The request body names the member "a" twice in one object.
  */
 export function parseStrictJson(input: string | Uint8Array, opts: StrictJsonOptions = {}): unknown {
   const what = opts.what ?? "The request body";
   const field = opts.field ?? "body";
+  const maxDepth = opts.maxDepth ?? MAX_JSON_DEPTH;
   let text: string;
   if (typeof input === "string") {
     // (bytes decoded above cannot hold one; a string given as it is can)
@@ -54,99 +317,75 @@ export function parseStrictJson(input: string | Uint8Array, opts: StrictJsonOpti
   } catch {
     throw new ValidationError(`${what} is not valid JSON.`, field);
   }
-  checkMembers(text, what, field, opts.maxDepth ?? MAX_JSON_DEPTH);
+  const numbers = opts.numbers ?? "float64";
+  const problem = findJsonProblem(text, { numbers, refuseProto: true, maxDepth, maxValues: Infinity });
+  if (problem !== null) throw new ValidationError(requestSentence(what, problem, numbers, maxDepth), field);
   return value;
 }
 
-/** Index of the quote that ends the string whose opening quote is at `open` (the text is valid JSON). */
-function stringEnd(text: string, open: number): number {
-  let j = open + 1;
-  for (;;) {
-    const k = text.indexOf('"', j);
-    let slashes = 0;
-    for (let b = k - 1; b > open && text.charCodeAt(b) === BACKSLASH; b--) slashes++;
-    if (slashes % 2 === 0) return k;
-    j = k + 1;
+/** ` in the member "label"`: the innermost member holding the problem, if any. */
+function inMember(path: JsonPath): string {
+  for (let k = path.length - 1; k >= 0; k--) {
+    const s = path[k];
+    if (typeof s === "string" && s !== "") return ` in the member ${JSON.stringify(shorten(s))}`;
+  }
+  return "";
+}
+
+/** parseStrictJson's sentence for a problem. */
+function requestSentence(what: string, p: JsonProblem, numbers: NumberRule, maxDepth: number): string {
+  switch (p.kind) {
+    case "duplicate_name":
+      return `${what} names the member ${JSON.stringify(shorten(p.subject!))} twice in one object.`;
+    case "proto_member":
+      return `${what} has a member named "__proto__", which is not accepted.`;
+    case "lone_surrogate":
+      return p.inName
+        ? `${what} has a member name with a lone surrogate, which is not accepted.`
+        : `${what} has a string with a lone surrogate${inMember(p.path)}, which is not accepted.`;
+    case "inexact_number":
+      return numbers === "float64"
+        ? `${what} has the number ${shorten(p.subject!)}${inMember(p.path)}, which a float64 cannot hold.`
+        : `${what} has the number ${shorten(p.subject!)}${inMember(p.path)}, which does not keep its exact value in its RFC 8785 form.`;
+    case "too_deep":
+      return `${what} is nested more than ${maxDepth} levels deep.`;
   }
 }
 
-/** An object being read: its member names so far, and the last one (for error sentences). */
-interface Frame {
-  names: Set<string> | null;
-  last: string;
-}
-
-const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39;
-const inNumber = (c: number): boolean => isDigit(c) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
+const SIGNED_RULES: JsonRules = { numbers: "rfc8785", refuseProto: false, maxDepth: Infinity, maxValues: MAX_JSON_VALUES };
 
 /**
- * One pass over a text JSON.parse accepted: a Set of member names per open object, null per
- * open array. String contents are skipped with indexOf, so a long base64 string costs little;
- * only strings with a \u escape are decoded (lone surrogates), and only numbers with an
- * exponent or more than 300 characters (a float64 overflows past 309 digits) are read again.
+ * Parses JSON text as JSON.parse does (which keeps a member named `__proto__` as an ordinary
+ * member), and reports the first I-JSON problem under the RFC 8785 number rule instead of
+ * hiding it: a member name twice in one object (the later value is kept), a number whose
+ * RFC 8785 form has another value (the nearest double is kept), a lone surrogate. Throws
+ * JsonSyntaxError for text that is not JSON and JsonTooManyValuesError past `maxValues`,
+ * before building any value.
  */
-function checkMembers(text: string, what: string, field: string, maxDepth: number): void {
-  const stack: Frame[] = [];
-  let expectName = false;
-  const n = text.length;
-  // Where the next \u escape is: found once per escape, not once per string.
-  let nextEscape = text.indexOf("\\u");
-  const where = (): string => {
-    for (let k = stack.length - 1; k >= 0; k--) if (stack[k]!.last !== "") return ` in the member ${JSON.stringify(shorten(stack[k]!.last))}`;
-    return "";
-  };
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      const end = stringEnd(text, i);
-      const top = stack.length > 0 ? stack[stack.length - 1]! : null;
-      if (nextEscape !== -1 && nextEscape < i) nextEscape = text.indexOf("\\u", i);
-      const escaped = nextEscape !== -1 && nextEscape < end;
-      if (expectName && top?.names) {
-        const raw = text.slice(i + 1, end);
-        const name = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
-        if (escaped && !name.isWellFormed())
-          throw new ValidationError(`${what} has a member name with a lone surrogate, which is not accepted.`, field);
-        if (name === "__proto__")
-          throw new ValidationError(`${what} has a member named "__proto__", which is not accepted.`, field);
-        if (top.names.has(name))
-          throw new ValidationError(`${what} names the member ${JSON.stringify(shorten(name))} twice in one object.`, field);
-        top.names.add(name);
-        top.last = name;
-        expectName = false;
-      } else if (escaped && !(JSON.parse(text.slice(i, end + 1)) as string).isWellFormed()) {
-        throw new ValidationError(`${what} has a string with a lone surrogate${where()}, which is not accepted.`, field);
-      }
-      i = end;
-    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (stack.length >= maxDepth)
-        throw new ValidationError(`${what} is nested more than ${maxDepth} levels deep.`, field);
-      const obj = c === 0x7b;
-      stack.push({ names: obj ? new Set() : null, last: "" });
-      expectName = obj;
-    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
-      stack.pop();
-      expectName = false;
-    } else if (c === 0x2c /* , */) {
-      expectName = stack.length > 0 && stack[stack.length - 1]!.names !== null;
-    } else if (isDigit(c) || c === 0x2d /* - */) {
-      let j = i + 1;
-      let exp = false;
-      while (j < n && inNumber(text.charCodeAt(j))) {
-        if ((text.charCodeAt(j) | 0x20) === 0x65) exp = true;
-        j++;
-      }
-      if (exp || j - i > 300) {
-        const token = text.slice(i, j);
-        const v = Number(token);
-        const mantissa = token.split(/[eE]/)[0]!;
-        if (!Number.isFinite(v) || (v === 0 && /[1-9]/.test(mantissa)))
-          throw new ValidationError(`${what} has the number ${shorten(token)}${where()}, which a float64 cannot hold.`, field);
-      }
-      i = j - 1;
-    }
+export function readJson(text: string, maxValues = MAX_JSON_VALUES): { value: unknown; problem: JsonProblem | null } {
+  let problem: JsonProblem | null;
+  try {
+    problem = findJsonProblem(text, maxValues === MAX_JSON_VALUES ? SIGNED_RULES : { ...SIGNED_RULES, maxValues });
+  } catch (e) {
+    if (e instanceof JsonTooManyValuesError) throw e;
+    problem = null; // text the scan cannot follow is not JSON: JSON.parse says where
+  }
+  try {
+    return { value: JSON.parse(text), problem };
+  } catch (e) {
+    const at = /position (\d+)/.exec((e as Error).message)?.[1];
+    throw new JsonSyntaxError(at === undefined ? 0 : Number(at));
   }
 }
 
-const shorten = (s: string): string => (s.length > 64 ? `${s.slice(0, 64)}...` : s);
+/** Parses I-JSON text: JsonSyntaxError when not JSON, JsonProblemError on the first I-JSON problem. */
+export function parseIJson(text: string): unknown {
+  const { value, problem } = readJson(text);
+  if (problem) throw new JsonProblemError(problem);
+  return value;
+}
 
+/** The one sentence for an I-JSON problem of a signed text, the same at issuance and at verification. */
+export function problemSentence(what: string, p: JsonProblem): string {
+  return `${what} is not I-JSON (RFC 8785 needs it): at ${formatPath(p.path)}, ${p.message}.`;
+}

@@ -21,7 +21,7 @@ import {
   RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactFields, artifactSchema, claimsSchema, noProtoMember, prepareReceipt, receiptSchema, verifyReceipt,
   type Artifact, type PreparedReceipt, type VerifyResult,
 } from "./receipt.js";
-import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
 import { randomUUID } from "node:crypto";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
 
@@ -65,7 +65,7 @@ interface ParsedBody {
 
 /**
  * Reads a request body's text: a BOM is dropped (as body-parser does), an object or an array
- * at the top (strict, as express.json), then strict-json's reader. Not JSON: 400.
+ * at the top (strict, as express.json), then the strict JSON reader (server/http/json.ts). Not JSON: 400.
  */
 function parseBody(raw: Buffer): ParsedBody {
   let text = raw.toString("utf8");
@@ -219,7 +219,7 @@ export function createApp(deps: AppDeps): RequestListener {
   // 3. JSON bodies, size-limited before they are read (413 from Content-Length) and within the
   // budget of bodies in flight (429 past it); mounted per route after authentication, so an
   // unauthenticated caller never gets a body read. The bytes are parsed by the route with
-  // strict-json (member names once, numbers that keep their value), never by JSON.parse alone.
+  // the strict JSON reader (member names once, numbers that keep their value), never by JSON.parse alone.
   const bodyReader = (limit: number) => {
     const raw = express.raw({ type: () => true, limit, inflate: true });
     return (req: Request, res: Response, next: NextFunction): void => {

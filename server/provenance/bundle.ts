@@ -10,7 +10,7 @@ import {
   CANONICALIZATION, MAX_RECEIPT_TEXT_BYTES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactSchema, pae, sha256Hex, verifyReceipt,
   type Check, type KnownKey, type Receipt, type VerifyResult,
 } from "./receipt.js";
-import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
 
 export const EVIDENCE_VERSION = 1;

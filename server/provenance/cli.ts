@@ -7,7 +7,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { z } from "zod";
 import { MAX_RECEIPT_TEXT_BYTES, type KnownKey, type VerifyResult } from "./receipt.js";
 import { PUBLIC_KEY_BYTES, fingerprintOf } from "./signer.js";
-import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "./strict-json.js";
+import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
 
 export const EXIT = { valid: 0, failed: 1, usage: 2, unsupported: 3 } as const;
 

@@ -11,7 +11,7 @@ import { z } from "zod";
 import { ADMIN_HASH_VAR, ConfigError, parseEnvFile, type ProvenanceConfig } from "./config.js";
 import { writeFileAtomic } from "./chain.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, fingerprintOf, type KeyPair, type MlDsaBackend } from "./signer.js";
-import { parseStrictJson } from "./strict-json.js";
+import { parseIJson } from "../http/json.js";
 
 export interface ActiveKey extends KeyPair {
   fingerprint: string;
@@ -114,7 +114,7 @@ function activeToFile(k: ActiveKey): string {
 
 async function readJson(path: string, what: string): Promise<unknown> {
   try {
-    return parseStrictJson(await readFile(path, "utf8"));
+    return parseIJson(await readFile(path, "utf8"));
   } catch {
     throw new ConfigError(`The ${what} cannot be read or is not valid JSON.`);
   }

@@ -5,7 +5,7 @@ import { createHash, randomUUID } from "node:crypto";
 import canonicalize from "canonicalize";
 import { z } from "zod";
 import { ALGORITHM, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
-import { problemSentence, type JsonProblem } from "./strict-json.js";
+import { problemSentence, type JsonProblem } from "../http/json.js";
 
 export const RECEIPT_SCHEMA = "svc.provenance.receipt.v1";
 export const RECEIPT_PAYLOAD_TYPE = "application/vnd.svc.provenance.receipt.v1+json";
@@ -120,7 +120,7 @@ const wellFormed = (s: string): boolean => !LONE_SURROGATE.test(s);
 /**
  * Why the value `v` is not I-JSON (RFC 7493, which RFC 8785 requires), or null: numbers must
  * be finite, strings well-formed Unicode, objects plain. Text is checked further when it is
- * read (strict-json.ts: member names once per object, numbers that keep their value).
+ * read (server/http/json.ts: member names once per object, numbers that keep their value).
  */
 export function iJsonProblem(v: unknown, depth = 0): string | null {
   if (depth > 64) return "nested too deeply";
@@ -340,7 +340,7 @@ export interface VerifyOptions {
   /** The artifact's bytes, or its digest and size, when the caller has it. */
   artifact?: { sha256: string; size_bytes: number } | undefined;
   /**
-   * The first I-JSON problem of the receipt's text (readJson in strict-json.ts), path from
+   * The first I-JSON problem of the receipt's text (readJson in server/http/json.ts), path from
    * the receipt's top. A receipt read from text must pass it: the value alone cannot show a
    * repeated member name or a number that lost its value in parsing.
    */

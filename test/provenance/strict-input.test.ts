@@ -10,9 +10,9 @@ import { join } from "node:path";
 import { BUNDLE_FILES, MANIFEST_PAYLOAD_TYPE, buildBundleFiles, readZip, verifyBundle, writeZip } from "../../server/provenance/bundle.js";
 import { pae, sha256Hex, verifyReceipt } from "../../server/provenance/receipt.js";
 import { createBackend } from "../../server/provenance/signer.js";
-import { readJson } from "../../server/provenance/strict-json.js";
+import { readJson } from "../../server/http/json.js";
 import { cleanup as cleanupFixtures, dir as fixtureDir, run, signer } from "./cli-fixtures.js";
-import { post, sampleArtifact, startApp, tempDir } from "./helpers.js";
+import { sampleArtifact, startApp, tempDir } from "./helpers.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const forge = (genuine: string): string => {

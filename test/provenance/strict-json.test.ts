@@ -2,7 +2,7 @@
 // reports (a member name twice, a number that changes value in RFC 8785 form, a lone
 // surrogate), with where they are.
 import test from "tape";
-import { JsonProblemError, JsonSyntaxError, JsonTooManyValuesError, MAX_JSON_VALUES, formatPath, numberProblem, parseStrictJson, readJson } from "../../server/provenance/strict-json.js";
+import { JsonProblemError, JsonSyntaxError, JsonTooManyValuesError, MAX_JSON_VALUES, formatPath, numberProblem, parseIJson, readJson } from "../../server/http/json.js";
 import { canonicalString } from "../../server/provenance/receipt.js";
 
 test("agrees with JSON.parse on valid I-JSON, whitespace, escapes and nesting", (t) => {
@@ -42,7 +42,7 @@ test("a member name twice in one object is reported at any depth, with its path"
   t.equal(formatPath(nested.problem!.path), "a[1].b");
   t.equal(readJson('{"a":1,"A":2,"a ":3}').problem, null, "names that differ are not repeats");
   t.equal(readJson('[{"a":1},{"a":2}]').problem, null, "one name in two objects is not a repeat");
-  t.throws(() => parseStrictJson('{"x":{"y":1,"y":1}}'), JsonProblemError, "parseStrictJson throws even for equal values");
+  t.throws(() => parseIJson('{"x":{"y":1,"y":1}}'), JsonProblemError, "parseIJson throws even for equal values");
   t.end();
 });
 

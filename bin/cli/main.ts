@@ -26,7 +26,7 @@ Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; g
   tenant create ID [--plan P] [--namespace NS]... [--email E]
   tenant rotate-key ID | add-namespace ID NS | set-plan ID PLAN | deactivate ID | list
   key create TENANT NAME [--scopes read|read,write] [--namespace NS]... [--expires ISO] | ls TENANT | revoke KEY_ID
-  usage [ID] [--period YYYY-MM]
+  usage [ID] [--period YYYY-MM] [--mine]   (--mine: SVC_API_KEY's own usage, no service key)
   audit [--tenant ID] [--status CODE] [--limit N]
   reload
 

@@ -100,7 +100,8 @@ async function sandbox(): Promise<Sandbox> {
   await symlink(join(root, "node_modules", "tsx"), join(dir, "node_modules", "tsx"), "dir");
   // `npx svc` finds the package's bin here, as in a project that installed svc-tensor (never a download)
   await mkdir(join(dir, "node_modules", ".bin"));
-  await symlink(join(root, "dist", "bin", "svc.js"), join(dir, "node_modules", ".bin", "svc"));
+  // a launcher rather than a link: a rebuilt dist/bin/svc.js may lack its executable bit
+  await writeFile(join(dir, "node_modules", ".bin", "svc"), `#!/bin/sh\nexec "${process.execPath}" "${join(root, "dist", "bin", "svc.js")}" "$@"\n`, { mode: 0o755 });
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (/^SVC_(ENGINE|GATE|API|PROVENANCE)_/.test(k) || k === "SVC_API_KEY") delete env[k];
   Object.assign(env, {

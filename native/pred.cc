@@ -104,6 +104,34 @@ struct Reader {
 // ---- rANS (static model, 32-bit state, byte renormalisation) -------------------------------
 
 // Encodes n symbols of an alphabet of `alpha` letters (<= 65536): frequency table, then bytes.
+// An encoder symbol with the division by its frequency replaced by a multiplication by a
+// rounded-up reciprocal (exact for 32-bit states; Giesen, "Interleaved entropy coders", 2014).
+struct EncSym {
+  uint32_t x_max, rcp_freq, bias, cmpl_freq, rcp_shift;
+  EncSym() = default;
+  EncSym(uint32_t start, uint32_t freq) {
+    x_max = ((kRansL >> kScaleBits) << 8) * freq;
+    cmpl_freq = kScale - freq;
+    if (freq < 2) {
+      rcp_freq = ~0u;
+      rcp_shift = 0;
+      bias = start + kScale - 1;
+    } else {
+      uint32_t shift = 0;
+      while (freq > (1u << shift)) shift++;
+      rcp_freq = uint32_t(((uint64_t(1) << (shift + 31)) + freq - 1) / freq);
+      rcp_shift = shift - 1;
+      bias = start;
+    }
+    rcp_shift += 32;
+  }
+  inline void put(uint32_t& x, uint8_t*& p) const {
+    while (x >= x_max) { *--p = uint8_t(x); x >>= 8; }
+    const uint32_t q = uint32_t((uint64_t(x) * rcp_freq) >> rcp_shift);
+    x += bias + q * cmpl_freq;
+  }
+};
+
 template <typename S>
 void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   (void)alpha;
@@ -144,19 +172,14 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
     w.var(f[s] - 1);
     prev = s;
   }
-  std::vector<uint32_t> cum(span, 0);
+  std::vector<EncSym> es(span);
   uint32_t c = 0;
-  for (uint32_t s : used) { cum[s] = c; c += f[s]; }
+  for (uint32_t s : used) { es[s] = EncSym(c, f[s]); c += f[s]; }
   std::vector<uint8_t> out(2 * n + 16);
   uint8_t* end = out.data() + out.size();
   uint8_t* p = end;
   uint32_t x = kRansL;
-  for (size_t i = n; i-- > 0;) {
-    uint32_t s = sym[i] - lo, fs = f[s];
-    uint32_t xmax = ((kRansL >> kScaleBits) << 8) * fs;
-    while (x >= xmax) { *--p = uint8_t(x); x >>= 8; }
-    x = ((x / fs) << kScaleBits) + (x % fs) + cum[s];
-  }
+  for (size_t i = n; i-- > 0;) es[sym[i] - lo].put(x, p);
   p -= 4;
   for (int i = 0; i < 4; ++i) p[i] = uint8_t(x >> (8 * i));
   w.var(size_t(end - p));
@@ -251,25 +274,18 @@ void rans_encode_ctx(const uint16_t* sym, size_t n, Writer& w) {
     count[c][sym[i] - lo]++;
     total[c]++;
   }
-  Table t[kCtx];
-  std::vector<uint32_t> slot[kCtx];  // symbol - lo -> index in its table
+  std::vector<EncSym> es[kCtx];  // per context, indexed by symbol - lo
   for (int c = 0; c < kCtx; ++c) {
-    t[c] = make_table(count[c], lo, total[c]);
-    write_table(t[c], w);
-    slot[c].assign(span, 0);
-    for (size_t k = 0; k < t[c].sym.size(); ++k) slot[c][t[c].sym[k] - lo] = uint32_t(k);
+    Table t = make_table(count[c], lo, total[c]);
+    write_table(t, w);
+    es[c].resize(t.sym.empty() ? 0 : span);
+    for (size_t k = 0; k < t.sym.size(); ++k) es[c][t.sym[k] - lo] = EncSym(t.cum[k], t.f[k]);
   }
   std::vector<uint8_t> out(2 * n + 16);
   uint8_t* end = out.data() + out.size();
   uint8_t* p = end;
   uint32_t x = kRansL;
-  for (size_t i = n; i-- > 0;) {
-    const int c = i == 0 ? 0 : code_ctx(sym[i - 1]);
-    const uint32_t k = slot[c][sym[i] - lo], fs = t[c].f[k];
-    const uint32_t xmax = ((kRansL >> kScaleBits) << 8) * fs;
-    while (x >= xmax) { *--p = uint8_t(x); x >>= 8; }
-    x = ((x / fs) << kScaleBits) + (x % fs) + t[c].cum[k];
-  }
+  for (size_t i = n; i-- > 0;) es[i == 0 ? 0 : code_ctx(sym[i - 1])][sym[i] - lo].put(x, p);
   p -= 4;
   for (int i = 0; i < 4; ++i) p[i] = uint8_t(x >> (8 * i));
   w.var(size_t(end - p));
@@ -310,17 +326,11 @@ void rans_decode_ctx(Reader& r, size_t n, uint16_t* out) {
   if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
 }
 
-// A section of quantisation codes: order-0 or context-modelled, whichever is smaller.
+// A section of quantisation codes: context-modelled from 2,048 codes on (where the five tables
+// cost little beside the codes), order-0 below.
 void encode_codes(const uint16_t* sym, size_t n, Writer& w) {
-  std::vector<uint8_t> a, b;
-  Writer wa{a};
-  rans_encode(sym, n, 65536, wa);
-  if (n >= 2048) {
-    Writer wb{b};
-    rans_encode_ctx(sym, n, wb);
-  }
-  if (!b.empty() && b.size() < a.size()) { w.u8(1); w.raw(b.data(), b.size()); }
-  else { w.u8(0); w.raw(a.data(), a.size()); }
+  if (n >= 2048) { w.u8(1); rans_encode_ctx(sym, n, w); }
+  else { w.u8(0); rans_encode(sym, n, 65536, w); }
 }
 
 void decode_codes(Reader& r, size_t n, uint16_t* out);
@@ -621,8 +631,10 @@ void encode_lossy(const T* x, const size_t e[kDims], double eb, uint8_t kind, ui
     if (lev <= 2 && seg2 == SIZE_MAX) seg2 = ci;
     if (lev == 1 && seg1 == SIZE_MAX) seg1 = ci;
     const T v = x[idx];
-    const double qd = std::nearbyint((double(v) - pred) * inv[lev]);
-    if (std::fabs(qd) < kRadius) {
+    const double t = (double(v) - pred) * inv[lev];
+    if (std::fabs(t) < kRadius - 1) {
+      // Round half away from zero by truncation (baseline x86-64 has no rounding instruction).
+      const double qd = double(int32_t(t + (t >= 0 ? 0.5 : -0.5)));
       const T r = T(pred + qd * two[lev]);
       const double d = std::fabs(double(r) - double(v));
       if (d < ebl[lev]) {

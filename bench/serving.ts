@@ -15,11 +15,12 @@
 //   pg        GET on a PostgreSQL-backed engine against the LMDB one
 // SVC_BENCH_SECONDS (default 3) per figure after 1 s of warm-up; SVC_BENCH_SERVING narrows the
 // run to some figures (comma-separated names above); SVC_BENCH_LOADGEN=undici forces the undici
-// generator. The machine may be shared: the load average is printed with the figures.
+// generator; SVC_BENCH_PROFILE=DIR writes a CPU profile of each server child there (node
+// --cpu-prof). The machine may be shared: the load average is printed with the figures.
 //   node --import tsx bench/serving.ts            (or: npm run bench -- serving)
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
-import { writeSync } from "node:fs";
+import { readFileSync, writeSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { mkdtemp, rm, writeFile, readFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -47,6 +48,17 @@ interface Case {
 }
 
 interface LoadResult { requests: number; rps: number; p50_ms: number; p99_ms: number; wrong_status: number; compared: number; wrong_body: number; errors: number }
+interface Row extends LoadResult { cpu_us_per_req: number | null; engine_cpu_us_per_req?: number | null }
+
+/** CPU seconds (user + system, all threads) a process has used so far; null off Linux. */
+function cpuSeconds(pid: number | undefined): number | null {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100; // utime + stime in clock ticks (USER_HZ = 100)
+  } catch {
+    return null;
+  }
+}
 
 /** A server child says where it listens on fd 3; its stdout (the logs) goes to /dev/null. */
 function tell(url: string): void {
@@ -136,7 +148,7 @@ end
 
 const haveWrk = process.env.SVC_BENCH_LOADGEN !== "undici" && spawnSync("wrk", ["--version"]).error === undefined;
 
-async function wrkLoad(dir: string, url: string, connections: number, c: Case): Promise<LoadResult> {
+async function wrkLoad(dir: string, url: string, connections: number, c: Case, pids: Array<number | undefined>): Promise<Row> {
   const script = join(dir, `wrk-${randomBytes(4).toString("hex")}.lua`);
   await writeFile(script, wrkScript(c), { mode: 0o600 });
   const run = async (seconds: number) => {
@@ -149,14 +161,21 @@ async function wrkLoad(dir: string, url: string, connections: number, c: Case): 
     return JSON.parse(line.slice(7)) as { requests: number; duration_us: number; p50_us: number; p99_us: number; wrong_status: number; compared: number; wrong_body: number; errors: number };
   };
   await run(1);
+  const cpu0 = pids.map(cpuSeconds);
   const r = await run(SECONDS);
+  const cpu = pids.map((p, i) => {
+    const a = cpu0[i], b = cpuSeconds(p);
+    return a === null || b === null || r.requests === 0 ? null : Math.round(((b - a) / r.requests) * 1e6);
+  });
   return {
+    cpu_us_per_req: cpu[0] ?? null, ...(pids.length > 1 ? { engine_cpu_us_per_req: cpu[1] ?? null } : {}),
     requests: r.requests, rps: Math.round(r.requests / (r.duration_us / 1e6)), p50_ms: r3(r.p50_us / 1000), p99_ms: r3(r.p99_us / 1000),
     wrong_status: r.wrong_status, compared: r.compared, wrong_body: r.wrong_body, errors: r.errors,
   };
 }
 
-async function undiciChild(url: string, connections: number, c: Case): Promise<LoadResult> {
+async function undiciChild(url: string, connections: number, c: Case, pids: Array<number | undefined>): Promise<Row> {
+  const cpu0 = pids.map(cpuSeconds);
   const p = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--role=loadgen"], {
     env: { ...process.env, SVC_BENCH_LOAD: JSON.stringify({ url, connections, c }) }, stdio: ["ignore", "pipe", "inherit"],
   });
@@ -164,13 +183,20 @@ async function undiciChild(url: string, connections: number, c: Case): Promise<L
     createInterface({ input: p.stdout! }).once("line", resolve);
     p.once("exit", (code) => reject(new Error(`load generator exited with ${code}`)));
   });
-  return JSON.parse(line) as LoadResult;
+  const r = JSON.parse(line) as LoadResult;
+  // the warm-up second is counted here too: the CPU figure is over all requests sent
+  const cpu = pids.map((p, i) => {
+    const a = cpu0[i], b = cpuSeconds(p);
+    return a === null || b === null || r.requests === 0 ? null : Math.round(((b - a) / r.requests) * 1e6);
+  });
+  return { ...r, cpu_us_per_req: cpu[0] ?? null, ...(pids.length > 1 ? { engine_cpu_us_per_req: cpu[1] ?? null } : {}) };
 }
 
 interface Child { url: string; proc: ChildProcess }
 
 async function child(r: string, env: Record<string, string>): Promise<Child> {
-  const proc = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`], {
+  const prof = process.env.SVC_BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(process.env.SVC_BENCH_PROFILE, r)}`] : [];
+  const proc = spawn(process.execPath, [...prof, "--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`], {
     env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "ignore", "inherit", "pipe"],
   });
   const url = await new Promise<string>((resolve, reject) => {
@@ -277,49 +303,53 @@ async function main() {
     const putFile = await file("put64k.bin", randomBytes(64 * 1024));
     const serveBodyFile = async (key: string) => file(`serve-${key}.json`, JSON.stringify({ namespace: "default", key }));
 
-    const measure = async (url: string, connections: number, c: Case) => (haveWrk ? wrkLoad(dir, url, connections, c) : undiciChild(url, connections, c));
-    const out: Record<string, LoadResult> = {};
-    const row = (name: string, connections: number, r: LoadResult) => {
+    const measure = async (target: Child, connections: number, c: Case) => {
+      const pids = target === gateway ? [gateway.proc.pid, engine.proc.pid] : [target.proc.pid];
+      return haveWrk ? wrkLoad(dir, target.url, connections, c, pids) : undiciChild(target.url, connections, c, pids);
+    };
+    const out: Record<string, Row> = {};
+    const row = (name: string, connections: number, r: Row) => {
       out[`${name}@${connections}`] = r;
       const ok = r.requests > 0 && r.wrong_status === 0 && r.wrong_body === 0 && r.errors === 0;
       console.log(JSON.stringify({ bench: "serving", figure: name, connections, ...r, answers_checked: ok ? "ok" : "WRONG" }));
     };
-    const pair = async (name: string, targets: Array<[string, string, Case]>) => {
-      for (const conns of [32, 1]) for (const [label, url, c] of targets) row(`${name}:${label}`, conns, await measure(url, conns, c));
+    const pair = async (name: string, targets: Array<[string, Child, Case]>) => {
+      for (const conns of [32, 1]) for (const [label, target, c] of targets) row(`${name}:${label}`, conns, await measure(target, conns, c));
     };
     const ratio = (figure: string, a: string, b: string) => {
       const x = out[`${a}@32`], y = out[`${b}@32`], x1 = out[`${a}@1`], y1 = out[`${b}@1`];
       if (!x || !y) return;
-      console.log(JSON.stringify({ bench: "serving", figure, of: a, to: b, rps_ratio_32: r3(x.rps / y.rps), ...(x1 && y1 ? { p50_added_ms_1: r3(x1.p50_ms - y1.p50_ms) } : {}) }));
+      const cpu = x.cpu_us_per_req !== null && y.cpu_us_per_req !== null ? { cpu_per_req_ratio_32: r3(x.cpu_us_per_req / y.cpu_us_per_req) } : {};
+      console.log(JSON.stringify({ bench: "serving", figure, of: a, to: b, rps_ratio_32: r3(x.rps / y.rps), ...cpu, ...(x1 && y1 ? { p50_added_ms_1: r3(x1.p50_ms - y1.p50_ms) } : {}) }));
     };
 
     const getCase = (headers: Record<string, string>, expectFile: string | undefined, status = 200): Case => ({ method: "GET", path: "/v1/get/default/m", headers, status, ...(expectFile ? { expectFile } : {}) });
     if (WANTED.includes("meta"))
-      await pair("meta", [["bare", bare.url, { method: "GET", path: "/meta", headers: {}, status: 200, expectFile: metaFile }], ["engine", engine.url, getCase(direct, metaFile)]]);
+      await pair("meta", [["bare", bare, { method: "GET", path: "/meta", headers: {}, status: 200, expectFile: metaFile }], ["engine", engine, getCase(direct, metaFile)]]);
     if (WANTED.includes("serve16k")) {
       const body = await serveBodyFile("b16k");
       await pair("serve16k", [
-        ["bare", bare.url, { method: "GET", path: "/s16k", headers: {}, status: 200, expectFile: s16File }],
-        ["engine", engine.url, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s16File }],
+        ["bare", bare, { method: "GET", path: "/s16k", headers: {}, status: 200, expectFile: s16File }],
+        ["engine", engine, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s16File }],
       ]);
     }
     if (WANTED.includes("serve1m")) {
       const body = await serveBodyFile("b1m");
       await pair("serve1m", [
-        ["bare", bare.url, { method: "GET", path: "/s1m", headers: {}, status: 200, expectFile: s1mFile }],
-        ["engine", engine.url, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s1mFile }],
+        ["bare", bare, { method: "GET", path: "/s1m", headers: {}, status: 200, expectFile: s1mFile }],
+        ["engine", engine, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s1mFile }],
       ]);
     }
     if (WANTED.includes("gateway")) {
       // the gateway's answer adds headers but the body is the engine's
-      await pair("gateway", [["engine", engine.url, getCase(direct, metaFile)], ["gateway", gateway.url, getCase({ "x-api-key": benchKey }, metaFile)]]);
+      await pair("gateway", [["engine", engine, getCase(direct, metaFile)], ["gateway", gateway, getCase({ "x-api-key": benchKey }, metaFile)]]);
     }
     if (WANTED.includes("refused"))
-      await pair("refused", [["bare", bare.url, { method: "GET", path: "/meta", headers: {}, status: 200 }], ["gateway", gateway.url, getCase({ "x-api-key": limitedKey }, undefined, 429)]]);
+      await pair("refused", [["bare", bare, { method: "GET", path: "/meta", headers: {}, status: 200 }], ["gateway", gateway, getCase({ "x-api-key": limitedKey }, undefined, 429)]]);
     if (WANTED.includes("put64k"))
-      await pair("put64k", [["engine", engine.url, { method: "POST", path: "/v1/put?namespace=default&key=p", rotate: 256, headers: { ...direct, "content-type": "application/octet-stream" }, bodyFile: putFile, status: 201 }]]);
+      await pair("put64k", [["engine", engine, { method: "POST", path: "/v1/put?namespace=default&key=p", rotate: 256, headers: { ...direct, "content-type": "application/octet-stream" }, bodyFile: putFile, status: 201 }]]);
     if (WANTED.includes("pg") && pgEngine && pgMetaFile)
-      await pair("pg", [["lmdb", engine.url, getCase(direct, metaFile)], ["postgres", pgEngine.url, getCase(direct, pgMetaFile)]]);
+      await pair("pg", [["lmdb", engine, getCase(direct, metaFile)], ["postgres", pgEngine, getCase(direct, pgMetaFile)]]);
 
     ratio("engine_vs_bare", "meta:engine", "meta:bare");
     ratio("engine_vs_bare", "serve16k:engine", "serve16k:bare");

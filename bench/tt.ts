@@ -3,7 +3,7 @@
 // with the error of the result it timed, measured here in float64 from tt.reconstruct; a figure
 // whose error exceeds its tolerance without max_rank binding is flagged "VIOLATION".
 // Usage: node --import tsx bench/tt.ts [name ...]
-//   (names: smooth128 smooth256 gaussians256 bumps2048 heat128 lowrank image noise small numpy early)
+//   (names: smooth128 smooth256 gaussians256 bumps2048 heat128 lowrank image noise small numpy topk early)
 // Prints the backend/machine line first, then one JSON object per figure.
 import { execFileSync } from "node:child_process";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
@@ -315,9 +315,16 @@ function numpyTT(data: Float32Array | Float64Array, modes: number[], tol: number
 function photo(name: string): Float32Array | null {
   try {
     const code = `import sys, numpy as np\nfrom skimage import data, color\nim = getattr(data, "${name}")()\nim = color.rgb2gray(im) if im.ndim == 3 else im / 255.0\nsys.stdout.buffer.write(np.ascontiguousarray(im, dtype=np.float32).tobytes())`;
-    const buf = execFileSync("python3", ["-c", code], { maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "ignore"] });
-    if (buf.length !== 512 * 512 * 4) return null;
-    return new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length));
+    // the python3 on PATH, or the system one that Debian's python3-skimage installs into
+    for (const py of ["python3", "/usr/bin/python3"]) {
+      try {
+        const buf = execFileSync(py, ["-c", code], { maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "ignore"] });
+        if (buf.length === 512 * 512 * 4) return new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length));
+      } catch {
+        // next interpreter
+      }
+    }
+    return null;
   } catch {
     return null;
   }
@@ -396,6 +403,80 @@ async function vsNumpy() {
   for (const tol of [1e-8, 1e-10]) await versus("smooth_f64_128", s64, [128, 128, 128], tol);
 }
 
+
+/**
+ * Top-K by inner product over `count` TT entries of 64^3 (smooth fields compressed at 1e-3 with
+ * the store's modes) against a TT query: tt.dotBatch on the cores versus a single-threaded numpy
+ * matmul over the dense entries, same run; the top-10 keys of both are compared.
+ */
+async function topk() {
+  const n = 64, size3 = n * n * n, K = 10;
+  for (const count of [300, 2000]) {
+    if (Date.now() > deadline) return out({ name: "topk", skipped: "time budget spent" });
+    const dir = mkdtempSync(join(tmpdir(), "svc-tt-topk-"));
+    try {
+      const file = join(dir, "m.raw"), qfile = join(dir, "q.raw");
+      const entries: tt.CompressResult[] = [];
+      const { openSync, writeSync, closeSync } = await import("node:fs");
+      const fd = openSync(file, "w", 0o600);
+      const u = rng(77);
+      let dense0: Float32Array | null = null;
+      for (let e = 0; e < count; e++) {
+        // two rotated Gaussians of random centre and widths per entry, plus a smooth wave
+        const x = new Float32Array(size3);
+        for (let b = 0; b < 2; b++) {
+          const s = 1 / (0.06 + 0.2 * u());
+          const l = [s * (0.5 + u()), (u() - 0.5) * s, s * (0.5 + u()), (u() - 0.5) * s, (u() - 0.5) * s, s * (0.5 + u())];
+          addGaussian(x, n, [u(), u(), u()], l, u() - 0.3);
+        }
+        const fx = u() * 6, fy = u() * 6;
+        for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+          const w = 0.1 * Math.sin(fx * i / n + fy * j / n), base = (i * n + j) * n;
+          for (let k = 0; k < n; k++) x[base + k]! += w;
+        }
+        const r = (await tt.compress(x, [n, n, n], { tolerance: 1e-3, max_rank: 256 }))!;
+        // the dense side holds what the entries store: their reconstructions
+        const rec = (await tt.reconstruct(r)) as Float32Array;
+        writeSync(fd, new Uint8Array(rec.buffer, rec.byteOffset, rec.byteLength));
+        if (e === 0) dense0 = rec;
+        entries.push(r);
+      }
+      closeSync(fd);
+      const q = entries[0]!;
+      writeFileSync(qfile, new Uint8Array(dense0!.buffer, dense0!.byteOffset, dense0!.byteLength));
+      const reps = 7, times: number[] = [];
+      let scores = new Float64Array(0);
+      for (let i = 0; i < reps; i++) {
+        const t0 = performance.now();
+        scores = await tt.dotBatch(q, entries);
+        times.push(performance.now() - t0);
+      }
+      times.sort((a, b) => a - b);
+      const top = [...scores.keys()].sort((a, b) => scores[b]! - scores[a]!).slice(0, K);
+      let np: { best_s: number; median_s: number; top: number[] } | null = null;
+      try {
+        const env = { ...process.env, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1", MKL_NUM_THREADS: "1" };
+        delete env.OPENBLAS_CORETYPE;
+        delete env.OPENBLAS_L2_SIZE;
+        const o = execFileSync("python3", [new URL("./tt_numpy_topk.py", import.meta.url).pathname, file, qfile, String(count), String(K), String(reps)], { env, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+        np = JSON.parse(o.trim().split("\n").pop()!);
+      } catch {
+        np = null;
+      }
+      const ranks = entries.map((e) => Math.max(...e.ranks));
+      out({
+        name: "topk_dot_batch_64cubed", count, k: K, max_rank_median: ranks.sort((a, b) => a - b)[ranks.length >> 1],
+        engine_best_ms: +times[0]!.toFixed(2), engine_median_ms: +times[reps >> 1]!.toFixed(2),
+        numpy_best_ms: np ? +(np.best_s * 1000).toFixed(2) : null, numpy_median_ms: np ? +(np.median_s * 1000).toFixed(2) : null,
+        speedup_vs_numpy: np ? +(np.best_s * 1000 / times[0]!).toFixed(2) : null,
+        same_top_keys: np ? np.top.every((v, i) => v === top[i]) : null, loadavg_1m: +loadavg()[0]!.toFixed(2),
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
 const b = tt.backend();
 out({ backend: b, machine: { cpu: cpus()[0]?.model ?? "unknown", cores: cpus().length, loadavg_1m: +loadavg()[0]!.toFixed(2), mem_GiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version } });
 
@@ -410,6 +491,7 @@ const sets: Record<string, () => Promise<void>> = {
   noise: async () => bench("white_noise", noise(128 ** 3), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   small,
   numpy: vsNumpy,
+  topk,
   early: async () => {
     await early("white_noise_128", noise(128 ** 3), [128, 128, 128]);
     await early("synthetic_image_2048", image(2048), [2048, 2048]);

@@ -76,13 +76,23 @@ static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors) 
       if (h != 0.0) {
         for (size_t k = 0; k <= i; ++k) d[k] = v(k, i + 1) / h;
         const double* wi = W + (i + 1) * n;
-        for (size_t j = 0; j <= i; ++j) {
-          double* wj = W + j * n;
-          double g = 0.0;
+        // Rows j <= i are independent of each other (row i + 1 is only read): split over the
+        // pool once they are long enough to pay for it.
+        auto rows = [&](size_t j0, size_t j1) {
+          for (size_t j = j0; j < j1; ++j) {
+            double* wj = W + j * n;
+            double g = 0.0;
 #pragma omp simd reduction(+ : g)
-          for (size_t k = 0; k <= i; ++k) g += wi[k] * wj[k];
+            for (size_t k = 0; k <= i; ++k) g += wi[k] * wj[k];
 #pragma omp simd
-          for (size_t k = 0; k <= i; ++k) wj[k] -= g * d[k];
+            for (size_t k = 0; k <= i; ++k) wj[k] -= g * d[k];
+          }
+        };
+        if (i >= 192) {
+          const size_t parts = 4 * size_t(pool_threads()), len = (i + 1 + parts - 1) / parts;
+          parallel_for(parts, [&](size_t p) { rows(std::min(i + 1, p * len), std::min(i + 1, (p + 1) * len)); });
+        } else {
+          rows(0, i + 1);
         }
       }
       for (size_t k = 0; k <= i; ++k) v(k, i + 1) = 0.0;
@@ -102,17 +112,16 @@ static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors) 
 
 // Implicit QL on the tridiagonal (d, e). Zt is the transposed eigenvector matrix (row j =
 // vector j); null when only values are wanted. The rotations of one QL step are recorded and
-// then applied to Zt column block by column block (the columns are independent), in parallel:
-// each block of rows i..m stays in cache across the step's rotations instead of streaming
-// the whole matrix once per rotation.
+// then applied to Zt in column blocks, one per thread (the columns are independent).
 static void tql2(size_t n, double* d, double* e, double* Zt) {
   for (size_t i = 1; i < n; ++i) e[i - 1] = e[i];
   e[n - 1] = 0.0;
   double f = 0.0, tst1 = 0.0;
   const double eps = std::ldexp(1.0, -52);
   std::vector<double> cs(Zt ? n : 0), sn(Zt ? n : 0);
-  constexpr size_t kCols = 64;
-  const size_t blocks = (n + kCols - 1) / kCols;
+  // One block of columns per thread: each streams its part of rows m..l once per step.
+  const size_t blocks = std::min<size_t>(size_t(pool_threads()), std::max<size_t>(1, n / 64));
+  const size_t kCols = (n + blocks - 1) / blocks;
   auto rotate = [&](size_t l, size_t m, size_t b) {
     size_t k0 = b * kCols, k1 = std::min(n, k0 + kCols);
     for (size_t ii = m; ii-- > l;) {

@@ -95,3 +95,27 @@ test("pred: the lossless mode is smaller than deflate of the raw bytes on float 
     }
   }
 });
+
+test("pred: a slice decodes only the blocks it touches (a damaged block elsewhere does not matter)", async (t) => {
+  const shape = [700, 600];
+  const x = field(shape, false, 12, 0.05);
+  const r = await pred.compress(x, { shape, max_abs_error: 1e-3 });
+  const h = pred.info(r.stream);
+  t.ok(h.blocks >= 2, `${h.blocks} blocks of ${JSON.stringify(h.block_shape)}`);
+  const full = await pred.decompress(r.stream);
+  // The block table: after the fixed header (16 bytes), the shape and the block shape.
+  const table = 16 + 8 * shape.length + 4 * h.block_shape.length;
+  const view = new DataView(r.stream.buffer, r.stream.byteOffset);
+  const lastLen = view.getUint32(table + 4 * (h.blocks - 1), true);
+  const damaged = r.stream.slice();
+  for (let i = damaged.length - lastLen + 8; i < damaged.length; i += 7) damaged[i] = damaged[i]! ^ 0x5a;
+  const slice: [number, number][] = [[0, 10], [0, 10]];
+  const part = await pred.decompress(damaged, { slice });
+  t.deepEqual(Array.from(part), sliceOf(full, shape, slice), "the slice in the first block decodes as before");
+  try {
+    await pred.decompress(damaged);
+    t.fail("the full decode should meet the damaged block");
+  } catch (e) {
+    t.equal((e as { code?: string }).code, "bad_request", `full decode refused: ${(e as Error).message}`);
+  }
+});

@@ -14,9 +14,15 @@ import { colorIndex, range, VIRIDIS } from "../web/console/src/colormap.js";
 import { adminCall, chromiumMissing, launchBrowser, putField, servedSlice, startStack } from "../test/console/browser.js";
 
 // The callbacks given to page.evaluate run in the browser; this program is type-checked without
-// the DOM library (its fetch types clash with Node's), so the page's globals are declared loosely.
-declare const document: any, window: any, location: any, sessionStorage: any, localStorage: any;
-type HTMLCanvasElement = any;
+// the DOM library (its fetch types clash with Node's), so the little of the page it reads is declared here.
+interface PageCanvas {
+  dataset: { view?: string };
+  width: number;
+  height: number;
+  getContext(kind: "2d"): { getImageData(x: number, y: number, w: number, h: number): { data: ArrayLike<number> } } | null;
+}
+declare const document: { querySelector(selector: string): unknown };
+type HTMLCanvasElement = PageCanvas;
 
 const MOVES = Number(process.env.SVC_BENCH_MOVES ?? 40);
 const N = 256;

@@ -108,6 +108,6 @@ test("two engines on one database: concurrent writers, CAS, readers, SIGKILL", a
     t.equal(readable, acked.length, "every acknowledged put reads back through the surviving engine, with its version and fingerprint");
   } finally {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGTERM");
-    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once("exit", r)) : null)));
+    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once("exit", r)) : Promise.resolve())));
   }
 });

@@ -106,7 +106,7 @@ cudaTest("cuda: batched top-K over resident entries equals the CPU ranking for e
   const hs = [];
   for (const c of cands) hs.push(await dev.load(c));
   const raw = await tt.dotBatch(q, cands);
-  const norms = Float64Array.from([q, ...cands], (x) => 0);
+  const norms = new Float64Array(cands.length + 1);
   for (const [i, x] of [q, ...cands].entries()) norms[i] = await tt.norm(x);
   for (const metric of ["dot", "cosine", "l2"] as const) {
     const gpu = await dev.topk(hq, hs, metric === "dot" ? null : norms, metric, 10);

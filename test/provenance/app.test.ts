@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { readZip, verifyBundle } from "../../server/provenance/bundle.js";
-import { paths, rotateKey } from "../../server/provenance/keys.js";
+import { rotateKey } from "../../server/provenance/keys.js";
 import { receiptHash } from "../../server/provenance/receipt.js";
 import { createBackend } from "../../server/provenance/signer.js";
 import { get, post, sampleArtifact, startApp, tempDir } from "./helpers.js";

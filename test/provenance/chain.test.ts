@@ -97,7 +97,7 @@ test("a failed write refuses the batch built on top of it; the next receipt star
     load: () => inner.load(),
     save: (head: ChainHead) =>
       new Promise<void>((resolve, reject) => {
-        pending.push({ head, go: (ok) => (ok ? inner.save(head).then(resolve) : reject(new Error("disk full"))) });
+        pending.push({ head, go: (ok) => (ok ? void inner.save(head).then(resolve, reject) : reject(new Error("disk full"))) });
       }),
   };
   const chain = await ReceiptChain.open(store);

@@ -2,7 +2,7 @@
 // exit codes 0/1/2/3, --json, pinning, --integrity-only.
 import test from "tape";
 import { spawnSync } from "node:child_process";
-import { cleanup, fp, otherSigner, p, receipt, run, runAll } from "./cli-fixtures.js";
+import { cleanup, fp, otherSigner, p, run, runAll } from "./cli-fixtures.js";
 
 test("svc-verify-bundle: exit codes for valid, tampered, refused and unsupported bundles", async (t) => {
   const pin = ["--public-key", p("pub.json")];

@@ -34,7 +34,7 @@ test("postgres: the schema is created once, also when several stores connect at 
 
 test("postgres: a database of a newer schema version is refused with a sentence", async (t) => {
   const url = await freshStoreUrl();
-  (await createStore({ url })).close();
+  await (await createStore({ url })).close();
   await sql(url, "UPDATE svc_schema SET version = $1", [SCHEMA_VERSION + 1]);
   const e = await createStore({ url }).catch((x: unknown) => x);
   t.ok(e instanceof ValidationError, "ValidationError");

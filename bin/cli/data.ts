@@ -76,7 +76,7 @@ export function dataClient(io: Io, patient = false, bar?: TransferBar): SvcClien
   if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
   // a wait of a second or more is said on stderr (the client records the answer before it sleeps),
   // so that a job held back by the rate limit does not look hung; once per window, however many
-  // uploads of a bulk job wait on it, and on a terminal in place of the progress line
+  // uploads of a bulk job wait on it, and for a bulk job on a terminal in place of its progress line
   let client: SvcClient | undefined;
   let saidUntil = 0;
   const sleep = (ms: number) => {
@@ -87,7 +87,7 @@ export function dataClient(io: Io, patient = false, bar?: TransferBar): SvcClien
       const why = last.status === 429
         ? `the tenant's rate limit was reached${last.rate_limit.limit !== null ? ` (${last.rate_limit.limit} requests per window)` : ""}`
         : `the gateway answered ${last.status}`;
-      io.err(io.errIsTTY ? `\r${why}; waiting ${Math.ceil(ms / 1000)} s before going on…\x1b[K` : `svc: ${why}; waiting ${Math.ceil(ms / 1000)} s before going on.\n`);
+      io.err(patient && io.errIsTTY ? `\r${why}; waiting ${Math.ceil(ms / 1000)} s before going on…\x1b[K` : `svc: ${why}; waiting ${Math.ceil(ms / 1000)} s before going on.\n`);
     }
     return new Promise<void>((r) => setTimeout(r, ms));
   };

@@ -194,6 +194,34 @@ async function buildCases(): Promise<Case[]> {
     }
     cases.push(R("receipt with the artifact's digest", "--receipt", join(x, "app-unicode.json"), ...appPin, "--artifact", p("artifact.bin")));
 
+    // ---- the command line and the key file ----
+    const keyText = JSON.stringify(pubDoc);
+    await writeFile(join(x, "key-dup.json"), keyText.replace("{", `{"public_key":"${pubDoc.public_key}",`));
+    await writeFile(join(x, "key-badfp.json"), JSON.stringify({ ...pubDoc, fingerprint: "0".repeat(64) }));
+    const other = JSON.parse(await readFile(p("other-pub.json"), "utf8"));
+    await writeFile(join(x, "key-retired.json"), JSON.stringify({ ...other, retired: [{ public_key: pubDoc.public_key, fingerprint: pubDoc.fingerprint, retired_at: "2026-11-22T00:00:00.000Z" }] }));
+    await writeFile(join(x, "key-spaced.b64"), `\ufeff  ${pubDoc.public_key.replace(/(.{76})/g, "$1\n")}\n\n`);
+    await writeFile(join(x, "key-short.b64"), pubDoc.public_key.slice(0, 100));
+    await writeFile(join(x, "big-receipt.json"), Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
+    const rcpt = join(x, "app-unicode.json");
+    cases.push(
+      R("key file with a repeated member", "--receipt", rcpt, "--public-key", join(x, "key-dup.json")),
+      R("key file whose fingerprint is not its key", "--receipt", rcpt, "--public-key", join(x, "key-badfp.json")),
+      R("signer among the retired keys", "--receipt", rcpt, "--public-key", join(x, "key-retired.json")),
+      R("raw key with a BOM, spaces and line breaks", "--receipt", rcpt, "--public-key", join(x, "key-spaced.b64")),
+      R("raw key too short", "--receipt", rcpt, "--public-key", join(x, "key-short.b64")),
+      R("--receipt=PATH form", `--receipt=${rcpt}`, `--public-key=${join(x, "app-pub.json")}`),
+      R("a value for a boolean option", "--receipt", rcpt, ...appPin, "--integrity-only=yes"),
+      R("a positional argument", "--receipt", rcpt, ...appPin, "extra"),
+      R("an option's value missing", ...appPin, "--receipt"),
+      R("an empty --receipt", "--receipt=", ...appPin),
+      R("receipt is a directory", "--receipt", x, ...appPin),
+      R("artifact is a directory", "--receipt", rcpt, ...appPin, "--artifact", x),
+      R("receipt over 4 MiB", "--receipt", join(x, "big-receipt.json"), ...appPin),
+      B("bundle pinned by a retired key", "--bundle", join(x, "app-unicode.zip"), "--public-key", join(x, "key-retired.json")),
+      B("pinned key and another expected fingerprint", "--bundle", join(x, "app-unicode.zip"), ...appPin, "--expected-fingerprint", otherSigner.fingerprint),
+    );
+
     // ---- hostile and odd ZIPs built field by field from the genuine bundle's files ----
     const yauzlFiles = await (await import("../../server/provenance/bundle.js")).readZip(await readFile(join(x, "app-unicode.zip")));
     const good = [...yauzlFiles.entries()].map(([name, data]) => ({ name, data }));

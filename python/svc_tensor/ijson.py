@@ -3,8 +3,10 @@
 The reader behaves as the appliance's (JSON.parse plus a scan for I-JSON problems): every
 number is an IEEE 754 double (a Python float), a member name twice keeps the later value,
 and the first problem in text order is reported instead of hidden: a repeated member name,
-a number whose RFC 8785 form has another decimal value, a lone surrogate. It never
-recurses, so hostile nesting cannot exhaust the stack.
+a number whose RFC 8785 form has another decimal value, a lone surrogate. Text goes
+through the json module's C scanner first; any doubt (a problem, an escaped surrogate, deep
+nesting, too many values, not JSON) sends it to an exact reader that never recurses, so that
+hostile nesting cannot exhaust the stack and the first problem is named with its path.
 """
 
 from __future__ import annotations
@@ -153,6 +155,8 @@ def number_problem(text: str) -> str | None:
         return f"the number {quote(text)} is beyond the range of a double, so RFC 8785 cannot write it"
     if len(text) <= 15 and _PLAIN_INT.fullmatch(text):
         return None
+    if repr(n) == text:  # the shortest digits of the double: RFC 8785 writes the same value
+        return None
     canonical = js_number(n)
     if _decimal_key(text) == _decimal_key(canonical):
         return None
@@ -188,10 +192,61 @@ def problem_sentence(what: str, p: JsonProblem) -> str:
     return f"{what} is not I-JSON (RFC 8785 needs it): at {format_path(p.path)}, {p.message}."
 
 
+class _Slow(Exception):
+    """The fast reading cannot decide: the exact reader takes over."""
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_ANY_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def _fast_number(t: str) -> float:
+    f = float(t)
+    # text that is the shortest form of its double keeps its value (the common case)
+    if repr(f) != t and not (len(t) <= 15 and _PLAIN_INT.fullmatch(t)) and number_problem(t) is not None:
+        raise _Slow
+    return f
+
+
+def _fast_object(pairs: list) -> dict:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _Slow
+    return d
+
+
+def _no_constant(_t: str) -> float:
+    raise _Slow
+
+
+def _read_fast(text: str, max_values: int) -> object:
+    """The value of text that has no I-JSON problem, read by the json module's C scanner;
+    _Slow when the text may hold a problem, too many values or deep nesting, or is not
+    JSON, so that the exact reader finds and places it."""
+    if _ESCAPED_SURROGATE.search(text):
+        raise _Slow
+    bare = _ANY_STRING.sub("", text)
+    if bare.count("{") + bare.count("[") + bare.count(",") > max_values:
+        raise _Slow
+    try:
+        return json.loads(text, object_pairs_hook=_fast_object, parse_float=_fast_number,
+                          parse_int=_fast_number, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise _Slow from None
+
+
 def read_json(text: str, max_values: int = MAX_JSON_VALUES) -> tuple[object, JsonProblem | None]:
     """The value of JSON text and its first I-JSON problem (or None). JsonSyntaxError for
     text that is not JSON, JsonTooManyValuesError past `max_values` values (containers and
     the elements or members after the first, as the appliance counts them)."""
+    try:
+        return _read_fast(text, max_values), None
+    except _Slow:
+        return _read_exact(text, max_values)
+
+
+def _read_exact(text: str, max_values: int) -> tuple[object, JsonProblem | None]:
+    """read_json one token at a time, without recursion: the first problem in text order."""
     n = len(text)
     values = 0
     problem: JsonProblem | None = None

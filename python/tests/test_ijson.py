@@ -7,8 +7,11 @@ import struct
 import sys
 import unittest
 
+import random
+
 from svc_tensor.ijson import (
-    JsonSyntaxError, JsonTooManyValuesError, canonical_string, ijson_problem, js_number, number_problem, read_json,
+    JsonSyntaxError, JsonTooManyValuesError, _read_exact, _read_fast, _Slow, canonical_string, ijson_problem, js_number,
+    number_problem, read_json,
 )
 
 
@@ -97,6 +100,36 @@ class Reading(unittest.TestCase):
         v, p = read_json(deep)  # no recursion: nesting cannot exhaust the stack
         self.assertIsNone(p)
         self.assertIsInstance(v, list)
+
+
+class FastAndExact(unittest.TestCase):
+    def test_the_fast_reading_accepts_only_what_the_exact_reader_finds_no_problem_in(self) -> None:
+        rng = random.Random(5)
+        atoms = ["0", "-0", "1.0", "1E21", "1e400", "9007199254740993", "0.1", "0.10000000000000000001", "5e-324", "2e-324",
+                 '"x"', '"\\ud800"', '"\\ud83d\\ude00"', "true", "null", "123456789012345678", "-1.7976931348623157e308",
+                 '"a\\"b"', "[]", "{}", "NaN", "01", "1.", '"\x01"']
+
+        def gen(d: int) -> str:
+            r = rng.random()
+            if d > 3 or r < 0.4:
+                return rng.choice(atoms)
+            if r < 0.7:
+                return "[" + ",".join(gen(d + 1) for _ in range(rng.randrange(4))) + "]"
+            keys = [rng.choice(['"a"', '"b"', '"a"', '"\\u0061"', '"\\ud800"', '""']) for _ in range(rng.randrange(4))]
+            return "{" + ",".join(f"{k}:{gen(d + 1)}" for k in keys) + "}"
+
+        fast_n = 0
+        for _ in range(4000):
+            text = gen(0)
+            try:
+                fast = _read_fast(text, 100_000)
+            except _Slow:
+                continue
+            fast_n += 1
+            value, problem = _read_exact(text, 100_000)
+            self.assertIsNone(problem, text)
+            self.assertEqual(repr(value), repr(fast), text)
+        self.assertGreater(fast_n, 1000)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ export interface FloatJob {
   /** The caller gave max_rank: a TT above the tolerance under that cap is kept as `weak`. */
   capped: boolean;
   config: StoreConfig;
+  /** The data's Frobenius norm and largest magnitude (computed once, where a route needs them). */
+  stats(): Promise<{ norm: number; max: number }>;
 }
 
 /** A lossy or exact encoding that met the bounds, with what was measured on its decoded values. */
@@ -68,36 +70,36 @@ interface Measured {
 }
 
 /**
- * Errors of `dec` against `x` and the norm of `dec`, in float64 with scaling, in slices of the
- * event loop. `normX` is the norm of `x` (0: the relative error is 0 where dec equals x, else 1).
+ * Errors of `dec` against `x` and the norm of `dec`, in float64 with scaling (two passes: the
+ * largest magnitudes, then the scaled sums of squares), in slices of the event loop. The
+ * relative error of zero data is 0 where `dec` is zero too, else 1.
  */
-async function measure(x: ArrayLike<number>, dec: ArrayLike<number>, normX: number): Promise<Measured> {
+async function measure(x: ArrayLike<number>, dec: ArrayLike<number>): Promise<Measured> {
   const n = x.length;
-  let maxDiff = 0;
-  let maxDec = 0;
+  let maxDiff = 0, maxDec = 0, maxX = 0;
   await pacedScan(n, (a, b) => {
     for (let i = a; i < b; i++) {
       const d = Math.abs(x[i]! - dec[i]!);
       if (d > maxDiff) maxDiff = d;
       const v = Math.abs(dec[i]!);
       if (v > maxDec) maxDec = v;
+      const u = Math.abs(x[i]!);
+      if (u > maxX) maxX = u;
     }
   });
-  let sd = 0;
-  let sh = 0;
+  let sd = 0, sh = 0, sx = 0;
+  // divided, not multiplied by a reciprocal: 1 / a subnormal maximum overflows
+  const md = maxDiff || 1, mh = maxDec || 1, mx = maxX || 1;
   await pacedScan(n, (a, b) => {
     for (let i = a; i < b; i++) {
-      if (maxDiff > 0) {
-        const d = (x[i]! - dec[i]!) / maxDiff;
-        sd += d * d;
-      }
-      if (maxDec > 0) {
-        const v = dec[i]! / maxDec;
-        sh += v * v;
-      }
+      const d = (x[i]! - dec[i]!) / md, v = dec[i]! / mh, u = x[i]! / mx;
+      sd += d * d;
+      sh += v * v;
+      sx += u * u;
     }
   });
   const diffNorm = maxDiff * Math.sqrt(sd);
+  const normX = maxX * Math.sqrt(sx);
   return {
     relative_error: normX > 0 ? diffNorm / normX : diffNorm > 0 ? 1 : 0,
     max_abs_error: maxDiff,
@@ -120,7 +122,7 @@ const meets = (m: Measured, j: FloatJob): boolean =>
   (j.tolerance === undefined || m.relative_error <= j.tolerance) && (j.maxAbs === undefined || m.max_abs_error <= j.maxAbs);
 
 /** Bounds handed to an encoder: a float16/bfloat16 entry keeps the serve's rounding share free. */
-function encoderBounds(j: FloatJob, maxX: number): { tolerance?: number; max_abs_error?: number } | null {
+async function encoderBounds(j: FloatJob): Promise<{ tolerance?: number; max_abs_error?: number } | null> {
   const unit = unitOf(j.dtype);
   const out: { tolerance?: number; max_abs_error?: number } = {};
   if (j.tolerance !== undefined) {
@@ -129,7 +131,7 @@ function encoderBounds(j: FloatJob, maxX: number): { tolerance?: number; max_abs
     out.tolerance = t;
   }
   if (j.maxAbs !== undefined) {
-    const e = j.maxAbs - unit * maxX * 1.01;
+    const e = unit === 0 ? j.maxAbs : j.maxAbs - unit * (await j.stats()).max * 1.01;
     if (e < j.maxAbs / 4) return null;
     out.max_abs_error = e;
   }
@@ -143,15 +145,16 @@ function encoderBounds(j: FloatJob, maxX: number): { tolerance?: number; max_abs
  * another min_ratio would not change that (TT decomposed the data, or cannot run at these
  * bounds): only a TT that gave up on the ratio is worth asking again at a lower one.
  */
-async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: number): Promise<{ enc: Encoded | null; final: boolean }> {
+async function ttRoute(j: FloatJob, minRatio: number): Promise<{ enc: Encoded | null; final: boolean }> {
   const tt = await loadTT();
   const f64 = j.work instanceof Float64Array;
-  const b = encoderBounds(j, maxX);
+  const b = await encoderBounds(j);
   if (!b) return { enc: null, final: true };
   // TT bounds the relative Frobenius error only; with an L∞ bound alone it aims at an RMS
   // error a quarter of that bound and the decoded values are checked against it
-  let tol = b.tolerance ?? Math.min(0.5, (b.max_abs_error! * Math.sqrt(j.work.length)) / (4 * normX));
-  if (b.tolerance !== undefined && b.max_abs_error !== undefined) tol = Math.min(tol, (b.max_abs_error * Math.sqrt(j.work.length)) / normX);
+  const rms = b.max_abs_error === undefined ? Infinity : (b.max_abs_error * Math.sqrt(j.work.length)) / (await j.stats()).norm;
+  let tol = b.tolerance ?? Math.min(0.5, rms / 4);
+  if (b.tolerance !== undefined) tol = Math.min(tol, rms);
   const floor = f64 ? tt.MIN_TOLERANCE_F64 : tt.MIN_TOLERANCE_F32;
   if (tol < floor) {
     if (j.codec === "tt" && j.tolerance !== undefined && j.tolerance < floor)
@@ -164,7 +167,7 @@ async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: numbe
   if (res === null) return { enc: null, final: false };
   const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
   if (j.bytesIn / stored < minRatio) return { enc: null, final: false };
-  const m = await measure(j.work, await asServed(await tt.reconstruct(res), j.dtype), normX);
+  const m = await measure(j.work, await asServed(await tt.reconstruct(res), j.dtype));
   const weak = j.tolerance !== undefined && m.relative_error > j.tolerance;
   if ((weak && !j.capped) || (j.maxAbs !== undefined && m.max_abs_error > j.maxAbs)) return { enc: null, final: true };
   const info = { modes: [...res.modes], ranks: [...res.ranks] };
@@ -183,12 +186,12 @@ async function ttRoute(j: FloatJob, minRatio: number, normX: number, maxX: numbe
 }
 
 /** The prediction route: one encode under the bounds, decoded and measured. Null where it misses the ratio or a bound. */
-async function predRoute(p: PredApi, j: FloatJob, minRatio: number, normX: number, maxX: number): Promise<Encoded | null> {
-  const b = encoderBounds(j, maxX);
+async function predRoute(p: PredApi, j: FloatJob, minRatio: number): Promise<Encoded | null> {
+  const b = await encoderBounds(j);
   if (!b) return null;
   const r = await p.compress(j.work, { shape: j.shape, ...b });
   if (j.bytesIn / r.stream.byteLength < minRatio) return null;
-  const m = await measure(j.work, await asServed(await p.decompress(r.stream), j.dtype), normX);
+  const m = await measure(j.work, await asServed(await p.decompress(r.stream), j.dtype));
   if (!meets(m, j)) return null;
   return { payload: r.stream, verdict: "compressed", ...m, codec: "pred", tt: null, layout: { codec: "pred", lossless: false } };
 }
@@ -225,22 +228,22 @@ export async function exactRoute(
  * codec alone, `auto` the smaller of the two (deciding from estimates first). Null where none
  * does: the put then stores the data exactly.
  */
-export async function lossyRoute(j: FloatJob, normX: number, maxX: number): Promise<Encoded | null> {
+export async function lossyRoute(j: FloatJob): Promise<Encoded | null> {
   const minRatio = j.config.min_compression_ratio;
-  if (j.codec === "tt") return (await ttRoute(j, minRatio, normX, maxX)).enc;
+  if (j.codec === "tt") return (await ttRoute(j, minRatio)).enc;
   const p = await loadPred();
-  if (j.codec === "pred") return predRoute(p, j, minRatio, normX, maxX);
+  if (j.codec === "pred") return predRoute(p, j, minRatio);
   // a TT at TT_FIRST_RATIO or more within the bounds is kept at once; anything else gives up
   // after TT's rank samples, before the prediction estimate is paid for
-  const first = await ttRoute(j, Math.max(minRatio, TT_FIRST_RATIO), normX, maxX);
+  const first = await ttRoute(j, Math.max(minRatio, TT_FIRST_RATIO));
   if (first.enc?.verdict === "compressed") return first.enc;
-  const b = encoderBounds(j, maxX);
+  const b = await encoderBounds(j);
   const estimate = b ? (await p.estimate(j.work, { shape: j.shape, ...b })).ratio : 0;
   let tt = first.enc;
   const bar = Math.max(minRatio, TT_SHARE_OF_ESTIMATE * estimate);
-  if (!first.final && bar < TT_FIRST_RATIO) tt = (await ttRoute(j, bar, normX, maxX)).enc;
+  if (!first.final && bar < TT_FIRST_RATIO) tt = (await ttRoute(j, bar)).enc;
   if (tt && tt.verdict === "compressed" && j.bytesIn / tt.payload.byteLength >= TT_CLEAR_WIN * estimate) return tt;
-  return smaller(tt, await predRoute(p, j, minRatio, normX, maxX));
+  return smaller(tt, await predRoute(p, j, minRatio));
 }
 
 /** The smaller of a TT and a prediction encoding; a weak TT (under the caller's cap) loses to any entry that meets the tolerance. */

@@ -107,11 +107,13 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     const work = await workingFloatPaced(view, dtype);
     if (await hasNonFinitePaced(work)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
     if (bytesIn < config.min_compress_bytes) return raw(await denseNormPaced(work));
+    let stats: Promise<{ norm: number; max: number }> | undefined;
     const job: FloatJob = {
       work, dtype, shape, bytesIn, config, codec: o.codec ?? "auto", maxRank, capped: o.max_rank !== undefined,
       // a tolerance applies where given, or by default where no max_abs_error was given either
       tolerance: o.tolerance ?? (o.max_abs_error === undefined ? config.default_tolerance : undefined),
       maxAbs: o.max_abs_error,
+      stats: () => (stats ??= normAndMaxPaced(work)),
     };
     const encoded = async (e: Encoded): Promise<Prepared> => ({
       payload: e.payload,
@@ -119,7 +121,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
         { sha256: await sha256hex(e.payload), codec: e.codec, tt: e.tt, norm: e.norm }, e.layout, e.max_abs_error),
     });
     const exact = async (): Promise<Prepared> => {
-      const norm = await denseNormPaced(work);
+      const { norm } = await job.stats();
       const e = await exactRoute(job, await losslessEncode(bytes, dtype), config.min_compression_ratio, norm);
       return e ? encoded(e) : raw(norm);
     };
@@ -141,9 +143,8 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
         layout: { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info },
       });
     }
-    const { norm: normX, max: maxX } = await normAndMaxPaced(work);
-    const e = await lossyRoute(job, normX, maxX);
-    return e ? encoded(e) : job.codec === "tt" ? raw(normX) : exact();
+    const e = await lossyRoute(job);
+    return e ? encoded(e) : job.codec === "tt" ? raw((await job.stats()).norm) : exact();
   }
   const norm = dtype === "bytes" ? null : await denseNormPaced(view, dtype);
   if (bytesIn < config.min_compress_bytes) return raw(norm);

@@ -119,3 +119,35 @@ test("pred: a slice decodes only the blocks it touches (a damaged block elsewher
     t.equal((e as { code?: string }).code, "bad_request", `full decode refused: ${(e as Error).message}`);
   }
 });
+
+test("pred: streams are deterministic under concurrency and readable from inside a larger buffer", async (t) => {
+  const inputs = [
+    { shape: [300, 400], x: field([300, 400], false, 21, 0.05), opts: { tolerance: 1e-3 } },
+    { shape: [40, 50, 60], x: field([40, 50, 60], true, 22, 0.05), opts: { max_abs_error: 1e-4 } },
+    { shape: [20000], x: field([20000], false, 23, 0.5), opts: { max_abs_error: 0 } },
+  ];
+  const serial: Uint8Array[] = [];
+  for (const i of inputs) serial.push((await pred.compress(i.x, { shape: i.shape, ...i.opts })).stream);
+  const together = await Promise.all([...inputs, ...inputs].map((i) => pred.compress(i.x, { shape: i.shape, ...i.opts })));
+  together.forEach((r, k) => t.deepEqual(Buffer.from(r.stream), Buffer.from(serial[k % inputs.length]!), `stream ${k} equals the serial one`));
+  for (let k = 0; k < inputs.length; k++) {
+    const s = serial[k]!;
+    const host = new Uint8Array(s.length + 13);
+    host.set(s, 7);
+    const inner = host.subarray(7, 7 + s.length);
+    t.deepEqual(pred.info(inner), pred.info(s), `info of a stream at byte offset 7 (${k})`);
+    t.deepEqual(Array.from(await pred.decompress(inner)), Array.from(await pred.decompress(s)), `decode of a stream at byte offset 7 (${k})`);
+  }
+});
+
+test("pred: estimate works for both error models and the lossless mode", async (t) => {
+  const shape = [200, 300];
+  for (const f64 of [false, true]) {
+    const x = field(shape, f64, 31, 0.02);
+    for (const opts of [{ max_abs_error: 1e-3 }, { tolerance: 1e-4 }, { tolerance: 1e-2, max_abs_error: 1e-3 }, { max_abs_error: 0 }]) {
+      const { ratio } = await pred.estimate(x, { shape, ...opts });
+      const real = (await pred.compress(x, { shape, ...opts })).compression_ratio;
+      t.ok(ratio > real / 3 && ratio < real * 3, `${f64 ? "f64" : "f32"} ${JSON.stringify(opts)}: estimate ${ratio.toFixed(2)}, real ${real.toFixed(2)}`);
+    }
+  }
+});

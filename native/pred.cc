@@ -1145,6 +1145,8 @@ void norms(const T* data, size_t n, double& scale, double& xsq) {
 // `count` sub-boxes (fewer for small data) of 2^12..2^15 elements, together about an eighth of
 // the data, at spread, seeded positions.
 std::vector<Box> sample_boxes(const Geometry& g, size_t count) {
+  // count 0: the whole array as one box (data of one small block, where samples would read low).
+  if (count == 0) return {block_box(g, 0)};
   const size_t cap = std::min<size_t>(size_t(1) << 15, std::max<size_t>(size_t(1) << 12, g.elems / 8 / count));
   size_t sb[kDims];
   for (int k = 0; k < kDims; ++k) sb[k] = g.b5[k];
@@ -1303,10 +1305,12 @@ double pred_estimate(const T* data, const std::vector<size_t>& shape, double tol
   Geometry g = geometry_for(shape);
   double scale, xsq;
   norms(data, g.elems, scale, xsq);
+  // Small data (one block of at most 2^17 elements) is cheap to code whole: no sampling there.
+  const size_t count = g.blocks == 1 && g.elems <= (size_t(1) << 17) ? 0 : 4;
   double ratio = 0;
-  double eb = initial_bound(data, g, tolerance, max_abs, scale, xsq, 4, 2, &ratio);
+  double eb = initial_bound(data, g, tolerance, max_abs, scale, xsq, count, 2, &ratio);
   if (ratio > 0) return ratio;
-  const std::vector<Box> boxes = sample_boxes(g, 4);
+  const std::vector<Box> boxes = sample_boxes(g, count);
   size_t bytes = 0, elems = 0;
   double sse = 0;
   try_samples(data, g, boxes, eb, scale > 0 ? 1 / scale : 1, bytes, sse, elems);

@@ -535,12 +535,13 @@ void check_finite_data(const Arr& a) {
   }
 }
 
-std::vector<uint8_t> read_bytes(const Napi::Value& v, const std::string& field) {
+// A stream is read in place (kept alive by the worker): every offset into it is checked against
+// its length when the header is parsed, so no later read leaves it.
+std::pair<const uint8_t*, size_t> read_bytes(const Napi::Value& v, const std::string& field) {
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
     throw bad(field, field + " must be a Uint8Array");
   auto a = v.As<Napi::Uint8Array>();
-  const uint8_t* p = a.Data();
-  return std::vector<uint8_t>(p, p + a.ElementLength());
+  return {a.Data(), a.ElementLength()};
 }
 
 // predCompress(data, shape, tolerance | -1, max_abs_error | -1) -> {stream, relative_error, max_abs_error}
@@ -613,6 +614,7 @@ class PredDecompressWorker : public Worker {
  public:
   PredDecompressWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
     stream_ = read_bytes(info[0], "stream");
+    keep(info[0]);
     if (!info[1].IsNull() && !info[1].IsUndefined()) {
       std::vector<size_t> flat = read_sizes(info[1], "slice");
       if (flat.size() % 2 != 0) throw bad("slice", "slice must have one [start, stop) per dimension");
@@ -622,13 +624,13 @@ class PredDecompressWorker : public Worker {
 
  protected:
   void run() override {
-    f64_ = pred_info(stream_.data(), stream_.size()).f64;
-    out_ = pred_decompress(stream_.data(), stream_.size(), ranges_);
+    f64_ = pred_info(stream_.first, stream_.second).f64;
+    out_ = pred_decompress(stream_.first, stream_.second, ranges_);
   }
   Napi::Value result(Napi::Env env) override { return to_js(env, std::move(out_), f64_); }
 
  private:
-  std::vector<uint8_t> stream_;
+  std::pair<const uint8_t*, size_t> stream_{nullptr, 0};
   std::vector<std::pair<size_t, size_t>> ranges_;
   bool f64_ = false;
   Buffer out_;

@@ -6,12 +6,14 @@
 //   strict JSON; the bytes of a JSON body are kept for the request hash of idempotent writes)
 //   8. routes (writes with an Idempotency-Key header answer a repeat from the stored response)
 //   9. not found  10. errors (the one error vocabulary of server/http/errors.ts)
+// GET /v1/get and POST /v1/serve run the same steps in one function without Express
+// (server/engine/fast.ts) when their headers pass every check; the rest comes here.
 import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
-import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
+import { metadataSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
 import {
-  getQuerySchema, idempotencyKeySchema, listQuerySchema, putQuerySchema, searchBodySchema, serveBodySchema, similarityBodySchema, topkBodySchema,
+  getQuerySchema, idempotencyKeySchema, listQuerySchema, putQuerySchema, searchBodySchema, similarityBodySchema, topkBodySchema,
 } from "../../lib/schemas.js";
 import { handOver, type CoreInput, type Store } from "../../lib/store/index.js";
 import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
@@ -21,7 +23,9 @@ import { readBody, refuseBodyOfBodilessMethod } from "../http/body.js";
 import { requestHash, type PreparedPut, type PreparedPutCores, type PreparedPutCoresBatch, type PreparedVector } from "../http/body-prepare.js";
 import { checkJsonCharset } from "../http/json-body.js";
 import { parseStrictJson } from "../http/json.js";
-import { asBuffer, base64Bytes, hashBody, prepareEngineBody } from "../http/offload.js";
+import { asBuffer, hashBody, prepareEngineBody } from "../http/offload.js";
+import { stdoutLines } from "../http/log-batch.js";
+import { answerServe, engineFastPath, JSON_BODY_FACTOR } from "./fast.js";
 import { sendJsonList } from "../http/json-stream.js";
 import { bodyLimit } from "../http/limits.js";
 import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
@@ -40,8 +44,11 @@ export interface Logger {
 
 const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 99 };
 
-/** One JSON object per line on `write` (stdout by default), at or above `level`. */
-export function jsonLogger(level: LogLevel, write: (line: string) => void = (l) => process.stdout.write(l)): Logger {
+/**
+ * One JSON object per line on `write` (by default stdout, the lines of one event-loop turn in
+ * one write: server/http/log-batch.ts), at or above `level`.
+ */
+export function jsonLogger(level: LogLevel, write: (line: string) => void = stdoutLines()): Logger {
   const at = (lv: Exclude<LogLevel, "silent">) => (fields: Record<string, unknown>) => {
     if (LEVELS[lv] >= LEVELS[level]) write(JSON.stringify({ ts: new Date().toISOString(), level: lv, ...fields }) + "\n");
   };
@@ -59,9 +66,8 @@ export interface EngineDeps {
 }
 
 // Bytes of memory a request holds per body byte while it is handled: a JSON body is held as
-// bytes, as text and parsed (its base64 string), then decoded, and compression works on a copy;
-// a raw body is held and worked on. Estimates of the peak, for the memory budget.
-const JSON_BODY_FACTOR = 4;
+// bytes, as text and parsed (its base64 string), then decoded, and compression works on a copy
+// (JSON_BODY_FACTOR, 4); a raw body is held and worked on. Estimates of the peak, for the memory budget.
 const OCTET_BODY_FACTOR = 3;
 
 type Handler = (req: Request, res: Response) => Promise<void>;
@@ -75,20 +81,6 @@ const wrap = (h: Handler) => (req: Request, res: Response, next: NextFunction) =
 function hashPrefixOf(req: Request): string | undefined {
   if (req.get("idempotency-key") === undefined) return undefined;
   return [req.method, req.originalUrl, req.get("content-type") ?? "", req.get("x-svc-metadata") ?? ""].map((p) => `${p}\n`).join("");
-}
-
-/**
- * The dense answer of a serve and estimates of the memory it holds at its peak: the answer, a
- * working copy (in float64 for floating data: reconstruction, dtype conversion), and for JSON
- * the base64 text, the JSON text and the response bytes.
- */
-function serveSize(shape: number[], dtype: Dtype, opts: { slice?: [number, number][]; dtype?: Dtype }): { bytes: number; octetPeak: number; jsonPeak: number } {
-  const slice = opts.slice && opts.slice.length === shape.length ? opts.slice : undefined;
-  const elems = (slice ? slice.map(([a, b]) => Math.max(0, b - a)) : shape).reduce((a, b) => a * b, 1);
-  const bytes = elems * itemsize(opts.dtype ?? dtype);
-  // floating data may pass through float64 (reconstruction, conversion); other data through one decoded copy
-  const octetPeak = bytes + (isFloatDtype(dtype) ? elems * 8 : elems * itemsize(dtype));
-  return { bytes, octetPeak, jsonPeak: octetPeak + 3 * 4 * Math.ceil(bytes / 3) };
 }
 
 /** The (namespace, key) of a path like /v1/get/ns/a/b/c, percent-decoded. */
@@ -335,44 +327,8 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   }));
 
   app.post("/v1/serve", wrap(async (req, res) => {
-    const { namespace, key, device, ...opts } = parseOrThrow(serveBodySchema, jsonBody(req), "body");
-    if (device === "gpu") {
-      if (opts.slice || opts.dtype) throw new ValidationError("slice and dtype apply to device cpu only.", opts.slice ? "slice" : "dtype");
-      const h = await st(res).serveGpu(namespace, key, { version: opts.version });
-      // the entry stays resident in the LRU cache; this request's pin ends with the answer
-      h.release();
-      res.json({ namespace: h.namespace, key: h.key, version: h.version, device: h.device, resident: h.resident, bytes_on_device: h.bytes_on_device, tt: h.tt });
-      return;
-    }
     const octet = req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream";
-    // the answer's size is known from the entry before anything is decoded: a JSON answer past
-    // its limit is refused, and the memory the answer will hold is reserved first
-    const info = await st(res).get(namespace, key, { version: opts.version });
-    const size = serveSize(info.shape, info.dtype, opts);
-    if (!octet && size.bytes > config.max_json_serve_bytes)
-      throw new ValidationError(
-        `The answer of ${size.bytes} bytes is larger than the ${config.max_json_serve_bytes}-byte limit of JSON serves; ask for it with Accept: application/octet-stream, or serve a slice.`,
-        "Accept",
-      );
-    reservationOf(res, budget, (res.locals.tenant as string | undefined) ?? null).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
-    const r = await st(res).serve(namespace, key, { ...opts, version: info.version });
-    const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
-    if (octet) {
-      res.setHeader("X-SVC-Dtype", r.dtype);
-      res.setHeader("X-SVC-Shape", r.shape.join(","));
-      res.setHeader("X-SVC-Version", String(r.version));
-      res.type("application/octet-stream").send(bytes);
-      return;
-    }
-    // the base64 text is made off the event loop when large and written as it is (it needs no
-    // JSON escaping) between the other members, the same text res.json would send
-    const head = JSON.stringify({ namespace: r.namespace, key: r.key, version: r.version, dtype: r.dtype, shape: r.shape, data_b64: "" }).slice(0, -2);
-    const text = await base64Bytes(bytes);
-    res.status(200).type("application/json");
-    res.setHeader("Content-Length", String(Buffer.byteLength(head) + text.byteLength + 2));
-    res.write(head);
-    res.write(text);
-    res.end('"}');
+    await answerServe({ config, budget }, st(res), res.locals.tenant as string, jsonBody(req), octet, res);
   }));
 
   app.post("/v1/query/similarity", wrap(async (req, res) => {
@@ -401,5 +357,14 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       if (raw instanceof Error) logger.debug({ msg: "stack", stack: raw.stack });
     }
   }));
+
+  // the fast path first: Express handles what it does not take
+  const fast = engineFastPath({ store, config, logger, metrics, budget });
+  // express's app(req, res) calls app.handle, which its public type does not declare
+  const handled = app as unknown as { handle: (req: Request, res: Response, next?: NextFunction) => void };
+  const viaExpress = handled.handle.bind(app);
+  handled.handle = (req, res, next) => {
+    if (!fast(req, res)) viaExpress(req, res, next);
+  };
   return app;
 }

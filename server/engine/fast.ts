@@ -1,0 +1,252 @@
+// The engine's hottest requests, GET /v1/get/{ns}/{key} and POST /v1/serve, answered without
+// Express: the same steps as the middleware chain of app.ts (request id, metrics, access log,
+// service key, tenant, query string, body limits and memory budget, strict JSON, the route)
+// done in one function over node:http. Only a request whose headers pass every check is taken
+// here; anything else (a bad key, tenant or query, a body on GET, HEAD, an unusual path,
+// content type or Accept) goes to the Express app, which answers it as before, so those
+// refusals keep one implementation. Nothing is read, written or kept before a request is taken.
+// The serve route's answer (answerServe) is shared with the Express route.
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { ValidationError } from "../../lib/errors.js";
+import { isFloatDtype, itemsize, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
+import { getQuerySchema, serveBodySchema } from "../../lib/schemas.js";
+import type { Store } from "../../lib/store/index.js";
+import { readBody } from "../http/body.js";
+import type { BodyRate } from "../http/body-guard.js";
+import { retryAfterOf, statusOf, toSvcError } from "../http/errors.js";
+import { checkJsonCharset } from "../http/json-body.js";
+import { bodyLimit } from "../http/limits.js";
+import { reservationOf, type MemoryBudget } from "../http/memory-budget.js";
+import { base64Bytes, prepareEngineBody } from "../http/offload.js";
+import { parseQueryString } from "../http/query.js";
+import type { EngineConfig } from "./config.js";
+import type { EngineMetrics } from "./metrics.js";
+import type { Logger } from "./app.js";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+const GET_PREFIX = "/v1/get/";
+const JSON_TYPE = "application/json; charset=utf-8";
+const JSON_CONTENT = /^application\/json\s*(;|$)/i;
+// Bytes of memory a JSON body holds per body byte while handled (app.ts JSON_BODY_FACTOR)
+export const JSON_BODY_FACTOR = 4;
+// tenant views of the store, one per tenant seen, so that a request does not build one; bounded
+const MAX_VIEWS = 10_000;
+
+/** A request taken: a GET of an entry, or a serve whose body is yet to be read. */
+type Taken =
+  | { route: "get"; tenant: string; ns: string; key: string; version: number | undefined }
+  | { route: "serve"; tenant: string; octet: boolean };
+
+/**
+ * The dense answer of a serve and estimates of the memory it holds at its peak: the answer, a
+ * working copy (in float64 for floating data: reconstruction, dtype conversion), and for JSON
+ * the base64 text, the JSON text and the response bytes.
+ */
+function serveSize(shape: number[], dtype: Dtype, opts: { slice?: [number, number][]; dtype?: Dtype }): { bytes: number; octetPeak: number; jsonPeak: number } {
+  const slice = opts.slice && opts.slice.length === shape.length ? opts.slice : undefined;
+  const elems = (slice ? slice.map(([a, b]) => Math.max(0, b - a)) : shape).reduce((a, b) => a * b, 1);
+  const bytes = elems * itemsize(opts.dtype ?? dtype);
+  // floating data may pass through float64 (reconstruction, conversion); other data through one decoded copy
+  const octetPeak = bytes + (isFloatDtype(dtype) ? elems * 8 : elems * itemsize(dtype));
+  return { bytes, octetPeak, jsonPeak: octetPeak + 3 * 4 * Math.ceil(bytes / 3) };
+}
+
+export interface ServeDeps {
+  config: EngineConfig;
+  budget: MemoryBudget;
+}
+
+/**
+ * POST /v1/serve's answer for a body checked and parsed (step 7), on the tenant's store view:
+ * a GPU residency answer, or the dense data as octet-stream (X-SVC-Dtype, X-SVC-Shape,
+ * X-SVC-Version) or JSON with data_b64. The answer's size is known from the entry before
+ * anything is decoded: a JSON answer past its limit is refused, and the memory the answer will
+ * hold is reserved first. Headers already set on `res` (the request id) are kept.
+ */
+export async function answerServe(deps: ServeDeps, st: Store, tenant: string, body: unknown, octet: boolean, res: ServerResponse): Promise<void> {
+  const { namespace, key, device, ...opts } = parseOrThrow(serveBodySchema, body, "body");
+  if (device === "gpu") {
+    if (opts.slice || opts.dtype) throw new ValidationError("slice and dtype apply to device cpu only.", opts.slice ? "slice" : "dtype");
+    const h = await st.serveGpu(namespace, key, { version: opts.version });
+    // the entry stays resident in the LRU cache; this request's pin ends with the answer
+    h.release();
+    const text = JSON.stringify({ namespace: h.namespace, key: h.key, version: h.version, device: h.device, resident: h.resident, bytes_on_device: h.bytes_on_device, tt: h.tt });
+    res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) }).end(text);
+    return;
+  }
+  const info = await st.get(namespace, key, { version: opts.version });
+  const size = serveSize(info.shape, info.dtype, opts);
+  if (!octet && size.bytes > deps.config.max_json_serve_bytes)
+    throw new ValidationError(
+      `The answer of ${size.bytes} bytes is larger than the ${deps.config.max_json_serve_bytes}-byte limit of JSON serves; ask for it with Accept: application/octet-stream, or serve a slice.`,
+      "Accept",
+    );
+  reservationOf(res, deps.budget, tenant).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
+  const r = await st.serve(namespace, key, { ...opts, version: info.version });
+  const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
+  if (octet) {
+    res.writeHead(200, {
+      "X-SVC-Dtype": r.dtype, "X-SVC-Shape": r.shape.join(","), "X-SVC-Version": String(r.version),
+      "Content-Type": "application/octet-stream", "Content-Length": bytes.byteLength,
+    });
+    res.end(bytes);
+    return;
+  }
+  // the base64 text is made off the event loop when large and written as it is (it needs no
+  // JSON escaping) between the other members, the same text JSON.stringify would give
+  const head = JSON.stringify({ namespace: r.namespace, key: r.key, version: r.version, dtype: r.dtype, shape: r.shape, data_b64: "" }).slice(0, -2);
+  const text = await base64Bytes(bytes);
+  res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(head) + text.byteLength + 2 });
+  res.write(head);
+  res.write(text);
+  res.end('"}');
+}
+
+/**
+ * The fast path of the engine: returns a handler that answers a request it takes and returns
+ * true, or returns false having done nothing.
+ */
+export function engineFastPath(deps: { store: Store; config: EngineConfig; logger: Logger; metrics: EngineMetrics; budget: MemoryBudget }): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const { store, config, logger, metrics, budget } = deps;
+  const bodyRate: BodyRate = { minBytesPerS: config.body_min_bytes_per_s, graceMs: config.body_grace_s * 1000 };
+  const views = new Map<string, Store>();
+  const viewOf = (tenant: string): Store => {
+    let v = views.get(tenant);
+    if (!v) {
+      if (views.size >= MAX_VIEWS) views.clear();
+      views.set(tenant, (v = store.forTenant(tenant)));
+    }
+    return v;
+  };
+  const digests = config.api_key_digests;
+  const authorised = (h: string | undefined): boolean => {
+    if (!config.require_auth) return true;
+    if (h === undefined) return false;
+    const m = BEARER.exec(h);
+    if (!m) return false;
+    const given = createHash("sha256").update(m[1]!, "utf8").digest();
+    let ok = false;
+    for (const d of digests) ok = timingSafeEqual(given, d) || ok;
+    return ok;
+  };
+
+  /** The tenant of a request whose key and X-SVC-Tenant pass, else null. */
+  const tenantOf = (req: IncomingMessage): string | null => {
+    const h = req.headers;
+    if (!authorised(h.authorization)) return null;
+    const t = h["x-svc-tenant"];
+    return typeof t === "string" && tenantIdSchema.safeParse(t).success ? t : null;
+  };
+
+  const take = (req: IncomingMessage): Taken | null => {
+    const url = req.url!;
+    const h = req.headers;
+    if (req.method === "POST" && url === "/v1/serve") {
+      // a JSON body of a stated length, no Idempotency-Key (its hash would be taken), and an
+      // Accept header read the same by Express's negotiation without q-values
+      const len = h["content-length"];
+      if (len === undefined || len === "0" || h["transfer-encoding"] !== undefined || h["idempotency-key"] !== undefined) return null;
+      if (!JSON_CONTENT.test(h["content-type"] ?? "")) return null;
+      try {
+        checkJsonCharset(req);
+      } catch {
+        return null;
+      }
+      const accept = h.accept;
+      const octet = accept === "application/octet-stream";
+      if (!octet && accept !== undefined && accept !== "application/json" && accept !== "*/*") return null;
+      const tenant = tenantOf(req);
+      return tenant === null ? null : { route: "serve", tenant, octet };
+    }
+    if (req.method !== "GET") return null;
+    if (!url.startsWith(GET_PREFIX) || url.includes("#")) return null;
+    if (h["content-length"] !== undefined || h["transfer-encoding"] !== undefined) return null;
+    const t = tenantOf(req);
+    if (t === null) return null;
+    const q = url.indexOf("?");
+    const path = q < 0 ? url : url.slice(0, q);
+    const slash = path.indexOf("/", GET_PREFIX.length);
+    // the route's pattern: a non-empty namespace segment, then a non-empty rest
+    if (slash <= GET_PREFIX.length || slash === path.length - 1) return null;
+    let ns: string, key: string;
+    try {
+      ns = decodeURIComponent(path.slice(GET_PREFIX.length, slash));
+      key = decodeURIComponent(path.slice(slash + 1));
+    } catch {
+      return null;
+    }
+    let version: number | undefined;
+    if (q >= 0) {
+      let parsed: unknown;
+      try {
+        parsed = parseQueryString(url.slice(q + 1));
+      } catch {
+        return null;
+      }
+      const r = getQuerySchema.safeParse(parsed);
+      if (!r.success) return null;
+      version = r.data.version;
+    }
+    return { route: "get", tenant: t, ns, key, version };
+  };
+
+  /** The error body of server/http/errors.ts sendError, and the log line of a 5xx. */
+  const fail = (res: ServerResponse, id: string, err: unknown): void => {
+    const e = toSvcError(err);
+    const status = statusOf(e);
+    const body = JSON.stringify({ detail: e.message, code: e.code, request_id: id });
+    const retry = retryAfterOf(e);
+    if (retry !== null) res.setHeader("Retry-After", String(retry));
+    if (res.headersSent) {
+      if (!res.writableEnded) res.destroy();
+    } else res.writeHead(status, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(body) }).end(body);
+    if (status >= 500) {
+      logger.error({ msg: "request failed", code: e.code, error: err instanceof Error ? err.message : String(err) });
+      if (err instanceof Error) logger.debug({ msg: "stack", stack: err.stack });
+    }
+  };
+
+  const serve = async (req: IncomingMessage, res: ServerResponse, tenant: string, octet: boolean): Promise<void> => {
+    const raw = await readBody(req, { limit: bodyLimit(config.max_upload_bytes, false, "/v1/serve"), reservation: reservationOf(res, budget, tenant), factor: JSON_BODY_FACTOR, res, rate: bodyRate });
+    const { value } = await prepareEngineBody("/v1/serve", raw);
+    await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res);
+  };
+
+  return (req, res) => {
+    const taken = take(req);
+    if (!taken) return false;
+    const t0 = process.hrtime.bigint();
+    const given = req.headers["x-request-id"];
+    const id = typeof given === "string" && UUID.test(given) ? given.toLowerCase() : randomUUID();
+    const path = req.url!.split("?", 1)[0]!;
+    const method = req.method!;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+      metrics.http.observe(method, metrics.route(path), res.statusCode, seconds);
+      logger.info({ msg: "request", method, path, status: res.statusCode, latency_ms: seconds * 1000, request_id: id, tenant: taken.tenant });
+    };
+    res.once("finish", finish);
+    res.once("close", finish);
+    res.setHeader("X-Request-Id", id);
+    if (taken.route === "serve") {
+      serve(req, res, taken.tenant, taken.octet).catch((err: unknown) => fail(res, id, err));
+      return true;
+    }
+    viewOf(taken.tenant)
+      .get(taken.ns, taken.key, taken.version === undefined ? {} : { version: taken.version })
+      .then(
+        (info) => {
+          const body = JSON.stringify(info);
+          res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(body) });
+          res.end(body);
+        },
+        (err: unknown) => fail(res, id, err),
+      );
+    return true;
+  };
+}

@@ -1,0 +1,211 @@
+// The engine's GET /v1/get/{ns}/{key} and POST /v1/serve without Express (server/engine/fast.ts):
+// their answers are the Express chain's, byte for byte (the same GET sent with "Content-Length:
+// 0", the same serve with an Accept header that needs negotiation, go through Express), for
+// found, missing, versioned and percent-encoded entries, octet-stream and JSON serves, slices and
+// dtype conversions; hostile requests (bad or missing keys, tenants, queries, paths, bodies on
+// GET, HEAD, bad serve bodies, bodies past the limit, a lying Content-Length) get the
+// documented refusals; the request id, one access-log line per request and the metrics are
+// kept. Over real HTTP on LMDB.
+import test from "tape";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createStore } from "../../lib/store/index.js";
+import { createApp, type Logger } from "../../server/engine/app.js";
+import { loadEngineConfig } from "../../server/engine/config.js";
+
+const KEY = "svc-service-key-" + "fedcba9876543210".repeat(3);
+const logs: Record<string, unknown>[] = [];
+const logger: Logger = {
+  debug: (f) => logs.push({ level: "debug", ...f }),
+  info: (f) => logs.push({ level: "info", ...f }),
+  warn: (f) => logs.push({ level: "warn", ...f }),
+  error: (f) => logs.push({ level: "error", ...f }),
+};
+
+interface Raw { status: number; headers: http.IncomingHttpHeaders; body: string }
+
+function raw(port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Raw> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, method, path, headers, agent: false }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => (text += d));
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+const auth = (tenant = "acme", extra: Record<string, string> = {}) => ({ authorization: `Bearer ${KEY}`, "x-svc-tenant": tenant, ...extra });
+
+test("engine fast path: same answers as the Express chain, hostile requests refused", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-fast-get-"));
+  const store = await createStore({ path: dir });
+  const config = loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_API_KEYS: `other-${KEY},${KEY}`, SVC_ENGINE_LOG_LEVEL: "silent" });
+  const server = http.createServer(createApp({ store, config, logger, gpu: { unavailable: "no GPU in this test" } }));
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  try {
+    const acme = store.forTenant("acme");
+    await acme.put("ns", "k", new Uint8Array([1, 2, 3, 4]), { dtype: "bytes", metadata: { label: "first" } });
+    await acme.put("ns", "k", new Uint8Array([5, 6, 7, 8]), { dtype: "bytes", metadata: { label: "second" } });
+    await acme.put("ns", "a/b=c", new Uint8Array([9]), { dtype: "bytes" });
+    await store.forTenant("other").put("ns", "k", new Uint8Array([0]), { dtype: "bytes" });
+
+    // Content-Length: 0 sends the same request through Express
+    const viaExpress = { "content-length": "0" };
+    const same = async (what: string, path: string, headers: Record<string, string>) => {
+      const fast = await raw(port, "GET", path, headers);
+      const slow = await raw(port, "GET", path, { ...headers, ...viaExpress });
+      t.equal(fast.status, slow.status, `${what}: status ${slow.status} on both paths`);
+      const norm = (r: Raw) => r.body.replace(/"request_id":"[^"]+"/, '"request_id":"-"');
+      t.equal(norm(fast), norm(slow), `${what}: the same body`);
+      t.equal(fast.headers["content-type"], slow.headers["content-type"], `${what}: the same content type`);
+      t.equal(fast.headers["content-length"], slow.headers["content-length"], `${what}: the same length`);
+      t.equal(fast.headers["retry-after"], slow.headers["retry-after"], `${what}: the same Retry-After`);
+      t.ok(typeof fast.headers["x-request-id"] === "string", `${what}: a request id`);
+      return fast;
+    };
+    const latest = await same("latest version", "/v1/get/ns/k", auth());
+    t.equal(JSON.parse(latest.body).version, 2, "the latest version");
+    t.equal(JSON.parse(latest.body).metadata.label, "second", "its metadata");
+    const v1 = await same("version 1", "/v1/get/ns/k?version=1", auth());
+    t.equal(JSON.parse(v1.body).metadata.label, "first", "version 1's metadata");
+    t.equal(JSON.parse((await same("encoded key", "/v1/get/ns/a%2Fb%3Dc", auth())).body).key, "a/b=c", "a percent-encoded key");
+    t.equal(JSON.parse((await same("key with a slash", "/v1/get/ns/a/b=c", auth())).body).key, "a/b=c", "the rest of the path is the key");
+    t.equal(JSON.parse((await same("other tenant", "/v1/get/ns/k", auth("other"))).body).version, 1, "tenants are apart");
+    const missing = await same("missing entry", "/v1/get/ns/nope", auth());
+    t.equal(missing.status, 404, "missing: 404");
+    t.equal(JSON.parse(missing.body).code, "not_found", "not_found");
+    t.equal(JSON.parse(missing.body).request_id, missing.headers["x-request-id"], "the body's request id is the header's");
+    t.equal((await same("missing version", "/v1/get/ns/k?version=9", auth())).status, 404, "a missing version: 404");
+    t.equal((await same("other tenant's entry", "/v1/get/ns/a%2Fb%3Dc", auth("other"))).status, 404, "another tenant's entry: 404");
+
+    // hostile requests: the documented refusals
+    const cases: Array<[string, string, Record<string, string>, number]> = [
+      ["no key", "/v1/get/ns/k", { "x-svc-tenant": "acme" }, 401],
+      ["wrong key", "/v1/get/ns/k", auth("acme", { authorization: `Bearer x${KEY}` }), 401],
+      ["not a bearer", "/v1/get/ns/k", auth("acme", { authorization: `Basic ${KEY}` }), 401],
+      ["no tenant", "/v1/get/ns/k", { authorization: `Bearer ${KEY}` }, 400],
+      ["bad tenant", "/v1/get/ns/k", auth("Bad Tenant!"), 400],
+      ["version not a number", "/v1/get/ns/k?version=abc", auth(), 400],
+      ["version negative", "/v1/get/ns/k?version=-1", auth(), 400],
+      ["version twice", "/v1/get/ns/k?version=1&version=1", auth(), 400],
+      ["unknown parameter", "/v1/get/ns/k?verison=1", auth(), 400],
+      ["__proto__ parameter", "/v1/get/ns/k?__proto__=1", auth(), 400],
+      ["bad percent-encoding in the query", "/v1/get/ns/k?version=%E0%A4%A", auth(), 400],
+      ["bad percent-encoding in the key", "/v1/get/ns/%E0%A4%A", auth(), 400],
+      ["bad percent-encoding in the namespace", "/v1/get/%ZZ/k", auth(), 400],
+      ["empty namespace", "/v1/get//k", auth(), 404],
+      ["no key in the path", "/v1/get/ns/", auth(), 404],
+      ["namespace only", "/v1/get/ns", auth(), 404],
+      ["bad namespace", "/v1/get/NS!/k", auth(), 400],
+      ["key too long", `/v1/get/ns/${"k".repeat(5000)}`, auth(), 400],
+    ];
+    for (const [what, path, headers, status] of cases) {
+      const r = await raw(port, "GET", path, headers);
+      t.equal(r.status, status, `${what}: ${status}`);
+      const j = JSON.parse(r.body) as { code: string; detail: string; request_id: string };
+      t.ok(typeof j.detail === "string" && j.detail.length > 0 && j.request_id === r.headers["x-request-id"], `${what}: the error body with the request id`);
+      t.notOk(r.body.includes(KEY), `${what}: no key in the answer`);
+    }
+    const withBody = await raw(port, "GET", "/v1/get/ns/k", { ...auth(), "content-type": "application/json" }, "{}");
+    t.equal(withBody.status, 400, "a GET with a body: 400");
+    const chunked = await raw(port, "GET", "/v1/get/ns/k", { ...auth(), "transfer-encoding": "chunked" }, "abc");
+    t.equal(chunked.status, 400, "a chunked GET body: 400");
+    const head = await raw(port, "HEAD", "/v1/get/ns/k", auth());
+    t.equal(head.status, 200, "HEAD is answered (by Express)");
+    t.equal(head.body, "", "without a body");
+
+    // serves: octet-stream and JSON, the fast path against Express's negotiation of the same Accept
+    const floats = new Float32Array(4096).map((_, i) => Math.sin(i / 10));
+    await acme.put("ns", "f", floats, { shape: [64, 64], tolerance: 0 });
+    const serveSame = async (what: string, body: string, accept: string | undefined, negotiated: string) => {
+      const base = { ...auth(), "content-type": "application/json" };
+      const fast = await raw(port, "POST", "/v1/serve", accept === undefined ? base : { ...base, accept }, body);
+      const slow = await raw(port, "POST", "/v1/serve", { ...base, accept: negotiated }, body);
+      t.equal(fast.status, slow.status, `${what}: status ${slow.status} on both paths`);
+      const norm = (r: Raw) => r.body.replace(/"request_id":"[^"]+"/, '"request_id":"-"');
+      t.ok(norm(fast) === norm(slow), `${what}: the same body (${fast.body.length} characters)`);
+      for (const h of ["content-type", "content-length", "x-svc-dtype", "x-svc-shape", "x-svc-version", "retry-after"])
+        t.equal(fast.headers[h], slow.headers[h], `${what}: the same ${h}`);
+      return fast;
+    };
+    const octetAs = "application/octet-stream, application/json;q=0.5";
+    const jsonAs = "application/json;q=0.9, text/plain;q=0.1";
+    const s1 = await serveSame("octet serve", JSON.stringify({ namespace: "ns", key: "f" }), "application/octet-stream", octetAs);
+    t.equal(s1.headers["x-svc-shape"], "64,64", "the shape header");
+    await serveSame("JSON serve", JSON.stringify({ namespace: "ns", key: "f" }), "application/json", jsonAs);
+    await serveSame("JSON serve, no Accept", JSON.stringify({ namespace: "ns", key: "f" }), undefined, jsonAs);
+    await serveSame("JSON serve, */*", JSON.stringify({ namespace: "ns", key: "f" }), "*/*", jsonAs);
+    await serveSame("slice as float64", JSON.stringify({ namespace: "ns", key: "f", slice: [[1, 3], [5, 9]], dtype: "float64" }), "application/octet-stream", octetAs);
+    await serveSame("bytes entry, version 1", JSON.stringify({ namespace: "ns", key: "k", version: 1 }), "application/octet-stream", octetAs);
+    const hostileServes: Array<[string, string, number]> = [
+      ["missing entry", JSON.stringify({ namespace: "ns", key: "nope" }), 404],
+      ["missing version", JSON.stringify({ namespace: "ns", key: "f", version: 7 }), 404],
+      ["unknown member", JSON.stringify({ namespace: "ns", key: "f", extra: 1 }), 400],
+      ["duplicate member", '{"namespace":"ns","key":"f","key":"k"}', 400],
+      ["__proto__ member", '{"namespace":"ns","key":"f","__proto__":{"x":1}}', 400],
+      ["lone surrogate", '{"namespace":"ns","key":"\ud800"}', 400],
+      ["not JSON", "{namespace", 400],
+      ["an array", "[]", 400],
+      ["slice out of range", JSON.stringify({ namespace: "ns", key: "f", slice: [[0, 99], [0, 1]] }), 400],
+      ["bad dtype", JSON.stringify({ namespace: "ns", key: "f", dtype: "complex" }), 400],
+      ["gpu with a slice", JSON.stringify({ namespace: "ns", key: "f", device: "gpu", slice: [[0, 1], [0, 1]] }), 400],
+      ["deep nesting", "[".repeat(100_000) + "]".repeat(100_000), 400],
+    ];
+    for (const [what, body, status] of hostileServes) {
+      const r = await serveSame(what, body, "application/octet-stream", octetAs);
+      t.equal(r.status, status, `${what}: ${status}`);
+      t.equal(JSON.parse(r.body).request_id, r.headers["x-request-id"], `${what}: the body's request id is the header's`);
+    }
+    const tooBig = await raw(port, "POST", "/v1/serve", { ...auth(), "content-type": "application/json", accept: "application/octet-stream" }, JSON.stringify({ namespace: "ns", key: "f", pad: "x".repeat(2 * 1024 * 1024) }));
+    t.equal(tooBig.status, 413, "a serve body past the limit: 413");
+    const latin = await raw(port, "POST", "/v1/serve", { ...auth(), "content-type": "application/json; charset=latin1" }, JSON.stringify({ namespace: "ns", key: "f" }));
+    t.equal(latin.status, 415, "a JSON body in another charset: 415");
+    const noAuth = await raw(port, "POST", "/v1/serve", { "x-svc-tenant": "acme", "content-type": "application/json" }, JSON.stringify({ namespace: "ns", key: "f" }));
+    t.equal(noAuth.status, 401, "a serve without the key: 401");
+    // a Content-Length longer than the body sent, then the client leaves: no answer owed, the server goes on
+    await new Promise<void>((resolve) => {
+      const req = http.request({ host: "127.0.0.1", port, method: "POST", path: "/v1/serve", headers: { ...auth(), "content-type": "application/json", "content-length": "500" }, agent: false });
+      req.on("error", () => resolve());
+      req.write('{"namespace":"ns"');
+      setImmediate(() => {
+        req.destroy();
+        resolve();
+      });
+    });
+    t.equal((await raw(port, "GET", "/v1/get/ns/k", auth())).status, 200, "the engine serves on after a client left mid-body");
+
+    // the request id: a given UUID is kept (lower case), anything else replaced
+    const uuid = "0F8FAD5B-D9CB-469F-A165-70867728950E";
+    t.equal((await raw(port, "GET", "/v1/get/ns/k", auth("acme", { "x-request-id": uuid }))).headers["x-request-id"], uuid.toLowerCase(), "a given UUID is echoed in lower case");
+    const replaced = (await raw(port, "GET", "/v1/get/ns/k", auth("acme", { "x-request-id": "not-a-uuid\u00e9" }))).headers["x-request-id"];
+    t.ok(typeof replaced === "string" && /^[0-9a-f-]{36}$/.test(replaced), "anything else is replaced by a fresh id");
+
+    // one access-log line per request, the same fields as Express's, without the key
+    logs.length = 0;
+    await raw(port, "GET", "/v1/get/ns/k", auth());
+    await raw(port, "GET", "/v1/get/ns/nope", auth());
+    await raw(port, "GET", "/v1/get/ns/k", { ...auth(), ...viaExpress });
+    const lines = logs.filter((l) => l.msg === "request");
+    t.equal(lines.length, 3, "three requests, three lines");
+    t.deepEqual(Object.keys(lines[0]!).sort(), ["latency_ms", "level", "method", "msg", "path", "request_id", "status", "tenant"], "fields");
+    t.deepEqual(Object.keys(lines[0]!).sort(), Object.keys(lines[2]!).sort(), "the same fields as the Express line");
+    t.deepEqual(lines.map((l) => [l.status, l.tenant, l.path]), [[200, "acme", "/v1/get/ns/k"], [404, "acme", "/v1/get/ns/nope"], [200, "acme", "/v1/get/ns/k"]], "status, tenant and path");
+    t.notOk(JSON.stringify(logs).includes(KEY), "no key in the logs");
+
+    // metrics: the route template counted
+    const m = await raw(port, "GET", "/metrics", { authorization: `Bearer ${KEY}` });
+    const line = m.body.split("\n").find((l) => l.startsWith("svc_engine_http_requests_total{") && l.includes('method="GET"') && l.includes('status="404"') && l.includes("/v1/get/"));
+    t.ok(line !== undefined && Number(line.split(" ").pop()) >= 3, `404s of GET /v1/get counted: ${line}`);
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

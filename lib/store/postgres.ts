@@ -367,7 +367,6 @@ export class PostgresBackend implements StorageBackend {
    * other connections could otherwise exhaust the pool).
    */
   async *range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry> {
-    const family = start[0] as string;
     const f = familyOf(start);
     // the leading columns both bounds fix (a namespace's heads: tenant and namespace) are not
     // sent back: a top-K reads 10,000 heads, and each column of each row costs

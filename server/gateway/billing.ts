@@ -358,12 +358,12 @@ export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "cl
     }
   }
   // After the atomic step, never inside it: a provider call cannot be part of a store write.
-  let readError: unknown = null;
+  let readError: Error | null = null;
   if (out.tenantId) {
     try {
       out.cancellations = await cancelReplaced(deps, out.tenantId, nowIso);
     } catch (e) {
-      readError = e; // the event is decided, so it is logged first; the retry reads again
+      readError = e instanceof Error ? e : new Error(String(e)); // the event is decided, so it is logged first; the retry reads again
     }
   }
   await deps.log.write({
@@ -379,7 +379,7 @@ export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "cl
 const rawBody = express.raw({ type: () => true, limit: MAX_WEBHOOK_BYTES, inflate: false });
 
 const runMiddleware = (mw: express.RequestHandler, req: Request, res: Response) =>
-  new Promise<void>((resolve, reject) => mw(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+  new Promise<void>((resolve, reject) => mw(req, res, (err?: unknown) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve())));
 
 /** The billing router: POST /gate/checkout and POST /webhooks/payment. Mount it only when billing is on. */
 export function billingRouter(deps: BillingDeps): Router {

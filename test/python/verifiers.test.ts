@@ -10,7 +10,7 @@ import { deflateRawSync } from "node:zlib";
 import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { dir, p, fp, otherSigner, run as runNode, cleanup } from "../provenance/cli-fixtures.js";
-import { post, startApp, tempDir, get } from "../provenance/helpers.js";
+import { post, startApp, get } from "../provenance/helpers.js";
 import { PY_ROOT, findPython, requirePython, runPy, type PyRun } from "./helpers.js";
 
 const py = findPython();
@@ -295,8 +295,6 @@ async function buildCases(): Promise<Case[]> {
   }
   return cases;
 }
-
-interface Outcome { code: number | null; json: any; stderr: string }
 
 function compare(t: test.Test, c: Case, node: { code: number | null; stdout: string; stderr: string }, pyr: PyRun): void {
   t.equal(pyr.code, node.code, `${c.bin} ${c.name}: exit ${node.code} from both${pyr.code !== node.code ? ` (python: ${pyr.stdout.slice(0, 400)}${pyr.stderr.slice(-600)})` : ""}`);

@@ -26,7 +26,7 @@ export default tseslint.config(
       "@typescript-eslint/prefer-promise-reject-errors": "error",
       "@typescript-eslint/require-await": "off",
       "no-var": "error",
-      "prefer-const": "error",
+      "prefer-const": ["error", { ignoreReadBeforeAssign: true }],
       eqeqeq: ["error", "always", { null: "ignore" }],
       "no-throw-literal": "off",
       "no-debugger": "error",

@@ -191,6 +191,20 @@ function takeRequestId(req: IncomingMessage, res: ServerResponse): string {
 }
 
 /** The error body of docs/api.md (errors) on a plain Node response (as server/http/errors.ts writes it). */
+/**
+ * A 429 without a captured stack: refusals come by the thousand from one tenant over its
+ * window, and the stack (never shown, never logged for a 4xx) was the costliest part of one.
+ */
+function rateLimited(message: string, retryAfterS: number): RateLimitedError {
+  const depth = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new RateLimitedError(message, retryAfterS);
+  } finally {
+    Error.stackTraceLimit = depth;
+  }
+}
+
 function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
   const retry = retryAfterOf(e);
   if (retry !== null) res.setHeader("Retry-After", String(retry));
@@ -250,7 +264,7 @@ export function createApp(deps: GatewayDeps): Express {
     if (wait === 0) return go();
     const refuse = () => {
       if (hasBody(req)) res.setHeader("Connection", "close");
-      writeError(res, new RateLimitedError(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
+      writeError(res, rateLimited(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
     };
     verifies(req).then((ok) => (ok ? go() : refuse()), refuse);
   }
@@ -448,7 +462,7 @@ export function createApp(deps: GatewayDeps): Express {
           over.audited = true;
           setRateHeaders(res, state);
           rateHeadersSet = true;
-          throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${state.retryAfterS} seconds.`, state.retryAfterS);
+          throw rateLimited(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${state.retryAfterS} seconds.`, state.retryAfterS);
         }
         overLimit.delete(tenant.tenant_id);
       }
@@ -493,7 +507,7 @@ export function createApp(deps: GatewayDeps): Express {
               noteWindow(tenant.tenant_id, state);
               setRateHeaders(res, state);
               rateHeadersSet = true;
-              throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${state.retryAfterS} seconds.`, state.retryAfterS);
+              throw rateLimited(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${state.retryAfterS} seconds.`, state.retryAfterS);
             }
           }
           const who = tenant.tenant_id;
@@ -548,7 +562,7 @@ export function createApp(deps: GatewayDeps): Express {
       rateHeadersSet = true;
       if (!rate.allowed) {
         noteWindow(tenant.tenant_id, rate);
-        throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
+        throw rateLimited(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
       }
 
       // Step 6: quota (billing enabled only): the month's CUs (with those reserved) reached the plan's quota: 503.

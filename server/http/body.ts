@@ -97,7 +97,7 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
       if (err) {
         closeAfter(res);
         req.pause();
-        reject(err);
+        reject(err instanceof Error ? err : new Error(String(err)));
       } else resolve(body!);
     };
     const onData = (chunk: Buffer) => {

@@ -22,8 +22,9 @@ export default tseslint.config(
       "@typescript-eslint/await-thenable": "error",
       "@typescript-eslint/no-for-in-array": "error",
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
-      "@typescript-eslint/only-throw-error": "error",
-      "@typescript-eslint/prefer-promise-reject-errors": "error",
+      // a caught value passed on as it came is allowed; a literal or a plain object is not
+      "@typescript-eslint/only-throw-error": ["error", { allowThrowingUnknown: true }],
+      "@typescript-eslint/prefer-promise-reject-errors": ["error", { allowThrowingUnknown: true }],
       "@typescript-eslint/require-await": "off",
       "no-var": "error",
       "prefer-const": ["error", { ignoreReadBeforeAssign: true }],

@@ -29,7 +29,7 @@ import { MemoryAuthThrottle, type AuthThrottle } from "./auth-throttle.js";
 import { BodyBudget, BodyLease } from "./body-budget.js";
 import { DEFAULT_LIMITS, type GatewayLimits } from "./config.js";
 import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
-import { confirmTenant, credentialOf, headerOf, KEY_PREFIX, secretsEqual, sha256Hex, tenantKeyHashOf } from "./auth.js";
+import { credentialOf, headerOf, KEY_PREFIX, secretsEqual, sha256Hex, tenantKeyHashOf } from "./auth.js";
 import { clientAddress, trustedProxies } from "./client-address.js";
 import type { Clock } from "./clock.js";
 import { checkGrant, confirmKey, PRIMARY_KEY_ID, type KeyGrant } from "./keys.js";
@@ -283,7 +283,7 @@ export function createApp(deps: GatewayDeps): Express {
     const h = sha256Hex(key);
     const l = await admission.lookup(h);
     try {
-      confirmTenant(l?.tenant ?? null, h);
+      confirmKey(l?.tenant ?? null, h, clock.now());
       return true;
     } catch {
       return false;

@@ -4,7 +4,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { UnauthorizedError, ValidationError } from "../../lib/errors.js";
-import { keyHashesOf, type TenantRecord } from "./tenants.js";
+import type { TenantRecord } from "./tenants.js";
 
 export const KEY_PREFIX = "svc_live_";
 
@@ -72,22 +72,6 @@ export function tenantKeyHashOf(req: IncomingMessage): string | null {
   const key = credentialOf(req);
   if (!key) throw new UnauthorizedError("Missing API key: send it in X-Api-Key or Authorization: Bearer.");
   return key.startsWith(KEY_PREFIX) ? sha256Hex(key) : null;
-}
-
-/**
- * Step 2, second half: `t` (the record looked up by `keyHash`) is active and holds that very
- * key hash (its own key or a scoped key), compared in constant time; else 401. Scopes and
- * expiry are keys.ts's confirmKey.
- */
-export function confirmTenant(t: TenantRecord | null, keyHash: string | null): TenantRecord {
-  // Keys are looked up by their SHA-256, so nothing secret is compared byte by byte with
-  // early exit; this is a constant-time confirmation of the match.
-  if (!t || keyHash === null || keyHash.length !== 64 || !t.active) throw new UnauthorizedError("Invalid API key.");
-  const h = Buffer.from(keyHash, "hex");
-  let match = false;
-  for (const k of keyHashesOf(t)) if (k.length === 64 && timingSafeEqual(Buffer.from(k, "hex"), h)) match = true;
-  if (!match) throw new UnauthorizedError("Invalid API key.");
-  return t;
 }
 
 /** Admin authentication: `Authorization: Bearer <service key>`; anything else is 401. */

@@ -223,15 +223,16 @@ export function engineFastPath(deps: { store: Store; config: EngineConfig; logge
     const path = req.url!.split("?", 1)[0]!;
     const method = req.method!;
     let done = false;
-    const finish = () => {
+    // counted once answered or abandoned; logged once answered (as the Express chain does)
+    const counted = (answered: boolean) => () => {
       if (done) return;
       done = true;
       const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
       metrics.http.observe(method, metrics.route(path), res.statusCode, seconds);
-      logger.info({ msg: "request", method, path, status: res.statusCode, latency_ms: seconds * 1000, request_id: id, tenant: taken.tenant });
+      if (answered) logger.info({ msg: "request", method, path, status: res.statusCode, latency_ms: seconds * 1000, request_id: id, tenant: taken.tenant });
     };
-    res.once("finish", finish);
-    res.once("close", finish);
+    res.once("finish", counted(true));
+    res.once("close", counted(false));
     res.setHeader("X-Request-Id", id);
     if (taken.route === "serve") {
       serve(req, res, taken.tenant, taken.octet).catch((err: unknown) => fail(res, id, err));

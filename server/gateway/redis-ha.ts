@@ -249,15 +249,18 @@ export class RespCluster implements RedisHandle {
 }
 
 /** Opens the gateway's Redis link for `target`. Rejects with a sentence that never contains a password. */
-export async function openRedis(target: RedisTarget): Promise<RedisHandle> {
+export async function openRedis(target: RedisTarget, how: { whenUp?: boolean } = {}): Promise<RedisHandle> {
+  // whenUp: a server (or sentinel) that does not answer yet is waited for in the background
+  // (RespConnection.openWhenUp) rather than an error; a cluster still needs its nodes at start.
+  const open = how.whenUp ? RespConnection.openWhenUp : RespConnection.open;
   switch (target.kind) {
     case "single":
-      return RespConnection.open(target.url, { commandTimeoutMs: target.timeoutMs });
+      return open(target.url, { commandTimeoutMs: target.timeoutMs });
     case "sentinel": {
       const base = new URL(target.sentinels[0]!);
       // The master's URL: the sentinels' scheme (TLS or not), the master's own credentials and database.
       const url = withAuth(base, "127.0.0.1", 6379, target.username ?? "", target.password ?? "", target.db);
-      return RespConnection.open(url, {
+      return open(url, {
         resolve: sentinelResolver(target.sentinels, target.masterName),
         requireMaster: true,
         configName: "SVC_GATE_REDIS_SENTINELS",

@@ -177,6 +177,27 @@ export class RespConnection implements RedisLink {
     return c;
   }
 
+  /**
+   * Like open, but a Redis that does not answer yet (refused, timed out, not a master yet) is
+   * not an error: the connection is returned down, commands fail with state_unavailable until
+   * it connects, and it keeps trying as after a drop. A refusal by the server (a wrong
+   * password, a bad database) still rejects: retrying would not help.
+   */
+  static async openWhenUp(url: string, opts: RespOptions = {}): Promise<RespConnection> {
+    const c = new RespConnection(new URL(url), opts);
+    try {
+      await c.connect();
+    } catch (e) {
+      if (e instanceof RedisReplyError || (e instanceof RedisConnectionError && /database that is not a number/.test(e.message))) {
+        c.destroy();
+        throw new Error(`Could not connect to the Redis server named by ${opts.configName ?? "SVC_GATE_REDIS_URL"}${e instanceof RedisReplyError ? ` (${e.message.split(" ")[0]})` : ""}.`);
+      }
+      // a socket that was opened closes and its onClose schedules the next try; else schedule it here
+      if (c.socket === null) c.reconnectLater();
+    }
+    return c;
+  }
+
   /** Whether commands can be sent now. */
   get isReady(): boolean {
     return this.ready;

@@ -52,7 +52,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   if (config.redis) {
     // One server, a master behind sentinels, or a cluster (redis-ha.ts); on a cluster each
     // tenant's keys carry a {tenant} hash tag so that its scripts run on one slot.
-    redis = await (opts.openRedis ?? openRedis)(config.redis);
+    // A Redis that does not answer yet is waited for: requests needing it are 503
+    // state_unavailable and /gate/health says store_connected false until it does.
+    redis = await (opts.openRedis ?? ((t: RedisTarget) => openRedis(t, { whenUp: true })))(config.redis);
     const tags = config.redis.kind === "cluster";
     const redisRegistry = new RedisTenantRegistry(redis, config.redisPrefix, tags);
     registry = redisRegistry;

@@ -4,6 +4,7 @@
       "target_name": "svc_tensor",
       "sources": [
         "native/addon.cc",
+        "native/alloc.cc",
         "native/gemm.cc",
         "native/gpu.cc",
         "native/kernels.cc",
@@ -12,6 +13,8 @@
         "native/kernels_avx512.cc",
         "native/linalg.cc",
         "native/pred.cc",
+        "native/rank_probe.cc",
+        "native/svd.cc",
         "native/threads.cc",
         "native/tt.cc",
         "native/device_none.cc"

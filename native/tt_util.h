@@ -1,0 +1,60 @@
+// Helpers shared by the TT files: kernel dot products, sums of squares, checked sizes, a seeded generator.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels.h"
+#include "threads.h"
+#include "tt.h"
+
+namespace svc {
+namespace tt_detail {
+
+inline double dotk(const float* a, const float* b, size_t n) { return K().dot_ff(a, b, n); }
+inline double dotk(const double* a, const double* b, size_t n) { return K().dot_dd(a, b, n); }
+inline double sqdiffk(const float* a, const float* b, size_t n) { return K().sqdiff_ff(a, b, n); }
+inline double sqdiffk(const double* a, const double* b, size_t n) { return K().sqdiff_dd(a, b, n); }
+template <typename TA, typename TB>
+double dot_mixed(const TA* a, const TB* b, size_t n) {
+  if constexpr (std::is_same_v<TA, TB>) {
+    return dotk(a, b, n);
+  } else {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += double(a[i]) * double(b[i]);
+    return s;
+  }
+}
+
+constexpr size_t kChunk = 1 << 18;
+
+template <typename T>
+double sumsq(const T* x, size_t n) {
+  size_t nb = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(nb);
+  parallel_for(nb, [&](size_t i) {
+    size_t s = i * kChunk, len = std::min(kChunk, n - s);
+    part[i] = dotk(x + s, x + s, len);
+  });
+  double t = 0;
+  for (double v : part) t += v;
+  return t;
+}
+
+inline size_t checked_mul(size_t a, size_t b, const char* field) {
+  if (a != 0 && b > SIZE_MAX / a) throw TTError("bad_request", field, std::string(field) + " describes a tensor too large to address");
+  return a * b;
+}
+
+inline uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace tt_detail
+}  // namespace svc

@@ -4,7 +4,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { UnauthorizedError, ValidationError } from "../../lib/errors.js";
-import type { TenantRecord } from "./tenants.js";
 
 export const KEY_PREFIX = "svc_live_";
 

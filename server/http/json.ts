@@ -284,9 +284,11 @@ function scan(text: string, numbers: NumberRule, refuseProto: boolean, maxDepth:
   return null;
 }
 
-/** Thrown by scan at the first problem. */
-class Found {
-  constructor(readonly problem: JsonProblem) {}
+/** Thrown by scan at the first problem (once per refused text) and caught in this file. */
+class Found extends Error {
+  constructor(readonly problem: JsonProblem) {
+    super(problem.message);
+  }
 }
 
 /** The problem of `kind` at `depth` open containers of `stack`. */

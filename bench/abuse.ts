@@ -5,8 +5,8 @@
 // lists 200,000 strings over 2,000 entries, two at a time); trickled uploads (160 octet-stream
 // puts sending a byte every 2 s); an unauthenticated flood (3,000 requests with a 90 KB path,
 // no key, 32 at a time: also the audit bytes it wrote); large concurrent bodies (four 100 MiB
-// JSON puts at once, sent to a gateway running as its own process in front of its own engine:
-// also the gateway process's peak RSS). Then CUs lost per kill: eight clients of
+// JSON puts and two 100 MiB octet-stream puts at once, on `svc up` and on an engine and a
+// gateway as processes of their own: also each process's peak RSS). Then CUs lost per kill: eight clients of
 // gets and puts, `kill -9` of svc up, a restart on the same directory, and the CUs of 2xx
 // records in the audit log minus the usage the restarted gateway reports. Only the CLI and
 // HTTP are used, so the same file measures any revision of the service. SVC_BENCH_PATTERNS
@@ -130,11 +130,12 @@ const pct = (xs: number[], p: number) => {
 };
 
 /** The victim's GETs, one after another (50 ms apart), for `ms`; each cut at 10 s. */
-async function probe(s: Stack, key: string, ms: number) {
+/** The victim's GETs for `ms`, and on while `more()` says so. */
+async function probe(s: Stack, key: string, ms: number, more: () => boolean = () => false) {
   const lat: number[] = [];
   let timeouts = 0, errors = 0, ok = 0;
   const end = performance.now() + ms;
-  while (performance.now() < end) {
+  while (performance.now() < end || more()) {
     const t0 = performance.now();
     try {
       const r = await http(VICTIM, `${s.gateway}/v1/get/default/v`, { headers: { "x-api-key": key }, timeoutMs: 10_000 });
@@ -248,35 +249,52 @@ if (PATTERNS.has("unauthenticated_flood")) {
   console.log(JSON.stringify({ pattern: "unauthenticated_flood", requests: statuses.length, seconds: Math.round(secs * 10) / 10, statuses: count(statuses), audit_bytes_written: after - before, ...p }));
 }
 
-// Large concurrent bodies: four 100 MiB JSON puts at once (all-zero data) to a gateway process
-// of its own, whose peak RSS is read; the victim reads through that gateway.
-if (PATTERNS.has("large_bodies")) {
-  const split = await startSplit(join(dir, "split"));
-  const g = split.gateway;
+// Large concurrent bodies: four 100 MiB JSON puts and two 100 MiB octet-stream puts at once
+// (all-zero data) from one tenant, while another reads, on `svc up` (one process) and on
+// `svc engine` + `svc gateway` (two processes); the peak RSS of each process is read.
+async function largeBodies(layout: string, g: Stack, pids: Record<string, number>): Promise<void> {
   const sv = (await adminCall(g, "/gate/onboard/create", tenantBody("victim"))).json.api_key as string;
   const sa = (await adminCall(g, "/gate/onboard/create", tenantBody("abuser"))).json.api_key as string;
   const vp = await http(VICTIM, `${g.gateway}/v1/put`, { headers: { "x-api-key": sv, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "v", data_b64: f32b64(64, (i) => Math.sin(i / 7)), dtype: "float32", shape: [64] }) });
   if (vp.status !== 201) throw new Error(`victim put: ${vp.status} ${vp.text}`);
-  const rssBefore = await peakRss(g.child.pid!);
+  const rssBefore: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(pids)) rssBefore[name] = await peakRss(pid);
   const n = 100 * MiB / 4;
-  const body = Buffer.from(JSON.stringify({ namespace: "default", key: "big", dtype: "float32", shape: [n], data_b64: Buffer.alloc(100 * MiB).toString("base64") }));
-  const statuses: number[] = [];
+  const raw = Buffer.alloc(100 * MiB);
+  const body = Buffer.from(JSON.stringify({ namespace: "default", key: "big", dtype: "float32", shape: [n], data_b64: raw.toString("base64") }));
+  const statuses: Record<string, number[]> = { json: [], octet: [] };
   const details: Record<string, string> = {};
-  const puts = Promise.all(Array.from({ length: 4 }, async () => {
-    const r = await http(ABUSER, `${g.gateway}/v1/put`, { headers: { "x-api-key": sa, "content-type": "application/json" }, body }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }));
-    statuses.push(r.status);
+  const send = async (kind: "json" | "octet", i: number) => {
+    const r = kind === "json"
+      ? await http(ABUSER, `${g.gateway}/v1/put`, { headers: { "x-api-key": sa, "content-type": "application/json" }, body, timeoutMs: 600_000 }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }))
+      : await http(ABUSER, `${g.gateway}/v1/put?namespace=default&key=oct${i}&dtype=float32&shape=${n}`, { headers: { "x-api-key": sa, "content-type": "application/octet-stream" }, body: raw, timeoutMs: 600_000 }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }));
+    statuses[kind]!.push(r.status);
     if (r.status >= 300 || r.status === 0) {
       try {
-        details[String(r.status)] ??= String((JSON.parse(r.text) as { detail?: unknown }).detail);
+        details[`${kind} ${r.status}`] ??= String((JSON.parse(r.text) as { detail?: unknown }).detail);
       } catch {
-        details[String(r.status)] ??= r.text.slice(0, 200);
+        details[`${kind} ${r.status}`] ??= r.text.slice(0, 200);
       }
     }
-  }));
-  const p = await probe(g, sv, 4000);
+  };
+  let running = true;
+  const puts = Promise.all([...Array.from({ length: 4 }, (_, i) => send("json", i)), ...Array.from({ length: 2 }, (_, i) => send("octet", i))]).finally(() => (running = false));
+  // the victim reads for as long as the puts run (at least 4 s)
+  const t0 = performance.now();
+  const p = await probe(g, sv, 4000, () => running);
   await puts;
-  console.log(JSON.stringify({ pattern: "large_bodies", bodies: 4, body_mib: Math.round(body.length / MiB), statuses: count(statuses), details, gateway_peak_rss_mib_before: rssBefore, gateway_peak_rss_mib: await peakRss(g.child.pid!), ...p }));
-  await stopStack(g);
+  const rss: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(pids)) rss[name] = await peakRss(pid);
+  console.log(JSON.stringify({ pattern: "large_bodies", layout, json_bodies: 4, octet_bodies: 2, json_body_mib: Math.round(body.length / MiB), octet_body_mib: 100, statuses: { json: count(statuses.json!), octet: count(statuses.octet!) }, details, peak_rss_mib_before: rssBefore, peak_rss_mib: rss, puts_s: Math.round((performance.now() - t0) / 100) / 10, loadavg_1m: Math.round(loadavg()[0]! * 100) / 100, ...p }));
+}
+
+if (PATTERNS.has("large_bodies")) {
+  const up = await startStack(join(dir, "large-up"));
+  await largeBodies("svc up", up, { svc_up: up.child.pid! });
+  await stopStack(up);
+  const split = await startSplit(join(dir, "split"));
+  await largeBodies("engine + gateway", split.gateway, { gateway: split.gateway.child.pid!, engine: split.engine.pid! });
+  await stopStack(split.gateway);
   split.engine.kill("SIGTERM");
   await new Promise((r) => split.engine.once("exit", r));
 }

@@ -12,6 +12,7 @@
         "native/kernels_avx2.cc",
         "native/kernels_avx512.cc",
         "native/linalg.cc",
+        "native/napi_util.cc",
         "native/pred.cc",
         "native/rank_probe.cc",
         "native/svd.cc",

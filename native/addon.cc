@@ -17,6 +17,7 @@
 #include "device.h"
 #include "gpu.h"
 #include "kernels.h"
+#include "napi_util.h"
 #include "pred.h"
 #include "threads.h"
 #include "tt.h"
@@ -30,8 +31,6 @@ struct Arr {
   bool f64 = false;
 };
 
-TTError bad(const std::string& field, const std::string& msg) { return TTError("bad_request", field, msg); }
-
 Arr read_array(const Napi::Value& v, const std::string& field) {
   if (!v.IsTypedArray()) throw bad(field, field + " must be a Float32Array or Float64Array");
   auto ta = v.As<Napi::TypedArray>();
@@ -43,21 +42,6 @@ Arr read_array(const Napi::Value& v, const std::string& field) {
   a.n = ta.ElementLength();
   a.p = static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
   return a;
-}
-
-std::vector<size_t> read_sizes(const Napi::Value& v, const std::string& field) {
-  if (!v.IsArray()) throw bad(field, field + " must be an array of integers");
-  auto a = v.As<Napi::Array>();
-  std::vector<size_t> out;
-  for (uint32_t i = 0; i < a.Length(); ++i) {
-    Napi::Value x = a.Get(i);
-    if (!x.IsNumber()) throw bad(field, field + " must be an array of integers");
-    double d = x.As<Napi::Number>().DoubleValue();
-    if (!(d >= 0 && d <= 9007199254740991.0) || std::floor(d) != d)
-      throw bad(field, field + " must be an array of non-negative integers");
-    out.push_back(static_cast<size_t>(d));
-  }
-  return out;
 }
 
 double read_number(const Napi::Value& v, const std::string& field) {
@@ -161,76 +145,6 @@ Napi::Array sizes_js(Napi::Env env, const std::vector<size_t>& v) {
   auto a = Napi::Array::New(env, v.size());
   for (uint32_t i = 0; i < v.size(); ++i) a.Set(i, Napi::Number::New(env, double(v[i])));
   return a;
-}
-
-// Base worker: keeps its JavaScript inputs alive, catches native errors, settles a promise.
-class Worker : public Napi::AsyncWorker {
- public:
-  explicit Worker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-  void keep(const Napi::Value& v) {
-    if (v.IsObject()) refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
-  }
-
- protected:
-  virtual void run() = 0;
-  virtual Napi::Value result(Napi::Env env) = 0;
-
-  void Execute() override {
-    try {
-      run();
-    } catch (const TTError& e) {
-      fail(e.code, e.field, e.what());
-    } catch (const std::bad_alloc&) {
-      fail("internal", "", "out of memory while processing the request");
-    } catch (const std::exception& e) {
-      fail("internal", "", e.what());
-    }
-  }
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    if (failed_) {
-      Napi::Error err = Napi::Error::New(env, message_);
-      err.Set("code", Napi::String::New(env, code_));
-      if (!field_.empty()) err.Set("field", Napi::String::New(env, field_));
-      deferred_.Reject(err.Value());
-      return;
-    }
-    deferred_.Resolve(result(env));
-  }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
-  void fail(const std::string& code, const std::string& field, const std::string& msg) {
-    failed_ = true;
-    code_ = code;
-    field_ = field;
-    message_ = msg;
-  }
-  Napi::Promise::Deferred deferred_;
-  std::vector<Napi::ObjectReference> refs_;
-  bool failed_ = false;
-  std::string code_, field_, message_;
-};
-
-// Validation errors found while reading arguments reject the promise the same way.
-Napi::Value rejected(Napi::Env env, const TTError& e) {
-  auto d = Napi::Promise::Deferred::New(env);
-  Napi::Error err = Napi::Error::New(env, e.what());
-  err.Set("code", Napi::String::New(env, e.code));
-  if (!e.field.empty()) err.Set("field", Napi::String::New(env, e.field));
-  d.Reject(err.Value());
-  return d.Promise();
-}
-
-template <typename F>
-Napi::Value guard(const Napi::CallbackInfo& info, F&& f) {
-  try {
-    return f();
-  } catch (const TTError& e) {
-    return rejected(info.Env(), e);
-  }
 }
 
 Napi::Value tt_result_js(Napi::Env env, TTResult& r, bool f64) {
@@ -514,16 +428,6 @@ class DenseDotWorker : public Worker {
   double v_ = 0;
 };
 
-template <typename W>
-Napi::Value start(const Napi::CallbackInfo& info) {
-  return guard(info, [&]() -> Napi::Value {
-    auto* w = new W(info);
-    Napi::Promise p = w->promise();
-    w->Queue();
-    return p;
-  });
-}
-
 // ---- pred codec (native/pred.h): predCompress, predDecompress, predInfo, predEstimate ----
 
 // NaN and infinities are refused on the worker thread (no scan on the event loop).
@@ -638,7 +542,7 @@ class PredDecompressWorker : public Worker {
 
 Napi::Value PredInfoJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  try {
+  return sync_call(env, [&]() -> Napi::Value {
     if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
       throw bad("stream", "stream must be a Uint8Array");
     auto a = info[0].As<Napi::Uint8Array>();
@@ -651,12 +555,7 @@ Napi::Value PredInfoJs(const Napi::CallbackInfo& info) {
     o.Set("max_abs_error", Napi::Number::New(env, pi.max_abs_error));
     o.Set("lossless", Napi::Boolean::New(env, pi.lossless));
     return o;
-  } catch (const TTError& e) {
-    Napi::Error err = Napi::Error::New(env, e.what());
-    err.Set("code", Napi::String::New(env, e.code));
-    if (!e.field.empty()) err.Set("field", Napi::String::New(env, e.field));
-    throw err;
-  }
+  });
 }
 
 void register_pred(Napi::Env env, Napi::Object exports) {

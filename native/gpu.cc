@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "napi_util.h"
+
 namespace svc {
 
 namespace gpu {
@@ -22,33 +24,11 @@ size_t bytes_for(const std::vector<size_t>& modes, const std::vector<size_t>& ra
 
 namespace {
 
-TTError bad(const std::string& field, const std::string& msg) { return TTError("bad_request", field, msg); }
-
-Napi::Error to_error(Napi::Env env, const std::string& code, const std::string& field, const std::string& msg) {
-  Napi::Error err = Napi::Error::New(env, msg);
-  err.Set("code", Napi::String::New(env, code));
-  if (!field.empty()) err.Set("field", Napi::String::New(env, field));
-  return err;
-}
-
 uint64_t read_handle(const Napi::Value& v, const std::string& field) {
   if (!v.IsNumber()) throw bad(field, field + " must be a GPU handle");
   double d = v.As<Napi::Number>().DoubleValue();
   if (!(d >= 1 && d <= 9007199254740991.0) || std::floor(d) != d) throw bad(field, field + " must be a GPU handle");
   return uint64_t(d);
-}
-
-std::vector<size_t> read_sizes(const Napi::Value& v, const std::string& field) {
-  if (!v.IsArray()) throw bad(field, field + " must be an array of integers");
-  auto a = v.As<Napi::Array>();
-  std::vector<size_t> out;
-  for (uint32_t i = 0; i < a.Length(); ++i) {
-    Napi::Value x = a.Get(i);
-    double d = x.IsNumber() ? x.As<Napi::Number>().DoubleValue() : -1;
-    if (!(d >= 0 && d <= 9007199254740991.0) || std::floor(d) != d) throw bad(field, field + " must be an array of non-negative integers");
-    out.push_back(size_t(d));
-  }
-  return out;
 }
 
 size_t read_count(const Napi::Value& v, const std::string& field) {
@@ -65,43 +45,6 @@ const float* read_f32(const Napi::Value& v, const std::string& field, size_t* n)
   *n = ta.ElementLength();
   return ta.Data();
 }
-
-class Worker : public Napi::AsyncWorker {
- public:
-  explicit Worker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-  void keep(const Napi::Value& v) {
-    if (v.IsObject()) refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
-  }
-
- protected:
-  virtual void run() = 0;
-  virtual Napi::Value result(Napi::Env env) = 0;
-  void Execute() override {
-    try {
-      run();
-    } catch (const TTError& e) {
-      failed_ = true, code_ = e.code, field_ = e.field, message_ = e.what();
-    } catch (const std::bad_alloc&) {
-      failed_ = true, code_ = "internal", message_ = "out of host memory while processing the request";
-    } catch (const std::exception& e) {
-      failed_ = true, code_ = "internal", message_ = e.what();
-    }
-  }
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    if (failed_) deferred_.Reject(to_error(env, code_, field_, message_).Value());
-    else deferred_.Resolve(result(env));
-  }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  std::vector<Napi::ObjectReference> refs_;
-  bool failed_ = false;
-  std::string code_, field_, message_;
-};
 
 // gpuLoad(cores: Float32Array[], ranks, modes) -> { handle, bytes, h2d_s }
 class LoadWorker : public Worker {
@@ -286,52 +229,32 @@ class TopkWorker : public Worker {
   std::vector<double> score_;
 };
 
-template <typename W>
-Napi::Value start(const Napi::CallbackInfo& info) {
-  try {
-    auto* w = new W(info);
-    Napi::Promise p = w->promise();
-    w->Queue();
-    return p;
-  } catch (const TTError& e) {
-    auto d = Napi::Promise::Deferred::New(info.Env());
-    d.Reject(to_error(info.Env(), e.code, e.field, e.what()).Value());
-    return d.Promise();
-  }
-}
-
 // gpuRelease(handle) -> boolean (false: not resident)
 Napi::Value Release(const Napi::CallbackInfo& info) {
-  try {
+  return sync_call(info.Env(), [&]() -> Napi::Value {
     return Napi::Boolean::New(info.Env(), gpu::release(read_handle(info[0], "handle")));
-  } catch (const TTError& e) {
-    throw to_error(info.Env(), e.code, e.field, e.what());
-  }
+  });
 }
 
 // gpuMemory() -> { free, total } in bytes; throws (code gpu_unavailable) without a device
 Napi::Value Memory(const Napi::CallbackInfo& info) {
-  try {
+  return sync_call(info.Env(), [&]() -> Napi::Value {
     auto m = gpu::memory();
     auto o = Napi::Object::New(info.Env());
     o.Set("free", Napi::Number::New(info.Env(), double(m.first)));
     o.Set("total", Napi::Number::New(info.Env(), double(m.second)));
     return o;
-  } catch (const TTError& e) {
-    throw to_error(info.Env(), e.code, e.field, e.what());
-  }
+  });
 }
 
 // gpuBytesFor(ranks, modes) -> device bytes of such an entry (the cache's accounting)
 Napi::Value BytesFor(const Napi::CallbackInfo& info) {
-  try {
+  return sync_call(info.Env(), [&]() -> Napi::Value {
     auto ranks = read_sizes(info[0], "ranks");
     auto modes = read_sizes(info[1], "modes");
     if (ranks.size() != modes.size() + 1) throw bad("ranks", "ranks must have one more entry than modes");
     return Napi::Number::New(info.Env(), double(gpu::bytes_for(modes, ranks)));
-  } catch (const TTError& e) {
-    throw to_error(info.Env(), e.code, e.field, e.what());
-  }
+  });
 }
 
 }  // namespace

@@ -78,7 +78,9 @@ void check_large_cores(const TTArg& t, Prefix&& prefix) {
       double v = a.f64 ? static_cast<const double*>(a.p)[i] : double(static_cast<const float*>(a.p)[i]);
       if (!std::isfinite(v)) {
         std::string f = prefix() + "cores[" + std::to_string(k) + "]";
-        throw TTError("bad_request", f, f + " must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
+        throw TTError(
+            "bad_request", f,
+            f + " must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
       }
     }
   }
@@ -110,7 +112,8 @@ TTArg read_tt(const Napi::Value& cores_v, const Napi::Value& ranks_v, const std:
     if (k == 0) t.f64 = a.f64;
     if (a.f64 != t.f64) throw bad(f, "all cores must have the same type");
     double want = double(t.ranks[k]) * double(modes[k]) * double(t.ranks[k + 1]);
-    if (t.ranks[k] == 0 || double(a.n) != want) throw bad(f, f + " must have ranks[k] * modes[k] * ranks[k+1] elements");
+    if (t.ranks[k] == 0 || double(a.n) != want)
+      throw bad(f, f + " must have ranks[k] * modes[k] * ranks[k+1] elements");
     t.cores.push_back(a);
   }
   return t;
@@ -172,7 +175,8 @@ class CompressWorker : public Worker {
 
  protected:
   void run() override {
-    if (data_.f64) res_ = tt_compress(static_cast<const double*>(data_.p), data_.n, modes_, tol_, max_rank_, min_ratio_);
+    if (data_.f64)
+      res_ = tt_compress(static_cast<const double*>(data_.p), data_.n, modes_, tol_, max_rank_, min_ratio_);
     else res_ = tt_compress(static_cast<const float*>(data_.p), data_.n, modes_, tol_, max_rank_, min_ratio_);
   }
   Napi::Value result(Napi::Env env) override { return tt_result_js(env, res_, data_.f64); }
@@ -416,10 +420,12 @@ class DenseDotWorker : public Worker {
 
  protected:
   void run() override {
-    if (a_.f64) v_ = b_.f64 ? dense_dot(static_cast<const double*>(a_.p), static_cast<const double*>(b_.p), a_.n)
-                            : dense_dot(static_cast<const double*>(a_.p), static_cast<const float*>(b_.p), a_.n);
-    else v_ = b_.f64 ? dense_dot(static_cast<const float*>(a_.p), static_cast<const double*>(b_.p), a_.n)
-                     : dense_dot(static_cast<const float*>(a_.p), static_cast<const float*>(b_.p), a_.n);
+    if (a_.f64)
+      v_ = b_.f64 ? dense_dot(static_cast<const double*>(a_.p), static_cast<const double*>(b_.p), a_.n)
+                  : dense_dot(static_cast<const double*>(a_.p), static_cast<const float*>(b_.p), a_.n);
+    else
+      v_ = b_.f64 ? dense_dot(static_cast<const float*>(a_.p), static_cast<const double*>(b_.p), a_.n)
+                  : dense_dot(static_cast<const float*>(a_.p), static_cast<const float*>(b_.p), a_.n);
   }
   Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
 
@@ -435,7 +441,9 @@ void check_finite_data(const Arr& a) {
   for (size_t i = 0; i < a.n; ++i) {
     double v = a.f64 ? static_cast<const double*>(a.p)[i] : double(static_cast<const float*>(a.p)[i]);
     if (!std::isfinite(v))
-      throw TTError("bad_request", "data", "data must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
+      throw TTError(
+          "bad_request", "data",
+          "data must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
   }
 }
 

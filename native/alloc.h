@@ -16,14 +16,31 @@ struct Buffer {
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  Buffer(Buffer&& o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; o.bytes = 0; }
+  Buffer(Buffer&& o) noexcept : p(o.p), bytes(o.bytes) {
+    o.p = nullptr;
+    o.bytes = 0;
+  }
   Buffer& operator=(Buffer&& o) noexcept {
-    if (this != &o) { free_buffer(p, bytes); p = o.p; bytes = o.bytes; o.p = nullptr; o.bytes = 0; }
+    if (this != &o) {
+      free_buffer(p, bytes);
+      p = o.p;
+      bytes = o.bytes;
+      o.p = nullptr;
+      o.bytes = 0;
+    }
     return *this;
   }
   ~Buffer() { free_buffer(p, bytes); }
-  void* release() { void* q = p; p = nullptr; bytes = 0; return q; }
-  template <typename T> T* as() const { return static_cast<T*>(p); }
+  void* release() {
+    void* q = p;
+    p = nullptr;
+    bytes = 0;
+    return q;
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
 };
 Buffer alloc_buffer(size_t count, size_t elem_size);
 

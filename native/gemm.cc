@@ -105,9 +105,8 @@ struct Micro<float> {
 
 // One output tile [i0, i0+mc) x [j0, j0+nc) over k in [k0, k1).
 template <typename TA, typename TB, typename TC>
-void tile(size_t i0, size_t mc, size_t j0, size_t nc, size_t k0, size_t k1, const TA* A, ptrdiff_t rsA,
-          ptrdiff_t csA, const TB* B, ptrdiff_t rsB, ptrdiff_t csB, TC* C, size_t ldc, bool accumulate,
-          bool stream = false) {
+void tile(size_t i0, size_t mc, size_t j0, size_t nc, size_t k0, size_t k1, const TA* A, ptrdiff_t rsA, ptrdiff_t csA,
+          const TB* B, ptrdiff_t rsB, ptrdiff_t csB, TC* C, size_t ldc, bool accumulate, bool stream = false) {
   const size_t MR = Micro<TC>::mr(), NR = Micro<TC>::nr();
   size_t mcp = (mc + MR - 1) / MR * MR, ncp = (nc + NR - 1) / NR * NR;
   TC* pa = scratch<TC>(0, mcp * KC);
@@ -145,8 +144,8 @@ void gemm(size_t M, size_t N, size_t K, const TA* A, ptrdiff_t rsA, ptrdiff_t cs
   if (threads <= 1 || flops < 4e6) {
     for (size_t a = 0; a < mt; ++a)
       for (size_t b = 0; b < nt; ++b)
-        tile(a * MC, std::min(MC, M - a * MC), b * NC, std::min(NC, N - b * NC), 0, K, A, rsA, csA, B, rsB, csB, C,
-             ldc, accumulate);
+        tile(a * MC, std::min(MC, M - a * MC), b * NC, std::min(NC, N - b * NC), 0, K, A, rsA, csA, B, rsB, csB, C, ldc,
+             accumulate);
     return;
   }
   const size_t tiles = mt * nt;
@@ -186,8 +185,8 @@ void gemm(size_t M, size_t N, size_t K, const TA* A, ptrdiff_t rsA, ptrdiff_t cs
     bool acc = t == 0 ? accumulate : false;
     for (size_t a = 0; a < mt; ++a)
       for (size_t b = 0; b < nt; ++b)
-        tile(a * MC, std::min(MC, M - a * MC), b * NC, std::min(NC, N - b * NC), k0, k1, A, rsA, csA, B, rsB, csB,
-             out, ld, acc);
+        tile(a * MC, std::min(MC, M - a * MC), b * NC, std::min(NC, N - b * NC), k0, k1, A, rsA, csA, B, rsB, csB, out,
+             ld, acc);
   });
   for (size_t t = 1; t < parts; ++t) {
     const TC* src = partial.data() + (t - 1) * M * N;
@@ -196,7 +195,7 @@ void gemm(size_t M, size_t N, size_t K, const TA* A, ptrdiff_t rsA, ptrdiff_t cs
   }
 }
 
-#define SVC_GEMM(TA, TB, TC)                                                                                     \
+#define SVC_GEMM(TA, TB, TC)                                                                                    \
   template void gemm<TA, TB, TC>(size_t, size_t, size_t, const TA*, ptrdiff_t, ptrdiff_t, const TB*, ptrdiff_t, \
                                  ptrdiff_t, TC*, size_t, bool, bool);
 SVC_GEMM(float, float, float)

@@ -33,7 +33,8 @@ uint64_t read_handle(const Napi::Value& v, const std::string& field) {
 
 size_t read_count(const Napi::Value& v, const std::string& field) {
   double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
-  if (!(d >= 1 && d <= 9007199254740991.0) || std::floor(d) != d) throw bad(field, field + " must be a positive integer");
+  if (!(d >= 1 && d <= 9007199254740991.0) || std::floor(d) != d)
+    throw bad(field, field + " must be a positive integer");
   return size_t(d);
 }
 

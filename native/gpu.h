@@ -16,8 +16,8 @@ namespace gpu {
 
 struct Loaded {
   uint64_t handle = 0;
-  size_t bytes = 0;    // device bytes held by the entry
-  double h2d_s = 0;    // seconds of the host-to-device copy (from pinned staging), by CUDA events
+  size_t bytes = 0;  // device bytes held by the entry
+  double h2d_s = 0;  // seconds of the host-to-device copy (from pinned staging), by CUDA events
 };
 
 // Device bytes of an entry: a 16*(d+1)-byte header (ranks) plus the float32 cores.

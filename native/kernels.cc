@@ -13,8 +13,8 @@ std::string note;
 const Kernels* pick() {
 #ifdef SVC_HAVE_X86_KERNELS
   __builtin_cpu_init();
-  bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                __builtin_cpu_supports("avx512vl");
+  bool has512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   bool has512 = false, has2 = false;

@@ -25,7 +25,7 @@ namespace {
 
 constexpr uint8_t kMagic[4] = {'S', 'V', 'C', 'P'};
 constexpr uint8_t kVersion = 1;
-constexpr int kDims = 5;                         // native rank; higher ranks merge leading dimensions
+constexpr int kDims = 5;                          // native rank; higher ranks merge leading dimensions
 constexpr size_t kBlockTarget = size_t(1) << 18;  // elements per block the encoder aims at
 constexpr size_t kBlockMax = size_t(1) << 20;     // largest block a stream may declare
 constexpr int kRadius = 32768;                    // quantisation codes 1..65535, 0 = unpredictable
@@ -71,11 +71,22 @@ struct Writer {
     const uint8_t* q = static_cast<const uint8_t*>(p);
     b.insert(b.end(), q, q + n);
   }
-  void u32(uint32_t v) { for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i))); }
-  void u64(uint64_t v) { for (int i = 0; i < 8; ++i) b.push_back(uint8_t(v >> (8 * i))); }
-  void f64(double v) { uint64_t u; std::memcpy(&u, &v, 8); u64(u); }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) b.push_back(uint8_t(v >> (8 * i)));
+  }
+  void f64(double v) {
+    uint64_t u;
+    std::memcpy(&u, &v, 8);
+    u64(u);
+  }
   void var(uint64_t v) {
-    while (v >= 0x80) { b.push_back(uint8_t(v) | 0x80); v >>= 7; }
+    while (v >= 0x80) {
+      b.push_back(uint8_t(v) | 0x80);
+      v >>= 7;
+    }
     b.push_back(uint8_t(v));
   }
 };
@@ -84,11 +95,33 @@ struct Reader {
   const uint8_t* p;
   const uint8_t* end;
   size_t left() const { return size_t(end - p); }
-  void need(size_t n) const { if (left() < n) corrupt("truncated"); }
-  uint8_t u8() { need(1); return *p++; }
-  uint32_t u32() { need(4); uint32_t v = 0; for (int i = 0; i < 4; ++i) v |= uint32_t(p[i]) << (8 * i); p += 4; return v; }
-  uint64_t u64() { need(8); uint64_t v = 0; for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i); p += 8; return v; }
-  double f64() { uint64_t u = u64(); double v; std::memcpy(&v, &u, 8); return v; }
+  void need(size_t n) const {
+    if (left() < n) corrupt("truncated");
+  }
+  uint8_t u8() {
+    need(1);
+    return *p++;
+  }
+  uint32_t u32() {
+    need(4);
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t(p[i]) << (8 * i);
+    p += 4;
+    return v;
+  }
+  uint64_t u64() {
+    need(8);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i);
+    p += 8;
+    return v;
+  }
+  double f64() {
+    uint64_t u = u64();
+    double v;
+    std::memcpy(&v, &u, 8);
+    return v;
+  }
   uint64_t var() {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
@@ -98,7 +131,12 @@ struct Reader {
     }
     corrupt("bad varint");
   }
-  const uint8_t* take(size_t n) { need(n); const uint8_t* q = p; p += n; return q; }
+  const uint8_t* take(size_t n) {
+    need(n);
+    const uint8_t* q = p;
+    p += n;
+    return q;
+  }
 };
 
 // ---- rANS (static model, 32-bit state, byte renormalisation) -------------------------------
@@ -126,7 +164,10 @@ struct EncSym {
     rcp_shift += 32;
   }
   inline void put(uint32_t& x, uint8_t*& p) const {
-    while (x >= x_max) { *--p = uint8_t(x); x >>= 8; }
+    while (x >= x_max) {
+      *--p = uint8_t(x);
+      x >>= 8;
+    }
     const uint32_t q = uint32_t((uint64_t(x) * rcp_freq) >> rcp_shift);
     x += bias + q * cmpl_freq;
   }
@@ -135,10 +176,16 @@ struct EncSym {
 template <typename S>
 void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   (void)alpha;
-  if (n == 0) { w.var(0); return; }
+  if (n == 0) {
+    w.var(0);
+    return;
+  }
   // Tables over the range of symbols present only: quantisation codes cluster around the middle.
   uint32_t lo = sym[0], hi = sym[0];
-  for (size_t i = 1; i < n; ++i) { lo = std::min<uint32_t>(lo, sym[i]); hi = std::max<uint32_t>(hi, sym[i]); }
+  for (size_t i = 1; i < n; ++i) {
+    lo = std::min<uint32_t>(lo, sym[i]);
+    hi = std::max<uint32_t>(hi, sym[i]);
+  }
   const uint32_t span = hi - lo + 1;
   std::vector<uint32_t> count(span, 0);
   for (size_t i = 0; i < n; ++i) count[sym[i] - lo]++;
@@ -146,7 +193,10 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   for (uint32_t s = 0; s < span; ++s)
     if (count[s]) used.push_back(s);
   w.var(used.size());
-  if (used.size() == 1) { w.var(used[0] + lo); return; }
+  if (used.size() == 1) {
+    w.var(used[0] + lo);
+    return;
+  }
   // Normalise to kScale, every used symbol at least 1.
   std::vector<uint32_t> f(span, 0);
   int64_t sum = 0;
@@ -162,7 +212,10 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   while (diff < 0) {
     for (uint32_t s : order) {
       if (diff == 0) break;
-      if (f[s] > 1) { f[s]--; diff++; }
+      if (f[s] > 1) {
+        f[s]--;
+        diff++;
+      }
     }
   }
   uint32_t prev = 0;
@@ -174,7 +227,10 @@ void rans_encode(const S* sym, size_t n, uint32_t alpha, Writer& w) {
   }
   std::vector<EncSym> es(span);
   uint32_t c = 0;
-  for (uint32_t s : used) { es[s] = EncSym(c, f[s]); c += f[s]; }
+  for (uint32_t s : used) {
+    es[s] = EncSym(c, f[s]);
+    c += f[s];
+  }
   std::vector<uint8_t> out(2 * n + 16);
   uint8_t* end = out.data() + out.size();
   uint8_t* p = end;
@@ -222,7 +278,10 @@ Table make_table(const std::vector<uint32_t>& count, uint32_t lo, size_t total) 
   while (diff < 0)
     for (size_t k : order) {
       if (diff == 0) break;
-      if (f[k] > 1) { f[k]--; diff++; }
+      if (f[k] > 1) {
+        f[k]--;
+        diff++;
+      }
     }
   uint32_t c = 0;
   for (size_t k = 0; k < idx.size(); ++k) {
@@ -264,7 +323,10 @@ Table read_table(Reader& r, uint32_t alpha) {
 
 void rans_encode_ctx(const uint16_t* sym, size_t n, Writer& w) {
   uint32_t lo = sym[0], hi = sym[0];
-  for (size_t i = 1; i < n; ++i) { lo = std::min<uint32_t>(lo, sym[i]); hi = std::max<uint32_t>(hi, sym[i]); }
+  for (size_t i = 1; i < n; ++i) {
+    lo = std::min<uint32_t>(lo, sym[i]);
+    hi = std::max<uint32_t>(hi, sym[i]);
+  }
   const uint32_t span = hi - lo + 1;
   std::vector<uint32_t> count[kCtx];
   size_t total[kCtx] = {};
@@ -329,8 +391,13 @@ void rans_decode_ctx(Reader& r, size_t n, uint16_t* out) {
 // A section of quantisation codes: context-modelled from 2,048 codes on (where the five tables
 // cost little beside the codes), order-0 below.
 void encode_codes(const uint16_t* sym, size_t n, Writer& w) {
-  if (n >= 2048) { w.u8(1); rans_encode_ctx(sym, n, w); }
-  else { w.u8(0); rans_encode(sym, n, 65536, w); }
+  if (n >= 2048) {
+    w.u8(1);
+    rans_encode_ctx(sym, n, w);
+  } else {
+    w.u8(0);
+    rans_encode(sym, n, 65536, w);
+  }
 }
 
 void decode_codes(Reader& r, size_t n, uint16_t* out);
@@ -340,7 +407,10 @@ template <typename S>
 double entropy_bits(const S* sym, size_t n) {
   if (n < 2) return 0;
   uint32_t lo = sym[0], hi = sym[0];
-  for (size_t i = 1; i < n; ++i) { lo = std::min<uint32_t>(lo, sym[i]); hi = std::max<uint32_t>(hi, sym[i]); }
+  for (size_t i = 1; i < n; ++i) {
+    lo = std::min<uint32_t>(lo, sym[i]);
+    hi = std::max<uint32_t>(hi, sym[i]);
+  }
   std::vector<uint32_t> count(hi - lo + 1, 0);
   for (size_t i = 0; i < n; ++i) count[sym[i] - lo]++;
   double bits = double(n) * std::log2(double(n));
@@ -352,7 +422,10 @@ double entropy_bits(const S* sym, size_t n) {
 template <typename S>
 void rans_decode(Reader& r, size_t n, uint32_t alpha, S* out) {
   uint64_t nsym = r.var();
-  if (n == 0) { if (nsym != 0) corrupt("symbols for an empty block"); return; }
+  if (n == 0) {
+    if (nsym != 0) corrupt("symbols for an empty block");
+    return;
+  }
   if (nsym == 0 || nsym > alpha) corrupt("bad symbol count");
   if (nsym == 1) {
     uint64_t s = r.var();
@@ -467,7 +540,11 @@ void finish_geometry(Geometry& g, const std::vector<size_t>& in, const std::vect
 struct Box {
   size_t lo[kDims];
   size_t ext[kDims];
-  size_t count() const { size_t c = 1; for (int k = 0; k < kDims; ++k) c *= ext[k]; return c; }
+  size_t count() const {
+    size_t c = 1;
+    for (int k = 0; k < kDims; ++k) c *= ext[k];
+    return c;
+  }
 };
 
 Box block_box(const Geometry& g, size_t b) {
@@ -544,7 +621,8 @@ void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
                 if (right) {
                   double b = double(p[ks]);
                   if (!cubic) pred = (a + b) * 0.5;
-                  else if (left3 && right3) pred = (-double(p[-3 * ptrdiff_t(ks)]) + 9 * a + 9 * b - double(p[3 * ks])) * (1.0 / 16);
+                  else if (left3 && right3)
+                    pred = (-double(p[-3 * ptrdiff_t(ks)]) + 9 * a + 9 * b - double(p[3 * ks])) * (1.0 / 16);
                   else if (right3) pred = (3 * a + 6 * b - double(p[3 * ks])) * 0.125;
                   else if (left3) pred = (-double(p[-3 * ptrdiff_t(ks)]) + 6 * a + 3 * b) * 0.125;
                   else pred = (a + b) * 0.5;
@@ -575,9 +653,10 @@ void walk_lorenzo(const size_t e[kDims], const T* buf, Q&& q) {
             q(row, double(p[-ptrdiff_t(sa)]) + double(p[-ptrdiff_t(sb)]) - double(p[-ptrdiff_t(sa + sb)]), 1);
             for (size_t c = 1; c < e[4]; ++c) {
               const T* r = p + c;
-              q(row + c, double(r[-1]) + double(r[-ptrdiff_t(sa)]) + double(r[-ptrdiff_t(sb)]) -
-                             double(r[-ptrdiff_t(sa) - 1]) - double(r[-ptrdiff_t(sb) - 1]) - double(r[-ptrdiff_t(sa + sb)]) +
-                             double(r[-ptrdiff_t(sa + sb) - 1]), 1);
+              q(row + c,
+                double(r[-1]) + double(r[-ptrdiff_t(sa)]) + double(r[-ptrdiff_t(sb)]) - double(r[-ptrdiff_t(sa) - 1]) -
+                    double(r[-ptrdiff_t(sb) - 1]) - double(r[-ptrdiff_t(sa + sb)]) + double(r[-ptrdiff_t(sa + sb) - 1]),
+                1);
             }
           } else if (a > 0 || b > 0) {
             const ptrdiff_t o = a > 0 ? ptrdiff_t(sa) : ptrdiff_t(sb);
@@ -606,7 +685,10 @@ void walk(uint8_t kind, const size_t e[kDims], const T* buf, Q&& q) {
 struct Stats {
   double sse = 0;
   double maxe = 0;
-  void add(const Stats& o) { sse += o.sse; maxe = std::max(maxe, o.maxe); }
+  void add(const Stats& o) {
+    sse += o.sse;
+    maxe = std::max(maxe, o.maxe);
+  }
 };
 
 // Lossy: quantises with bound eb (tighter on coarse levels per `scheme`) and appends the block
@@ -621,7 +703,10 @@ void encode_lossy(const T* x, const size_t e[kDims], double eb, uint8_t kind, ui
   std::vector<T> unpred;
   double ebl[kLevels], two[kLevels], inv[kLevels];
   level_bounds(eb, scheme, ebl);
-  for (int l = 0; l < kLevels; ++l) { two[l] = ebl[l] * 2; inv[l] = 1 / two[l]; }
+  for (int l = 0; l < kLevels; ++l) {
+    two[l] = ebl[l] * 2;
+    inv[l] = 1 / two[l];
+  }
   size_t ci = 0;
   double err = 0, maxe = 0;
   // Codes come coarse to fine; the finest two levels (most of the codes, with the narrowest
@@ -706,9 +791,16 @@ void decode_lossy(Reader& r, uint8_t kind, const size_t e[kDims], double eb, T* 
   if (ui != nu) corrupt("unused unpredictable values");
 }
 
-template <typename T> struct Bits;
-template <> struct Bits<float> { using U = uint32_t; };
-template <> struct Bits<double> { using U = uint64_t; };
+template <typename T>
+struct Bits;
+template <>
+struct Bits<float> {
+  using U = uint32_t;
+};
+template <>
+struct Bits<double> {
+  using U = uint64_t;
+};
 
 // Lossless: XOR of each value's bits with its prediction's bits, split into byte planes.
 template <typename T>
@@ -783,8 +875,10 @@ std::vector<Box> trial_boxes(const size_t e[kDims]) {
   size_t n = 1;
   for (int k = 0; k < kDims; ++k) n *= e[k];
   int d0 = 0, d1 = -1;
-  for (int k = 1; k < kDims; ++k) if (e[k] > e[d0]) d0 = k;
-  for (int k = 0; k < kDims; ++k) if (k != d0 && e[k] > 1 && (d1 < 0 || e[k] > e[d1])) d1 = k;
+  for (int k = 1; k < kDims; ++k)
+    if (e[k] > e[d0]) d0 = k;
+  for (int k = 0; k < kDims; ++k)
+    if (k != d0 && e[k] > 1 && (d1 < 0 || e[k] > e[d1])) d1 = k;
   Box q;
   for (int k = 0; k < kDims; ++k) q.ext[k] = e[k];
   q.ext[d0] = (e[d0] + 1) / 2;
@@ -793,7 +887,8 @@ std::vector<Box> trial_boxes(const size_t e[kDims]) {
   const size_t want = std::max<size_t>(1024, n / 64);
   while (b.count() > want) {
     int big = 0;
-    for (int k = 1; k < kDims; ++k) if (b.ext[k] > b.ext[big]) big = k;
+    for (int k = 1; k < kDims; ++k)
+      if (b.ext[k] > b.ext[big]) big = k;
     b.ext[big] = (b.ext[big] + 1) / 2;
   }
   std::vector<Box> out;
@@ -814,8 +909,8 @@ std::vector<Box> trial_boxes(const size_t e[kDims]) {
 // smallest is used for the block; lossless ones are tried whole. Raw storage when smaller.
 // *pick: the candidate to use, or -1 to choose one (and store it there for later passes).
 template <typename T>
-std::vector<uint8_t> encode_block(const T* x, const size_t e[kDims], double eb, bool lossless, double inv_scale, Stats* st,
-                                  int* pick_io = nullptr) {
+std::vector<uint8_t> encode_block(const T* x, const size_t e[kDims], double eb, bool lossless, double inv_scale,
+                                  Stats* st, int* pick_io = nullptr) {
   size_t n = 1;
   for (int k = 0; k < kDims; ++k) n *= e[k];
   std::vector<uint8_t> best, cur;
@@ -843,7 +938,10 @@ std::vector<uint8_t> encode_block(const T* x, const size_t e[kDims], double eb, 
           encode_lossy(subs[i].data(), boxes[i].ext, eb, c.kind, c.scheme, cur, inv_scale, nullptr, &bits);
           total += bits;
         }
-        if (total < least) { least = total; pick = ci; }
+        if (total < least) {
+          least = total;
+          pick = ci;
+        }
       }
     }
     if (pick_io) *pick_io = pick;
@@ -1040,11 +1138,14 @@ Buffer decompress_t(const Parsed& P, const std::vector<std::pair<size_t, size_t>
   std::vector<std::pair<size_t, size_t>> rg = ranges;
   if (rg.empty())
     for (size_t v : shape) rg.push_back({0, v});
-  if (rg.size() != shape.size()) throw TTError("bad_request", "slice", "slice must have one [start, stop) per dimension.");
+  if (rg.size() != shape.size())
+    throw TTError("bad_request", "slice", "slice must have one [start, stop) per dimension.");
   size_t count = 1;
   for (size_t k = 0; k < shape.size(); ++k) {
     if (rg[k].first > rg[k].second || rg[k].second > shape[k])
-      throw TTError("bad_request", "slice", "slice[" + std::to_string(k) + "] must satisfy 0 <= start <= stop <= " + std::to_string(shape[k]) + ".");
+      throw TTError(
+          "bad_request", "slice",
+          "slice[" + std::to_string(k) + "] must satisfy 0 <= start <= stop <= " + std::to_string(shape[k]) + ".");
     count *= rg[k].second - rg[k].first;
   }
   Buffer out = alloc_buffer(count, sizeof(T));
@@ -1053,11 +1154,17 @@ Buffer decompress_t(const Parsed& P, const std::vector<std::pair<size_t, size_t>
   std::vector<std::pair<size_t, size_t>> sq;
   std::vector<size_t> sqdim;
   for (size_t k = 0; k < shape.size(); ++k)
-    if (shape[k] != 1) { sq.push_back(rg[k]); sqdim.push_back(shape[k]); }
+    if (shape[k] != 1) {
+      sq.push_back(rg[k]);
+      sqdim.push_back(shape[k]);
+    }
   const size_t ir = P.info.inner_shape.size();
   const size_t merged = sq.empty() ? 0 : sq.size() - ir + 1;
   Box want;
-  for (int k = 0; k < kDims; ++k) { want.lo[k] = 0; want.ext[k] = 1; }
+  for (int k = 0; k < kDims; ++k) {
+    want.lo[k] = 0;
+    want.ext[k] = 1;
+  }
   const size_t off = kDims - ir;
   if (merged <= 1) {
     for (size_t k = 0; k < sq.size(); ++k) {
@@ -1139,7 +1246,10 @@ void norms(const T* data, size_t n, double& scale, double& xsq) {
   scale = max_abs_of(data, n);
   xsq = 0;
   if (scale > 0)
-    for (size_t i = 0; i < n; ++i) { double v = double(data[i]) / scale; xsq += v * v; }
+    for (size_t i = 0; i < n; ++i) {
+      double v = double(data[i]) / scale;
+      xsq += v * v;
+    }
 }
 
 // `count` sub-boxes (fewer for small data) of 2^12..2^15 elements, together about an eighth of
@@ -1155,7 +1265,8 @@ std::vector<Box> sample_boxes(const Geometry& g, size_t count) {
     for (int k = 0; k < kDims; ++k) c *= sb[k];
     if (c <= cap) break;
     int big = 0;
-    for (int k = 1; k < kDims; ++k) if (sb[k] > sb[big]) big = k;
+    for (int k = 1; k < kDims; ++k)
+      if (sb[k] > sb[big]) big = k;
     sb[big] = (sb[big] + 1) / 2;
   }
   size_t per = 1;
@@ -1179,8 +1290,8 @@ std::vector<Box> sample_boxes(const Geometry& g, size_t count) {
 
 // Encodes the sample boxes with bound eb: total payload bytes and squared error (scaled).
 template <typename T>
-void try_samples(const T* data, const Geometry& g, const std::vector<Box>& boxes, double eb, double inv_scale, size_t& bytes,
-                 double& sse, size_t& elems) {
+void try_samples(const T* data, const Geometry& g, const std::vector<Box>& boxes, double eb, double inv_scale,
+                 size_t& bytes, double& sse, size_t& elems) {
   std::vector<size_t> sizes(boxes.size());
   std::vector<Stats> errs(boxes.size());
   parallel_for(boxes.size(), [&](size_t i) {
@@ -1191,7 +1302,11 @@ void try_samples(const T* data, const Geometry& g, const std::vector<Box>& boxes
   bytes = 0;
   sse = 0;
   elems = 0;
-  for (size_t i = 0; i < boxes.size(); ++i) { bytes += sizes[i]; sse += errs[i].sse; elems += boxes[i].count(); }
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    bytes += sizes[i];
+    sse += errs[i].sse;
+    elems += boxes[i].count();
+  }
 }
 
 // The pointwise bound to start from. Under a tolerance it is calibrated on samples so the
@@ -1217,7 +1332,10 @@ double initial_bound(const T* data, const Geometry& g, double tolerance, double 
         if (ratio) *ratio = double(elems * sizeof(T)) / double(bytes);
         if (t >= eb) break;  // max_abs_error binds
         const double predicted = sse * n / double(elems);
-        if (!(predicted > 0)) { t *= 4; continue; }
+        if (!(predicted > 0)) {
+          t *= 4;
+          continue;
+        }
         double f = std::sqrt(target / predicted);
         f = std::min(4.0, std::max(0.25, f));
         t *= f;
@@ -1261,7 +1379,11 @@ PredStream pred_compress(const T* data, const std::vector<size_t>& shape, double
       const bool ok = eb == 0 || holds(rel, st.maxe);
       if (ok) {
         lo = std::max(lo, eb);
-        if (!have || bytes.size() < best.size()) { best.swap(bytes); best_eb = eb; have = true; }
+        if (!have || bytes.size() < best.size()) {
+          best.swap(bytes);
+          best_eb = eb;
+          have = true;
+        }
       } else {
         hi = std::min(hi, eb);
       }
@@ -1274,7 +1396,8 @@ PredStream pred_compress(const T* data, const std::vector<size_t>& shape, double
         else next = eb * (rel > 0 ? std::min(2.0, 0.97 * tolerance / rel) : 2.0);
       } else {
         double f = 0.5;
-        if (tolerance >= 0 && rel > tolerance && std::isfinite(rel)) f = std::min(0.97, std::max(0.25, 0.97 * tolerance / rel));
+        if (tolerance >= 0 && rel > tolerance && std::isfinite(rel))
+          f = std::min(0.97, std::max(0.25, 0.97 * tolerance / rel));
         next = eb * f;
       }
       if (!finish && have && hi / lo < 1.06) finish = true;

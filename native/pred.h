@@ -31,10 +31,10 @@ double pred_estimate(const T* data, const std::vector<size_t>& shape, double tol
 struct PredInfo {
   bool f64 = false;
   bool lossless = false;
-  double max_abs_error = 0;          // the pointwise bound every element honours
-  std::vector<size_t> shape;         // as given to compress
-  std::vector<size_t> block_shape;   // over the internal shape (size-1 dimensions dropped, rank <= 5)
-  std::vector<size_t> inner_shape;   // the internal shape
+  double max_abs_error = 0;         // the pointwise bound every element honours
+  std::vector<size_t> shape;        // as given to compress
+  std::vector<size_t> block_shape;  // over the internal shape (size-1 dimensions dropped, rank <= 5)
+  std::vector<size_t> inner_shape;  // the internal shape
   size_t blocks = 0;
 };
 

@@ -28,11 +28,11 @@ namespace tt_detail {
 // The size bound is the minimum over the scenarios "the first capped step from now on is j"
 // (or none): ranks from 1 (and 3) before j, max_rank at j, 1 after.
 struct RankProbe {
-  std::vector<size_t> modes, M;       // M[k] = n_1 ... n_k
+  std::vector<size_t> modes, M;  // M[k] = n_1 ... n_k
   size_t n = 0, cap = 0;
   double delta2 = 0, margin = 0;
   std::vector<std::vector<double>> w;  // per unfolding: sampled squared singular values, descending
-  std::vector<size_t> boost;            // per unfolding: a rank to assume instead of the sampled bound (0: none)
+  std::vector<size_t> boost;           // per unfolding: a rank to assume instead of the sampled bound (0: none)
 
   size_t smax(size_t k) const { return std::min(M[k], n / M[k]); }
   // Lower bound on rho_k(tau); 1 where nothing was sampled.
@@ -101,8 +101,7 @@ struct RankProbe {
   double tol_size_bound() const {
     size_t d = modes.size();
     std::vector<double> L(d + 1, 1.0);
-    for (size_t k = 1; k < d; ++k)
-      L[k] = double(std::min(rho(k, double(d - 1) * delta2), smax(k)));
+    for (size_t k = 1; k < d; ++k) L[k] = double(std::min(rho(k, double(d - 1) * delta2), smax(k)));
     double t = 0;
     for (size_t k = 0; k < d; ++k) t += L[k] * double(modes[k]) * L[k + 1];
     return t;

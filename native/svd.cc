@@ -66,10 +66,8 @@ template <typename T>
 Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
   size_t g = std::min(m, N);
   std::vector<double> G(g * g), w(g), V(g * g);
-  if (m <= N)
-    gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G.data(), m, false);
-  else
-    gemm<T, T, double>(N, N, m, C, 1, N, C, N, 1, G.data(), N, false);
+  if (m <= N) gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G.data(), m, false);
+  else gemm<T, T, double>(N, N, m, C, 1, N, C, N, 1, G.data(), N, false);
   for (size_t i = 0; i < g; ++i)
     for (size_t j = i + 1; j < g; ++j) {
       double s = 0.5 * (G[i * g + j] + G[j * g + i]);
@@ -212,7 +210,8 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax,
     std::vector<double> Om(h * K), Y, Q, Z, Zq, W;
     uint64_t seed = 0x7a11ed + K;
     for (size_t i = 0; i < h * K; i += 2) {
-      double u1 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53, u2 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53;
+      double u1 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53,
+             u2 = (double(splitmix(seed) >> 11) + 0.5) * 0x1.0p-53;
       double rad = std::sqrt(-2 * std::log(u1));
       Om[i] = rad * std::cos(6.283185307179586 * u2);
       if (i + 1 < h * K) Om[i + 1] = rad * std::sin(6.283185307179586 * u2);
@@ -237,7 +236,11 @@ Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax,
     bool met = false;
     for (size_t i = 0; i < k; ++i) {
       kept += std::max(th[i], 0.0);
-      if (trace - kept <= delta2) { r = i + 1; met = true; break; }
+      if (trace - kept <= delta2) {
+        r = i + 1;
+        met = true;
+        break;
+      }
     }
     if (met && r > rmax) return factor_exact(C, m, N, delta2, rmax, last);
     // k < K: the sketch resolved fewer directions than asked (the rest is below its precision).
@@ -428,9 +431,9 @@ Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t
   return f;
 }
 
-#define SVC_T(T)                                                                                   \
-  template Factor factor_step<T>(const T*, size_t, size_t, double, size_t, bool);                 \
-  template Factor factor_exact<T>(const T*, size_t, size_t, double, size_t, bool);                \
+#define SVC_T(T)                                                                   \
+  template Factor factor_step<T>(const T*, size_t, size_t, double, size_t, bool);  \
+  template Factor factor_exact<T>(const T*, size_t, size_t, double, size_t, bool); \
   template Buffer project<T>(const Factor&, const T*, size_t, size_t);
 SVC_T(float)
 SVC_T(double)

@@ -10,12 +10,12 @@ namespace tt_detail {
 
 struct Factor {
   size_t r = 0;
-  bool identity = false;    // the whole row space is kept: Q = I, remainder = C
-  std::vector<double> Q;    // m x r, orthonormal columns (empty when identity)
-  double discarded = 0;     // squared Frobenius norm of what was cut
-  bool capped = false;      // rmax cut the rank below what the budget needed
+  bool identity = false;        // the whole row space is kept: Q = I, remainder = C
+  std::vector<double> Q;        // m x r, orthonormal columns (empty when identity)
+  double discarded = 0;         // squared Frobenius norm of what was cut
+  bool capped = false;          // rmax cut the rank below what the budget needed
   bool right_identity = false;  // last step, full column rank kept: core = C, remainder = I
-  double kept_min = 0;      // smallest kept squared singular value of the remainder Q^T C
+  double kept_min = 0;          // smallest kept squared singular value of the remainder Q^T C
 };
 
 // Factorisation of the m x N matrix C (see factor_exact and factor_random): the Gram route up to a

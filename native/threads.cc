@@ -53,7 +53,10 @@ class Pool {
       std::unique_lock<std::mutex> lk(mu_);
       // Remove it from the queue so idle workers stop looking at it.
       for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
-        if (it->get() == job.get()) { jobs_.erase(it); break; }
+        if (it->get() == job.get()) {
+          jobs_.erase(it);
+          break;
+        }
       done_cv_.wait(lk, [&] { return job->done.load() == job->n; });
     }
     if (job->error) std::rethrow_exception(job->error);
@@ -87,11 +90,16 @@ class Pool {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] {
           if (stop_) return true;
-          for (auto& j : jobs_) if (j->next.load() < j->n) return true;
+          for (auto& j : jobs_)
+            if (j->next.load() < j->n) return true;
           return false;
         });
         if (stop_) return;
-        for (auto& j : jobs_) if (j->next.load() < j->n) { job = j; break; }
+        for (auto& j : jobs_)
+          if (j->next.load() < j->n) {
+            job = j;
+            break;
+          }
       }
       if (job) work_on(*job);
     }

@@ -90,7 +90,8 @@ bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double 
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = rprev * modes[k], N = rest / modes[k];
     bool last = k + 2 == d;
-    Factor f = route == kFast ? factor_step(cur, m, N, delta2, max_rank, last) : factor_exact(cur, m, N, delta2, max_rank, last);
+    Factor f = route == kFast ? factor_step(cur, m, N, delta2, max_rank, last)
+                              : factor_exact(cur, m, N, delta2, max_rank, last);
     capped = capped || f.capped;
     discarded += f.discarded;
     if (probe) {
@@ -182,7 +183,10 @@ void exact_tt(const T* data, size_t n, const std::vector<size_t>& modes, TTResul
     double c = double(n);
     for (size_t k = 0; k < s; ++k) c += M[k + 1] * M[k + 1];
     for (size_t k = s + 1; k < d; ++k) c += Nr[k] * Nr[k];
-    if (c < bestc) { bestc = c; best = s; }
+    if (c < bestc) {
+      bestc = c;
+      best = s;
+    }
   }
   res = TTResult();
   res.ranks.assign(d + 1, 1);
@@ -224,7 +228,8 @@ double max_abs(const T* x, size_t n) {
     part[i] = bad ? std::numeric_limits<double>::quiet_NaN() : double(m);
   });
   double t = 0;
-  for (double v : part) t = (std::isnan(v) || std::isnan(t)) ? std::numeric_limits<double>::quiet_NaN() : std::max(t, v);
+  for (double v : part)
+    t = (std::isnan(v) || std::isnan(t)) ? std::numeric_limits<double>::quiet_NaN() : std::max(t, v);
   return t;
 }
 
@@ -389,8 +394,12 @@ Buffer tt_reconstruct(const std::vector<const T*>& cores, const std::vector<size
   size_t total = 1, mi = 0;
   for (size_t j = 0; j < shape.size(); ++j) {
     size_t s = 0, e = shape[j];
-    if (!ranges.empty()) { s = ranges[j].first; e = ranges[j].second; }
-    if (s >= e || e > shape[j]) throw TTError("bad_request", "slice", "slice ranges must satisfy 0 <= start < stop <= size");
+    if (!ranges.empty()) {
+      s = ranges[j].first;
+      e = ranges[j].second;
+    }
+    if (s >= e || e > shape[j])
+      throw TTError("bad_request", "slice", "slice ranges must satisfy 0 <= start < stop <= size");
     total = checked_mul(total, e - s, "slice");
     size_t g = groups[j];
     if (s == 0 && e == shape[j]) {
@@ -403,7 +412,8 @@ Buffer tt_reconstruct(const std::vector<const T*>& cores, const std::vector<size
     if (g == 1) {
       const T* c = cores[mi];
       size_t n = modes[mi];
-      for (size_t a = 0; a < rin; ++a) std::memcpy(dst + a * len * rout, c + (a * n + s) * rout, len * rout * sizeof(T));
+      for (size_t a = 0; a < rin; ++a)
+        std::memcpy(dst + a * len * rout, c + (a * n + s) * rout, len * rout * sizeof(T));
     } else {
       // Merge the group's factor cores for each index in [s, e): prefix products along the
       // mixed-radix digits, recomputed only from the first digit that changed.
@@ -414,7 +424,10 @@ Buffer tt_reconstruct(const std::vector<const T*>& cores, const std::vector<size
       std::vector<size_t> cd(g);
       for (size_t i = s; i < e; ++i) {
         size_t x = i;
-        for (size_t t = g; t-- > 0;) { cd[t] = x % n[t]; x /= n[t]; }
+        for (size_t t = g; t-- > 0;) {
+          cd[t] = x % n[t];
+          x /= n[t];
+        }
         size_t from = 0;
         while (from < g && cd[from] == dig[from]) ++from;
         for (size_t t = from; t < g; ++t) {
@@ -486,7 +499,6 @@ double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_
   return acc;
 }
 
-
 template <typename T>
 TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>& ranks_in,
                   const std::vector<size_t>& modes, double tol, size_t max_rank) {
@@ -498,7 +510,8 @@ TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>&
     c[k].assign(cores[k], cores[k] + len);
   }
   double orig2 = tt_dot(cores, ranks_in, cores, ranks_in, modes);
-  if (!std::isfinite(orig2)) throw TTError("bad_request", "cores", "cores must hold finite numbers whose norm fits in float64");
+  if (!std::isfinite(orig2))
+    throw TTError("bad_request", "cores", "cores must hold finite numbers whose norm fits in float64");
   if (orig2 <= 0) throw TTError("bad_request", "cores", "the tensor must not be zero");
   // Right-to-left orthogonalisation: core k becomes right-orthonormal, R moves into core k-1.
   for (size_t k = d - 1; k >= 1; --k) {
@@ -602,21 +615,20 @@ double dense_dot(const TA* a, const TB* b, size_t n) {
   return t;
 }
 
-#define SVC_T(T)                                                                                                  \
-  template TTResult tt_compress<T>(const T*, size_t, const std::vector<size_t>&, double, size_t, double);       \
-  template Buffer tt_reconstruct<T>(const std::vector<const T*>&, const std::vector<size_t>&,                    \
-                                    const std::vector<size_t>&, const std::vector<size_t>&,                      \
-                                    const std::vector<size_t>&, const std::vector<std::pair<size_t, size_t>>&);   \
-  template TTResult tt_round<T>(const std::vector<const T*>&, const std::vector<size_t>&,                        \
-                                const std::vector<size_t>&, double, size_t);
+#define SVC_T(T)                                                                                                      \
+  template TTResult tt_compress<T>(const T*, size_t, const std::vector<size_t>&, double, size_t, double);             \
+  template Buffer tt_reconstruct<T>(const std::vector<const T*>&, const std::vector<size_t>&,                         \
+                                    const std::vector<size_t>&, const std::vector<size_t>&,                           \
+                                    const std::vector<size_t>&, const std::vector<std::pair<size_t, size_t>>&);       \
+  template TTResult tt_round<T>(const std::vector<const T*>&, const std::vector<size_t>&, const std::vector<size_t>&, \
+                                double, size_t);
 SVC_T(float)
 SVC_T(double)
-#define SVC_T2(A, B)                                                                                              \
-  template double tt_dot<A, B>(const std::vector<const A*>&, const std::vector<size_t>&,                          \
-                               const std::vector<const B*>&, const std::vector<size_t>&,                          \
-                               const std::vector<size_t>&);                                                       \
-  template double tt_dot_dense<A, B>(const std::vector<const A*>&, const std::vector<size_t>&,                    \
-                                     const std::vector<size_t>&, const B*);                                       \
+#define SVC_T2(A, B)                                                                                                   \
+  template double tt_dot<A, B>(const std::vector<const A*>&, const std::vector<size_t>&, const std::vector<const B*>&, \
+                               const std::vector<size_t>&, const std::vector<size_t>&);                                \
+  template double tt_dot_dense<A, B>(const std::vector<const A*>&, const std::vector<size_t>&,                         \
+                                     const std::vector<size_t>&, const B*);                                            \
   template double dense_dot<A, B>(const A*, const B*, size_t);
 SVC_T2(float, float)
 SVC_T2(float, double)

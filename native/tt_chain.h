@@ -28,7 +28,10 @@ size_t best_split(const std::vector<CoreRef<T>>& cs) {
   double bestc = std::numeric_limits<double>::infinity();
   for (size_t s = 1; s < d; ++s) {
     double c = P[s] * double(cs[s].r0) + double(cs[s].r0) * Qs[s];
-    if (c < bestc) { bestc = c; best = s; }
+    if (c < bestc) {
+      bestc = c;
+      best = s;
+    }
   }
   return best;
 }

@@ -45,7 +45,8 @@ double sumsq(const T* x, size_t n) {
 }
 
 inline size_t checked_mul(size_t a, size_t b, const char* field) {
-  if (a != 0 && b > SIZE_MAX / a) throw TTError("bad_request", field, std::string(field) + " describes a tensor too large to address");
+  if (a != 0 && b > SIZE_MAX / a)
+    throw TTError("bad_request", field, std::string(field) + " describes a tensor too large to address");
   return a * b;
 }
 

@@ -67,7 +67,10 @@ struct Scratch {
   ~Scratch() {
     if (p) cudaFreeAsync(p, s);
   }
-  template <typename T> T* as() const { return static_cast<T*>(p); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 };

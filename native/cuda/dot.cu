@@ -13,9 +13,9 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void tt_dot_batch(const float* __restrict__ q, const int* __restrict__ qr, const long long* __restrict__ qoff,
-                             const int* __restrict__ modes, int d, const char* const* __restrict__ cands, int header,
-                             int maxr, double* __restrict__ out) {
+__global__ void tt_dot_batch(const float* __restrict__ q, const int* __restrict__ qr,
+                             const long long* __restrict__ qoff, const int* __restrict__ modes, int d,
+                             const char* const* __restrict__ cands, int header, int maxr, double* __restrict__ out) {
   extern __shared__ double sh[];
   double* W = sh;
   double* M = W + maxr * maxr;
@@ -70,7 +70,8 @@ void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out)
   for (size_t j = 0; j < cands.size(); ++j) {
     cs.push_back(lookup(cands[j], "candidates"));
     if (cs.back()->modes != qt->modes)
-      throw TTError("bad_request", "candidates", "candidate " + std::to_string(j) + " has other TT modes than the query");
+      throw TTError("bad_request", "candidates",
+                    "candidate " + std::to_string(j) + " has other TT modes than the query");
     for (size_t r : cs.back()->ranks) maxr = std::max(maxr, r);
   }
   if (cands.empty()) return;
@@ -79,9 +80,11 @@ void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out)
   check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
   size_t smem = 3 * maxr * maxr * sizeof(double);
   if (smem > size_t(optin))
-    throw TTError("bad_request", "ranks", "TT ranks above " + std::to_string(size_t(std::sqrt(optin / 24.0))) +
-                                              " do not fit the device's shared memory for inner products");
-  check(cudaFuncSetAttribute(tt_dot_batch, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "cudaFuncSetAttribute");
+    throw TTError("bad_request", "ranks",
+                  "TT ranks above " + std::to_string(size_t(std::sqrt(optin / 24.0))) +
+                      " do not fit the device's shared memory for inner products");
+  check(cudaFuncSetAttribute(tt_dot_batch, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "cudaFuncSetAttribute");
   size_t d = qt->modes.size();
   std::vector<int> qr(qt->ranks.begin(), qt->ranks.end()), modes(qt->modes.begin(), qt->modes.end());
   std::vector<long long> qoff(qt->offsets.begin(), qt->offsets.end());
@@ -98,7 +101,8 @@ void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out)
   check(cudaMemcpyAsync(d_qr, qr.data(), 4 * (d + 1), cudaMemcpyHostToDevice, st.s), "cudaMemcpyAsync");
   check(cudaMemcpyAsync(d_modes, modes.data(), 4 * d, cudaMemcpyHostToDevice, st.s), "cudaMemcpyAsync");
   Scratch d_ptrs(sizeof(const char*) * ptrs.size(), st.s), d_out(sizeof(double) * ptrs.size(), st.s);
-  check(cudaMemcpyAsync(d_ptrs.p, ptrs.data(), sizeof(const char*) * ptrs.size(), cudaMemcpyHostToDevice, st.s), "cudaMemcpyAsync");
+  check(cudaMemcpyAsync(d_ptrs.p, ptrs.data(), sizeof(const char*) * ptrs.size(), cudaMemcpyHostToDevice, st.s),
+        "cudaMemcpyAsync");
   // one launch per 2^31-1 candidates at most (gridDim.x)
   for (size_t j0 = 0; j0 < ptrs.size(); j0 += 0x7fffffff) {
     size_t nb = std::min<size_t>(ptrs.size() - j0, 0x7fffffff);

@@ -21,7 +21,8 @@ void fail_cuda(cudaError_t err, const char* what) {
 void ensure_device() {
   static const DeviceInfo dev = cuda_probe();
   if (dev.device.empty())
-    throw TTError("gpu_unavailable", "", dev.reason.rfind("no ", 0) == 0 ? dev.reason : "no usable CUDA device: " + dev.reason);
+    throw TTError("gpu_unavailable", "",
+                  dev.reason.rfind("no ", 0) == 0 ? dev.reason : "no usable CUDA device: " + dev.reason);
   check(cudaSetDevice(0), "cudaSetDevice");
 }
 
@@ -71,7 +72,6 @@ constexpr size_t kStageMax = size_t(64) << 20;
 size_t header_bytes(size_t d) { return 16 * (d + 1); }
 }  // namespace
 
-
 std::shared_ptr<DevTT> lookup(uint64_t handle, const char* field) {
   std::lock_guard<std::mutex> g(reg_mu);
   auto it = registry.find(handle);
@@ -79,7 +79,8 @@ std::shared_ptr<DevTT> lookup(uint64_t handle, const char* field) {
   return it->second;
 }
 
-Loaded load(const std::vector<const float*>& cores, const std::vector<size_t>& modes, const std::vector<size_t>& ranks) {
+Loaded load(const std::vector<const float*>& cores, const std::vector<size_t>& modes,
+            const std::vector<size_t>& ranks) {
   ensure_device();
   size_t d = modes.size();
   if (d == 0 || cores.size() != d || ranks.size() != d + 1) throw TTError("bad_request", "cores", "one core per mode");
@@ -143,7 +144,8 @@ Loaded load(const std::vector<const float*>& cores, const std::vector<size_t>& m
         }
       }
       check(cudaEventRecord(e0, st.s), "cudaEventRecord");
-      check(cudaMemcpyAsync(static_cast<char*>(t->base) + done, stage, filled, cudaMemcpyHostToDevice, st.s), "cudaMemcpyAsync");
+      check(cudaMemcpyAsync(static_cast<char*>(t->base) + done, stage, filled, cudaMemcpyHostToDevice, st.s),
+            "cudaMemcpyAsync");
       check(cudaEventRecord(e1, st.s), "cudaEventRecord");
       st.sync();
       float ms = 0;

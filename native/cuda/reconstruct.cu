@@ -15,8 +15,8 @@ constexpr int TILE = 64;  // output tile per block
 constexpr int KT = 16;    // K per shared-memory step
 constexpr int TPB = 16;   // threads per block side; each thread computes 4 x 4 outputs
 
-__global__ void gemm_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-                            size_t M, size_t N, size_t K, size_t gx) {
+__global__ void gemm_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, size_t M,
+                            size_t N, size_t K, size_t gx) {
   __shared__ float As[KT][TILE + 1];
   __shared__ float Bs[KT][TILE];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -132,7 +132,8 @@ Buffer reconstruct(uint64_t handle, const std::vector<size_t>& shape, const std:
   ensure_device();
   auto t = lookup(handle, "handle");
   size_t d = t->modes.size();
-  if (groups.size() != shape.size()) throw TTError("bad_request", "shape", "groups must have one entry per dense dimension");
+  if (groups.size() != shape.size())
+    throw TTError("bad_request", "shape", "groups must have one entry per dense dimension");
   Stream st;
   std::vector<const float*> cores;
   std::vector<size_t> modes = t->modes;
@@ -146,7 +147,8 @@ Buffer reconstruct(uint64_t handle, const std::vector<size_t>& shape, const std:
     for (size_t k = 0; k < d; ++k) {
       size_t a = ranges[k].first, b = ranges[k].second;
       if (groups[k] != 1 || a >= b || b > t->modes[k] || shape[k] != t->modes[k])
-        throw TTError("bad_request", "slice", "device blocks need one TT mode per dense dimension and 0 <= start < stop <= size");
+        throw TTError("bad_request", "slice",
+                      "device blocks need one TT mode per dense dimension and 0 <= start < stop <= size");
       size_t rp = t->ranks[k], rn = t->ranks[k + 1], n = t->modes[k];
       if (a == 0 && b == n) {
         cores.push_back(t->core(k));
@@ -156,7 +158,8 @@ Buffer reconstruct(uint64_t handle, const std::vector<size_t>& shape, const std:
       float* dst = sliced.back()->as<float>();
       // rows of the core viewed as r_prev x (n * r_next): keep columns [a * r_next, b * r_next)
       check(cudaMemcpy2DAsync(dst, 4 * (b - a) * rn, t->core(k) + a * rn, 4 * n * rn, 4 * (b - a) * rn, rp,
-                              cudaMemcpyDeviceToDevice, st.s), "cudaMemcpy2DAsync");
+                              cudaMemcpyDeviceToDevice, st.s),
+            "cudaMemcpy2DAsync");
       cores.push_back(dst);
       modes[k] = b - a;
     }
@@ -184,7 +187,8 @@ double reconstruct_timed(uint64_t handle, size_t repeats) {
   check(cudaEventCreate(&e0), "cudaEventCreate");
   check(cudaEventCreate(&e1), "cudaEventCreate");
   check(cudaEventRecord(e0, st.s), "cudaEventRecord");
-  for (size_t i = 0; i < std::max<size_t>(repeats, 1); ++i) reconstruct_into(cores, t->modes, t->ranks, out.as<float>(), st.s);
+  for (size_t i = 0; i < std::max<size_t>(repeats, 1); ++i)
+    reconstruct_into(cores, t->modes, t->ranks, out.as<float>(), st.s);
   check(cudaEventRecord(e1, st.s), "cudaEventRecord");
   st.sync();
   float ms = 0;

@@ -15,7 +15,8 @@ void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out)
 size_t topk(uint64_t query, const std::vector<uint64_t>& cands, const std::vector<double>& norms,
             const std::string& metric, size_t k, uint32_t* index, double* score) {
   bool lower = metric == "l2";
-  if (metric != "dot" && metric != "cosine" && !lower) throw TTError("bad_request", "metric", "metric must be cosine, dot or l2");
+  if (metric != "dot" && metric != "cosine" && !lower)
+    throw TTError("bad_request", "metric", "metric must be cosine, dot or l2");
   if (metric != "dot" && norms.size() != cands.size() + 1)
     throw TTError("bad_request", "norms", "norms must hold the query's norm then one per candidate");
   std::vector<double> s(cands.size());

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // `npm run lint`: installs the lint tools into tools/lint/node_modules on first use (their own
 // lockfile, apart from the project's dependencies), then runs eslint over the TypeScript with a
-// content-keyed cache in node_modules/.cache, so a second run checks only what changed.
+// content-keyed cache in node_modules/.cache, so a second run checks only what changed. Then,
+// when clang-format is on PATH, checks that native/ is formatted as .clang-format says.
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
 const root = new URL("../..", import.meta.url).pathname;
@@ -21,3 +22,22 @@ run(process.execPath, [
   "--cache", "--cache-strategy", "content", "--cache-location", join(root, "node_modules", ".cache", "eslint"),
   "lib", "server", "bin", "test", "bench",
 ], root);
+
+// The native sources: native/*.cc, native/*.h, native/cuda/*.cu, native/cuda/*.cuh.
+function nativeFiles() {
+  const out = [];
+  for (const [dir, exts] of [["native", [".cc", ".h"]], [join("native", "cuda"), [".cu", ".cuh"]]]) {
+    if (!existsSync(join(root, dir))) continue;
+    for (const name of readdirSync(join(root, dir)).sort()) {
+      if (exts.some((e) => name.endsWith(e))) out.push(join(dir, name));
+    }
+  }
+  return out;
+}
+
+const probe = spawnSync("clang-format", ["--version"], { stdio: "ignore" });
+if (probe.error || probe.status !== 0) {
+  console.log("lint: clang-format not found on PATH, native format check skipped");
+} else {
+  run("clang-format", ["--style=file", "--dry-run", "-Werror", ...nativeFiles()], root);
+}

@@ -298,7 +298,7 @@ function numpyTT(data: Float32Array | Float64Array, modes: number[], tol: number
     const file = join(dir, "a.raw");
     writeFileSync(file, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     // one BLAS thread; OPENBLAS_CORETYPE/L2_SIZE slow a current numpy (see the env notes)
-    const env = { ...process.env, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1", MKL_NUM_THREADS: "1" };
+    const env: NodeJS.ProcessEnv = { ...process.env, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1", MKL_NUM_THREADS: "1" };
     delete env.OPENBLAS_CORETYPE;
     delete env.OPENBLAS_L2_SIZE;
     const dtype = data instanceof Float64Array ? "float64" : "float32";
@@ -445,7 +445,7 @@ async function topk() {
       const q = entries[0]!;
       writeFileSync(qfile, new Uint8Array(dense0!.buffer, dense0!.byteOffset, dense0!.byteLength));
       const reps = 7, times: number[] = [];
-      let scores = new Float64Array(0);
+      let scores: Float64Array = new Float64Array(0);
       for (let i = 0; i < reps; i++) {
         const t0 = performance.now();
         scores = await tt.dotBatch(q, entries);
@@ -455,7 +455,7 @@ async function topk() {
       const top = [...scores.keys()].sort((a, b) => scores[b]! - scores[a]!).slice(0, K);
       let np: { best_s: number; median_s: number; top: number[] } | null = null;
       try {
-        const env = { ...process.env, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1", MKL_NUM_THREADS: "1" };
+        const env: NodeJS.ProcessEnv = { ...process.env, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1", MKL_NUM_THREADS: "1" };
         delete env.OPENBLAS_CORETYPE;
         delete env.OPENBLAS_L2_SIZE;
         const o = execFileSync("python3", [new URL("./tt_numpy_topk.py", import.meta.url).pathname, file, qfile, String(count), String(K), String(reps)], { env, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });

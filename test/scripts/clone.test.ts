@@ -47,6 +47,8 @@ test("a fresh clone installs with npm ci and its service-free tests pass, with n
     // npm ci as a user runs it: the install script builds the addon, prepare builds dist/
     const env = { ...process.env };
     for (const k of Object.keys(env)) if (k.startsWith("npm_")) delete env[k]; // not the outer npm's settings
+    delete env.SVC_TEST_COVERAGE; // the outer run's coverage is of this checkout, not of the clone
+    delete env.NODE_V8_COVERAGE;
     const ci = await run("npm", ["ci", "--prefer-offline", "--no-audit", "--no-fund"], repo, env);
     t.equal(ci.code, 0, ci.code === 0 ? "npm ci exits 0" : `npm ci failed:\n${ci.out.slice(-4000)}`);
     if (ci.code !== 0) return;

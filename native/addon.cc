@@ -456,10 +456,10 @@ std::pair<const uint8_t*, size_t> read_bytes(const Napi::Value& v, const std::st
   return {a.Data(), a.ElementLength()};
 }
 
-// predCompress(data, shape, tolerance | -1, max_abs_error | -1) -> {stream, relative_error, max_abs_error}
-class PredCompressWorker : public Worker {
+// The arguments predCompress and predEstimate share: (data, shape, tolerance | -1, max_abs_error | -1).
+class PredInputWorker : public Worker {
  public:
-  PredCompressWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+  PredInputWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
     data_ = read_array(info[0], "data");
     keep(info[0]);
     shape_ = read_sizes(info[1], "shape");
@@ -469,6 +469,17 @@ class PredCompressWorker : public Worker {
     for (size_t v : shape_) n *= double(v);
     if (shape_.empty() || n != double(data_.n)) throw bad("shape", "shape must multiply to the number of elements");
   }
+
+ protected:
+  Arr data_;
+  std::vector<size_t> shape_;
+  double tol_ = -1, max_abs_ = -1;
+};
+
+// predCompress(data, shape, tolerance | -1, max_abs_error | -1) -> {stream, relative_error, max_abs_error}
+class PredCompressWorker : public PredInputWorker {
+ public:
+  using PredInputWorker::PredInputWorker;
 
  protected:
   void run() override {
@@ -487,25 +498,13 @@ class PredCompressWorker : public Worker {
   }
 
  private:
-  Arr data_;
-  std::vector<size_t> shape_;
-  double tol_ = -1, max_abs_ = -1;
   PredStream res_;
 };
 
 // predEstimate(data, shape, tolerance | -1, max_abs_error | -1) -> ratio
-class PredEstimateWorker : public Worker {
+class PredEstimateWorker : public PredInputWorker {
  public:
-  PredEstimateWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
-    data_ = read_array(info[0], "data");
-    keep(info[0]);
-    shape_ = read_sizes(info[1], "shape");
-    tol_ = read_number(info[2], "tolerance");
-    max_abs_ = read_number(info[3], "max_abs_error");
-    double n = 1;
-    for (size_t v : shape_) n *= double(v);
-    if (shape_.empty() || n != double(data_.n)) throw bad("shape", "shape must multiply to the number of elements");
-  }
+  using PredInputWorker::PredInputWorker;
 
  protected:
   void run() override {
@@ -516,9 +515,7 @@ class PredEstimateWorker : public Worker {
   Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, ratio_); }
 
  private:
-  Arr data_;
-  std::vector<size_t> shape_;
-  double tol_ = -1, max_abs_ = -1, ratio_ = 0;
+  double ratio_ = 0;
 };
 
 // predDecompress(stream, slice | null) -> typed array (slice flat: start0, stop0, start1, ...)

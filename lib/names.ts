@@ -95,6 +95,21 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, wha
   throw validationErrorFrom(r.error, what);
 }
 
+/**
+ * Parses an argument of the codec toolkits (tt, pred) with `schema`; a failure is one sentence
+ * naming `field` plus the path inside it (e.g. "shape.0"), or `fallback` for the whole value.
+ */
+export function parseFieldOrThrow<S extends z.ZodType>(schema: S, value: unknown, field: string, fallback = "options"): z.output<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const path = [field, ...issue.path.map(String)].filter((x) => x !== "").join(".") || fallback;
+  let msg = issue.message;
+  if (issue.code === "invalid_type" && /received undefined/.test(msg)) msg = "is required";
+  const sentence = msg.startsWith(path) ? msg : `${path}: ${msg}`;
+  throw new ValidationError(sentence.endsWith(".") ? sentence : `${sentence}.`, path);
+}
+
 export function validationErrorFrom(err: z.ZodError, what?: string): ValidationError {
   const issue = err.issues[0]!;
   const path = issue.path.map(String).join(".");

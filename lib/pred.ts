@@ -6,7 +6,7 @@ import { constants as bufferConstants } from "node:buffer";
 import { totalmem } from "node:os";
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
-import { shapeSchema } from "./names.js";
+import { parseFieldOrThrow, shapeSchema } from "./names.js";
 import { call, fromNative, native } from "./native.js";
 
 export type PredArray = Float32Array | Float64Array;
@@ -72,16 +72,6 @@ const decompressOptionsSchema = z
   )
   .optional();
 
-function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, field: string): z.output<S> {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const path = [field, ...issue.path.map(String)].filter((x) => x !== "").join(".") || "options";
-  let msg = issue.message;
-  if (issue.code === "invalid_type" && /received undefined/.test(msg)) msg = "is required";
-  const sentence = msg.startsWith(path) ? msg : `${path}: ${msg}`;
-  throw new ValidationError(sentence.endsWith(".") ? sentence : `${sentence}.`, path);
-}
 
 interface Checked {
   data: PredArray;
@@ -94,7 +84,7 @@ function check(data: unknown, opts: unknown): Checked {
   if (!(data instanceof Float32Array || data instanceof Float64Array)) {
     throw new ValidationError("data must be a Float32Array or Float64Array.", "data");
   }
-  const o = parseOrThrow(optionsSchema, opts, "");
+  const o = parseFieldOrThrow(optionsSchema, opts, "");
   if (o.tolerance === undefined && o.max_abs_error === undefined) {
     throw new ValidationError("options need tolerance or max_abs_error (or both).", "tolerance");
   }
@@ -144,7 +134,7 @@ export function info(stream: Uint8Array): PredInfo {
  */
 export async function decompress(stream: Uint8Array, opts?: { slice?: Array<[number, number]> }): Promise<PredArray> {
   const s = checkStream(stream);
-  const o = parseOrThrow(decompressOptionsSchema, opts, "") ?? {};
+  const o = parseFieldOrThrow(decompressOptionsSchema, opts, "") ?? {};
   const h = info(s);
   let flat: number[] | null = null;
   let elements = h.shape.reduce((a, b) => a * b, 1);

@@ -5,7 +5,7 @@ import { constants as bufferConstants } from "node:buffer";
 import { totalmem } from "node:os";
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
-import { shapeSchema } from "./names.js";
+import { parseFieldOrThrow, shapeSchema } from "./names.js";
 import { call, native } from "./native.js";
 
 export type FloatArray = Float32Array | Float64Array;
@@ -120,19 +120,6 @@ const roundOptionsSchema = z
   )
   .optional();
 
-/** Parses with schema; a failure names `field` plus the path inside it (e.g. "shape.0"). */
-function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, field: string, fallback = "options"): z.output<S> {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const path = [field, ...issue.path.map(String)].filter((x) => x !== "").join(".") || fallback;
-  let msg = issue.message;
-  if (issue.code === "invalid_type" && /received undefined/.test(msg)) msg = "is required";
-  const sentence = msg.startsWith(path) ? msg : `${path}: ${msg}`;
-  return (() => {
-    throw new ValidationError(sentence.endsWith(".") ? sentence : `${sentence}.`, path);
-  })();
-}
 
 const product = (xs: readonly number[]): number => xs.reduce((a, b) => a * b, 1);
 
@@ -204,9 +191,9 @@ function checkTT(t: unknown, name: string): CheckedTT {
   const p = (f: string) => (name ? `${name}.${f}` : f);
   if (t === null || typeof t !== "object") throw new ValidationError(`${name || "t"} must be a TT object.`, name || "t");
   const o = t as Record<string, unknown>;
-  const modes = parseOrThrow(modesSchema, o.modes, p("modes"));
+  const modes = parseFieldOrThrow(modesSchema, o.modes, p("modes"));
   const d = modes.length;
-  const ranks = parseOrThrow(ranksSchema, o.ranks, p("ranks"));
+  const ranks = parseFieldOrThrow(ranksSchema, o.ranks, p("ranks"));
   if (ranks.length !== d + 1) throw new ValidationError(`${p("ranks")} must have ${d + 1} entries (one more than modes).`, p("ranks"));
   if (ranks[0] !== 1 || ranks[d] !== 1) throw new ValidationError(`${p("ranks")} must start and end with 1.`, p("ranks"));
   if (!Array.isArray(o.cores) || o.cores.length !== d) {
@@ -227,7 +214,7 @@ function checkTT(t: unknown, name: string): CheckedTT {
     cores.push(c);
   }
   let shape = modes;
-  if (o.shape !== undefined) shape = parseOrThrow(shapeSchema, o.shape, p("shape"));
+  if (o.shape !== undefined) shape = parseFieldOrThrow(shapeSchema, o.shape, p("shape"));
   if (!Number.isSafeInteger(product(modes))) throw new ValidationError(`${p("modes")} describe a tensor too large to address.`, p("modes"));
   const groups = groupsOf(modes, shape, o.shape !== undefined ? p("shape") : p("modes"));
   return { modes, ranks, cores, shape, groups, f64 };
@@ -241,7 +228,7 @@ function checkTT(t: unknown, name: string): CheckedTT {
  * @example chooseModes([256, 256, 256]) // [8, 8, 4, 8, 8, 4, 8, 8, 4]
  */
 export function chooseModes(shape: number[]): number[] {
-  const s = parseOrThrow(shapeSchema, shape, "shape");
+  const s = parseFieldOrThrow(shapeSchema, shape, "shape");
   const out: number[] = [];
   for (const n of s) out.push(...quantize(n));
   return out;
@@ -290,11 +277,11 @@ function quantize(n: number): number[] {
 export async function compress(data: FloatArray, shape: number[], opts?: CompressOptions): Promise<CompressResult | null> {
   const x = floatArray(data, "data");
   if (x.length === 0) throw new ValidationError("data must not be empty.", "data");
-  const s = parseOrThrow(shapeSchema, shape, "shape");
+  const s = parseFieldOrThrow(shapeSchema, shape, "shape");
   if (product(s) !== x.length) {
     throw new ValidationError(`shape multiplies to ${product(s)} but data has ${x.length} elements.`, "shape");
   }
-  const o = parseOrThrow(compressOptionsSchema, opts, "") ?? {};
+  const o = parseFieldOrThrow(compressOptionsSchema, opts, "") ?? {};
   const f64 = x instanceof Float64Array;
   const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
   checkTolerance(tolerance, f64);
@@ -385,7 +372,7 @@ const reconstructOptionsSchema = z.strictObject({ slice: sliceSchema.optional() 
  */
 export async function reconstruct(t: TT, opts?: { slice?: [number, number][] }): Promise<FloatArray> {
   const c = checkTT(t, "");
-  const o = parseOrThrow(reconstructOptionsSchema, opts, "") ?? {};
+  const o = parseFieldOrThrow(reconstructOptionsSchema, opts, "") ?? {};
   let flat: number[] | null = null;
   if (o.slice) {
     if (o.slice.length !== c.shape.length) {
@@ -449,7 +436,7 @@ export async function dotDense(t: TT, x: FloatArray): Promise<number> {
 /** TT rounding: recompression to a relative tolerance and rank cap; reports the measured error. */
 export async function round(t: TT, opts?: RoundOptions): Promise<CompressResult> {
   const c = checkTT(t, "t");
-  const o = parseOrThrow(roundOptionsSchema, opts, "") ?? {};
+  const o = parseFieldOrThrow(roundOptionsSchema, opts, "") ?? {};
   const tolerance = o.tolerance ?? DEFAULT_TOLERANCE;
   checkTolerance(tolerance, c.f64);
   const r = await call(() => native().round(c.cores, c.ranks, c.modes, tolerance, o.max_rank ?? DEFAULT_MAX_RANK));

@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
-import { writeFileAtomic } from "./tenants.js";
+import { writeFileAtomic } from "../../lib/atomic-file.js";
 
 export interface KeyUse {
   tenant_id: string;

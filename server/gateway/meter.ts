@@ -5,7 +5,7 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { mkdir, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomic } from "./tenants.js";
+import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
 

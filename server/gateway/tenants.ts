@@ -1,10 +1,10 @@
 // Tenant registry: the records behind the admin endpoints and authentication. One interface,
 // three implementations: Redis (shared by several gateways), a local JSON file under the data
 // directory (written atomically: temp file, fsync, rename) and plain memory for tests.
-import { access, constants, mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { access, constants, mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
 import { z } from "zod";
+import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { ConflictError, NotFoundError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
 import { planSchema, type Plan } from "./plans.js";
@@ -330,24 +330,6 @@ const fileSchema = z.object({ version: z.literal(1), tenants: z.array(tenantReco
 function checkEventChange(cur: TenantRecord, next: TenantRecord): void {
   if (next.tenant_id !== cur.tenant_id || next.key_hash !== cur.key_hash || next.active !== cur.active || JSON.stringify(next.keys) !== JSON.stringify(cur.keys)) {
     throw new Error("A payment event may not change a tenant's id, keys or active flag.");
-  }
-}
-
-/** Writes `data` to `path` atomically: a temp file in the same directory, fsync, rename. */
-export async function writeFileAtomic(path: string, data: string): Promise<void> {
-  const tmp = `${path}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
-  const fh = await open(tmp, "w", 0o600);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  try {
-    await rename(tmp, path);
-  } catch (e) {
-    await rm(tmp, { force: true });
-    throw e;
   }
 }
 

@@ -5,9 +5,10 @@
 // fsync covers many receipts without ever returning a receipt whose serial could be
 // handed out again after a crash.
 import { closeSync, fchmodSync, fdatasync, fsyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, renameSync, truncateSync, writeSync } from "node:fs";
-import { open, rename, readFile, mkdir } from "node:fs/promises";
-import { dirname, join, basename } from "node:path";
+import { readFile } from "node:fs/promises";
+import { dirname, basename } from "node:path";
 import { z } from "zod";
+import { writeFileAtomic } from "../../lib/atomic-file.js";
 
 export interface ChainHead {
   /** Serial of the last committed receipt (0 before the first). */
@@ -57,7 +58,7 @@ export class FileChainStore implements ChainStore {
   }
 
   async save(head: ChainHead): Promise<void> {
-    await writeFileAtomic(this.path, JSON.stringify(head) + "\n", 0o600);
+    await writeFileAtomic(this.path, JSON.stringify(head) + "\n", 0o600, { createDir: true });
   }
 }
 
@@ -167,28 +168,6 @@ export class LogChainStore implements ChainStore {
     this.close();
     this.#open();
     this.#size = lastLine.length;
-  }
-}
-
-/** Writes `data` to `path` through a temp file: fsync, rename, fsync of the directory. */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, mode: number): Promise<void> {
-  const dir = dirname(path);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const tmp = join(dir, `.${basename(path)}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
-  const fh = await open(tmp, "wx", mode);
-  try {
-    await fh.writeFile(data);
-    await fh.chmod(mode); // the umask may have narrowed or widened nothing; make it exact
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  const dh = await open(dir, "r");
-  try {
-    await dh.sync();
-  } finally {
-    await dh.close();
   }
 }
 

@@ -9,7 +9,7 @@ import { chmod, mkdir, readdir, readFile, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { ADMIN_HASH_VAR, ConfigError, parseEnvFile, type ProvenanceConfig } from "./config.js";
-import { writeFileAtomic } from "./chain.js";
+import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, fingerprintOf, type KeyPair, type MlDsaBackend } from "./signer.js";
 import { parseIJson } from "../http/json.js";
 
@@ -170,7 +170,7 @@ async function loadRetired(home: string, activeFp: string): Promise<RetiredKey[]
 async function writeActive(home: string, kp: KeyPair, now: Date): Promise<ActiveKey> {
   const k: ActiveKey = { ...kp, fingerprint: fingerprintOf(kp.publicKey), created_at: now.toISOString() };
   await ensureDir(paths(home).keys);
-  await writeFileAtomic(paths(home).active, activeToFile(k), 0o600);
+  await writeFileAtomic(paths(home).active, activeToFile(k), 0o600, { createDir: true });
   return k;
 }
 
@@ -226,7 +226,7 @@ export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend,
     const header = text === null ? "# svc-provenance runtime configuration, written at first boot.\n# Only the SHA-256 of the admin API key is stored here.\n" : text.endsWith("\n") || text === "" ? text : text + "\n";
     // a directory made here is 0700; an existing one (/etc/svc-provenance) is the operator's
     await makeDirs(dirname(config.configPath));
-    await writeFileAtomic(config.configPath, `${header}${ADMIN_HASH_VAR}=${adminKeySha256}\n`, 0o600);
+    await writeFileAtomic(config.configPath, `${header}${ADMIN_HASH_VAR}=${adminKeySha256}\n`, 0o600, { createDir: true });
   } else {
     // the operator's file: it may hold SVC_PROVENANCE_METRICS_TOKEN, so say when others can read it
     const st = await stat(config.configPath);
@@ -265,6 +265,7 @@ export async function rotateKey(home: string, backend: MlDsaBackend, now = new D
       retired_at: now.toISOString(),
     }) + "\n",
     0o600,
+    { createDir: true },
   );
   await writeActive(home, backend.generateKeyPair(), now);
   return loadKeyring(home);

@@ -5,9 +5,9 @@
 // as measured). Serving and querying pred entries: test/store/codec-serve.test.ts.
 import { floatToHalf, halfToFloat } from "../../lib/store/codec.js";
 import type { PutOptions } from "../../lib/schemas.js";
-import type { ServeArray } from "../../lib/store/types.js";
 import { gaussian, rng, smoothField } from "../tt/helpers.js";
 import { storeSuite } from "./harness.js";
+import { close, errors, f64, noise, values } from "./codec-helpers.js";
 
 const suite = storeSuite({ targets: ["memory", "lmdb", "postgres", "http"], namespaces: ["ns"] });
 
@@ -21,31 +21,10 @@ function photo(h: number, w: number, seed: number): Float32Array {
     return (Math.hypot(x - cx, y - cy) < h / 4 ? 180 : 60) + 40 * Math.sin(x / 23) * Math.cos(y / 31) + (x > 0.7 * w ? 50 : 0) + 3 * g();
   });
 }
-const noise = (n: number, seed: number, f64 = false): Float32Array | Float64Array => {
-  const g = gaussian(seed);
-  return f64 ? Float64Array.from({ length: n }, () => g()) : Float32Array.from({ length: n }, () => g());
-};
 /** Data spanning six decades: a wave whose scale changes by 1e6 between the halves, plus a small ripple. */
 const decades = (n: number, seed: number) =>
   Float64Array.from({ length: n }, (_, i) => (i < n / 2 ? 1e-3 : 1e3) * Math.sin(i / 97 + seed) + 1e-4 * Math.cos(i * 0.37));
 
-const f64 = (a: ArrayLike<number>) => Float64Array.from(a);
-/** The measured errors of `served` against `x`: relative Frobenius (float64, scaled) and largest element. */
-function errors(x: ArrayLike<number>, served: ArrayLike<number>): { rel: number; abs: number } {
-  let s = 0, abs = 0;
-  for (let i = 0; i < x.length; i++) {
-    s = Math.max(s, Math.abs(x[i]!));
-    abs = Math.max(abs, Math.abs(x[i]! - served[i]!));
-  }
-  let num = 0, den = 0;
-  for (let i = 0; i < x.length; i++) {
-    num += ((x[i]! - served[i]!) / s) ** 2;
-    den += (x[i]! / s) ** 2;
-  }
-  return { rel: den === 0 ? 0 : Math.sqrt(num / den), abs };
-}
-const close = (x: number, y: number, rel = 1e-5, abs = 1e-12) => Math.abs(x - y) <= rel * Math.max(Math.abs(x), Math.abs(y)) + abs;
-const values = (d: ServeArray, dtype: string): Float64Array => (dtype === "float16" ? Float64Array.from(d as Uint16Array, halfToFloat) : f64(d as Float32Array));
 
 suite.test("auto: TT for a smooth field, pred for noise and a photograph, deflate for integers", async (t, s) => {
   const smooth = smoothField(32, 32, 32, false, 3) as Float32Array;

@@ -6,35 +6,14 @@
 // goes through each backend's large-payload layout. The choice of codec itself:
 // test/store/codec-choice.test.ts.
 import { ValidationError } from "../../lib/errors.js";
-import { extractBlock, halfToFloat } from "../../lib/store/codec.js";
+import { extractBlock } from "../../lib/store/codec.js";
 import type { PutOptions } from "../../lib/schemas.js";
-import type { ServeArray } from "../../lib/store/types.js";
 import { gaussian, smoothField } from "../tt/helpers.js";
 import { rejects, storeSuite, type StoreApi } from "./harness.js";
+import { close, errors, f64, noise, values } from "./codec-helpers.js";
 
 const suite = storeSuite({ targets: ["memory", "lmdb", "postgres", "http"], namespaces: ["ns", "mix"] });
 
-const noise = (n: number, seed: number, f64 = false): Float32Array | Float64Array => {
-  const g = gaussian(seed);
-  return f64 ? Float64Array.from({ length: n }, () => g()) : Float32Array.from({ length: n }, () => g());
-};
-const f64 = (a: ArrayLike<number>) => Float64Array.from(a);
-/** The measured errors of `served` against `x`: relative Frobenius (float64, scaled) and largest element. */
-function errors(x: ArrayLike<number>, served: ArrayLike<number>): { rel: number; abs: number } {
-  let s = 0, abs = 0;
-  for (let i = 0; i < x.length; i++) {
-    s = Math.max(s, Math.abs(x[i]!));
-    abs = Math.max(abs, Math.abs(x[i]! - served[i]!));
-  }
-  let num = 0, den = 0;
-  for (let i = 0; i < x.length; i++) {
-    num += ((x[i]! - served[i]!) / s) ** 2;
-    den += (x[i]! / s) ** 2;
-  }
-  return { rel: den === 0 ? 0 : Math.sqrt(num / den), abs };
-}
-const close = (x: number, y: number, rel = 1e-5, abs = 1e-12) => Math.abs(x - y) <= rel * Math.max(Math.abs(x), Math.abs(y)) + abs;
-const values = (d: ServeArray, dtype: string): Float64Array => (dtype === "float16" ? Float64Array.from(d as Uint16Array, halfToFloat) : f64(d as Float32Array));
 
 suite.test("a slice of a pred entry equals that block of the full serve", async (t, s) => {
   const shape = [40, 36, 21];

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, chownSync, mkdirSync } f
 import { createServer, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 const run = promisify(execFile);
@@ -174,4 +175,27 @@ export async function mountSmallDisk(mib: number): Promise<SmallDisk | { skip: s
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The service key of the engines the fault tests start. */
+export const ENGINE_KEY = "svc-service-key-" + "0123456789abcdef".repeat(3);
+const SVC = fileURLToPath(new URL("../../bin/svc.ts", import.meta.url));
+
+/** `svc engine` as a process of its own on a free port, with `env` added; resolves once it prints its URL. */
+export function startEngineProcess(env: Record<string, string>): Promise<{ url: string; child: ChildProcess; stderr: () => string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", SVC, "engine"], {
+    env: { ...process.env, SVC_ENGINE_PORT: "0", SVC_ENGINE_API_KEYS: ENGINE_KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_DEVICE: "cpu", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let err = "";
+  child.stderr!.on("data", (d) => (err += d));
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (d) => {
+      out += d;
+      const m = /engine: (http:\/\/\S+)/.exec(out);
+      if (m) resolve({ url: m[1]!, child, stderr: () => err });
+    });
+    child.on("exit", (code) => reject(new Error(`engine exited ${code}: ${err}`)));
+  });
 }

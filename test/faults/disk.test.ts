@@ -4,32 +4,12 @@
 // succeed again once space is freed, without a restart. Skipped with a sentence where a tmpfs
 // cannot be mounted.
 import test from "tape";
-import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { mountSmallDisk, type SmallDisk } from "./deps.js";
+import { ENGINE_KEY, mountSmallDisk, startEngineProcess, type SmallDisk } from "./deps.js";
 
-const KEY = "svc-service-key-" + "89abcdef01234567".repeat(3);
-const SVC = fileURLToPath(new URL("../../bin/svc.ts", import.meta.url));
-
-function startEngine(dataDir: string): Promise<{ url: string; child: ChildProcess; stderr: () => string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", SVC, "engine"], {
-    env: { ...process.env, SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: dataDir, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_DEVICE: "cpu" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let err = "";
-  child.stderr!.on("data", (d) => (err += d));
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /engine: (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ url: m[1]!, child, stderr: () => err });
-    });
-    child.on("exit", (code) => reject(new Error(`engine exited ${code}: ${err}`)));
-  });
-}
+const KEY = ENGINE_KEY;
+const startEngine = (where: string) => startEngineProcess({ SVC_ENGINE_DATA_DIR: where });
 
 /** Incompressible bytes (stored as they are), different per seed. */
 function noise(n: number, seed: number): Buffer {

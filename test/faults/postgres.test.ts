@@ -4,30 +4,10 @@
 // Retry-After (never a 500), /health says store_connected false while the database is away,
 // and service comes back by itself. Every wait is a condition with a deadline.
 import test from "tape";
-import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
-import { startPgCluster, waitFor, type PgCluster } from "./deps.js";
+import { ENGINE_KEY, startEngineProcess, startPgCluster, waitFor, type PgCluster } from "./deps.js";
 
-const KEY = "svc-service-key-" + "0123456789abcdef".repeat(3);
-const SVC = fileURLToPath(new URL("../../bin/svc.ts", import.meta.url));
-
-function startEngine(storeUrl: string): Promise<{ url: string; child: ChildProcess; stderr: () => string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", SVC, "engine"], {
-    env: { ...process.env, SVC_ENGINE_PORT: "0", SVC_ENGINE_STORE_URL: storeUrl, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_DEVICE: "cpu", SVC_ENGINE_STORE_TIMEOUT_MS: "3000" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let err = "";
-  child.stderr!.on("data", (d) => (err += d));
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /engine: (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ url: m[1]!, child, stderr: () => err });
-    });
-    child.on("exit", (code) => reject(new Error(`engine exited ${code}: ${err}`)));
-  });
-}
+const KEY = ENGINE_KEY;
+const startEngine = (where: string) => startEngineProcess({ SVC_ENGINE_STORE_URL: where, SVC_ENGINE_STORE_TIMEOUT_MS: "3000" });
 
 async function call(url: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(url + path, {

@@ -6,6 +6,7 @@
 // CUDA device it prints that line and a sentence saying why, and exits with status 2.
 import { cpus, loadavg, totalmem } from "node:os";
 import { CudaDevice } from "../lib/gpu.js";
+import { rankScores } from "../lib/store/gpu-cache.js";
 import * as tt from "../lib/tt.js";
 import type { TT } from "../lib/store/ttapi.js";
 
@@ -29,6 +30,24 @@ function randomTT(modes: number[], rank: number, seed: number): TT {
   const ranks = [1, ...modes.slice(1).map(() => rank), 1];
   return { modes, ranks, cores: modes.map((n, k) => Float32Array.from({ length: ranks[k]! * n * ranks[k + 1]! }, r)) };
 }
+/** ‖a − b‖ / ‖b‖ in float64: the error of a device result against the CPU engine's. */
+function relDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) return Infinity;
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num += (a[i]! - b[i]!) ** 2;
+    den += b[i]! ** 2;
+  }
+  return Math.sqrt(num) / Math.max(Math.sqrt(den), Number.MIN_VALUE);
+}
+const TOL = 1e-5;
+let wrong = 0;
+/** Records whether a timed result matched the CPU; a figure on a wrong result is reported as such. */
+const verdict = (ok: boolean) => {
+  if (!ok) wrong++;
+  return ok ? "ok" : "WRONG";
+};
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const b = tt.backend();
@@ -62,7 +81,8 @@ if (on("reconstruct")) {
       const t0 = performance.now();
       const host = await dev.reconstruct(h, t);
       const e2e = (performance.now() - t0) / 1e3;
-      out({ figure: "reconstruct", shape: [n, n, n], rank, dense_bytes: bytes, repeats, device_s: s, device_GBps: +(bytes / s / GB).toFixed(1), with_copy_to_host_GBps: +(host.byteLength / e2e / GB).toFixed(2), target_GBps: 500 });
+      const err = relDiff(host, await tt.reconstruct(t));
+      out({ figure: "reconstruct", shape: [n, n, n], rank, rel_err_vs_cpu: +err.toExponential(2), check: verdict(err <= TOL), dense_bytes: bytes, repeats, device_s: s, device_GBps: +(bytes / s / GB).toFixed(1), with_copy_to_host_GBps: +(host.byteLength / e2e / GB).toFixed(2), target_GBps: 500 });
       dev.free(h);
     }
   }
@@ -74,15 +94,19 @@ if (on("load")) {
     const t = randomTT([n, n], rank, 7);
     const bytes = dev.bytesFor(t);
     const runs: { h2d: number; wall: number }[] = [];
+    let err = 0;
     for (let i = 0; i < 5; i++) {
       const t0 = performance.now();
       const r = await dev.loadTimed(t);
       runs.push({ h2d: r.h2d_s, wall: (performance.now() - t0) / 1e3 });
+      // what arrived: a block at each end of the tensor against the CPU's (the last bytes of a chunked copy included)
+      for (const slice of [[[0, 64], [0, 64]], [[n - 64, n], [n - 64, n]]] as [number, number][][])
+        err = Math.max(err, relDiff(await dev.reconstruct(r.handle, t, slice), await tt.reconstruct(t, { slice })));
       dev.free(r.handle);
     }
     const h2d = median(runs.map((r) => r.h2d));
     const wall = median(runs.map((r) => r.wall));
-    out({ figure: "load", bytes, runs: runs.length, pinned_h2d_GBps: +(bytes / h2d / GB).toFixed(1), end_to_end_GBps: +(bytes / wall / GB).toFixed(2), target_GBps: 20 });
+    out({ figure: "load", bytes, runs: runs.length, blocks_rel_err_vs_cpu: +err.toExponential(2), check: verdict(err <= TOL), pinned_h2d_GBps: +(bytes / h2d / GB).toFixed(1), end_to_end_GBps: +(bytes / wall / GB).toFixed(2), target_GBps: 20 });
   }
 }
 
@@ -103,17 +127,28 @@ if (on("topk")) {
     const dn = await Promise.all(distinct.map((d) => tt.norm(d)));
     for (let i = 0; i < handles.length; i++) norms[i + 1] = dn[i % 100]!;
     const lat: number[] = [];
-    await dev.topk(hq, handles, norms, "cosine", 10); // warm-up
+    // the CPU's answer over the same candidates: its scores of the 100 distinct entries, repeated
+    const raw100 = await tt.dotBatch(q, distinct);
+    const cpu = rankScores(Float64Array.from(handles, (_, i) => raw100[i % 100]!), norms, "cosine", 10);
+    const got = await dev.topk(hq, handles, norms, "cosine", 10); // also the warm-up
+    const scoreErr = Math.max(...Array.from(got.score, (v, i) => Math.abs(v - cpu.score[i]!) / Math.abs(cpu.score[i]!)));
+    const agree = got.index.length === cpu.index.length && got.index.every((v, i) => v === cpu.index[i]);
     for (let i = 0; i < 20 && Date.now() < deadline; i++) {
       const s0 = performance.now();
       await dev.topk(hq, handles, norms, "cosine", 10);
       lat.push(performance.now() - s0);
     }
     out({
-      figure: "topk", entries: handles.length, shape: [64, 64, 64], rank, k: 10, metric: "cosine", runs: lat.length,
+      figure: "topk", entries: handles.length, shape: [64, 64, 64], rank, k: 10, metric: "cosine",
+      same_top_k_as_cpu: agree, score_rel_err_vs_cpu: +scoreErr.toExponential(2), check: verdict(agree && scoreErr <= TOL), runs: lat.length,
       p50_ms: +median(lat).toFixed(2), min_ms: +Math.min(...lat).toFixed(2), max_ms: +Math.max(...lat).toFixed(2),
       resident_bytes: handles.length * dev.bytesFor(distinct[0]!), load_all_s: +loadS.toFixed(1), target_ms: 20,
     });
     for (const h of [hq, ...handles]) dev.free(h);
   }
+}
+
+if (wrong > 0) {
+  console.error(`bench/gpu: ${wrong} figure(s) measured on a result that differs from the CPU's; those figures are void.`);
+  process.exit(1);
 }

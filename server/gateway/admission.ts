@@ -21,7 +21,7 @@
 // request's CUs, however many arrive at once. A reservation whose gateway died expires after
 // RESERVATION_TTL_MS.
 import { createHash, randomUUID } from "node:crypto";
-import { type Operation, type UsageStore, usageKey, USAGE_TOTAL_FIELD } from "./meter.js";
+import { ChargeDeadlines, LateChargeError, type Operation, PAST_DEADLINE_LUA, type UsageStore, usageKey, USAGE_TOTAL_FIELD } from "./meter.js";
 import { type RateLimiter, type RateLimitState, rateKey, SLIDE_LUA, stateOfSlide, type WindowSpec } from "./ratelimit.js";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
@@ -75,8 +75,12 @@ export interface Admission {
    * when `l` is no longer the stored record: then nothing was recorded.
    */
   admit(l: Lookup, spec: WindowSpec, quota: QuotaAsk | null): Promise<Admitted | null>;
-  /** Charges `milli` milli-CUs of `op` (0: nothing) and drops the reservation, in one step. */
-  settle(r: Reservation, op: Operation, milli: number): Promise<void>;
+  /**
+   * Charges `milli` milli-CUs of `op` (0: nothing) and drops the reservation, in one step.
+   * Redis: past `deadlineMs` (ms of Redis's clock; default: ChargeDeadlines) the reservation
+   * is dropped, nothing is charged, and it rejects with LateChargeError.
+   */
+  settle(r: Reservation, op: Operation, milli: number, deadlineMs?: number): Promise<void>;
 }
 
 /**
@@ -120,9 +124,9 @@ export function directAdmission(registry: TenantRegistry, limiter: RateLimiter, 
       held.get(k)!.set(r.id, { milli: r.milli, expires: now() + RESERVATION_TTL_MS });
       return { rate, usedMilli, reservation: r };
     },
-    async settle(r, op, milli) {
+    async settle(r, op, milli, deadlineMs) {
       try {
-        if (milli > 0) await usage.add(r.tenant, r.period, op, milli);
+        if (milli > 0) await usage.add(r.tenant, r.period, op, milli, deadlineMs);
       } finally {
         // Dropped only once the charge is counted: in between it is counted twice, never zero times.
         const k = heldKey(r.tenant, r.period);
@@ -160,9 +164,12 @@ if KEYS[3] then
 end
 return r`);
 
-// KEYS: the usage hash, the reservations. ARGV: the member, the operation, the milli-CUs charged.
-const SETTLE = new LuaScript(`
+// KEYS: the usage hash, the reservations. ARGV: the member, the operation, the milli-CUs
+// charged, the deadline ("" for none). Returns -1 when a charge came past its deadline: the
+// reservation is dropped all the same, nothing is charged.
+const SETTLE = new LuaScript(`${PAST_DEADLINE_LUA}
 redis.call('ZREM', KEYS[2], ARGV[1])
+if tonumber(ARGV[3]) > 0 and past(ARGV[4]) then return -1 end
 if tonumber(ARGV[3]) > 0 then
   redis.call('HINCRBY', KEYS[1], ARGV[2], ARGV[3])
   redis.call('HINCRBY', KEYS[1], '${USAGE_TOTAL_FIELD}', ARGV[3])
@@ -182,13 +189,17 @@ const sha1Hex = (s: string): string => createHash("sha1").update(s, "utf8").dige
 export class RedisAdmission implements Admission {
   readonly kind = "redis" as const;
   private readonly cache = new Map<string, Lookup>();
+  private readonly deadlines: ChargeDeadlines;
   constructor(
     private readonly redis: RedisLink,
     private readonly registry: RedisTenantRegistry,
     private readonly prefix: string,
     private readonly maxEntries = 10_000,
     private readonly hashTags = false,
-  ) {}
+    deadlines?: ChargeDeadlines,
+  ) {
+    this.deadlines = deadlines ?? new ChargeDeadlines(redis);
+  }
 
   /** How many key hashes are cached (tests). */
   get cachedEntries(): number {
@@ -228,11 +239,14 @@ export class RedisAdmission implements Admission {
       if (this.cache.get(l.keyHash)?.version === l.version) this.cache.delete(l.keyHash);
       return null;
     }
+    this.deadlines.observe(Number(r[3]) / 1000); // Redis's TIME (us) when it ran the script
     const reservation = quota !== null && Number(r[5]) === 1 ? { tenant: id, period: quota.period, id: member, milli: quota.costMilli } : null;
     return { rate: stateOfSlide(spec, r), usedMilli: quota === null ? 0 : Number(r[4]), reservation };
   }
 
-  async settle(r: Reservation, op: Operation, milli: number): Promise<void> {
-    await SETTLE.run(this.redis, [usageKey(this.prefix, r.period, r.tenant, this.hashTags), reservationKey(this.prefix, r.period, r.tenant, this.hashTags)], [`${r.id}:${r.milli}`, op, String(milli)]);
+  async settle(r: Reservation, op: Operation, milli: number, deadlineMs?: number): Promise<void> {
+    const deadline = deadlineMs === undefined ? this.deadlines.next() : String(Math.floor(deadlineMs));
+    const keys = [usageKey(this.prefix, r.period, r.tenant, this.hashTags), reservationKey(this.prefix, r.period, r.tenant, this.hashTags)];
+    if (Number(await SETTLE.run(this.redis, keys, [`${r.id}:${r.milli}`, op, String(milli), deadline])) === -1) throw new LateChargeError();
   }
 }

@@ -6,6 +6,7 @@ import { closeSync, openSync, writeSync } from "node:fs";
 import { mkdir, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
+import { StateUnavailableError } from "../../lib/errors.js";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
 
@@ -61,8 +62,12 @@ export interface UsageRecord {
 
 export interface UsageStore {
   readonly kind: "redis" | "local" | "memory";
-  /** Adds `milli` milli-CUs of `op` to the tenant's usage in `period`. */
-  add(tenant: string, period: string, op: Operation, milli: number): Promise<void>;
+  /**
+   * Adds `milli` milli-CUs of `op` to the tenant's usage in `period`. Redis: a charge that
+   * reaches the server after `deadlineMs` (ms of Redis's clock; default: when the gateway stops
+   * waiting for it, ChargeDeadlines) is not applied and rejects with LateChargeError.
+   */
+  add(tenant: string, period: string, op: Operation, milli: number, deadlineMs?: number): Promise<void>;
   /** Total milli-CUs of the tenant in `period` (0 when none). */
   total(tenant: string, period: string): Promise<number>;
   get(tenant: string, period: string): Promise<UsageRecord>;
@@ -93,6 +98,7 @@ export class MemoryUsageStore implements UsageStore {
   protected table: Table = {};
 
   async add(tenant: string, period: string, op: Operation, milli: number): Promise<void> {
+    // In this process: a charge is applied at once, no deadline can pass first.
     const t = ((this.table[period] ??= {})[tenant] ??= {});
     t[op] = (t[op] ?? 0) + milli;
     t[TOTAL] = (t[TOTAL] ?? 0) + milli;
@@ -265,20 +271,96 @@ export class LocalFileUsageStore extends MemoryUsageStore {
   }
 }
 
-const ADD = new LuaScript(`
+/**
+ * A charge Redis received after its deadline, so did not apply: the gateway had stopped
+ * waiting for it (a hung or slow Redis) and answered the request as not charged.
+ */
+export class LateChargeError extends StateUnavailableError {
+  constructor() {
+    super("The charge reached Redis after its deadline and was not applied; retry later.");
+    this.name = "LateChargeError";
+  }
+}
+
+/**
+ * Lua: true when the server's clock (TIME, ms) is past the deadline `arg` ("" for none). Since
+ * Redis 5 a script replicates its effects, so TIME may come before the writes.
+ */
+export const PAST_DEADLINE_LUA = `
+local function past(arg)
+  if arg == '' then return false end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(arg)
+end
+`;
+
+/** This process's monotonic clock in ms since the epoch (RedisLink.answerBy's clock). */
+export const monotonicMs = (): number => performance.timeOrigin + performance.now();
+
+/**
+ * The deadlines of charges sent to Redis. A charge carries the instant past which Redis must
+ * refuse it, on Redis's clock: a little before the gateway stops waiting for its reply (the
+ * link's answerBy, less a margin of a quarter of the wait, at most 500 ms, for the reply to be
+ * read), so a charge is either applied and reported, or refused, and never applied after the
+ * gateway answered the request as not charged. The offset between Redis's clock and this
+ * process's monotonic one is learnt from Redis's TIME in the admission script's replies
+ * (observe): each sample is Redis's time when it ran the script less this process's time when
+ * the reply was read, never more than the true offset, and the largest sample of the last
+ * minute is used, so a deadline errs early (a charge refused that could have been applied, and
+ * answered as such), never late; a step of this machine's clock changes nothing.
+ */
+export class ChargeDeadlines {
+  private offsetMs = 0;
+  private sampledAt = -Infinity;
+  constructor(private readonly link: RedisLink, private readonly fallbackWaitMs?: number) {}
+
+  /** A reading of Redis's clock (ms) that reached this process just now. */
+  observe(redisNowMs: number): void {
+    if (!Number.isFinite(redisNowMs)) return;
+    const now = monotonicMs();
+    const sample = redisNowMs - now;
+    if (sample >= this.offsetMs || now - this.sampledAt > 60_000) {
+      this.offsetMs = sample;
+      this.sampledAt = now;
+    }
+  }
+
+  /** The offset used now: Redis's clock less this process's monotonic one (ms). */
+  get offset(): number {
+    return this.offsetMs;
+  }
+
+  /** The deadline of a charge sent now (ms of Redis's clock), or "" when the gateway waits without a bound. */
+  next(): string {
+    const now = monotonicMs();
+    const by = this.link.answerBy?.() ?? (this.fallbackWaitMs !== undefined ? now + this.fallbackWaitMs : undefined);
+    if (by === undefined) return "";
+    const wait = Math.max(0, by - now);
+    return String(Math.floor(now + this.offsetMs + wait - Math.min(wait / 4, 500)));
+  }
+}
+
+// KEYS: the usage hash. ARGV: the operation, the milli-CUs, the deadline ("" for none).
+// Returns the new total, or -1 when the deadline had passed (nothing applied).
+const ADD = new LuaScript(`${PAST_DEADLINE_LUA}
+if past(ARGV[3]) then return -1 end
 redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
 return redis.call('HINCRBY', KEYS[1], '${TOTAL}', ARGV[2])`);
 
 /** Usage in Redis: hash `<prefix>usage:<period>:<tenant>`, fields per operation plus `_total`. */
 export class RedisUsageStore implements UsageStore {
   readonly kind = "redis" as const;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false) {}
+  private readonly deadlines: ChargeDeadlines;
+  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false, deadlines?: ChargeDeadlines) {
+    this.deadlines = deadlines ?? new ChargeDeadlines(redis);
+  }
   private key = (tenant: string, period: string) => usageKey(this.prefix, period, tenant, this.hashTags);
 
-  async add(tenant: string, period: string, op: Operation, milli: number): Promise<void> {
+  async add(tenant: string, period: string, op: Operation, milli: number, deadlineMs?: number): Promise<void> {
     // One script: the operation's field and the total move together, in one command (a
-    // MULTI/HINCRBY/HINCRBY/EXEC costs the client four).
-    await ADD.run(this.redis, [this.key(tenant, period)], [op, String(milli)]);
+    // MULTI/HINCRBY/HINCRBY/EXEC costs the client four), or not at all once past the deadline.
+    const deadline = deadlineMs === undefined ? this.deadlines.next() : String(Math.floor(deadlineMs));
+    if (Number(await ADD.run(this.redis, [this.key(tenant, period)], [op, String(milli), deadline])) === -1) throw new LateChargeError();
   }
 
   async total(tenant: string, period: string): Promise<number> {

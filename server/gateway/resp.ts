@@ -16,6 +16,12 @@ import { StateUnavailableError } from "../../lib/errors.js";
 /** What the gateway's Redis stores need: one command, its reply (errors reject). */
 export interface RedisLink {
   sendCommand(args: string[]): Promise<unknown>;
+  /**
+   * The instant by which a command sent now is answered or has failed for its caller, in ms of
+   * this process's monotonic clock (performance.timeOrigin + performance.now(), which a step
+   * of the system clock does not move); absent or undefined when the link sets no bound.
+   */
+  answerBy?(): number | undefined;
 }
 
 /** An error reply from the server (its text is the message, e.g. `NOSCRIPT No matching script`). */
@@ -203,6 +209,17 @@ export class RespConnection implements RedisLink {
     return this.ready;
   }
 
+  /**
+   * A command written now fails at its own timeout, or sooner when an older one still waiting
+   * times out first (that ends the connection): the earlier of the two (RedisLink.answerBy).
+   */
+  answerBy(): number | undefined {
+    const limit = this.opts.commandTimeoutMs;
+    if (limit === undefined) return undefined;
+    const oldest = this.waiters[this.head];
+    return performance.timeOrigin + Math.min(performance.now() + limit, oldest ? oldest.due : Infinity);
+  }
+
   sendCommand(args: string[]): Promise<unknown> {
     if (!this.ready || this.socket === null) return Promise.reject(new RedisConnectionError("The Redis connection is down."));
     return this.write(args);
@@ -225,8 +242,13 @@ export class RespConnection implements RedisLink {
       this.replyTimer = null;
       const w = this.waiters[this.head];
       if (!w) return;
-      if (performance.now() >= w.due) this.socket?.destroy(new RedisConnectionError("Redis did not answer in time (SVC_GATE_REDIS_TIMEOUT_MS); retry later."));
-      else this.armReplyTimer();
+      if (performance.now() < w.due) return this.armReplyTimer();
+      // A reply already in the socket's buffer (this process was busy) is read first: the poll
+      // phase runs between this timer and the check phase.
+      setImmediate(() => {
+        if (this.waiters[this.head] === w) this.socket?.destroy(new RedisConnectionError("Redis did not answer in time (SVC_GATE_REDIS_TIMEOUT_MS); retry later."));
+        else this.armReplyTimer();
+      });
     }, wait + 1);
     this.replyTimer.unref();
   }

@@ -12,7 +12,7 @@ import { billingRouter, FileBillingLog } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
 import { createGatewayMetrics } from "./metrics.js";
-import { LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
+import { ChargeDeadlines, LocalFileUsageStore, RedisUsageStore, type UsageStore } from "./meter.js";
 import { EnginePool } from "./engines.js";
 import { UndiciEngineClient, type EngineClient } from "./proxy.js";
 import { SharedEngineClient } from "./engine-share.js";
@@ -58,10 +58,13 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     const tags = config.redis.kind === "cluster";
     const redisRegistry = new RedisTenantRegistry(redis, config.redisPrefix, tags);
     registry = redisRegistry;
-    usage = new RedisUsageStore(redis, config.redisPrefix, tags);
+    // A charge Redis receives after the gateway stopped waiting for it is refused (meter.ts):
+    // the usage store and the admission share one estimate of Redis's clock.
+    const deadlines = new ChargeDeadlines(redis, config.redis.timeoutMs);
+    usage = new RedisUsageStore(redis, config.redisPrefix, tags, deadlines);
     limiter = new RedisRateLimiter(redis, config.redisPrefix, tags);
     // One round trip per request before forwarding: cached records confirmed by one script.
-    admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix, undefined, tags);
+    admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix, undefined, tags, deadlines);
     authThrottle = new RedisAuthThrottle(redis, config.redisPrefix, failSpec, clock);
     keyUsageStore = new RedisKeyUsageStore(redis, config.redisPrefix, tags);
   } else {

@@ -3,7 +3,8 @@
 // gateway process stays up; a request gets 503 state_unavailable with Retry-After within
 // SVC_GATE_REDIS_TIMEOUT_MS (not the length of the hang); /gate/health says store_connected
 // false meanwhile; service comes back by itself; X-SVC-CUs and the audit record's cus are 0
-// when the charge failed. Every wait is a condition with a deadline.
+// when the charge failed, and a charge that reaches Redis after the gateway stopped waiting for
+// it is not applied when Redis resumes. Every wait is a condition with a deadline.
 import test from "tape";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -12,6 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { startGateway, type RunningGateway } from "../../server/gateway/server.js";
+import { periodOf } from "../../server/gateway/meter.js";
+import { connectRedis } from "../../server/gateway/redis.js";
 import { admin, call, SERVICE_KEY } from "../gateway/helpers.js";
 import { startRedisProc, waitFor, type RedisProc } from "./deps.js";
 
@@ -99,9 +102,18 @@ if ("skip" in started) {
     t.pass("served again without restarting the gateway");
   });
 
-  test("the charge fails after the engine answered: X-SVC-CUs and the audit record say 0", async (t) => {
+  test("the charge fails after the engine answered: X-SVC-CUs and the audit record say 0, and Redis does not apply it when it resumes", async (t) => {
+    // A connection of the test's own reads the usage hash and lists Redis's clients.
+    const own = await connectRedis(redis.url);
+    const usageKey = `svc-faults:usage:${periodOf(Date.now())}:acme`;
+    const total = async () => Number((await own.hGet(usageKey, "_total")) ?? 0);
+    const clientIds = async () => new Set(String(await own.sendCommand(["CLIENT", "LIST", "TYPE", "normal"])).split("\n").map((l) => /^id=(\d+)/.exec(l)?.[1]).filter((x): x is string => x !== undefined));
     const p = call(gw.url, "/v1/get/default/slow", { key });
     await waitFor("the request reached the engine", () => engine.held() === 1, 30_000);
+    const before = await total();
+    const ownId = String(await own.sendCommand(["CLIENT", "ID"]));
+    const gatewayIds = [...(await clientIds())].filter((id) => id !== ownId);
+    t.ok(gatewayIds.length > 0, `the gateway's connections to Redis (${gatewayIds.length})`);
     redis.pause();
     try {
       engine.release();
@@ -113,6 +125,15 @@ if ("skip" in started) {
     } finally {
       redis.resume();
     }
+    // The charge was written to the connection the gateway then gave up on: Redis reads it, and
+    // the connection's end after it, once it runs again. Once that connection is gone the charge
+    // has been run (or refused) by Redis.
+    await waitFor("Redis has read the abandoned connection to its end", async () => {
+      const now = await clientIds();
+      return gatewayIds.every((id) => !now.has(id));
+    }, 60_000);
+    t.equal(await total(), before, "the late charge was not applied: usage is what it was before the request");
+    await own.quit();
     await waitFor("served again", async () => (await call(gw.url, "/v1/get/default/k", { key })).status === 200, 60_000);
     const ok = await call(gw.url, "/v1/get/default/k", { key });
     t.equal(ok.headers.get("x-svc-cus"), "0.1", "a charged get says 0.1");

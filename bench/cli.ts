@@ -5,11 +5,19 @@
 //   help   `svc --help` (its usage text checked), and its difference to bare
 //   get    `svc get NS KEY` against a gateway and engine on loopback in this process (the JSON
 //          printed checked against the entry stored), and its difference to bare
+//   ls     `svc ls NS` (the one line of the entry checked)
+//   topk   `svc topk NS KEY --k 2` (the two nearest entries, in their order)
+//   usage  `svc usage --mine` (the tenant's own line)
+// SVC_BENCH_CLI_BASELINE=/path/to/other/dist/bin/svc.js times another build of the CLI (an
+// older commit's, say) on the same commands, each of its runs next to one of this build's, so
+// that both see the same load; its figures carry `"build": "baseline"` and the ratio to it.
+// The run fails when any output is wrong. A command's target (docs/cli.md): a data command
+// within 300 ms, `--help` within 100 ms of bare.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createClient } from "../lib/client.js";
 import { loadEngineConfig } from "../server/engine/config.js";
@@ -20,39 +28,65 @@ import { startGateway } from "../server/gateway/server.js";
 const RUNS = Number(process.env.SVC_BENCH_CLI_RUNS ?? 21);
 const root = fileURLToPath(new URL("..", import.meta.url));
 const svc = join(root, "dist", "bin", "svc.js");
-if (!existsSync(svc)) {
-  console.error("bench/cli: dist/bin/svc.js is missing; run `npm run build` first.");
-  process.exit(1);
+const baseline = process.env.SVC_BENCH_CLI_BASELINE ? resolve(process.env.SVC_BENCH_CLI_BASELINE) : undefined;
+for (const f of [svc, baseline]) {
+  if (f !== undefined && !existsSync(f)) {
+    console.error(`bench/cli: ${f} is missing; run \`npm run build\` first (or fix SVC_BENCH_CLI_BASELINE).`);
+    process.exit(1);
+  }
 }
-console.log(JSON.stringify({ bench: "cli", node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), load: loadavg()[0] }));
+console.log(JSON.stringify({ bench: "cli", node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), load: loadavg()[0], baseline: baseline ?? null }));
 
-function once(args: string[], env: NodeJS.ProcessEnv): Promise<{ ms: number; out: string; code: number | null }> {
-  return new Promise((resolve) => {
+function once(args: string[], env: NodeJS.ProcessEnv): Promise<{ ms: number; out: string; err: string; code: number | null }> {
+  return new Promise((done) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "ignore"] });
+    const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
+    let err = "";
     child.stdout.on("data", (d) => (out += d));
-    child.on("close", (code) => resolve({ ms: performance.now() - t0, out, code }));
+    child.stderr.on("data", (d) => (err += d));
+    child.on("close", (code) => done({ ms: performance.now() - t0, out, err, code }));
   });
 }
 
-async function median(args: string[], env: NodeJS.ProcessEnv, check: (out: string) => boolean): Promise<{ p50: number; checked: boolean }> {
-  const ms: number[] = [];
-  let checked = true;
+const p50 = (ms: number[]) => Math.round([...ms].sort((a, b) => a - b)[Math.floor(ms.length / 2)]!);
+let wrong = 0;
+
+/** RUNS processes of `svc ARGS` (and of the baseline's, alternating), each output checked. */
+async function figure(name: string, args: string[], env: NodeJS.ProcessEnv, check: (out: string, err: string) => boolean, bare: number): Promise<void> {
+  const builds = baseline ? [["this", svc], ["baseline", baseline]] as const : [["this", svc]] as const;
+  const ms = new Map<string, number[]>(builds.map(([b]) => [b, []]));
+  const checked = new Map<string, boolean>(builds.map(([b]) => [b, true]));
   for (let i = 0; i < RUNS; i++) {
-    const r = await once(args, env);
-    checked &&= r.code === 0 && check(r.out);
-    ms.push(r.ms);
+    for (const [b, file] of i % 2 ? [...builds].reverse() : builds) {
+      const r = await once([file, ...args], env);
+      let ok = r.code === 0;
+      try { ok &&= check(r.out, r.err); } catch { ok = false; }
+      if (!ok && checked.get(b)) console.error(`bench/cli: ${name} (${b}) printed a wrong answer (exit ${r.code}): ${(r.out + r.err).slice(0, 300)}`);
+      checked.set(b, checked.get(b)! && ok);
+      ms.get(b)!.push(r.ms);
+    }
   }
-  ms.sort((a, b) => a - b);
-  return { p50: Math.round(ms[Math.floor(ms.length / 2)]!), checked };
+  const mine = p50(ms.get("this")!);
+  const line: Record<string, unknown> = { figure: name, p50_ms: mine, over_bare_ms: mine - bare, runs: RUNS, checked: checked.get("this") };
+  if (baseline) {
+    const theirs = p50(ms.get("baseline")!);
+    line.baseline_p50_ms = theirs;
+    line.baseline_checked = checked.get("baseline");
+    line.ratio_to_baseline = Number((mine / theirs).toFixed(2));
+  }
+  line.load = Number(loadavg()[0].toFixed(2));
+  console.log(JSON.stringify(line));
+  for (const ok of checked.values()) if (!ok) wrong++;
 }
 
 const env = { ...process.env };
-const bare = await median(["-e", "0"], env, () => true);
-console.log(JSON.stringify({ figure: "bare", p50_ms: bare.p50, runs: RUNS, checked: bare.checked }));
-const help = await median([svc, "--help"], env, (o) => o.startsWith("svc — tensor-train storage service"));
-console.log(JSON.stringify({ figure: "help", p50_ms: help.p50, over_bare_ms: help.p50 - bare.p50, runs: RUNS, checked: help.checked }));
+// the floor: RUNS processes of a bare node
+const bareMs: number[] = [];
+for (let i = 0; i < RUNS; i++) bareMs.push((await once(["-e", "0"], env)).ms);
+const bare = p50(bareMs);
+console.log(JSON.stringify({ figure: "bare", p50_ms: bare, runs: RUNS, checked: true }));
+await figure("help", ["--help"], env, (o) => o.startsWith("svc — tensor-train storage service"), bare);
 
 const dir = await mkdtemp(join(tmpdir(), "svc-bench-cli-"));
 const serviceKey = "b".repeat(64);
@@ -67,15 +101,32 @@ try {
   });
   const { api_key } = (await res.json()) as { api_key: string };
   const c = createClient({ baseUrl: gateway.url, apiKey: api_key });
-  const put = await c.put("ns", "k", Float32Array.from({ length: 4096 }, (_, i) => Math.sin(i / 50)), { shape: [64, 64] });
+  // three 64x64 fields: k, a near neighbour of k and a far one
+  const field = (f: number) => Float32Array.from({ length: 4096 }, (_, i) => Math.sin(i / 50 + f));
+  const put = await c.put("ns", "k", field(0), { shape: [64, 64] });
+  await c.put("ns", "near", field(0.05), { shape: [64, 64] });
+  await c.put("ns", "far", field(2), { shape: [64, 64] });
   await c.close();
-  const get = await median([svc, "get", "ns", "k"], { ...env, SVC_API_KEY: api_key, SVC_GATE_URL: gateway.url }, (o) => {
+  const tenant = { ...env, SVC_API_KEY: api_key, SVC_GATE_URL: gateway.url };
+  await figure("get", ["get", "ns", "k"], tenant, (o) => {
     const e = JSON.parse(o) as { key: string; version: number; fingerprint: { sha256: string } };
     return e.key === "k" && e.version === put.version && e.fingerprint.sha256 === put.fingerprint.sha256;
-  });
-  console.log(JSON.stringify({ figure: "get", p50_ms: get.p50, over_bare_ms: get.p50 - bare.p50, runs: RUNS, checked: get.checked, load_after: loadavg()[0] }));
+  }, bare);
+  await figure("ls", ["ls", "ns"], tenant, (o) => {
+    const lines = o.trim().split("\n").map((l) => l.split("\t"));
+    return lines.length === 3 && lines.map((l) => l[0]).sort().join(",") === "far,k,near" && lines.every((l) => l[1] === "v1" && l[3] === "64x64");
+  }, bare);
+  await figure("topk", ["topk", "ns", "k", "--k", "2"], tenant, (o, e) => {
+    const keys = o.trim().split("\n").map((l) => l.split("\t")[1]);
+    return keys.join(",") === "near,far" && /^2 results by cosine; 2 entries scanned/.test(e);
+  }, bare);
+  await figure("usage", ["usage", "--mine"], tenant, (o) => /^Tenant bench \(plan \w+\), period \d{4}-\d{2}:/.test(o), bare);
 } finally {
   await gateway.close();
   await engine.close();
   await rm(dir, { recursive: true, force: true });
+}
+if (wrong) {
+  console.error(`bench/cli: ${wrong} figure(s) rest on a wrong answer.`);
+  process.exit(1);
 }

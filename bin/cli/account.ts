@@ -1,9 +1,8 @@
 // `svc usage --mine`: a tenant's own plan, limits and usage from GET /gate/account, with the
 // tenant key of SVC_API_KEY (no service key needed).
-import { request } from "undici";
-import { EngineUnreachableError, errorFromCode, SvcError } from "../../lib/errors.js";
+import { errorFromCode, SvcError } from "../../lib/errors.js";
 import { fmtCus, fmtUtil } from "./admin.js";
-import { gatewayUrl, table, UsageError, type Io } from "./common.js";
+import { gatewayCall, gatewayUrl, table, UsageError, type Io } from "./common.js";
 
 interface Account {
   tenant_id: string;
@@ -18,21 +17,12 @@ export async function fetchAccount(io: Io, period?: string): Promise<Account> {
   const apiKey = io.env.SVC_API_KEY;
   if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
   const base = gatewayUrl(io);
-  let res;
-  try {
-    res = await request(`${base}/gate/account${period ? `?period=${period}` : ""}`, {
-      headers: { "x-api-key": apiKey, accept: "application/json" }, headersTimeout: 30_000, bodyTimeout: 30_000,
-    });
-  } catch (e) {
-    const code = (e as { code?: string }).code;
-    throw new EngineUnreachableError(`The gateway at ${base} could not be reached${code ? ` (${code})` : ""}.`);
-  }
-  const text = await res.body.text();
+  const res = await gatewayCall(base, `/gate/account${period ? `?period=${period}` : ""}`, "GET", { "x-api-key": apiKey, accept: "application/json" });
   let body: Record<string, unknown> | undefined;
-  try { body = JSON.parse(text) as Record<string, unknown>; } catch { body = undefined; }
-  if (res.statusCode >= 400) {
+  try { body = JSON.parse(res.text) as Record<string, unknown>; } catch { body = undefined; }
+  if (res.status >= 400) {
     const err = errorFromCode(typeof body?.code === "string" ? body.code : "internal",
-      typeof body?.detail === "string" ? body.detail : `The gateway answered HTTP ${res.statusCode}.`);
+      typeof body?.detail === "string" ? body.detail : `The gateway answered HTTP ${res.status}.`);
     if (typeof body?.request_id === "string") err.extra.request_id = body.request_id;
     throw err;
   }

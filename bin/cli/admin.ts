@@ -1,9 +1,8 @@
 // Admin commands: `svc tenant …`, `svc usage`, `svc reload` — calls to the gateway's
 // /gate/onboard/* and /gate/admin/* endpoints with the service key (docs/api.md, admin routes).
-import { request } from "undici";
-import { errorFromCode, EngineUnreachableError, SvcError } from "../../lib/errors.js";
-import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
-import { gatewayUrl, parse, serviceKey, table, UsageError, type Io, type OptionSpec } from "./common.js";
+import { errorFromCode, SvcError } from "../../lib/errors.js";
+import { namespaceProblem, tenantIdProblem } from "../../lib/client-names.js";
+import { gatewayCall, gatewayUrl, parse, serviceKey, table, UsageError, type Io, type OptionSpec } from "./common.js";
 
 export const TENANT_HELP = `Usage:
   svc tenant create ID [--plan P] [--namespace NS]... [--email E] [--quota N|none] [--rate-limit REQ/WINDOW_S]
@@ -36,24 +35,13 @@ const PLANS = ["starter", "builder", "pro", "enterprise"];
 export async function adminCall(io: Io, dataDir: string | undefined, method: "GET" | "POST", path: string, body?: unknown): Promise<Record<string, unknown>> {
   const base = gatewayUrl(io);
   const key = serviceKey(io, dataDir);
-  let res;
-  try {
-    res = await request(base + path, {
-      method,
-      headers: { authorization: `Bearer ${key}`, accept: "application/json", ...(body !== undefined ? { "content-type": "application/json" } : {}) },
-      body: body !== undefined ? JSON.stringify(body) : undefined,
-      headersTimeout: 30_000,
-      bodyTimeout: 30_000,
-    });
-  } catch (e) {
-    const code = (e as { code?: string }).code;
-    throw new EngineUnreachableError(`The gateway at ${base} could not be reached${code ? ` (${code})` : ""}.`);
-  }
-  const text = await res.body.text();
+  const res = await gatewayCall(base, path, method,
+    { authorization: `Bearer ${key}`, accept: "application/json", ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+    body !== undefined ? JSON.stringify(body) : undefined);
   let parsed: Record<string, unknown> | undefined;
-  try { parsed = JSON.parse(text) as Record<string, unknown>; } catch { parsed = undefined; }
-  if (res.statusCode >= 400) {
-    const detail = typeof parsed?.detail === "string" ? parsed.detail : `The gateway answered HTTP ${res.statusCode}.`;
+  try { parsed = JSON.parse(res.text) as Record<string, unknown>; } catch { parsed = undefined; }
+  if (res.status >= 400) {
+    const detail = typeof parsed?.detail === "string" ? parsed.detail : `The gateway answered HTTP ${res.status}.`;
     const err = errorFromCode(typeof parsed?.code === "string" ? parsed.code : "internal", detail);
     if (typeof parsed?.request_id === "string") err.extra.request_id = parsed.request_id;
     throw err;
@@ -72,8 +60,8 @@ function hasServiceKey(io: Io, dataDir: string | undefined): boolean {
 }
 
 function tenantId(v: string): string {
-  const r = tenantIdSchema.safeParse(v);
-  if (!r.success) throw new UsageError(`Invalid tenant id '${v}': ${r.error.issues[0]!.message}.`);
+  const problem = tenantIdProblem(v);
+  if (problem !== null) throw new UsageError(`Invalid tenant id '${v}': ${problem}.`);
   return v;
 }
 
@@ -138,7 +126,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
       const plan = v.plan === undefined ? undefined : planOf(v.plan as string);
       const namespaces = v.namespace as string[] | undefined;
       for (const ns of namespaces ?? []) {
-        if (!namespaceSchema.safeParse(ns).success) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
+        if (namespaceProblem(ns) !== null) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
       }
       const body = {
         tenant_id: id,
@@ -160,7 +148,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
     }
     case "add-namespace": {
       const ns = positionals[1]!;
-      if (!namespaceSchema.safeParse(ns).success) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
+      if (namespaceProblem(ns) !== null) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
       const r = await adminCall(io, data, "POST", "/gate/onboard/add-namespace", { tenant_id: tenantId(positionals[0]!), namespace: ns });
       print(r, `Tenant ${r.tenant_id} namespaces: ${(r.namespaces as string[]).join(", ")}\n`);
       return 0;

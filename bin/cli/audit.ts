@@ -2,7 +2,7 @@
 // tenant and status, with the service key.
 import { adminCall } from "./admin.js";
 import { parse, table, UsageError, type Io } from "./common.js";
-import { tenantIdSchema } from "../../lib/names.js";
+import { tenantIdProblem } from "../../lib/client-names.js";
 
 export const AUDIT_HELP = `Usage: svc audit [--tenant ID] [--status CODE] [--limit N] [--json] [--data DIR]
 
@@ -16,7 +16,7 @@ export async function auditCommand(argv: string[], io: Io): Promise<number> {
   const q = new URLSearchParams();
   const tenant = values.tenant as string | undefined, status = values.status as string | undefined, limit = values.limit as string | undefined;
   if (tenant !== undefined) {
-    if (!tenantIdSchema.safeParse(tenant).success) throw new UsageError(`Invalid tenant id '${tenant}': use 1-64 characters of a-z 0-9 - _.`);
+    if (tenantIdProblem(tenant) !== null) throw new UsageError(`Invalid tenant id '${tenant}': use 1-64 characters of a-z 0-9 - _.`);
     q.set("tenant_id", tenant);
   }
   if (status !== undefined) {

@@ -4,7 +4,7 @@
 import { parseArgs } from "node:util";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { SvcError } from "../../lib/errors.js";
+import { EngineUnreachableError, SvcError } from "../../lib/errors.js";
 
 export interface Io {
   out(text: string): void;
@@ -126,6 +126,24 @@ export async function readInput(file: string): Promise<Buffer> {
     const ne = e as NodeJS.ErrnoException;
     if (ne.code && ne.path === undefined) ne.path = file;
     throw e;
+  }
+}
+
+/**
+ * One JSON call to the gateway by an admin command (30 s without an answer is a failure): its
+ * status and body text; a transport failure is EngineUnreachableError naming the address.
+ */
+export async function gatewayCall(base: string, path: string, method: "GET" | "POST", headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
+  const { exchange, HttpPool } = await import("../../lib/client-http.js");
+  const pool = new HttpPool();
+  try {
+    const res = await exchange(pool, new URL(base + path), { method, headers, body, timeoutMs: 30_000 });
+    return { status: res.status, text: res.body.toString("utf8") };
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    throw new EngineUnreachableError(`The gateway at ${base} could not be reached${code ? ` (${code})` : ""}.`);
+  } finally {
+    pool.close();
   }
 }
 

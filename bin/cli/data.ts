@@ -1,10 +1,12 @@
-// Data commands: `svc put/get/ls/rm/serve` through createClient, with the tenant key from
+// Data commands: `svc put/get/ls/rm/serve` through the HTTP client, with the tenant key from
 // SVC_API_KEY and the gateway from SVC_GATE_URL. `.npy` files are recognised by their magic
-// bytes, whatever their name.
+// bytes, whatever their name. A command that only reads and prints (get, ls, search, topk, rm)
+// loads no zod: names are checked by lib/client-names.ts and the client is lib/client-core.ts.
 import { writeFile, rename, unlink } from "node:fs/promises";
-import { createClient, type SvcClient } from "../../lib/client.js";
+import { clientCore, type SvcClient } from "../../lib/client-core.js";
+import { keyProblem, namespaceProblem } from "../../lib/client-names.js";
 import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
-import { DTYPES, dtypeSchema, keySchema, namespaceSchema, type Dtype } from "../../lib/names.js";
+import type { Dtype } from "../../lib/names.js";
 import { ValidationError } from "../../lib/errors.js";
 import type { PutOptions } from "../../lib/schemas.js";
 import { transferBar, type TransferBar } from "./transfer.js";
@@ -91,20 +93,22 @@ export function dataClient(io: Io, patient = false, bar?: TransferBar): SvcClien
     }
     return new Promise<void>((r) => setTimeout(r, ms));
   };
-  client = createClient({
+  // the options are valid by construction: an http(s) address checked by gatewayUrl, a non-empty key
+  client = clientCore({
     baseUrl: gatewayUrl(io), apiKey, sleep, ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}), ...(bar ? { onProgress: bar.onProgress } : {}),
   });
   return client;
 }
 
 export function checkName(kind: "namespace" | "key", v: string): string {
-  const r = (kind === "namespace" ? namespaceSchema : keySchema).safeParse(v);
-  if (!r.success) throw new UsageError(`Invalid ${kind} '${v}': ${r.error.issues[0]!.message}.`);
+  const problem = kind === "namespace" ? namespaceProblem(v) : keyProblem(v);
+  if (problem !== null) throw new UsageError(`Invalid ${kind} '${v}': ${problem}.`);
   return v;
 }
 
-function dtypeFlag(v: string | undefined): Dtype | undefined {
+async function dtypeFlag(v: string | undefined): Promise<Dtype | undefined> {
   if (v === undefined) return undefined;
+  const { DTYPES, dtypeSchema } = await import("../../lib/names.js");
   const r = dtypeSchema.safeParse(v);
   if (!r.success) throw new UsageError(`--dtype must be one of ${DTYPES.join(", ")}.`);
   return r.data;
@@ -201,7 +205,7 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   if (help) { io.out(PUT_HELP + "\n"); return 0; }
   const [ns, key, file] = positionals as [string, string, string];
   checkName("namespace", ns); checkName("key", key);
-  const dtype = dtypeFlag(values.dtype as string | undefined);
+  const dtype = await dtypeFlag(values.dtype as string | undefined);
   const shape = shapeFlag(values.shape as string | undefined);
   const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
   const maxAbsError = numFlag(values["max-abs-error"] as string | undefined, "max-abs-error");

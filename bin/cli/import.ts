@@ -7,11 +7,11 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { keySchema } from "../../lib/names.js";
-import type { SvcClient } from "../../lib/client.js";
+import type { SvcClient } from "../../lib/client-core.js";
 import { compressLocally, locallyCompressible, type LocalTT } from "../../lib/client-compress.js";
 import type { PutCoresItem } from "../../lib/store/put.js";
 import type { PutResult } from "../../lib/store/index.js";
-import { typedArrayOf } from "../../lib/client.js";
+import { typedArrayOf } from "../../lib/client-core.js";
 import { checkName, dataClient, isNpy, preparePut } from "./data.js";
 import { Progress } from "./progress.js";
 import { fmtBytes, intFlag, numFlag, parse, ReportedFailure, UsageError, type Io } from "./common.js";

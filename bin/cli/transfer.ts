@@ -1,7 +1,7 @@
 // The bar of one long put or serve on a terminal, fed by createClient's onProgress: a line while
 // the client compresses, then the bytes sent or received with the rate and ETA of `svc import`'s
 // bar. Nothing is drawn off a terminal (logs get the command's one result line).
-import type { TransferProgress } from "../../lib/client.js";
+import type { TransferProgress } from "../../lib/client-core.js";
 import { fmtBytes, type Io } from "./common.js";
 import { Progress } from "./progress.js";
 

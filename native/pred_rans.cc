@@ -1,0 +1,350 @@
+// The "pred" codec's entropy coder: static-model rANS (32-bit state, byte renormalisation) of
+// order 0, and a context-modelled variant for quantisation codes. See pred_internal.h.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "pred_internal.h"
+
+namespace svc {
+namespace pred_detail {
+namespace {
+
+// An encoder symbol with the division by its frequency replaced by a multiplication by a
+// rounded-up reciprocal (exact for 32-bit states; Giesen, "Interleaved entropy coders", 2014).
+struct EncSym {
+  uint32_t x_max, rcp_freq, bias, cmpl_freq, rcp_shift;
+  EncSym() = default;
+  EncSym(uint32_t start, uint32_t freq) {
+    x_max = ((kRansL >> kScaleBits) << 8) * freq;
+    cmpl_freq = kScale - freq;
+    if (freq < 2) {
+      rcp_freq = ~0u;
+      rcp_shift = 0;
+      bias = start + kScale - 1;
+    } else {
+      uint32_t shift = 0;
+      while (freq > (1u << shift)) shift++;
+      rcp_freq = uint32_t(((uint64_t(1) << (shift + 31)) + freq - 1) / freq);
+      rcp_shift = shift - 1;
+      bias = start;
+    }
+    rcp_shift += 32;
+  }
+  inline void put(uint32_t& x, uint8_t*& p) const {
+    while (x >= x_max) {
+      *--p = uint8_t(x);
+      x >>= 8;
+    }
+    const uint32_t q = uint32_t((uint64_t(x) * rcp_freq) >> rcp_shift);
+    x += bias + q * cmpl_freq;
+  }
+};
+
+// The model of one table: used symbols ascending with frequencies summing to kScale.
+struct Table {
+  std::vector<uint32_t> sym, f, cum;
+};
+
+// Normalised frequencies for the symbols counted in count[0..span) (symbol = lo + index), every
+// used symbol at least 1; rounding is settled on the most frequent symbols.
+Table make_table(const uint32_t* count, uint32_t span, uint32_t lo, size_t total) {
+  Table t;
+  std::vector<uint32_t> idx;
+  for (uint32_t s = 0; s < span; ++s)
+    if (count[s]) idx.push_back(s);
+  if (idx.empty()) return t;
+  std::vector<uint32_t> f(idx.size());
+  int64_t sum = 0;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    f[k] = uint32_t(std::max<uint64_t>(1, uint64_t(count[idx[k]]) * kScale / total));
+    sum += f[k];
+  }
+  std::vector<size_t> order(idx.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return count[idx[a]] > count[idx[b]]; });
+  int64_t diff = int64_t(kScale) - sum;
+  if (diff > 0) f[order[0]] += uint32_t(diff);
+  while (diff < 0)
+    for (size_t k : order) {
+      if (diff == 0) break;
+      if (f[k] > 1) {
+        f[k]--;
+        diff++;
+      }
+    }
+  uint32_t c = 0;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    t.sym.push_back(idx[k] + lo);
+    t.f.push_back(f[k]);
+    t.cum.push_back(c);
+    c += f[k];
+  }
+  return t;
+}
+
+void write_table(const Table& t, Writer& w) {
+  w.var(t.sym.size());
+  for (size_t k = 0; k < t.sym.size(); ++k) {
+    w.var(k == 0 ? t.sym[0] : t.sym[k] - t.sym[k - 1] - 1);
+    w.var(t.f[k] - 1);
+  }
+}
+
+// A table of nsym symbols (the count already read) below alpha.
+Table read_table(Reader& r, uint64_t nsym, uint32_t alpha) {
+  Table t;
+  if (nsym > alpha || nsym > r.left()) corrupt("bad symbol count");
+  uint64_t s = 0, total = 0;
+  for (uint64_t k = 0; k < nsym; ++k) {
+    uint64_t d = r.var();
+    s = k == 0 ? d : s + d + 1;
+    uint64_t fv = r.var() + 1;
+    if (s >= alpha || fv > kScale) corrupt("bad frequency table");
+    t.sym.push_back(uint32_t(s));
+    t.f.push_back(uint32_t(fv));
+    t.cum.push_back(uint32_t(total));
+    total += fv;
+    if (total > kScale) corrupt("bad frequency table");
+  }
+  if (nsym > 0 && total != kScale) corrupt("bad frequency table");
+  return t;
+}
+
+// Decoding of one table: a slot's symbol is found from a 4,096-entry index of the first symbol
+// of each run of 16 slots, then a short scan (only symbols rarer than 16 / 65,536 share a run).
+constexpr uint32_t kIndexShift = 4;
+struct DecTable {
+  struct Entry {
+    uint32_t cum, f, sym;
+  };
+  std::vector<Entry> e;  // plus a sentinel with cum = kScale
+  std::vector<uint16_t> index;
+  bool empty() const { return e.empty(); }
+  explicit DecTable(const Table& t) {
+    if (t.sym.empty()) return;
+    e.resize(t.sym.size() + 1);
+    for (size_t k = 0; k < t.sym.size(); ++k) e[k] = {t.cum[k], t.f[k], t.sym[k]};
+    e.back() = {kScale, 0, 0};
+    index.resize(kScale >> kIndexShift);
+    size_t k = 0;
+    for (uint32_t b = 0; b < index.size(); ++b) {
+      const uint32_t slot = b << kIndexShift;
+      while (e[k + 1].cum <= slot) ++k;
+      index[b] = uint16_t(k);
+    }
+  }
+  DecTable() = default;
+  inline const Entry& find(uint32_t slot) const {
+    const Entry* p = e.data() + index[slot >> kIndexShift];
+    while (p[1].cum <= slot) ++p;
+    return *p;
+  }
+};
+
+inline uint32_t read_state(Reader& r, const uint8_t*& p, const uint8_t*& end) {
+  uint64_t nbytes = r.var();
+  if (nbytes < 4 || nbytes > r.left()) corrupt("truncated entropy section");
+  p = r.take(size_t(nbytes));
+  end = p + nbytes;
+  uint32_t x = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+  p += 4;
+  if (x < kRansL || x >= (kRansL << 8)) corrupt("bad entropy state");
+  return x;
+}
+
+// Writes the final state and the bytes the encoder produced backwards into [p, end).
+inline void finish(uint32_t x, uint8_t* p, uint8_t* end, Writer& w) {
+  p -= 4;
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(x >> (8 * i));
+  w.var(size_t(end - p));
+  w.raw(p, size_t(end - p));
+}
+
+// ---- context model -------------------------------------------------------------------------
+// The previous code's magnitude picks one of five tables (0, 1, 2-3, 4-8, larger or unpredictable):
+// residuals cluster spatially, so a code after a large one is likelier to be large.
+
+constexpr int kCtx = 5;
+inline int code_ctx_of(uint32_t prev) {
+  if (prev == 0) return kCtx - 1;
+  const uint32_t m = prev > uint32_t(kRadius) ? prev - kRadius : kRadius - prev;
+  return m == 0 ? 0 : m == 1 ? 1 : m <= 3 ? 2 : m <= 8 ? 3 : 4;
+}
+
+// The context of every 16-bit code, looked up rather than computed per symbol.
+struct CtxLut {
+  uint8_t c[65536];
+  CtxLut() {
+    for (uint32_t v = 0; v < 65536; ++v) c[v] = uint8_t(code_ctx_of(v));
+  }
+};
+const CtxLut& ctx_lut() {
+  static const CtxLut lut;
+  return lut;
+}
+
+void rans_encode_ctx(const uint16_t* sym, size_t n, Writer& w) {
+  const uint8_t* ctx = ctx_lut().c;
+  uint32_t lo = sym[0], hi = sym[0];
+  for (size_t i = 1; i < n; ++i) {
+    lo = std::min<uint32_t>(lo, sym[i]);
+    hi = std::max<uint32_t>(hi, sym[i]);
+  }
+  const uint32_t span = hi - lo + 1;
+  std::vector<uint32_t> count(size_t(kCtx) * span, 0);
+  size_t total[kCtx] = {};
+  count[sym[0] - lo]++;
+  total[0]++;
+  for (size_t i = 1; i < n; ++i) {
+    const int c = ctx[sym[i - 1]];
+    count[size_t(c) * span + sym[i] - lo]++;
+    total[c]++;
+  }
+  std::vector<EncSym> es(size_t(kCtx) * span);  // per context, indexed by symbol - lo
+  for (int c = 0; c < kCtx; ++c) {
+    Table t = make_table(count.data() + size_t(c) * span, span, lo, total[c]);
+    write_table(t, w);
+    for (size_t k = 0; k < t.sym.size(); ++k) es[size_t(c) * span + t.sym[k] - lo] = EncSym(t.cum[k], t.f[k]);
+  }
+  const size_t cap = 2 * n + 16;
+  std::unique_ptr<uint8_t[]> out = scratch<uint8_t>(cap);
+  uint8_t* end = out.get() + cap;
+  uint8_t* p = end;
+  uint32_t x = kRansL;
+  const EncSym* e = es.data() - lo;
+  for (size_t i = n; i-- > 1;) e[size_t(ctx[sym[i - 1]]) * span + sym[i]].put(x, p);
+  e[sym[0]].put(x, p);
+  finish(x, p, end, w);
+}
+
+void rans_decode_ctx(Reader& r, size_t n, uint16_t* out) {
+  const uint8_t* ctx = ctx_lut().c;
+  DecTable t[kCtx];
+  for (int c = 0; c < kCtx; ++c) {
+    const uint64_t nsym = r.var();
+    t[c] = DecTable(read_table(r, nsym, 65536));
+  }
+  const uint8_t *p, *end;
+  uint32_t x = read_state(r, p, end);
+  int c = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (t[c].empty()) corrupt("a code in a context with no table");
+    const uint32_t s = x & (kScale - 1);
+    const DecTable::Entry& en = t[c].find(s);
+    out[i] = uint16_t(en.sym);
+    x = en.f * (x >> kScaleBits) + s - en.cum;
+    while (x < kRansL) {
+      if (p == end) corrupt("truncated entropy section");
+      x = (x << 8) | *p++;
+    }
+    c = ctx[en.sym];
+  }
+  if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
+}
+
+}  // namespace
+
+template <typename S>
+void rans_encode(const S* sym, size_t n, Writer& w) {
+  if (n == 0) {
+    w.var(0);
+    return;
+  }
+  // Tables over the range of symbols present only: quantisation codes cluster around the middle.
+  uint32_t lo = sym[0], hi = sym[0];
+  for (size_t i = 1; i < n; ++i) {
+    lo = std::min<uint32_t>(lo, sym[i]);
+    hi = std::max<uint32_t>(hi, sym[i]);
+  }
+  const uint32_t span = hi - lo + 1;
+  std::vector<uint32_t> count(span, 0);
+  for (size_t i = 0; i < n; ++i) count[sym[i] - lo]++;
+  if (lo == hi) {
+    w.var(1);
+    w.var(lo);
+    return;
+  }
+  Table t = make_table(count.data(), span, lo, n);
+  write_table(t, w);
+  std::vector<EncSym> es(span);
+  for (size_t k = 0; k < t.sym.size(); ++k) es[t.sym[k] - lo] = EncSym(t.cum[k], t.f[k]);
+  const size_t cap = 2 * n + 16;
+  std::unique_ptr<uint8_t[]> out = scratch<uint8_t>(cap);
+  uint8_t* end = out.get() + cap;
+  uint8_t* p = end;
+  uint32_t x = kRansL;
+  const EncSym* e = es.data() - lo;
+  for (size_t i = n; i-- > 0;) e[sym[i]].put(x, p);
+  finish(x, p, end, w);
+}
+
+template <typename S>
+void rans_decode(Reader& r, size_t n, uint32_t alpha, S* out) {
+  uint64_t nsym = r.var();
+  if (n == 0) {
+    if (nsym != 0) corrupt("symbols for an empty block");
+    return;
+  }
+  if (nsym == 0 || nsym > alpha) corrupt("bad symbol count");
+  if (nsym == 1) {
+    uint64_t s = r.var();
+    if (s >= alpha) corrupt("bad symbol");
+    std::fill(out, out + n, S(s));
+    return;
+  }
+  DecTable t(read_table(r, nsym, alpha));
+  const uint8_t *p, *end;
+  uint32_t x = read_state(r, p, end);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t slot = x & (kScale - 1);
+    const DecTable::Entry& en = t.find(slot);
+    out[i] = S(en.sym);
+    x = en.f * (x >> kScaleBits) + slot - en.cum;
+    while (x < kRansL) {
+      if (p == end) corrupt("truncated entropy section");
+      x = (x << 8) | *p++;
+    }
+  }
+  if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
+}
+
+template void rans_encode<uint8_t>(const uint8_t*, size_t, Writer&);
+template void rans_encode<uint16_t>(const uint16_t*, size_t, Writer&);
+template void rans_decode<uint8_t>(Reader&, size_t, uint32_t, uint8_t*);
+template void rans_decode<uint16_t>(Reader&, size_t, uint32_t, uint16_t*);
+
+void encode_codes(const uint16_t* sym, size_t n, Writer& w) {
+  if (n >= 2048) {
+    w.u8(1);
+    rans_encode_ctx(sym, n, w);
+  } else {
+    w.u8(0);
+    rans_encode(sym, n, w);
+  }
+}
+
+void decode_codes(Reader& r, size_t n, uint16_t* out) {
+  uint8_t mode = r.u8();
+  if (mode == 0) rans_decode(r, n, 65536, out);
+  else if (mode == 1 && n > 0) rans_decode_ctx(r, n, out);
+  else corrupt("unknown entropy coding");
+}
+
+double entropy_bits(const uint16_t* sym, size_t n) {
+  if (n < 2) return 0;
+  uint32_t lo = sym[0], hi = sym[0];
+  for (size_t i = 1; i < n; ++i) {
+    lo = std::min<uint32_t>(lo, sym[i]);
+    hi = std::max<uint32_t>(hi, sym[i]);
+  }
+  std::vector<uint32_t> count(hi - lo + 1, 0);
+  for (size_t i = 0; i < n; ++i) count[sym[i] - lo]++;
+  double bits = double(n) * std::log2(double(n));
+  for (uint32_t c : count)
+    if (c) bits -= double(c) * std::log2(double(c));
+  return bits;
+}
+
+}  // namespace pred_detail
+}  // namespace svc

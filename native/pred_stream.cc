@@ -1,0 +1,249 @@
+// The "pred" codec's stream: header, block table and payloads, parsed with every length checked
+// against the header and the stream size before anything is allocated; decoding of the blocks a
+// box touches (in parallel). See pred_internal.h and docs/codecs.md.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "pred_internal.h"
+#include "threads.h"
+
+namespace svc {
+namespace pred_detail {
+
+void corrupt(const std::string& why) {
+  throw TTError("bad_request", "stream", "stream is not a valid pred stream (" + why + ").");
+}
+
+Parsed parse(const uint8_t* s, size_t n) {
+  Parsed P;
+  Reader r{s, s + n};
+  if (n < 9 || std::memcmp(s, kMagic, 4) != 0) corrupt("bad magic");
+  r.take(4);
+  if (r.u8() != kVersion) corrupt("unknown version");
+  uint8_t dt = r.u8();
+  if (dt != 1 && dt != 2) corrupt("unknown dtype");
+  P.info.f64 = dt == 2;
+  uint8_t flags = r.u8();
+  if (flags > 1) corrupt("unknown flags");
+  P.info.lossless = flags == 1;
+  uint8_t nd = r.u8();
+  if (nd < 1 || nd > 32) corrupt("bad rank");
+  P.eb = r.f64();
+  if (!std::isfinite(P.eb) || P.eb < 0 || (P.info.lossless ? P.eb != 0 : P.eb == 0)) corrupt("bad error bound");
+  P.info.max_abs_error = P.eb;
+  double total = 1;
+  for (int k = 0; k < nd; ++k) {
+    uint64_t v = r.u64();
+    if (v < 1 || v > (uint64_t(1) << 31)) corrupt("bad shape");
+    total *= double(v);
+    if (total > 9007199254740991.0) corrupt("shape too large");
+    P.info.shape.push_back(size_t(v));
+  }
+  std::vector<size_t> in = inner_shape(P.info.shape);
+  std::vector<size_t> blk;
+  size_t bprod = 1;
+  for (size_t k = 0; k < in.size(); ++k) {
+    uint32_t v = r.u32();
+    if (v < 1 || v > in[k]) corrupt("bad block shape");
+    bprod *= v;
+    if (bprod > kBlockMax) corrupt("block too large");
+    blk.push_back(v);
+  }
+  finish_geometry(P.g, in, blk);
+  P.g.shape = P.info.shape;
+  P.info.inner_shape = in;
+  P.info.block_shape = blk;
+  P.info.blocks = P.g.blocks;
+  if (P.g.blocks > r.left() / 4) corrupt("block table truncated");
+  P.off.resize(P.g.blocks + 1);
+  P.off[0] = 0;
+  for (size_t b = 0; b < P.g.blocks; ++b) {
+    uint32_t len = r.u32();
+    if (len == 0) corrupt("empty block");
+    P.off[b + 1] = P.off[b] + len;
+  }
+  if (P.off[P.g.blocks] != r.left()) corrupt("block sizes do not match the stream length");
+  P.base = r.p;
+  return P;
+}
+
+Geometry geometry_for(const std::vector<size_t>& shape) {
+  Geometry g;
+  g.shape = shape;
+  std::vector<size_t> in = inner_shape(shape);
+  finish_geometry(g, in, choose_blocks(in));
+  return g;
+}
+
+template <typename T>
+std::vector<uint8_t> write_stream(const Geometry& g, double eb, std::vector<std::vector<uint8_t>>& parts) {
+  const bool lossless = eb == 0;
+  std::vector<uint8_t> out;
+  Writer w{out};
+  w.raw(kMagic, 4);
+  w.u8(kVersion);
+  w.u8(sizeof(T) == 8 ? 2 : 1);
+  w.u8(lossless ? 1 : 0);
+  w.u8(uint8_t(g.shape.size()));
+  w.f64(eb);
+  for (size_t v : g.shape) w.u64(v);
+  for (int k = kDims - g.inner_rank; k < kDims; ++k) w.u32(uint32_t(g.b5[k]));
+  size_t total = out.size() + 4 * g.blocks;
+  for (auto& p : parts) {
+    if (p.size() > 0xffffffffu) throw TTError("internal", "", "block payload too large");
+    w.u32(uint32_t(p.size()));
+    total += p.size();
+  }
+  out.reserve(total);
+  for (auto& p : parts) w.raw(p.data(), p.size());
+  return out;
+}
+
+template std::vector<uint8_t> write_stream<float>(const Geometry&, double, std::vector<std::vector<uint8_t>>&);
+template std::vector<uint8_t> write_stream<double>(const Geometry&, double, std::vector<std::vector<uint8_t>>&);
+
+namespace {
+
+// Decodes the box `want` (internal padded coordinates) into out (C order over the box).
+template <typename T>
+void decode_box(const Parsed& P, const Box& want, T* out) {
+  const Geometry& g = P.g;
+  std::vector<size_t> hit;
+  size_t lo[kDims], hi[kDims];
+  for (int k = 0; k < kDims; ++k) {
+    lo[k] = want.lo[k] / g.b5[k];
+    hi[k] = (want.lo[k] + want.ext[k] - 1) / g.b5[k];
+  }
+  size_t c[kDims];
+  for (c[0] = lo[0]; c[0] <= hi[0]; ++c[0])
+    for (c[1] = lo[1]; c[1] <= hi[1]; ++c[1])
+      for (c[2] = lo[2]; c[2] <= hi[2]; ++c[2])
+        for (c[3] = lo[3]; c[3] <= hi[3]; ++c[3])
+          for (c[4] = lo[4]; c[4] <= hi[4]; ++c[4]) {
+            size_t b = 0;
+            for (int k = 0; k < kDims; ++k) b = b * g.g5[k] + c[k];
+            hit.push_back(b);
+          }
+  parallel_for(hit.size(), [&](size_t h) {
+    size_t b = hit[h];
+    Box bx = block_box(g, b);
+    std::unique_ptr<T[]> buf = scratch<T>(bx.count());
+    decode_block(P.base + P.off[b], P.off[b + 1] - P.off[b], bx.ext, P.eb, P.info.lossless, buf.get());
+    // Intersection of the block with the wanted box, copied row by row.
+    Box is;
+    size_t in_blk[kDims];
+    for (int k = 0; k < kDims; ++k) {
+      size_t a = std::max(bx.lo[k], want.lo[k]);
+      size_t z = std::min(bx.lo[k] + bx.ext[k], want.lo[k] + want.ext[k]);
+      is.lo[k] = a - want.lo[k];
+      is.ext[k] = z - a;
+      in_blk[k] = a - bx.lo[k];
+    }
+    size_t bst[kDims], ost[kDims];
+    strides(bx.ext, bst);
+    strides(want.ext, ost);
+    for (size_t i0 = 0; i0 < is.ext[0]; ++i0)
+      for (size_t i1 = 0; i1 < is.ext[1]; ++i1)
+        for (size_t i2 = 0; i2 < is.ext[2]; ++i2)
+          for (size_t i3 = 0; i3 < is.ext[3]; ++i3) {
+            size_t src = (in_blk[0] + i0) * bst[0] + (in_blk[1] + i1) * bst[1] + (in_blk[2] + i2) * bst[2] +
+                         (in_blk[3] + i3) * bst[3] + in_blk[4];
+            size_t dst = (is.lo[0] + i0) * ost[0] + (is.lo[1] + i1) * ost[1] + (is.lo[2] + i2) * ost[2] +
+                         (is.lo[3] + i3) * ost[3] + is.lo[4];
+            std::memcpy(out + dst, buf.get() + src, is.ext[4] * sizeof(T));
+          }
+  });
+}
+
+template <typename T>
+Buffer decompress_t(const Parsed& P, const std::vector<std::pair<size_t, size_t>>& ranges) {
+  const auto& shape = P.info.shape;
+  std::vector<std::pair<size_t, size_t>> rg = ranges;
+  if (rg.empty())
+    for (size_t v : shape) rg.push_back({0, v});
+  if (rg.size() != shape.size())
+    throw TTError("bad_request", "slice", "slice must have one [start, stop) per dimension.");
+  size_t count = 1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (rg[k].first > rg[k].second || rg[k].second > shape[k])
+      throw TTError(
+          "bad_request", "slice",
+          "slice[" + std::to_string(k) + "] must satisfy 0 <= start <= stop <= " + std::to_string(shape[k]) + ".");
+    count *= rg[k].second - rg[k].first;
+  }
+  Buffer out = alloc_buffer(count, sizeof(T));
+  if (count == 0) return out;
+  // Ranges over the squeezed dimensions; the first `merged` of them form internal dimension 0.
+  std::vector<std::pair<size_t, size_t>> sq;
+  std::vector<size_t> sqdim;
+  for (size_t k = 0; k < shape.size(); ++k)
+    if (shape[k] != 1) {
+      sq.push_back(rg[k]);
+      sqdim.push_back(shape[k]);
+    }
+  const size_t ir = P.info.inner_shape.size();
+  const size_t merged = sq.empty() ? 0 : sq.size() - ir + 1;
+  Box want;
+  for (int k = 0; k < kDims; ++k) {
+    want.lo[k] = 0;
+    want.ext[k] = 1;
+  }
+  const size_t off = kDims - ir;
+  if (merged <= 1) {
+    for (size_t k = 0; k < sq.size(); ++k) {
+      want.lo[off + k] = sq[k].first;
+      want.ext[off + k] = sq[k].second - sq[k].first;
+    }
+    decode_box(P, want, out.as<T>());
+    return out;
+  }
+  // Leading dimensions were merged: decode the run of internal dimension 0 the slice spans, then
+  // gather the rows (the remaining dimensions are contiguous in the decoded box).
+  size_t first = 0, last = 0;
+  for (size_t k = 0; k < merged; ++k) {
+    first = first * sqdim[k] + sq[k].first;
+    last = last * sqdim[k] + (sq[k].second - 1);
+  }
+  want.lo[off] = first;
+  want.ext[off] = last - first + 1;
+  size_t inner_row = 1;
+  for (size_t k = merged; k < sq.size(); ++k) {
+    want.lo[off + 1 + (k - merged)] = sq[k].first;
+    want.ext[off + 1 + (k - merged)] = sq[k].second - sq[k].first;
+    inner_row *= sq[k].second - sq[k].first;
+  }
+  std::unique_ptr<T[]> box = scratch<T>(want.count());
+  decode_box(P, want, box.get());
+  std::vector<size_t> idx(merged);
+  for (size_t k = 0; k < merged; ++k) idx[k] = sq[k].first;
+  T* o = out.as<T>();
+  for (;;) {
+    size_t flat = 0;
+    for (size_t k = 0; k < merged; ++k) flat = flat * sqdim[k] + idx[k];
+    std::memcpy(o, box.get() + (flat - first) * inner_row, inner_row * sizeof(T));
+    o += inner_row;
+    size_t k = merged;
+    while (k-- > 0) {
+      if (++idx[k] < sq[k].second) break;
+      idx[k] = sq[k].first;
+    }
+    if (k == size_t(-1)) break;
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace pred_detail
+
+using namespace pred_detail;
+
+PredInfo pred_info(const uint8_t* s, size_t n) { return parse(s, n).info; }
+
+Buffer pred_decompress(const uint8_t* s, size_t n, const std::vector<std::pair<size_t, size_t>>& ranges) {
+  Parsed P = parse(s, n);
+  return P.info.f64 ? decompress_t<double>(P, ranges) : decompress_t<float>(P, ranges);
+}
+
+}  // namespace svc

@@ -1,0 +1,109 @@
+// The "pred" codec's predictors: multilevel interpolation (linear or cubic) and Lorenzo, as walks
+// over a block that the encoder and the decoder share, so both predict from the same values in
+// the same order. Compiled without floating-point contraction (see pred_internal.h).
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+#include "pred_internal.h"
+
+namespace svc {
+namespace pred_detail {
+
+// Both walks visit every element of a block once, in an order where each prediction reads only
+// elements visited before; q(idx, pred, level) quantises (encoder) or recovers (decoder)
+// buf[idx]. Level 1 is the finest; the interpolation's anchor has level kLevels - 1.
+
+template <typename T, typename Q>
+void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
+  size_t st[kDims];
+  strides(e, st);
+  q(size_t(0), 0.0, kLevels - 1);
+  size_t maxe = 1;
+  for (int k = 0; k < kDims; ++k) maxe = std::max(maxe, e[k]);
+  int levels = 0;
+  while ((size_t(1) << levels) < maxe) ++levels;
+  for (int lev = levels; lev >= 1; --lev) {
+    const size_t s = size_t(1) << (lev - 1);
+    for (int k = 0; k < kDims; ++k) {
+      if (e[k] <= s) continue;
+      size_t beg[kDims], step[kDims];
+      for (int j = 0; j < kDims; ++j) {
+        beg[j] = j == k ? s : 0;
+        step[j] = j < k ? s : 2 * s;
+      }
+      const size_t n = e[k], ks = st[k] * s;
+      size_t i[kDims];
+      for (i[0] = beg[0]; i[0] < e[0]; i[0] += step[0])
+        for (i[1] = beg[1]; i[1] < e[1]; i[1] += step[1])
+          for (i[2] = beg[2]; i[2] < e[2]; i[2] += step[2])
+            for (i[3] = beg[3]; i[3] < e[3]; i[3] += step[3])
+              for (i[4] = beg[4]; i[4] < e[4]; i[4] += step[4]) {
+                size_t idx = i[0] * st[0] + i[1] * st[1] + i[2] * st[2] + i[3] * st[3] + i[4];
+                const size_t ik = i[k];
+                const T* p = buf + idx;
+                double a = double(p[-ptrdiff_t(ks)]);
+                double pred;
+                bool right = ik + s < n, left3 = ik >= 3 * s, right3 = ik + 3 * s < n;
+                if (right) {
+                  double b = double(p[ks]);
+                  if (!cubic) pred = (a + b) * 0.5;
+                  else if (left3 && right3)
+                    pred = (-double(p[-3 * ptrdiff_t(ks)]) + 9 * a + 9 * b - double(p[3 * ks])) * (1.0 / 16);
+                  else if (right3) pred = (3 * a + 6 * b - double(p[3 * ks])) * 0.125;
+                  else if (left3) pred = (-double(p[-3 * ptrdiff_t(ks)]) + 6 * a + 3 * b) * 0.125;
+                  else pred = (a + b) * 0.5;
+                } else if (left3) {
+                  pred = 1.5 * a - 0.5 * double(p[-3 * ptrdiff_t(ks)]);
+                } else {
+                  pred = a;
+                }
+                q(idx, pred, std::min(lev, kLevels - 1));
+              }
+    }
+  }
+}
+
+// Lorenzo over the last three dimensions (the first two of the padded five are independent).
+template <typename T, typename Q>
+void walk_lorenzo(const size_t e[kDims], const T* buf, Q&& q) {
+  size_t st[kDims];
+  strides(e, st);
+  const size_t sa = st[2], sb = st[3];
+  for (size_t i0 = 0; i0 < e[0]; ++i0)
+    for (size_t i1 = 0; i1 < e[1]; ++i1)
+      for (size_t a = 0; a < e[2]; ++a)
+        for (size_t b = 0; b < e[3]; ++b) {
+          size_t row = i0 * st[0] + i1 * st[1] + a * sa + b * sb;
+          const T* p = buf + row;
+          if (a > 0 && b > 0) {
+            q(row, double(p[-ptrdiff_t(sa)]) + double(p[-ptrdiff_t(sb)]) - double(p[-ptrdiff_t(sa + sb)]), 1);
+            for (size_t c = 1; c < e[4]; ++c) {
+              const T* r = p + c;
+              q(row + c,
+                double(r[-1]) + double(r[-ptrdiff_t(sa)]) + double(r[-ptrdiff_t(sb)]) - double(r[-ptrdiff_t(sa) - 1]) -
+                    double(r[-ptrdiff_t(sb) - 1]) - double(r[-ptrdiff_t(sa + sb)]) + double(r[-ptrdiff_t(sa + sb) - 1]),
+                1);
+            }
+          } else if (a > 0 || b > 0) {
+            const ptrdiff_t o = a > 0 ? ptrdiff_t(sa) : ptrdiff_t(sb);
+            q(row, double(p[-o]), 1);
+            for (size_t c = 1; c < e[4]; ++c) {
+              const T* r = p + c;
+              q(row + c, double(r[-1]) + double(r[-o]) - double(r[-o - 1]), 1);
+            }
+          } else {
+            q(row, 0.0, 1);
+            for (size_t c = 1; c < e[4]; ++c) q(row + c, double(p[c - 1]), 1);
+          }
+        }
+}
+
+template <typename T, typename Q>
+void walk(uint8_t kind, const size_t e[kDims], const T* buf, Q&& q) {
+  if (kind == kLorenzo) walk_lorenzo(e, buf, q);
+  else walk_interp(e, buf, kind == kInterpCubic, q);
+}
+
+}  // namespace pred_detail
+}  // namespace svc

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
+#include "gemm.h"
 #include "threads.h"
 
 namespace svc {
@@ -12,7 +14,8 @@ namespace svc {
 // Tridiagonalisation (EISPACK tred2, as in JAMA). JAMA's V(i, j) is stored at W[j*n + i]
 // (transposed) so that its column sweeps, the O(n^3) part, run over contiguous memory.
 // On return W^T holds the orthogonal transformation, d the diagonal, e the subdiagonal.
-static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors) {
+// h_out (optional): h[i] = |u_i|^2 / 2 of the reflector u_i of step i (stored at W[i*n .. i*n + i)).
+static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors, double* h_out = nullptr) {
   auto v = [&](size_t i, size_t j) -> double& { return W[j * n + i]; };
   for (size_t j = 0; j < n; ++j) d[j] = v(n - 1, j);
   for (size_t i = n - 1; i > 0; --i) {
@@ -67,6 +70,10 @@ static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors) 
       }
     }
     d[i] = h;
+  }
+  if (h_out) {
+    h_out[0] = 0.0;
+    for (size_t i = 1; i < n; ++i) h_out[i] = d[i];
   }
   if (want_vectors) {
     for (size_t i = 0; i + 1 < n; ++i) {
@@ -378,6 +385,266 @@ void jacobi_svd(size_t rows, size_t cols, const double* A, std::vector<double>& 
     double inv = norms[j] > 0 ? 1.0 / norms[j] : 0.0;
     for (size_t i = 0; i < rows; ++i) U[i * cols + jj] = a[j * rows + i] * inv;
     for (size_t i = 0; i < cols; ++i) V[i * cols + jj] = v[j * cols + i];
+  }
+}
+
+}  // namespace svc
+
+namespace svc {
+
+void sym_tridiag(size_t n, const double* A, SymTridiag& t) {
+  t.n = n;
+  t.W.assign(A, A + n * n);
+  t.h.assign(n, 0.0);
+  t.d.assign(n, 0.0);
+  t.e.assign(n, 0.0);
+  t.w.assign(n, 0.0);
+  if (n == 0) return;
+  if (n == 1) {
+    t.d[0] = t.w[0] = A[0];
+    return;
+  }
+  tred2(n, t.W.data(), t.d.data(), t.e.data(), false, t.h.data());
+  std::vector<double> d(t.d), e(t.e);
+  tql2(n, d.data(), e.data(), nullptr);
+  std::sort(d.begin(), d.end(), [](double a, double b) { return a > b; });
+  t.w.swap(d);
+}
+
+namespace {
+
+// LU factorisation with partial pivoting of the tridiagonal T - lambda I (T: diagonal d, e[i]
+// between i - 1 and i): U has the diagonal u0 and two superdiagonals u1, u2; row i + 1 was
+// swapped with row i when sw[i]; ml[i] is the multiplier of step i. Pivots smaller than tiny
+// (T - lambda I is singular to working precision at an eigenvalue) become tiny, with their sign.
+struct TriLU {
+  std::vector<double> u0, u1, u2, ml;
+  std::vector<char> sw;
+  void factor(size_t n, const double* d, const double* e, double lambda, double tiny) {
+    u0.assign(n, 0.0);
+    u1.assign(n, 0.0);
+    u2.assign(n, 0.0);
+    ml.assign(n, 0.0);
+    sw.assign(n, 0);
+    u0[0] = d[0] - lambda;
+    if (n > 1) u1[0] = e[1];
+    for (size_t i = 0; i + 1 < n; ++i) {
+      const double c = e[i + 1], a = d[i + 1] - lambda, b = i + 2 < n ? e[i + 2] : 0.0;
+      if (std::fabs(c) > std::fabs(u0[i])) {
+        const double m = u0[i] / c, t1 = u1[i];
+        sw[i] = 1;
+        ml[i] = m;
+        u0[i] = c;
+        u1[i] = a;
+        u2[i] = b;
+        u0[i + 1] = t1 - m * a;
+        u1[i + 1] = -m * b;
+      } else {
+        if (std::fabs(u0[i]) < tiny) u0[i] = u0[i] < 0 ? -tiny : tiny;
+        const double m = c / u0[i];
+        ml[i] = m;
+        u2[i] = 0.0;
+        u0[i + 1] = a - m * u1[i];
+        u1[i + 1] = b;
+      }
+    }
+    if (std::fabs(u0[n - 1]) < tiny) u0[n - 1] = u0[n - 1] < 0 ? -tiny : tiny;
+  }
+  // x = (T - lambda I)^{-1} y, in place.
+  void solve(size_t n, double* y) const {
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (sw[i]) std::swap(y[i], y[i + 1]);
+      y[i + 1] -= ml[i] * y[i];
+    }
+    for (size_t i = n; i-- > 0;) {
+      double s = y[i];
+      if (i + 1 < n) s -= u1[i] * y[i + 1];
+      if (i + 2 < n) s -= u2[i] * y[i + 2];
+      y[i] = s / u0[i];
+    }
+  }
+};
+
+// Rows of Z (count x n, each a vector in the tridiagonal basis) mapped to A's basis in place:
+// z <- P_{n-1} ... P_1 z, P_i = I - u_i u_i^T / h_i. Rows go in blocks so that each reflector is
+// read once per block; blocks are split over the pool.
+void back_transform(const SymTridiag& t, double* Z, size_t count) {
+  const size_t n = t.n, kRows = 16;
+  const size_t blocks = (count + kRows - 1) / kRows;
+  auto run = [&](size_t b) {
+    const size_t r0 = b * kRows, r1 = std::min(count, r0 + kRows);
+    for (size_t i = 1; i < n; ++i) {
+      const double h = t.h[i];
+      if (h == 0.0) continue;
+      const double* u = t.W.data() + i * n;
+      const double inv = 1.0 / h;
+      for (size_t r = r0; r < r1; ++r) {
+        double* z = Z + r * n;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t k = 0; k < i; ++k) s += u[k] * z[k];
+        s *= inv;
+#pragma omp simd
+        for (size_t k = 0; k < i; ++k) z[k] -= s * u[k];
+      }
+    }
+  };
+  if (blocks > 1 && count * n >= (size_t(1) << 14)) parallel_for(blocks, run);
+  else
+    for (size_t b = 0; b < blocks; ++b) run(b);
+}
+
+// x minus its components along rows [r0, r1) of Z (orthonormal), twice (classical Gram-Schmidt
+// repeated, which keeps x orthogonal to working precision).
+void reorthogonalize(const double* Z, size_t n, size_t r0, size_t r1, double* x) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t r = r0; r < r1; ++r) {
+      const double* z = Z + r * n;
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (size_t k = 0; k < n; ++k) s += z[k] * x[k];
+#pragma omp simd
+      for (size_t k = 0; k < n; ++k) x[k] -= s * z[k];
+    }
+}
+
+}  // namespace
+
+void sym_tridiag_vectors(const SymTridiag& t, size_t lo, size_t hi, std::vector<double>& vecs) {
+  const size_t n = t.n, k = hi - lo;
+  vecs.assign(k * n, 0.0);
+  if (k == 0) return;
+  if (n == 1) {
+    vecs[0] = 1.0;
+    return;
+  }
+  const double eps = std::ldexp(1.0, -52);
+  double tnorm = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    tnorm = std::max(tnorm, std::fabs(t.d[i]) + std::fabs(t.e[i]) + (i + 1 < n ? std::fabs(t.e[i + 1]) : 0.0));
+  if (tnorm == 0.0) tnorm = 1.0;
+  const double tiny = eps * tnorm;
+  // Eigenvalues closer than this are one cluster: their vectors are kept orthogonal explicitly
+  // (further apart, inverse iteration makes them orthogonal to ~eps |T| / gap).
+  const double cluster_gap = 1e-3 * tnorm;
+  // Converged: the residual |(T - lambda I) x| of the unit x is below 100 sqrt(n) eps |T|.
+  const double growth_ok = 1.0 / (100.0 * std::sqrt(double(n)) * tiny);
+  TriLU lu;
+  std::vector<double> x(n);
+  uint64_t seed = 0x5eed + n;
+  auto uniform = [&]() {
+    seed += 0x9E3779B97F4A7C15ull;
+    uint64_t z = seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double(z >> 11) + 0.5) * 0x1.0p-52 - 1.0;
+  };
+  size_t c0 = 0;
+  double prev = 0.0;
+  for (size_t j = 0; j < k; ++j) {
+    double lambda = t.w[lo + j];
+    if (j > 0 && t.w[lo + j - 1] - lambda > cluster_gap) c0 = j;
+    // Equal eigenvalues get distinct shifts (a few eps |T| apart), as in LAPACK's dstein.
+    if (j > c0 && prev - lambda < 10.0 * tiny) lambda = prev - 10.0 * tiny;
+    prev = lambda;
+    lu.factor(n, t.d.data(), t.e.data(), lambda, tiny);
+    double nx = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = uniform();
+      nx += x[i] * x[i];
+    }
+    nx = 1.0 / std::sqrt(nx);
+    for (double& v : x) v *= nx;
+    double* z = vecs.data() + j * n;
+    int good = 0;
+    for (int it = 0; it < 6 && good < 2; ++it) {
+      lu.solve(n, x.data());
+      reorthogonalize(vecs.data(), n, c0, j, x.data());
+      double g = 0.0;
+      for (double v : x) g += v * v;
+      g = std::sqrt(g);
+      if (!(g > 0.0) || !std::isfinite(g)) {
+        // Everything was in the cluster's span already: restart from another vector.
+        for (size_t i = 0; i < n; ++i) x[i] = uniform();
+        reorthogonalize(vecs.data(), n, c0, j, x.data());
+        g = 0.0;
+        for (double v : x) g += v * v;
+        g = std::sqrt(g);
+        for (double& v : x) v /= g;
+        continue;
+      }
+      for (double& v : x) v /= g;
+      if (g >= growth_ok) ++good;
+    }
+    std::copy(x.begin(), x.end(), z);
+  }
+  back_transform(t, vecs.data(), k);
+}
+
+void complement_basis(size_t g, size_t p, const double* D, std::vector<double>& Q) {
+  const size_t c = g - p;
+  Q.assign(g * c, 0.0);
+  for (size_t i = 0; i < c; ++i) Q[(p + i) * c + i] = 1.0;
+  if (p == 0 || c == 0) return;
+  // Householder QR of M = D^T (g x p): unit reflectors v_j (column j of V, rows j..g-1), H_j = I - 2 v_j v_j^T.
+  std::vector<double> M(g * p), V(g * p, 0.0), wv(p);
+  for (size_t j = 0; j < p; ++j)
+    for (size_t i = 0; i < g; ++i) M[i * p + j] = D[j * g + i];
+  for (size_t j = 0; j < p; ++j) {
+    double norm2 = 0;
+    for (size_t i = j; i < g; ++i) norm2 += M[i * p + j] * M[i * p + j];
+    const double norm = std::sqrt(norm2);
+    if (norm == 0.0) continue;
+    const double alpha = M[j * p + j] > 0 ? -norm : norm;
+    double vv = 0;
+    for (size_t i = j; i < g; ++i) {
+      double v = M[i * p + j] - (i == j ? alpha : 0.0);
+      V[i * p + j] = v;
+      vv += v * v;
+    }
+    if (vv == 0.0) continue;
+    const double sc = 1.0 / std::sqrt(vv);
+    for (size_t i = j; i < g; ++i) V[i * p + j] *= sc;
+    std::fill(wv.begin(), wv.end(), 0.0);
+    for (size_t i = j; i < g; ++i) {
+      const double vi = V[i * p + j];
+      for (size_t cc = j; cc < p; ++cc) wv[cc] += vi * M[i * p + cc];
+    }
+    for (size_t i = j; i < g; ++i) {
+      const double vi = 2.0 * V[i * p + j];
+      for (size_t cc = j; cc < p; ++cc) M[i * p + cc] -= vi * wv[cc];
+    }
+  }
+  // Q = H_0 H_1 ... H_{p-1} [0; I]: blocks of reflectors in compact WY form, H_b0 ... H_b1-1 =
+  // I - Vb T Vb^T (T upper triangular), the last block first; block b touches rows b0.. only.
+  const size_t nb = 32;
+  std::vector<double> T, S, Y;
+  for (size_t b1 = p; b1 > 0;) {
+    const size_t b0 = b1 > nb ? b1 - nb : 0, bs = b1 - b0, rows = g - b0;
+    const double* Vb = V.data() + b0 * p + b0;
+    S.assign(bs * bs, 0.0);
+    gemm<double, double, double>(bs, bs, rows, Vb, 1, p, Vb, p, 1, S.data(), bs, false);
+    T.assign(bs * bs, 0.0);
+    for (size_t j = 0; j < bs; ++j) {
+      T[j * bs + j] = 2.0;
+      // T[0:j, j] = -2 T[0:j, 0:j] S[0:j, j]
+      for (size_t i = 0; i < j; ++i) {
+        double s = 0;
+        for (size_t l = i; l < j; ++l) s += T[i * bs + l] * S[l * bs + j];
+        T[i * bs + j] = -2.0 * s;
+      }
+    }
+    // Q[b0:, :] -= Vb (T (Vb^T Q[b0:, :]))
+    Y.assign(bs * c, 0.0);
+    gemm<double, double, double>(bs, c, rows, Vb, 1, p, Q.data() + b0 * c, c, 1, Y.data(), c, false);
+    std::vector<double> Y2(bs * c, 0.0);
+    for (size_t i = 0; i < bs; ++i) T[i * bs + i] = -T[i * bs + i];
+    for (size_t i = 0; i < bs; ++i)
+      for (size_t j = i + 1; j < bs; ++j) T[i * bs + j] = -T[i * bs + j];
+    gemm<double, double, double>(bs, c, bs, T.data(), bs, 1, Y.data(), c, 1, Y2.data(), c, false);
+    gemm<double, double, double>(rows, c, bs, Vb, p, 1, Y2.data(), c, 1, Q.data() + b0 * c, c, true);
+    b1 = b0;
   }
 }
 

@@ -26,3 +26,30 @@ void jacobi_svd(size_t rows, size_t cols, const double* A, std::vector<double>& 
                 std::vector<double>& V);
 
 }  // namespace svc
+
+namespace svc {
+
+// The tridiagonal form of a symmetric matrix, A = P T P^T, and all its eigenvalues; eigenvectors
+// for a range of them on request (sym_tridiag_vectors), at a cost that grows with how many.
+struct SymTridiag {
+  size_t n = 0;
+  std::vector<double> W;     // row i starts with the Householder vector u_i of step i (i entries)
+  std::vector<double> h;     // h[i] = |u_i|^2 / 2; 0 where step i reflected nothing
+  std::vector<double> d, e;  // T: diagonal, and e[i] between entries i - 1 and i (e[0] = 0)
+  std::vector<double> w;     // eigenvalues, descending
+};
+
+// Householder tridiagonalisation of the symmetric n x n A (row-major, not modified) and the
+// eigenvalues of T by implicit QL.
+void sym_tridiag(size_t n, const double* A, SymTridiag& t);
+
+// Unit eigenvectors of the eigenvalues t.w[lo], ..., t.w[hi - 1] as the rows of vecs ((hi - lo) x n):
+// inverse iteration on T (vectors of eigenvalues closer than 1e-3 |T| kept orthogonal by
+// Gram-Schmidt), then P. Accurate to about eps |A| / gap, as the QL vectors of sym_eig.
+void sym_tridiag_vectors(const SymTridiag& t, size_t lo, size_t hi, std::vector<double>& vecs);
+
+// Orthonormal basis Q (g x (g - p), row-major) of the orthogonal complement of the span of the p
+// orthonormal rows of D (p x g): Householder QR of D^T, its reflectors applied in blocks by GEMM.
+void complement_basis(size_t g, size_t p, const double* D, std::vector<double>& Q);
+
+}  // namespace svc

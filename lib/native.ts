@@ -48,7 +48,7 @@ export interface NativeAddon {
   gpuReconstructTimed(handle: number, repeats: number): Promise<number>;
   gpuDot(a: number, b: number): Promise<number>;
   gpuDotDense(handle: number, x: Float32Array): Promise<number>;
-  gpuTopk(query: number, candidates: number[], norms: Float64Array | null, metric: string, k: number): Promise<{ index: Uint32Array; score: Float64Array }>;
+  gpuTopk(query: number, candidates: Float64Array | number[], norms: Float64Array | null, metric: string, k: number): Promise<{ index: Uint32Array; score: Float64Array }>;
   gpuMemory(): { free: number; total: number };
   gpuBytesFor(ranks: number[], modes: number[]): number;
 }

@@ -21,8 +21,12 @@ inline void check(cudaError_t err, const char* what) {
 // One entry on the device: a header of int32 ranks (16*(d+1) bytes) then the float32 cores,
 // in one allocation from the stream-ordered pool (freed with cudaFreeAsync).
 struct DevTT {
-  std::vector<size_t> modes, ranks, offsets;  // offsets of each core, in floats from cores()
+  // first, beside the shared_ptr's control block: what a batch of inner products reads of
+  // each of many candidates, so a candidate costs one cache line on the host
   void* base = nullptr;
+  uint64_t modes_id = 0;  // equal for entries with equal modes (interned at load)
+  size_t max_rank = 1;
+  std::vector<size_t> modes, ranks, offsets;  // offsets of each core, in floats from cores()
   size_t bytes = 0;
   size_t header = 0;
   const int* d_ranks() const { return static_cast<const int*>(base); }
@@ -40,6 +44,8 @@ struct DevTT {
 void ensure_device();
 // The entry of a handle (kept alive while the caller holds it), or bad_request.
 std::shared_ptr<DevTT> lookup(uint64_t handle, const char* field);
+// The entries of many handles under one lock, in order, or bad_request for the first unknown one.
+std::vector<std::shared_ptr<DevTT>> lookup_all(const std::vector<uint64_t>& handles, const char* field);
 
 // A non-blocking stream for one call, synchronised and destroyed on scope exit.
 struct Stream {

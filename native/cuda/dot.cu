@@ -1,4 +1,4 @@
-// TT x TT inner products on the device: one block per (query, candidate) pair carries the
+// TT x TT inner products on the device: one warp per (query, candidate) pair carries the
 // r_q x r_c interface matrix W through the modes in shared memory (float64), W <- sum_i
 // A_i^T W B_i, reading the candidate's ranks from its resident header. dot() is a batch of one.
 #include <algorithm>
@@ -11,50 +11,180 @@ namespace gpu {
 
 namespace {
 
-constexpr int kThreads = 128;
+// One warp per (query, candidate) pair, up to kMaxWarps pairs per block. Each lane owns tiles of
+// 4 rows x 2 columns of a product and keeps them in registers over the shared dimension, so a
+// float64 FMA costs under one load. Only __syncwarp orders the steps, no block-wide barrier.
+// A mode whose incoming ranks are 1 (the first) or whose outgoing ranks are 1 (the last) is one
+// product over all its slices at once: Wn = w * A^T B (n as the shared dimension), or
+// sum(W o A B^T). Other modes go slice by slice, Wn = sum_i A_i^T (W B_i); when the ranks are
+// small the warp splits into groups that take every G-th slice, each with its own M and partial
+// Wn, summed at the end of the mode. Shared memory per warp: W, then G buffers M, then G partial
+// Wn, each maxr x (maxr + 1) (an odd row stride: lanes reading different rows hit other banks).
+constexpr int kMaxWarps = 4;
+constexpr int TR = 4, TC = 2;  // tile rows, tile columns
 
-__global__ void tt_dot_batch(const float* __restrict__ q, const int* __restrict__ qr,
-                             const long long* __restrict__ qoff, const int* __restrict__ modes, int d,
-                             const char* const* __restrict__ cands, int header, int maxr, double* __restrict__ out) {
+__host__ __device__ inline int tiles_of(int rows, int cols) { return ((rows + TR - 1) / TR) * ((cols + TC - 1) / TC); }
+
+__device__ inline double warp_sum(double v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__global__ void tt_dot_warp(const float* __restrict__ q, const int* __restrict__ qr, const long long* __restrict__ qoff,
+                            const int* __restrict__ modes, int d, const char* const* __restrict__ cands, int header,
+                            int maxr, int gmax, long long npairs, double* __restrict__ out) {
   extern __shared__ double sh[];
-  double* W = sh;
-  double* M = W + maxr * maxr;
-  double* Wn = M + maxr * maxr;
-  const int tid = threadIdx.x, bs = blockDim.x;
-  const char* base = cands[blockIdx.x];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
+  const long long pair = (long long)blockIdx.x * wpb + warp;
+  if (pair >= npairs) return;  // whole warps leave; the others never wait for them
+  const int ld = maxr + 1;
+  const size_t mat = size_t(maxr) * ld;
+  double* W = sh + size_t(warp) * (1 + 2 * size_t(gmax)) * mat;
+  double* Ms = W + mat;
+  double* Wns = Ms + size_t(gmax) * mat;
+  const char* base = cands[pair];
   const int* cr = reinterpret_cast<const int*>(base);
   const float* cc = reinterpret_cast<const float*>(base + header);
-  if (tid == 0) W[0] = 1.0;
-  __syncthreads();
+  if (lane == 0) W[0] = 1.0;
+  __syncwarp();
   long long coff = 0;
   for (int k = 0; k < d; ++k) {
     const int n = modes[k], qa = qr[k], qa1 = qr[k + 1], cb = cr[k], cb1 = cr[k + 1];
     const float* A = q + qoff[k];
     const float* B = cc + coff;
-    for (int e = tid; e < qa1 * cb1; e += bs) Wn[e] = 0.0;
-    for (int i = 0; i < n; ++i) {
-      // M (qa x cb1) = W (qa x cb) * B_i (cb x cb1)
-      for (int e = tid; e < qa * cb1; e += bs) {
-        const int a = e / cb1, bp = e % cb1;
-        double s = 0;
-        for (int b = 0; b < cb; ++b) s += W[a * cb + b] * double(B[(size_t(b) * n + i) * cb1 + bp]);
-        M[e] = s;
-      }
-      __syncthreads();
-      // Wn (qa1 x cb1) += A_i^T (qa1 x qa) * M; each thread owns the same Wn entries every i
-      for (int e = tid; e < qa1 * cb1; e += bs) {
-        const int ap = e / cb1, bp = e % cb1;
-        double s = 0;
-        for (int a = 0; a < qa; ++a) s += double(A[(size_t(a) * n + i) * qa1 + ap]) * M[a * cb1 + bp];
-        Wn[e] += s;
-      }
-      __syncthreads();
-    }
-    for (int e = tid; e < qa1 * cb1; e += bs) W[e] = Wn[e];
-    __syncthreads();
     coff += (long long)cb * n * cb1;
+    if (qa1 == 1 && cb1 == 1) {
+      // W (qa x cb) closes: sum_{a,b} W[a][b] * sum_i A[a][i] B[b][i]
+      const int ct = (cb + TC - 1) / TC, nt = tiles_of(qa, cb);
+      double part = 0;
+      for (int t = lane; t < nt; t += 32) {
+        const int r0 = (t / ct) * TR, c0 = (t % ct) * TC;
+        double acc[TR][TC] = {};
+        for (int i = 0; i < n; ++i) {
+          const double b0 = B[size_t(c0) * n + i], b1 = c0 + 1 < cb ? double(B[size_t(c0 + 1) * n + i]) : 0.0;
+#pragma unroll
+          for (int r = 0; r < TR; ++r) {
+            const double av = r0 + r < qa ? double(A[size_t(r0 + r) * n + i]) : 0.0;
+            acc[r][0] = fma(av, b0, acc[r][0]);
+            acc[r][1] = fma(av, b1, acc[r][1]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < TR; ++r)
+#pragma unroll
+          for (int c = 0; c < TC; ++c)
+            if (r0 + r < qa && c0 + c < cb) part = fma(W[(r0 + r) * ld + c0 + c], acc[r][c], part);
+      }
+      part = warp_sum(part);
+      __syncwarp();  // every lane has read W
+      if (lane == 0) W[0] = part;
+      __syncwarp();
+      continue;
+    }
+    if (qa == 1 && cb == 1) {
+      // W is 1 x 1: Wn[p][c] = w * sum_i A[i][p] B[i][c]
+      const double w = W[0];
+      __syncwarp();  // every lane has read W[0] before W is rewritten
+      const int ct = (cb1 + TC - 1) / TC, nt = tiles_of(qa1, cb1);
+      for (int t = lane; t < nt; t += 32) {
+        const int r0 = (t / ct) * TR, c0 = (t % ct) * TC;
+        double acc[TR][TC] = {};
+        for (int i = 0; i < n; ++i) {
+          const float* brow = B + size_t(i) * cb1 + c0;
+          const float* arow = A + size_t(i) * qa1 + r0;
+          const double b0 = brow[0], b1 = c0 + 1 < cb1 ? double(brow[1]) : 0.0;
+#pragma unroll
+          for (int r = 0; r < TR; ++r) {
+            const double av = r0 + r < qa1 ? double(arow[r]) : 0.0;
+            acc[r][0] = fma(av, b0, acc[r][0]);
+            acc[r][1] = fma(av, b1, acc[r][1]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < TR; ++r)
+#pragma unroll
+          for (int c = 0; c < TC; ++c)
+            if (r0 + r < qa1 && c0 + c < cb1) W[(r0 + r) * ld + c0 + c] = w * acc[r][c];
+      }
+      __syncwarp();
+      continue;
+    }
+    const int ct1 = (cb1 + TC - 1) / TC;
+    const int t1 = tiles_of(qa, cb1), t2 = tiles_of(qa1, cb1);
+    const int G = max(1, min(min(gmax, n), 32 / max(t1, t2)));
+    const int L = 32 / G, g = lane / L, l = lane % L;
+    const bool member = g < G;  // lanes past G * L idle in this mode
+    double* M = Ms + size_t(member ? g : 0) * mat;
+    double* Wn = Wns + size_t(member ? g : 0) * mat;
+    if (member)
+      for (int t = l; t < t2; t += L) {
+        const int r0 = (t / ct1) * TR, c0 = (t % ct1) * TC;
+        for (int r = 0; r < TR; ++r)
+          for (int c = 0; c < TC; ++c)
+            if (r0 + r < qa1 && c0 + c < cb1) Wn[(r0 + r) * ld + c0 + c] = 0.0;
+      }
+    const int steps = (n + G - 1) / G;
+    for (int s = 0; s < steps; ++s) {
+      const int i = s * G + g;
+      const bool has = member && i < n;
+      // M (qa x cb1) = W (qa x cb) * B_i (cb x cb1), B_i[b][c] = B[(b * n + i) * cb1 + c]
+      if (has)
+        for (int t = l; t < t1; t += L) {
+          const int r0 = (t / ct1) * TR, c0 = (t % ct1) * TC;
+          double acc[TR][TC] = {};
+          const float* Bi = B + size_t(i) * cb1 + c0;
+          for (int b = 0; b < cb; ++b) {
+            const float* row = Bi + size_t(b) * n * cb1;
+            const double b0 = row[0], b1 = c0 + 1 < cb1 ? double(row[1]) : 0.0;
+#pragma unroll
+            for (int r = 0; r < TR; ++r) {
+              const double w = r0 + r < qa ? W[(r0 + r) * ld + b] : 0.0;
+              acc[r][0] = fma(w, b0, acc[r][0]);
+              acc[r][1] = fma(w, b1, acc[r][1]);
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < TR; ++r)
+#pragma unroll
+            for (int c = 0; c < TC; ++c)
+              if (r0 + r < qa && c0 + c < cb1) M[(r0 + r) * ld + c0 + c] = acc[r][c];
+        }
+      __syncwarp();
+      // Wn (qa1 x cb1) += A_i^T (qa1 x qa) * M, A_i[a][p] = A[(a * n + i) * qa1 + p]; each lane
+      // owns the same Wn tiles for every slice, so the sums need no ordering between lanes
+      if (has)
+        for (int t = l; t < t2; t += L) {
+          const int r0 = (t / ct1) * TR, c0 = (t % ct1) * TC;
+          double acc[TR][TC] = {};
+          const float* Ai = A + size_t(i) * qa1 + r0;
+          for (int a = 0; a < qa; ++a) {
+            const float* row = Ai + size_t(a) * n * qa1;
+            const double m0 = M[a * ld + c0], m1 = c0 + 1 < cb1 ? M[a * ld + c0 + 1] : 0.0;
+#pragma unroll
+            for (int r = 0; r < TR; ++r) {
+              const double av = r0 + r < qa1 ? double(row[r]) : 0.0;
+              acc[r][0] = fma(av, m0, acc[r][0]);
+              acc[r][1] = fma(av, m1, acc[r][1]);
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < TR; ++r)
+#pragma unroll
+            for (int c = 0; c < TC; ++c)
+              if (r0 + r < qa1 && c0 + c < cb1) Wn[(r0 + r) * ld + c0 + c] += acc[r][c];
+        }
+      __syncwarp();  // M is rewritten by the next slice
+    }
+    // W (qa1 x cb1) = the sum of the groups' partial Wn
+    for (int e = lane; e < qa1 * cb1; e += 32) {
+      const int at = (e / cb1) * ld + e % cb1;
+      double v = 0;
+      for (int h = 0; h < G; ++h) v += Wns[size_t(h) * mat + at];
+      W[at] = v;
+    }
+    __syncwarp();
   }
-  if (tid == 0) out[blockIdx.x] = W[0];
+  if (lane == 0) out[pair] = W[0];
 }
 
 }  // namespace
@@ -63,27 +193,29 @@ __global__ void tt_dot_batch(const float* __restrict__ q, const int* __restrict_
 void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out) {
   ensure_device();
   auto qt = lookup(query, "query");
-  std::vector<std::shared_ptr<DevTT>> cs;
-  cs.reserve(cands.size());
+  std::vector<std::shared_ptr<DevTT>> cs = lookup_all(cands, "candidates");
   size_t maxr = 1;
   for (size_t r : qt->ranks) maxr = std::max(maxr, r);
-  for (size_t j = 0; j < cands.size(); ++j) {
-    cs.push_back(lookup(cands[j], "candidates"));
-    if (cs.back()->modes != qt->modes)
+  for (size_t j = 0; j < cs.size(); ++j) {
+    if (cs[j]->modes_id != qt->modes_id)
       throw TTError("bad_request", "candidates",
                     "candidate " + std::to_string(j) + " has other TT modes than the query");
-    for (size_t r : cs.back()->ranks) maxr = std::max(maxr, r);
+    maxr = std::max(maxr, cs[j]->max_rank);
   }
   if (cands.empty()) return;
   int dev = 0, optin = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
-  size_t smem = 3 * maxr * maxr * sizeof(double);
-  if (smem > size_t(optin))
+  // slice groups a warp can split into at the largest ranks (at least 1), and the shared memory
+  const int gmax = std::max(1, 32 / tiles_of(int(maxr), int(maxr)));
+  const size_t per_warp = (1 + 2 * size_t(gmax)) * maxr * (maxr + 1) * sizeof(double);
+  if (per_warp > size_t(optin))
     throw TTError("bad_request", "ranks",
-                  "TT ranks above " + std::to_string(size_t(std::sqrt(optin / 24.0))) +
+                  "TT ranks above " + std::to_string(size_t(std::sqrt(optin / 24.0)) - 1) +
                       " do not fit the device's shared memory for inner products");
-  check(cudaFuncSetAttribute(tt_dot_batch, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+  const size_t wpb = std::max<size_t>(1, std::min<size_t>(kMaxWarps, size_t(optin) / per_warp));
+  const size_t smem = wpb * per_warp;
+  check(cudaFuncSetAttribute(tt_dot_warp, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "cudaFuncSetAttribute");
   size_t d = qt->modes.size();
   std::vector<int> qr(qt->ranks.begin(), qt->ranks.end()), modes(qt->modes.begin(), qt->modes.end());
@@ -103,13 +235,14 @@ void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out)
   Scratch d_ptrs(sizeof(const char*) * ptrs.size(), st.s), d_out(sizeof(double) * ptrs.size(), st.s);
   check(cudaMemcpyAsync(d_ptrs.p, ptrs.data(), sizeof(const char*) * ptrs.size(), cudaMemcpyHostToDevice, st.s),
         "cudaMemcpyAsync");
-  // one launch per 2^31-1 candidates at most (gridDim.x)
-  for (size_t j0 = 0; j0 < ptrs.size(); j0 += 0x7fffffff) {
-    size_t nb = std::min<size_t>(ptrs.size() - j0, 0x7fffffff);
-    tt_dot_batch<<<unsigned(nb), kThreads, smem, st.s>>>(qt->cores(), d_qr, d_qoff, d_modes, int(d),
-                                                         d_ptrs.as<const char*>() + j0, int(qt->header), int(maxr),
-                                                         d_out.as<double>() + j0);
-    check(cudaGetLastError(), "tt_dot_batch launch");
+  // one launch per 2^31-1 blocks at most (gridDim.x)
+  const size_t per_launch = size_t(0x7fffffff) * wpb;
+  for (size_t j0 = 0; j0 < ptrs.size(); j0 += per_launch) {
+    const size_t np = std::min(ptrs.size() - j0, per_launch);
+    tt_dot_warp<<<unsigned((np + wpb - 1) / wpb), unsigned(32 * wpb), smem, st.s>>>(
+        qt->cores(), d_qr, d_qoff, d_modes, int(d), d_ptrs.as<const char*>() + j0, int(qt->header), int(maxr), gmax,
+        (long long)np, d_out.as<double>() + j0);
+    check(cudaGetLastError(), "tt_dot_warp launch");
   }
   check(cudaMemcpyAsync(out, d_out.p, sizeof(double) * ptrs.size(), cudaMemcpyDeviceToHost, st.s), "cudaMemcpyAsync");
   st.sync();

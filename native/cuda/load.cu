@@ -1,5 +1,6 @@
 // Loading TT cores to device memory and the registry of resident entries.
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -70,6 +71,10 @@ size_t stage_bytes = 0;
 constexpr size_t kStageMax = size_t(64) << 20;
 
 size_t header_bytes(size_t d) { return 16 * (d + 1); }
+
+// One number per distinct list of modes (under reg_mu), so comparing the modes of many
+// candidates with a query's reads no vectors.
+std::map<std::vector<size_t>, uint64_t> mode_ids;
 }  // namespace
 
 std::shared_ptr<DevTT> lookup(uint64_t handle, const char* field) {
@@ -77,6 +82,18 @@ std::shared_ptr<DevTT> lookup(uint64_t handle, const char* field) {
   auto it = registry.find(handle);
   if (it == registry.end()) throw TTError("bad_request", field, std::string(field) + " is not a resident GPU entry");
   return it->second;
+}
+
+std::vector<std::shared_ptr<DevTT>> lookup_all(const std::vector<uint64_t>& handles, const char* field) {
+  std::vector<std::shared_ptr<DevTT>> out;
+  out.reserve(handles.size());
+  std::lock_guard<std::mutex> g(reg_mu);
+  for (uint64_t h : handles) {
+    auto it = registry.find(h);
+    if (it == registry.end()) throw TTError("bad_request", field, std::string(field) + " is not a resident GPU entry");
+    out.push_back(it->second);
+  }
+  return out;
 }
 
 Loaded load(const std::vector<const float*>& cores, const std::vector<size_t>& modes,
@@ -88,6 +105,11 @@ Loaded load(const std::vector<const float*>& cores, const std::vector<size_t>& m
   t->modes = modes;
   t->ranks = ranks;
   t->header = header_bytes(d);
+  for (size_t r : ranks) t->max_rank = std::max(t->max_rank, r);
+  {
+    std::lock_guard<std::mutex> g(reg_mu);
+    t->modes_id = mode_ids.emplace(modes, mode_ids.size() + 1).first->second;
+  }
   size_t off = 0;
   for (size_t k = 0; k < d; ++k) {
     t->offsets.push_back(off);

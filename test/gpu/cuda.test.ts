@@ -119,6 +119,38 @@ cudaTest("cuda: batched top-K over resident entries equals the CPU ranking for e
   for (const h of [hq, ...hs]) dev.free(h);
 });
 
+cudaTest("cuda: inner products at ranks of several tiles per lane, and batches that end inside a block", async (t) => {
+  const dev = new CudaDevice();
+  // rank 70 leaves room for one warp per block; 48 for one or two; odd sizes leave partial tiles
+  for (const [modes, inner] of [[[9, 7, 5], [48, 33]], [[6, 5, 4, 3], [70, 61, 12]], [[3, 130], [3]]] as [number[], number[]][]) {
+    const a = randomTT(modes, inner, 800 + modes.length);
+    const c = randomTT(modes, inner.map((r) => Math.max(1, r - 5)), 900 + modes.length);
+    const [ha, hc] = [await dev.load(a), await dev.load(c)];
+    const gpu = await dev.dot(ha, hc);
+    const cpu = await tt.dot(a, c);
+    t.ok(relErr(gpu, cpu) <= 1e-5, `dot ranks [${a.ranks}] x [${c.ranks}]: ${gpu} vs ${cpu}`);
+    dev.free(ha);
+    dev.free(hc);
+  }
+  const modes = [12, 10, 8];
+  const q = randomTT(modes, [11, 9], 950);
+  const cands = Array.from({ length: 1001 }, (_, i) => randomTT(modes, [1 + (i % 13), 1 + ((i * 7) % 11)], 2000 + i));
+  const hq = await dev.load(q);
+  const hs: number[] = [];
+  for (const c of cands) hs.push(await dev.load(c));
+  const raw = await tt.dotBatch(q, cands);
+  const got = await dev.topk(hq, hs, null, "dot", cands.length);
+  const byIndex = new Float64Array(cands.length);
+  got.index.forEach((j, i) => (byIndex[j] = got.score[i]!));
+  // relative to the score, or to 1e-3 of the norms' product where a score is near zero by chance
+  const qn = await tt.norm(q);
+  const cn = await Promise.all(cands.map((c) => tt.norm(c)));
+  const worst = Math.max(...Array.from(raw, (v, j) => Math.abs(byIndex[j]! - v) / Math.max(Math.abs(v), 1e-3 * qn * cn[j]!)));
+  t.equal(got.index.length, 1001, "every one of 1,001 candidates scored");
+  t.ok(worst <= 1e-5, `every score equals the CPU's (worst relative difference ${worst.toExponential(2)})`);
+  for (const h of [hq, ...hs]) dev.free(h);
+});
+
 cudaTest("cuda: bad handles, released handles and mismatched modes are clear errors", async (t) => {
   const dev = new CudaDevice();
   const a = randomTT([8, 8], [4], 600);

@@ -24,6 +24,14 @@
 // is replaced by the gateway's real address, and SVC_API_KEY holds the key of a tenant with
 // namespace "default" (for blocks that need one without creating it), SVC_GATE_URL names the
 // gateway for the CLI, and `npx svc` runs this checkout's built CLI (node_modules/.bin/svc).
+//
+// The quick start (SESSION: README.md, then the pages it sends a new user to first) runs as one
+// session instead, in reading order, as a user at one terminal would run it: one directory,
+// one `svc up` started in it before the first block (as the README's first lines say), each
+// shell block starting in the directory and with the exported variables the block before it
+// left (a `cd` or an `export` carries on), TS/JS blocks run in that directory with those
+// variables, and every block must do what it says in the state the blocks before it left: a
+// tenant created twice, a key overwritten, a file missing fails the session.
 import test from "tape";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -72,6 +80,9 @@ export function extractBlocks(file: string, text: string): Block[] {
   }
   return out;
 }
+
+/** The quick start, in the order a new user reads it: run as one session (see above). */
+const SESSION = ["README.md", "docs/cli.md", "docs/client.md", "docs/store.md"];
 
 function docFiles(): string[] {
   const docs = readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => join("docs", f));
@@ -210,8 +221,63 @@ test("doc blocks: the README's in-process example and its curl walk-through are 
 
 test("doc blocks run", async (t) => {
   ensureBuilt();
-  for (const b of all.filter((x) => x.mode === "run" || x.mode === "svc-up")) {
+  for (const b of all.filter((x) => (x.mode === "run" || x.mode === "svc-up") && !SESSION.includes(x.file))) {
     const r = await runBlock(b);
     t.ok(r.ok, `${b.file}:${b.line} (${b.lang}${b.mode === "svc-up" ? ", against svc up" : ""})${r.ok ? "" : `\n${r.why}`}`);
+  }
+});
+
+/** The variables a shell block left exported (`env -0` output), without the shell's own. */
+function parseEnv(raw: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const entry of raw.split("\0")) {
+    const i = entry.indexOf("=");
+    if (i > 0) env[entry.slice(0, i)] = entry.slice(i + 1);
+  }
+  for (const k of ["_", "SHLVL", "OLDPWD"]) delete env[k];
+  return env;
+}
+
+test("doc blocks: the quick start, in reading order, as one session at one terminal", async (t) => {
+  ensureBuilt();
+  const blocks = SESSION.flatMap((f) => all.filter((b) => b.file === f && (b.mode === "run" || b.mode === "svc-up")));
+  t.ok(blocks.some((b) => b.file === "docs/cli.md") && blocks.some((b) => b.file === "docs/client.md"), `${blocks.length} blocks of ${SESSION.join(", ")}`);
+  const sb = await sandbox();
+  const state = await mkdtemp(join(tmpdir(), "svc-doctest-session-"));
+  let up: Up | null = null;
+  try {
+    up = await startUp(sb);
+    // the terminal of the walk-through: svc up's address as SVC_GATE_URL, no key until a block exports one
+    let env: NodeJS.ProcessEnv = { ...sb.env, SVC_GATE_URL: up.gateway };
+    delete env.SVC_GATE_ENGINE_SERVICE_KEY;
+    let cwd = sb.dir;
+    for (const [i, b] of blocks.entries()) {
+      const code = b.code.replaceAll("http://127.0.0.1:8080", up.gateway);
+      let r;
+      if (["sh", "bash"].includes(b.lang)) {
+        const script = `curl() { command curl --fail-with-body "$@"; }\n${code}\nenv -0 > ${JSON.stringify(join(state, "env"))}; pwd > ${JSON.stringify(join(state, "cwd"))}\n`;
+        await writeFile(join(state, "block.sh"), script);
+        await rm(join(state, "env"), { force: true });
+        r = await run("bash", ["-euo", "pipefail", join(state, "block.sh")], cwd, env);
+        if (r.code === 0) {
+          env = parseEnv(readFileSync(join(state, "env"), "utf8"));
+          cwd = readFileSync(join(state, "cwd"), "utf8").trim();
+        }
+      } else {
+        // written where the user is (so that "svc-tensor" resolves as in their project), then removed
+        const file = join(cwd, `.doctest-block-${i}${b.lang.startsWith("j") ? ".mjs" : ".mts"}`);
+        await writeFile(file, code);
+        r = await run(process.execPath, ["--import", "tsx", file], cwd, env);
+        await rm(file, { force: true });
+      }
+      const missing = b.expect.filter((e) => !r.out.includes(e) && !r.err.includes(e));
+      const ok = r.code === 0 && missing.length === 0;
+      const why = r.code !== 0 ? `exit ${r.code}` : `the output lacks ${missing.map((m) => JSON.stringify(m)).join(", ")}`;
+      t.ok(ok, `${b.file}:${b.line} (${b.lang}, block ${i + 1} of ${blocks.length}, in ${cwd.slice(sb.dir.length) || "."})${ok ? "" : `\n${why}\n--- stdout\n${r.out}\n--- stderr\n${r.err}`}`);
+    }
+  } finally {
+    if (up) { up.child.kill("SIGINT"); await up.exited; }
+    await rm(sb.dir, { recursive: true, force: true });
+    await rm(state, { recursive: true, force: true });
   }
 });

@@ -114,25 +114,28 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PLAIN_JSON = /^application\/json(?:\s*;\s*charset="?utf-8"?)?$/i;
 const JSON_TYPE = "application/json; charset=utf-8";
 
+/** What every step of a request uses: the dependencies and the values derived from them once. */
+interface AppContext {
+  deps: AppDeps;
+  m: ProvenanceMetrics;
+  trusted: { publicKey: Uint8Array; fingerprint: string }[];
+  publicKeyDoc: ReturnType<typeof publicKeyDocument>;
+  maxBodyBytes: number;
+  maxReceiptBodyBytes: number;
+  reserveBody: (res: ServerResponse, bytes: number) => void;
+  observe: (method: string, route: string, status: number, start: bigint, id: string) => void;
+  isAdmin: (header: string | undefined) => boolean;
+  logInternal: (e: SvcError, raw: unknown) => void;
+}
+
 /**
- * The appliance as a request listener (serve it with node:http createServer).
- * @example createServer(createApp(deps)).listen(8001, "127.0.0.1")
+ * The budget of request bodies in flight: a request takes its Content-Length (or its route's
+ * limit when the length is not known in advance) before reading a byte, and gives it back when
+ * its response ends or its connection closes; past the budget, 429 with Retry-After.
  */
-export function createApp(deps: AppDeps): RequestListener {
-  const app = express();
-  app.disable("x-powered-by");
-  app.set("etag", false);
-  const trusted = [deps.keyring.active, ...deps.keyring.retired].map((k) => ({ publicKey: k.publicKey, fingerprint: k.fingerprint }));
-  const publicKeyDoc = publicKeyDocument(deps.keyring);
-  const m = deps.metrics;
-  const maxBodyBytes = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const maxReceiptBodyBytes = deps.maxReceiptBodyBytes ?? DEFAULT_MAX_RECEIPT_BODY_BYTES;
-  const bodyBudget = deps.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES;
-  // Bytes of request bodies reserved by requests now reading or holding one: a request takes
-  // its Content-Length (or its route's limit when the length is not known in advance) before
-  // reading a byte, and gives it back when its response ends or its connection closes.
+function bodyBudgetOf(bodyBudget: number): (res: ServerResponse, bytes: number) => void {
   let bodiesInFlight = 0;
-  const reserveBody = (res: ServerResponse, bytes: number): void => {
+  return (res, bytes) => {
     if (bodiesInFlight + bytes > bodyBudget) {
       throw new RateLimitedError(`The appliance is already reading its limit of ${mib(bodyBudget)} of request bodies; retry after 1 second.`, 1);
     }
@@ -141,154 +144,192 @@ export function createApp(deps: AppDeps): RequestListener {
       bodiesInFlight -= bytes;
     });
   };
-  const tooLarge = (limit: number): PayloadTooLargeError =>
-    new PayloadTooLargeError(`The request body is larger than this endpoint's limit of ${mib(limit)}.`);
+}
 
-  const observe = (method: string, route: string, status: number, start: bigint, id: string): void => {
-    const s = Number(process.hrtime.bigint() - start) / 1e9;
-    m.http.observe(method, route, status, s);
-    deps.log({ msg: "request", method, route, status, duration_ms: Math.round(s * 1e6) / 1e3, request_id: id });
+function contextOf(deps: AppDeps): AppContext {
+  const m = deps.metrics;
+  return {
+    deps,
+    m,
+    trusted: [deps.keyring.active, ...deps.keyring.retired].map((k) => ({ publicKey: k.publicKey, fingerprint: k.fingerprint })),
+    publicKeyDoc: publicKeyDocument(deps.keyring),
+    maxBodyBytes: deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    maxReceiptBodyBytes: deps.maxReceiptBodyBytes ?? DEFAULT_MAX_RECEIPT_BODY_BYTES,
+    reserveBody: bodyBudgetOf(deps.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES),
+    observe: (method, route, status, start, id) => {
+      const s = Number(process.hrtime.bigint() - start) / 1e9;
+      m.http.observe(method, route, status, s);
+      deps.log({ msg: "request", method, route, status, duration_ms: Math.round(s * 1e6) / 1e3, request_id: id });
+    },
+    isAdmin: (header) => {
+      const token = bearer(header);
+      return token !== null && secretMatches(token, deps.adminKeySha256);
+    },
+    // unexpected errors are logged by code only
+    logInternal: (e, raw) => {
+      if (e.code === "internal") deps.log({ msg: "internal error", error: raw instanceof Error ? raw.name : typeof raw });
+    },
   };
-  const isAdmin = (header: string | undefined): boolean => {
-    const token = bearer(header);
-    return token !== null && secretMatches(token, deps.adminKeySha256);
-  };
+}
 
-  const requireAdmin = (req: Request, _res: Response, next: NextFunction): void => {
-    next(isAdmin(req.get("authorization")) ? undefined : new UnauthorizedError("Missing or invalid admin API key."));
+const tooLarge = (limit: number): PayloadTooLargeError =>
+  new PayloadTooLargeError(`The request body is larger than this endpoint's limit of ${mib(limit)}.`);
+
+/** Guards of the express routes: the admin key, the admin key or the metrics token, a JSON body. */
+function guardsOf(ctx: AppContext) {
+  const { deps } = ctx;
+  return {
+    requireAdmin: (req: Request, _res: Response, next: NextFunction): void => {
+      next(ctx.isAdmin(req.get("authorization")) ? undefined : new UnauthorizedError("Missing or invalid admin API key."));
+    },
+    requireMetricsReader: (req: Request, _res: Response, next: NextFunction): void => {
+      const token = bearer(req.get("authorization"));
+      const ok = token !== null &&
+        (secretMatches(token, deps.adminKeySha256) || (deps.metricsTokenSha256 !== null && secretMatches(token, deps.metricsTokenSha256)));
+      next(ok ? undefined : new UnauthorizedError("Missing or invalid admin API key or metrics token."));
+    },
+    requireJson: (req: Request, _res: Response, next: NextFunction): void => {
+      const len = req.headers["content-length"];
+      const hasBody = req.headers["transfer-encoding"] !== undefined || (len !== undefined && len !== "0");
+      if (!hasBody) return next(new ValidationError("The request body must be a JSON object."));
+      next(req.is("application/json") ? undefined : new UnsupportedMediaTypeError("Requests must have Content-Type application/json."));
+    },
   };
-  const requireMetricsReader = (req: Request, _res: Response, next: NextFunction): void => {
-    const token = bearer(req.get("authorization"));
-    const ok = token !== null &&
-      (secretMatches(token, deps.adminKeySha256) || (deps.metricsTokenSha256 !== null && secretMatches(token, deps.metricsTokenSha256)));
-    next(ok ? undefined : new UnauthorizedError("Missing or invalid admin API key or metrics token."));
-  };
-  const requireJson = (req: Request, _res: Response, next: NextFunction): void => {
-    const len = req.headers["content-length"];
-    const hasBody = req.headers["transfer-encoding"] !== undefined || (len !== undefined && len !== "0");
-    if (!hasBody) return next(new ValidationError("The request body must be a JSON object."));
-    next(req.is("application/json") ? undefined : new UnsupportedMediaTypeError("Requests must have Content-Type application/json."));
-  };
-  /**
-   * Verifies the receipt of a /verify or /evidence-bundle body. An I-JSON problem inside the
-   * receipt fails its canonical_body check (the receipt is not valid); one elsewhere in the
-   * body (two "receipt" members, say) makes the request a bad one.
-   */
-  const verifyBodyOf = (parsed: ParsedBody): { body: z.infer<typeof verifyBody>; result: VerifyResult } => {
-    let receiptProblem: JsonProblem | null = null;
-    if (parsed.problem) {
-      if (parsed.problem.path[0] !== "receipt") throw new ValidationError(problemSentence("The request body", parsed.problem));
-      receiptProblem = { ...parsed.problem, path: parsed.problem.path.slice(1) };
+}
+
+/**
+ * Verifies the receipt of a /verify or /evidence-bundle body. An I-JSON problem inside the
+ * receipt fails its canonical_body check (the receipt is not valid); one elsewhere in the
+ * body (two "receipt" members, say) makes the request a bad one.
+ */
+function verifyBodyOf(ctx: AppContext, parsed: ParsedBody): { body: z.infer<typeof verifyBody>; result: VerifyResult } {
+  let receiptProblem: JsonProblem | null = null;
+  if (parsed.problem) {
+    if (parsed.problem.path[0] !== "receipt") throw new ValidationError(problemSentence("The request body", parsed.problem));
+    receiptProblem = { ...parsed.problem, path: parsed.problem.path.slice(1) };
+  }
+  const body = parseOrThrow(verifyBody, parsed.value ?? {}, "body");
+  const result = verifyReceipt(body.receipt, {
+    backend: ctx.deps.backend,
+    keys: ctx.trusted,
+    trustedFingerprints: ctx.trusted.map((k) => k.fingerprint),
+    artifact: body.artifact_b64 !== undefined ? artifactDigest(Buffer.from(body.artifact_b64, "base64")) : undefined,
+    textProblem: receiptProblem,
+  });
+  ctx.m.verifications.inc({ verdict: result.verdict });
+  return { body, result };
+}
+
+/**
+ * The answer to a receipt that is not valid: the verify structure with the error body's
+ * fields (detail, code, request_id) after it; code bad_request: the receipt given is not a valid one.
+ */
+function refusal(result: VerifyResult, requestId: string, exporting: boolean): string {
+  const failed = result.checks.find((c) => !c.ok);
+  const why = result.verdict === "unsupported_schema"
+    ? "its schema is not supported"
+    : `the ${failed?.name ?? "schema"} check failed`;
+  const detail = exporting
+    ? `The receipt did not verify, so no evidence bundle was exported: ${why}.`
+    : `The receipt did not verify: ${why}.`;
+  return JSON.stringify({ ...result, detail, code: "bad_request", request_id: requestId });
+}
+
+/** The artifact of an issuance body: as given, or hashed from artifact_b64 (any digest given must agree). */
+function artifactOf(body: z.infer<typeof exactBody>): Artifact {
+  if (body.artifact_b64 === undefined) return parseOrThrow(artifactSchema, body.artifact, "artifact");
+  const given = parseOrThrow(partialArtifact, body.artifact ?? {}, "artifact");
+  const d = artifactDigest(Buffer.from(body.artifact_b64, "base64"));
+  if (given.sha256 !== undefined && given.sha256 !== d.sha256) throw new ValidationError("artifact.sha256 does not match the SHA-256 of artifact_b64.", "artifact.sha256");
+  if (given.size_bytes !== undefined && given.size_bytes !== d.size_bytes) throw new ValidationError("artifact.size_bytes does not match the length of artifact_b64.", "artifact.size_bytes");
+  return parseOrThrow(artifactSchema, {
+    name: given.name ?? "artifact",
+    media_type: given.media_type ?? "application/octet-stream",
+    ...d,
+  }, "artifact");
+}
+
+/** Validates an issuance request, queues it on the chain; resolves to the receipt's JSON. */
+async function issue(ctx: AppContext, parsed: ParsedBody): Promise<string> {
+  const { deps } = ctx;
+  if (parsed.problem) throw new ValidationError(problemSentence("The request body", parsed.problem));
+  const body = parseOrThrow(exactBody, parsed.value ?? {}, "body");
+  const artifact = artifactOf(body);
+  // canonicalised here, before the chain's critical section, which only splices them in
+  let prepared: PreparedReceipt;
+  try {
+    prepared = prepareReceipt({ artifact, claims: body.claims ?? {} }, deps.clock());
+  } catch {
+    throw new ValidationError("artifact must hold only well-formed strings (no lone surrogates).", "artifact");
+  }
+  // a batched chain signs in its worker thread; else here, one at a time
+  const receipt = deps.chain.batched
+    ? await deps.chain.appendInput<string>(prepared)
+    : await deps.chain.append((pos) => {
+        const r = assembleReceipt(prepared, pos, deps.signer.fingerprint, (msg) => deps.signer.sign(msg));
+        return { value: r.json, hash: r.hash };
+      });
+  ctx.m.receiptsIssued.inc();
+  return receipt;
+}
+
+/**
+ * JSON bodies, size-limited before they are read (413 from Content-Length) and within the
+ * budget of bodies in flight (429 past it); mounted per route after authentication, so an
+ * unauthenticated caller never gets a body read. The bytes are parsed by the strict JSON
+ * reader (member names once, numbers that keep their value), never by JSON.parse alone.
+ */
+function bodyReader(ctx: AppContext, limit: number) {
+  const raw = express.raw({ type: () => true, limit, inflate: true });
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.get("content-type") ?? "")?.[1];
+    if (charset !== undefined && charset.toLowerCase() !== "utf-8") {
+      return next(new UnsupportedMediaTypeError("Requests must be JSON in UTF-8."));
     }
-    const body = parseOrThrow(verifyBody, parsed.value ?? {}, "body");
-    const result = verifyReceipt(body.receipt, {
-      backend: deps.backend,
-      keys: trusted,
-      trustedFingerprints: trusted.map((k) => k.fingerprint),
-      artifact: body.artifact_b64 !== undefined ? artifactDigest(Buffer.from(body.artifact_b64, "base64")) : undefined,
-      textProblem: receiptProblem,
+    const cl = req.headers["content-length"];
+    const ce = req.headers["content-encoding"];
+    // the declared length when it is what will be held; else (chunked, compressed) the limit
+    const known = cl !== undefined && /^\d{1,15}$/.test(cl) && req.headers["transfer-encoding"] === undefined &&
+      (ce === undefined || ce.toLowerCase() === "identity");
+    const bytes = known ? Number(cl) : limit;
+    if (bytes > limit) return next(tooLarge(limit));
+    try {
+      ctx.reserveBody(res, bytes);
+    } catch (e) {
+      return next(e);
+    }
+    raw(req, res, (err?: unknown) => {
+      if (err) return next((err as { type?: string }).type === "entity.too.large" ? tooLarge(limit) : err);
+      try {
+        req.body = parseBody(Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
+        next();
+      } catch (e) {
+        next(e);
+      }
     });
-    m.verifications.inc({ verdict: result.verdict });
-    return { body, result };
   };
-  /**
-   * The answer to a receipt that is not valid: the verify structure with the error body's
-   * fields (detail, code, request_id) after it; code bad_request: the receipt given is not a valid one.
-   */
-  const refusal = (result: VerifyResult, requestId: string, exporting: boolean): string => {
-    const failed = result.checks.find((c) => !c.ok);
-    const why = result.verdict === "unsupported_schema"
-      ? "its schema is not supported"
-      : `the ${failed?.name ?? "schema"} check failed`;
-    const detail = exporting
-      ? `The receipt did not verify, so no evidence bundle was exported: ${why}.`
-      : `The receipt did not verify: ${why}.`;
-    return JSON.stringify({ ...result, detail, code: "bad_request", request_id: requestId });
-  };
+}
 
+/** The express app: every route, in the order a request meets them. */
+function expressApp(ctx: AppContext): express.Express {
+  const { deps, m } = ctx;
+  const { requireAdmin, requireMetricsReader, requireJson } = guardsOf(ctx);
+  const issuanceBody = bodyReader(ctx, ctx.maxBodyBytes);
+  const receiptBody = bodyReader(ctx, ctx.maxReceiptBodyBytes);
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
   // 1. request id: echoed on every response, the key of every log line
   app.use(requestId);
   // 2. timing and the one log line per request (method, route, status; never bodies or headers)
   app.use((req, res, next) => {
     const start = process.hrtime.bigint();
     res.on("finish", () => {
-      observe(req.method, (req.route?.path as string | undefined) ?? "unmatched", res.statusCode, start, requestIdOf(res));
+      ctx.observe(req.method, (req.route?.path as string | undefined) ?? "unmatched", res.statusCode, start, requestIdOf(res));
     });
     next();
   });
-  // 3. JSON bodies, size-limited before they are read (413 from Content-Length) and within the
-  // budget of bodies in flight (429 past it); mounted per route after authentication, so an
-  // unauthenticated caller never gets a body read. The bytes are parsed by the route with
-  // the strict JSON reader (member names once, numbers that keep their value), never by JSON.parse alone.
-  const bodyReader = (limit: number) => {
-    const raw = express.raw({ type: () => true, limit, inflate: true });
-    return (req: Request, res: Response, next: NextFunction): void => {
-      const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.get("content-type") ?? "")?.[1];
-      if (charset !== undefined && charset.toLowerCase() !== "utf-8") {
-        return next(new UnsupportedMediaTypeError("Requests must be JSON in UTF-8."));
-      }
-      const cl = req.headers["content-length"];
-      const ce = req.headers["content-encoding"];
-      // the declared length when it is what will be held; else (chunked, compressed) the limit
-      const known = cl !== undefined && /^\d{1,15}$/.test(cl) && req.headers["transfer-encoding"] === undefined &&
-        (ce === undefined || ce.toLowerCase() === "identity");
-      const bytes = known ? Number(cl) : limit;
-      if (bytes > limit) return next(tooLarge(limit));
-      try {
-        reserveBody(res, bytes);
-      } catch (e) {
-        return next(e);
-      }
-      raw(req, res, (err?: unknown) => {
-        if (err) return next((err as { type?: string }).type === "entity.too.large" ? tooLarge(limit) : err);
-        try {
-          req.body = parseBody(Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
-          next();
-        } catch (e) {
-          next(e);
-        }
-      });
-    };
-  };
-  const issuanceBody = bodyReader(maxBodyBytes);
-  const receiptBody = bodyReader(maxReceiptBodyBytes);
-
-  /** Validates an issuance request, queues it on the chain; resolves to the receipt's JSON. */
-  const issue = async (parsed: ParsedBody): Promise<string> => {
-    if (parsed.problem) throw new ValidationError(problemSentence("The request body", parsed.problem));
-    const body = parseOrThrow(exactBody, parsed.value ?? {}, "body");
-    let artifact: Artifact;
-    if (body.artifact_b64 !== undefined) {
-      const given = parseOrThrow(partialArtifact, body.artifact ?? {}, "artifact");
-      const d = artifactDigest(Buffer.from(body.artifact_b64, "base64"));
-      if (given.sha256 !== undefined && given.sha256 !== d.sha256) throw new ValidationError("artifact.sha256 does not match the SHA-256 of artifact_b64.", "artifact.sha256");
-      if (given.size_bytes !== undefined && given.size_bytes !== d.size_bytes) throw new ValidationError("artifact.size_bytes does not match the length of artifact_b64.", "artifact.size_bytes");
-      artifact = parseOrThrow(artifactSchema, {
-        name: given.name ?? "artifact",
-        media_type: given.media_type ?? "application/octet-stream",
-        ...d,
-      }, "artifact");
-    } else {
-      artifact = parseOrThrow(artifactSchema, body.artifact, "artifact");
-    }
-    // canonicalised here, before the chain's critical section, which only splices them in
-    let prepared: PreparedReceipt;
-    try {
-      prepared = prepareReceipt({ artifact, claims: body.claims ?? {} }, deps.clock());
-    } catch {
-      throw new ValidationError("artifact must hold only well-formed strings (no lone surrogates).", "artifact");
-    }
-    // a batched chain signs in its worker thread; else here, one at a time
-    const receipt = deps.chain.batched
-      ? await deps.chain.appendInput<string>(prepared)
-      : await deps.chain.append((pos) => {
-          const r = assembleReceipt(prepared, pos, deps.signer.fingerprint, (msg) => deps.signer.sign(msg));
-          return { value: r.json, hash: r.hash };
-        });
-    m.receiptsIssued.inc();
-    return receipt;
-  };
-
+  // 3. the routes: guards (admin key, JSON body) before a body is read, then the work
   app.get("/health", (_req, res) => {
     const status = typeof deps.backendStatus === "function" ? deps.backendStatus() : deps.backendStatus;
     const ok = status === "ok";
@@ -299,57 +340,28 @@ export function createApp(deps: AppDeps): RequestListener {
       backend: { name: deps.backend.name, version: deps.backend.version, status },
     });
   });
-
   app.get("/v1/provenance/public-key", (_req, res) => {
-    res.json(publicKeyDoc);
+    res.json(ctx.publicKeyDoc);
   });
-
   app.post(EXACT_PATH, requireAdmin, requireJson, issuanceBody, async (req, res, next) => {
     try {
-      const receipt = await issue(req.body as ParsedBody);
+      const receipt = await issue(ctx, req.body as ParsedBody);
       res.status(201).type(JSON_TYPE).send(receipt);
     } catch (e) {
       next(e);
     }
   });
-
-  app.post("/v1/provenance/verify", requireJson, receiptBody, (req, res, next) => {
+  app.post(VERIFY_PATH, requireJson, receiptBody, (req, res, next) => {
     try {
-      const { result } = verifyBodyOf(req.body as ParsedBody);
+      const { result } = verifyBodyOf(ctx, req.body as ParsedBody);
       res.status(result.valid ? 200 : 422).type(JSON_TYPE).send(result.valid ? JSON.stringify(result) : refusal(result, requestIdOf(res), false));
     } catch (e) {
       next(e);
     }
   });
-
-  app.post("/v1/provenance/evidence-bundle", requireAdmin, requireJson, receiptBody, async (req, res, next) => {
-    try {
-      const { body, result } = verifyBodyOf(req.body as ParsedBody);
-      if (!result.valid) {
-        res.status(422).type(JSON_TYPE).send(refusal(result, requestIdOf(res), true));
-        return;
-      }
-      const receipt = receiptSchema.parse(body.receipt);
-      if (receipt.signer.public_key_sha256 !== deps.signer.fingerprint) {
-        throw new ConflictError("The receipt was signed by a retired key; bundles are signed by the receipt's own key, so only receipts of the active key can be exported.");
-      }
-      const zip = await writeZip(buildBundleFiles({
-        receipt,
-        verification: result,
-        signer: deps.signer,
-        exportedAt: deps.clock(),
-        applianceVersion: deps.version,
-      }));
-      m.bundlesExported.inc();
-      res.status(200)
-        .type("application/zip")
-        .setHeader("Content-Disposition", `attachment; filename="evidence-${receipt.receipt_id}.zip"`)
-        .send(zip);
-    } catch (e) {
-      next(e);
-    }
+  app.post("/v1/provenance/evidence-bundle", requireAdmin, requireJson, receiptBody, (req, res, next) => {
+    exportBundle(ctx, req.body as ParsedBody, res).catch(next);
   });
-
   app.get("/metrics", requireMetricsReader, async (_req, res, next) => {
     try {
       res.type(m.registry.contentType).send(await m.registry.metrics());
@@ -357,91 +369,139 @@ export function createApp(deps: AppDeps): RequestListener {
       next(e);
     }
   });
-
+  // 4. nothing matched: 404; last, one error body for everything
   app.use((_req, _res, next) => next(new NotFoundError("No such endpoint.")));
-  // last: one error body for everything; unexpected errors are logged by code only
-  const logInternal = (e: SvcError, raw: unknown): void => {
-    if (e.code === "internal") deps.log({ msg: "internal error", error: raw instanceof Error ? raw.name : typeof raw });
-  };
-  app.use(errorMiddleware(requestIdOf, logInternal));
+  app.use(errorMiddleware(requestIdOf, ctx.logInternal));
+  return app;
+}
 
-  // The plain paths of issuance and verification, in the order of their express routes: request
-  // id, timing and log line, admin key (issuance), a non-empty body within the limit (413 from
-  // Content-Length before any byte is read), strict JSON, then the route's work. Express with
-  // express.json costs 0.2-0.3 ms of CPU per request here, as much as a verification.
-  const plainJson = (req: IncomingMessage, res: ServerResponse, route: string, admin: boolean, length: number, limit: number,
-    work: (body: ParsedBody, id: string) => Promise<[number, string]> | [number, string]): void => {
-    const start = process.hrtime.bigint();
-    const given = req.headers["x-request-id"];
-    const id = typeof given === "string" && UUID.test(given) ? given.toLowerCase() : randomUUID();
-    res.setHeader("X-Request-Id", id);
-    res.on("finish", () => observe("POST", route, res.statusCode, start, id));
-    const send = (status: number, text: string): void => {
-      res.statusCode = status;
-      res.setHeader("Content-Type", JSON_TYPE);
-      res.setHeader("Content-Length", Buffer.byteLength(text));
-      res.end(text);
-    };
-    const fail = (err: unknown): void => {
-      const e = toSvcError(err);
-      if (e instanceof RateLimitedError && !res.headersSent) res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
-      if (!res.headersSent) send(statusOf(e), JSON.stringify({ detail: e.message, code: e.code, request_id: id }));
-      else res.destroy();
-      logInternal(e, err);
-    };
-    if (admin && !isAdmin(req.headers.authorization)) return fail(new UnauthorizedError("Missing or invalid admin API key."));
-    if (length === 0) return fail(new ValidationError("The request body must be a JSON object."));
-    if (length > limit) return fail(tooLarge(limit));
+/** POST /v1/provenance/evidence-bundle after its guards: verify, then the signed ZIP of the receipt's evidence. */
+async function exportBundle(ctx: AppContext, parsed: ParsedBody, res: Response): Promise<void> {
+  const { deps } = ctx;
+  const { body, result } = verifyBodyOf(ctx, parsed);
+  if (!result.valid) {
+    res.status(422).type(JSON_TYPE).send(refusal(result, requestIdOf(res), true));
+    return;
+  }
+  const receipt = receiptSchema.parse(body.receipt);
+  if (receipt.signer.public_key_sha256 !== deps.signer.fingerprint) {
+    throw new ConflictError("The receipt was signed by a retired key; bundles are signed by the receipt's own key, so only receipts of the active key can be exported.");
+  }
+  const zip = await writeZip(buildBundleFiles({
+    receipt,
+    verification: result,
+    signer: deps.signer,
+    exportedAt: deps.clock(),
+    applianceVersion: deps.version,
+  }));
+  ctx.m.bundlesExported.inc();
+  res.status(200)
+    .type("application/zip")
+    .setHeader("Content-Disposition", `attachment; filename="evidence-${receipt.receipt_id}.zip"`)
+    .send(zip);
+}
+
+type PlainWork = (body: ParsedBody, id: string) => Promise<[number, string]> | [number, string];
+
+/**
+ * The plain paths of issuance and verification, in the order of their express routes: request
+ * id, timing and log line, admin key (issuance), a non-empty body within the limit (413 from
+ * Content-Length before any byte is read), strict JSON, then the route's work. Express with
+ * express.json costs 0.2-0.3 ms of CPU per request here, as much as a verification.
+ */
+function plainJson(ctx: AppContext, req: IncomingMessage, res: ServerResponse, route: string, admin: boolean, length: number,
+  limit: number, work: PlainWork): void {
+  const start = process.hrtime.bigint();
+  const given = req.headers["x-request-id"];
+  const id = typeof given === "string" && UUID.test(given) ? given.toLowerCase() : randomUUID();
+  res.setHeader("X-Request-Id", id);
+  res.on("finish", () => ctx.observe("POST", route, res.statusCode, start, id));
+  const send = (status: number, text: string): void => {
+    res.statusCode = status;
+    res.setHeader("Content-Type", JSON_TYPE);
+    res.setHeader("Content-Length", Buffer.byteLength(text));
+    res.end(text);
+  };
+  const fail = (err: unknown): void => {
+    const e = toSvcError(err);
+    if (e instanceof RateLimitedError && !res.headersSent) res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
+    if (!res.headersSent) send(statusOf(e), JSON.stringify({ detail: e.message, code: e.code, request_id: id }));
+    else res.destroy();
+    ctx.logInternal(e, err);
+  };
+  if (admin && !ctx.isAdmin(req.headers.authorization)) return fail(new UnauthorizedError("Missing or invalid admin API key."));
+  if (length === 0) return fail(new ValidationError("The request body must be a JSON object."));
+  if (length > limit) return fail(tooLarge(limit));
+  try {
+    ctx.reserveBody(res, length);
+  } catch (e) {
+    return fail(e);
+  }
+  readPlainBody(req, res, length, (parsed) => {
     try {
-      reserveBody(res, length);
+      Promise.resolve(work(parsed, id)).then(([status, text]) => send(status, text), fail);
+    } catch (e) {
+      fail(e);
+    }
+  }, fail);
+}
+
+/** Reads exactly `length` bytes of a plain body and parses them; a short body is not valid JSON. */
+function readPlainBody(req: IncomingMessage, res: ServerResponse, length: number, done: (parsed: ParsedBody) => void,
+  fail: (e: unknown) => void): void {
+  const chunks: Buffer[] = [];
+  let received = 0;
+  req.on("data", (c: Buffer) => {
+    received += c.length;
+    // more than declared: node's parser ends the body at Content-Length, so this is a guard
+    if (received > length) return void req.destroy();
+    chunks.push(c);
+  });
+  req.on("error", () => res.destroy()); // the client went away: nobody to answer
+  req.on("end", () => {
+    let parsed: ParsedBody;
+    try {
+      if (received !== length) throw new ValidationError("The request body is not valid JSON.");
+      parsed = parseBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
     } catch (e) {
       return fail(e);
     }
-    const chunks: Buffer[] = [];
-    let received = 0;
-    req.on("data", (c: Buffer) => {
-      received += c.length;
-      // more than declared: node's parser ends the body at Content-Length, so this is a guard
-      if (received > length) return void req.destroy();
-      chunks.push(c);
-    });
-    req.on("error", () => res.destroy()); // the client went away: nobody to answer
-    req.on("end", () => {
-      let parsed: ParsedBody;
-      try {
-        if (received !== length) throw new ValidationError("The request body is not valid JSON.");
-        parsed = parseBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
-      } catch (e) {
-        return fail(e);
-      }
-      chunks.length = 0;
-      try {
-        Promise.resolve(work(parsed, id)).then(([status, text]) => send(status, text), fail);
-      } catch (e) {
-        fail(e);
-      }
-    });
-  };
+    chunks.length = 0;
+    done(parsed);
+  });
+}
+
+/** A plain request: POST, a JSON Content-Type, a Content-Length, no transfer or content coding. */
+function plainLength(req: IncomingMessage): number | null {
+  const h = req.headers;
+  const ct = h["content-type"];
+  const cl = h["content-length"];
+  const ce = h["content-encoding"];
+  const plain = ct !== undefined && PLAIN_JSON.test(ct) && (ce === undefined || ce.toLowerCase() === "identity") &&
+    h["transfer-encoding"] === undefined && cl !== undefined && /^\d{1,15}$/.test(cl);
+  return plain ? Number(cl) : null;
+}
+
+/**
+ * The appliance as a request listener (serve it with node:http createServer). A request's
+ * path: the plain issuance and verification forms go to plainJson; everything else to the
+ * express app (request id, timing and log line, guards, body reader, route, 404, error body).
+ * @example createServer(createApp(deps)).listen(8001, "127.0.0.1")
+ */
+export function createApp(deps: AppDeps): RequestListener {
+  const ctx = contextOf(deps);
+  const app = expressApp(ctx);
   const plainRoutes: Record<string, (req: IncomingMessage, res: ServerResponse, length: number) => void> = {
-    [EXACT_PATH]: (req, res, length) => plainJson(req, res, EXACT_PATH, true, length, maxBodyBytes, async (body) => [201, await issue(body)]),
-    [VERIFY_PATH]: (req, res, length) => plainJson(req, res, VERIFY_PATH, false, length, maxReceiptBodyBytes, (body, id) => {
-      const { result } = verifyBodyOf(body);
+    [EXACT_PATH]: (req, res, length) => plainJson(ctx, req, res, EXACT_PATH, true, length, ctx.maxBodyBytes, async (body) => [201, await issue(ctx, body)]),
+    [VERIFY_PATH]: (req, res, length) => plainJson(ctx, req, res, VERIFY_PATH, false, length, ctx.maxReceiptBodyBytes, (body, id) => {
+      const { result } = verifyBodyOf(ctx, body);
       return result.valid ? [200, JSON.stringify(result)] : [422, refusal(result, id, false)];
     }),
   };
-
   return (req, res) => {
     const plain = req.method === "POST" ? plainRoutes[req.url ?? ""] : undefined;
-    if (plain !== undefined) {
-      const h = req.headers;
-      const ct = h["content-type"];
-      const cl = h["content-length"];
-      const ce = h["content-encoding"];
-      if (ct !== undefined && PLAIN_JSON.test(ct) && (ce === undefined || ce.toLowerCase() === "identity") &&
-          h["transfer-encoding"] === undefined && cl !== undefined && /^\d{1,15}$/.test(cl)) {
-        return plain(req, res, Number(cl));
-      }
-    }
+    const length = plain !== undefined ? plainLength(req) : null;
+    if (plain !== undefined && length !== null) return plain(req, res, length);
     app(req, res);
   };
 }

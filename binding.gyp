@@ -12,6 +12,7 @@
         "native/kernels_avx2.cc",
         "native/kernels_avx512.cc",
         "native/linalg.cc",
+        "native/linalg_simd.cc",
         "native/napi_util.cc",
         "native/pred.cc",
         "native/pred_block.cc",

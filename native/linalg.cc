@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gemm.h"
+#include "linalg_simd.h"
 #include "threads.h"
 
 namespace svc {
@@ -392,6 +393,123 @@ void jacobi_svd(size_t rows, size_t cols, const double* A, std::vector<double>& 
 
 namespace svc {
 
+namespace {
+
+// Householder tridiagonalisation as tred2 above (same reflectors, same T), with the update of
+// step i and the matrix-vector product of step i - 1 done in one pass over the triangle (each
+// entry read and written once per step instead of read twice and written once), split over the
+// pool in bands of equal area with a private accumulator each. W: JAMA's V transposed, as in
+// tred2; on return row i starts with u_i, h[i] = |u_i|^2 / 2, d and e hold T.
+void tred2_fused(size_t n, double* W, double* d, double* e, double* hv) {
+  auto at = [&](size_t i, size_t j) -> double& { return W[j * n + i]; };  // JAMA's V(i, j)
+  std::vector<double> u(n), q(n), p(n), un(n);
+  const size_t threads = size_t(pool_threads());
+  std::vector<std::vector<double>> part(threads, std::vector<double>(n));
+  for (size_t j = 0; j < n; ++j) d[j] = at(n - 1, j);
+  bool have_p = false;  // p already holds A_i u for this step (from the previous step's pass)
+  // Householder vector of the row x[0..i) (into u, scaled); returns false when x is zero.
+  auto house = [&](size_t i, const double* x, double* uo, double& h, double& ei) {
+    double scale = 0.0;
+    for (size_t k = 0; k < i; ++k) scale += std::fabs(x[k]);
+    if (scale == 0.0) {
+      ei = x[i - 1];
+      h = 0.0;
+      return false;
+    }
+    double hh = 0.0;
+    for (size_t k = 0; k < i; ++k) {
+      uo[k] = x[k] / scale;
+      hh += uo[k] * uo[k];
+    }
+    const double f = uo[i - 1];
+    double g = std::sqrt(hh);
+    if (f > 0) g = -g;
+    ei = scale * g;
+    h = hh - f * g;
+    uo[i - 1] = f - g;
+    return true;
+  };
+  double h = 0.0;
+  bool live = house(n - 1, d, u.data(), h, e[n - 1]);
+  for (size_t i = n - 1; i > 0; --i) {
+    // Step i: u (scaled), h and e[i] are set; A_i is the leading i x i block.
+    if (!live) {
+      hv[i] = 0.0;
+      for (size_t j = 0; j < i; ++j) {
+        d[j] = at(i - 1, j);
+        at(i, j) = 0.0;
+        at(j, i) = 0.0;
+      }
+      d[i] = at(i, i);
+      have_p = false;
+      if (i > 1) live = house(i - 1, d, u.data(), h, e[i - 1]);
+      continue;
+    }
+    hv[i] = h;
+    for (size_t j = 0; j < i; ++j) at(j, i) = u[j];  // row i of W: the reflector
+    if (!have_p) LK().symv(W, n, i, u.data(), p.data());
+    // q = p / h - (u^T p / 2h^2) u
+    double f = 0.0;
+    for (size_t j = 0; j < i; ++j) {
+      q[j] = p[j] / h;
+      f += q[j] * u[j];
+    }
+    const double hh = f / (h + h);
+    for (size_t j = 0; j < i; ++j) q[j] -= hh * u[j];
+    // Row i - 1 of the updated block (column i - 1 of W's rows): the next step's x.
+    for (size_t j = 0; j < i; ++j) {
+      double& a = at(i - 1, j);
+      a -= u[j] * q[i - 1] + q[j] * u[i - 1];
+      d[j] = a;
+      at(i, j) = 0.0;
+    }
+    d[i] = at(i, i);
+    const size_t b = i - 1;  // next block
+    double hn = 0.0;
+    bool next = b > 0 && house(b, d, un.data(), hn, e[b]);
+    // Update A_b -= u q^T + q u^T (entries k < b of rows j < b) and, when there is a next
+    // reflector, accumulate p = A_b' un in the same pass.
+    const double* x = next ? un.data() : nullptr;
+    auto band = [&](size_t j0, size_t j1, double* acc) { LK().band(W, n, b, j0, j1, u.data(), q.data(), x, acc); };
+    const size_t parts = b >= 384 ? threads : 1;
+    if (parts <= 1) {
+      if (next) std::fill(p.begin(), p.begin() + b, 0.0);
+      band(0, b, p.data());
+    } else {
+      // Bands of equal area: row j holds b - j entries.
+      std::vector<size_t> cut(parts + 1, b);
+      cut[0] = 0;
+      for (size_t t = 1; t < parts; ++t)
+        cut[t] = size_t(double(b) * (1.0 - std::sqrt(1.0 - double(t) / double(parts))));
+      parallel_for(parts, [&](size_t t) {
+        double* acc = part[t].data();
+        if (next) std::fill(acc, acc + b, 0.0);
+        band(cut[t], cut[t + 1], acc);
+      });
+      if (next)
+        for (size_t k = 0; k < b; ++k) {
+          double s = 0.0;
+          for (size_t t = 0; t < parts; ++t) s += part[t][k];
+          p[k] = s;
+        }
+    }
+    have_p = next;
+    live = next;
+    if (next) {
+      std::swap(u, un);
+      h = hn;
+    } else if (b > 0) {
+      // x was zero: the next step reflects nothing.
+      e[b] = d[b - 1];
+    }
+  }
+  hv[0] = 0.0;
+  for (size_t j = 0; j < n; ++j) d[j] = W[j * n + j];
+  e[0] = 0.0;
+}
+
+}  // namespace
+
 void sym_tridiag(size_t n, const double* A, SymTridiag& t) {
   t.n = n;
   t.W.assign(A, A + n * n);
@@ -404,7 +522,7 @@ void sym_tridiag(size_t n, const double* A, SymTridiag& t) {
     t.d[0] = t.w[0] = A[0];
     return;
   }
-  tred2(n, t.W.data(), t.d.data(), t.e.data(), false, t.h.data());
+  tred2_fused(n, t.W.data(), t.d.data(), t.e.data(), t.h.data());
   std::vector<double> d(t.d), e(t.e);
   tql2(n, d.data(), e.data(), nullptr);
   std::sort(d.begin(), d.end(), [](double a, double b) { return a > b; });
@@ -473,39 +591,11 @@ void back_transform(const SymTridiag& t, double* Z, size_t count) {
   const size_t blocks = (count + kRows - 1) / kRows;
   auto run = [&](size_t b) {
     const size_t r0 = b * kRows, r1 = std::min(count, r0 + kRows);
-    for (size_t i = 1; i < n; ++i) {
-      const double h = t.h[i];
-      if (h == 0.0) continue;
-      const double* u = t.W.data() + i * n;
-      const double inv = 1.0 / h;
-      for (size_t r = r0; r < r1; ++r) {
-        double* z = Z + r * n;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t k = 0; k < i; ++k) s += u[k] * z[k];
-        s *= inv;
-#pragma omp simd
-        for (size_t k = 0; k < i; ++k) z[k] -= s * u[k];
-      }
-    }
+    LK().reflect(t.W.data(), t.h.data(), n, Z + r0 * n, r1 - r0);
   };
   if (blocks > 1 && count * n >= (size_t(1) << 14)) parallel_for(blocks, run);
   else
     for (size_t b = 0; b < blocks; ++b) run(b);
-}
-
-// x minus its components along rows [r0, r1) of Z (orthonormal), twice (classical Gram-Schmidt
-// repeated, which keeps x orthogonal to working precision).
-void reorthogonalize(const double* Z, size_t n, size_t r0, size_t r1, double* x) {
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t r = r0; r < r1; ++r) {
-      const double* z = Z + r * n;
-      double s = 0.0;
-#pragma omp simd reduction(+ : s)
-      for (size_t k = 0; k < n; ++k) s += z[k] * x[k];
-#pragma omp simd
-      for (size_t k = 0; k < n; ++k) x[k] -= s * z[k];
-    }
 }
 
 }  // namespace
@@ -560,14 +650,14 @@ void sym_tridiag_vectors(const SymTridiag& t, size_t lo, size_t hi, std::vector<
     int good = 0;
     for (int it = 0; it < 6 && good < 2; ++it) {
       lu.solve(n, x.data());
-      reorthogonalize(vecs.data(), n, c0, j, x.data());
+      LK().reorth(vecs.data(), n, c0, j, x.data());
       double g = 0.0;
       for (double v : x) g += v * v;
       g = std::sqrt(g);
       if (!(g > 0.0) || !std::isfinite(g)) {
         // Everything was in the cluster's span already: restart from another vector.
         for (size_t i = 0; i < n; ++i) x[i] = uniform();
-        reorthogonalize(vecs.data(), n, c0, j, x.data());
+        LK().reorth(vecs.data(), n, c0, j, x.data());
         g = 0.0;
         for (double v : x) g += v * v;
         g = std::sqrt(g);

@@ -93,32 +93,19 @@ function nsKey(req: Request): { ns: string; key: string } {
   }
 }
 
-/**
- * Builds the engine's express app (no listen). A put's default tolerance and max_rank are the
- * store's (startEngine opens it with SVC_ENGINE_COMPRESSION_TOL and SVC_ENGINE_MAX_RANK), so
- * that a max_rank the caller did not send is not taken for a cap the caller chose.
- * @example const app = createApp({ store: await createStore({ path: ":memory:" }), config: loadEngineConfig(env) });
- */
-export function createApp({ store, config, logger = jsonLogger(config.log_level), gpu, metrics = createEngineMetrics(store) }: EngineDeps): express.Express {
-  // GPU serving decided once: a residency cache on the CUDA device, or the reason there is none
-  const serving = gpu ?? gpuServingFor(config.device, config.gpu_cache_bytes);
-  store.useGpu(serving);
-  if ("unavailable" in serving && config.device.startsWith("cuda")) logger.warn({ msg: "gpu unavailable", reason: serving.unavailable });
-  const app = express();
-  app.disable("x-powered-by");
-  // no ETag: it would hash every answer (a dense serve of 100 MiB) on the event loop, and the gateway sends none
-  app.set("etag", false);
-  app.set("query parser", parseQueryString);
-  const startedAt = Date.now();
-  // memory held by requests in flight: bodies being read and dense serves being answered
-  const budget = new MemoryBudget(config.memory_budget_bytes, config.memory_tenant_share_pct);
+/** What the steps and routes share: the store, the configuration, the memory budget. */
+interface EngineContext {
+  store: Store;
+  config: EngineConfig;
+  logger: Logger;
+  serving: GpuServing;
+  budget: MemoryBudget;
+  startedAt: number;
+}
 
-  // 1. request id, and the request counted in /metrics once answered
-  app.use(requestId);
-  app.use(countRequests(metrics.http, metrics.route));
-
-  // 2. one access-log line per request; never a key, a payload or a stack
-  app.use((req, res, next) => {
+/** Step 2: one access-log line per request; never a key, a payload or a stack. */
+function accessLog(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
     const t0 = process.hrtime.bigint();
     res.on("finish", () => {
       logger.info({
@@ -132,15 +119,18 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       });
     });
     next();
-  });
+  };
+}
 
-  // 3. health, without authentication
-  app.get("/health", wrap(async (_req, res) => {
-    // available: serving works (a device and SVC_ENGINE_DEVICE allow it); device: the CUDA
-    // device found, also when serving is disabled; cache_bytes: bytes resident on the device
+/**
+ * Step 3: GET /health without authentication. available: serving works (a device and
+ * SVC_ENGINE_DEVICE allow it); device: the CUDA device found, also when serving is disabled;
+ * cache_bytes: bytes resident on the device; store_connected: one round trip to PostgreSQL within
+ * a second (LMDB, memory: local, true); the gateway takes an engine whose store is down out of rotation.
+ */
+function health({ store, serving, startedAt }: EngineContext): Handler {
+  return async (_req, res) => {
     const available = !("unavailable" in serving);
-    // store_connected: one round trip to PostgreSQL within a second (LMDB, memory: local, true);
-    // the gateway takes an engine whose store is down out of rotation
     const store_connected = await Promise.race([store.connected(), new Promise<boolean>((r) => setTimeout(r, 1000, false).unref())]);
     res.json({
       status: "ok",
@@ -149,14 +139,12 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       storage: store.storage,
       store_connected,
     });
-  }));
+  };
+}
 
-  // GET /metrics (docs/operations.md): a service key or SVC_ENGINE_METRICS_TOKEN; open when auth is off
-  const metricsReaders = config.require_auth ? [...config.api_key_digests, ...(config.metrics_token_digest ? [config.metrics_token_digest] : [])] : null;
-  app.get("/metrics", metricsHandler(metrics.registry, metricsReaders));
-
-  // 4. the service key: constant-time comparison of SHA-256 digests against every configured key
-  app.use((req, _res, next) => {
+/** Step 4: the service key, by constant-time comparison of SHA-256 digests against every configured key. */
+function serviceKey(config: EngineConfig) {
+  return (req: Request, _res: Response, next: NextFunction): void => {
     if (!config.require_auth) return next();
     const h = req.get("authorization");
     const m = h ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
@@ -165,10 +153,12 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     let ok = false;
     for (const d of config.api_key_digests) ok = timingSafeEqual(given, d) || ok;
     next(ok ? undefined : new UnauthorizedError("Invalid service key."));
-  });
+  };
+}
 
-  // 5. the tenant, injected by the gateway; every entry is scoped by it
-  app.use("/v1", (req, res, next) => {
+/** Step 5: the tenant, injected by the gateway; every entry is scoped by it. */
+function tenantScope(store: Store) {
+  return (req: Request, res: Response, next: NextFunction): void => {
     const t = req.get("x-svc-tenant");
     if (t === undefined) return next(new ValidationError("The X-SVC-Tenant header is required.", "X-SVC-Tenant"));
     try {
@@ -178,26 +168,32 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     } catch (e) {
       next(e);
     }
-  });
+  };
+}
 
-  // 6. the query string, read as the gateway reads it (server/http/query.ts); a body sent with a
-  // GET or DELETE is refused as the gateway refuses it (server/http/body.ts)
-  app.use((req, res, next) => {
-    try {
-      void req.query;
-    } catch (e) {
-      return next(e);
-    }
-    refuseBodyOfBodilessMethod(req, res).then(() => next(), next);
-  });
+/**
+ * Step 6: the query string, read as the gateway reads it (server/http/query.ts); a body sent
+ * with a GET or DELETE is refused as the gateway refuses it (server/http/body.ts).
+ */
+function queryAndBodiless(req: Request, res: Response, next: NextFunction): void {
+  try {
+    void req.query;
+  } catch (e) {
+    return next(e);
+  }
+  refuseBodyOfBodilessMethod(req, res).then(() => next(), next);
+}
 
-  const bodyRate = { minBytesPerS: config.body_min_bytes_per_s, graceMs: config.body_grace_s * 1000 };
-  // 7. bodies: JSON everywhere, raw bytes for the octet-stream put; the limit is checked from
-  // Content-Length before reading and again while reading, and the body is held within the
-  // memory budget (503 with Retry-After past it). A JSON body is parsed and checked, and its
-  // payloads decoded (server/http/body-prepare.ts); with an Idempotency-Key the request hash is
-  // taken from the body's bytes. Large bodies are worked on in a worker thread (server/http/offload.ts).
-  app.use((req, res, next) => {
+/**
+ * Step 7: bodies: JSON everywhere, raw bytes for the octet-stream put; the limit is checked from
+ * Content-Length before reading and again while reading, and the body is held within the memory
+ * budget (503 with Retry-After past it). A JSON body is parsed and checked, and its payloads
+ * decoded (server/http/body-prepare.ts); with an Idempotency-Key the request hash is taken from
+ * the body's bytes. Large bodies are worked on in a worker thread (server/http/offload.ts).
+ */
+function readBodies({ config, budget }: EngineContext) {
+  const rate = { minBytesPerS: config.body_min_bytes_per_s, graceMs: config.body_grace_s * 1000 };
+  return (req: Request, res: Response, next: NextFunction): void => {
     if (req.method !== "POST") return next();
     const octet = req.path === "/v1/put" && typeof req.is("application/octet-stream") === "string";
     if (!octet && !req.is("application/json")) return next(); // the route answers 415
@@ -206,7 +202,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       reservation: reservationOf(res, budget, (res.locals.tenant as string | undefined) ?? null),
       factor: octet ? OCTET_BODY_FACTOR : JSON_BODY_FACTOR,
       res,
-      rate: bodyRate,
+      rate,
     };
     const read = async (): Promise<unknown> => {
       const prefix = hashPrefixOf(req);
@@ -226,39 +222,45 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
       req.body = body;
       next();
     }, next);
-  });
+  };
+}
 
-  const st = (res: Response): Store => res.locals.store as Store;
-  /**
-   * The store for a write: with an Idempotency-Key header, a view that stores the answer under
-   * that key with the request's hash (method, path and query, content type, X-SVC-Metadata and
-   * body bytes) and answers a repeat of the same request from it.
-   */
-  const writer = (req: Request, res: Response): Store => {
-    const key = req.get("idempotency-key");
-    if (key === undefined) return st(res);
-    parseOrThrow(idempotencyKeySchema, key, "Idempotency-Key");
-    // a request with a body was hashed as it was read (step 7); a DELETE has only the prefix
-    const hash = (res.locals.requestHash as string | undefined) ?? requestHash(hashPrefixOf(req)!, undefined);
-    return st(res).idempotent(key, hash);
-  };
-  /** Sends a write's answer; a replayed one says so (Idempotent-Replayed: true). */
-  const answer = (res: Response, store: Store, status: number, body: unknown) => {
-    if (store.replayed) res.setHeader("Idempotent-Replayed", "true");
-    res.status(status).json(body);
-  };
-  const jsonBody = (req: Request): unknown => {
-    if (!req.is("application/json")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
-    return req.body;
-  };
+const st = (res: Response): Store => res.locals.store as Store;
+
+/**
+ * The store for a write: with an Idempotency-Key header, a view that stores the answer under
+ * that key with the request's hash (method, path and query, content type, X-SVC-Metadata and
+ * body bytes) and answers a repeat of the same request from it.
+ */
+function writer(req: Request, res: Response): Store {
+  const key = req.get("idempotency-key");
+  if (key === undefined) return st(res);
+  parseOrThrow(idempotencyKeySchema, key, "Idempotency-Key");
+  // a request with a body was hashed as it was read (step 7); a DELETE has only the prefix
+  const hash = (res.locals.requestHash as string | undefined) ?? requestHash(hashPrefixOf(req)!, undefined);
+  return st(res).idempotent(key, hash);
+}
+
+/** Sends a write's answer; a replayed one says so (Idempotent-Replayed: true). */
+function answer(res: Response, store: Store, status: number, body: unknown): void {
+  if (store.replayed) res.setHeader("Idempotent-Replayed", "true");
+  res.status(status).json(body);
+}
+
+function jsonBody(req: Request): unknown {
+  if (!req.is("application/json")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
+  return req.body;
+}
+
+const coresOf = (list: PreparedPutCores["cores"]): CoreInput[] => list.map((c) => ({ shape: c.shape, data: asBuffer(c.data), dtype: c.dtype }));
+
+/** POST /v1/put: raw bytes (octet-stream, options in the query, metadata in X-SVC-Metadata) or JSON. */
+function putRoute({ config }: EngineContext): Handler {
   const checkSize = (n: number) => {
     if (n > config.max_upload_bytes)
       throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
   };
-  const cores = (list: PreparedPutCores["cores"]): CoreInput[] => list.map((c) => ({ shape: c.shape, data: asBuffer(c.data), dtype: c.dtype }));
-
-  // 8. routes
-  app.post("/v1/put", wrap(async (req, res) => {
+  return async (req, res) => {
     if (req.is("application/octet-stream")) {
       const q = parseOrThrow(putQuerySchema, req.query, "query");
       const mh = req.get("x-svc-metadata");
@@ -281,18 +283,23 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     checkSize(data.byteLength);
     const w = writer(req, res);
     answer(res, w, 201, await w.put(namespace, key, handOver(data), { dtype: "bytes", ...opts }));
-  }));
+  };
+}
+
+/** Step 8: the data-plane routes of docs/api.md. */
+function mountRoutes(app: express.Express, ctx: EngineContext): void {
+  app.post("/v1/put", wrap(putRoute(ctx)));
 
   app.post("/v1/put_cores", wrap(async (req, res) => {
     const { namespace, key, cores: list, ...opts } = jsonBody(req) as PreparedPutCores;
     const w = writer(req, res);
-    answer(res, w, 201, await w.putCores(namespace, key, cores(list), opts));
+    answer(res, w, 201, await w.putCores(namespace, key, coresOf(list), opts));
   }));
 
   app.post("/v1/put_cores_batch", wrap(async (req, res) => {
     // every item was validated before anything is stored (step 7); the store commits them in one transaction
     const b = jsonBody(req) as PreparedPutCoresBatch;
-    const items = b.items.map(({ key, cores: list, ...opts }) => ({ key, cores: cores(list), ...opts }));
+    const items = b.items.map(({ key, cores: list, ...opts }) => ({ key, cores: coresOf(list), ...opts }));
     const w = writer(req, res);
     answer(res, w, 201, await w.putCoresBatch(b.namespace, items));
   }));
@@ -328,7 +335,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
 
   app.post("/v1/serve", wrap(async (req, res) => {
     const octet = req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream";
-    await answerServe({ config, budget }, st(res), res.locals.tenant as string, jsonBody(req), octet, res);
+    await answerServe({ config: ctx.config, budget: ctx.budget }, st(res), res.locals.tenant as string, jsonBody(req), octet, res);
   }));
 
   app.post("/v1/query/similarity", wrap(async (req, res) => {
@@ -346,17 +353,51 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
     const { namespace, ...opts } = jsonBody(req) as PreparedVector;
     res.json(await st(res).query.vector(namespace, opts));
   }));
+}
 
-  // 9. anything else
-  app.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}.`)));
-
-  // 10. errors: the body of docs/api.md (errors); unexpected errors are logged without stack (stack at debug)
-  app.use(errorMiddleware(requestIdOf, (e: SvcError, raw: unknown) => {
+/** Step 10: errors, the body of docs/api.md (errors); unexpected errors are logged without stack (stack at debug). */
+function errors(logger: Logger) {
+  return errorMiddleware(requestIdOf, (e: SvcError, raw: unknown) => {
     if (statusOf(e) >= 500) {
       logger.error({ msg: "request failed", code: e.code, error: raw instanceof Error ? raw.message : String(raw) });
       if (raw instanceof Error) logger.debug({ msg: "stack", stack: raw.stack });
     }
-  }));
+  });
+}
+
+/**
+ * Builds the engine's express app (no listen). A put's default tolerance and max_rank are the
+ * store's (startEngine opens it with SVC_ENGINE_COMPRESSION_TOL and SVC_ENGINE_MAX_RANK), so
+ * that a max_rank the caller did not send is not taken for a cap the caller chose.
+ * @example const app = createApp({ store: await createStore({ path: ":memory:" }), config: loadEngineConfig(env) });
+ */
+export function createApp({ store, config, logger = jsonLogger(config.log_level), gpu, metrics = createEngineMetrics(store) }: EngineDeps): express.Express {
+  // GPU serving decided once: a residency cache on the CUDA device, or the reason there is none
+  const serving = gpu ?? gpuServingFor(config.device, config.gpu_cache_bytes);
+  store.useGpu(serving);
+  if ("unavailable" in serving && config.device.startsWith("cuda")) logger.warn({ msg: "gpu unavailable", reason: serving.unavailable });
+  // memory held by requests in flight: bodies being read and dense serves being answered
+  const budget = new MemoryBudget(config.memory_budget_bytes, config.memory_tenant_share_pct);
+  const ctx: EngineContext = { store, config, logger, serving, budget, startedAt: Date.now() };
+  const app = express();
+  app.disable("x-powered-by");
+  // no ETag: it would hash every answer (a dense serve of 100 MiB) on the event loop, and the gateway sends none
+  app.set("etag", false);
+  app.set("query parser", parseQueryString);
+
+  app.use(requestId, countRequests(metrics.http, metrics.route)); // 1. request id, counted once answered
+  app.use(accessLog(logger)); // 2.
+  app.get("/health", wrap(health(ctx))); // 3.
+  // GET /metrics (docs/operations.md): a service key or SVC_ENGINE_METRICS_TOKEN; open when auth is off
+  const metricsReaders = config.require_auth ? [...config.api_key_digests, ...(config.metrics_token_digest ? [config.metrics_token_digest] : [])] : null;
+  app.get("/metrics", metricsHandler(metrics.registry, metricsReaders));
+  app.use(serviceKey(config)); // 4.
+  app.use("/v1", tenantScope(store)); // 5.
+  app.use(queryAndBodiless); // 6.
+  app.use(readBodies(ctx)); // 7.
+  mountRoutes(app, ctx); // 8.
+  app.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}.`))); // 9.
+  app.use(errors(logger)); // 10.
 
   // the fast path first: Express handles what it does not take
   const fast = engineFastPath({ store, config, logger, metrics, budget });

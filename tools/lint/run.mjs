@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // `npm run lint`: installs the lint tools into tools/lint/node_modules on first use (their own
 // lockfile, apart from the project's dependencies), then runs eslint over the TypeScript with a
-// content-keyed cache in node_modules/.cache, so a second run checks only what changed. Then,
-// when clang-format is on PATH, checks that native/ is formatted as .clang-format says.
+// content-keyed cache in node_modules/.cache, so a second run checks only what changed. Then it
+// type-checks the web console against the server's types and, when clang-format is on PATH,
+// checks that native/ is formatted as .clang-format says.
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -22,6 +23,13 @@ run(process.execPath, [
   "--cache", "--cache-strategy", "content", "--cache-location", join(root, "node_modules", ".cache", "eslint"),
   "lib", "server", "bin", "test", "bench",
 ], root);
+
+// The web console: its own program (DOM, no Node), then its answer types against the server's
+// (web/console/server-types.check.ts), with the project's compiler.
+const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
+for (const config of ["tsconfig.json", "tsconfig.check.json"]) {
+  run(process.execPath, [tsc, "-p", join(root, "web", "console", config), "--noEmit"], root);
+}
 
 // The native sources: native/*.cc, native/*.h, native/cuda/*.cu, native/cuda/*.cuh.
 function nativeFiles() {

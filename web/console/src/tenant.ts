@@ -15,7 +15,8 @@ export interface Account {
   usage: { period: string; cus_used: number; monthly_quota: number | null; utilization: number; breakdown: Record<string, number> };
 }
 
-interface EntryInfo {
+/** GET /v1/get's answer as the console reads it; web/console/server-types.check.ts checks it against the server's (npm run lint). */
+export interface EntryInfo {
   namespace: string;
   key: string;
   version: number;

@@ -6,7 +6,8 @@
 // content type or Accept) goes to the Express app, which answers it as before, so those
 // refusals keep one implementation. Nothing is read, written or kept before a request is taken.
 // The serve route's answer (answerServe) is shared with the Express route.
-import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
+import { requestIdFrom } from "../http/request-id.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ValidationError } from "../../lib/errors.js";
 import { isFloatDtype, itemsize, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
@@ -24,7 +25,6 @@ import type { EngineConfig } from "./config.js";
 import type { EngineMetrics } from "./metrics.js";
 import type { Logger } from "./app.js";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const GET_PREFIX = "/v1/get/";
 const JSON_TYPE = "application/json; charset=utf-8";
@@ -219,7 +219,7 @@ export function engineFastPath(deps: { store: Store; config: EngineConfig; logge
     if (!taken) return false;
     const t0 = process.hrtime.bigint();
     const given = req.headers["x-request-id"];
-    const id = typeof given === "string" && UUID.test(given) ? given.toLowerCase() : randomUUID();
+    const id = requestIdFrom(given);
     const path = req.url!.split("?", 1)[0]!;
     const method = req.method!;
     let done = false;

@@ -2,21 +2,20 @@
 // The data plane runs the checks of docs/api.md (order of checks) in order, written out once below.
 import express, { type ErrorRequestHandler, type Express, type NextFunction, type Request, type Response, type Router } from "express";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import type { Readable } from "node:stream";
 import {
   NotFoundError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF,
   OverloadedError, UnsupportedMediaTypeError, ValidationError,
 } from "../../lib/errors.js";
-import { refuseBodyOfBodilessMethod } from "../http/body.js";
+import { hasBody, refuseBodyOfBodilessMethod } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { prepareGatewayBody } from "../http/offload.js";
 import { queryOf } from "../http/query.js";
 import { retryAfterOf, sendError, toSvcError } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit, MAX_HEADER_BYTES } from "../http/limits.js";
 import { SvcError } from "../../lib/errors.js";
-import { requestId, requestIdOf } from "../http/request-id.js";
+import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { tenantIdSchema } from "../../lib/names.js";
 import { aclAllows, checkAcl } from "./acl.js";
 import { adminRouter } from "./admin.js";
@@ -45,7 +44,7 @@ import { milliCusOf, periodEndMs, periodOf, toCus, type UsageStore } from "./met
 import { effectiveRateLimit, enforcedQuota } from "./plans.js";
 import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
 import type { RateLimiter, RateLimitState, WindowSpec } from "./ratelimit.js";
-import { matchRoute, validatePutQuery, type RouteMatch } from "./routes.js";
+import { matchRoute, validatePutQuery, type RouteMatch } from "../http/routes.js";
 import type { TenantRecord, TenantRegistry } from "./tenants.js";
 
 export interface GatewayDeps {
@@ -115,10 +114,6 @@ const WRITES = new Set(["put", "put_cores", "put_cores_batch", "delete"]);
 // at before a JSON body larger than this is read.
 const DRAIN_BYTES = 64 * 1024;
 
-/** Whether a request announces a body (chunked, or a non-zero Content-Length). */
-const hasBody = (req: IncomingMessage): boolean =>
-  req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
-
 /** Drops a body that will not be read (its error, an abort, is expected and not reported). */
 function drop(body: Readable): void {
   body.once("error", () => undefined);
@@ -179,13 +174,12 @@ function setRateHeaders(res: ServerResponse, s: RateLimitState): void {
   res.setHeader("X-RateLimit-Reset", String(s.resetS));
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const DATA_PLANE = /^\/v1(\/|\?|$)/;
 
 /** Step 1 on a plain Node request (same rule as server/http/request-id.ts). */
 function takeRequestId(req: IncomingMessage, res: ServerResponse): string {
   const given = headerOf(req, "x-request-id");
-  const id = given && UUID.test(given) ? given.toLowerCase() : randomUUID();
+  const id = requestIdFrom(given);
   res.setHeader("X-Request-Id", id);
   return id;
 }

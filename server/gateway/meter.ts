@@ -9,12 +9,9 @@ import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { StateUnavailableError } from "../../lib/errors.js";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
+import { OPERATIONS, type Operation } from "../http/operations.js";
 
-export const OPERATIONS = [
-  "put", "put_cores", "put_cores_batch", "get", "serve", "search", "delete", "list",
-  "query_similarity", "query_topk", "query_vector",
-] as const;
-export type Operation = (typeof OPERATIONS)[number];
+export { OPERATIONS, type Operation };
 
 /** The CU table of docs/api.md (data plane), in milli-CUs. serve depends on the body's `device`. */
 export const MILLI_CUS: Readonly<Record<Exclude<Operation, "serve">, number> & { serve_dense: number; serve_gpu: number }> = Object.freeze({

@@ -1,6 +1,7 @@
-// node-redis connections for tests and tools (the gateway itself talks to Redis through
-// resp.ts), plus Lua scripts run by SHA with a fallback to EVAL when the server's script cache
-// is empty (after a restart or SCRIPT FLUSH), over either kind of connection.
+// The gateway's Lua scripts (LuaScript: run by SHA with a fallback to EVAL when the server's
+// script cache is empty, after a restart or SCRIPT FLUSH) and the tenant hash tag of its keys,
+// used by the gateway's Redis stores over resp.ts; and node-redis connections, which tests and
+// tools use (the gateway itself talks to Redis through resp.ts).
 import { createHash } from "node:crypto";
 import { createClient } from "redis";
 import type { RedisLink } from "./resp.js";

@@ -9,8 +9,8 @@ import { parseOrThrow, validationErrorFrom } from "../../lib/names.js";
 import {
   putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema, vectorBodySchema,
 } from "../../lib/schemas.js";
-import { validateJsonBody } from "../gateway/routes.js";
-import type { Operation } from "../gateway/meter.js";
+import { validateJsonBody } from "./routes.js";
+import type { Operation } from "./operations.js";
 import { parseStrictJson } from "./json.js";
 
 /** A core of put_cores with its payload decoded. */

@@ -1,6 +1,6 @@
-// Maps any thrown value to the error body of docs/api.md (errors). The only place
-// where error codes become HTTP statuses; stack traces and messages of unexpected
-// errors never reach a response.
+// Maps any thrown value to the error body of docs/api.md (errors), with the status that
+// lib/errors.ts STATUS_OF gives its code; stack traces and messages of unexpected errors never
+// reach a response.
 import type { ErrorRequestHandler, Response } from "express";
 import { z } from "zod";
 import { SvcError, STATUS_OF, type ErrorCode, RateLimitedError, QuotaExhaustedError, OverloadedError, DependencyError } from "../../lib/errors.js";

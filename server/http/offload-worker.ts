@@ -6,7 +6,7 @@ import { SvcError } from "../../lib/errors.js";
 import { lowerThreadPriority } from "../../lib/worker-code.js";
 import { toSvcError } from "./errors.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "./body-prepare.js";
-import type { Operation } from "../gateway/meter.js";
+import type { Operation } from "./operations.js";
 import type { OffloadJob, OffloadReply } from "./offload.js";
 
 const port = parentPort!;

@@ -8,7 +8,7 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { PayloadTooLargeError, SvcError, ValidationError, type ErrorCode } from "../../lib/errors.js";
-import type { Operation } from "../gateway/meter.js";
+import type { Operation } from "./operations.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "./body-prepare.js";
 import { workerCode } from "../../lib/worker-code.js";
 

@@ -1,4 +1,4 @@
-// What the validation step (step 3 of the order of checks, docs/api.md) needs to know about each data-plane route: its
+// The data-plane routes of the gateway. What the validation step (step 3 of the order of checks, docs/api.md) needs to know about each data-plane route: its
 // operation name (for metering), the body it takes, and which fields name namespaces (for
 // the ACL of step 4). The gateway checks what the order of checks depends on: well-formed
 // Bodies and query strings are checked with the same schemas the engine uses (lib/schemas.ts),
@@ -7,7 +7,7 @@ import { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
 import { keySchema, namespaceSchema, parseOrThrow } from "../../lib/names.js";
 import * as S from "../../lib/schemas.js";
-import type { Operation } from "./meter.js";
+import type { Operation } from "./operations.js";
 
 export type BodyKind = "none" | "json" | "json-or-octet";
 

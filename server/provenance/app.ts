@@ -10,8 +10,9 @@ import express, { type NextFunction, type Request, type Response } from "express
 import { z } from "zod";
 import { ConflictError, PayloadTooLargeError, RateLimitedError, UnauthorizedError, UnsupportedMediaTypeError, NotFoundError, SvcError, ValidationError } from "../../lib/errors.js";
 import { parseOrThrow } from "../../lib/names.js";
+import { hasBody } from "../http/body.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
-import { requestId, requestIdOf } from "../http/request-id.js";
+import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { buildBundleFiles, writeZip } from "./bundle.js";
 import type { ReceiptChain } from "./chain.js";
 import { DEFAULT_LIMITS } from "./config.js";
@@ -22,7 +23,6 @@ import {
   type Artifact, type PreparedReceipt, type VerifyResult,
 } from "./receipt.js";
 import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
-import { randomUUID } from "node:crypto";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
 
 export type LogFn = (entry: Record<string, unknown>) => void;
@@ -109,7 +109,6 @@ function bearer(header: string | undefined): string | null {
 
 const EXACT_PATH = "/v1/provenance/exact";
 const VERIFY_PATH = "/v1/provenance/verify";
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // the forms of Content-Type the plain issuance path takes; anything else goes to express
 const PLAIN_JSON = /^application\/json(?:\s*;\s*charset="?utf-8"?)?$/i;
 const JSON_TYPE = "application/json; charset=utf-8";
@@ -189,9 +188,7 @@ function guardsOf(ctx: AppContext) {
       next(ok ? undefined : new UnauthorizedError("Missing or invalid admin API key or metrics token."));
     },
     requireJson: (req: Request, _res: Response, next: NextFunction): void => {
-      const len = req.headers["content-length"];
-      const hasBody = req.headers["transfer-encoding"] !== undefined || (len !== undefined && len !== "0");
-      if (!hasBody) return next(new ValidationError("The request body must be a JSON object."));
+      if (!hasBody(req)) return next(new ValidationError("The request body must be a JSON object."));
       next(req.is("application/json") ? undefined : new UnsupportedMediaTypeError("Requests must have Content-Type application/json."));
     },
   };
@@ -412,8 +409,7 @@ type PlainWork = (body: ParsedBody, id: string) => Promise<[number, string]> | [
 function plainJson(ctx: AppContext, req: IncomingMessage, res: ServerResponse, route: string, admin: boolean, length: number,
   limit: number, work: PlainWork): void {
   const start = process.hrtime.bigint();
-  const given = req.headers["x-request-id"];
-  const id = typeof given === "string" && UUID.test(given) ? given.toLowerCase() : randomUUID();
+  const id = requestIdFrom(req.headers["x-request-id"]);
   res.setHeader("X-Request-Id", id);
   res.on("finish", () => ctx.observe("POST", route, res.statusCode, start, id));
   const send = (status: number, text: string): void => {

@@ -2,6 +2,7 @@
 // framing, ML-DSA-65 signing, and verification with the six named checks of
 // docs/provenance.md. Shared by the appliance and the offline verifiers.
 import { createHash, randomUUID } from "node:crypto";
+import { LOWERCASE_UUID } from "../http/request-id.js";
 import canonicalize from "canonicalize";
 import { z } from "zod";
 import { ALGORITHM, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
@@ -257,7 +258,6 @@ export interface AssembledReceipt {
   hash: string;
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Canonicalises what a receipt takes from the request; throws when it is not I-JSON. */
 export function prepareReceipt(input: IssueInput, now: Date, receiptId: string = randomUUID()): PreparedReceipt {
@@ -284,7 +284,7 @@ export function assembleReceipt(
   if (!Number.isSafeInteger(pos.serial) || pos.serial < 1) throw new Error("the serial is not a positive safe integer");
   if (pos.previous !== null && !HEX64.test(pos.previous)) throw new Error("the previous hash is not 64 hex characters");
   if (!HEX64.test(fingerprint)) throw new Error("the fingerprint is not 64 hex characters");
-  if (!UUID_RE.test(p.receipt_id)) throw new Error("the receipt id is not a lower-case UUID");
+  if (!LOWERCASE_UUID.test(p.receipt_id)) throw new Error("the receipt id is not a lower-case UUID");
   if (!ISO_UTC.test(p.issued_at)) throw new Error("the issue instant is not an ISO 8601 UTC instant");
   if (typeof p.artifact_jcs !== "string" || typeof p.claims_jcs !== "string") throw new Error("the prepared parts are not JSON text");
   const previous = pos.previous === null ? "null" : `"${pos.previous}"`;

@@ -121,22 +121,29 @@ void quantise_block(const T* x, const size_t e[kDims], double eb, int pick, doub
   }
   uint16_t* codes = out.codes.get();
   T* r = rec.get();
+  // Where the finest two levels start: interpolation visits the elements whose coordinates are
+  // all multiples of 4 (then of 2) first; Lorenzo's codes are all of level 1.
+  size_t c4 = 1, c2 = 1;
+  for (int k = 0; k < kDims; ++k) {
+    c4 *= (e[k] + 3) / 4;
+    c2 *= (e[k] + 1) / 2;
+  }
+  out.seg2 = out.kind == kLorenzo ? 0 : c4;
+  out.seg1 = out.kind == kLorenzo ? 0 : c2;
   size_t ci = 0;
   double err = 0, maxe = 0;
-  size_t seg2 = SIZE_MAX, seg1 = SIZE_MAX;
   auto q = [&](size_t idx, double pred, int lev) {
-    if (lev <= 2 && seg2 == SIZE_MAX) seg2 = ci;
-    if (lev == 1 && seg1 == SIZE_MAX) seg1 = ci;
     const T v = x[idx];
     const double t = (double(v) - pred) * inv[lev];
     if (std::fabs(t) < kRadius - 1) {
       // Round half away from zero by truncation (baseline x86-64 has no rounding instruction).
-      const double qd = double(int32_t(t + (t >= 0 ? 0.5 : -0.5)));
+      const int32_t qi = int32_t(t + (t >= 0 ? 0.5 : -0.5));
+      const double qd = double(qi);
       const T rv = T(pred + qd * two[lev]);
       const double d = std::fabs(double(rv) - double(v));
       if (d < ebl[lev]) {
         r[idx] = rv;
-        codes[ci++] = uint16_t(int(qd) + kRadius);
+        codes[ci++] = uint16_t(qi + kRadius);
         const double ds = d * inv_scale;
         err += ds * ds;
         maxe = std::max(maxe, d);
@@ -149,10 +156,6 @@ void quantise_block(const T* x, const size_t e[kDims], double eb, int pick, doub
   };
   walk(out.kind, e, static_cast<const T*>(r), q);
   out.st = Stats{err, maxe};
-  if (seg1 == SIZE_MAX) seg1 = n;
-  if (seg2 == SIZE_MAX) seg2 = seg1;
-  out.seg1 = seg1;
-  out.seg2 = seg2;
 }
 
 template <typename T>

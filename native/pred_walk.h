@@ -14,6 +14,61 @@ namespace pred_detail {
 // elements visited before; q(idx, pred, level) quantises (encoder) or recovers (decoder)
 // buf[idx]. Level 1 is the finest; the interpolation's anchor has level kLevels - 1.
 
+// Interpolation from the neighbours ks apart along one dimension, by where the element lies on
+// its line: cubic inside, one-sided cubic near an end, linear (also the linear coding's only
+// mode), extrapolation or a copy of the left neighbour at the far end.
+enum InterpMode { kMid, kCubic, kRight3, kLeft3, kExtrap, kCopy };
+
+inline InterpMode interp_mode(size_t ik, size_t s, size_t n, bool cubic) {
+  const bool right = ik + s < n, left3 = ik >= 3 * s, right3 = ik + 3 * s < n;
+  if (right) {
+    if (!cubic) return kMid;
+    if (left3 && right3) return kCubic;
+    if (right3) return kRight3;
+    if (left3) return kLeft3;
+    return kMid;
+  }
+  return left3 ? kExtrap : kCopy;
+}
+
+template <int M, typename T>
+inline double interp(const T* p, ptrdiff_t ks) {
+  const double a = double(p[-ks]);
+  if (M == kMid) return (a + double(p[ks])) * 0.5;
+  if (M == kCubic) return (-double(p[-3 * ks]) + 9 * a + 9 * double(p[ks]) - double(p[3 * ks])) * (1.0 / 16);
+  if (M == kRight3) return (3 * a + 6 * double(p[ks]) - double(p[3 * ks])) * 0.125;
+  if (M == kLeft3) return (-double(p[-3 * ks]) + 6 * a + 3 * double(p[ks])) * 0.125;
+  if (M == kExtrap) return 1.5 * a - 0.5 * double(p[-3 * ks]);
+  return a;
+}
+
+template <typename T>
+inline double interp_any(InterpMode m, const T* p, ptrdiff_t ks) {
+  switch (m) {
+    case kMid:
+      return interp<kMid>(p, ks);
+    case kCubic:
+      return interp<kCubic>(p, ks);
+    case kRight3:
+      return interp<kRight3>(p, ks);
+    case kLeft3:
+      return interp<kLeft3>(p, ks);
+    case kExtrap:
+      return interp<kExtrap>(p, ks);
+    default:
+      return interp<kCopy>(p, ks);
+  }
+}
+
+// One row of the innermost dimension (elements base + i, i = beg, beg + step, ... < end), all
+// interpolated along another dimension in the same mode.
+template <int M, typename T, typename Q>
+inline void interp_row(const T* buf, size_t base, size_t beg, size_t end, size_t step, ptrdiff_t ks, int lev, Q& q) {
+  for (size_t i = beg; i < end; i += step) q(base + i, interp<M>(buf + base + i, ks), lev);
+}
+
+// Levels from coarse to fine; within a level, the dimensions in order, each interpolating the
+// elements at odd multiples of the level's stride along it from those already visited.
 template <typename T, typename Q>
 void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
   size_t st[kDims];
@@ -25,6 +80,7 @@ void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
   while ((size_t(1) << levels) < maxe) ++levels;
   for (int lev = levels; lev >= 1; --lev) {
     const size_t s = size_t(1) << (lev - 1);
+    const int ql = std::min(lev, kLevels - 1);
     for (int k = 0; k < kDims; ++k) {
       if (e[k] <= s) continue;
       size_t beg[kDims], step[kDims];
@@ -32,34 +88,42 @@ void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
         beg[j] = j == k ? s : 0;
         step[j] = j < k ? s : 2 * s;
       }
-      const size_t n = e[k], ks = st[k] * s;
-      size_t i[kDims];
+      const size_t n = e[k];
+      const ptrdiff_t ks = ptrdiff_t(st[k] * s);
+      size_t i[kDims - 1];
       for (i[0] = beg[0]; i[0] < e[0]; i[0] += step[0])
         for (i[1] = beg[1]; i[1] < e[1]; i[1] += step[1])
           for (i[2] = beg[2]; i[2] < e[2]; i[2] += step[2])
-            for (i[3] = beg[3]; i[3] < e[3]; i[3] += step[3])
-              for (i[4] = beg[4]; i[4] < e[4]; i[4] += step[4]) {
-                size_t idx = i[0] * st[0] + i[1] * st[1] + i[2] * st[2] + i[3] * st[3] + i[4];
-                const size_t ik = i[k];
-                const T* p = buf + idx;
-                double a = double(p[-ptrdiff_t(ks)]);
-                double pred;
-                bool right = ik + s < n, left3 = ik >= 3 * s, right3 = ik + 3 * s < n;
-                if (right) {
-                  double b = double(p[ks]);
-                  if (!cubic) pred = (a + b) * 0.5;
-                  else if (left3 && right3)
-                    pred = (-double(p[-3 * ptrdiff_t(ks)]) + 9 * a + 9 * b - double(p[3 * ks])) * (1.0 / 16);
-                  else if (right3) pred = (3 * a + 6 * b - double(p[3 * ks])) * 0.125;
-                  else if (left3) pred = (-double(p[-3 * ptrdiff_t(ks)]) + 6 * a + 3 * b) * 0.125;
-                  else pred = (a + b) * 0.5;
-                } else if (left3) {
-                  pred = 1.5 * a - 0.5 * double(p[-3 * ptrdiff_t(ks)]);
-                } else {
-                  pred = a;
-                }
-                q(idx, pred, std::min(lev, kLevels - 1));
+            for (i[3] = beg[3]; i[3] < e[3]; i[3] += step[3]) {
+              const size_t base = i[0] * st[0] + i[1] * st[1] + i[2] * st[2] + i[3] * st[3];
+              if (k == kDims - 1) {
+                // Along the row: the mode changes only near its ends.
+                for (size_t c = s; c < n; c += 2 * s)
+                  q(base + c, interp_any(interp_mode(c, s, n, cubic), buf + base + c, ks), ql);
+                continue;
               }
+              const size_t b4 = beg[4], e4 = e[4], s4 = step[4];
+              switch (interp_mode(i[k], s, n, cubic)) {
+                case kMid:
+                  interp_row<kMid>(buf, base, b4, e4, s4, ks, ql, q);
+                  break;
+                case kCubic:
+                  interp_row<kCubic>(buf, base, b4, e4, s4, ks, ql, q);
+                  break;
+                case kRight3:
+                  interp_row<kRight3>(buf, base, b4, e4, s4, ks, ql, q);
+                  break;
+                case kLeft3:
+                  interp_row<kLeft3>(buf, base, b4, e4, s4, ks, ql, q);
+                  break;
+                case kExtrap:
+                  interp_row<kExtrap>(buf, base, b4, e4, s4, ks, ql, q);
+                  break;
+                default:
+                  interp_row<kCopy>(buf, base, b4, e4, s4, ks, ql, q);
+                  break;
+              }
+            }
     }
   }
 }

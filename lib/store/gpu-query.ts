@@ -5,7 +5,7 @@
 import type { Metric } from "../schemas.js";
 import { GpuUnavailableError } from "../errors.js";
 import type { EntryId, GpuServing, Lease } from "./gpu-cache.js";
-import { exactDistance, l2NeedsExact, scoreOf, type Operand } from "./query.js";
+import { exactDistance, l2NeedsExact, scoreOf, type Operand } from "./similarity.js";
 
 const sameModes = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((m, i) => m === b[i]);
 

@@ -14,7 +14,7 @@ import {
 } from "./context.js";
 import { deviceScores } from "./gpu-query.js";
 import { Pace } from "./pace.js";
-import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity as scorePair, type Operand } from "./query.js";
+import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity as scorePair, type Operand } from "./similarity.js";
 import type { TT } from "./ttapi.js";
 import type { HeadRecord, PayloadLayout, SimilarityResult, TopkResult } from "./types.js";
 

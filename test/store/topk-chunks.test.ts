@@ -2,7 +2,7 @@
 // candidates chunk by chunk instead of holding them all, and every score stays with its key.
 import test from "tape";
 import { createStore } from "../../lib/store/index.js";
-import { RANK_DENSE_CHUNK_BYTES } from "../../lib/store/query.js";
+import { RANK_DENSE_CHUNK_BYTES } from "../../lib/store/similarity.js";
 
 test("topk: dense candidates scored in chunks keep their keys and scores", async (t) => {
   const store = await createStore({ path: ":memory:" });

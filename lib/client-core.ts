@@ -191,11 +191,95 @@ const validate = () => (validateModule ??= import("./client-validate.js"));
 
 const encPath = (key: string): string => key.split("/").map(encodeURIComponent).join("/");
 
+/** One request and its retries, as the client's methods see the service. */
+interface Transport {
+  /** Sends a request, retrying what is safe to retry; the answer (status < 400) or its error. */
+  call(r: Req): Promise<Res>;
+  /** call, then the answer's JSON. */
+  json<T>(r: Req): Promise<T>;
+  last(): LastResponse | null;
+  close(): void;
+}
+
 /**
- * The client of `options`, which the caller has checked (createClient checks them with its
- * schema; the CLI builds them from checked values).
+ * The server's answer to a request's headers alone (Content-Length of the real body, which is
+ * never sent): its refusal when it refuses by size or rights, or null when it waits for the
+ * body (then the original transport error stands). The connection is dropped either way.
  */
-export function clientCore(options: ClientOptions): SvcClient {
+async function refusalOf(url: URL, method: Req["method"], headers: Record<string, string>, size: number): Promise<Res | null> {
+  // the headers alone (flushHeaders), on a socket of its own
+  const http = url.protocol === "https:" ? await import("node:https") : await import("node:http");
+  return new Promise<Res | null>((resolve) => {
+    const req = http.request(url, { method, headers: { ...headers, "content-length": String(size) }, timeout: PROBE_WAIT_MS });
+    const done = (r: Res | null) => { resolve(r); req.destroy(); };
+    req.on("response", (res) => {
+      const chunks: Buffer[] = [];
+      let n = 0;
+      res.on("data", (c: Buffer) => { n += c.length; if (n <= PROBE_ANSWER_BYTES) chunks.push(c); else done(null); });
+      res.on("end", () => {
+        const status = res.statusCode ?? 0;
+        done(status >= 400 ? { status, headers: headerMap(res.headers), body: Buffer.concat(chunks) } : null);
+      });
+      res.on("error", () => done(null));
+    });
+    req.on("timeout", () => done(null));
+    req.on("error", () => done(null));
+    req.flushHeaders();
+  });
+}
+
+/** What lastResponse says of an answer. */
+function lastResponseOf(res: Res, attempts: number): LastResponse {
+  const h = res.headers;
+  return {
+    status: res.status,
+    request_id: h["x-request-id"] ?? null,
+    cus: numOrNull(h["x-svc-cus"]),
+    rate_limit: {
+      limit: numOrNull(h["x-ratelimit-limit"]),
+      remaining: numOrNull(h["x-ratelimit-remaining"]),
+      reset: numOrNull(h["x-ratelimit-reset"]),
+    },
+    retry_after_s: parseRetryAfter(h["retry-after"]),
+    headers: h,
+    attempts,
+  };
+}
+
+/** The error of an answer with status 400 or more: its body's detail and code, as the error class of that code. */
+function errorOf(res: Res): SvcError {
+  let detail = `The service answered HTTP ${res.status}.`;
+  let code = "internal";
+  let requestId = res.headers["x-request-id"] ?? null;
+  try {
+    const b = JSON.parse(res.body.toString("utf8")) as { detail?: unknown; code?: unknown; request_id?: unknown };
+    if (typeof b.detail === "string") detail = b.detail;
+    if (typeof b.code === "string") code = b.code;
+    if (typeof b.request_id === "string") requestId = b.request_id;
+  } catch { /* not JSON: keep the generic sentence */ }
+  if (code === "internal" && res.status !== 500) code = codeOfStatus(res.status);
+  const retry = parseRetryAfter(res.headers["retry-after"]) ?? 0;
+  const err = code === "rate_limited" ? new RateLimitedError(detail, retry)
+    : code === "quota_exhausted" ? new QuotaExhaustedError(detail, retry)
+      : code === "overloaded" ? new OverloadedError(detail, retry)
+        : code === "store_unavailable" ? new StoreUnavailableError(detail, retry)
+          : code === "state_unavailable" ? new StateUnavailableError(detail, retry)
+            : code === "storage_full" ? new StorageFullError(detail, retry)
+              : errorFromCode(code, detail);
+  err.extra.status = res.status;
+  err.extra.request_id = requestId;
+  return Object.assign(err, { status: res.status, requestId });
+}
+
+/** 429, 502, and a 503 that says a retry may succeed (never the monthly quota). */
+function retriable(res: Res): boolean {
+  // 503 with Retry-After (overloaded, a store or the gateway's state down): not carried out,
+  // or a write whose Idempotency-Key makes a repeat safe; the monthly quota is not retried
+  return res.status === 429 || res.status === 502
+    || (res.status === 503 && (errorOf(res).code === "overloaded" || (res.headers["retry-after"] !== undefined && errorOf(res).code !== "quota_exhausted")));
+}
+
+function createTransport(options: ClientOptions): Transport {
   const base = options.baseUrl.replace(/\/+$/, "");
   const maxRetries = options.maxRetries ?? 3;
   const backoffMs = options.backoffMs ?? 250;
@@ -241,74 +325,6 @@ export function clientCore(options: ClientOptions): SvcClient {
     }
   }
 
-  /**
-   * The server's answer to a request's headers alone (Content-Length of the real body, which is
-   * never sent): its refusal when it refuses by size or rights, or null when it waits for the
-   * body (then the original transport error stands). The connection is dropped either way.
-   */
-  async function refusalOf(url: URL, method: Req["method"], headers: Record<string, string>, size: number): Promise<Res | null> {
-    // the headers alone (flushHeaders), on a socket of its own
-    const http = url.protocol === "https:" ? await import("node:https") : await import("node:http");
-    return new Promise<Res | null>((resolve) => {
-      const req = http.request(url, { method, headers: { ...headers, "content-length": String(size) }, timeout: PROBE_WAIT_MS });
-      const done = (r: Res | null) => { resolve(r); req.destroy(); };
-      req.on("response", (res) => {
-        const chunks: Buffer[] = [];
-        let n = 0;
-        res.on("data", (c: Buffer) => { n += c.length; if (n <= PROBE_ANSWER_BYTES) chunks.push(c); else done(null); });
-        res.on("end", () => {
-          const status = res.statusCode ?? 0;
-          done(status >= 400 ? { status, headers: headerMap(res.headers), body: Buffer.concat(chunks) } : null);
-        });
-        res.on("error", () => done(null));
-      });
-      req.on("timeout", () => done(null));
-      req.on("error", () => done(null));
-      req.flushHeaders();
-    });
-  }
-
-  function record(res: Res, attempts: number): void {
-    const h = res.headers;
-    last = {
-      status: res.status,
-      request_id: h["x-request-id"] ?? null,
-      cus: numOrNull(h["x-svc-cus"]),
-      rate_limit: {
-        limit: numOrNull(h["x-ratelimit-limit"]),
-        remaining: numOrNull(h["x-ratelimit-remaining"]),
-        reset: numOrNull(h["x-ratelimit-reset"]),
-      },
-      retry_after_s: parseRetryAfter(h["retry-after"]),
-      headers: h,
-      attempts,
-    };
-  }
-
-  function errorOf(res: Res): SvcError {
-    let detail = `The service answered HTTP ${res.status}.`;
-    let code = "internal";
-    let requestId = res.headers["x-request-id"] ?? null;
-    try {
-      const b = JSON.parse(res.body.toString("utf8")) as { detail?: unknown; code?: unknown; request_id?: unknown };
-      if (typeof b.detail === "string") detail = b.detail;
-      if (typeof b.code === "string") code = b.code;
-      if (typeof b.request_id === "string") requestId = b.request_id;
-    } catch { /* not JSON: keep the generic sentence */ }
-    if (code === "internal" && res.status !== 500) code = codeOfStatus(res.status);
-    const retry = parseRetryAfter(res.headers["retry-after"]) ?? 0;
-    const err = code === "rate_limited" ? new RateLimitedError(detail, retry)
-      : code === "quota_exhausted" ? new QuotaExhaustedError(detail, retry)
-        : code === "overloaded" ? new OverloadedError(detail, retry)
-          : code === "store_unavailable" ? new StoreUnavailableError(detail, retry)
-            : code === "state_unavailable" ? new StateUnavailableError(detail, retry)
-              : code === "storage_full" ? new StorageFullError(detail, retry)
-                : errorFromCode(code, detail);
-    err.extra.status = res.status;
-    err.extra.request_id = requestId;
-    return Object.assign(err, { status: res.status, requestId });
-  }
-
   async function call(r: Req): Promise<Res> {
     if (closed) throw new ValidationError("The client is closed.", "client");
     // One key for every attempt of a write: a retry after a 502 whose first attempt was in
@@ -316,13 +332,9 @@ export function clientCore(options: ClientOptions): SvcClient {
     if (r.write) r = { ...r, headers: { ...r.headers, "idempotency-key": await newIdempotencyKey() } };
     for (let attempt = 1; ; attempt++) {
       const res = await once(r);
-      record(res, attempt);
+      last = lastResponseOf(res, attempt);
       if (res.status < 400) return res;
-      // 503 with Retry-After (overloaded, a store or the gateway's state down): not carried out,
-      // or a write whose Idempotency-Key makes a repeat safe; the monthly quota is not retried
-      const retriable = res.status === 429 || res.status === 502
-        || (res.status === 503 && (errorOf(res).code === "overloaded" || (res.headers["retry-after"] !== undefined && errorOf(res).code !== "quota_exhausted")));
-      if (retriable && attempt <= maxRetries) {
+      if (retriable(res) && attempt <= maxRetries) {
         const ra = parseRetryAfter(res.headers["retry-after"]);
         const expo = Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 1));
         // our own backoff waits a random time in [expo/2, expo] (equal jitter); a server's Retry-After is honoured as given
@@ -336,62 +348,74 @@ export function clientCore(options: ClientOptions): SvcClient {
     }
   }
 
-  const json = async <T>(r: Req): Promise<T> => {
-    const res = await call(r);
-    try {
-      return JSON.parse(res.body.toString("utf8")) as T;
-    } catch {
-      throw new SvcError("internal", "The service answered with a body that is not JSON.");
-    }
+  return {
+    call,
+    async json<T>(r: Req): Promise<T> {
+      const res = await call(r);
+      try {
+        return JSON.parse(res.body.toString("utf8")) as T;
+      } catch {
+        throw new SvcError("internal", "The service answered with a body that is not JSON.");
+      }
+    },
+    last: () => last,
+    close() {
+      if (closed) return;
+      closed = true;
+      pool.close();
+    },
   };
+}
 
-  // names and options are checked here as the store checks them, so that a bad one fails the
-  // same way embedded and hosted, without a request (null is refused as by the store)
-  const ns = async (v: string): Promise<void> => { if (namespaceProblem(v) !== null) (await validate()).checkNamespace(v); };
-  const key = async (v: string): Promise<void> => { if (keyProblem(v) !== null) (await validate()).checkKey(v); };
-  const opt = async <K extends OptionKind>(kind: K, v: unknown): Promise<OptionsOf<K>> =>
-    ((kind === "get" || kind === "list" || kind === "search" || kind === "topk") ? quickOptions(kind as QuickKind, v) as OptionsOf<K> | null : null)
-    ?? (await validate()).options(kind, v, "options");
-  const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+// names and options are checked here as the store checks them, so that a bad one fails the
+// same way embedded and hosted, without a request (null is refused as by the store)
+const ns = async (v: string): Promise<void> => { if (namespaceProblem(v) !== null) (await validate()).checkNamespace(v); };
+const key = async (v: string): Promise<void> => { if (keyProblem(v) !== null) (await validate()).checkKey(v); };
+const opt = async <K extends OptionKind>(kind: K, v: unknown): Promise<OptionsOf<K>> =>
+  ((kind === "get" || kind === "list" || kind === "search" || kind === "topk") ? quickOptions(kind as QuickKind, v) as OptionsOf<K> | null : null)
+  ?? (await validate()).options(kind, v, "options");
+const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
-  /**
-   * A large float32/float64 put compressed here and stored with put_cores: the answer is put_cores'
-   * with the verdict, relative_error and max_abs_error measured here (put_cores records them as a
-   * given TT: compressed, 0). Null when the data do not compress (they then go as they are).
-   */
-  async function putLocallyCompressed(
-    n: string, k: string, data: Data, dtype: "float32" | "float64", o: OptionsOf<"put">,
-  ): Promise<PutResult | null> {
-    if (!o.shape) throw new ValidationError(`shape is required for dtype ${dtype}.`, "shape");
-    const need = o.shape.reduce((a, b) => a * b, 1) * (dtype === "float32" ? 4 : 8);
-    if (need !== data.byteLength) {
-      throw new ValidationError(`data has ${data.byteLength} bytes but shape [${o.shape.join(", ")}] of ${dtype} needs ${need}.`, "data");
-    }
-    const values = typedArrayOf(dtype, bytesOf(data)) as Float32Array | Float64Array;
-    for (let i = 0; i < values.length; i++) {
-      if (!Number.isFinite(values[i]!)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
-    }
-    options.onProgress?.({ phase: "compress", done: 0, total: data.byteLength });
-    const tt: LocalTT | null = await compressLocally(values, o.shape, o.tolerance, o.max_rank);
-    if (tt === null) return null;
-    const cores = tt.cores.map((c, i): CoreInput => ({ shape: [tt.ranks[i]!, tt.modes[i]!, tt.ranks[i + 1]!], data: c, dtype }));
-    let r: PutResult;
-    try {
-      r = await client.putCores(n, k, cores, defined({ shape: o.shape, metadata: o.metadata, if_version: o.if_version }));
-    } catch (e) {
-      if (!(e instanceof SvcError) || e.code !== "payload_too_large") throw e;
-      const stored = tt.cores.reduce((s, c) => s + c.byteLength, 0);
-      const err = errorFromCode("payload_too_large",
-        `Even compressed to ${stored} bytes of TT cores (ratio ${(data.byteLength / stored).toFixed(1)}), the tensor is past the upload limit: ${e.message.replace(/\.$/, "")}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or allow a larger tolerance or a smaller max_rank.`);
-      Object.assign(err.extra, e.extra);
-      throw err;
-    }
-    return { ...r, verdict: tt.verdict, compressed: true, relative_error: tt.relative_error, max_abs_error: tt.max_abs_error };
+/**
+ * A large float32/float64 put compressed here and stored with put_cores: the answer is put_cores'
+ * with the verdict, relative_error and max_abs_error measured here (put_cores records them as a
+ * given TT: compressed, 0). Null when the data do not compress (they then go as they are).
+ */
+async function putLocallyCompressed(
+  client: SvcClient, options: ClientOptions, n: string, k: string, data: Data, dtype: "float32" | "float64", o: OptionsOf<"put">,
+): Promise<PutResult | null> {
+  if (!o.shape) throw new ValidationError(`shape is required for dtype ${dtype}.`, "shape");
+  const need = o.shape.reduce((a, b) => a * b, 1) * (dtype === "float32" ? 4 : 8);
+  if (need !== data.byteLength) {
+    throw new ValidationError(`data has ${data.byteLength} bytes but shape [${o.shape.join(", ")}] of ${dtype} needs ${need}.`, "data");
   }
+  const values = typedArrayOf(dtype, bytesOf(data)) as Float32Array | Float64Array;
+  for (let i = 0; i < values.length; i++) {
+    if (!Number.isFinite(values[i]!)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
+  }
+  options.onProgress?.({ phase: "compress", done: 0, total: data.byteLength });
+  const tt: LocalTT | null = await compressLocally(values, o.shape, o.tolerance, o.max_rank);
+  if (tt === null) return null;
+  const cores = tt.cores.map((c, i): CoreInput => ({ shape: [tt.ranks[i]!, tt.modes[i]!, tt.ranks[i + 1]!], data: c, dtype }));
+  let r: PutResult;
+  try {
+    r = await client.putCores(n, k, cores, defined({ shape: o.shape, metadata: o.metadata, if_version: o.if_version }));
+  } catch (e) {
+    if (!(e instanceof SvcError) || e.code !== "payload_too_large") throw e;
+    const stored = tt.cores.reduce((s, c) => s + c.byteLength, 0);
+    const err = errorFromCode("payload_too_large",
+      `Even compressed to ${stored} bytes of TT cores (ratio ${(data.byteLength / stored).toFixed(1)}), the tensor is past the upload limit: ${e.message.replace(/\.$/, "")}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or allow a larger tolerance or a smaller max_rank.`);
+    Object.assign(err.extra, e.extra);
+    throw err;
+  }
+  return { ...r, verdict: tt.verdict, compressed: true, relative_error: tt.relative_error, max_abs_error: tt.max_abs_error };
+}
 
-  const client: SvcClient = {
-    get lastResponse() { return last; },
+type Methods<K extends keyof SvcClient> = Pick<SvcClient, K>;
 
+/** put, putCores, putCoresBatch and delete: writes, each sent with one Idempotency-Key for all its attempts. */
+function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClient): Methods<"put" | "putCores" | "putCoresBatch" | "delete"> {
+  return {
     async put(n, k, data, opts = {}) {
       await ns(n); await key(k);
       if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data)) {
@@ -403,7 +427,7 @@ export function clientCore(options: ClientOptions): SvcClient {
       if (!compatible(natural, dtype)) throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
       const localFrom = options.localCompressBytes ?? DEFAULT_LOCAL_COMPRESS_BYTES;
       if (localFrom !== false && data.byteLength >= localFrom && locallyCompressible(dtype, o as Record<string, unknown>)) {
-        const local = await putLocallyCompressed(n, k, data, dtype as "float32" | "float64", o);
+        const local = await putLocallyCompressed(self(), options, n, k, data, dtype as "float32" | "float64", o);
         if (local) return local;
       }
       const fields = { namespace: n, key: k, dtype, shape: o.shape, tolerance: o.tolerance, max_abs_error: o.max_abs_error, codec: o.codec, max_rank: o.max_rank, if_version: o.if_version };
@@ -412,11 +436,11 @@ export function clientCore(options: ClientOptions): SvcClient {
         : JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
       if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
         // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
-        return json<PutResult>({ method: "POST", path: "/v1/put", write: true, json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }) });
+        return t.json<PutResult>({ method: "POST", path: "/v1/put", write: true, json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }) });
       }
       const headers: Record<string, string> = {};
       if (meta !== undefined) headers["x-svc-metadata"] = meta;
-      return json<PutResult>({
+      return t.json<PutResult>({
         method: "POST", path: "/v1/put", raw: bytesOf(data), headers, write: true,
         query: { ...fields, shape: o.shape?.join(",") },
       });
@@ -425,7 +449,7 @@ export function clientCore(options: ClientOptions): SvcClient {
     async putCores(n, k, cores, opts = {}) {
       await ns(n); await key(k);
       const o = await opt("putCores", opts);
-      return json<PutResult>({ method: "POST", path: "/v1/put_cores", write: true, json: defined({ namespace: n, key: k, cores: await coresWire(cores), ...o }) });
+      return t.json<PutResult>({ method: "POST", path: "/v1/put_cores", write: true, json: defined({ namespace: n, key: k, cores: await coresWire(cores), ...o }) });
     },
 
     async putCoresBatch(n, items) {
@@ -452,37 +476,42 @@ export function clientCore(options: ClientOptions): SvcClient {
           throw itemError(e, i);
         }
       });
-      return json<{ results: PutResult[] }>({ method: "POST", path: "/v1/put_cores_batch", write: true, json: { namespace: n, items: wire } });
+      return t.json<{ results: PutResult[] }>({ method: "POST", path: "/v1/put_cores_batch", write: true, json: { namespace: n, items: wire } });
     },
 
+    async delete(n, k) {
+      await ns(n); await key(k);
+      return t.json<DeleteResult>({ method: "DELETE", path: `/v1/delete/${n}/${encPath(k)}`, write: true });
+    },
+  };
+}
+
+/** get, list, search, serve and serveGpu. */
+function readMethods(t: Transport, self: () => SvcClient): Methods<"get" | "list" | "search" | "serve" | "serveGpu"> {
+  return {
     async get(n, k, opts = {}) {
       await ns(n); await key(k);
       const o = await opt("get", opts);
-      return json<EntryInfo>({ method: "GET", path: `/v1/get/${n}/${encPath(k)}`, query: { version: o.version } });
+      return t.json<EntryInfo>({ method: "GET", path: `/v1/get/${n}/${encPath(k)}`, query: { version: o.version } });
     },
 
     async list(n, opts = {}) {
       await ns(n);
       const o = await opt("list", opts);
-      return json<ListResult>({ method: "GET", path: `/v1/list/${n}`, query: { prefix: o.prefix || undefined, limit: o.limit, offset: o.offset } });
+      return t.json<ListResult>({ method: "GET", path: `/v1/list/${n}`, query: { prefix: o.prefix || undefined, limit: o.limit, offset: o.offset } });
     },
 
     async search(n, filter = {}, opts = {}) {
       await ns(n);
       compileFilter(filter); // as the store: the filter first, with its messages
       const o = await opt("search", opts);
-      return json<SearchResult>({ method: "POST", path: "/v1/search", json: defined({ namespace: n, filter, ...o, prefix: o.prefix || undefined }) });
-    },
-
-    async delete(n, k) {
-      await ns(n); await key(k);
-      return json<DeleteResult>({ method: "DELETE", path: `/v1/delete/${n}/${encPath(k)}`, write: true });
+      return t.json<SearchResult>({ method: "POST", path: "/v1/search", json: defined({ namespace: n, filter, ...o, prefix: o.prefix || undefined }) });
     },
 
     async serve(n, k, opts = {}) {
       await ns(n); await key(k);
       const o = await opt("serve", opts);
-      const res = await call({ method: "POST", path: "/v1/serve", accept: "octet", json: defined({ namespace: n, key: k, device: "cpu", ...o }) });
+      const res = await t.call({ method: "POST", path: "/v1/serve", accept: "octet", json: defined({ namespace: n, key: k, device: "cpu", ...o }) });
       const ct = res.headers["content-type"] ?? "";
       if (ct.startsWith("application/octet-stream")) {
         const dtype = res.headers["x-svc-dtype"] as Dtype;
@@ -499,60 +528,73 @@ export function clientCore(options: ClientOptions): SvcClient {
     async serveGpu(n, k, opts = {}) {
       await ns(n); await key(k);
       const o = await opt("get", opts);
-      const info = await json<GpuServeInfo>({ method: "POST", path: "/v1/serve", json: defined({ namespace: n, key: k, device: "gpu", version: o.version }) });
+      const info = await t.json<GpuServeInfo>({ method: "POST", path: "/v1/serve", json: defined({ namespace: n, key: k, device: "gpu", version: o.version }) });
       let released = false;
       const live = () => { if (released) throw new ValidationError("This GPU handle was released.", "handle"); };
       return {
         ...info,
-        async reconstruct(ro = {}) { live(); return client.serve(n, k, { ...ro, version: info.version }); },
+        async reconstruct(ro = {}) { live(); return self().serve(n, k, { ...ro, version: info.version }); },
         async dot(other) {
           live();
-          const r = await client.query.similarity(n, k, other.key, { version_a: info.version, version_b: other.version, metric: "dot" });
+          const r = await self().query.similarity(n, k, other.key, { version_a: info.version, version_b: other.version, metric: "dot" });
           return r.score;
         },
         async release() { released = true; },
       };
     },
+  };
+}
 
-    query: {
-      async similarity(n, a, b, opts = {}) {
-        await ns(n); await key(a); await key(b); // both named "key", as by the store
-        const o = await opt("similarity", opts);
-        return json<SimilarityResult>({ method: "POST", path: "/v1/query/similarity", json: defined({ namespace: n, a, b, ...o }) });
-      },
-      async topk(n, opts) {
-        await ns(n);
-        const o = await opt("topk", opts);
-        if (o.filter) compileFilter(o.filter);
-        return json<TopkResult>({ method: "POST", path: "/v1/query/topk", json: defined({ namespace: n, ...o }) });
-      },
-      async vector(n, opts) {
-        await ns(n);
-        const o = await opt("vector", opts);
-        if (o.filter) compileFilter(o.filter);
-        const { vector, ...rest } = o;
-        const body: Record<string, unknown> = defined({ namespace: n, ...rest });
-        if (Array.isArray(vector) && vector.length <= MAX_JSON_VECTOR) body.vector = vector;
-        else {
-          // a list longer than the wire's JSON list goes as the typed array the store would
-          // build from it (float32 with dtype float32, float64 otherwise)
-          const v = Array.isArray(vector) ? (o.dtype === "float32" ? Float32Array.from(vector) : Float64Array.from(vector)) : vector;
-          // as the store: a typed array's element type is its dtype, an explicit other one is refused
-          const natural = v instanceof Float32Array ? "float32" : "float64";
-          if (o.dtype && o.dtype !== natural) throw new ValidationError(`dtype ${o.dtype} does not match the vector's ${natural} data.`, "dtype");
-          body.vector_b64 = bytesOf(v).toString("base64");
-          body.dtype = natural;
-          body.shape = o.shape ?? [v.length];
-        }
-        return json<TopkResult>({ method: "POST", path: "/v1/query/vector", json: body });
-      },
+/** query.similarity, query.topk and query.vector. */
+function queryMethods(t: Transport): SvcClient["query"] {
+  return {
+    async similarity(n, a, b, opts = {}) {
+      await ns(n); await key(a); await key(b); // both named "key", as by the store
+      const o = await opt("similarity", opts);
+      return t.json<SimilarityResult>({ method: "POST", path: "/v1/query/similarity", json: defined({ namespace: n, a, b, ...o }) });
     },
+    async topk(n, opts) {
+      await ns(n);
+      const o = await opt("topk", opts);
+      if (o.filter) compileFilter(o.filter);
+      return t.json<TopkResult>({ method: "POST", path: "/v1/query/topk", json: defined({ namespace: n, ...o }) });
+    },
+    async vector(n, opts) {
+      await ns(n);
+      const o = await opt("vector", opts);
+      if (o.filter) compileFilter(o.filter);
+      const { vector, ...rest } = o;
+      const body: Record<string, unknown> = defined({ namespace: n, ...rest });
+      if (Array.isArray(vector) && vector.length <= MAX_JSON_VECTOR) body.vector = vector;
+      else {
+        // a list longer than the wire's JSON list goes as the typed array the store would
+        // build from it (float32 with dtype float32, float64 otherwise)
+        const v = Array.isArray(vector) ? (o.dtype === "float32" ? Float32Array.from(vector) : Float64Array.from(vector)) : vector;
+        // as the store: a typed array's element type is its dtype, an explicit other one is refused
+        const natural = v instanceof Float32Array ? "float32" : "float64";
+        if (o.dtype && o.dtype !== natural) throw new ValidationError(`dtype ${o.dtype} does not match the vector's ${natural} data.`, "dtype");
+        body.vector_b64 = bytesOf(v).toString("base64");
+        body.dtype = natural;
+        body.shape = o.shape ?? [v.length];
+      }
+      return t.json<TopkResult>({ method: "POST", path: "/v1/query/vector", json: body });
+    },
+  };
+}
 
-    async close() {
-      if (closed) return;
-      closed = true;
-      pool.close();
-    },
+/**
+ * The client of `options`, which the caller has checked (createClient checks them with its
+ * schema; the CLI builds them from checked values).
+ */
+export function clientCore(options: ClientOptions): SvcClient {
+  const t = createTransport(options);
+  const self = () => client;
+  const client: SvcClient = {
+    get lastResponse() { return t.last(); },
+    ...writeMethods(t, options, self),
+    ...readMethods(t, self),
+    query: queryMethods(t),
+    async close() { t.close(); },
   };
   return client;
 }

@@ -148,38 +148,21 @@ struct Pass {
   Stats st;
 };
 
-// Passes at the m bounds ebs[0..m) at once, in parallel over passes and blocks. picks[b] < 0:
-// choose block b's coding first (at ebs[0]; kept for later passes).
+// picks[b] < 0: choose block b's coding (kept for later passes).
 template <typename T>
-void run_passes(const T* data, const Geometry& g, const double* ebs, size_t m, double inv_scale,
-                std::vector<int>& picks, Pass<T>* p) {
+void run_pass(const T* data, const Geometry& g, double eb, double inv_scale, std::vector<int>& picks, Pass<T>& p) {
+  p.eb = eb;
+  p.blocks.resize(g.blocks);
   picks.resize(g.blocks, -1);
-  auto load = [&](size_t b, Box& bx) {
-    bx = block_box(g, b);
+  parallel_for(g.blocks, [&](size_t b) {
+    Box bx = block_box(g, b);
     std::unique_ptr<T[]> buf = scratch<T>(bx.count());
     copy_box<T, true>(const_cast<T*>(data), g.n5, bx, buf.get());
-    return buf;
-  };
-  if (picks[0] < 0)
-    parallel_for(g.blocks, [&](size_t b) {
-      Box bx;
-      std::unique_ptr<T[]> buf = load(b, bx);
-      picks[b] = pick_coding(buf.get(), bx.ext, ebs[0], inv_scale);
-    });
-  for (size_t j = 0; j < m; ++j) {
-    p[j].eb = ebs[j];
-    p[j].blocks.resize(g.blocks);
-  }
-  parallel_for(m * g.blocks, [&](size_t i) {
-    const size_t j = i / g.blocks, b = i % g.blocks;
-    Box bx;
-    std::unique_ptr<T[]> buf = load(b, bx);
-    quantise_block(buf.get(), bx.ext, ebs[j], picks[b], inv_scale, p[j].blocks[b]);
+    if (picks[b] < 0) picks[b] = pick_coding(buf.get(), bx.ext, eb, inv_scale);
+    quantise_block(buf.get(), bx.ext, eb, picks[b], inv_scale, p.blocks[b]);
   });
-  for (size_t j = 0; j < m; ++j) {
-    p[j].st = Stats();
-    for (const Quantised<T>& q : p[j].blocks) p[j].st.add(q.st);
-  }
+  p.st = Stats();
+  for (const Quantised<T>& q : p.blocks) p.st.add(q.st);
 }
 
 // Entropy-codes a pass into a stream; *st gets its errors (a block stored raw has none).
@@ -237,48 +220,35 @@ PredStream pred_compress(const T* data, const std::vector<size_t>& shape, double
     return (max_abs < 0 || maxe <= max_abs) && (tolerance < 0 || rel <= tolerance * (1 - 1e-9));
   };
   std::vector<int> picks;
-  Pass<T> best, cur[2];
+  Pass<T> best, cur;
   bool have = false;
   double lo = 0, hi = INFINITY;
-  // Judges a pass; returns true when the search is done, else sets eb to the next bound to try.
-  auto judge = [&](Pass<T>& p, int attempt) {
-    const double e = p.eb, rel = rel_of(p.st);  // (p may be swapped with best below)
-    const bool ok = holds(rel, p.st.maxe);
+  for (int attempt = 0; eb > 0 && attempt < 12; ++attempt) {
+    run_pass(data, g, eb, inv_scale, picks, cur);
+    const double rel = rel_of(cur.st);
+    const bool ok = holds(rel, cur.st.maxe);
     bool finish = false;
-    double next = e;
+    double next = eb;
     if (ok) {
-      lo = std::max(lo, e);
-      if (!have || e > best.eb) {
-        std::swap(best, p);
+      lo = std::max(lo, eb);
+      if (!have || eb > best.eb) {
+        std::swap(best, cur);
         have = true;
       }
       // Well below the tolerance (the calibration is approximate): try a looser bound.
-      if (tolerance <= 0 || !(rel < 0.85 * tolerance) || (max_abs >= 0 && e >= max_abs)) finish = true;
-      else next = e * (rel > 0 ? std::min(2.0, 0.97 * tolerance / rel) : 2.0);
+      if (tolerance <= 0 || !(rel < 0.85 * tolerance) || (max_abs >= 0 && eb >= max_abs)) finish = true;
+      else next = eb * (rel > 0 ? std::min(2.0, 0.97 * tolerance / rel) : 2.0);
     } else {
-      hi = std::min(hi, e);
+      hi = std::min(hi, eb);
       double f = 0.5;
       if (tolerance >= 0 && rel > tolerance && std::isfinite(rel))
         f = std::min(0.97, std::max(0.25, 0.97 * tolerance / rel));
-      next = e * f;
+      next = eb * f;
     }
     if (have && (hi / lo < 1.06 || attempt >= 5)) finish = true;
-    if (finish) return true;
+    if (finish) break;
     if (next <= lo || next >= hi) next = lo > 0 ? std::sqrt(lo * (std::isfinite(hi) ? hi : 2 * lo)) : next;
     eb = max_abs >= 0 ? std::min(max_abs, next) : next;
-    return false;
-  };
-  // Data of one block (no parallelism across blocks): the first pass runs beside a second at a
-  // slightly tighter bound, which the search needs next when the calibration on samples came out
-  // a little loose (as it often does on photographs). Not tied to the thread count, so the stream
-  // is the same on every machine.
-  const bool spec = tolerance > 0 && g.blocks == 1 && !(max_abs >= 0 && eb >= max_abs);
-  for (int attempt = 0; eb > 0 && attempt < 12; ++attempt) {
-    const double ebs[2] = {eb, eb * 0.93};
-    const size_t m = spec && attempt == 0 ? 2 : 1;
-    run_passes(data, g, ebs, m, inv_scale, picks, cur);
-    if (judge(cur[0], attempt)) break;
-    if (m == 2 && cur[0].eb > lo && judge(cur[1], ++attempt)) break;
   }
   PredStream r;
   Stats st;

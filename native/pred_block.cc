@@ -7,6 +7,7 @@
 
 #include "pred_internal.h"
 #include "pred_walk.h"
+#include "threads.h"
 
 namespace svc {
 namespace pred_detail {
@@ -169,15 +170,20 @@ int pick_coding(const T* x, const size_t e[kDims], double eb, double inv_scale) 
     subs.emplace_back(tb.count());
     copy_box<T, true>(const_cast<T*>(x), e, tb, subs.back().data());
   }
+  // Every coding on every sub-box, in parallel where this block is not already one of several
+  // coded in parallel (data of one block).
+  const size_t nb = boxes.size();
+  std::vector<double> bits(kCodings * nb);
+  parallel_for(bits.size(), [&](size_t t) {
+    Quantised<T> q;
+    quantise_block(subs[t % nb].data(), boxes[t % nb].ext, eb, int(t / nb), inv_scale, q);
+    bits[t] = cost_bits(q);
+  });
   int pick = 0;
   double least = INFINITY;
-  Quantised<T> q;
   for (int ci = 0; ci < kCodings; ++ci) {
     double total = 0;
-    for (size_t i = 0; i < boxes.size(); ++i) {
-      quantise_block(subs[i].data(), boxes[i].ext, eb, ci, inv_scale, q);
-      total += cost_bits(q);
-    }
+    for (size_t i = 0; i < nb; ++i) total += bits[ci * nb + i];
     if (total < least) {
       least = total;
       pick = ci;
@@ -195,10 +201,15 @@ std::vector<uint8_t> emit_block(const Quantised<T>& q, const T* x, bool* raw) {
   w.var(q.unpred.size());
   w.var(q.seg2);
   w.var(q.seg1 - q.seg2);
+  // The three code sections are coded apart (in parallel for data of one block), then joined.
   const uint16_t* c = q.codes.get();
-  encode_codes(c, q.seg2, w);
-  encode_codes(c + q.seg2, q.seg1 - q.seg2, w);
-  encode_codes(c + q.seg1, q.n - q.seg1, w);
+  const size_t at[4] = {0, q.seg2, q.seg1, q.n};
+  std::vector<uint8_t> sec[3];
+  parallel_for(3, [&](size_t k) {
+    Writer ws{sec[k]};
+    encode_codes(c + at[k], at[k + 1] - at[k], ws);
+  });
+  for (const std::vector<uint8_t>& v : sec) w.raw(v.data(), v.size());
   w.raw(q.unpred.data(), q.unpred.size() * sizeof(T));
   *raw = out.size() > 1 + q.n * sizeof(T);
   if (*raw) {

@@ -12,11 +12,14 @@
 
 namespace svc {
 
+namespace {
+void tred2_fused(size_t n, double* W, double* d, double* e, double* hv);
+}  // namespace
+
 // Tridiagonalisation (EISPACK tred2, as in JAMA). JAMA's V(i, j) is stored at W[j*n + i]
 // (transposed) so that its column sweeps, the O(n^3) part, run over contiguous memory.
 // On return W^T holds the orthogonal transformation, d the diagonal, e the subdiagonal.
-// h_out (optional): h[i] = |u_i|^2 / 2 of the reflector u_i of step i (stored at W[i*n .. i*n + i)).
-static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors, double* h_out = nullptr) {
+static void tred2(size_t n, double* W, double* d, double* e) {
   auto v = [&](size_t i, size_t j) -> double& { return W[j * n + i]; };
   for (size_t j = 0; j < n; ++j) d[j] = v(n - 1, j);
   for (size_t i = n - 1; i > 0; --i) {
@@ -72,11 +75,7 @@ static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors, 
     }
     d[i] = h;
   }
-  if (h_out) {
-    h_out[0] = 0.0;
-    for (size_t i = 1; i < n; ++i) h_out[i] = d[i];
-  }
-  if (want_vectors) {
+  {
     for (size_t i = 0; i + 1 < n; ++i) {
       v(n - 1, i) = v(i, i);
       v(i, i) = 1.0;
@@ -110,10 +109,6 @@ static void tred2(size_t n, double* W, double* d, double* e, bool want_vectors, 
       v(n - 1, j) = 0.0;
     }
     v(n - 1, n - 1) = 1.0;
-  } else {
-    // Diagonal of the tridiagonal matrix without accumulating the transformation.
-    for (size_t i = 0; i + 1 < n; ++i) v(n - 1, i) = v(i, i);
-    for (size_t j = 0; j < n; ++j) d[j] = v(n - 1, j);
   }
   e[0] = 0.0;
 }
@@ -212,7 +207,16 @@ void sym_eig(size_t n, double* A, double* w, double* vecs) {
     return;
   }
   std::vector<double> d(n), e(n);
-  tred2(n, A, d.data(), e.data(), vecs != nullptr);
+  if (!vecs) {
+    // Values only: the fused, vectorised tridiagonalisation of sym_tridiag.
+    std::vector<double> h(n);
+    tred2_fused(n, A, d.data(), e.data(), h.data());
+    tql2(n, d.data(), e.data(), nullptr);
+    std::sort(d.begin(), d.end(), [](double a, double b) { return a > b; });
+    std::copy(d.begin(), d.end(), w);
+    return;
+  }
+  tred2(n, A, d.data(), e.data());
   // A now holds the transformation transposed: row j is what tql2 rotates into eigenvector j.
   std::vector<double> Zt;
   if (vecs) Zt.assign(A, A + n * n);

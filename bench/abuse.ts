@@ -1,7 +1,8 @@
 // Abuse: how much one tenant's abuse costs another, on a real `svc up` (engine and gateway in
 // one process, local files). For each pattern the victim tenant reads one entry in a loop, from
-// its own loopback address, and the figure is the p50/p99/max of those GETs (a GET that takes
-// more than 10 s is cut and counted as a timeout): no abuse; a filter bomb (a search whose $in
+// its own loopback address and a process of its own, and the figure is the p50/p99/max of
+// those GETs and how many took over 300 ms (a GET that takes more than 10 s is cut and counted
+// as a timeout): no abuse; a filter bomb (a search whose $in
 // lists 200,000 strings over 2,000 entries, two at a time); trickled uploads (160 octet-stream
 // puts sending a byte every 2 s); an unauthenticated flood (3,000 requests with a 90 KB path,
 // no key, 32 at a time: also the audit bytes it wrote); large concurrent bodies (four 100 MiB
@@ -129,25 +130,61 @@ const pct = (xs: number[], p: number) => {
   return Math.round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]! * 10) / 10;
 };
 
-/** The victim's GETs, one after another (50 ms apart), for `ms`; each cut at 10 s. */
-/** The victim's GETs for `ms`, and on while `more()` says so. */
+// The victim reads from a process of its own, as another tenant is another client: a probe on
+// this process's event loop would also time this process's own work of sending the abuse (four
+// 133 MiB JSON bodies and two 100 MiB octet bodies written by the same loop), which is not the
+// service's. Its GETs run one after another, 50 ms apart, over one keep-alive connection from
+// 127.0.0.2; each is cut at 10 s without a byte (a timeout). It reads for `minMs` and until its
+// stdin ends, then prints [ms, status] per GET (status 0: cut, -1: failed).
+const PROBE = `
+import { Agent, request } from "node:http";
+const [url, key, minMs] = process.argv.slice(1);
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+let stop = false;
+process.stdin.on("end", () => { stop = true; });
+process.stdin.resume();
+const get = () => new Promise((resolve) => {
+  const t0 = performance.now();
+  let done = false;
+  const finish = (status) => { if (!done) { done = true; resolve([performance.now() - t0, status]); } };
+  const req = request(url, { agent, localAddress: "127.0.0.2", headers: { "x-api-key": key }, timeout: 10000 }, (res) => {
+    res.resume();
+    res.on("end", () => finish(res.statusCode));
+    res.on("error", () => finish(-1));
+  });
+  req.on("timeout", () => { req.destroy(); finish(0); });
+  req.on("error", () => finish(-1));
+  req.end();
+});
+const end = performance.now() + Number(minMs);
+const out = [];
+while (performance.now() < end || !stop) {
+  out.push(await get());
+  await new Promise((r) => setTimeout(r, 50));
+}
+agent.destroy();
+process.stdout.write(JSON.stringify(out));
+`;
+
+/** The victim's GETs (PROBE) for `ms`, and on while `more()` says so. */
 async function probe(s: Stack, key: string, ms: number, more: () => boolean = () => false) {
-  const lat: number[] = [];
-  let timeouts = 0, errors = 0, ok = 0;
-  const end = performance.now() + ms;
-  while (performance.now() < end || more()) {
-    const t0 = performance.now();
-    try {
-      const r = await http(VICTIM, `${s.gateway}/v1/get/default/v`, { headers: { "x-api-key": key }, timeoutMs: 10_000 });
-      if (r.status === 200) ok++;
-      else errors++;
-    } catch {
-      timeouts++;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", PROBE, `${s.gateway}/v1/get/default/v`, key, String(ms)], { stdio: ["pipe", "pipe", "inherit"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  const exited = new Promise<void>((r) => child.once("close", () => r()));
+  const watch = setInterval(() => {
+    if (!more()) {
+      clearInterval(watch);
+      child.stdin!.end();
     }
-    lat.push(performance.now() - t0);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { victim_gets: lat.length, victim_ok: ok, victim_errors: errors, victim_timeouts: timeouts, p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), max_ms: Math.round(Math.max(...lat)) };
+  }, 50);
+  await exited;
+  clearInterval(watch);
+  const gets = JSON.parse(out) as [number, number][];
+  const lat = gets.map(([t]) => t);
+  const ok = gets.filter(([, st]) => st === 200).length;
+  const timeouts = gets.filter(([, st]) => st === 0).length;
+  return { victim_gets: lat.length, victim_ok: ok, victim_errors: gets.length - ok - timeouts, victim_timeouts: timeouts, p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), max_ms: Math.round(Math.max(...lat)), over_300_ms: lat.filter((t) => t > 300).length };
 }
 
 async function peakRss(pid: number): Promise<number> {

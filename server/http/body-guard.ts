@@ -9,6 +9,7 @@ import type { IncomingMessage } from "node:http";
 import { Transform, type TransformCallback } from "node:stream";
 import { PayloadTooLargeError, ValidationError } from "../../lib/errors.js";
 import { joinPaced } from "../../lib/store/pace.js";
+import { pacedBody, paceBody, unpaceBody } from "./body-pace.js";
 
 export interface BodyRate {
   /** Average bytes per second a body must keep up once the grace time has passed. */
@@ -44,9 +45,12 @@ export function guardBody(req: IncomingMessage, limit: number, rate: BodyRate, o
   let last = t0;
   let lastTick = t0;
   const tickMs = Math.min(TICK_MS, rate.graceMs);
+  // a large body takes its turns with every other request (body-pace.ts)
+  const paced = pacedBody(req);
   const guard = new Transform({
     transform(chunk: Buffer, _enc, cb: TransformCallback) {
       bytes += chunk.length;
+      if (paced) paceBody(req, chunk.length);
       last = Date.now();
       if (bytes > limit) return cb(new PayloadTooLargeError(`The request body is larger than the upload limit of ${limit} bytes.`));
       try {
@@ -84,6 +88,7 @@ export function guardBody(req: IncomingMessage, limit: number, rate: BodyRate, o
   timer.unref();
   function stop(): void {
     clearInterval(timer);
+    unpaceBody(req);
     req.off("aborted", onAbort);
     req.off("error", onAbort);
   }

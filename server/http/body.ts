@@ -5,6 +5,7 @@ import { PayloadTooLargeError, UnsupportedMediaTypeError, ValidationError, SvcEr
 import type { Reservation } from "./memory-budget.js";
 import { joinPaced } from "../../lib/store/pace.js";
 import { SlowBodyError, type BodyRate } from "./body-guard.js";
+import { pacedBody, paceBody, unpaceBody } from "./body-pace.js";
 
 /** Bytes of a body sent with a GET, HEAD or DELETE that are read (and dropped) so that the 400 reaches the client. */
 export const MAX_IGNORED_BODY_BYTES = 64 * 1024;
@@ -78,6 +79,8 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
     const t0 = Date.now();
     let last = t0;
     const rate = opts.rate;
+    // a large body takes its turns with every other request (body-pace.ts)
+    const paced = pacedBody(req);
     const ticker = rate
       ? setInterval(() => {
           const now = Date.now();
@@ -94,6 +97,7 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
       req.off("aborted", onAborted);
       req.off("error", onError);
       req.off("close", onClose);
+      unpaceBody(req);
       if (err) {
         closeAfter(res);
         req.pause();
@@ -106,6 +110,7 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
       const next = got + chunk.byteLength;
       if (next > limit || (whole && next > whole.byteLength))
         return finish(new PayloadTooLargeError(`The request body is larger than the upload limit of ${whole ? whole.byteLength : limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
+      if (paced) paceBody(req, chunk.byteLength);
       if (whole) chunk.copy(whole, got);
       else {
         try {

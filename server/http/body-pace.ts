@@ -10,6 +10,12 @@ import type { IncomingMessage } from "node:http";
 
 /** Bytes of large bodies read in one turn of the event loop, all of them together. */
 export const BODY_TURN_BYTES = 1 << 20;
+let turnBytes = BODY_TURN_BYTES;
+
+/** The bytes per turn from now on (tests: a budget of one byte pauses a body at every chunk). */
+export function setBodyTurnBytes(n: number): void {
+  turnBytes = n;
+}
 
 /** A body of at least this many bytes (by its Content-Length; chunked bodies always) is paced. */
 export const PACED_BODY_MIN_BYTES = 1 << 20;
@@ -45,7 +51,7 @@ export function paceBody(req: IncomingMessage, n: number): void {
     scheduled = true;
     setImmediate(nextTurn);
   }
-  if (used > BODY_TURN_BYTES && !paused.has(req) && !req.isPaused()) {
+  if (used > turnBytes && !paused.has(req) && !req.isPaused()) {
     req.pause();
     paused.add(req);
     bodyPaceStats.pauses++;

@@ -348,7 +348,7 @@ function expressApp(ctx: AppContext): express.Express {
       next(e);
     }
   });
-  app.post(VERIFY_PATH, requireJson, receiptBody, (req, res, next) => {
+  app.post("/v1/provenance/verify", requireJson, receiptBody, (req, res, next) => {
     try {
       const { result } = verifyBodyOf(ctx, req.body as ParsedBody);
       res.status(result.valid ? 200 : 422).type(JSON_TYPE).send(result.valid ? JSON.stringify(result) : refusal(result, requestIdOf(res), false));

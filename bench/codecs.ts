@@ -217,6 +217,8 @@ async function best<T>(reps: number, f: () => Promise<T>): Promise<{ s: number; 
 out({ bench: "codecs", cpus: cpus().length, cpu: cpus()[0]?.model, load: loadavg().map((l) => +l.toFixed(2)) });
 const names = want.length ? want : Object.keys(makers);
 const ratios: number[] = [];
+const encTimes: number[] = [];
+const decTimes: number[] = [];
 let violations = 0;
 for (const name of names) {
   const make = makers[name];
@@ -276,12 +278,19 @@ for (const name of names) {
     if (zi) {
       const speedup = (row.pred_ratio as number) / zi.ratio;
       ratios.push(speedup);
+      // Time per byte over zfp's, from the MB/s of the same run (the goals: encode within 4x, decode within 3x).
+      const encOver = (mb / zi.enc_s) / (row.pred_enc_MBs as number);
+      const decOver = (mb / zi.dec_s) / (row.pred_dec_MBs as number);
+      encTimes.push(encOver);
+      decTimes.push(decOver);
       Object.assign(row, {
         zfp_ratio: +zi.ratio.toFixed(2),
         zfp_rel: +zi.rel.toExponential(3),
         zfp_enc_MBs: +(mb / zi.enc_s).toFixed(1),
         zfp_dec_MBs: +(mb / zi.dec_s).toFixed(1),
         pred_over_zfp: +speedup.toFixed(2),
+        enc_time_over_zfp: +encOver.toFixed(2),
+        dec_time_over_zfp: +decOver.toFixed(2),
       });
     }
     if (!process.env.SVC_BENCH_NO_TT) {
@@ -299,6 +308,10 @@ if (ratios.length) {
   const sorted = [...ratios].sort((a, b) => a - b);
   const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
   out({ summary: "pred ratio / zfp ratio at the same achieved relative error", rows: ratios.length, median: +median.toFixed(2), min: +sorted[0]!.toFixed(2), max: +sorted[sorted.length - 1]!.toFixed(2) });
+  for (const [what, xs] of [["encode", encTimes], ["decode", decTimes]] as const) {
+    const t = [...xs].sort((a, b) => a - b);
+    out({ summary: `pred ${what} time / zfp ${what} time (same run, wall clock)`, rows: t.length, median: +t[Math.floor((t.length - 1) / 2)]!.toFixed(2), min: +t[0]!.toFixed(2), max: +t[t.length - 1]!.toFixed(2) });
+  }
 }
 out({ violations, load: loadavg().map((l) => +l.toFixed(2)) });
 rmSync(work, { recursive: true, force: true });

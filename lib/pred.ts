@@ -1,6 +1,6 @@
 // The "pred" codec toolkit: error-bounded, prediction-based compression of float32/float64
 // arrays of any rank (docs/codecs.md). Validation and messages live here; the coding runs in
-// the native addon (native/pred.cc) off the event loop, which also scans the data for NaN and
+// the native addon (native/pred*.cc) off the event loop, which also scans the data for NaN and
 // infinities so no large pass runs here.
 import { constants as bufferConstants } from "node:buffer";
 import { totalmem } from "node:os";
@@ -25,9 +25,9 @@ export interface PredResult {
   stream: Uint8Array;
   dtype: PredDtype;
   shape: number[];
-  /** ‖x − x̂‖_F / ‖x‖_F measured by decoding the stream, in float64. */
+  /** ‖x − x̂‖_F / ‖x‖_F of the reconstruction the decoder reproduces bit for bit, in float64. */
   relative_error: number;
-  /** max |x_i − x̂_i| measured by decoding the stream. */
+  /** max |x_i − x̂_i| of that reconstruction. */
   max_abs_error: number;
   /** Data bytes / stream bytes. */
   compression_ratio: number;
@@ -101,7 +101,7 @@ function checkStream(stream: unknown): Uint8Array {
 }
 
 /**
- * Compresses data so that every requested bound holds (measured by decoding before returning).
+ * Compresses data so that every requested bound holds (measured on the reconstruction the decoder reproduces).
  * @example
  * const r = await pred.compress(field, { shape: [64, 64, 64], tolerance: 1e-3 });
  */

@@ -15,8 +15,8 @@ namespace svc {
 
 struct PredStream {
   std::vector<uint8_t> bytes;
-  double relative_error = 0;  // measured by decoding, in float64
-  double max_abs_error = 0;   // measured by decoding
+  double relative_error = 0;  // of the reconstruction the decoder reproduces bit for bit, float64
+  double max_abs_error = 0;   // of that reconstruction
 };
 
 // tolerance < 0: no Frobenius bound; max_abs < 0: no pointwise bound (one of them is >= 0).

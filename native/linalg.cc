@@ -681,10 +681,9 @@ void complement_basis(size_t g, size_t p, const double* D, std::vector<double>& 
   Q.assign(g * c, 0.0);
   for (size_t i = 0; i < c; ++i) Q[(p + i) * c + i] = 1.0;
   if (p == 0 || c == 0) return;
-  // Householder QR of M = D^T (g x p): unit reflectors v_j (column j of V, rows j..g-1), H_j = I - 2 v_j v_j^T.
+  // Householder QR of M = D (g x p): unit reflectors v_j (column j of V, rows j..g-1), H_j = I - 2 v_j v_j^T.
   std::vector<double> M(g * p), V(g * p, 0.0), wv(p);
-  for (size_t j = 0; j < p; ++j)
-    for (size_t i = 0; i < g; ++i) M[i * p + j] = D[j * g + i];
+  std::copy(D, D + g * p, M.begin());
   for (size_t j = 0; j < p; ++j) {
     double norm2 = 0;
     for (size_t i = j; i < g; ++i) norm2 += M[i * p + j] * M[i * p + j];

@@ -49,7 +49,8 @@ void sym_tridiag(size_t n, const double* A, SymTridiag& t);
 void sym_tridiag_vectors(const SymTridiag& t, size_t lo, size_t hi, std::vector<double>& vecs);
 
 // Orthonormal basis Q (g x (g - p), row-major) of the orthogonal complement of the span of the p
-// orthonormal rows of D (p x g): Householder QR of D^T, its reflectors applied in blocks by GEMM.
+// orthonormal columns of D (g x p, row-major): Householder QR of D, its reflectors applied in
+// blocks by GEMM.
 void complement_basis(size_t g, size_t p, const double* D, std::vector<double>& Q);
 
 }  // namespace svc

@@ -103,26 +103,26 @@ Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, 
     const size_t r = f.r;
     const bool kept_side = 2 * r <= g;
     const size_t lo = kept_side ? 0 : r, hi = kept_side ? r : g, k = hi - lo;
-    std::vector<double> Z, GZ(g * k);
+    std::vector<double> Z, Zt(g * k), B, GB(g * k);
     sym_tridiag_vectors(t, lo, hi, Z);
-    gemm<double, double, double>(g, k, g, G.data(), g, 1, Z.data(), 1, g, GZ.data(), k, false);
+    for (size_t i = 0; i < g; ++i)
+      for (size_t j = 0; j < k; ++j) Zt[i * k + j] = Z[j * g + i];
+    // Orthonormal to rounding whatever inverse iteration left (Cholesky QR twice, Householder
+    // where that breaks down), so that what is measured below is the energy of a projection.
+    basis_of(Zt.data(), g, k, nullptr, B);
+    gemm<double, double, double>(g, k, g, G.data(), g, 1, B.data(), k, 1, GB.data(), k, false);
     double span = 0, trace = 0;
     for (size_t i = 0; i < g; ++i) {
       trace += G[i * g + i];
-      for (size_t j = 0; j < k; ++j) span += Z[j * g + i] * GZ[i * k + j];
+      for (size_t j = 0; j < k; ++j) span += B[i * k + j] * GB[i * k + j];
     }
     const double disc = kept_side ? trace - span : span;
     const double allowed = (f.capped ? f.discarded : std::max(delta2, f.discarded)) + 1e-12 * trace;
     if (disc <= allowed) {
       f.discarded = std::max(f.discarded, disc);
       std::vector<double> Vr;
-      if (kept_side) {
-        Vr.resize(g * r);
-        for (size_t i = 0; i < g; ++i)
-          for (size_t j = 0; j < r; ++j) Vr[i * r + j] = Z[j * g + i];
-      } else {
-        complement_basis(g, k, Z.data(), Vr);
-      }
+      if (kept_side) Vr.swap(B);
+      else complement_basis(g, k, B.data(), Vr);
       if (m <= N) {
         f.Q.swap(Vr);
       } else {

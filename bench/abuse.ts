@@ -24,22 +24,38 @@ import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const PATTERNS = new Set((process.env.SVC_BENCH_PATTERNS ?? "none,filter_bomb,trickle_upload,unauthenticated_flood,large_bodies,kill_9").split(",").map((x) => x.trim()));
+const PATTERNS = new Set(
+  (process.env.SVC_BENCH_PATTERNS ?? "none,filter_bomb,trickle_upload,unauthenticated_flood,large_bodies,kill_9").split(",").map((x) => x.trim()),
+);
 const MiB = 1024 * 1024;
 
 const cpu = cpus()[0];
-console.log(JSON.stringify({
-  bench: "abuse", node: process.version, platform: `${platform()}-${arch()}`, cpu: cpu?.model ?? "unknown", cores: cpus().length,
-  mem_gib: Math.round(totalmem() / 2 ** 30), loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
-}));
+console.log(
+  JSON.stringify({
+    bench: "abuse",
+    node: process.version,
+    platform: `${platform()}-${arch()}`,
+    cpu: cpu?.model ?? "unknown",
+    cores: cpus().length,
+    mem_gib: Math.round(totalmem() / 2 ** 30),
+    loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
+  }),
+);
 
-interface Stack { child: ChildProcess; gateway: string; key: string; dir: string }
+interface Stack {
+  child: ChildProcess;
+  gateway: string;
+  key: string;
+  dir: string;
+}
 
 async function startStack(dir: string): Promise<Stack> {
   const env: NodeJS.ProcessEnv = { ...process.env, SVC_ENGINE_LOG_LEVEL: "warn" };
   delete env.SVC_GATE_ENGINE_SERVICE_KEY;
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "up", "--data", dir, "--port", "0", "--engine-port", "0"], {
-    cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"],
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
   });
   let err = "";
   child.stderr!.on("data", (d) => (err += d));
@@ -61,7 +77,11 @@ async function startStack(dir: string): Promise<Stack> {
 async function startSplit(dir: string): Promise<{ engine: ChildProcess; gateway: Stack }> {
   const key = "k".repeat(64);
   const run = (cmd: string, env: NodeJS.ProcessEnv, prefix: string) => {
-    const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), cmd], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), cmd], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let err = "";
     child.stderr!.on("data", (d) => (err += d));
     const url = new Promise<string>((resolve, reject) => {
@@ -72,12 +92,31 @@ async function startSplit(dir: string): Promise<{ engine: ChildProcess; gateway:
     });
     return { child, url };
   };
-  const e = run("engine", { SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: key, SVC_ENGINE_REQUIRE_AUTH: "true", SVC_ENGINE_LOG_LEVEL: "warn" }, "engine:");
+  const e = run(
+    "engine",
+    {
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: key,
+      SVC_ENGINE_REQUIRE_AUTH: "true",
+      SVC_ENGINE_LOG_LEVEL: "warn",
+    },
+    "engine:",
+  );
   const engineUrl = await e.url;
-  const g = run("gateway", {
-    SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engineUrl, SVC_GATE_ENGINE_SERVICE_KEY: key,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-  }, "gateway:");
+  const g = run(
+    "gateway",
+    {
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engineUrl,
+      SVC_GATE_ENGINE_SERVICE_KEY: key,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    },
+    "gateway:",
+  );
   return { engine: e.child, gateway: { child: g.child, gateway: await g.url, key, dir } };
 }
 
@@ -91,23 +130,28 @@ async function stopStack(s: Stack, signal: NodeJS.Signals = "SIGTERM"): Promise<
 // Clients from three loopback addresses: a throttle per address must not confuse the victim
 // with the flood.
 // (undici's connect options do not pass localAddress on, so the socket is made here.)
-const agentFrom = (addr: string) => new Agent({
-  connections: 256,
-  connect: (o, cb) => {
-    const sock = connect({ host: o.hostname, port: Number(o.port), localAddress: addr });
-    sock.once("connect", () => cb(null, sock));
-    sock.once("error", (e) => cb(e, null));
-    return sock;
-  },
-});
+const agentFrom = (addr: string) =>
+  new Agent({
+    connections: 256,
+    connect: (o, cb) => {
+      const sock = connect({ host: o.hostname, port: Number(o.port), localAddress: addr });
+      sock.once("connect", () => cb(null, sock));
+      sock.once("error", (e) => cb(e, null));
+      return sock;
+    },
+  });
 const VICTIM = agentFrom("127.0.0.2");
 const ABUSER = agentFrom("127.0.0.1");
 const FLOOD = agentFrom("127.0.0.3");
 
 async function http(agent: Agent, url: string, opts: { method?: string; headers?: Record<string, string>; body?: string | Buffer; timeoutMs?: number } = {}) {
   const r = await request(url, {
-    dispatcher: agent, method: (opts.method ?? (opts.body !== undefined ? "POST" : "GET")) as "GET", headers: opts.headers, body: opts.body,
-    headersTimeout: opts.timeoutMs ?? 600_000, bodyTimeout: opts.timeoutMs ?? 600_000,
+    dispatcher: agent,
+    method: (opts.method ?? (opts.body !== undefined ? "POST" : "GET")) as "GET",
+    headers: opts.headers,
+    body: opts.body,
+    headersTimeout: opts.timeoutMs ?? 600_000,
+    bodyTimeout: opts.timeoutMs ?? 600_000,
   });
   const text = await r.body.text();
   return { status: r.statusCode, headers: r.headers, text };
@@ -168,7 +212,9 @@ process.stdout.write(JSON.stringify(out));
 
 /** The victim's GETs (PROBE) for `ms`, and on while `more()` says so. */
 async function probe(s: Stack, key: string, ms: number, more: () => boolean = () => false) {
-  const child = spawn(process.execPath, ["--input-type=module", "-e", PROBE, `${s.gateway}/v1/get/default/v`, key, String(ms)], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--input-type=module", "-e", PROBE, `${s.gateway}/v1/get/default/v`, key, String(ms)], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   const exited = new Promise<void>((r) => child.once("close", () => r()));
@@ -184,7 +230,16 @@ async function probe(s: Stack, key: string, ms: number, more: () => boolean = ()
   const lat = gets.map(([t]) => t);
   const ok = gets.filter(([, st]) => st === 200).length;
   const timeouts = gets.filter(([, st]) => st === 0).length;
-  return { victim_gets: lat.length, victim_ok: ok, victim_errors: gets.length - ok - timeouts, victim_timeouts: timeouts, p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), max_ms: Math.round(Math.max(...lat)), over_300_ms: lat.filter((t) => t > 300).length };
+  return {
+    victim_gets: lat.length,
+    victim_ok: ok,
+    victim_errors: gets.length - ok - timeouts,
+    victim_timeouts: timeouts,
+    p50_ms: pct(lat, 50),
+    p99_ms: pct(lat, 99),
+    max_ms: Math.round(Math.max(...lat)),
+    over_300_ms: lat.filter((t) => t > 300).length,
+  };
 }
 
 async function peakRss(pid: number): Promise<number> {
@@ -208,10 +263,11 @@ const dir = await mkdtemp(join(tmpdir(), "svc-bench-abuse-"));
 const stack = await startStack(dir);
 const victim = (await adminCall(stack, "/gate/onboard/create", tenantBody("victim"))).json.api_key as string;
 const abuser = (await adminCall(stack, "/gate/onboard/create", tenantBody("abuser"))).json.api_key as string;
-const put = (key: string, k: string, extra: Record<string, unknown> = {}) => http(ABUSER, `${stack.gateway}/v1/put`, {
-  headers: { "x-api-key": key, "content-type": "application/json" },
-  body: JSON.stringify({ namespace: "default", key: k, data_b64: f32b64(64, (i) => Math.sin(i / 7 + k.length)), dtype: "float32", shape: [64], ...extra }),
-});
+const put = (key: string, k: string, extra: Record<string, unknown> = {}) =>
+  http(ABUSER, `${stack.gateway}/v1/put`, {
+    headers: { "x-api-key": key, "content-type": "application/json" },
+    body: JSON.stringify({ namespace: "default", key: k, data_b64: f32b64(64, (i) => Math.sin(i / 7 + k.length)), dtype: "float32", shape: [64], ...extra }),
+  });
 const vput = await put(victim, "v");
 if (vput.status !== 201) throw new Error(`victim put: ${vput.status} ${vput.text}`);
 
@@ -221,7 +277,8 @@ if (PATTERNS.has("none")) console.log(JSON.stringify({ pattern: "none", ...(awai
 // Filter bomb.
 if (PATTERNS.has("filter_bomb")) {
   const N = 2000;
-  for (let i = 0; i < N; i += 16) await Promise.all(Array.from({ length: Math.min(16, N - i) }, (_, j) => put(abuser, `e${i + j}`, { metadata: { tag: `t${i + j}` } })));
+  for (let i = 0; i < N; i += 16)
+    await Promise.all(Array.from({ length: Math.min(16, N - i) }, (_, j) => put(abuser, `e${i + j}`, { metadata: { tag: `t${i + j}` } })));
   const list = Array.from({ length: 200_000 }, (_, i) => `x${i}`);
   list[199_999] = "t7";
   const body = JSON.stringify({ namespace: "default", filter: { tag: { $in: list } }, limit: 10 });
@@ -229,7 +286,10 @@ if (PATTERNS.has("filter_bomb")) {
   const statuses: number[] = [];
   const bomb = async () => {
     while (!stop) {
-      const r = await http(ABUSER, `${stack.gateway}/v1/search`, { headers: { "x-api-key": abuser, "content-type": "application/json" }, body }).catch(() => ({ status: 0, text: "" }));
+      const r = await http(ABUSER, `${stack.gateway}/v1/search`, { headers: { "x-api-key": abuser, "content-type": "application/json" }, body }).catch(() => ({
+        status: 0,
+        text: "",
+      }));
       statuses.push(r.status);
     }
   };
@@ -249,7 +309,11 @@ if (PATTERNS.has("trickle_upload")) {
     const s = connect(Number(u.port), u.hostname);
     s.on("error", () => undefined);
     s.once("data", (d: Buffer) => statuses.push(Number(d.toString("latin1").split(" ")[1])));
-    s.once("connect", () => s.write(`POST /v1/put?namespace=default&key=slow${i}&dtype=uint8&shape=1000000 HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${abuser}\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000000\r\n\r\n`));
+    s.once("connect", () =>
+      s.write(
+        `POST /v1/put?namespace=default&key=slow${i}&dtype=uint8&shape=1000000 HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${abuser}\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000000\r\n\r\n`,
+      ),
+    );
     return s;
   });
   const drip = setInterval(() => {
@@ -271,19 +335,30 @@ if (PATTERNS.has("unauthenticated_flood")) {
   let sent = 0;
   const t0 = performance.now();
   const flood = (async () => {
-    await Promise.all(Array.from({ length: 32 }, async () => {
-      while (sent < 3000) {
-        sent++;
-        const r = await http(FLOOD, stack.gateway + path).catch(() => ({ status: 0 }));
-        statuses.push(r.status);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (sent < 3000) {
+          sent++;
+          const r = await http(FLOOD, stack.gateway + path).catch(() => ({ status: 0 }));
+          statuses.push(r.status);
+        }
+      }),
+    );
   })();
   const p = await probe(stack, victim, 3000);
   await flood;
   const secs = (performance.now() - t0) / 1000;
   const after = (await stat(audit)).size;
-  console.log(JSON.stringify({ pattern: "unauthenticated_flood", requests: statuses.length, seconds: Math.round(secs * 10) / 10, statuses: count(statuses), audit_bytes_written: after - before, ...p }));
+  console.log(
+    JSON.stringify({
+      pattern: "unauthenticated_flood",
+      requests: statuses.length,
+      seconds: Math.round(secs * 10) / 10,
+      statuses: count(statuses),
+      audit_bytes_written: after - before,
+      ...p,
+    }),
+  );
 }
 
 // Large concurrent bodies: four 100 MiB JSON puts and two 100 MiB octet-stream puts at once
@@ -292,19 +367,29 @@ if (PATTERNS.has("unauthenticated_flood")) {
 async function largeBodies(layout: string, g: Stack, pids: Record<string, number>): Promise<void> {
   const sv = (await adminCall(g, "/gate/onboard/create", tenantBody("victim"))).json.api_key as string;
   const sa = (await adminCall(g, "/gate/onboard/create", tenantBody("abuser"))).json.api_key as string;
-  const vp = await http(VICTIM, `${g.gateway}/v1/put`, { headers: { "x-api-key": sv, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "v", data_b64: f32b64(64, (i) => Math.sin(i / 7)), dtype: "float32", shape: [64] }) });
+  const vp = await http(VICTIM, `${g.gateway}/v1/put`, {
+    headers: { "x-api-key": sv, "content-type": "application/json" },
+    body: JSON.stringify({ namespace: "default", key: "v", data_b64: f32b64(64, (i) => Math.sin(i / 7)), dtype: "float32", shape: [64] }),
+  });
   if (vp.status !== 201) throw new Error(`victim put: ${vp.status} ${vp.text}`);
   const rssBefore: Record<string, number> = {};
   for (const [name, pid] of Object.entries(pids)) rssBefore[name] = await peakRss(pid);
-  const n = 100 * MiB / 4;
+  const n = (100 * MiB) / 4;
   const raw = Buffer.alloc(100 * MiB);
   const body = Buffer.from(JSON.stringify({ namespace: "default", key: "big", dtype: "float32", shape: [n], data_b64: raw.toString("base64") }));
   const statuses: Record<string, number[]> = { json: [], octet: [] };
   const details: Record<string, string> = {};
   const send = async (kind: "json" | "octet", i: number) => {
-    const r = kind === "json"
-      ? await http(ABUSER, `${g.gateway}/v1/put`, { headers: { "x-api-key": sa, "content-type": "application/json" }, body, timeoutMs: 600_000 }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }))
-      : await http(ABUSER, `${g.gateway}/v1/put?namespace=default&key=oct${i}&dtype=float32&shape=${n}`, { headers: { "x-api-key": sa, "content-type": "application/octet-stream" }, body: raw, timeoutMs: 600_000 }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }));
+    const r =
+      kind === "json"
+        ? await http(ABUSER, `${g.gateway}/v1/put`, { headers: { "x-api-key": sa, "content-type": "application/json" }, body, timeoutMs: 600_000 }).catch(
+            (e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }),
+          )
+        : await http(ABUSER, `${g.gateway}/v1/put?namespace=default&key=oct${i}&dtype=float32&shape=${n}`, {
+            headers: { "x-api-key": sa, "content-type": "application/octet-stream" },
+            body: raw,
+            timeoutMs: 600_000,
+          }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }));
     statuses[kind]!.push(r.status);
     if (r.status >= 300 || r.status === 0) {
       try {
@@ -315,14 +400,32 @@ async function largeBodies(layout: string, g: Stack, pids: Record<string, number
     }
   };
   let running = true;
-  const puts = Promise.all([...Array.from({ length: 4 }, (_, i) => send("json", i)), ...Array.from({ length: 2 }, (_, i) => send("octet", i))]).finally(() => (running = false));
+  const puts = Promise.all([...Array.from({ length: 4 }, (_, i) => send("json", i)), ...Array.from({ length: 2 }, (_, i) => send("octet", i))]).finally(
+    () => (running = false),
+  );
   // the victim reads for as long as the puts run (at least 4 s)
   const t0 = performance.now();
   const p = await probe(g, sv, 4000, () => running);
   await puts;
   const rss: Record<string, number> = {};
   for (const [name, pid] of Object.entries(pids)) rss[name] = await peakRss(pid);
-  console.log(JSON.stringify({ pattern: "large_bodies", layout, json_bodies: 4, octet_bodies: 2, json_body_mib: Math.round(body.length / MiB), octet_body_mib: 100, statuses: { json: count(statuses.json!), octet: count(statuses.octet!) }, details, peak_rss_mib_before: rssBefore, peak_rss_mib: rss, puts_s: Math.round((performance.now() - t0) / 100) / 10, loadavg_1m: Math.round(loadavg()[0]! * 100) / 100, ...p }));
+  console.log(
+    JSON.stringify({
+      pattern: "large_bodies",
+      layout,
+      json_bodies: 4,
+      octet_bodies: 2,
+      json_body_mib: Math.round(body.length / MiB),
+      octet_body_mib: 100,
+      statuses: { json: count(statuses.json!), octet: count(statuses.octet!) },
+      details,
+      peak_rss_mib_before: rssBefore,
+      peak_rss_mib: rss,
+      puts_s: Math.round((performance.now() - t0) / 100) / 10,
+      loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
+      ...p,
+    }),
+  );
 }
 
 if (PATTERNS.has("large_bodies")) {
@@ -368,10 +471,16 @@ if (PATTERNS.has("kill_9")) {
   });
   const auditMilli = lines.filter((l) => l.tenant_id === "billed" && l.path.startsWith("/v1/")).reduce((s, l) => s + Math.round(l.cus * 1000), 0);
   const usageMilli = Math.round(Number(usage.cus_used) * 1000);
-  console.log(JSON.stringify({
-    pattern: "kill_9", acknowledged_cus: ackedMilli / 1000, audited_cus: auditMilli / 1000, metered_cus: usageMilli / 1000,
-    cus_lost: (auditMilli - usageMilli) / 1000, acknowledged_not_metered_cus: Math.max(0, ackedMilli - usageMilli) / 1000,
-  }));
+  console.log(
+    JSON.stringify({
+      pattern: "kill_9",
+      acknowledged_cus: ackedMilli / 1000,
+      audited_cus: auditMilli / 1000,
+      metered_cus: usageMilli / 1000,
+      cus_lost: (auditMilli - usageMilli) / 1000,
+      acknowledged_not_metered_cus: Math.max(0, ackedMilli - usageMilli) / 1000,
+    }),
+  );
 }
 
 await stopStack(stack);

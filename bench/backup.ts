@@ -38,7 +38,16 @@ const bytesOf = (i: number): Buffer => {
   return createCipheriv("aes-128-ctr", key, Buffer.alloc(16)).update(ZEROS);
 };
 
-emit({ bench: "backup", node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), entries: N, entry_bytes: ENTRY, loadavg: loadavg().map((x) => r3(x)) });
+emit({
+  bench: "backup",
+  node: process.version,
+  cpus: cpus().length,
+  cpu: cpus()[0]?.model ?? "unknown",
+  mem_gib: Math.round(totalmem() / 2 ** 30),
+  entries: N,
+  entry_bytes: ENTRY,
+  loadavg: loadavg().map((x) => r3(x)),
+});
 const dir = mkdtempSync(join(tmpdir(), "svc-bench-backup-"));
 const storeDir = join(dir, "engine");
 try {
@@ -54,12 +63,24 @@ try {
   await store.close();
   emit({ figure: "fill", seconds: r3((performance.now() - t0) / 1000), store_bytes: statSync(join(storeDir, "data.mdb")).size });
 
-  const engine = await startEngine(loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: storeDir, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_DEVICE: "cpu" }));
+  const engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: storeDir,
+      SVC_ENGINE_API_KEYS: KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+      SVC_ENGINE_DEVICE: "cpu",
+    }),
+  );
   const body = randomBytes(ENTRY);
   let w = 0;
   const put = async (): Promise<number> => {
     const s = performance.now();
-    const r = await fetch(`${engine.url}/v1/put?namespace=ns&key=w${w++}`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme", "content-type": "application/octet-stream" }, body });
+    const r = await fetch(`${engine.url}/v1/put?namespace=ns&key=w${w++}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme", "content-type": "application/octet-stream" },
+      body,
+    });
     await r.arrayBuffer();
     if (r.status !== 201) throw new Error(`put: ${r.status}`);
     return performance.now() - s;
@@ -72,10 +93,14 @@ try {
   // backup in its own process while the writer goes on
   const during: number[] = [];
   let done = false;
-  const writer = (async () => { while (!done) during.push(await put()); })();
+  const writer = (async () => {
+    while (!done) during.push(await put());
+  })();
   const b1 = join(dir, "b1");
   const tb = performance.now();
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "backup", "--store", storeDir, "--to", b1], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "backup", "--store", storeDir, "--to", b1], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
   const code = await new Promise<number | null>((r) => child.on("close", r));
@@ -94,15 +119,36 @@ try {
   const { total } = await copy.list("ns", { limit: 1 });
   await copy.close();
   const bytes = statSync(join(b1, "data.mdb")).size;
-  emit({ figure: "backup", exit: code, seconds_copy: r3(inner), seconds_process: r3(wall), mb_per_s: r3(bytes / 1e6 / inner), backup_bytes: bytes, entries_checked: N, entries_ok: ok, entries_in_copy: total, puts_during: during.length, correct: code === 0 && ok === N });
+  emit({
+    figure: "backup",
+    exit: code,
+    seconds_copy: r3(inner),
+    seconds_process: r3(wall),
+    mb_per_s: r3(bytes / 1e6 / inner),
+    backup_bytes: bytes,
+    entries_checked: N,
+    entries_ok: ok,
+    entries_in_copy: total,
+    puts_during: during.length,
+    correct: code === 0 && ok === N,
+  });
   emit({ figure: "put_backup", puts: during.length, p50_ms: r3(pct(during, 50)), p99_ms: r3(pct(during, 99)) });
 
   const b2 = join(dir, "b2");
-  const c = spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "backup", "--compact", "--store", storeDir, "--to", b2], { encoding: "utf8" });
-  emit({ figure: "compact", exit: c.status, seconds_copy: Number(/in ([\d.]+) s\./.exec(c.stdout)?.[1] ?? NaN), backup_bytes: statSync(join(b2, "data.mdb")).size });
+  const c = spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "backup", "--compact", "--store", storeDir, "--to", b2], {
+    encoding: "utf8",
+  });
+  emit({
+    figure: "compact",
+    exit: c.status,
+    seconds_copy: Number(/in ([\d.]+) s\./.exec(c.stdout)?.[1] ?? NaN),
+    backup_bytes: statSync(join(b2, "data.mdb")).size,
+  });
   rmSync(b2, { recursive: true, force: true });
 
-  const rs = spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "restore", "--from", b1, "--to", join(dir, "restored")], { encoding: "utf8" });
+  const rs = spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "restore", "--from", b1, "--to", join(dir, "restored")], {
+    encoding: "utf8",
+  });
   emit({ figure: "restore", exit: rs.status, seconds_copy: Number(/in ([\d.]+) s\./.exec(rs.stdout)?.[1] ?? NaN), line: rs.stdout.trim() });
 } finally {
   rmSync(dir, { recursive: true, force: true });

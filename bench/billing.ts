@@ -27,10 +27,18 @@ const WEBHOOK_SECRET = "whsec_bench_0123456789abcdefghijklmn";
 const sdk = new Stripe(SECRET_KEY);
 
 const cpu = cpus()[0];
-console.log(JSON.stringify({
-  bench: "billing", node: process.version, platform: `${platform()}-${arch()}`, cpu: cpu?.model ?? "unknown", cores: cpus().length,
-  mem_gib: Math.round(totalmem() / 2 ** 30), loadavg_1m: Math.round(loadavg()[0]! * 100) / 100, seconds_per_figure: SECONDS,
-}));
+console.log(
+  JSON.stringify({
+    bench: "billing",
+    node: process.version,
+    platform: `${platform()}-${arch()}`,
+    cpu: cpu?.model ?? "unknown",
+    cores: cpus().length,
+    mem_gib: Math.round(totalmem() / 2 ** 30),
+    loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
+    seconds_per_figure: SECONDS,
+  }),
+);
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -45,13 +53,15 @@ async function measure(op: (i: number) => Promise<void>, conc: number) {
   const lat: number[] = [];
   const t0 = performance.now();
   const end = t0 + SECONDS * 1000;
-  await Promise.all(Array.from({ length: conc }, async () => {
-    while (performance.now() < end) {
-      const s = performance.now();
-      await op(i++);
-      lat.push(performance.now() - s);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: conc }, async () => {
+      while (performance.now() < end) {
+        const s = performance.now();
+        await op(i++);
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
   const secs = (performance.now() - t0) / 1000;
   return { ops_per_s: Math.round(lat.length / secs), p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), n: lat.length };
 }
@@ -74,7 +84,11 @@ const redis = await connectRedis(REDIS_URL).catch(() => null);
 async function gatewayOver(registry: TenantRegistry) {
   const audit = new MemoryAuditSink();
   const billing = billingRouter({
-    registry, clock: systemClock, audit, limiter: new MemoryRateLimiter(systemClock), log: new MemoryBillingLog(),
+    registry,
+    clock: systemClock,
+    audit,
+    limiter: new MemoryRateLimiter(systemClock),
+    log: new MemoryBillingLog(),
     provider: new StripePaymentProvider({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url }),
     prices: { builder: "price_b", pro: "price_p" },
     // Limits as with billing off (the default rate limit, set high) so the plan's 10-100 requests
@@ -106,7 +120,11 @@ try {
         // Redis) and 500 (a replaced subscription not canceled yet): the provider delivers the
         // event again, and so does this loop
         for (let attempt = 0; ; attempt++) {
-          const res = await fetch(`${gw.url}/webhooks/payment`, { method: "POST", body, headers: { "content-type": "application/json", "stripe-signature": header } });
+          const res = await fetch(`${gw.url}/webhooks/payment`, {
+            method: "POST",
+            body,
+            headers: { "content-type": "application/json", "stripe-signature": header },
+          });
           await res.arrayBuffer();
           if (res.status === 200) break;
           if ((res.status !== 409 && res.status !== 500) || attempt >= 20) throw new Error(`webhook answered ${res.status}`);
@@ -120,7 +138,8 @@ try {
       const key = u.json.api_key as string;
       const r = await measure(async () => {
         const res = await fetch(`${gw.url}/gate/checkout`, {
-          method: "POST", headers: { "content-type": "application/json", "x-api-key": key },
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": key },
           body: JSON.stringify({ plan: "pro", success_url: "https://a.example/s", cancel_url: "https://a.example/c" }),
         });
         await res.arrayBuffer();

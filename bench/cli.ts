@@ -35,7 +35,17 @@ for (const f of [svc, baseline]) {
     process.exit(1);
   }
 }
-console.log(JSON.stringify({ bench: "cli", node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), load: loadavg()[0], baseline: baseline ?? null }));
+console.log(
+  JSON.stringify({
+    bench: "cli",
+    node: process.version,
+    cpus: cpus().length,
+    cpu: cpus()[0]?.model ?? "unknown",
+    mem_gib: Math.round(totalmem() / 2 ** 30),
+    load: loadavg()[0],
+    baseline: baseline ?? null,
+  }),
+);
 
 function once(args: string[], env: NodeJS.ProcessEnv): Promise<{ ms: number; out: string; err: string; code: number | null }> {
   return new Promise((done) => {
@@ -54,14 +64,23 @@ let wrong = 0;
 
 /** RUNS processes of `svc ARGS` (and of the baseline's, alternating), each output checked. */
 async function figure(name: string, args: string[], env: NodeJS.ProcessEnv, check: (out: string, err: string) => boolean, bare: number): Promise<void> {
-  const builds = baseline ? [["this", svc], ["baseline", baseline]] as const : [["this", svc]] as const;
+  const builds = baseline
+    ? ([
+        ["this", svc],
+        ["baseline", baseline],
+      ] as const)
+    : ([["this", svc]] as const);
   const ms = new Map<string, number[]>(builds.map(([b]) => [b, []]));
   const checked = new Map<string, boolean>(builds.map(([b]) => [b, true]));
   for (let i = 0; i < RUNS; i++) {
     for (const [b, file] of i % 2 ? [...builds].reverse() : builds) {
       const r = await once([file, ...args], env);
       let ok = r.code === 0;
-      try { ok &&= check(r.out, r.err); } catch { ok = false; }
+      try {
+        ok &&= check(r.out, r.err);
+      } catch {
+        ok = false;
+      }
       if (!ok && checked.get(b)) console.error(`bench/cli: ${name} (${b}) printed a wrong answer (exit ${r.code}): ${(r.out + r.err).slice(0, 300)}`);
       checked.set(b, checked.get(b)! && ok);
       ms.get(b)!.push(r.ms);
@@ -90,14 +109,25 @@ await figure("help", ["--help"], env, (o) => o.startsWith("svc — tensor-train 
 
 const dir = await mkdtemp(join(tmpdir(), "svc-bench-cli-"));
 const serviceKey = "b".repeat(64);
-const engine = await startEngine(loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: serviceKey, SVC_ENGINE_LOG_LEVEL: "silent" }));
-const gateway = await startGateway(loadGatewayConfig({
-  SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_ENGINE_SERVICE_KEY: serviceKey,
-  SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
-}));
+const engine = await startEngine(
+  loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: serviceKey, SVC_ENGINE_LOG_LEVEL: "silent" }),
+);
+const gateway = await startGateway(
+  loadGatewayConfig({
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_ENGINE_SERVICE_KEY: serviceKey,
+    SVC_GATE_DATA_DIR: join(dir, "gate"),
+    SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
+  }),
+);
 try {
   const res = await fetch(`${gateway.url}/gate/onboard/create`, {
-    method: "POST", headers: { authorization: `Bearer ${serviceKey}`, "content-type": "application/json" }, body: JSON.stringify({ tenant_id: "bench", namespaces: ["ns"] }),
+    method: "POST",
+    headers: { authorization: `Bearer ${serviceKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ tenant_id: "bench", namespaces: ["ns"] }),
   });
   const { api_key } = (await res.json()) as { api_key: string };
   const c = createClient({ baseUrl: gateway.url, apiKey: api_key });
@@ -108,18 +138,49 @@ try {
   await c.put("ns", "far", field(2), { shape: [64, 64] });
   await c.close();
   const tenant = { ...env, SVC_API_KEY: api_key, SVC_GATE_URL: gateway.url };
-  await figure("get", ["get", "ns", "k"], tenant, (o) => {
-    const e = JSON.parse(o) as { key: string; version: number; fingerprint: { sha256: string } };
-    return e.key === "k" && e.version === put.version && e.fingerprint.sha256 === put.fingerprint.sha256;
-  }, bare);
-  await figure("ls", ["ls", "ns"], tenant, (o) => {
-    const lines = o.trim().split("\n").map((l) => l.split("\t"));
-    return lines.length === 3 && lines.map((l) => l[0]).sort().join(",") === "far,k,near" && lines.every((l) => l[1] === "v1" && l[3] === "64x64");
-  }, bare);
-  await figure("topk", ["topk", "ns", "k", "--k", "2"], tenant, (o, e) => {
-    const keys = o.trim().split("\n").map((l) => l.split("\t")[1]);
-    return keys.join(",") === "near,far" && /^2 results by cosine; 2 entries scanned/.test(e);
-  }, bare);
+  await figure(
+    "get",
+    ["get", "ns", "k"],
+    tenant,
+    (o) => {
+      const e = JSON.parse(o) as { key: string; version: number; fingerprint: { sha256: string } };
+      return e.key === "k" && e.version === put.version && e.fingerprint.sha256 === put.fingerprint.sha256;
+    },
+    bare,
+  );
+  await figure(
+    "ls",
+    ["ls", "ns"],
+    tenant,
+    (o) => {
+      const lines = o
+        .trim()
+        .split("\n")
+        .map((l) => l.split("\t"));
+      return (
+        lines.length === 3 &&
+        lines
+          .map((l) => l[0])
+          .sort()
+          .join(",") === "far,k,near" &&
+        lines.every((l) => l[1] === "v1" && l[3] === "64x64")
+      );
+    },
+    bare,
+  );
+  await figure(
+    "topk",
+    ["topk", "ns", "k", "--k", "2"],
+    tenant,
+    (o, e) => {
+      const keys = o
+        .trim()
+        .split("\n")
+        .map((l) => l.split("\t")[1]);
+      return keys.join(",") === "near,far" && /^2 results by cosine; 2 entries scanned/.test(e);
+    },
+    bare,
+  );
   await figure("usage", ["usage", "--mine"], tenant, (o) => /^Tenant bench \(plan \w+\), period \d{4}-\d{2}:/.test(o), bare);
 } finally {
   await gateway.close();

@@ -27,17 +27,32 @@ const REPS = Number(process.env.SVC_BENCH_REPS ?? 5);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const want = process.argv.slice(2);
 const b = tt.backend();
-console.log(JSON.stringify({
-  bench: "codec-choice", isa: b.isa, threads: b.threads, node: process.version, cpus: cpus().length,
-  cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), load: loadavg().map((x) => Math.round(x * 10) / 10),
-}));
+console.log(
+  JSON.stringify({
+    bench: "codec-choice",
+    isa: b.isa,
+    threads: b.threads,
+    node: process.version,
+    cpus: cpus().length,
+    cpu: cpus()[0]?.model ?? "unknown",
+    mem_gib: Math.round(totalmem() / 2 ** 30),
+    load: loadavg().map((x) => Math.round(x * 10) / 10),
+  }),
+);
 
-interface Dataset { name: string; shape: number[]; data: Float32Array }
+interface Dataset {
+  name: string;
+  shape: number[];
+  data: Float32Array;
+}
 
 function smooth(n: number): Float32Array {
   const out = new Float32Array(n ** 3);
-  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) for (let k = 0; k < n; k++)
-    out[(i * n + j) * n + k] = Math.sin((i + 1) / 5) * Math.sin((j + 1) / 6) * Math.sin((k + 1) / 7) + 0.5 * Math.cos(i / 7) * Math.cos(j / 9) * Math.cos(k / 11);
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < n; j++)
+      for (let k = 0; k < n; k++)
+        out[(i * n + j) * n + k] =
+          Math.sin((i + 1) / 5) * Math.sin((j + 1) / 6) * Math.sin((k + 1) / 7) + 0.5 * Math.cos(i / 7) * Math.cos(j / 9) * Math.cos(k / 11);
   return out;
 }
 const noise = (n: number, seed: number) => {
@@ -47,7 +62,8 @@ const noise = (n: number, seed: number) => {
 function photo(h: number, w: number): Float32Array {
   const g = gaussian(3);
   return Float32Array.from({ length: h * w }, (_, q) => {
-    const y = Math.floor(q / w), x = q % w;
+    const y = Math.floor(q / w),
+      x = q % w;
     return (Math.hypot(x - 0.4 * w, y - 0.5 * h) < h / 4 ? 180 : 60) + 40 * Math.sin(x / 23) * Math.cos(y / 31) + (x > 0.7 * w ? 50 : 0) + 3 * g();
   });
 }
@@ -59,7 +75,10 @@ function nifti(path: string): Dataset {
   const off = Math.round(buf.readFloatLE(108));
   const n = dims.reduce((a, c) => a * c, 1);
   const read: Record<number, (i: number) => number> = {
-    2: (i) => buf.readUInt8(off + i), 4: (i) => buf.readInt16LE(off + 2 * i), 16: (i) => buf.readFloatLE(off + 4 * i), 512: (i) => buf.readUInt16LE(off + 2 * i),
+    2: (i) => buf.readUInt8(off + i),
+    4: (i) => buf.readInt16LE(off + 2 * i),
+    16: (i) => buf.readFloatLE(off + 4 * i),
+    512: (i) => buf.readUInt16LE(off + 2 * i),
   };
   const r = read[code];
   if (!r) throw new Error(`NIfTI data type ${code} is not read by this bench.`);
@@ -80,7 +99,9 @@ const sets: Record<string, () => Dataset | null> = {
 
 /** Relative Frobenius and largest element error of `y` against `x`, in float64. */
 function errs(x: Float32Array, y: ArrayLike<number>): { rel: number; abs: number } {
-  let num = 0, den = 0, abs = 0;
+  let num = 0,
+    den = 0,
+    abs = 0;
   for (let i = 0; i < x.length; i++) {
     const d = x[i]! - y[i]!;
     num += d * d;
@@ -126,12 +147,23 @@ for (const name of want.length ? want : Object.keys(sets)) {
       const e = errs(d.data, (await store.serve("b", key)).data as Float32Array);
       const within = (bound.tolerance === undefined || e.rel <= bound.tolerance) && (bound.max_abs_error === undefined || e.abs <= bound.max_abs_error);
       const reported = Math.abs(e.rel - r.relative_error) <= 1e-6 * e.rel + 1e-15 && e.abs === r.max_abs_error;
-      console.log(JSON.stringify({
-        dataset: d.name, shape: d.shape, mib: Math.round((d.data.byteLength / 2 ** 20) * 100) / 100, bound, codec, kept: r.fingerprint.codec, verdict: r.verdict,
-        ratio: Math.round(r.compression_ratio * 100) / 100, put_s: Math.round(median(secs.get(codec)!) * 1000) / 1000, reps: secs.get(codec)!.length,
-        relative_error: Number(e.rel.toPrecision(3)), max_abs_error: Number(e.abs.toPrecision(3)),
-        check: within && reported ? "ok" : within ? "errors differ from the reported ones" : "BOUND VIOLATED",
-      }));
+      console.log(
+        JSON.stringify({
+          dataset: d.name,
+          shape: d.shape,
+          mib: Math.round((d.data.byteLength / 2 ** 20) * 100) / 100,
+          bound,
+          codec,
+          kept: r.fingerprint.codec,
+          verdict: r.verdict,
+          ratio: Math.round(r.compression_ratio * 100) / 100,
+          put_s: Math.round(median(secs.get(codec)!) * 1000) / 1000,
+          reps: secs.get(codec)!.length,
+          relative_error: Number(e.rel.toPrecision(3)),
+          max_abs_error: Number(e.abs.toPrecision(3)),
+          check: within && reported ? "ok" : within ? "errors differ from the reported ones" : "BOUND VIOLATED",
+        }),
+      );
       await store.delete("b", key);
     }
     const chosen = last.get("auto")!.fingerprint.codec;

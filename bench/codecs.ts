@@ -52,7 +52,9 @@ function smooth(): Dataset {
   for (let i = 0; i < n; i++)
     for (let j = 0; j < n; j++)
       for (let k = 0; k < n; k++) {
-        const a = i / n, b = j / n, c = k / n;
+        const a = i / n,
+          b = j / n,
+          c = k / n;
         x[(i * n + j) * n + k] = Math.sin(6 * a + 2 * b) * Math.cos(5 * c - b) + Math.exp(-((a - 0.4) ** 2 + (b - 0.6) ** 2 + (c - 0.5) ** 2) * 20);
       }
   return { name: "smooth", shape: [n, n, n], data: x };
@@ -87,7 +89,8 @@ function shocks(): Dataset {
   const x = new Float32Array(n * n);
   for (let i = 0; i < n; i++)
     for (let j = 0; j < n; j++) {
-      const a = i / n, b = j / n;
+      const a = i / n,
+        b = j / n;
       let v = Math.sin(3 * a) + 0.5 * b;
       if (b > 0.3 + 0.2 * Math.sin(4 * a)) v += 2;
       if ((a - 0.6) ** 2 + (b - 0.4) ** 2 < 0.04) v -= 1.5;
@@ -101,7 +104,10 @@ function shocks(): Dataset {
 function viaPython(name: string, module: string, code: string): Dataset | null {
   const py = python(module);
   if (!py) {
-    out({ dataset: name, skipped: `${module} is not installed for python3 (Debian: apt-get install ${module === "skimage" ? "python3-skimage" : "python3-numpy"}).` });
+    out({
+      dataset: name,
+      skipped: `${module} is not installed for python3 (Debian: apt-get install ${module === "skimage" ? "python3-skimage" : "python3-numpy"}).`,
+    });
     return null;
   }
   const file = join(work, `${name}.npy`);
@@ -193,7 +199,9 @@ function zfpAt(d: Dataset, targets: number[]): { ratio: number; rel: number; max
 // ---- measurement --------------------------------------------------------------------------
 
 function errs(x: Float32Array, y: ArrayLike<number>): { rel: number; maxAbs: number } {
-  let e = 0, s = 0, m = 0;
+  let e = 0,
+    s = 0,
+    m = 0;
   for (let i = 0; i < x.length; i++) {
     const d = x[i]! - y[i]!;
     e += d * d;
@@ -255,7 +263,8 @@ for (const name of names) {
     // Lossless (max_abs_error 0) beside zlib's deflate of the raw bytes, both checked exact.
     const enc = await best(2, () => pred.compress(d.data, { shape: d.shape, max_abs_error: 0 }));
     const dec = await best(2, () => pred.decompress(enc.v.stream));
-    const exact = Buffer.compare(Buffer.from(dec.v.buffer, dec.v.byteOffset, dec.v.byteLength), Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength)) === 0;
+    const exact =
+      Buffer.compare(Buffer.from(dec.v.buffer, dec.v.byteOffset, dec.v.byteLength), Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength)) === 0;
     if (!exact) violations++;
     const t0 = performance.now();
     const z = deflateSync(d.data, { level: 6 });
@@ -279,8 +288,8 @@ for (const name of names) {
       const speedup = (row.pred_ratio as number) / zi.ratio;
       ratios.push(speedup);
       // Time per byte over zfp's, from the MB/s of the same run (the goals: encode within 4x, decode within 3x).
-      const encOver = (mb / zi.enc_s) / (row.pred_enc_MBs as number);
-      const decOver = (mb / zi.dec_s) / (row.pred_dec_MBs as number);
+      const encOver = mb / zi.enc_s / (row.pred_enc_MBs as number);
+      const decOver = mb / zi.dec_s / (row.pred_dec_MBs as number);
       encTimes.push(encOver);
       decTimes.push(decOver);
       Object.assign(row, {
@@ -307,10 +316,25 @@ for (const name of names) {
 if (ratios.length) {
   const sorted = [...ratios].sort((a, b) => a - b);
   const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
-  out({ summary: "pred ratio / zfp ratio at the same achieved relative error", rows: ratios.length, median: +median.toFixed(2), min: +sorted[0]!.toFixed(2), max: +sorted[sorted.length - 1]!.toFixed(2) });
-  for (const [what, xs] of [["encode", encTimes], ["decode", decTimes]] as const) {
+  out({
+    summary: "pred ratio / zfp ratio at the same achieved relative error",
+    rows: ratios.length,
+    median: +median.toFixed(2),
+    min: +sorted[0]!.toFixed(2),
+    max: +sorted[sorted.length - 1]!.toFixed(2),
+  });
+  for (const [what, xs] of [
+    ["encode", encTimes],
+    ["decode", decTimes],
+  ] as const) {
     const t = [...xs].sort((a, b) => a - b);
-    out({ summary: `pred ${what} time / zfp ${what} time (same run, wall clock)`, rows: t.length, median: +t[Math.floor((t.length - 1) / 2)]!.toFixed(2), min: +t[0]!.toFixed(2), max: +t[t.length - 1]!.toFixed(2) });
+    out({
+      summary: `pred ${what} time / zfp ${what} time (same run, wall clock)`,
+      rows: t.length,
+      median: +t[Math.floor((t.length - 1) / 2)]!.toFixed(2),
+      min: +t[0]!.toFixed(2),
+      max: +t[t.length - 1]!.toFixed(2),
+    });
   }
 }
 out({ violations, load: loadavg().map((l) => +l.toFixed(2)) });

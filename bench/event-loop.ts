@@ -47,51 +47,80 @@ function casesFor(url: string, mib: number): [string, () => Promise<string>][] {
   for (let i = 0; i < field.length; i++) field[i] = Math.sin(i / 4099) * Math.cos(i / 257);
   const json = Buffer.from(JSON.stringify({ namespace: "ns", key: `j${mib}`, dtype: "bytes", data_b64: other.toString("base64") }));
   const cases: [string, () => Promise<string>][] = [
-    [`JSON put, ${mib} MiB raw bytes (${(json.byteLength / MiB).toFixed(0)} MiB body)`, async () => {
-      const r = await post(url, "/v1/put", json, { "content-type": "application/json" });
-      must(r.status === 201 && JSON.parse(r.bytes.toString()).bytes_in === n, "JSON put");
-      return "201, all bytes taken";
-    }],
-    [`octet put, ${mib} MiB raw bytes`, async () => {
-      const r = await post(url, `/v1/put?namespace=ns&key=o${mib}&dtype=bytes`, raw, { "content-type": "application/octet-stream" });
-      must(r.status === 201 && JSON.parse(r.bytes.toString()).bytes_in === n, "octet put");
-      return "201, all bytes taken";
-    }],
-    [`octet put, ${mib} MiB float32 field (TT, 1e-3)`, async () => {
-      const r = await post(url, `/v1/put?namespace=ns&key=f${mib}&dtype=float32&shape=${field.length}&tolerance=0.001`, new Uint8Array(field.buffer), { "content-type": "application/octet-stream" });
-      const b = JSON.parse(r.bytes.toString());
-      must(r.status === 201 && b.relative_error <= 1e-3, "field put");
-      return `201, ${b.verdict}, ratio ${b.compression_ratio.toFixed(1)}`;
-    }],
-    [`octet serve, ${mib} MiB raw bytes`, async () => {
-      const r = await post(url, "/v1/serve", JSON.stringify({ namespace: "ns", key: `o${mib}` }), { "content-type": "application/json", accept: "application/octet-stream" });
-      must(r.status === 200 && sha(r.bytes) === sha(raw), "octet serve");
-      return "200, same bytes";
-    }],
-    [`octet serve, ${mib} MiB float32 field`, async () => {
-      const r = await post(url, "/v1/serve", JSON.stringify({ namespace: "ns", key: `f${mib}` }), { "content-type": "application/json", accept: "application/octet-stream" });
-      const back = new Float32Array(new Uint8Array(r.bytes).buffer);
-      const e = relErr(field, back);
-      must(r.status === 200 && back.length === field.length && e <= 1e-3, "field serve");
-      return `200, error ${e.toExponential(2)}`;
-    }],
+    [
+      `JSON put, ${mib} MiB raw bytes (${(json.byteLength / MiB).toFixed(0)} MiB body)`,
+      async () => {
+        const r = await post(url, "/v1/put", json, { "content-type": "application/json" });
+        must(r.status === 201 && JSON.parse(r.bytes.toString()).bytes_in === n, "JSON put");
+        return "201, all bytes taken";
+      },
+    ],
+    [
+      `octet put, ${mib} MiB raw bytes`,
+      async () => {
+        const r = await post(url, `/v1/put?namespace=ns&key=o${mib}&dtype=bytes`, raw, { "content-type": "application/octet-stream" });
+        must(r.status === 201 && JSON.parse(r.bytes.toString()).bytes_in === n, "octet put");
+        return "201, all bytes taken";
+      },
+    ],
+    [
+      `octet put, ${mib} MiB float32 field (TT, 1e-3)`,
+      async () => {
+        const r = await post(url, `/v1/put?namespace=ns&key=f${mib}&dtype=float32&shape=${field.length}&tolerance=0.001`, new Uint8Array(field.buffer), {
+          "content-type": "application/octet-stream",
+        });
+        const b = JSON.parse(r.bytes.toString());
+        must(r.status === 201 && b.relative_error <= 1e-3, "field put");
+        return `201, ${b.verdict}, ratio ${b.compression_ratio.toFixed(1)}`;
+      },
+    ],
+    [
+      `octet serve, ${mib} MiB raw bytes`,
+      async () => {
+        const r = await post(url, "/v1/serve", JSON.stringify({ namespace: "ns", key: `o${mib}` }), {
+          "content-type": "application/json",
+          accept: "application/octet-stream",
+        });
+        must(r.status === 200 && sha(r.bytes) === sha(raw), "octet serve");
+        return "200, same bytes";
+      },
+    ],
+    [
+      `octet serve, ${mib} MiB float32 field`,
+      async () => {
+        const r = await post(url, "/v1/serve", JSON.stringify({ namespace: "ns", key: `f${mib}` }), {
+          "content-type": "application/json",
+          accept: "application/octet-stream",
+        });
+        const back = new Float32Array(new Uint8Array(r.bytes).buffer);
+        const e = relErr(field, back);
+        must(r.status === 200 && back.length === field.length && e <= 1e-3, "field serve");
+        return `200, error ${e.toExponential(2)}`;
+      },
+    ],
   ];
   if (n <= 12 * MiB) {
-    cases.push([`JSON serve, ${mib} MiB raw bytes`, async () => {
-      const r = await post(url, "/v1/serve", JSON.stringify({ namespace: "ns", key: `o${mib}` }), { "content-type": "application/json" });
-      must(r.status === 200 && sha(Buffer.from(JSON.parse(r.bytes.toString()).data_b64, "base64")) === sha(raw), "JSON serve");
-      return "200, same bytes";
-    }]);
+    cases.push([
+      `JSON serve, ${mib} MiB raw bytes`,
+      async () => {
+        const r = await post(url, "/v1/serve", JSON.stringify({ namespace: "ns", key: `o${mib}` }), { "content-type": "application/json" });
+        must(r.status === 200 && sha(Buffer.from(JSON.parse(r.bytes.toString()).data_b64, "base64")) === sha(raw), "JSON serve");
+        return "200, same bytes";
+      },
+    ]);
   }
   return cases;
 }
 
 async function client(url: string, sizes: number[]): Promise<void> {
   const cases = sizes.flatMap((mib) => casesFor(url, mib));
-  cases.push(["(idle, 0.5 s)", async () => {
-    await new Promise((r) => setTimeout(r, 500));
-    return "-";
-  }]);
+  cases.push([
+    "(idle, 0.5 s)",
+    async () => {
+      await new Promise((r) => setTimeout(r, 500));
+      return "-";
+    },
+  ]);
   const send = (m: FromClient) => process.send!(m);
   process.on("message", (m: ToClient) => {
     if ("end" in m) process.exit(0);

@@ -25,15 +25,34 @@ import { mountSmallDisk, startPgCluster, startRedisProc, waitFor, type PgCluster
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const SERVICE_KEY = "svc-bench-faults-" + randomBytes(24).toString("hex");
 const TENANTS = ["t0", "t1", "t2"];
-const FAULTS = new Set((process.env.SVC_BENCH_FAULTS ?? "postgres_restart,postgres_kill_9,redis_sigstop_8s,redis_kill_9,clients_leave_early,disk_full_10s").split(",").map((x) => x.trim()));
+const FAULTS = new Set(
+  (process.env.SVC_BENCH_FAULTS ?? "postgres_restart,postgres_kill_9,redis_sigstop_8s,redis_kill_9,clients_leave_early,disk_full_10s")
+    .split(",")
+    .map((x) => x.trim()),
+);
 
-console.log(JSON.stringify({
-  bench: "faults", node: process.version, platform: `${platform()}-${arch()}`, cpu: cpus()[0]?.model ?? "unknown", cores: cpus().length,
-  mem_gib: Math.round(totalmem() / 2 ** 30), loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
-}));
+console.log(
+  JSON.stringify({
+    bench: "faults",
+    node: process.version,
+    platform: `${platform()}-${arch()}`,
+    cpu: cpus()[0]?.model ?? "unknown",
+    cores: cpus().length,
+    mem_gib: Math.round(totalmem() / 2 ** 30),
+    loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
+  }),
+);
 
-function startProc(args: string[], env: NodeJS.ProcessEnv, pattern: RegExp): Promise<{ child: ChildProcess; url: string; exited: () => boolean; stderr: () => string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+function startProc(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  pattern: RegExp,
+): Promise<{ child: ChildProcess; url: string; exited: () => boolean; stderr: () => string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let err = "";
   let out = "";
   let gone = false;
@@ -57,22 +76,53 @@ interface Stack {
 }
 
 async function startStack(dir: string, engineEnv: NodeJS.ProcessEnv, redis: RedisProc): Promise<Stack> {
-  const engine = await startProc(["engine"], { SVC_ENGINE_PORT: "0", SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_DEVICE: "cpu", SVC_ENGINE_DATA_DIR: join(dir, "engine"), ...engineEnv }, /engine: (http:\/\/\S+)/);
+  const engine = await startProc(
+    ["engine"],
+    {
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+      SVC_ENGINE_DEVICE: "cpu",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      ...engineEnv,
+    },
+    /engine: (http:\/\/\S+)/,
+  );
   const audit = join(dir, "audit.jsonl");
-  const gateway = await startProc(["gateway"], {
-    SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_REDIS_URL: redis.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: audit, SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000", SVC_GATE_REDIS_PREFIX: `bench-${randomBytes(3).toString("hex")}:`,
-  }, /gateway: (http:\/\/\S+)/);
+  const gateway = await startProc(
+    ["gateway"],
+    {
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_REDIS_URL: redis.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: audit,
+      SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
+      SVC_GATE_REDIS_PREFIX: `bench-${randomBytes(3).toString("hex")}:`,
+    },
+    /gateway: (http:\/\/\S+)/,
+  );
   const keys = new Map<string, string>();
   for (const id of TENANTS) {
-    const r = await request(`${gateway.url}/gate/onboard/create`, { method: "POST", headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" }, body: JSON.stringify({ tenant_id: id }) });
+    const r = await request(`${gateway.url}/gate/onboard/create`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ tenant_id: id }),
+    });
     const j = (await r.body.json()) as { api_key: string };
     keys.set(id, j.api_key);
   }
   return { engine, gateway, keys, audit };
 }
 
-interface Ack { tenant: string; key: string; version: number; sha: string }
+interface Ack {
+  tenant: string;
+  key: string;
+  version: number;
+  sha: string;
+}
 
 /** The load: statuses per phase, acknowledged writes, and the time of the last acknowledged put. */
 class Load {
@@ -86,7 +136,10 @@ class Load {
   #agent = new Agent({ connections: 64, headersTimeout: 60_000, bodyTimeout: 60_000 });
   abortShare = 0;
 
-  constructor(readonly stack: Stack, readonly clients = 8) {}
+  constructor(
+    readonly stack: Stack,
+    readonly clients = 8,
+  ) {}
 
   start(): void {
     for (let w = 0; w < this.clients; w++) this.#workers.push(this.#worker(w));
@@ -116,12 +169,24 @@ class Load {
     const t0 = performance.now();
     try {
       const r = await request(this.stack.gateway.url + path, {
-        method, dispatcher: this.#agent, signal: ac.signal, body,
-        headers: { "x-api-key": this.stack.keys.get(tenant)!, ...(typeof body === "string" ? { "content-type": "application/json" } : body ? { "content-type": "application/octet-stream" } : {}), ...headers },
+        method,
+        dispatcher: this.#agent,
+        signal: ac.signal,
+        body,
+        headers: {
+          "x-api-key": this.stack.keys.get(tenant)!,
+          ...(typeof body === "string" ? { "content-type": "application/json" } : body ? { "content-type": "application/octet-stream" } : {}),
+          ...headers,
+        },
       });
       const buf = Buffer.from(await r.body.arrayBuffer());
       let code = "";
-      if (r.statusCode >= 400) try { code = (JSON.parse(buf.toString()) as { code: string }).code; } catch { /* not JSON */ }
+      if (r.statusCode >= 400)
+        try {
+          code = (JSON.parse(buf.toString()) as { code: string }).code;
+        } catch {
+          /* not JSON */
+        }
       this.#note(r.statusCode >= 400 ? `${r.statusCode} ${code}` : String(r.statusCode));
       this.maxMs = Math.max(this.maxMs, performance.now() - t0);
       return { status: r.statusCode, buf };
@@ -165,8 +230,14 @@ async function fault(load: Load, name: string, apply: () => Promise<void>, end: 
   if (!FAULTS.has(name)) return;
   const exited = () => ({ engine_exited: load.stack.engine.exited(), gateway_exited: load.stack.gateway.exited() });
   try {
-    await waitFor(`a put acknowledged before ${name}`, () => (load.acked.length > 0 && performance.now() - load.lastPutAck < 2000) || load.stack.engine.exited() || load.stack.gateway.exited(), 120_000);
-  } catch { /* reported below */ }
+    await waitFor(
+      `a put acknowledged before ${name}`,
+      () => (load.acked.length > 0 && performance.now() - load.lastPutAck < 2000) || load.stack.engine.exited() || load.stack.gateway.exited(),
+      120_000,
+    );
+  } catch {
+    /* reported below */
+  }
   if (load.stack.engine.exited() || load.stack.gateway.exited() || performance.now() - load.lastPutAck >= 2000) {
     // an earlier fault took the service down: nothing to measure
     console.log(JSON.stringify({ fault: name, not_run: "the service was not serving before it", statuses: load.takeStatuses(), ...exited() }));
@@ -185,10 +256,16 @@ async function fault(load: Load, name: string, apply: () => Promise<void>, end: 
   }
   await new Promise((r) => setTimeout(r, 1000));
   const longest = Math.round(load.maxMs) / 1000;
-  console.log(JSON.stringify({
-    fault: name, longest_request_s: longest, statuses: load.takeStatuses(), back_after_s: back === null ? "never (within 120 s)" : Math.round(back * 100) / 100,
-    ...exited(), loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
-  }));
+  console.log(
+    JSON.stringify({
+      fault: name,
+      longest_request_s: longest,
+      statuses: load.takeStatuses(),
+      back_after_s: back === null ? "never (within 120 s)" : Math.round(back * 100) / 100,
+      ...exited(),
+      loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
+    }),
+  );
 }
 
 /** Acknowledged writes that do not read back with their bytes, and the CUs the gateway counted against the audit log. */
@@ -196,7 +273,8 @@ async function verify(stack: Stack, acked: Ack[], label: string): Promise<void> 
   let lost = 0;
   for (const a of acked) {
     const r = await request(`${stack.gateway.url}/v1/serve`, {
-      method: "POST", headers: { "x-api-key": stack.keys.get(a.tenant)!, "content-type": "application/json", accept: "application/octet-stream" },
+      method: "POST",
+      headers: { "x-api-key": stack.keys.get(a.tenant)!, "content-type": "application/json", accept: "application/octet-stream" },
       body: JSON.stringify({ namespace: "default", key: a.key, version: a.version }),
     });
     const b = Buffer.from(await r.body.arrayBuffer());
@@ -223,12 +301,18 @@ async function verify(stack: Stack, acked: Ack[], label: string): Promise<void> 
     if (d < 0) lostCus -= d;
     else doubleCus += d;
   }
-  console.log(JSON.stringify({
-    stack: label, acknowledged_writes: acked.length, acknowledged_writes_lost: lost, engine_exited: stack.engine.exited(),
-    cus_recorded: Math.round([...recorded.values()].reduce((a, b) => a + b, 0) * 10) / 10,
-    cus_counted: Math.round([...usage.values()].reduce((a, b) => a + b, 0) * 10) / 10,
-    cus_lost: Math.round(lostCus * 10) / 10, cus_double_counted: Math.round(doubleCus * 10) / 10,
-  }));
+  console.log(
+    JSON.stringify({
+      stack: label,
+      acknowledged_writes: acked.length,
+      acknowledged_writes_lost: lost,
+      engine_exited: stack.engine.exited(),
+      cus_recorded: Math.round([...recorded.values()].reduce((a, b) => a + b, 0) * 10) / 10,
+      cus_counted: Math.round([...usage.values()].reduce((a, b) => a + b, 0) * 10) / 10,
+      cus_lost: Math.round(lostCus * 10) / 10,
+      cus_double_counted: Math.round(doubleCus * 10) / 10,
+    }),
+  );
 }
 
 const dir = mkdtempSync(join(tmpdir(), "svc-bench-faults-"));
@@ -249,11 +333,50 @@ try {
     load.start();
     const cluster = pg;
     const red = redis;
-    await fault(load, "postgres_restart", () => cluster.restart(), async () => {});
-    await fault(load, "postgres_kill_9", () => cluster.kill(), async () => { await new Promise((res) => setTimeout(res, 3000)); await cluster.start(); });
-    await fault(load, "redis_sigstop_8s", async () => red.pause(), async () => { await new Promise((res) => setTimeout(res, 8000)); red.resume(); });
-    await fault(load, "redis_kill_9", () => red.kill(), async () => { await new Promise((res) => setTimeout(res, 3000)); await red.start(); });
-    await fault(load, "clients_leave_early", async () => { load.abortShare = 0.5; }, async () => { await new Promise((res) => setTimeout(res, 5000)); load.abortShare = 0; });
+    await fault(
+      load,
+      "postgres_restart",
+      () => cluster.restart(),
+      async () => {},
+    );
+    await fault(
+      load,
+      "postgres_kill_9",
+      () => cluster.kill(),
+      async () => {
+        await new Promise((res) => setTimeout(res, 3000));
+        await cluster.start();
+      },
+    );
+    await fault(
+      load,
+      "redis_sigstop_8s",
+      async () => red.pause(),
+      async () => {
+        await new Promise((res) => setTimeout(res, 8000));
+        red.resume();
+      },
+    );
+    await fault(
+      load,
+      "redis_kill_9",
+      () => red.kill(),
+      async () => {
+        await new Promise((res) => setTimeout(res, 3000));
+        await red.start();
+      },
+    );
+    await fault(
+      load,
+      "clients_leave_early",
+      async () => {
+        load.abortShare = 0.5;
+      },
+      async () => {
+        await new Promise((res) => setTimeout(res, 5000));
+        load.abortShare = 0;
+      },
+    );
     await load.stop();
     await verify(stack, load.acked, "postgres");
   }
@@ -266,21 +389,39 @@ try {
       const load = new Load(stack);
       load.start();
       const fill = join(disk.dir, "fill");
-      await fault(load, "disk_full_10s", async () => {
-        for (let size = 64 * 1024 * 1024; size >= 4096;) {
-          try { writeFileSync(fill, Buffer.alloc(size), { flag: "a" }); } catch { size = Math.floor(size / 2); }
-        }
-      }, async () => { await new Promise((res) => setTimeout(res, 10_000)); rmSync(fill, { force: true }); });
+      await fault(
+        load,
+        "disk_full_10s",
+        async () => {
+          for (let size = 64 * 1024 * 1024; size >= 4096;) {
+            try {
+              writeFileSync(fill, Buffer.alloc(size), { flag: "a" });
+            } catch {
+              size = Math.floor(size / 2);
+            }
+          }
+        },
+        async () => {
+          await new Promise((res) => setTimeout(res, 10_000));
+          rmSync(fill, { force: true });
+        },
+      );
       await load.stop();
       await verify(stack, load.acked, "lmdb");
     } finally {
-      for (const s of stacks.splice(0)) { s.gateway.child.kill("SIGTERM"); s.engine.child.kill("SIGTERM"); }
+      for (const s of stacks.splice(0)) {
+        s.gateway.child.kill("SIGTERM");
+        s.engine.child.kill("SIGTERM");
+      }
       await new Promise((res) => setTimeout(res, 1000));
       await disk.destroy();
     }
   }
 } finally {
-  for (const s of stacks) { s.gateway.child.kill("SIGTERM"); s.engine.child.kill("SIGTERM"); }
+  for (const s of stacks) {
+    s.gateway.child.kill("SIGTERM");
+    s.engine.child.kill("SIGTERM");
+  }
   await redis?.destroy();
   await pg?.destroy();
   rmSync(dir, { recursive: true, force: true });

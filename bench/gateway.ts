@@ -33,7 +33,10 @@ const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 1;
 const ROUNDS = Number(process.env.SVC_BENCH_ROUNDS) || 3;
 const WARMUP_MS = 300;
 const OPS = (process.env.SVC_BENCH_OPS ?? "get,put_64k").split(",").map((s) => s.trim());
-const CONNECTIONS = (process.env.SVC_BENCH_CONNECTIONS ?? "1,50").split(",").map(Number).filter((n) => n > 0);
+const CONNECTIONS = (process.env.SVC_BENCH_CONNECTIONS ?? "1,50")
+  .split(",")
+  .map(Number)
+  .filter((n) => n > 0);
 const REDIS_URL = process.env.SVC_BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 const role = process.argv.find((a) => a.startsWith("--role="))?.slice(7);
 
@@ -79,11 +82,22 @@ async function startCluster(dir: string): Promise<{ nodes: string[]; stop(): Pro
   const { createServer } = await import("node:net");
   const { mkdir } = await import("node:fs/promises");
   const run = promisify(execFile);
-  if (!(await run("redis-server", ["--version"]).then(() => true, () => false))) return null;
+  if (
+    !(await run("redis-server", ["--version"]).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return null;
   const procs: ChildProcess[] = [];
   const ports: number[] = [];
   const stopAll = async () => {
-    for (const p of procs) if (p.exitCode === null) { const d = new Promise((r) => p.once("exit", r)); p.kill("SIGKILL"); await d; }
+    for (const p of procs)
+      if (p.exitCode === null) {
+        const d = new Promise((r) => p.once("exit", r));
+        p.kill("SIGKILL");
+        await d;
+      }
   };
   try {
     for (let i = 0; i < 3; i++) {
@@ -93,19 +107,48 @@ async function startCluster(dir: string): Promise<{ nodes: string[]; stop(): Pro
       await new Promise<void>((r) => s.close(() => r()));
       const d = join(dir, `cluster-${i}`);
       await mkdir(d, { recursive: true, mode: 0o700 });
-      procs.push(spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", d, "--save", "", "--appendonly", "no",
-        "--cluster-enabled", "yes", "--cluster-config-file", join(d, "nodes.conf"), "--logfile", join(d, "log")], { stdio: "ignore" }));
+      procs.push(
+        spawn(
+          "redis-server",
+          [
+            "--port",
+            String(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            d,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            join(d, "nodes.conf"),
+            "--logfile",
+            join(d, "log"),
+          ],
+          { stdio: "ignore" },
+        ),
+      );
       ports.push(port);
     }
     const deadline = Date.now() + 120_000;
     const ping = async (port: number) => (await run("redis-cli", ["-p", String(port), "PING"]).catch(() => ({ stdout: "" }))).stdout.trim() === "PONG";
-    for (const port of ports) while (!(await ping(port))) { if (Date.now() > deadline) throw new Error("redis-server did not start"); await new Promise((r) => setTimeout(r, 100)); }
+    for (const port of ports)
+      while (!(await ping(port))) {
+        if (Date.now() > deadline) throw new Error("redis-server did not start");
+        await new Promise((r) => setTimeout(r, 100));
+      }
     await run("redis-cli", ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-yes"], { timeout: 60_000 });
     const ok = async () => {
       for (const port of ports) if (!/cluster_state:ok/.test((await run("redis-cli", ["-p", String(port), "CLUSTER", "INFO"])).stdout)) return false;
       return true;
     };
-    while (!(await ok())) { if (Date.now() > deadline) throw new Error("the cluster did not come up"); await new Promise((r) => setTimeout(r, 100)); }
+    while (!(await ok())) {
+      if (Date.now() > deadline) throw new Error("the cluster did not come up");
+      await new Promise((r) => setTimeout(r, 100));
+    }
     return { nodes: ports.map((p) => `redis://127.0.0.1:${p}`), stop: stopAll };
   } catch (e) {
     await stopAll();
@@ -139,7 +182,9 @@ async function redisLinkFigures(clusterNodes: string[] | null, prefix: string, m
       for (const l of links) {
         const limiter = new RedisRateLimiter(l.link, `${prefix}link:${l.client}:`, l.tags);
         let refused = 0;
-        const hit = async () => { if (!(await limiter.hit("bench", spec)).allowed) refused++; };
+        const hit = async () => {
+          if (!(await limiter.hit("bench", spec)).allowed) refused++;
+        };
         const lat: number[] = [];
         let stopAt = Date.now() + WARMUP_MS;
         while (Date.now() < stopAt) await hit();
@@ -154,20 +199,38 @@ async function redisLinkFigures(clusterNodes: string[] | null, prefix: string, m
         const cpu0 = process.cpuUsage();
         const t0 = Date.now();
         stopAt = t0 + SECONDS * 500;
-        await Promise.all(Array.from({ length: 50 }, async () => { while (Date.now() < stopAt) { await hit(); ops++; } }));
+        await Promise.all(
+          Array.from({ length: 50 }, async () => {
+            while (Date.now() < stopAt) {
+              await hit();
+              ops++;
+            }
+          }),
+        );
         const elapsed = (Date.now() - t0) / 1000;
         const c = process.cpuUsage(cpu0);
         const key = `${l.client}|${l.server}`;
-        runs.set(key, [...(runs.get(key) ?? []), { p50_us: lat[lat.length >> 1]!, ops_per_s: ops / elapsed, cpu_us_per_op: (c.user + c.system) / ops, refused }]);
+        runs.set(key, [
+          ...(runs.get(key) ?? []),
+          { p50_us: lat[lat.length >> 1]!, ops_per_s: ops / elapsed, cpu_us_per_op: (c.user + c.system) / ops, refused },
+        ]);
       }
     }
     for (const l of links) {
       const rs = runs.get(`${l.client}|${l.server}`)!;
-      console.log(JSON.stringify({
-        bench: "gateway", figure: "redis_link", client: l.client, server: l.server, rounds: rs.length,
-        p50_us_1_in_flight: Math.round(median(rs.map((r) => r.p50_us))), ops_per_s_50_in_flight: Math.round(median(rs.map((r) => r.ops_per_s))),
-        cpu_us_per_op_50_in_flight: Math.round(median(rs.map((r) => r.cpu_us_per_op))), refused: rs.reduce((a, r) => a + r.refused, 0),
-      }));
+      console.log(
+        JSON.stringify({
+          bench: "gateway",
+          figure: "redis_link",
+          client: l.client,
+          server: l.server,
+          rounds: rs.length,
+          p50_us_1_in_flight: Math.round(median(rs.map((r) => r.p50_us))),
+          ops_per_s_50_in_flight: Math.round(median(rs.map((r) => r.ops_per_s))),
+          cpu_us_per_op_50_in_flight: Math.round(median(rs.map((r) => r.cpu_us_per_op))),
+          refused: rs.reduce((a, r) => a + r.refused, 0),
+        }),
+      );
     }
   } finally {
     for (const l of links) await l.link.close().catch(() => {});
@@ -185,8 +248,18 @@ async function keyCheckFigures(): Promise<void> {
   const { sha256Hex } = await import("../server/gateway/auth.js");
   const reg = new MemoryTenantRegistry();
   const tenant = (id: string, key: string) => ({
-    tenant_id: id, plan: "starter" as const, namespaces: ["default", "other"], email: null, key_hash: sha256Hex(key), active: true, status: "active" as const,
-    monthly_quota: null, rate_limit: { requests: 1, window_s: 1 }, custom_rate_limit: false, created_at: "", updated_at: "",
+    tenant_id: id,
+    plan: "starter" as const,
+    namespaces: ["default", "other"],
+    email: null,
+    key_hash: sha256Hex(key),
+    active: true,
+    status: "active" as const,
+    monthly_quota: null,
+    rate_limit: { requests: 1, window_s: 1 },
+    custom_rate_limit: false,
+    created_at: "",
+    updated_at: "",
   });
   await reg.create(tenant("solo", "svc_live_solo"));
   await reg.create(tenant("many", "svc_live_many"));
@@ -212,11 +285,23 @@ async function keyCheckFigures(): Promise<void> {
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < n; i++) once();
     const us = Number(process.hrtime.bigint() - t0) / n / 1000;
-    console.log(JSON.stringify({ bench: "gateway", figure: "key_check", scoped_keys_in_record: c.keys, us_per_request: Math.round(us * 100) / 100, calls: n, right_key: right }));
+    console.log(
+      JSON.stringify({
+        bench: "gateway",
+        figure: "key_check",
+        scoped_keys_in_record: c.keys,
+        us_per_request: Math.round(us * 100) / 100,
+        calls: n,
+        right_key: right,
+      }),
+    );
   }
 }
 
-interface Child { info: Record<string, string>; proc: ChildProcess }
+interface Child {
+  info: Record<string, string>;
+  proc: ChildProcess;
+}
 
 async function child(r: string, env: Record<string, string>): Promise<Child> {
   const proc = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`], {
@@ -238,7 +323,12 @@ async function stop(c: Child): Promise<void> {
   await done;
 }
 
-interface Req { method: "GET" | "POST"; path: string; headers: Record<string, string>; body?: () => string }
+interface Req {
+  method: "GET" | "POST";
+  path: string;
+  headers: Record<string, string>;
+  body?: () => string;
+}
 
 /** CPU seconds (user + system) a process has used so far; null off Linux. */
 function cpuSeconds(pid: number | undefined): number | null {
@@ -278,7 +368,8 @@ async function load(url: string, connections: number, req: Req, pids: Array<numb
   await Promise.all(Array.from({ length: connections }, worker));
   const elapsed = (Date.now() - start) / 1000;
   const cpu = pids.map((p, i) => {
-    const a = cpu0[i], b = cpuSeconds(p);
+    const a = cpu0[i],
+      b = cpuSeconds(p);
     return a === null || b === null || lat.length === 0 ? null : Math.round(((b - a) / lat.length) * 1e6);
   });
   await pool.close();
@@ -286,8 +377,14 @@ async function load(url: string, connections: number, req: Req, pids: Array<numb
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
   const r3 = (x: number) => Math.round(x * 1000) / 1000;
   return {
-    requests: lat.length, errors, rps: Math.round(lat.length / elapsed), p50_ms: r3(q(0.5)), p99_ms: r3(q(0.99)),
-    engine_cpu_us_per_req: cpu[0] ?? null, gateway_cpu_us_per_req: cpu[1] ?? null, engine2_cpu_us_per_req: cpu[2] ?? null,
+    requests: lat.length,
+    errors,
+    rps: Math.round(lat.length / elapsed),
+    p50_ms: r3(q(0.5)),
+    p99_ms: r3(q(0.99)),
+    engine_cpu_us_per_req: cpu[0] ?? null,
+    gateway_cpu_us_per_req: cpu[1] ?? null,
+    engine2_cpu_us_per_req: cpu[2] ?? null,
   };
 }
 
@@ -298,8 +395,11 @@ async function main() {
   let cluster: Awaited<ReturnType<typeof startCluster>> = null;
   try {
     const engineEnv = {
-      SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-      SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent",
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
     };
     const engine = await child("engine", engineEnv);
     children.push(engine);
@@ -307,12 +407,18 @@ async function main() {
     const engine2 = await child("engine", engineEnv);
     children.push(engine2);
     const gwEnv = (name: string, extra: Record<string, string>): Record<string, string> => ({
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: engine.info.url!, SVC_GATE_DATA_DIR: join(dir, `gate-${name}`),
-      SVC_GATE_AUDIT_LOG_PATH: join(dir, `audit-${name}.jsonl`), SVC_GATE_BILLING_ENABLED: "true",
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.info.url!,
+      SVC_GATE_DATA_DIR: join(dir, `gate-${name}`),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, `audit-${name}.jsonl`),
+      SVC_GATE_BILLING_ENABLED: "true",
       // Billing on so that the quota check runs; the payment provider is never called here.
-      SVC_GATE_PAYMENT_SECRET_KEY: "sk_test_bench", SVC_GATE_PAYMENT_WEBHOOK_SECRET: "whsec_bench",
-      SVC_GATE_PAYMENT_PRICE_BUILDER: "price_bench_builder", SVC_GATE_PAYMENT_PRICE_PRO: "price_bench_pro",
+      SVC_GATE_PAYMENT_SECRET_KEY: "sk_test_bench",
+      SVC_GATE_PAYMENT_WEBHOOK_SECRET: "whsec_bench",
+      SVC_GATE_PAYMENT_PRICE_BUILDER: "price_bench_builder",
+      SVC_GATE_PAYMENT_PRICE_PRO: "price_bench_pro",
       SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:9",
       ...extra,
     });
@@ -332,12 +438,22 @@ async function main() {
     await tryGateway("memory", gwEnv("memory", {}));
     await tryGateway("two_engines", gwEnv("two", { SVC_GATE_ENGINE_URL: `${engine.info.url},${engine2.info.url}` }));
     await tryGateway("redis", gwEnv("redis", { SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: `${prefix}own:` }));
-    await tryGateway("redis_node_redis", gwEnv("redis-lib", { SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: `${prefix}lib:`, SVC_BENCH_REDIS_CLIENT: "node-redis" }));
+    await tryGateway(
+      "redis_node_redis",
+      gwEnv("redis-lib", { SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: `${prefix}lib:`, SVC_BENCH_REDIS_CLIENT: "node-redis" }),
+    );
     if (process.env.SVC_BENCH_REDIS_CLUSTER === "1") {
       cluster = await startCluster(dir).catch(() => null);
       if (cluster) {
         await tryGateway("cluster", gwEnv("cluster", { SVC_GATE_REDIS_CLUSTER_NODES: cluster.nodes[0]!, SVC_GATE_REDIS_PREFIX: `${prefix}own:` }));
-        await tryGateway("cluster_node_redis", gwEnv("cluster-lib", { SVC_GATE_REDIS_CLUSTER_NODES: cluster.nodes[0]!, SVC_GATE_REDIS_PREFIX: `${prefix}lib:`, SVC_BENCH_REDIS_CLIENT: "node-redis" }));
+        await tryGateway(
+          "cluster_node_redis",
+          gwEnv("cluster-lib", {
+            SVC_GATE_REDIS_CLUSTER_NODES: cluster.nodes[0]!,
+            SVC_GATE_REDIS_PREFIX: `${prefix}lib:`,
+            SVC_BENCH_REDIS_CLIENT: "node-redis",
+          }),
+        );
       }
     }
 
@@ -360,17 +476,36 @@ async function main() {
     for (const via of ["memory", "redis"] as const) {
       const g = gateways.get(via);
       if (!g) continue;
-      const adminPost = (path: string, body: unknown) => fetch(g.info.url + path, {
-        method: "POST", headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" }, body: JSON.stringify(body),
+      const adminPost = (path: string, body: unknown) =>
+        fetch(g.info.url + path, {
+          method: "POST",
+          headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+      await adminPost("/gate/onboard/create", {
+        tenant_id: "bench_keys",
+        namespaces: ["default", "other"],
+        plan: "enterprise",
+        monthly_quota: 1e12,
+        rate_limit: { requests: 100_000_000, window_s: 1 },
       });
-      await adminPost("/gate/onboard/create", { tenant_id: "bench_keys", namespaces: ["default", "other"], plan: "enterprise", monthly_quota: 1e12, rate_limit: { requests: 100_000_000, window_s: 1 } });
       let last = "";
       for (let i = 0; i < MAX_KEYS_PER_TENANT; i++) {
-        const r = await adminPost("/gate/admin/keys", { tenant_id: "bench_keys", name: `team-${i}`, scopes: ["read", "write"], namespaces: ["default"], expires_at: "2099-01-01T00:00:00Z" });
+        const r = await adminPost("/gate/admin/keys", {
+          tenant_id: "bench_keys",
+          name: `team-${i}`,
+          scopes: ["read", "write"],
+          namespaces: ["default"],
+          expires_at: "2099-01-01T00:00:00Z",
+        });
         last = ((await r.json()) as { api_key: string }).api_key;
       }
       keys.set(`${via}_scoped`, last);
-      const refused = await fetch(g.info.url + "/v1/put", { method: "POST", headers: { "x-api-key": last, "content-type": "application/json" }, body: JSON.stringify({ namespace: "other", key: "x", data_b64: "AAAA" }) });
+      const refused = await fetch(g.info.url + "/v1/put", {
+        method: "POST",
+        headers: { "x-api-key": last, "content-type": "application/json" },
+        body: JSON.stringify({ namespace: "other", key: "x", data_b64: "AAAA" }),
+      });
       await refused.body?.cancel();
       scopedChecks[via] = refused.status;
     }
@@ -379,13 +514,32 @@ async function main() {
     const putBody = () => JSON.stringify({ namespace: "default", key: `p${n++ % 64}`, data_b64: payload });
     // Seed the entry that `get` reads (through the engine directly, tenant "bench").
     const direct = { authorization: `Bearer ${SERVICE_KEY}`, "x-svc-tenant": "bench" };
-    await fetch(engine.info.url + "/v1/put", { method: "POST", headers: { ...direct, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }) });
-    await fetch(engine.info.url + "/v1/put", { method: "POST", headers: { ...direct, "x-svc-tenant": "bench_keys", "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }) });
+    await fetch(engine.info.url + "/v1/put", {
+      method: "POST",
+      headers: { ...direct, "content-type": "application/json" },
+      body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }),
+    });
+    await fetch(engine.info.url + "/v1/put", {
+      method: "POST",
+      headers: { ...direct, "x-svc-tenant": "bench_keys", "content-type": "application/json" },
+      body: JSON.stringify({ namespace: "default", key: "g", data_b64: randomBytes(1024).toString("base64") }),
+    });
     await keyCheckFigures();
-    console.log(JSON.stringify({ bench: "gateway", figure: "scoped_key_check", scoped_keys_per_tenant: MAX_KEYS_PER_TENANT, write_in_other_namespace_status: scopedChecks }));
+    console.log(
+      JSON.stringify({
+        bench: "gateway",
+        figure: "scoped_key_check",
+        scoped_keys_per_tenant: MAX_KEYS_PER_TENANT,
+        write_in_other_namespace_status: scopedChecks,
+      }),
+    );
 
     const cpu = cpus();
-    console.log(`# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${ROUNDS} interleaved rounds of ${SECONDS} s per figure, redis ${gateways.has("redis") ? REDIS_URL : "unavailable"}, redis cluster ${cluster ? "3 masters, local" : "not run"}, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+    console.log(
+      `# gateway bench: node ${process.version}, ${platform()} ${arch()}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length} threads, ${Math.round(totalmem() / 2 ** 30)} GiB, engine storage ${engine.info.storage}, loopback, ${ROUNDS} interleaved rounds of ${SECONDS} s per figure, redis ${gateways.has("redis") ? REDIS_URL : "unavailable"}, redis cluster ${cluster ? "3 masters, local" : "not run"}, load average ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(" ")}`,
+    );
 
     const median = (xs: number[]) => {
       const v = [...xs].sort((a, b) => a - b);
@@ -399,9 +553,10 @@ async function main() {
         for (const via of vias) {
           const target = via === "direct" ? engine : gatewayOf(via);
           const auth = via === "direct" ? direct : { "x-api-key": keys.get(via)! };
-          const req: Req = op === "get"
-            ? { method: "GET", path: "/v1/get/default/g", headers: auth }
-            : { method: "POST", path: "/v1/put", headers: { ...auth, "content-type": "application/json" }, body: putBody };
+          const req: Req =
+            op === "get"
+              ? { method: "GET", path: "/v1/get/default/g", headers: auth }
+              : { method: "POST", path: "/v1/put", headers: { ...auth, "content-type": "application/json" }, body: putBody };
           const r = await load(target.info.url!, connections, req, [engine.proc.pid, via === "direct" ? undefined : target.proc.pid, engine2.proc.pid]);
           runs.set(via, [...(runs.get(via) ?? []), r]);
         }
@@ -413,10 +568,19 @@ async function main() {
           return xs.length ? Math.round(median(xs)) : null;
         };
         const fig = {
-          bench: "gateway", op, via: via === "direct" ? "direct" : "gateway", limiter: via === "direct" ? null : via, connections,
-          rounds: rs.length, requests: rs.reduce((a, r) => a + r.requests, 0), errors: rs.reduce((a, r) => a + r.errors, 0),
-          rps: Math.round(median(rs.map((r) => r.rps))), p50_ms: r3(median(rs.map((r) => r.p50_ms))), p99_ms: r3(median(rs.map((r) => r.p99_ms))),
-          engine_cpu_us_per_req: cpu("engine_cpu_us_per_req"), gateway_cpu_us_per_req: cpu("gateway_cpu_us_per_req"),
+          bench: "gateway",
+          op,
+          via: via === "direct" ? "direct" : "gateway",
+          limiter: via === "direct" ? null : via,
+          connections,
+          rounds: rs.length,
+          requests: rs.reduce((a, r) => a + r.requests, 0),
+          errors: rs.reduce((a, r) => a + r.errors, 0),
+          rps: Math.round(median(rs.map((r) => r.rps))),
+          p50_ms: r3(median(rs.map((r) => r.p50_ms))),
+          p99_ms: r3(median(rs.map((r) => r.p99_ms))),
+          engine_cpu_us_per_req: cpu("engine_cpu_us_per_req"),
+          gateway_cpu_us_per_req: cpu("gateway_cpu_us_per_req"),
           ...(via === "two_engines" ? { engine2_cpu_us_per_req: cpu("engine2_cpu_us_per_req") } : {}),
         };
         figures.push({ op, via, connections, rps: fig.rps, p50_ms: fig.p50_ms, p99_ms: fig.p99_ms });
@@ -425,15 +589,28 @@ async function main() {
     };
     const has = (vias: Via[]) => vias.filter((v) => v === "direct" || gateways.has(v));
     const hasScoped = (vias: Via[]) => vias.filter((v) => keys.has(v));
-    if (OPS.includes("get")) for (const c of CONNECTIONS) await measure("get", c, [...has(["direct", "memory", "two_engines", "redis", "redis_node_redis", "cluster", "cluster_node_redis"]), ...hasScoped(["memory_scoped", "redis_scoped"])]);
+    if (OPS.includes("get"))
+      for (const c of CONNECTIONS)
+        await measure("get", c, [
+          ...has(["direct", "memory", "two_engines", "redis", "redis_node_redis", "cluster", "cluster_node_redis"]),
+          ...hasScoped(["memory_scoped", "redis_scoped"]),
+        ]);
     if (OPS.includes("put_64k")) for (const c of CONNECTIONS) await measure("put_64k", c, has(["direct", "memory", "two_engines"]));
-    console.log(`# load average after the runs: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+    console.log(
+      `# load average after the runs: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(" ")}`,
+    );
 
     const find = (op: string, via: Via, c: number) => figures.find((f) => f.op === op && f.via === via && f.connections === c);
     const compare = (figure: string, op: string, base: Via, other: Via) => {
       for (const c of CONNECTIONS) {
-        const b = find(op, base, c), o = find(op, other, c);
-        if (b && o) console.log(JSON.stringify({ bench: "gateway", figure, op, connections: c, p50_added_ms: r3(o.p50_ms - b.p50_ms), throughput_ratio: r3(o.rps / b.rps) }));
+        const b = find(op, base, c),
+          o = find(op, other, c);
+        if (b && o)
+          console.log(
+            JSON.stringify({ bench: "gateway", figure, op, connections: c, p50_added_ms: r3(o.p50_ms - b.p50_ms), throughput_ratio: r3(o.rps / b.rps) }),
+          );
       }
     };
     for (const op of ["get", "put_64k"].filter((o) => OPS.includes(o))) {
@@ -459,10 +636,28 @@ async function main() {
     if (two) {
       let agree = 0;
       for (let i = 0; i < 8; i++) {
-        const r = await fetch(two.info.url + "/v1/put", { method: "POST", headers: { "x-api-key": keys.get("two_engines")!, "content-type": "application/json" }, body: JSON.stringify({ namespace: "default", key: `check${i}`, data_b64: randomBytes(256).toString("base64") }) });
+        const r = await fetch(two.info.url + "/v1/put", {
+          method: "POST",
+          headers: { "x-api-key": keys.get("two_engines")!, "content-type": "application/json" },
+          body: JSON.stringify({ namespace: "default", key: `check${i}`, data_b64: randomBytes(256).toString("base64") }),
+        });
         const put = (await r.json()) as { version: number; fingerprint: { sha256: string } };
-        const [a, b] = await Promise.all([engine, engine2].map(async (e) => (await (await fetch(`${e.info.url}/v1/get/default/check${i}`, { headers: direct })).json()) as { version: number; fingerprint: { sha256: string } }));
-        if (a!.version === put.version && b!.version === put.version && a!.fingerprint.sha256 === put.fingerprint.sha256 && b!.fingerprint.sha256 === put.fingerprint.sha256) agree++;
+        const [a, b] = await Promise.all(
+          [engine, engine2].map(
+            async (e) =>
+              (await (await fetch(`${e.info.url}/v1/get/default/check${i}`, { headers: direct })).json()) as {
+                version: number;
+                fingerprint: { sha256: string };
+              },
+          ),
+        );
+        if (
+          a!.version === put.version &&
+          b!.version === put.version &&
+          a!.fingerprint.sha256 === put.fingerprint.sha256 &&
+          b!.fingerprint.sha256 === put.fingerprint.sha256
+        )
+          agree++;
       }
       console.log(JSON.stringify({ bench: "gateway", figure: "two_engines_check", puts: 8, same_version_and_fingerprint_on_both_engines: agree }));
     }

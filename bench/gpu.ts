@@ -62,7 +62,13 @@ out({
   backend: b,
   device: b.cuda_device,
   device_memory: mem,
-  machine: { cpu: cpus()[0]?.model ?? "unknown", cores: cpus().length, loadavg_1m: +loadavg()[0]!.toFixed(2), mem_GiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version },
+  machine: {
+    cpu: cpus()[0]?.model ?? "unknown",
+    cores: cpus().length,
+    loadavg_1m: +loadavg()[0]!.toFixed(2),
+    mem_GiB: +(totalmem() / 2 ** 30).toFixed(1),
+    node: process.version,
+  },
 });
 if (b.cuda_device === null) {
   console.error(`bench/gpu: no CUDA device, nothing to measure (${b.reason}).`);
@@ -82,14 +88,29 @@ if (on("reconstruct")) {
       const host = await dev.reconstruct(h, t);
       const e2e = (performance.now() - t0) / 1e3;
       const err = relDiff(host, await tt.reconstruct(t));
-      out({ figure: "reconstruct", shape: [n, n, n], rank, rel_err_vs_cpu: +err.toExponential(2), check: verdict(err <= TOL), dense_bytes: bytes, repeats, device_s: s, device_GBps: +(bytes / s / GB).toFixed(1), with_copy_to_host_GBps: +(host.byteLength / e2e / GB).toFixed(2), target_GBps: 500 });
+      out({
+        figure: "reconstruct",
+        shape: [n, n, n],
+        rank,
+        rel_err_vs_cpu: +err.toExponential(2),
+        check: verdict(err <= TOL),
+        dense_bytes: bytes,
+        repeats,
+        device_s: s,
+        device_GBps: +(bytes / s / GB).toFixed(1),
+        with_copy_to_host_GBps: +(host.byteLength / e2e / GB).toFixed(2),
+        target_GBps: 500,
+      });
       dev.free(h);
     }
   }
 }
 
 if (on("load")) {
-  for (const [n, rank] of [[4096, 1024], [8192, 1024]] as const) {
+  for (const [n, rank] of [
+    [4096, 1024],
+    [8192, 1024],
+  ] as const) {
     if (Date.now() > deadline) break;
     const t = randomTT([n, n], rank, 7);
     const bytes = dev.bytesFor(t);
@@ -100,13 +121,31 @@ if (on("load")) {
       const r = await dev.loadTimed(t);
       runs.push({ h2d: r.h2d_s, wall: (performance.now() - t0) / 1e3 });
       // what arrived: a block at each end of the tensor against the CPU's (the last bytes of a chunked copy included)
-      for (const slice of [[[0, 64], [0, 64]], [[n - 64, n], [n - 64, n]]] as [number, number][][])
+      for (const slice of [
+        [
+          [0, 64],
+          [0, 64],
+        ],
+        [
+          [n - 64, n],
+          [n - 64, n],
+        ],
+      ] as [number, number][][])
         err = Math.max(err, relDiff(await dev.reconstruct(r.handle, t, slice), await tt.reconstruct(t, { slice })));
       dev.free(r.handle);
     }
     const h2d = median(runs.map((r) => r.h2d));
     const wall = median(runs.map((r) => r.wall));
-    out({ figure: "load", bytes, runs: runs.length, blocks_rel_err_vs_cpu: +err.toExponential(2), check: verdict(err <= TOL), pinned_h2d_GBps: +(bytes / h2d / GB).toFixed(1), end_to_end_GBps: +(bytes / wall / GB).toFixed(2), target_GBps: 20 });
+    out({
+      figure: "load",
+      bytes,
+      runs: runs.length,
+      blocks_rel_err_vs_cpu: +err.toExponential(2),
+      check: verdict(err <= TOL),
+      pinned_h2d_GBps: +(bytes / h2d / GB).toFixed(1),
+      end_to_end_GBps: +(bytes / wall / GB).toFixed(2),
+      target_GBps: 20,
+    });
   }
 }
 
@@ -129,7 +168,12 @@ if (on("topk")) {
     const lat: number[] = [];
     // the CPU's answer over the same candidates: its scores of the 100 distinct entries, repeated
     const raw100 = await tt.dotBatch(q, distinct);
-    const cpu = rankScores(Float64Array.from(handles, (_, i) => raw100[i % 100]!), norms, "cosine", 10);
+    const cpu = rankScores(
+      Float64Array.from(handles, (_, i) => raw100[i % 100]!),
+      norms,
+      "cosine",
+      10,
+    );
     const got = await dev.topk(hq, handles, norms, "cosine", 10); // also the warm-up
     const scoreErr = Math.max(...Array.from(got.score, (v, i) => Math.abs(v - cpu.score[i]!) / Math.abs(cpu.score[i]!)));
     const agree = got.index.length === cpu.index.length && got.index.every((v, i) => v === cpu.index[i]);
@@ -139,10 +183,22 @@ if (on("topk")) {
       lat.push(performance.now() - s0);
     }
     out({
-      figure: "topk", entries: handles.length, shape: [64, 64, 64], rank, k: 10, metric: "cosine",
-      same_top_k_as_cpu: agree, score_rel_err_vs_cpu: +scoreErr.toExponential(2), check: verdict(agree && scoreErr <= TOL), runs: lat.length,
-      p50_ms: +median(lat).toFixed(2), min_ms: +Math.min(...lat).toFixed(2), max_ms: +Math.max(...lat).toFixed(2),
-      resident_bytes: handles.length * dev.bytesFor(distinct[0]!), load_all_s: +loadS.toFixed(1), target_ms: 20,
+      figure: "topk",
+      entries: handles.length,
+      shape: [64, 64, 64],
+      rank,
+      k: 10,
+      metric: "cosine",
+      same_top_k_as_cpu: agree,
+      score_rel_err_vs_cpu: +scoreErr.toExponential(2),
+      check: verdict(agree && scoreErr <= TOL),
+      runs: lat.length,
+      p50_ms: +median(lat).toFixed(2),
+      min_ms: +Math.min(...lat).toFixed(2),
+      max_ms: +Math.max(...lat).toFixed(2),
+      resident_bytes: handles.length * dev.bytesFor(distinct[0]!),
+      load_all_s: +loadS.toFixed(1),
+      target_ms: 20,
     });
     for (const h of [hq, ...handles]) dev.free(h);
   }

@@ -113,7 +113,8 @@ if (on("json_read")) {
   const signer = createSigner(b, b.generateKeyPair());
   const receipt = buildReceipt({ artifact, claims: { run: "bench", step: 1 } }, { serial: 1, previous: null }, signer, new Date());
   const claims: Record<string, unknown> = {};
-  for (let i = 0; JSON.stringify(claims).length < 60 * 1024; i++) claims[`k${i}`] = { n: i, f: i / 7, s: `value ${i} \u00e9`, b: i % 2 === 0, z: null, a: [i, i + 1] };
+  for (let i = 0; JSON.stringify(claims).length < 60 * 1024; i++)
+    claims[`k${i}`] = { n: i, f: i / 7, s: `value ${i} \u00e9`, b: i % 2 === 0, z: null, a: [i, i + 1] };
   const bodies: Array<[string, string]> = [
     ["verify_body", JSON.stringify({ receipt })],
     ["issue_body_64k_claims", JSON.stringify({ artifact, claims })],
@@ -129,8 +130,12 @@ if (on("json_read")) {
     }
     // the best round of each: the one least disturbed by other work on the machine
     emit({
-      figure: "json_read", body: name, bytes: text.length, same_value_as_json_parse: same,
-      strict_us: r1(1e6 / Math.max(...strict)), json_parse_us: r1(1e6 / Math.max(...plain)),
+      figure: "json_read",
+      body: name,
+      bytes: text.length,
+      same_value_as_json_parse: same,
+      strict_us: r1(1e6 / Math.max(...strict)),
+      json_parse_us: r1(1e6 / Math.max(...plain)),
     });
   }
 }
@@ -167,7 +172,13 @@ function cpuSeconds(pid: number): { total: number; threads: Map<string, number> 
  * thread, and the busiest other thread (the receipt worker when issuing); and the load
  * generator's (this process's) CPU per request.
  */
-function cpuPerRequest(pid: number, a: ReturnType<typeof cpuSeconds>, b: ReturnType<typeof cpuSeconds>, client: NodeJS.CpuUsage, n: number): Record<string, number | null> {
+function cpuPerRequest(
+  pid: number,
+  a: ReturnType<typeof cpuSeconds>,
+  b: ReturnType<typeof cpuSeconds>,
+  client: NodeJS.CpuUsage,
+  n: number,
+): Record<string, number | null> {
   const ms = (s: number) => Math.round((s * 1e6) / n) / 1000;
   if (!a || !b || n === 0) return { server_cpu_ms: null };
   const d = (tid: string) => (b.threads.get(tid) ?? 0) - (a.threads.get(tid) ?? 0);
@@ -189,27 +200,36 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function load(pool: Pool, path: string, body: string, token: string | null, expect: number, seconds = SECONDS): Promise<{ ok: number; per_s: number; p50_ms: number; p99_ms: number; errors: number }> {
+async function load(
+  pool: Pool,
+  path: string,
+  body: string,
+  token: string | null,
+  expect: number,
+  seconds = SECONDS,
+): Promise<{ ok: number; per_s: number; p50_ms: number; p99_ms: number; errors: number }> {
   const lat: number[] = [];
   let ok = 0;
   let errors = 0;
   const start = performance.now();
   const end = start + seconds * 1000;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (performance.now() < end) {
-      const t0 = performance.now();
-      const res = await pool.request({
-        method: "POST",
-        path,
-        headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body,
-      });
-      await res.body.arrayBuffer();
-      lat.push(performance.now() - t0);
-      if (res.statusCode === expect) ok++;
-      else errors++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        const res = await pool.request({
+          method: "POST",
+          path,
+          headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+          body,
+        });
+        await res.body.arrayBuffer();
+        lat.push(performance.now() - t0);
+        if (res.statusCode === expect) ok++;
+        else errors++;
+      }
+    }),
+  );
   const secs = (performance.now() - start) / 1000;
   return { ok, per_s: r1(ok / secs), p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)), errors };
 }
@@ -266,22 +286,46 @@ for (const name of BACKENDS) {
     if (on("http_issue")) {
       const issue = await measured("/v1/provenance/exact", issueBody, adminKey, 201);
       emit({
-        figure: "http_issue", backend: name, concurrency: CONCURRENCY, receipts: issue.ok, per_s: issue.per_s, p50_ms: issue.p50_ms, p99_ms: issue.p99_ms,
-        errors: issue.errors, durable: "fdatasync per batch", signing: "worker thread",
-        server_cpu_ms_per_receipt: issue.cpu.server_cpu_ms, main_thread_ms_per_receipt: issue.cpu.main_thread_ms,
-        worker_thread_ms_per_receipt: issue.cpu.busiest_other_thread_ms, client_cpu_ms_per_request: issue.cpu.client_cpu_ms,
+        figure: "http_issue",
+        backend: name,
+        concurrency: CONCURRENCY,
+        receipts: issue.ok,
+        per_s: issue.per_s,
+        p50_ms: issue.p50_ms,
+        p99_ms: issue.p99_ms,
+        errors: issue.errors,
+        durable: "fdatasync per batch",
+        signing: "worker thread",
+        server_cpu_ms_per_receipt: issue.cpu.server_cpu_ms,
+        main_thread_ms_per_receipt: issue.cpu.main_thread_ms,
+        worker_thread_ms_per_receipt: issue.cpu.busiest_other_thread_ms,
+        client_cpu_ms_per_request: issue.cpu.client_cpu_ms,
         loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
       });
     }
     if (on("http_verify")) {
-      const one = await pool.request({ method: "POST", path: "/v1/provenance/exact", headers: { "content-type": "application/json", authorization: `Bearer ${adminKey}` }, body: issueBody });
+      const one = await pool.request({
+        method: "POST",
+        path: "/v1/provenance/exact",
+        headers: { "content-type": "application/json", authorization: `Bearer ${adminKey}` },
+        body: issueBody,
+      });
       const receipt = await one.body.json();
       const ver = await measured("/v1/provenance/verify", JSON.stringify({ receipt }), null, 200);
       const vMs = ver.cpu.server_cpu_ms;
       emit({
-        figure: "http_verify", backend: name, concurrency: CONCURRENCY, verifications: ver.ok, per_s: ver.per_s, p50_ms: ver.p50_ms, p99_ms: ver.p99_ms,
-        errors: ver.errors, server_cpu_ms_per_verification: vMs, one_core_bound_per_s: vMs ? Math.round(1000 / vMs) : null,
-        client_cpu_ms_per_request: ver.cpu.client_cpu_ms, loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
+        figure: "http_verify",
+        backend: name,
+        concurrency: CONCURRENCY,
+        verifications: ver.ok,
+        per_s: ver.per_s,
+        p50_ms: ver.p50_ms,
+        p99_ms: ver.p99_ms,
+        errors: ver.errors,
+        server_cpu_ms_per_verification: vMs,
+        one_core_bound_per_s: vMs ? Math.round(1000 / vMs) : null,
+        client_cpu_ms_per_request: ver.cpu.client_cpu_ms,
+        loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
       });
     }
     await pool.close();

@@ -47,8 +47,20 @@ interface Case {
   rotate?: number;
 }
 
-interface LoadResult { requests: number; rps: number; p50_ms: number; p99_ms: number; wrong_status: number; compared: number; wrong_body: number; errors: number }
-interface Row extends LoadResult { cpu_us_per_req: number | null; engine_cpu_us_per_req?: number | null }
+interface LoadResult {
+  requests: number;
+  rps: number;
+  p50_ms: number;
+  p99_ms: number;
+  wrong_status: number;
+  compared: number;
+  wrong_body: number;
+  errors: number;
+}
+interface Row extends LoadResult {
+  cpu_us_per_req: number | null;
+  engine_cpu_us_per_req?: number | null;
+}
 
 /** CPU seconds (user + system, all threads) a process has used so far; null off Linux. */
 function cpuSeconds(pid: number | undefined): number | null {
@@ -72,8 +84,13 @@ async function undiciLoad(url: string, connections: number, c: Case): Promise<Lo
   const expect = c.expectFile ? await readFile(c.expectFile) : undefined;
   const pool = new Pool(url, { connections, pipelining: 1 });
   const lat: number[] = [];
-  let wrong_status = 0, compared = 0, wrong_body = 0, errors = 0, n = 0;
-  let measuring = false, stopAt = 0;
+  let wrong_status = 0,
+    compared = 0,
+    wrong_body = 0,
+    errors = 0,
+    n = 0;
+  let measuring = false,
+    stopAt = 0;
   const worker = async () => {
     while (Date.now() < stopAt) {
       const t0 = process.hrtime.bigint();
@@ -113,18 +130,24 @@ const lua = (s: string) => JSON.stringify(s); // a JSON string literal is a vali
 
 /** wrk's script: the request, and per thread the answers counted, statuses checked and every 64th body compared. */
 function wrkScript(c: Case): string {
-  const headers = Object.entries(c.headers).map(([k, v]) => `wrk.headers[${lua(k)}] = ${lua(v)}`).join("\n");
+  const headers = Object.entries(c.headers)
+    .map(([k, v]) => `wrk.headers[${lua(k)}] = ${lua(v)}`)
+    .join("\n");
   return `
 wrk.method = ${lua(c.method)}
 ${headers}
 local function slurp(p) local f = assert(io.open(p, "rb")); local s = f:read("*a"); f:close(); return s end
 ${c.bodyFile ? `wrk.body = slurp(${lua(c.bodyFile)})` : ""}
 local expect = ${c.expectFile ? `slurp(${lua(c.expectFile)})` : "nil"}
-${c.rotate ? `local seq = 0
+${
+  c.rotate
+    ? `local seq = 0
 function request()
   seq = seq + 1
   return wrk.format(nil, ${lua(c.path)} .. (seq % ${c.rotate}))
-end` : ""}
+end`
+    : ""
+}
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
 function init(args) n = 0; wrong_status = 0; compared = 0; wrong_body = 0 end
@@ -152,32 +175,52 @@ async function wrkLoad(dir: string, url: string, connections: number, c: Case, p
   const script = join(dir, `wrk-${randomBytes(4).toString("hex")}.lua`);
   await writeFile(script, wrkScript(c), { mode: 0o600 });
   const run = async (seconds: number) => {
-    const p = spawn("wrk", ["-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "30s", "-s", script, url + c.path], { stdio: ["ignore", "pipe", "inherit"] });
+    const p = spawn("wrk", ["-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "30s", "-s", script, url + c.path], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     let out = "";
     p.stdout.on("data", (d: Buffer) => (out += d.toString()));
     await new Promise((r) => p.once("exit", r));
     const line = out.split("\n").find((l) => l.startsWith("RESULT "));
     if (!line) throw new Error(`wrk gave no result: ${out.slice(-500)}`);
-    return JSON.parse(line.slice(7)) as { requests: number; duration_us: number; p50_us: number; p99_us: number; wrong_status: number; compared: number; wrong_body: number; errors: number };
+    return JSON.parse(line.slice(7)) as {
+      requests: number;
+      duration_us: number;
+      p50_us: number;
+      p99_us: number;
+      wrong_status: number;
+      compared: number;
+      wrong_body: number;
+      errors: number;
+    };
   };
   await run(1);
   const cpu0 = pids.map(cpuSeconds);
   const r = await run(SECONDS);
   const cpu = pids.map((p, i) => {
-    const a = cpu0[i], b = cpuSeconds(p);
+    const a = cpu0[i],
+      b = cpuSeconds(p);
     return a === null || b === null || r.requests === 0 ? null : Math.round(((b - a) / r.requests) * 1e6);
   });
   return {
-    cpu_us_per_req: cpu[0] ?? null, ...(pids.length > 1 ? { engine_cpu_us_per_req: cpu[1] ?? null } : {}),
-    requests: r.requests, rps: Math.round(r.requests / (r.duration_us / 1e6)), p50_ms: r3(r.p50_us / 1000), p99_ms: r3(r.p99_us / 1000),
-    wrong_status: r.wrong_status, compared: r.compared, wrong_body: r.wrong_body, errors: r.errors,
+    cpu_us_per_req: cpu[0] ?? null,
+    ...(pids.length > 1 ? { engine_cpu_us_per_req: cpu[1] ?? null } : {}),
+    requests: r.requests,
+    rps: Math.round(r.requests / (r.duration_us / 1e6)),
+    p50_ms: r3(r.p50_us / 1000),
+    p99_ms: r3(r.p99_us / 1000),
+    wrong_status: r.wrong_status,
+    compared: r.compared,
+    wrong_body: r.wrong_body,
+    errors: r.errors,
   };
 }
 
 async function undiciChild(url: string, connections: number, c: Case, pids: Array<number | undefined>): Promise<Row> {
   const cpu0 = pids.map(cpuSeconds);
   const p = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--role=loadgen"], {
-    env: { ...process.env, SVC_BENCH_LOAD: JSON.stringify({ url, connections, c }) }, stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, SVC_BENCH_LOAD: JSON.stringify({ url, connections, c }) },
+    stdio: ["ignore", "pipe", "inherit"],
   });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: p.stdout! }).once("line", resolve);
@@ -186,18 +229,23 @@ async function undiciChild(url: string, connections: number, c: Case, pids: Arra
   const r = JSON.parse(line) as LoadResult;
   // the warm-up second is counted here too: the CPU figure is over all requests sent
   const cpu = pids.map((p, i) => {
-    const a = cpu0[i], b = cpuSeconds(p);
+    const a = cpu0[i],
+      b = cpuSeconds(p);
     return a === null || b === null || r.requests === 0 ? null : Math.round(((b - a) / r.requests) * 1e6);
   });
   return { ...r, cpu_us_per_req: cpu[0] ?? null, ...(pids.length > 1 ? { engine_cpu_us_per_req: cpu[1] ?? null } : {}) };
 }
 
-interface Child { url: string; proc: ChildProcess }
+interface Child {
+  url: string;
+  proc: ChildProcess;
+}
 
 async function child(r: string, env: Record<string, string>): Promise<Child> {
   const prof = process.env.SVC_BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(process.env.SVC_BENCH_PROFILE, r)}`] : [];
   const proc = spawn(process.execPath, [...prof, "--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`], {
-    env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "ignore", "inherit", "pipe"],
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ["ignore", "ignore", "inherit", "pipe"],
   });
   const url = await new Promise<string>((resolve, reject) => {
     createInterface({ input: proc.stdio[3] as NodeJS.ReadableStream }).once("line", (l) => resolve((JSON.parse(l) as { url: string }).url));
@@ -237,15 +285,23 @@ async function main() {
   };
   try {
     const engineEnv = (extra: Record<string, string>) => ({
-      SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
       // the access log is part of the request path being measured: on, written to /dev/null
-      SVC_ENGINE_LOG_LEVEL: "info", ...extra,
+      SVC_ENGINE_LOG_LEVEL: "info",
+      ...extra,
     });
     const engine = await child("engine", engineEnv({}));
     children.push(engine);
     const direct = { authorization: `Bearer ${SERVICE_KEY}`, "x-svc-tenant": "bench" };
     const put = async (url: string, key: string, bytes: Buffer) => {
-      const r = await fetch(`${url}/v1/put?namespace=default&key=${key}`, { method: "POST", headers: { ...direct, "content-type": "application/octet-stream" }, body: bytes });
+      const r = await fetch(`${url}/v1/put?namespace=default&key=${key}`, {
+        method: "POST",
+        headers: { ...direct, "content-type": "application/octet-stream" },
+        body: bytes,
+      });
       if (r.status !== 201) throw new Error(`seeding ${key}: ${r.status} ${await r.text()}`);
     };
     await put(engine.url, "m", randomBytes(1024));
@@ -256,24 +312,39 @@ async function main() {
       if (r.status !== 200) throw new Error(`${url}: ${r.status}`);
       return { body: Buffer.from(await r.arrayBuffer()), type: r.headers.get("content-type")! };
     };
-    const serveInit = (key: string): RequestInit => ({ method: "POST", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, body: JSON.stringify({ namespace: "default", key }) });
+    const serveInit = (key: string): RequestInit => ({
+      method: "POST",
+      headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" },
+      body: JSON.stringify({ namespace: "default", key }),
+    });
     const meta = await fetchBody(`${engine.url}/v1/get/default/m`, { headers: direct });
     const s16 = await fetchBody(`${engine.url}/v1/serve`, serveInit("b16k"));
     const s1m = await fetchBody(`${engine.url}/v1/serve`, serveInit("b1m"));
-    const metaFile = await file("meta.json", meta.body), s16File = await file("s16k.bin", s16.body), s1mFile = await file("s1m.bin", s1m.body);
+    const metaFile = await file("meta.json", meta.body),
+      s16File = await file("s16k.bin", s16.body),
+      s1mFile = await file("s1m.bin", s1m.body);
     const bare = await child("bare", {
-      SVC_BENCH_BARE: JSON.stringify({ "/meta": { file: metaFile, type: meta.type }, "/s16k": { file: s16File, type: s16.type }, "/s1m": { file: s1mFile, type: s1m.type } }),
+      SVC_BENCH_BARE: JSON.stringify({
+        "/meta": { file: metaFile, type: meta.type },
+        "/s16k": { file: s16File, type: s16.type },
+        "/s1m": { file: s1mFile, type: s1m.type },
+      }),
     });
     children.push(bare);
 
     const gateway = await child("gateway", {
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-      SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
     });
     children.push(gateway);
     const onboard = async (tenant_id: string, rate_limit: { requests: number; window_s: number }) => {
       const r = await fetch(gateway.url + "/gate/onboard/create", {
-        method: "POST", headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
+        method: "POST",
+        headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
         body: JSON.stringify({ tenant_id, plan: "enterprise", monthly_quota: 1e12, rate_limit }),
       });
       if (r.status !== 201 && r.status !== 200) throw new Error(`onboarding ${tenant_id}: ${r.status} ${await r.text()}`);
@@ -317,39 +388,105 @@ async function main() {
       for (const conns of [32, 1]) for (const [label, target, c] of targets) row(`${name}:${label}`, conns, await measure(target, conns, c));
     };
     const ratio = (figure: string, a: string, b: string) => {
-      const x = out[`${a}@32`], y = out[`${b}@32`], x1 = out[`${a}@1`], y1 = out[`${b}@1`];
+      const x = out[`${a}@32`],
+        y = out[`${b}@32`],
+        x1 = out[`${a}@1`],
+        y1 = out[`${b}@1`];
       if (!x || !y) return;
       const cpu = x.cpu_us_per_req !== null && y.cpu_us_per_req !== null ? { cpu_per_req_ratio_32: r3(x.cpu_us_per_req / y.cpu_us_per_req) } : {};
-      console.log(JSON.stringify({ bench: "serving", figure, of: a, to: b, rps_ratio_32: r3(x.rps / y.rps), ...cpu, ...(x1 && y1 ? { p50_added_ms_1: r3(x1.p50_ms - y1.p50_ms) } : {}) }));
+      console.log(
+        JSON.stringify({
+          bench: "serving",
+          figure,
+          of: a,
+          to: b,
+          rps_ratio_32: r3(x.rps / y.rps),
+          ...cpu,
+          ...(x1 && y1 ? { p50_added_ms_1: r3(x1.p50_ms - y1.p50_ms) } : {}),
+        }),
+      );
     };
 
-    const getCase = (headers: Record<string, string>, expectFile: string | undefined, status = 200): Case => ({ method: "GET", path: "/v1/get/default/m", headers, status, ...(expectFile ? { expectFile } : {}) });
+    const getCase = (headers: Record<string, string>, expectFile: string | undefined, status = 200): Case => ({
+      method: "GET",
+      path: "/v1/get/default/m",
+      headers,
+      status,
+      ...(expectFile ? { expectFile } : {}),
+    });
     if (WANTED.includes("meta"))
-      await pair("meta", [["bare", bare, { method: "GET", path: "/meta", headers: {}, status: 200, expectFile: metaFile }], ["engine", engine, getCase(direct, metaFile)]]);
+      await pair("meta", [
+        ["bare", bare, { method: "GET", path: "/meta", headers: {}, status: 200, expectFile: metaFile }],
+        ["engine", engine, getCase(direct, metaFile)],
+      ]);
     if (WANTED.includes("serve16k")) {
       const body = await serveBodyFile("b16k");
       await pair("serve16k", [
         ["bare", bare, { method: "GET", path: "/s16k", headers: {}, status: 200, expectFile: s16File }],
-        ["engine", engine, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s16File }],
+        [
+          "engine",
+          engine,
+          {
+            method: "POST",
+            path: "/v1/serve",
+            headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" },
+            bodyFile: body,
+            status: 200,
+            expectFile: s16File,
+          },
+        ],
       ]);
     }
     if (WANTED.includes("serve1m")) {
       const body = await serveBodyFile("b1m");
       await pair("serve1m", [
         ["bare", bare, { method: "GET", path: "/s1m", headers: {}, status: 200, expectFile: s1mFile }],
-        ["engine", engine, { method: "POST", path: "/v1/serve", headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" }, bodyFile: body, status: 200, expectFile: s1mFile }],
+        [
+          "engine",
+          engine,
+          {
+            method: "POST",
+            path: "/v1/serve",
+            headers: { ...direct, "content-type": "application/json", accept: "application/octet-stream" },
+            bodyFile: body,
+            status: 200,
+            expectFile: s1mFile,
+          },
+        ],
       ]);
     }
     if (WANTED.includes("gateway")) {
       // the gateway's answer adds headers but the body is the engine's
-      await pair("gateway", [["engine", engine, getCase(direct, metaFile)], ["gateway", gateway, getCase({ "x-api-key": benchKey }, metaFile)]]);
+      await pair("gateway", [
+        ["engine", engine, getCase(direct, metaFile)],
+        ["gateway", gateway, getCase({ "x-api-key": benchKey }, metaFile)],
+      ]);
     }
     if (WANTED.includes("refused"))
-      await pair("refused", [["bare", bare, { method: "GET", path: "/meta", headers: {}, status: 200 }], ["gateway", gateway, getCase({ "x-api-key": limitedKey }, undefined, 429)]]);
+      await pair("refused", [
+        ["bare", bare, { method: "GET", path: "/meta", headers: {}, status: 200 }],
+        ["gateway", gateway, getCase({ "x-api-key": limitedKey }, undefined, 429)],
+      ]);
     if (WANTED.includes("put64k"))
-      await pair("put64k", [["engine", engine, { method: "POST", path: "/v1/put?namespace=default&key=p", rotate: 256, headers: { ...direct, "content-type": "application/octet-stream" }, bodyFile: putFile, status: 201 }]]);
+      await pair("put64k", [
+        [
+          "engine",
+          engine,
+          {
+            method: "POST",
+            path: "/v1/put?namespace=default&key=p",
+            rotate: 256,
+            headers: { ...direct, "content-type": "application/octet-stream" },
+            bodyFile: putFile,
+            status: 201,
+          },
+        ],
+      ]);
     if (WANTED.includes("pg") && pgEngine && pgMetaFile)
-      await pair("pg", [["lmdb", engine, getCase(direct, metaFile)], ["postgres", pgEngine, getCase(direct, pgMetaFile)]]);
+      await pair("pg", [
+        ["lmdb", engine, getCase(direct, metaFile)],
+        ["postgres", pgEngine, getCase(direct, pgMetaFile)],
+      ]);
 
     ratio("engine_vs_bare", "meta:engine", "meta:bare");
     ratio("engine_vs_bare", "serve16k:engine", "serve16k:bare");
@@ -358,7 +495,11 @@ async function main() {
     ratio("refused_vs_bare", "refused:gateway", "refused:bare");
     ratio("postgres_vs_lmdb", "pg:postgres", "pg:lmdb");
     const cpu = cpus();
-    console.log(`# serving bench: node ${process.version}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length}, load generator ${haveWrk ? "wrk -t1" : "undici Pool (child process)"}, ${SECONDS} s per figure after 1 s warm-up, access logs on (to /dev/null), load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+    console.log(
+      `# serving bench: node ${process.version}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length}, load generator ${haveWrk ? "wrk -t1" : "undici Pool (child process)"}, ${SECONDS} s per figure after 1 s warm-up, access logs on (to /dev/null), load average ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(" ")}`,
+    );
   } finally {
     for (const c of children.reverse()) await stop(c);
     if (pgCreated) await pgAdmin(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`).catch(() => undefined);

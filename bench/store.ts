@@ -43,10 +43,19 @@ if (!BACKENDS.includes("lmdb") || BACKENDS.some((k) => k !== "lmdb" && k !== "po
 const PG_SERVER = process.env.SVC_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
 const b = tt.backend();
-console.log(JSON.stringify({
-  bench: "store", isa: b.isa, threads: b.threads, cuda_device: b.cuda_device, node: process.version,
-  cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", mem_gib: Math.round(totalmem() / 2 ** 30), storage: BACKENDS,
-}));
+console.log(
+  JSON.stringify({
+    bench: "store",
+    isa: b.isa,
+    threads: b.threads,
+    cuda_device: b.cuda_device,
+    node: process.version,
+    cpus: cpus().length,
+    cpu: cpus()[0]?.model ?? "unknown",
+    mem_gib: Math.round(totalmem() / 2 ** 30),
+    storage: BACKENDS,
+  }),
+);
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o));
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -61,7 +70,8 @@ function smooth(shape: number[], p: number): Float32Array {
   const d = shape.length;
   const idx = new Array<number>(d).fill(0);
   for (let i = 0; i < n; i++) {
-    let a = 1, c = 1;
+    let a = 1,
+      c = 1;
     for (let k = 0; k < d; k++) {
       a *= Math.sin((idx[k]! + 1 + p) / (5 + k));
       c *= Math.cos(idx[k]! / (7 + 2 * k) - p);
@@ -79,11 +89,14 @@ function smooth(shape: number[], p: number): Float32Array {
 function familyField(p: number): Float32Array {
   const n = 64;
   const x = new Float32Array(n ** 3);
-  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) for (let k = 0; k < n; k++) {
-    let v = 0;
-    for (let t = 0; t < 6; t++) v += (Math.sin((i + 1 + p) / (5 + t) + t) * Math.cos(j / (7 + 2 * t) - p) * Math.sin(k / (4 + t) + 0.5 * t + p * t)) / (1 + t);
-    x[(i * n + j) * n + k] = v;
-  }
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < n; j++)
+      for (let k = 0; k < n; k++) {
+        let v = 0;
+        for (let t = 0; t < 6; t++)
+          v += (Math.sin((i + 1 + p) / (5 + t) + t) * Math.cos(j / (7 + 2 * t) - p) * Math.sin(k / (4 + t) + 0.5 * t + p * t)) / (1 + t);
+        x[(i * n + j) * n + k] = v;
+      }
   return x;
 }
 
@@ -117,9 +130,14 @@ try {
 
   // ---- put ----
   for (const [kind, store] of stores) {
-    for (const [label, shape] of [["4KiB", [32, 32]], ["64KiB", [128, 128]], ["1MiB", [64, 64, 64]], ["1MiB-noise", [64, 64, 64]]] as const) {
+    for (const [label, shape] of [
+      ["4KiB", [32, 32]],
+      ["64KiB", [128, 128]],
+      ["1MiB", [64, 64, 64]],
+      ["1MiB-noise", [64, 64, 64]],
+    ] as const) {
       let seed = 99;
-      const noise = (n: number) => Float32Array.from({ length: n }, () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32) - 0.5);
+      const noise = (n: number) => Float32Array.from({ length: n }, () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32 - 0.5);
       const variants = Array.from({ length: 8 }, (_, i) => (label === "1MiB-noise" ? noise(64 ** 3) : smooth([...shape], i * 0.1)));
       const lat: number[] = [];
       const verdicts = new Set<string>();
@@ -138,7 +156,17 @@ try {
         await tt.compress(variants[i % 8]!, [...shape], { tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 });
         comp.push(performance.now() - s);
       }
-      emit({ figure: "put", storage: kind, size: label, tt_compress_p50_ms: r3(pct(comp, 50)), puts: lat.length, puts_per_s: r3(lat.length / total), p50_ms: r3(pct(lat, 50)), p99_ms: r3(pct(lat, 99)), verdicts: [...verdicts] });
+      emit({
+        figure: "put",
+        storage: kind,
+        size: label,
+        tt_compress_p50_ms: r3(pct(comp, 50)),
+        puts: lat.length,
+        puts_per_s: r3(lat.length / total),
+        p50_ms: r3(pct(lat, 50)),
+        p99_ms: r3(pct(lat, 99)),
+        verdicts: [...verdicts],
+      });
     }
   }
 
@@ -147,7 +175,7 @@ try {
   const bases: tt.CompressResult[] = [];
   for (let i = 0; i < BASES; i++) bases.push((await tt.compress(familyField(i * 0.37), [64, 64, 64], { tolerance: 1e-4, max_rank: 16 }))!);
   let seed = 12345;
-  const rnd = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32) - 0.5;
+  const rnd = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32 - 0.5;
   const member = (i: number): tt.TT => {
     const base = bases[i % BASES]!;
     return { modes: base.modes, ranks: base.ranks, shape: [64, 64, 64], cores: base.cores.map((c) => Float32Array.from(c, (v) => v * (1 + 0.05 * rnd()))) };
@@ -165,7 +193,12 @@ try {
       // the dense copy is the reconstruction of exactly what is stored
       const x = (await tt.reconstruct(m)) as Float32Array;
       writeSync(fd, new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
-      items.push({ key: `m${String(i).padStart(6, "0")}`, cores: m.cores.map((c, k) => ({ shape: [m.ranks[k]!, m.modes[k]!, m.ranks[k + 1]!] as [number, number, number], data: c as Float32Array })), shape: [64, 64, 64], metadata: { i, base: i % BASES } });
+      items.push({
+        key: `m${String(i).padStart(6, "0")}`,
+        cores: m.cores.map((c, k) => ({ shape: [m.ranks[k]!, m.modes[k]!, m.ranks[k + 1]!] as [number, number, number], data: c as Float32Array })),
+        shape: [64, 64, 64],
+        metadata: { i, base: i % BASES },
+      });
     }
     for (const store of stores.values()) await store.putCoresBatch("fam", items);
     // the first 2000 also form a namespace of their own, for the in-memory comparison
@@ -201,7 +234,11 @@ try {
     for (let i = 0; i < 5000; i++) {
       const key = keyOf(i);
       const s = performance.now();
-      const res = await pool.request({ method: "GET", path: `/v1/get/fam/${key}`, headers: { authorization: `Bearer ${serviceKey}`, "x-svc-tenant": "local" } });
+      const res = await pool.request({
+        method: "GET",
+        path: `/v1/get/fam/${key}`,
+        headers: { authorization: `Bearer ${serviceKey}`, "x-svc-tenant": "local" },
+      });
       const g = (await res.body.json()) as { version: number; fingerprint: { sha256: string } };
       hl.push(performance.now() - s);
       if (i < 200 && res.statusCode === 200 && g.version === 1 && g.fingerprint.sha256 === fingerprints.get(key)) hright++;
@@ -221,7 +258,15 @@ try {
     const d = (await store.serve("fam", "m000001")).data;
     served.set(kind, Buffer.from(d.buffer, d.byteOffset, d.byteLength));
     const same = Buffer.compare(served.get(kind)!, served.get("lmdb")!) === 0;
-    emit({ figure: "serve", storage: kind, entry: "64^3 float32 (TT)", serves: n, serves_per_s: r3(n / s), mb_per_s: r3((n * BYTES) / 2 ** 20 / s), same_as_lmdb: same });
+    emit({
+      figure: "serve",
+      storage: kind,
+      entry: "64^3 float32 (TT)",
+      serves: n,
+      serves_per_s: r3(n / s),
+      mb_per_s: r3((n * BYTES) / 2 ** 20 / s),
+      same_as_lmdb: same,
+    });
   }
 
   // ---- top-K: TT on the stored form vs a dense float32 scan ----
@@ -300,8 +345,13 @@ try {
     sub.push(performance.now() - s);
   }
   emit({
-    figure: "topk_in_memory", storage: "lmdb", entries: M, tt_ms_p50: r3(pct(sub, 50)), dense_f32_in_memory_ms: r3(Math.min(...memRuns)),
-    speedup: r3(Math.min(...memRuns) / pct(sub, 50)), note: "TT top-K over a namespace of the first M entries vs the same entries held in memory as float32",
+    figure: "topk_in_memory",
+    storage: "lmdb",
+    entries: M,
+    tt_ms_p50: r3(pct(sub, 50)),
+    dense_f32_in_memory_ms: r3(Math.min(...memRuns)),
+    speedup: r3(Math.min(...memRuns) / pct(sub, 50)),
+    note: "TT top-K over a namespace of the first M entries vs the same entries held in memory as float32",
   });
   closeSync(qfd);
   const denseMs = Math.min(...dense);
@@ -309,10 +359,21 @@ try {
   for (const [kind, { cold, warm, res }] of topks) {
     const ttMs = pct(warm, 50);
     emit({
-      figure: "topk", storage: kind, entries: TOPK_N, shape: [64, 64, 64], k: K, metric: "cosine", scanned: res.scanned, skipped: res.skipped,
+      figure: "topk",
+      storage: kind,
+      entries: TOPK_N,
+      shape: [64, 64, 64],
+      k: K,
+      metric: "cosine",
+      scanned: res.scanned,
+      skipped: res.skipped,
       dense_source: "file in the page cache, read in 64 MiB chunks",
-      tt_ms_p50: r3(ttMs), tt_cold_ms: r3(cold), dense_f32_scan_ms: r3(denseMs), speedup: r3(denseMs / ttMs),
-      warm_vs_lmdb: r3(ttMs / pct(ref.warm, 50)), cold_vs_lmdb: r3(cold / ref.cold),
+      tt_ms_p50: r3(ttMs),
+      tt_cold_ms: r3(cold),
+      dense_f32_scan_ms: r3(denseMs),
+      speedup: r3(denseMs / ttMs),
+      warm_vs_lmdb: r3(ttMs / pct(ref.warm, 50)),
+      cold_vs_lmdb: r3(cold / ref.cold),
       same_top_k: JSON.stringify(res.results.map((x) => x.key)) === JSON.stringify(dtop),
       same_scores_as_lmdb: JSON.stringify(res.results) === JSON.stringify(ref.res.results),
     });
@@ -325,7 +386,7 @@ try {
     let meta = 0;
     const seen = new Set<string>();
     for (const ns of ["put", "fam", "fam2k"]) {
-      for (let off = 0; ; ) {
+      for (let off = 0; ;) {
         const page = await store.list(ns, { offset: off, limit: 1000 });
         for (const item of page.keys) {
           const g = await store.get(ns, item.key);
@@ -357,9 +418,17 @@ try {
     const recordBytes = pagesOf(["records"]);
     const payloadDbBytes = pagesOf(["payloads", "payload_index", "payload_bodies", "payload_stream"]);
     emit({
-      figure: "disk", storage: "lmdb", payload_bytes: stored, metadata_bytes: meta, file_bytes: disk, allocated_bytes: allocated,
-      ratio_file: r3(disk / (stored + meta)), ratio_allocated: r3(allocated / (stored + meta)),
-      records_pages_bytes: recordBytes, payload_pages_bytes: payloadDbBytes, other_pages_bytes: (st.last_page + 1) * st.page_size - recordBytes - payloadDbBytes,
+      figure: "disk",
+      storage: "lmdb",
+      payload_bytes: stored,
+      metadata_bytes: meta,
+      file_bytes: disk,
+      allocated_bytes: allocated,
+      ratio_file: r3(disk / (stored + meta)),
+      ratio_allocated: r3(allocated / (stored + meta)),
+      records_pages_bytes: recordBytes,
+      payload_pages_bytes: payloadDbBytes,
+      other_pages_bytes: (st.last_page + 1) * st.page_size - recordBytes - payloadDbBytes,
     });
   }
 } finally {

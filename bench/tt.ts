@@ -21,11 +21,12 @@ function out(o: Record<string, unknown>) {
   console.log(JSON.stringify(o));
 }
 
-
 /** Sum of separable terms a_t * f_t(x) g_t(y) h_t(z) on an n^3 grid, built by outer products. */
 function separable(n: number, terms: { a: number; f: (x: number) => number; g: (x: number) => number; h: (x: number) => number }[]) {
   const x = new Float32Array(n * n * n);
-  const fx = new Float64Array(n), gy = new Float64Array(n), hz = new Float32Array(n);
+  const fx = new Float64Array(n),
+    gy = new Float64Array(n),
+    hz = new Float32Array(n);
   for (const t of terms) {
     for (let i = 0; i < n; i++) {
       fx[i] = t.a * t.f(i / n);
@@ -51,8 +52,11 @@ function addGaussian(x: Float32Array, n: number, c: number[], l: number[], a: nu
     const dx = i / n - c[0]!;
     for (let j = 0; j < n; j++) {
       const dy = j / n - c[1]!;
-      const y0 = l[0]! * dx, y1 = l[1]! * dx + l[2]! * dy, y2b = l[3]! * dx + l[4]! * dy;
-      const base = (i * n + j) * n, q01 = y0 * y0 + y1 * y1;
+      const y0 = l[0]! * dx,
+        y1 = l[1]! * dx + l[2]! * dy,
+        y2b = l[3]! * dx + l[4]! * dy;
+      const base = (i * n + j) * n,
+        q01 = y0 * y0 + y1 * y1;
       for (let k = 0; k < n; k++) {
         const y2 = y2b + l[5]! * (k / n - c[2]!);
         const q = 0.5 * (q01 + y2 * y2);
@@ -84,7 +88,8 @@ function gaussians24(n: number) {
   for (let b = 0; b < 24; b++) {
     const s = 1 / (0.04 + 0.15 * u());
     const l = [s * (0.5 + u()), (u() - 0.5) * s, s * (0.5 + u()), (u() - 0.5) * s, (u() - 0.5) * s, s * (0.5 + u())];
-    const c = [u(), u(), u()], a = u() - 0.3;
+    const c = [u(), u(), u()],
+      a = u() - 0.3;
     addGaussian(x, n, c, l, a);
   }
   return x;
@@ -94,9 +99,14 @@ function gaussians24(n: number) {
 function bumps(n: number, count: number) {
   const u = rng(2);
   const x = new Float32Array(n * n);
-  const f = new Float64Array(n), g = new Float64Array(n);
+  const f = new Float64Array(n),
+    g = new Float64Array(n);
   for (let q = 0; q < count; q++) {
-    const w = Math.exp(-q / 8), c1 = u(), c2 = u(), s1 = 0.02 + 0.1 * u(), s2 = 0.02 + 0.1 * u();
+    const w = Math.exp(-q / 8),
+      c1 = u(),
+      c2 = u(),
+      s1 = 0.02 + 0.1 * u(),
+      s2 = 0.02 + 0.1 * u();
     for (let i = 0; i < n; i++) {
       f[i] = Math.exp(-(((i / n - c1) / s1) ** 2));
       g[i] = Math.exp(-(((i / n - c2) / s2) ** 2));
@@ -116,7 +126,12 @@ function heat(n: number) {
       for (let c = 1; c <= 12; c++) {
         const k2 = a * a + b * b + c * c;
         const amp = (g() / Math.sqrt(k2)) * Math.exp(-k2 * Math.PI * Math.PI * 2e-3);
-        terms.push({ a: amp, f: (x: number) => Math.sin(a * Math.PI * x), g: (x: number) => Math.sin(b * Math.PI * x), h: (x: number) => Math.sin(c * Math.PI * x) });
+        terms.push({
+          a: amp,
+          f: (x: number) => Math.sin(a * Math.PI * x),
+          g: (x: number) => Math.sin(b * Math.PI * x),
+          h: (x: number) => Math.sin(c * Math.PI * x),
+        });
       }
   return separable(n, terms);
 }
@@ -132,7 +147,8 @@ async function lowrank(n: number) {
 /** Natural-image-like 2-D array (synthesised: 1/f spectrum noise plus random sharp-edged
  *  shapes), 2048 x 2048; not a photograph. */
 function image(n: number) {
-  const g = gaussian(11), u = rng(12);
+  const g = gaussian(11),
+    u = rng(12);
   const x = new Float32Array(n * n);
   // 1/f noise as a sum of octaves of bilinearly interpolated lattice noise, amplitude ~ 1/frequency.
   for (let cell = n / 4; cell >= 2; cell /= 2) {
@@ -140,19 +156,27 @@ function image(n: number) {
     const lat = Float32Array.from({ length: m * m }, () => g());
     const amp = cell / n;
     for (let i = 0; i < n; i++) {
-      const fi = i / cell, i0 = Math.floor(fi), ti = fi - i0;
+      const fi = i / cell,
+        i0 = Math.floor(fi),
+        ti = fi - i0;
       for (let j = 0; j < n; j++) {
-        const fj = j / cell, j0 = Math.floor(fj), tj = fj - j0;
-        const v = (1 - ti) * ((1 - tj) * lat[i0 * m + j0]! + tj * lat[i0 * m + j0 + 1]!) + ti * ((1 - tj) * lat[(i0 + 1) * m + j0]! + tj * lat[(i0 + 1) * m + j0 + 1]!);
+        const fj = j / cell,
+          j0 = Math.floor(fj),
+          tj = fj - j0;
+        const v =
+          (1 - ti) * ((1 - tj) * lat[i0 * m + j0]! + tj * lat[i0 * m + j0 + 1]!) + ti * ((1 - tj) * lat[(i0 + 1) * m + j0]! + tj * lat[(i0 + 1) * m + j0 + 1]!);
         x[i * n + j]! += amp * v;
       }
     }
   }
   for (let s = 0; s < 40; s++) {
-    const cx = u() * n, cy = u() * n, r = (0.02 + 0.15 * u()) * n, v = u() - 0.5, rect = u() < 0.5;
+    const cx = u() * n,
+      cy = u() * n,
+      r = (0.02 + 0.15 * u()) * n,
+      v = u() - 0.5,
+      rect = u() < 0.5;
     for (let i = Math.max(0, Math.floor(cy - r)); i < Math.min(n, cy + r); i++)
-      for (let j = Math.max(0, Math.floor(cx - r)); j < Math.min(n, cx + r); j++)
-        if (rect || (i - cy) ** 2 + (j - cx) ** 2 < r * r) x[i * n + j]! += v;
+      for (let j = Math.max(0, Math.floor(cx - r)); j < Math.min(n, cx + r); j++) if (rect || (i - cy) ** 2 + (j - cx) ** 2 < r * r) x[i * n + j]! += v;
   }
   return x;
 }
@@ -225,11 +249,21 @@ async function bench(name: string, data: Float32Array, shape: number[], modeSets
       const dd = await timeit(() => tt.dotDense(r, data));
       const dt = await timeit(() => tt.dot(r, r), 200, 2000);
       out({
-        name, shape, modes_rule: label, modes: r.modes, tolerance: tol,
-        ratio: +(data.length / size(r)).toFixed(2), relative_error: +r.relative_error.toExponential(3), ...(await checked(data, r, tol)), max_rank: Math.max(...r.ranks),
-        compress_s: +cs.toFixed(4), compress_MBps: +(bytes / MB / cs).toFixed(1),
-        reconstruct_MBps: +(bytes / MB / rec.s).toFixed(1), dot_dense_MBps: +(bytes / MB / dd.s).toFixed(1),
-        dot_tt_ms: +(dt.s * 1000).toFixed(4), peak_extra_over_input: peak === null ? null : +peak.toFixed(2),
+        name,
+        shape,
+        modes_rule: label,
+        modes: r.modes,
+        tolerance: tol,
+        ratio: +(data.length / size(r)).toFixed(2),
+        relative_error: +r.relative_error.toExponential(3),
+        ...(await checked(data, r, tol)),
+        max_rank: Math.max(...r.ranks),
+        compress_s: +cs.toFixed(4),
+        compress_MBps: +(bytes / MB / cs).toFixed(1),
+        reconstruct_MBps: +(bytes / MB / rec.s).toFixed(1),
+        dot_dense_MBps: +(bytes / MB / dd.s).toFixed(1),
+        dot_tt_ms: +(dt.s * 1000).toFixed(4),
+        peak_extra_over_input: peak === null ? null : +peak.toFixed(2),
       });
     }
   }
@@ -248,7 +282,19 @@ async function early(name: string, data: Float32Array, shape: number[]) {
       const t1 = performance.now();
       const r = await tt.compress(data, shape, { tolerance: tol, min_ratio: minRatio });
       const es = (performance.now() - t1) / 1000;
-      out({ name: `early_exit_${name}`, shape, tolerance: tol, min_ratio: minRatio, gave_up: r === null, full_ratio: +fullRatio.toFixed(3), full_capped: full ? full.relative_error > tol : null, ...check, full_s: +fs.toFixed(3), early_s: +es.toFixed(4), fraction_of_full: +(es / fs).toFixed(4) });
+      out({
+        name: `early_exit_${name}`,
+        shape,
+        tolerance: tol,
+        min_ratio: minRatio,
+        gave_up: r === null,
+        full_ratio: +fullRatio.toFixed(3),
+        full_capped: full ? full.relative_error > tol : null,
+        ...check,
+        full_s: +fs.toFixed(3),
+        early_s: +es.toFixed(4),
+        fraction_of_full: +(es / fs).toFixed(4),
+      });
     }
   }
 }
@@ -257,9 +303,13 @@ async function early(name: string, data: Float32Array, shape: number[]) {
  *  store's options (max_rank 256, min_ratio 1.2), median of 40 calls over 8 variants. */
 async function small() {
   const field = (shape: number[], p: number) => {
-    const n = shape.reduce((a, b) => a * b, 1), d = shape.length, x = new Float32Array(n), idx = new Array<number>(d).fill(0);
+    const n = shape.reduce((a, b) => a * b, 1),
+      d = shape.length,
+      x = new Float32Array(n),
+      idx = new Array<number>(d).fill(0);
     for (let i = 0; i < n; i++) {
-      let a = 1, c = 1;
+      let a = 1,
+        c = 1;
       for (let k = 0; k < d; k++) {
         a *= Math.sin((idx[k]! + 1 + p) / (5 + k));
         c *= Math.cos(idx[k]! / (7 + 2 * k) - p);
@@ -272,9 +322,16 @@ async function small() {
     }
     return x;
   };
-  for (const shape of [[32, 32], [128, 128], [64, 64, 64]]) {
+  for (const shape of [
+    [32, 32],
+    [128, 128],
+    [64, 64, 64],
+  ]) {
     const vs = Array.from({ length: 8 }, (_, i) => field(shape, i * 0.1));
-    for (const opts of [{ tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 }, { tolerance: 1e-3, max_rank: 256 }]) {
+    for (const opts of [
+      { tolerance: 1e-3, max_rank: 256, min_ratio: 1.2 },
+      { tolerance: 1e-3, max_rank: 256 },
+    ]) {
       const lat: number[] = [];
       let r: tt.CompressResult | null = null;
       for (let i = 0; i < 40; i++) {
@@ -284,15 +341,26 @@ async function small() {
       }
       lat.sort((a, b) => a - b);
       const check = r ? await checked(vs[39 % 8]!, r, opts.tolerance) : null;
-      out({ name: "small_smooth", shape, min_ratio: "min_ratio" in opts ? opts.min_ratio : null, p50_ms: +lat[20]!.toFixed(3), ratio: r ? +(vs[0]!.length / size(r)).toFixed(1) : null, ...check });
+      out({
+        name: "small_smooth",
+        shape,
+        min_ratio: "min_ratio" in opts ? opts.min_ratio : null,
+        p50_ms: +lat[20]!.toFixed(3),
+        ratio: r ? +(vs[0]!.length / size(r)).toFixed(1) : null,
+        ...check,
+      });
     }
   }
 }
 
-
 /** Single-threaded numpy TT-SVD (bench/tt_numpy.py, LAPACK gesdd) on the same data, modes and
  *  tolerance, or null when python3 with numpy is not there. */
-function numpyTT(data: Float32Array | Float64Array, modes: number[], tol: number, reps: number): { best_s: number; median_s: number; ranks: number[]; relative_error: number } | null {
+function numpyTT(
+  data: Float32Array | Float64Array,
+  modes: number[],
+  tol: number,
+  reps: number,
+): { best_s: number; median_s: number; ranks: number[]; relative_error: number } | null {
   const dir = mkdtempSync(join(tmpdir(), "svc-tt-bench-"));
   try {
     const file = join(dir, "a.raw");
@@ -302,7 +370,12 @@ function numpyTT(data: Float32Array | Float64Array, modes: number[], tol: number
     delete env.OPENBLAS_CORETYPE;
     delete env.OPENBLAS_L2_SIZE;
     const dtype = data instanceof Float64Array ? "float64" : "float32";
-    const outp = execFileSync("python3", [new URL("./tt_numpy.py", import.meta.url).pathname, file, dtype, modes.join(","), String(tol), String(reps)], { env, encoding: "utf8", maxBuffer: 1 << 20, stdio: ["ignore", "pipe", "ignore"] });
+    const outp = execFileSync("python3", [new URL("./tt_numpy.py", import.meta.url).pathname, file, dtype, modes.join(","), String(tol), String(reps)], {
+      env,
+      encoding: "utf8",
+      maxBuffer: 1 << 20,
+      stdio: ["ignore", "pipe", "ignore"],
+    });
     return JSON.parse(outp.trim().split("\n").pop()!);
   } catch {
     return null;
@@ -336,7 +409,8 @@ function photo(name: string): Float32Array | null {
  * norm (the random initialisation a training run leaves), as in the spectra of trained layers.
  */
 async function weights(rows: number, cols: number, seed: number): Promise<Float32Array> {
-  const g = gaussian(seed), r = Math.min(rows, cols);
+  const g = gaussian(seed),
+    r = Math.min(rows, cols);
   const u = Float32Array.from({ length: rows * r }, (_, i) => (g() * (Math.floor(i % r) + 1) ** -0.7) / Math.sqrt(rows));
   const v = Float32Array.from({ length: r * cols }, () => g() / Math.sqrt(cols));
   const w = (await tt.reconstruct({ modes: [rows, cols], ranks: [1, r, 1], cores: [u, v] })) as Float32Array;
@@ -376,11 +450,24 @@ async function versus(name: string, data: Float32Array | Float64Array, shape: nu
   if (bad) violations++;
   const np = numpyTT(data, res.modes, tol, reps);
   out({
-    name, shape, dtype: data instanceof Float64Array ? "float64" : "float32", modes: res.modes, tolerance: tol, max_rank: maxRank ?? null,
-    ranks: res.ranks, measured_error: +err.toExponential(3), within_tolerance: err <= tol, ...(bad ? { VIOLATION: true } : {}),
-    ratio: +(data.length / size(res)).toFixed(2), engine_best_s: +times[0]!.toFixed(4), engine_median_s: +times[times.length >> 1]!.toFixed(4),
-    numpy_best_s: np ? +np.best_s.toFixed(4) : null, numpy_median_s: np ? +np.median_s.toFixed(4) : null, numpy_max_rank: np ? Math.max(...np.ranks) : null,
-    numpy_error: np ? +np.relative_error.toExponential(3) : null, speedup_vs_numpy: np ? +(np.best_s / times[0]!).toFixed(2) : null,
+    name,
+    shape,
+    dtype: data instanceof Float64Array ? "float64" : "float32",
+    modes: res.modes,
+    tolerance: tol,
+    max_rank: maxRank ?? null,
+    ranks: res.ranks,
+    measured_error: +err.toExponential(3),
+    within_tolerance: err <= tol,
+    ...(bad ? { VIOLATION: true } : {}),
+    ratio: +(data.length / size(res)).toFixed(2),
+    engine_best_s: +times[0]!.toFixed(4),
+    engine_median_s: +times[times.length >> 1]!.toFixed(4),
+    numpy_best_s: np ? +np.best_s.toFixed(4) : null,
+    numpy_median_s: np ? +np.median_s.toFixed(4) : null,
+    numpy_max_rank: np ? Math.max(...np.ranks) : null,
+    numpy_error: np ? +np.relative_error.toExponential(3) : null,
+    speedup_vs_numpy: np ? +(np.best_s / times[0]!).toFixed(2) : null,
     loadavg_1m: +loadavg()[0]!.toFixed(2),
   });
 }
@@ -388,7 +475,10 @@ async function versus(name: string, data: Float32Array | Float64Array, shape: nu
 async function vsNumpy() {
   for (const p of ["camera", "astronaut"]) {
     const x = photo(p);
-    if (!x) { out({ name: `photo_${p}`, skipped: "python3 with scikit-image not found" }); continue; }
+    if (!x) {
+      out({ name: `photo_${p}`, skipped: "python3 with scikit-image not found" });
+      continue;
+    }
     for (const tol of [1e-2, 1e-3]) await versus(`photo_${p}`, x, [512, 512], tol);
   }
   const w1 = await weights(1024, 1024, 21);
@@ -403,19 +493,21 @@ async function vsNumpy() {
   for (const tol of [1e-8, 1e-10]) await versus("smooth_f64_128", s64, [128, 128, 128], tol);
 }
 
-
 /**
  * Top-K by inner product over `count` TT entries of 64^3 (smooth fields compressed at 1e-3 with
  * the store's modes) against a TT query: tt.dotBatch on the cores versus a single-threaded numpy
  * matmul over the dense entries, same run; the top-10 keys of both are compared.
  */
 async function topk() {
-  const n = 64, size3 = n * n * n, K = 10;
+  const n = 64,
+    size3 = n * n * n,
+    K = 10;
   for (const count of [300, 2000]) {
     if (Date.now() > deadline) return out({ name: "topk", skipped: "time budget spent" });
     const dir = mkdtempSync(join(tmpdir(), "svc-tt-topk-"));
     try {
-      const file = join(dir, "m.raw"), qfile = join(dir, "q.raw");
+      const file = join(dir, "m.raw"),
+        qfile = join(dir, "q.raw");
       const entries: tt.CompressResult[] = [];
       const { openSync, writeSync, closeSync } = await import("node:fs");
       const fd = openSync(file, "w", 0o600);
@@ -429,11 +521,14 @@ async function topk() {
           const l = [s * (0.5 + u()), (u() - 0.5) * s, s * (0.5 + u()), (u() - 0.5) * s, (u() - 0.5) * s, s * (0.5 + u())];
           addGaussian(x, n, [u(), u(), u()], l, u() - 0.3);
         }
-        const fx = u() * 6, fy = u() * 6;
-        for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-          const w = 0.1 * Math.sin(fx * i / n + fy * j / n), base = (i * n + j) * n;
-          for (let k = 0; k < n; k++) x[base + k]! += w;
-        }
+        const fx = u() * 6,
+          fy = u() * 6;
+        for (let i = 0; i < n; i++)
+          for (let j = 0; j < n; j++) {
+            const w = 0.1 * Math.sin((fx * i) / n + (fy * j) / n),
+              base = (i * n + j) * n;
+            for (let k = 0; k < n; k++) x[base + k]! += w;
+          }
         const r = (await tt.compress(x, [n, n, n], { tolerance: 1e-3, max_rank: 256 }))!;
         // the dense side holds what the entries store: their reconstructions
         const rec = (await tt.reconstruct(r)) as Float32Array;
@@ -444,7 +539,8 @@ async function topk() {
       closeSync(fd);
       const q = entries[0]!;
       writeFileSync(qfile, new Uint8Array(dense0!.buffer, dense0!.byteOffset, dense0!.byteLength));
-      const reps = 7, times: number[] = [];
+      const reps = 7,
+        times: number[] = [];
       let scores: Float64Array = new Float64Array(0);
       for (let i = 0; i < reps; i++) {
         const t0 = performance.now();
@@ -458,18 +554,28 @@ async function topk() {
         const env: NodeJS.ProcessEnv = { ...process.env, OPENBLAS_NUM_THREADS: "1", OMP_NUM_THREADS: "1", MKL_NUM_THREADS: "1" };
         delete env.OPENBLAS_CORETYPE;
         delete env.OPENBLAS_L2_SIZE;
-        const o = execFileSync("python3", [new URL("./tt_numpy_topk.py", import.meta.url).pathname, file, qfile, String(count), String(K), String(reps)], { env, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+        const o = execFileSync("python3", [new URL("./tt_numpy_topk.py", import.meta.url).pathname, file, qfile, String(count), String(K), String(reps)], {
+          env,
+          encoding: "utf8",
+          stdio: ["ignore", "pipe", "ignore"],
+        });
         np = JSON.parse(o.trim().split("\n").pop()!);
       } catch {
         np = null;
       }
       const ranks = entries.map((e) => Math.max(...e.ranks));
       out({
-        name: "topk_dot_batch_64cubed", count, k: K, max_rank_median: ranks.sort((a, b) => a - b)[ranks.length >> 1],
-        engine_best_ms: +times[0]!.toFixed(2), engine_median_ms: +times[reps >> 1]!.toFixed(2),
-        numpy_best_ms: np ? +(np.best_s * 1000).toFixed(2) : null, numpy_median_ms: np ? +(np.median_s * 1000).toFixed(2) : null,
-        speedup_vs_numpy: np ? +(np.best_s * 1000 / times[0]!).toFixed(2) : null,
-        same_top_keys: np ? np.top.every((v, i) => v === top[i]) : null, loadavg_1m: +loadavg()[0]!.toFixed(2),
+        name: "topk_dot_batch_64cubed",
+        count,
+        k: K,
+        max_rank_median: ranks.sort((a, b) => a - b)[ranks.length >> 1],
+        engine_best_ms: +times[0]!.toFixed(2),
+        engine_median_ms: +times[reps >> 1]!.toFixed(2),
+        numpy_best_ms: np ? +(np.best_s * 1000).toFixed(2) : null,
+        numpy_median_ms: np ? +(np.median_s * 1000).toFixed(2) : null,
+        speedup_vs_numpy: np ? +((np.best_s * 1000) / times[0]!).toFixed(2) : null,
+        same_top_keys: np ? np.top.every((v, i) => v === top[i]) : null,
+        loadavg_1m: +loadavg()[0]!.toFixed(2),
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -478,12 +584,22 @@ async function topk() {
 }
 
 const b = tt.backend();
-out({ backend: b, machine: { cpu: cpus()[0]?.model ?? "unknown", cores: cpus().length, loadavg_1m: +loadavg()[0]!.toFixed(2), mem_GiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version } });
+out({
+  backend: b,
+  machine: {
+    cpu: cpus()[0]?.model ?? "unknown",
+    cores: cpus().length,
+    loadavg_1m: +loadavg()[0]!.toFixed(2),
+    mem_GiB: +(totalmem() / 2 ** 30).toFixed(1),
+    node: process.version,
+  },
+});
 
 const sets: Record<string, () => Promise<void>> = {
   smooth128: async () => bench("smooth_gaussian_mixture", smooth(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   smooth256: async () => bench("smooth_gaussian_mixture", smooth(256), [256, 256, 256], { plain: [256, 256, 256], choose: tt.chooseModes([256, 256, 256]) }),
-  gaussians256: async () => bench("rotated_gaussians_24", gaussians24(256), [256, 256, 256], { plain: [256, 256, 256], choose: tt.chooseModes([256, 256, 256]) }),
+  gaussians256: async () =>
+    bench("rotated_gaussians_24", gaussians24(256), [256, 256, 256], { plain: [256, 256, 256], choose: tt.chooseModes([256, 256, 256]) }),
   bumps2048: async () => bench("separable_bumps_60", bumps(2048, 60), [2048, 2048], { plain: [2048, 2048], choose: tt.chooseModes([2048, 2048]) }),
   heat128: async () => bench("heat_equation", heat(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),
   lowrank: async () => bench("exact_tt_rank6", await lowrank(128), [128, 128, 128], { plain: [128, 128, 128], choose: tt.chooseModes([128, 128, 128]) }),

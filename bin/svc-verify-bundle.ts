@@ -69,7 +69,8 @@ await runCli(async () => {
   try {
     if (format === "zip") {
       if (!st.isFile()) throw new BundleError("unreadable", `The bundle ${bundlePath} is not a file`);
-      if (st.size > MAX_TOTAL_BYTES) throw new BundleError("refused", `The bundle is larger than the ${MAX_TOTAL_BYTES / (1024 * 1024)} MiB limit for a bundle.`);
+      if (st.size > MAX_TOTAL_BYTES)
+        throw new BundleError("refused", `The bundle is larger than the ${MAX_TOTAL_BYTES / (1024 * 1024)} MiB limit for a bundle.`);
       let buf: Buffer;
       try {
         buf = await readFile(bundlePath);

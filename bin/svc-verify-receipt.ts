@@ -1,6 +1,17 @@
 #!/usr/bin/env node
 // Offline verifier of one provenance receipt: no network, no appliance.
-import { EXIT, UsageError, checkFingerprintArg, digestFile, exitCodeOf, parse, printResult, readPublicKeyFile, readReceiptFile, runCli } from "../server/provenance/cli.js";
+import {
+  EXIT,
+  UsageError,
+  checkFingerprintArg,
+  digestFile,
+  exitCodeOf,
+  parse,
+  printResult,
+  readPublicKeyFile,
+  readReceiptFile,
+  runCli,
+} from "../server/provenance/cli.js";
 import { verifyReceipt } from "../server/provenance/receipt.js";
 import { createBackend } from "../server/provenance/signer.js";
 

@@ -36,7 +36,10 @@ export function locallyCompressible(dtype: Dtype, opts: Record<string, unknown>)
  * engine's minimum ratio (the data then go as they are).
  */
 export async function compressLocally(
-  data: Float32Array | Float64Array, shape: number[], tolerance = LOCAL_DEFAULT_TOLERANCE, maxRank = LOCAL_DEFAULT_MAX_RANK,
+  data: Float32Array | Float64Array,
+  shape: number[],
+  tolerance = LOCAL_DEFAULT_TOLERANCE,
+  maxRank = LOCAL_DEFAULT_MAX_RANK,
 ): Promise<LocalTT | null> {
   const tt = await import("./tt.js");
   let zero = true;
@@ -68,7 +71,11 @@ export async function compressLocally(
     }
   }
   return {
-    cores: res.cores, modes: [...res.modes], ranks: [...res.ranks], relative_error: res.relative_error, max_abs_error: maxAbs,
+    cores: res.cores,
+    modes: [...res.modes],
+    ranks: [...res.ranks],
+    relative_error: res.relative_error,
+    max_abs_error: maxAbs,
     verdict: res.relative_error <= tolerance ? "compressed" : "weak",
   };
 }

@@ -10,8 +10,16 @@
 // same on its retries, so a retried write is applied at most once.
 import { exchange, headerMap, HttpPool, HttpTransportError } from "./client-http.js";
 import {
-  SvcError, ValidationError, RateLimitedError, QuotaExhaustedError, OverloadedError, EngineUnreachableError, errorFromCode,
-  StoreUnavailableError, StorageFullError, StateUnavailableError,
+  SvcError,
+  ValidationError,
+  RateLimitedError,
+  QuotaExhaustedError,
+  OverloadedError,
+  EngineUnreachableError,
+  errorFromCode,
+  StoreUnavailableError,
+  StorageFullError,
+  StateUnavailableError,
 } from "./errors.js";
 import type { Dtype } from "./names.js";
 import { compressLocally, DEFAULT_LOCAL_COMPRESS_BYTES, locallyCompressible, type LocalTT } from "./client-compress.js";
@@ -19,8 +27,18 @@ import type { GetOptions, ServeOptions } from "./schemas.js";
 import { keyProblem, namespaceProblem, quickOptions, type QuickKind } from "./client-names.js";
 import type { OptionKind, OptionsOf } from "./client-validate.js";
 import type {
-  PutData, CoreInput, PutResult, EntryInfo, ListResult, SearchResult, DeleteResult, ServeResult, ServeArray,
-  SimilarityResult, TopkResult, TtInfo,
+  PutData,
+  CoreInput,
+  PutResult,
+  EntryInfo,
+  ListResult,
+  SearchResult,
+  DeleteResult,
+  ServeResult,
+  ServeArray,
+  SimilarityResult,
+  TopkResult,
+  TtInfo,
 } from "./store/index.js";
 import { compileFilter } from "./filter.js";
 import type { TensorStore, TensorStoreGpuHandle } from "./tensor-store.js";
@@ -75,7 +93,15 @@ export interface TransferProgress {
 export type Data = PutData;
 
 /** A GPU-resident entry on the server: what `serveGpu` returns over HTTP. */
-export interface GpuServeInfo { namespace: string; key: string; version: number; device: string; resident: boolean; bytes_on_device: number; tt: TtInfo | null }
+export interface GpuServeInfo {
+  namespace: string;
+  key: string;
+  version: number;
+  device: string;
+  resident: boolean;
+  bytes_on_device: number;
+  tt: TtInfo | null;
+}
 export interface RemoteGpuHandle extends GpuServeInfo, TensorStoreGpuHandle {
   /** Dense reconstruction (a CPU serve of the same version). */
   reconstruct(opts?: Omit<ServeOptions, "version">): Promise<ServeResult>;
@@ -102,8 +128,7 @@ export interface SvcClient extends TensorStore {
   close(): Promise<void>;
 }
 
-const bytesOf = (d: Data): Buffer =>
-  d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
+const bytesOf = (d: Data): Buffer => (d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength));
 
 /** Which explicit dtypes may reinterpret a typed array of another element type (as the store). */
 function compatible(natural: Dtype | "raw", dtype: Dtype): boolean {
@@ -116,25 +141,52 @@ function compatible(natural: Dtype | "raw", dtype: Dtype): boolean {
 /** A typed array of `dtype` over `buf` (float16/bfloat16 as raw Uint16Array bits, bytes as Uint8Array). */
 export function typedArrayOf(dtype: Dtype, buf: Buffer): TypedArray {
   const sizes: Record<Dtype, number> = {
-    float32: 4, float64: 8, float16: 2, bfloat16: 2, int8: 1, uint8: 1, int16: 2, uint16: 2,
-    int32: 4, uint32: 4, int64: 8, uint64: 8, bool: 1, bytes: 1,
+    float32: 4,
+    float64: 8,
+    float16: 2,
+    bfloat16: 2,
+    int8: 1,
+    uint8: 1,
+    int16: 2,
+    uint16: 2,
+    int32: 4,
+    uint32: 4,
+    int64: 8,
+    uint64: 8,
+    bool: 1,
+    bytes: 1,
   };
   const size = sizes[dtype];
   if (buf.length % size !== 0) throw new ValidationError(`The ${buf.length} bytes are not a whole number of ${dtype} elements.`, "data");
   let b = buf;
-  if (b.byteOffset % size !== 0) { b = Buffer.alloc(buf.length); buf.copy(b); }
+  if (b.byteOffset % size !== 0) {
+    b = Buffer.alloc(buf.length);
+    buf.copy(b);
+  }
   const n = b.length / size;
   switch (dtype) {
-    case "float32": return new Float32Array(b.buffer, b.byteOffset, n);
-    case "float64": return new Float64Array(b.buffer, b.byteOffset, n);
-    case "float16": case "bfloat16": case "uint16": return new Uint16Array(b.buffer, b.byteOffset, n);
-    case "int8": return new Int8Array(b.buffer, b.byteOffset, n);
-    case "int16": return new Int16Array(b.buffer, b.byteOffset, n);
-    case "int32": return new Int32Array(b.buffer, b.byteOffset, n);
-    case "uint32": return new Uint32Array(b.buffer, b.byteOffset, n);
-    case "int64": return new BigInt64Array(b.buffer, b.byteOffset, n);
-    case "uint64": return new BigUint64Array(b.buffer, b.byteOffset, n);
-    default: return new Uint8Array(b.buffer, b.byteOffset, n);
+    case "float32":
+      return new Float32Array(b.buffer, b.byteOffset, n);
+    case "float64":
+      return new Float64Array(b.buffer, b.byteOffset, n);
+    case "float16":
+    case "bfloat16":
+    case "uint16":
+      return new Uint16Array(b.buffer, b.byteOffset, n);
+    case "int8":
+      return new Int8Array(b.buffer, b.byteOffset, n);
+    case "int16":
+      return new Int16Array(b.buffer, b.byteOffset, n);
+    case "int32":
+      return new Int32Array(b.buffer, b.byteOffset, n);
+    case "uint32":
+      return new Uint32Array(b.buffer, b.byteOffset, n);
+    case "int64":
+      return new BigInt64Array(b.buffer, b.byteOffset, n);
+    case "uint64":
+      return new BigUint64Array(b.buffer, b.byteOffset, n);
+    default:
+      return new Uint8Array(b.buffer, b.byteOffset, n);
   }
 }
 
@@ -164,7 +216,11 @@ interface Req {
   write?: true;
 }
 
-interface Res { status: number; headers: Record<string, string>; body: Buffer }
+interface Res {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
 
 /** Longest metadata sent in the X-SVC-Metadata header; longer goes as a JSON put. */
 const METADATA_HEADER_MAX = 8 * 1024;
@@ -211,11 +267,18 @@ async function refusalOf(url: URL, method: Req["method"], headers: Record<string
   const http = url.protocol === "https:" ? await import("node:https") : await import("node:http");
   return new Promise<Res | null>((resolve) => {
     const req = http.request(url, { method, headers: { ...headers, "content-length": String(size) }, timeout: PROBE_WAIT_MS });
-    const done = (r: Res | null) => { resolve(r); req.destroy(); };
+    const done = (r: Res | null) => {
+      resolve(r);
+      req.destroy();
+    };
     req.on("response", (res) => {
       const chunks: Buffer[] = [];
       let n = 0;
-      res.on("data", (c: Buffer) => { n += c.length; if (n <= PROBE_ANSWER_BYTES) chunks.push(c); else done(null); });
+      res.on("data", (c: Buffer) => {
+        n += c.length;
+        if (n <= PROBE_ANSWER_BYTES) chunks.push(c);
+        else done(null);
+      });
       res.on("end", () => {
         const status = res.statusCode ?? 0;
         done(status >= 400 ? { status, headers: headerMap(res.headers), body: Buffer.concat(chunks) } : null);
@@ -256,16 +319,25 @@ function errorOf(res: Res): SvcError {
     if (typeof b.detail === "string") detail = b.detail;
     if (typeof b.code === "string") code = b.code;
     if (typeof b.request_id === "string") requestId = b.request_id;
-  } catch { /* not JSON: keep the generic sentence */ }
+  } catch {
+    /* not JSON: keep the generic sentence */
+  }
   if (code === "internal" && res.status !== 500) code = codeOfStatus(res.status);
   const retry = parseRetryAfter(res.headers["retry-after"]) ?? 0;
-  const err = code === "rate_limited" ? new RateLimitedError(detail, retry)
-    : code === "quota_exhausted" ? new QuotaExhaustedError(detail, retry)
-      : code === "overloaded" ? new OverloadedError(detail, retry)
-        : code === "store_unavailable" ? new StoreUnavailableError(detail, retry)
-          : code === "state_unavailable" ? new StateUnavailableError(detail, retry)
-            : code === "storage_full" ? new StorageFullError(detail, retry)
-              : errorFromCode(code, detail);
+  const err =
+    code === "rate_limited"
+      ? new RateLimitedError(detail, retry)
+      : code === "quota_exhausted"
+        ? new QuotaExhaustedError(detail, retry)
+        : code === "overloaded"
+          ? new OverloadedError(detail, retry)
+          : code === "store_unavailable"
+            ? new StoreUnavailableError(detail, retry)
+            : code === "state_unavailable"
+              ? new StateUnavailableError(detail, retry)
+              : code === "storage_full"
+                ? new StorageFullError(detail, retry)
+                : errorFromCode(code, detail);
   err.extra.status = res.status;
   err.extra.request_id = requestId;
   return Object.assign(err, { status: res.status, requestId });
@@ -275,8 +347,11 @@ function errorOf(res: Res): SvcError {
 function retriable(res: Res): boolean {
   // 503 with Retry-After (overloaded, a store or the gateway's state down): not carried out,
   // or a write whose Idempotency-Key makes a repeat safe; the monthly quota is not retried
-  return res.status === 429 || res.status === 502
-    || (res.status === 503 && (errorOf(res).code === "overloaded" || (res.headers["retry-after"] !== undefined && errorOf(res).code !== "quota_exhausted")));
+  return (
+    res.status === 429 ||
+    res.status === 502 ||
+    (res.status === 503 && (errorOf(res).code === "overloaded" || (res.headers["retry-after"] !== undefined && errorOf(res).code !== "quota_exhausted")))
+  );
 }
 
 function createTransport(options: ClientOptions): Transport {
@@ -299,14 +374,24 @@ function createTransport(options: ClientOptions): Transport {
       ...r.headers,
     };
     let body: Buffer | string | undefined;
-    if (r.raw) { headers["content-type"] = "application/octet-stream"; body = r.raw; }
-    else if (r.json !== undefined) { headers["content-type"] = "application/json"; body = JSON.stringify(r.json); }
+    if (r.raw) {
+      headers["content-type"] = "application/octet-stream";
+      body = r.raw;
+    } else if (r.json !== undefined) {
+      headers["content-type"] = "application/json";
+      body = JSON.stringify(r.json);
+    }
     const size = body === undefined ? 0 : typeof body === "string" ? Buffer.byteLength(body) : body.length;
     const report = options.onProgress;
     try {
       const res = await exchange(pool, url, {
-        method: r.method, headers, body, timeoutMs,
-        ...(report && size >= PROGRESS_MIN_BYTES ? { uploadChunk: PROGRESS_MIN_BYTES, onUpload: (done: number, total: number) => report({ phase: "upload", done, total }) } : {}),
+        method: r.method,
+        headers,
+        body,
+        timeoutMs,
+        ...(report && size >= PROGRESS_MIN_BYTES
+          ? { uploadChunk: PROGRESS_MIN_BYTES, onUpload: (done: number, total: number) => report({ phase: "upload", done, total }) }
+          : {}),
         ...(report ? { downloadFrom: PROGRESS_MIN_BYTES, onDownload: (done: number, total: number) => report({ phase: "download", done, total }) } : {}),
       });
       return res;
@@ -369,11 +454,15 @@ function createTransport(options: ClientOptions): Transport {
 
 // names and options are checked here as the store checks them, so that a bad one fails the
 // same way embedded and hosted, without a request (null is refused as by the store)
-const ns = async (v: string): Promise<void> => { if (namespaceProblem(v) !== null) (await validate()).checkNamespace(v); };
-const key = async (v: string): Promise<void> => { if (keyProblem(v) !== null) (await validate()).checkKey(v); };
+const ns = async (v: string): Promise<void> => {
+  if (namespaceProblem(v) !== null) (await validate()).checkNamespace(v);
+};
+const key = async (v: string): Promise<void> => {
+  if (keyProblem(v) !== null) (await validate()).checkKey(v);
+};
 const opt = async <K extends OptionKind>(kind: K, v: unknown): Promise<OptionsOf<K>> =>
-  ((kind === "get" || kind === "list" || kind === "search" || kind === "topk") ? quickOptions(kind as QuickKind, v) as OptionsOf<K> | null : null)
-  ?? (await validate()).options(kind, v, "options");
+  (kind === "get" || kind === "list" || kind === "search" || kind === "topk" ? (quickOptions(kind as QuickKind, v) as OptionsOf<K> | null) : null) ??
+  (await validate()).options(kind, v, "options");
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
 /**
@@ -382,7 +471,13 @@ const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entrie
  * given TT: compressed, 0). Null when the data do not compress (they then go as they are).
  */
 async function putLocallyCompressed(
-  client: SvcClient, options: ClientOptions, n: string, k: string, data: Data, dtype: "float32" | "float64", o: OptionsOf<"put">,
+  client: SvcClient,
+  options: ClientOptions,
+  n: string,
+  k: string,
+  data: Data,
+  dtype: "float32" | "float64",
+  o: OptionsOf<"put">,
 ): Promise<PutResult | null> {
   if (!o.shape) throw new ValidationError(`shape is required for dtype ${dtype}.`, "shape");
   const need = o.shape.reduce((a, b) => a * b, 1) * (dtype === "float32" ? 4 : 8);
@@ -403,8 +498,10 @@ async function putLocallyCompressed(
   } catch (e) {
     if (!(e instanceof SvcError) || e.code !== "payload_too_large") throw e;
     const stored = tt.cores.reduce((s, c) => s + c.byteLength, 0);
-    const err = errorFromCode("payload_too_large",
-      `Even compressed to ${stored} bytes of TT cores (ratio ${(data.byteLength / stored).toFixed(1)}), the tensor is past the upload limit: ${e.message.replace(/\.$/, "")}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or allow a larger tolerance or a smaller max_rank.`);
+    const err = errorFromCode(
+      "payload_too_large",
+      `Even compressed to ${stored} bytes of TT cores (ratio ${(data.byteLength / stored).toFixed(1)}), the tensor is past the upload limit: ${e.message.replace(/\.$/, "")}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or allow a larger tolerance or a smaller max_rank.`,
+    );
     Object.assign(err.extra, e.extra);
     throw err;
   }
@@ -417,7 +514,8 @@ type Methods<K extends keyof SvcClient> = Pick<SvcClient, K>;
 function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClient): Methods<"put" | "putCores" | "putCoresBatch" | "delete"> {
   return {
     async put(n, k, data, opts = {}) {
-      await ns(n); await key(k);
+      await ns(n);
+      await key(k);
       if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data)) {
         throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
       }
@@ -430,26 +528,53 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
         const local = await putLocallyCompressed(self(), options, n, k, data, dtype as "float32" | "float64", o);
         if (local) return local;
       }
-      const fields = { namespace: n, key: k, dtype, shape: o.shape, tolerance: o.tolerance, max_abs_error: o.max_abs_error, codec: o.codec, max_rank: o.max_rank, if_version: o.if_version };
+      const fields = {
+        namespace: n,
+        key: k,
+        dtype,
+        shape: o.shape,
+        tolerance: o.tolerance,
+        max_abs_error: o.max_abs_error,
+        codec: o.codec,
+        max_rank: o.max_rank,
+        if_version: o.if_version,
+      };
       // header values must be Latin-1: everything else is escaped, so that any metadata travels
-      const meta = o.metadata === undefined ? undefined
-        : JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+      const meta =
+        o.metadata === undefined
+          ? undefined
+          : JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
       if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
         // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
-        return t.json<PutResult>({ method: "POST", path: "/v1/put", write: true, json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }) });
+        return t.json<PutResult>({
+          method: "POST",
+          path: "/v1/put",
+          write: true,
+          json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }),
+        });
       }
       const headers: Record<string, string> = {};
       if (meta !== undefined) headers["x-svc-metadata"] = meta;
       return t.json<PutResult>({
-        method: "POST", path: "/v1/put", raw: bytesOf(data), headers, write: true,
+        method: "POST",
+        path: "/v1/put",
+        raw: bytesOf(data),
+        headers,
+        write: true,
         query: { ...fields, shape: o.shape?.join(",") },
       });
     },
 
     async putCores(n, k, cores, opts = {}) {
-      await ns(n); await key(k);
+      await ns(n);
+      await key(k);
       const o = await opt("putCores", opts);
-      return t.json<PutResult>({ method: "POST", path: "/v1/put_cores", write: true, json: defined({ namespace: n, key: k, cores: await coresWire(cores), ...o }) });
+      return t.json<PutResult>({
+        method: "POST",
+        path: "/v1/put_cores",
+        write: true,
+        json: defined({ namespace: n, key: k, cores: await coresWire(cores), ...o }),
+      });
     },
 
     async putCoresBatch(n, items) {
@@ -480,7 +605,8 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
     },
 
     async delete(n, k) {
-      await ns(n); await key(k);
+      await ns(n);
+      await key(k);
       return t.json<DeleteResult>({ method: "DELETE", path: `/v1/delete/${n}/${encPath(k)}`, write: true });
     },
   };
@@ -490,7 +616,8 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
 function readMethods(t: Transport, self: () => SvcClient): Methods<"get" | "list" | "search" | "serve" | "serveGpu"> {
   return {
     async get(n, k, opts = {}) {
-      await ns(n); await key(k);
+      await ns(n);
+      await key(k);
       const o = await opt("get", opts);
       return t.json<EntryInfo>({ method: "GET", path: `/v1/get/${n}/${encPath(k)}`, query: { version: o.version } });
     },
@@ -509,7 +636,8 @@ function readMethods(t: Transport, self: () => SvcClient): Methods<"get" | "list
     },
 
     async serve(n, k, opts = {}) {
-      await ns(n); await key(k);
+      await ns(n);
+      await key(k);
       const o = await opt("serve", opts);
       const res = await t.call({ method: "POST", path: "/v1/serve", accept: "octet", json: defined({ namespace: n, key: k, device: "cpu", ...o }) });
       const ct = res.headers["content-type"] ?? "";
@@ -526,20 +654,32 @@ function readMethods(t: Transport, self: () => SvcClient): Methods<"get" | "list
     },
 
     async serveGpu(n, k, opts = {}) {
-      await ns(n); await key(k);
+      await ns(n);
+      await key(k);
       const o = await opt("get", opts);
-      const info = await t.json<GpuServeInfo>({ method: "POST", path: "/v1/serve", json: defined({ namespace: n, key: k, device: "gpu", version: o.version }) });
+      const info = await t.json<GpuServeInfo>({
+        method: "POST",
+        path: "/v1/serve",
+        json: defined({ namespace: n, key: k, device: "gpu", version: o.version }),
+      });
       let released = false;
-      const live = () => { if (released) throw new ValidationError("This GPU handle was released.", "handle"); };
+      const live = () => {
+        if (released) throw new ValidationError("This GPU handle was released.", "handle");
+      };
       return {
         ...info,
-        async reconstruct(ro = {}) { live(); return self().serve(n, k, { ...ro, version: info.version }); },
+        async reconstruct(ro = {}) {
+          live();
+          return self().serve(n, k, { ...ro, version: info.version });
+        },
         async dot(other) {
           live();
           const r = await self().query.similarity(n, k, other.key, { version_a: info.version, version_b: other.version, metric: "dot" });
           return r.score;
         },
-        async release() { released = true; },
+        async release() {
+          released = true;
+        },
       };
     },
   };
@@ -549,7 +689,9 @@ function readMethods(t: Transport, self: () => SvcClient): Methods<"get" | "list
 function queryMethods(t: Transport): SvcClient["query"] {
   return {
     async similarity(n, a, b, opts = {}) {
-      await ns(n); await key(a); await key(b); // both named "key", as by the store
+      await ns(n);
+      await key(a);
+      await key(b); // both named "key", as by the store
       const o = await opt("similarity", opts);
       return t.json<SimilarityResult>({ method: "POST", path: "/v1/query/similarity", json: defined({ namespace: n, a, b, ...o }) });
     },
@@ -590,11 +732,15 @@ export function clientCore(options: ClientOptions): SvcClient {
   const t = createTransport(options);
   const self = () => client;
   const client: SvcClient = {
-    get lastResponse() { return t.last(); },
+    get lastResponse() {
+      return t.last();
+    },
     ...writeMethods(t, options, self),
     ...readMethods(t, self),
     query: queryMethods(t),
-    async close() { t.close(); },
+    async close() {
+      t.close();
+    },
   };
   return client;
 }
@@ -622,17 +768,29 @@ function itemError(e: unknown, i: number): unknown {
 
 function codeOfStatus(status: number): string {
   switch (status) {
-    case 400: return "bad_request";
-    case 401: return "unauthorized";
-    case 403: return "forbidden";
-    case 404: return "not_found";
-    case 409: return "version_conflict";
-    case 413: return "payload_too_large";
-    case 415: return "unsupported_media_type";
-    case 429: return "rate_limited";
-    case 501: return "gpu_unavailable";
-    case 502: return "engine_unreachable";
-    case 503: return "quota_exhausted";
-    default: return "internal";
+    case 400:
+      return "bad_request";
+    case 401:
+      return "unauthorized";
+    case 403:
+      return "forbidden";
+    case 404:
+      return "not_found";
+    case 409:
+      return "version_conflict";
+    case 413:
+      return "payload_too_large";
+    case 415:
+      return "unsupported_media_type";
+    case 429:
+      return "rate_limited";
+    case 501:
+      return "gpu_unavailable";
+    case 502:
+      return "engine_unreachable";
+    case 503:
+      return "quota_exhausted";
+    default:
+      return "internal";
   }
 }

@@ -28,7 +28,10 @@ export interface HttpExchange {
 
 /** A transport failure: `code` is the system's (ECONNREFUSED, EPIPE, ECONNRESET…) or ETIMEDOUT. */
 export class HttpTransportError extends Error {
-  constructor(message: string, readonly code: string) {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
     super(message);
     this.name = "HttpTransportError";
   }
@@ -93,7 +96,11 @@ async function exchangeOnce(pool: HttpPool, url: URL, x: HttpExchange): Promise<
     req.on("error", (e: NodeJS.ErrnoException) => {
       if (answered) return; // the answer is being read; its own stream reports its end
       const code = e.code ?? "ECONNRESET";
-      if (req.reusedSocket && code === "ECONNRESET" && !settled) { settled = true; reject(new StaleSocket()); return; }
+      if (req.reusedSocket && code === "ECONNRESET" && !settled) {
+        settled = true;
+        reject(new StaleSocket());
+        return;
+      }
       fail(new HttpTransportError(e.message, code));
     });
     req.on("response", (res: IncomingMessage) => {
@@ -106,7 +113,10 @@ async function exchangeOnce(pool: HttpPool, url: URL, x: HttpExchange): Promise<
         resolve(a);
       }, fail);
     });
-    if (body === undefined || body.length === 0) { req.end(body); return; }
+    if (body === undefined || body.length === 0) {
+      req.end(body);
+      return;
+    }
     const step = x.uploadChunk ?? body.length;
     let at = 0;
     const pump = () => {
@@ -115,7 +125,10 @@ async function exchangeOnce(pool: HttpPool, url: URL, x: HttpExchange): Promise<
         const more = req.write(body.subarray(at, end));
         at = end;
         x.onUpload?.(at, body.length);
-        if (!more && at < body.length) { req.once("drain", pump); return; }
+        if (!more && at < body.length) {
+          req.once("drain", pump);
+          return;
+        }
       }
       if (at >= body.length) req.end();
     };
@@ -138,7 +151,9 @@ function readAnswer(res: IncomingMessage, x: HttpExchange): Promise<HttpAnswer> 
       chunks.push(c);
       report?.(n, total);
     });
-    res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: headerMap(res.headers), body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n) }));
+    res.on("end", () =>
+      resolve({ status: res.statusCode ?? 0, headers: headerMap(res.headers), body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n) }),
+    );
     res.on("error", (e: NodeJS.ErrnoException) => reject(e instanceof HttpTransportError ? e : new HttpTransportError(e.message, e.code ?? "ECONNRESET")));
     res.on("aborted", () => reject(new HttpTransportError("The answer was cut off.", "ECONNRESET")));
   });

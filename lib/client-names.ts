@@ -59,7 +59,8 @@ export function quickOptions(kind: QuickKind, v: unknown): Record<string, unknow
       if (!o || (o.version !== undefined && !isInt(o.version, 1))) return null;
       return o.version === undefined ? {} : { version: o.version };
     }
-    case "list": case "search": {
+    case "list":
+    case "search": {
       const o = fields(v, ["prefix", "limit", "offset"]);
       if (!o) return null;
       if (o.prefix !== undefined && !(typeof o.prefix === "string" && o.prefix.length <= 512 && PREFIX.test(o.prefix))) return null;

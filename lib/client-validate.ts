@@ -4,8 +4,15 @@
 import { z } from "zod";
 import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow } from "./names.js";
 import {
-  putOptionsSchema, putCoresOptionsSchema, getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
-  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema,
+  putOptionsSchema,
+  putCoresOptionsSchema,
+  getOptionsSchema,
+  listOptionsSchema,
+  searchOptionsSchema,
+  serveOptionsSchema,
+  similarityOptionsSchema,
+  topkOptionsSchema,
+  vectorOptionsSchema,
 } from "./schemas.js";
 
 export { itemsize, naturalDtype } from "./names.js";
@@ -13,8 +20,15 @@ export { checkCores } from "./store/cores.js";
 export { parseOrThrow, dtypeSchema };
 
 export const OPTION_SCHEMAS = {
-  put: putOptionsSchema, putCores: putCoresOptionsSchema, get: getOptionsSchema, list: listOptionsSchema, search: searchOptionsSchema,
-  serve: serveOptionsSchema, similarity: similarityOptionsSchema, topk: topkOptionsSchema, vector: vectorOptionsSchema,
+  put: putOptionsSchema,
+  putCores: putCoresOptionsSchema,
+  get: getOptionsSchema,
+  list: listOptionsSchema,
+  search: searchOptionsSchema,
+  serve: serveOptionsSchema,
+  similarity: similarityOptionsSchema,
+  topk: topkOptionsSchema,
+  vector: vectorOptionsSchema,
 } as const;
 export type OptionKind = keyof typeof OPTION_SCHEMAS;
 export type OptionsOf<K extends OptionKind> = z.output<(typeof OPTION_SCHEMAS)[K]>;
@@ -27,14 +41,16 @@ export function options<K extends OptionKind>(kind: K, v: unknown, what?: string
 export const checkNamespace = (v: unknown): string => parseOrThrow(namespaceSchema, v, "namespace");
 export const checkKey = (v: unknown, field = "key"): string => parseOrThrow(keySchema, v, field);
 
-export const clientOptionsSchema = z.object({
-  baseUrl: z.url({ protocol: /^https?$/, error: "baseUrl must be an http(s) URL" }),
-  apiKey: z.string().min(1, "apiKey must not be empty"),
-  maxRetries: z.number().int().min(0).max(20).optional(),
-  backoffMs: z.number().min(0).max(60_000).optional(),
-  maxBackoffMs: z.number().min(0).max(3_600_000).optional(),
-  timeoutMs: z.number().int().min(1).max(3_600_000).optional(),
-  sleep: z.function().optional(),
-  localCompressBytes: z.union([z.number().int().min(0), z.literal(false)]).optional(),
-  onProgress: z.function().optional(),
-}).strict();
+export const clientOptionsSchema = z
+  .object({
+    baseUrl: z.url({ protocol: /^https?$/, error: "baseUrl must be an http(s) URL" }),
+    apiKey: z.string().min(1, "apiKey must not be empty"),
+    maxRetries: z.number().int().min(0).max(20).optional(),
+    backoffMs: z.number().min(0).max(60_000).optional(),
+    maxBackoffMs: z.number().min(0).max(3_600_000).optional(),
+    timeoutMs: z.number().int().min(1).max(3_600_000).optional(),
+    sleep: z.function().optional(),
+    localCompressBytes: z.union([z.number().int().min(0), z.literal(false)]).optional(),
+    onProgress: z.function().optional(),
+  })
+  .strict();

@@ -42,34 +42,58 @@ export class ValidationError extends SvcError {
   }
 }
 export class PayloadTooLargeError extends SvcError {
-  constructor(message: string) { super("payload_too_large", message); }
+  constructor(message: string) {
+    super("payload_too_large", message);
+  }
 }
 export class UnauthorizedError extends SvcError {
-  constructor(message = "Missing or invalid API key.") { super("unauthorized", message); }
+  constructor(message = "Missing or invalid API key.") {
+    super("unauthorized", message);
+  }
 }
 export class ForbiddenError extends SvcError {
-  constructor(message: string) { super("forbidden", message); }
+  constructor(message: string) {
+    super("forbidden", message);
+  }
 }
 export class NotFoundError extends SvcError {
-  constructor(message: string) { super("not_found", message); }
+  constructor(message: string) {
+    super("not_found", message);
+  }
 }
 /**
  * A resource that must not exist already does (for example a tenant id), or is in a state the
  * request conflicts with. HTTP 409 with the one 409 code of docs/api.md (errors), `version_conflict`.
  */
 export class ConflictError extends SvcError {
-  constructor(message: string) { super("version_conflict", message); }
+  constructor(message: string) {
+    super("version_conflict", message);
+  }
 }
 export class VersionConflictError extends SvcError {
-  constructor(message: string, readonly expected?: number, readonly actual?: number) {
+  constructor(
+    message: string,
+    readonly expected?: number,
+    readonly actual?: number,
+  ) {
     super("version_conflict", message);
   }
 }
 export class RateLimitedError extends SvcError {
-  constructor(message: string, readonly retryAfterS: number) { super("rate_limited", message); }
+  constructor(
+    message: string,
+    readonly retryAfterS: number,
+  ) {
+    super("rate_limited", message);
+  }
 }
 export class QuotaExhaustedError extends SvcError {
-  constructor(message: string, readonly retryAfterS: number) { super("quota_exhausted", message); }
+  constructor(
+    message: string,
+    readonly retryAfterS: number,
+  ) {
+    super("quota_exhausted", message);
+  }
 }
 /**
  * The service cannot carry out the request right now (a server-wide capacity such as request
@@ -77,14 +101,23 @@ export class QuotaExhaustedError extends SvcError {
  * 503 with `Retry-After`; the request was not carried out and may be sent again.
  */
 export class EngineUnreachableError extends SvcError {
-  constructor(message = "The storage engine is unreachable.") { super("engine_unreachable", message); }
+  constructor(message = "The storage engine is unreachable.") {
+    super("engine_unreachable", message);
+  }
 }
 export class GpuUnavailableError extends SvcError {
-  constructor(message: string) { super("gpu_unavailable", message); }
+  constructor(message: string) {
+    super("gpu_unavailable", message);
+  }
 }
 /** The server's memory budget for requests in flight is spent: HTTP 503 with Retry-After; the request may be retried. */
 export class OverloadedError extends SvcError {
-  constructor(message: string, readonly retryAfterS: number = 1) { super("overloaded", message); }
+  constructor(
+    message: string,
+    readonly retryAfterS: number = 1,
+  ) {
+    super("overloaded", message);
+  }
 }
 /**
  * A dependency failed while the process stays up (docs/operations.md, failures): the request was
@@ -92,34 +125,50 @@ export class OverloadedError extends SvcError {
  * Idempotency-Key for a write). HTTP 503, or 507 for `storage_full`, with `Retry-After`.
  */
 export abstract class DependencyError extends SvcError {
-  constructor(code: "store_unavailable" | "storage_full" | "state_unavailable", message: string, readonly retryAfterS: number) {
+  constructor(
+    code: "store_unavailable" | "storage_full" | "state_unavailable",
+    message: string,
+    readonly retryAfterS: number,
+  ) {
     super(code, message);
   }
 }
 /** PostgreSQL or LMDB cannot be reached, failed mid-request, or did not answer in time. */
 export class StoreUnavailableError extends DependencyError {
-  constructor(message = "The store is unavailable; retry later.", retryAfterS = 2) { super("store_unavailable", message, retryAfterS); }
+  constructor(message = "The store is unavailable; retry later.", retryAfterS = 2) {
+    super("store_unavailable", message, retryAfterS);
+  }
 }
 /** The store's disk or map has no room for the write; reads go on. */
 export class StorageFullError extends DependencyError {
-  constructor(message = "The store has no space left for this write; retry after space is freed.", retryAfterS = 30) { super("storage_full", message, retryAfterS); }
+  constructor(message = "The store has no space left for this write; retry after space is freed.", retryAfterS = 30) {
+    super("storage_full", message, retryAfterS);
+  }
 }
 /** The gateway's shared state (Redis) is down or did not answer in time. */
 export class StateUnavailableError extends DependencyError {
-  constructor(message = "The gateway's state store is unavailable; retry later.", retryAfterS = 2) { super("state_unavailable", message, retryAfterS); }
+  constructor(message = "The gateway's state store is unavailable; retry later.", retryAfterS = 2) {
+    super("state_unavailable", message, retryAfterS);
+  }
 }
 export class UnsupportedMediaTypeError extends SvcError {
-  constructor(message: string) { super("unsupported_media_type", message); }
+  constructor(message: string) {
+    super("unsupported_media_type", message);
+  }
 }
 /**
  * An Idempotency-Key already used, within its 24 hours, for a different request (method,
  * path, metadata or body): HTTP 422. The contract's vocabulary has no code for it.
  */
 export class IdempotencyKeyReusedError extends SvcError {
-  constructor(message: string) { super("idempotency_key_reused", message); }
+  constructor(message: string) {
+    super("idempotency_key_reused", message);
+  }
 }
 export class InternalError extends SvcError {
-  constructor(message = "Internal error.") { super("internal", message); }
+  constructor(message = "Internal error.") {
+    super("internal", message);
+  }
 }
 
 /** HTTP status of each code, the one place where codes meet statuses. */
@@ -150,12 +199,24 @@ const CLASS_OF: Record<ErrorCode, new (message: string) => SvcError> = {
   forbidden: ForbiddenError,
   not_found: NotFoundError,
   version_conflict: VersionConflictError,
-  rate_limited: class extends RateLimitedError { constructor(m: string) { super(m, 0); } },
-  quota_exhausted: class extends QuotaExhaustedError { constructor(m: string) { super(m, 0); } },
+  rate_limited: class extends RateLimitedError {
+    constructor(m: string) {
+      super(m, 0);
+    }
+  },
+  quota_exhausted: class extends QuotaExhaustedError {
+    constructor(m: string) {
+      super(m, 0);
+    }
+  },
   engine_unreachable: EngineUnreachableError,
   gpu_unavailable: GpuUnavailableError,
   unsupported_media_type: UnsupportedMediaTypeError,
-  overloaded: class extends OverloadedError { constructor(m: string) { super(m, 0); } },
+  overloaded: class extends OverloadedError {
+    constructor(m: string) {
+      super(m, 0);
+    }
+  },
   idempotency_key_reused: IdempotencyKeyReusedError,
   store_unavailable: StoreUnavailableError,
   storage_full: StorageFullError,

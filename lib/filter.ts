@@ -50,8 +50,7 @@ export const FILTER_LIMITS = Object.freeze({
 });
 const MAX_DEPTH = FILTER_LIMITS.maxDepth;
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  v !== null && typeof v === "object" && !Array.isArray(v);
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
  * Validates a filter object against FILTER_LIMITS and returns its tree, compiled once for the
@@ -67,7 +66,10 @@ export function compileFilter(filter: unknown, where = "filter"): FilterNode {
 function countCondition(budget: { nodes: number }, n = 1): void {
   budget.nodes += n;
   if (budget.nodes > FILTER_LIMITS.maxConditions)
-    throw new ValidationError(`filter has more than ${FILTER_LIMITS.maxConditions} conditions (each operator, combinator and $in/$nin element counts).`, "filter");
+    throw new ValidationError(
+      `filter has more than ${FILTER_LIMITS.maxConditions} conditions (each operator, combinator and $in/$nin element counts).`,
+      "filter",
+    );
 }
 
 /** The filter as it travels over HTTP (NaN -> null, a Date -> its ISO string, undefined fields dropped), so that embedded and hosted match alike. */
@@ -79,8 +81,7 @@ function jsonForm(f: Record<string, unknown>, where: string): unknown {
     throw new ValidationError(`${where} must be a JSON object (no cycles, no BigInt).`, where);
   }
   const bytes = Buffer.byteLength(text);
-  if (bytes > FILTER_LIMITS.maxBytes)
-    throw new ValidationError(`${where} is ${bytes} bytes of JSON; the limit is ${FILTER_LIMITS.maxBytes} bytes.`, where);
+  if (bytes > FILTER_LIMITS.maxBytes) throw new ValidationError(`${where} is ${bytes} bytes of JSON; the limit is ${FILTER_LIMITS.maxBytes} bytes.`, where);
   return JSON.parse(text);
 }
 
@@ -94,8 +95,7 @@ function compileObject(f: unknown, where: string, depth: number, budget: { nodes
   for (const [name, value] of Object.entries(f)) {
     const here = `${where}.${name}`;
     if (name === "$and" || name === "$or") {
-      if (!Array.isArray(value) || value.length === 0)
-        throw new ValidationError(`${here} must be a non-empty list of filters.`, here);
+      if (!Array.isArray(value) || value.length === 0) throw new ValidationError(`${here} must be a non-empty list of filters.`, here);
       if (value.length > FILTER_LIMITS.maxFields)
         throw new ValidationError(`${here} has ${value.length} filters; the limit is ${FILTER_LIMITS.maxFields}.`, here);
       countCondition(budget);
@@ -107,8 +107,7 @@ function compileObject(f: unknown, where: string, depth: number, budget: { nodes
     } else if (name.startsWith("$")) {
       throw new ValidationError(`${here}: unknown operator '${name}'.`, here);
     } else {
-      if (name === "" || name.split(".").some((s) => s === ""))
-        throw new ValidationError(`${here}: field names must be non-empty dotted paths.`, here);
+      if (name === "" || name.split(".").some((s) => s === "")) throw new ValidationError(`${here}: field names must be non-empty dotted paths.`, here);
       all.push({ kind: "field", path: name.split("."), ops: compileField(value, here, budget) });
     }
   }
@@ -122,8 +121,7 @@ function compileField(value: unknown, where: string, budget: { nodes: number }):
     countCondition(budget);
     return [{ op: "$eq", value }];
   }
-  if (dollar.length !== keys.length)
-    throw new ValidationError(`${where} mixes operators and plain fields.`, where);
+  if (dollar.length !== keys.length) throw new ValidationError(`${where} mixes operators and plain fields.`, where);
   const ops: FieldOp[] = [];
   for (const [op, arg] of Object.entries(value as Record<string, unknown>)) {
     const here = `${where}.${op}`;
@@ -138,8 +136,7 @@ function compileField(value: unknown, where: string, budget: { nodes: number }):
       case "$gte":
       case "$lt":
       case "$lte":
-        if (typeof arg !== "number" && typeof arg !== "string")
-          throw new ValidationError(`${here} takes a number or a string.`, here);
+        if (typeof arg !== "number" && typeof arg !== "string") throw new ValidationError(`${here} takes a number or a string.`, here);
         ops.push({ op, value: arg });
         break;
       case "$in":
@@ -167,7 +164,8 @@ function valueSet(values: unknown[]): ValueSet {
   const s: ValueSet = { strings: new Set(), numbers: new Set(), others: [], hasTrue: false, hasFalse: false, hasNull: false };
   for (const v of values) {
     if (typeof v === "string") s.strings.add(v);
-    else if (typeof v === "number") s.numbers.add(v); // JSON numbers: no NaN; Sets equate 0 and -0 as === does
+    else if (typeof v === "number")
+      s.numbers.add(v); // JSON numbers: no NaN; Sets equate 0 and -0 as === does
     else if (v === true) s.hasTrue = true;
     else if (v === false) s.hasFalse = true;
     else if (v === null) s.hasNull = true;
@@ -270,4 +268,3 @@ export function matchFilter(node: FilterNode, metadata: Record<string, unknown>)
     }
   }
 }
-

@@ -19,7 +19,7 @@ export interface GpuStatus {
 export function gpuStatus(): GpuStatus {
   try {
     const b = native().backend();
-    return { compiled: b.cuda_compiled, device: b.cuda_device, reason: b.cuda_device ? null : b.reason ?? "no CUDA device found" };
+    return { compiled: b.cuda_compiled, device: b.cuda_device, reason: b.cuda_device ? null : (b.reason ?? "no CUDA device found") };
   } catch (e) {
     return { compiled: false, device: null, reason: `the native addon could not be loaded (${(e as Error).message})` };
   }
@@ -145,7 +145,8 @@ export function gpuServingFor(device: string, budgetBytes: number | null): GpuSe
   const m = /^cuda:(\d+)$/.exec(device);
   if (m && m[1] !== "0") return { unavailable: `Only CUDA device 0 is supported; SVC_ENGINE_DEVICE is ${device}.` };
   const s = gpuStatus();
-  if (s.device === null) return { unavailable: `No usable CUDA device: ${s.reason?.replace(/^no usable CUDA device: /, "") ?? "none found"}`.replace(/\.?$/, ".") };
+  if (s.device === null)
+    return { unavailable: `No usable CUDA device: ${s.reason?.replace(/^no usable CUDA device: /, "") ?? "none found"}`.replace(/\.?$/, ".") };
   const dev = new CudaDevice();
   let budget = budgetBytes;
   if (budget === null) {

@@ -20,16 +20,16 @@ export const keyIdSchema = z
 
 export const scopesSchema = z
   .array(z.string().max(32, "a scope is read or write"), {
-    error: (iss) => (iss.input === undefined ? "is required" : "scopes must be a list, [\"read\"] or [\"read\", \"write\"]"),
+    error: (iss) => (iss.input === undefined ? "is required" : 'scopes must be a list, ["read"] or ["read", "write"]'),
   })
   .max(8, "scopes must have at most 2 entries")
   .superRefine((list, ctx) => {
     const fail = (message: string) => ctx.addIssue({ code: "custom", message });
-    if (list.length === 0) return fail("scopes must not be empty; use [\"read\"] or [\"read\", \"write\"]");
+    if (list.length === 0) return fail('scopes must not be empty; use ["read"] or ["read", "write"]');
     const unknown = list.find((s) => s !== "read" && s !== "write");
     if (unknown !== undefined) return fail(`scopes: unknown scope ${JSON.stringify(unknown)}; the scopes are read and write`);
     if (new Set(list).size !== list.length) return fail("scopes must not name a scope twice");
-    if (!list.includes("read")) return fail("scopes: write needs read as well; use [\"read\", \"write\"]");
+    if (!list.includes("read")) return fail('scopes: write needs read as well; use ["read", "write"]');
   })
   .transform((list) => (list.includes("write") ? ["read", "write"] : ["read"]) as Array<"read" | "write">);
 
@@ -44,7 +44,9 @@ export const expiresAtSchema = z
     if (!m) return false;
     const ms = Date.parse(s);
     // Date.parse rolls 2027-02-30 over to March; the instant must read back as written.
-    return Number.isFinite(ms) && new Date(ms).toISOString().slice(0, 16) === `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}` && (m[6] === undefined || Number(m[6]) < 60);
+    return (
+      Number.isFinite(ms) && new Date(ms).toISOString().slice(0, 16) === `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}` && (m[6] === undefined || Number(m[6]) < 60)
+    );
   }, "expires_at must be an ISO 8601 UTC instant such as 2027-01-31T00:00:00Z")
   .transform((s) => new Date(Date.parse(s)).toISOString());
 
@@ -64,4 +66,3 @@ export const createKeySchema = z.strictObject({
 export type CreateKeyInput = z.input<typeof createKeySchema>;
 
 export const revokeKeySchema = z.strictObject({ key_id: keyIdSchema });
-

@@ -14,10 +14,7 @@ export const keySchema = z
   .min(1, "key must not be empty")
   .max(512, "key must be at most 512 characters")
   .regex(/^[A-Za-z0-9_\-.:/@=]+$/, "key may contain only A-Z a-z 0-9 - _ . : / @ =")
-  .refine(
-    (k) => k.split("/").every((s) => s !== "" && s !== "." && s !== ".."),
-    "key must not have an empty, '.' or '..' path segment",
-  );
+  .refine((k) => k.split("/").every((s) => s !== "" && s !== "." && s !== ".."), "key must not have an empty, '.' or '..' path segment");
 
 export const tenantIdSchema = z
   .string()
@@ -26,9 +23,20 @@ export const tenantIdSchema = z
   .regex(/^[a-z0-9_-]+$/, "tenant_id may contain only a-z, 0-9, - and _");
 
 export const DTYPES = [
-  "float32", "float64", "float16", "bfloat16",
-  "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-  "bool", "bytes",
+  "float32",
+  "float64",
+  "float16",
+  "bfloat16",
+  "int8",
+  "uint8",
+  "int16",
+  "uint16",
+  "int32",
+  "uint32",
+  "int64",
+  "uint64",
+  "bool",
+  "bytes",
 ] as const;
 export type Dtype = (typeof DTYPES)[number];
 export const dtypeSchema = z.enum(DTYPES);
@@ -37,15 +45,32 @@ export const FLOAT_DTYPES: ReadonlySet<Dtype> = new Set(["float32", "float64", "
 export const isFloatDtype = (d: Dtype): boolean => FLOAT_DTYPES.has(d);
 
 const ITEMSIZE: Record<Dtype, number> = {
-  float32: 4, float64: 8, float16: 2, bfloat16: 2,
-  int8: 1, uint8: 1, int16: 2, uint16: 2, int32: 4, uint32: 4, int64: 8, uint64: 8,
-  bool: 1, bytes: 1,
+  float32: 4,
+  float64: 8,
+  float16: 2,
+  bfloat16: 2,
+  int8: 1,
+  uint8: 1,
+  int16: 2,
+  uint16: 2,
+  int32: 4,
+  uint32: 4,
+  int64: 8,
+  uint64: 8,
+  bool: 1,
+  bytes: 1,
 };
 /** Bytes per element of a dtype (1 for `bytes`). */
 export const itemsize = (d: Dtype): number => ITEMSIZE[d];
 
 export const shapeSchema = z
-  .array(z.number().int("shape entries must be integers").min(1, "shape entries must be at least 1").max(2 ** 31 - 1))
+  .array(
+    z
+      .number()
+      .int("shape entries must be integers")
+      .min(1, "shape entries must be at least 1")
+      .max(2 ** 31 - 1),
+  )
   .min(1, "shape must have at least one dimension")
   .max(32, "shape must have at most 32 dimensions");
 

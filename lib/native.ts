@@ -36,10 +36,22 @@ export interface NativeAddon {
   dotDenseBatch(x: NativeArray, cCores: NativeArray[][], cRanks: number[][], modes: number[]): Promise<Float64Array>;
   denseDot(a: NativeArray, b: NativeArray): Promise<number>;
   // The pred codec (native/pred.cc; lib/pred.ts wraps it). tolerance / maxAbs of -1 mean "not given".
-  predCompress(data: NativeArray, shape: number[], tolerance: number, maxAbs: number): Promise<{ stream: Uint8Array; relative_error: number; max_abs_error: number }>;
+  predCompress(
+    data: NativeArray,
+    shape: number[],
+    tolerance: number,
+    maxAbs: number,
+  ): Promise<{ stream: Uint8Array; relative_error: number; max_abs_error: number }>;
   predDecompress(stream: Uint8Array, slice: number[] | null): Promise<NativeArray>;
   predEstimate(data: NativeArray, shape: number[], tolerance: number, maxAbs: number): Promise<number>;
-  predInfo(stream: Uint8Array): { dtype: "float32" | "float64"; shape: number[]; block_shape: number[]; blocks: number; max_abs_error: number; lossless: boolean };
+  predInfo(stream: Uint8Array): {
+    dtype: "float32" | "float64";
+    shape: number[];
+    block_shape: number[];
+    blocks: number;
+    max_abs_error: number;
+    lossless: boolean;
+  };
   // GPU side (native/gpu.cc; lib/gpu.ts wraps it). Without CUDA or a device every call but
   // gpuBytesFor and gpuRelease rejects or throws with code gpu_unavailable.
   gpuLoad(cores: Float32Array[], ranks: number[], modes: number[]): Promise<{ handle: number; bytes: number; h2d_s: number }>;
@@ -48,7 +60,13 @@ export interface NativeAddon {
   gpuReconstructTimed(handle: number, repeats: number): Promise<number>;
   gpuDot(a: number, b: number): Promise<number>;
   gpuDotDense(handle: number, x: Float32Array): Promise<number>;
-  gpuTopk(query: number, candidates: Float64Array | number[], norms: Float64Array | null, metric: string, k: number): Promise<{ index: Uint32Array; score: Float64Array }>;
+  gpuTopk(
+    query: number,
+    candidates: Float64Array | number[],
+    norms: Float64Array | null,
+    metric: string,
+    k: number,
+  ): Promise<{ index: Uint32Array; score: Float64Array }>;
   gpuMemory(): { free: number; total: number };
   gpuBytesFor(ranks: number[], modes: number[]): number;
 }

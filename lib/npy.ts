@@ -10,23 +10,49 @@ import type { Dtype } from "./names.js";
 export type NpyDtype = Exclude<Dtype, "bfloat16" | "bytes">;
 
 const DESCR_OF: Readonly<Record<NpyDtype, string>> = Object.freeze({
-  float16: "<f2", float32: "<f4", float64: "<f8",
-  int8: "|i1", uint8: "|u1", int16: "<i2", uint16: "<u2",
-  int32: "<i4", uint32: "<u4", int64: "<i8", uint64: "<u8",
+  float16: "<f2",
+  float32: "<f4",
+  float64: "<f8",
+  int8: "|i1",
+  uint8: "|u1",
+  int16: "<i2",
+  uint16: "<u2",
+  int32: "<i4",
+  uint32: "<u4",
+  int64: "<i8",
+  uint64: "<u8",
   bool: "|b1",
 });
 
 // type letter + itemsize (byte-order character stripped) → dtype
 const DTYPE_OF: Readonly<Record<string, NpyDtype>> = Object.freeze({
-  f2: "float16", f4: "float32", f8: "float64",
-  i1: "int8", u1: "uint8", i2: "int16", u2: "uint16",
-  i4: "int32", u4: "uint32", i8: "int64", u8: "uint64",
+  f2: "float16",
+  f4: "float32",
+  f8: "float64",
+  i1: "int8",
+  u1: "uint8",
+  i2: "int16",
+  u2: "uint16",
+  i4: "int32",
+  u4: "uint32",
+  i8: "int64",
+  u8: "uint64",
   b1: "bool",
 });
 
 const ITEMSIZE: Readonly<Record<NpyDtype, number>> = Object.freeze({
-  float16: 2, float32: 4, float64: 8, int8: 1, uint8: 1, int16: 2, uint16: 2,
-  int32: 4, uint32: 4, int64: 8, uint64: 8, bool: 1,
+  float16: 2,
+  float32: 4,
+  float64: 8,
+  int8: 1,
+  uint8: 1,
+  int16: 2,
+  uint16: 2,
+  int32: 4,
+  uint32: 4,
+  int64: 8,
+  uint64: 8,
+  bool: 1,
 });
 
 const MAGIC = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]); // \x93NUMPY
@@ -42,8 +68,7 @@ export interface NpyArray {
 
 /** Typed-array view that matches an npy dtype (float16 as raw Uint16Array bits). */
 export type NpyTypedArray =
-  | Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array
-  | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+  Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
 
 /** True when `d` can be written to / read from a `.npy` file. */
 export function isNpyDtype(d: string): d is NpyDtype {
@@ -65,7 +90,9 @@ type PyValue = string | boolean | number[];
 
 function parseHeaderDict(text: string): Record<string, PyValue> {
   let i = 0;
-  const ws = () => { while (i < text.length && /\s/.test(text[i]!)) i++; };
+  const ws = () => {
+    while (i < text.length && /\s/.test(text[i]!)) i++;
+  };
   const expect = (c: string) => {
     ws();
     if (text[i] !== c) fail(`The .npy header is malformed: expected '${c}' at character ${i}.`);
@@ -85,14 +112,23 @@ function parseHeaderDict(text: string): Record<string, PyValue> {
     ws();
     const c = text[i];
     if (c === "'" || c === '"') return str();
-    if (text.startsWith("True", i)) { i += 4; return true; }
-    if (text.startsWith("False", i)) { i += 5; return false; }
+    if (text.startsWith("True", i)) {
+      i += 4;
+      return true;
+    }
+    if (text.startsWith("False", i)) {
+      i += 5;
+      return false;
+    }
     if (c === "(") {
       i++;
       const dims: number[] = [];
       for (;;) {
         ws();
-        if (text[i] === ")") { i++; return dims; }
+        if (text[i] === ")") {
+          i++;
+          return dims;
+        }
         const m = /^\d+L?/.exec(text.slice(i, i + 24));
         if (!m) fail("The .npy header's shape must be a tuple of non-negative integers.");
         const n = Number(m[0].replace("L", ""));
@@ -111,7 +147,10 @@ function parseHeaderDict(text: string): Record<string, PyValue> {
   expect("{");
   for (;;) {
     ws();
-    if (text[i] === "}") { i++; break; }
+    if (text[i] === "}") {
+      i++;
+      break;
+    }
     const k = str();
     expect(":");
     out[k] = value();
@@ -229,9 +268,7 @@ export function writeNpy(arr: { dtype: string; shape: readonly number[]; data: A
   if (!Array.isArray(shape) || !shape.every((n) => Number.isSafeInteger(n) && n >= 0)) {
     fail("shape must be a list of non-negative integers.");
   }
-  const bytes = arr.data instanceof ArrayBuffer
-    ? Buffer.from(arr.data)
-    : Buffer.from(arr.data.buffer, arr.data.byteOffset, arr.data.byteLength);
+  const bytes = arr.data instanceof ArrayBuffer ? Buffer.from(arr.data) : Buffer.from(arr.data.buffer, arr.data.byteOffset, arr.data.byteLength);
   const expected = shape.reduce((a, n) => a * n, 1) * ITEMSIZE[dtype];
   if (bytes.length !== expected) {
     fail(`The data hold ${bytes.length} bytes but shape [${shape.join(", ")}] of ${dtype} needs ${expected}.`);
@@ -272,15 +309,27 @@ export function npyTypedArray(dtype: NpyDtype, data: Buffer): NpyTypedArray {
   const ab = src.buffer;
   const o = src.byteOffset;
   switch (dtype) {
-    case "float32": return new Float32Array(ab, o, n);
-    case "float64": return new Float64Array(ab, o, n);
-    case "float16": case "uint16": return new Uint16Array(ab, o, n);
-    case "int8": return new Int8Array(ab, o, n);
-    case "uint8": case "bool": return new Uint8Array(ab, o, n);
-    case "int16": return new Int16Array(ab, o, n);
-    case "int32": return new Int32Array(ab, o, n);
-    case "uint32": return new Uint32Array(ab, o, n);
-    case "int64": return new BigInt64Array(ab, o, n);
-    case "uint64": return new BigUint64Array(ab, o, n);
+    case "float32":
+      return new Float32Array(ab, o, n);
+    case "float64":
+      return new Float64Array(ab, o, n);
+    case "float16":
+    case "uint16":
+      return new Uint16Array(ab, o, n);
+    case "int8":
+      return new Int8Array(ab, o, n);
+    case "uint8":
+    case "bool":
+      return new Uint8Array(ab, o, n);
+    case "int16":
+      return new Int16Array(ab, o, n);
+    case "int32":
+      return new Int32Array(ab, o, n);
+    case "uint32":
+      return new Uint32Array(ab, o, n);
+    case "int64":
+      return new BigInt64Array(ab, o, n);
+    case "uint64":
+      return new BigUint64Array(ab, o, n);
   }
 }

@@ -53,7 +53,9 @@ const boundSchema = (name: string) =>
 const optionsSchema = z.strictObject(
   {
     shape: shapeSchema,
-    tolerance: boundSchema("tolerance").refine((t) => t < 1, "tolerance must be less than 1").optional(),
+    tolerance: boundSchema("tolerance")
+      .refine((t) => t < 1, "tolerance must be less than 1")
+      .optional(),
     max_abs_error: boundSchema("max_abs_error").optional(),
   },
   { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
@@ -71,7 +73,6 @@ const decompressOptionsSchema = z
     { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
   )
   .optional();
-
 
 interface Checked {
   data: PredArray;
@@ -155,7 +156,10 @@ export async function decompress(stream: Uint8Array, opts?: { slice?: Array<[num
   const limit = Math.min(bufferConstants.MAX_LENGTH, totalmem() / 2);
   if (bytes > limit) {
     const field = flat ? "slice" : "stream";
-    throw new ValidationError(`${field} asks for a result of ${bytes} bytes, more than the ${Math.floor(limit)} bytes allowed here; request a smaller slice.`, field);
+    throw new ValidationError(
+      `${field} asks for a result of ${bytes} bytes, more than the ${Math.floor(limit)} bytes allowed here; request a smaller slice.`,
+      field,
+    );
   }
   return call(() => native().predDecompress(s, flat));
 }

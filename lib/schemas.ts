@@ -28,7 +28,10 @@ export const versionSchema = z.number().int("version must be an integer").min(1,
 export const ifVersionSchema = z.number().int("if_version must be an integer").min(0, "if_version must be at least 0").max(Number.MAX_SAFE_INTEGER);
 export const toleranceSchema = z.number().gt(0, "tolerance must be greater than 0").lt(1, "tolerance must be less than 1");
 /** tolerance of a put: 0 asks for an exact (lossless) entry. */
-export const putToleranceSchema = z.number({ error: "tolerance must be a finite number" }).min(0, "tolerance must be at least 0").lt(1, "tolerance must be less than 1");
+export const putToleranceSchema = z
+  .number({ error: "tolerance must be a finite number" })
+  .min(0, "tolerance must be at least 0")
+  .lt(1, "tolerance must be less than 1");
 /** The L-infinity bound of a put: every element within it; 0 asks for an exact (lossless) entry. */
 export const maxAbsErrorSchema = z.number({ error: "max_abs_error must be a finite number" }).min(0, "max_abs_error must be at least 0");
 /** Which codec a put of floating data uses: `auto` picks the smallest that meets the bounds. */
@@ -46,11 +49,7 @@ export const prefixSchema = z
   .regex(/^[A-Za-z0-9_\-.:/@=]*$/, "prefix may contain only A-Z a-z 0-9 - _ . : / @ =");
 export const filterSchema = z.record(z.string(), z.unknown());
 export const sliceSchema = z
-  .array(
-    z
-      .tuple([z.number().int().min(0), z.number().int().min(0)])
-      .refine(([a, b]) => a < b, "each slice pair must be [start, stop] with start < stop"),
-  )
+  .array(z.tuple([z.number().int().min(0), z.number().int().min(0)]).refine(([a, b]) => a < b, "each slice pair must be [start, stop] with start < stop"))
   .min(1, "slice must have one [start, stop] pair per dimension");
 
 // ---- library options (snake_case, as on the wire) ----
@@ -191,8 +190,12 @@ export const getQuerySchema = z.strictObject({ version: queryWhole("version").pi
 
 export const listQuerySchema = z.strictObject({
   prefix: prefixSchema.optional(),
-  limit: queryWhole("limit").pipe(z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000")).optional(),
-  offset: queryWhole("offset").pipe(z.number().int("offset must be an integer").min(0, "offset must be at least 0").max(Number.MAX_SAFE_INTEGER, "offset is too large")).optional(),
+  limit: queryWhole("limit")
+    .pipe(z.number().int("limit must be an integer").min(1, "limit must be at least 1").max(1000, "limit must be at most 1000"))
+    .optional(),
+  offset: queryWhole("offset")
+    .pipe(z.number().int("offset must be an integer").min(0, "offset must be at least 0").max(Number.MAX_SAFE_INTEGER, "offset is too large"))
+    .optional(),
 });
 
 export const searchBodySchema = z.strictObject({

@@ -5,12 +5,18 @@
 // Members are function-typed properties, not methods: TypeScript then compares parameters
 // strictly (contravariantly) rather than bivariantly, which catches more drift.
 import type {
-  GetOptions, ListOptions, PutCoresOptions, PutOptions, SearchOptions, ServeOptions, SimilarityOptions, TopkOptions, VectorOptions,
+  GetOptions,
+  ListOptions,
+  PutCoresOptions,
+  PutOptions,
+  SearchOptions,
+  ServeOptions,
+  SimilarityOptions,
+  TopkOptions,
+  VectorOptions,
 } from "./schemas.js";
 import type { CoreInput, PutCoresItem, PutData } from "./store/index.js";
-import type {
-  DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, ServeResult, SimilarityResult, TopkResult, TtInfo,
-} from "./store/types.js";
+import type { DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, ServeResult, SimilarityResult, TopkResult, TtInfo } from "./store/types.js";
 
 /**
  * An entry made resident on a GPU by `serveGpu`: a store's device handle, or a client's record

@@ -91,9 +91,14 @@ const toleranceSchema = z
   .refine((t) => t > 0 && t < 1, "tolerance must be greater than 0 and less than 1");
 const maxRankSchema = int("max_rank").min(1, "max_rank must be at least 1").max(MAX_RANK_LIMIT, `max_rank must be at most ${MAX_RANK_LIMIT}`);
 const modesSchema = z
-  .array(int("modes entries").min(1, "modes entries must be at least 1").max(2 ** 31 - 1, "modes entries are too large"), {
-    error: "modes must be an array of integers",
-  })
+  .array(
+    int("modes entries")
+      .min(1, "modes entries must be at least 1")
+      .max(2 ** 31 - 1, "modes entries are too large"),
+    {
+      error: "modes must be an array of integers",
+    },
+  )
   .min(1, "modes must have at least one entry")
   .max(128, "modes must have at most 128 entries");
 
@@ -119,7 +124,6 @@ const roundOptionsSchema = z
     { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
   )
   .optional();
-
 
 const product = (xs: readonly number[]): number => xs.reduce((a, b) => a * b, 1);
 
@@ -182,9 +186,14 @@ interface CheckedTT {
   f64: boolean;
 }
 
-const ranksSchema = z.array(int("ranks entries").min(1, "ranks entries must be at least 1").max(1 << 20, "ranks entries are too large"), {
-  error: "ranks must be an array of integers",
-});
+const ranksSchema = z.array(
+  int("ranks entries")
+    .min(1, "ranks entries must be at least 1")
+    .max(1 << 20, "ranks entries are too large"),
+  {
+    error: "ranks must be an array of integers",
+  },
+);
 
 /** Validates a TT given by a caller; `name` prefixes field names (e.g. "a.cores[2]"). */
 function checkTT(t: unknown, name: string): CheckedTT {
@@ -205,7 +214,7 @@ function checkTT(t: unknown, name: string): CheckedTT {
     const field = p(`cores[${k}]`);
     const c = floatArray(o.cores[k], field);
     if (k === 0) f64 = c instanceof Float64Array;
-    else if ((c instanceof Float64Array) !== f64) throw new ValidationError(`${field} must have the same type as cores[0].`, field);
+    else if (c instanceof Float64Array !== f64) throw new ValidationError(`${field} must have the same type as cores[0].`, field);
     const want = ranks[k]! * modes[k]! * ranks[k + 1]!;
     if (c.length !== want) {
       throw new ValidationError(`${field} must have ranks[${k}]*modes[${k}]*ranks[${k + 1}] = ${want} elements, not ${c.length}.`, field);
@@ -312,7 +321,8 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
   // those within it the smallest, among those missing it the most accurate.
   const better = (a: CompressResult, sa: number, b: CompressResult | null, sb: number): boolean => {
     if (!b) return true;
-    const aok = a.relative_error <= tolerance, bok = b.relative_error <= tolerance;
+    const aok = a.relative_error <= tolerance,
+      bok = b.relative_error <= tolerance;
     if (aok !== bok) return aok;
     return aok ? sa < sb : a.relative_error < b.relative_error;
   };
@@ -350,7 +360,8 @@ export async function compress(data: FloatArray, shape: number[], opts?: Compres
 
 /** The largest rank any TT over `modes` can need: the largest shorter side of its unfoldings. */
 function fullRank(modes: readonly number[]): number {
-  let left = 1, best = 1;
+  let left = 1,
+    best = 1;
   const total = product(modes);
   for (let k = 0; k + 1 < modes.length; k++) {
     left *= modes[k]!;
@@ -396,7 +407,10 @@ export async function reconstruct(t: TT, opts?: { slice?: [number, number][] }):
 function checkResultSize(bytes: number, field: string): void {
   const limit = Math.min(bufferConstants.MAX_LENGTH, totalmem() / 2);
   if (bytes > limit) {
-    throw new ValidationError(`${field} asks for a dense result of ${bytes} bytes, more than the ${Math.floor(limit)} bytes allowed here; request a smaller slice.`, field);
+    throw new ValidationError(
+      `${field} asks for a dense result of ${bytes} bytes, more than the ${Math.floor(limit)} bytes allowed here; request a smaller slice.`,
+      field,
+    );
   }
 }
 
@@ -454,7 +468,15 @@ export async function dotBatch(q: TT, candidates: TT[]): Promise<Float64Array> {
     sameModes(x, y, `candidates[${i}].modes`);
     return y;
   });
-  return call(() => native().dotBatch(x.cores, x.ranks, cs.map((c) => c.cores), cs.map((c) => c.ranks), x.modes));
+  return call(() =>
+    native().dotBatch(
+      x.cores,
+      x.ranks,
+      cs.map((c) => c.cores),
+      cs.map((c) => c.ranks),
+      x.modes,
+    ),
+  );
 }
 
 /** ⟨x, c_i⟩ for every candidate, x dense over the candidates' dense shape. */
@@ -468,7 +490,14 @@ export async function dotDenseBatch(x: FloatArray, candidates: TT[]): Promise<Fl
   if (dense.length !== product(first.modes)) {
     throw new ValidationError(`x must have ${product(first.modes)} elements (the candidates' dense size), not ${dense.length}.`, "x");
   }
-  const v = await call(() => native().dotDenseBatch(dense, cs.map((c) => c.cores), cs.map((c) => c.ranks), first.modes));
+  const v = await call(() =>
+    native().dotDenseBatch(
+      dense,
+      cs.map((c) => c.cores),
+      cs.map((c) => c.ranks),
+      first.modes,
+    ),
+  );
   if (v.some((s) => !Number.isFinite(s))) throw new ValidationError("x must contain only finite numbers.", "x");
   return v;
 }
@@ -488,4 +517,3 @@ export function backend(): Backend {
   const b = native().backend();
   return { isa: b.isa, threads: b.threads, cuda_compiled: b.cuda_compiled, cuda_device: b.cuda_device, reason: b.reason, isa_note: b.isa_note };
 }
-

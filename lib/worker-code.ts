@@ -10,9 +10,7 @@ import { getPriority, setPriority } from "node:os";
 export function workerCode(callerUrl: string, name: string): string {
   const fromSource = callerUrl.endsWith(".ts");
   const url = new URL(`./${name}${fromSource ? ".ts" : ".js"}`, callerUrl).href;
-  return fromSource
-    ? `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(url)}); })`
-    : `import(${JSON.stringify(url)})`;
+  return fromSource ? `import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(url)}); })` : `import(${JSON.stringify(url)})`;
 }
 
 /**

@@ -14,11 +14,20 @@ rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 await build({
   entryPoints: { app: join(src, "src", "main.ts") },
-  bundle: true, minify: true, format: "esm", target: "es2022", platform: "browser",
-  outdir: out, legalComments: "eof", logLevel: "warning",
+  bundle: true,
+  minify: true,
+  format: "esm",
+  target: "es2022",
+  platform: "browser",
+  outdir: out,
+  legalComments: "eof",
+  logLevel: "warning",
 });
 await build({
   entryPoints: { app: join(src, "style.css") },
-  bundle: true, minify: true, outdir: out, logLevel: "warning",
+  bundle: true,
+  minify: true,
+  outdir: out,
+  logLevel: "warning",
 });
 copyFileSync(join(src, "index.html"), join(out, "index.html"));

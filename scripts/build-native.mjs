@@ -37,7 +37,9 @@ let verb = "compile";
 try {
   const cached = /^SVC_WITH_CUDA:BOOL=(ON|OFF)$/m.exec(readFileSync(join(root, "build", "CMakeCache.txt"), "utf8"))?.[1];
   if (cuda.length && cached && !cuda[0].endsWith(`=${cached}`)) verb = "rebuild";
-} catch { /* not configured yet */ }
+} catch {
+  /* not configured yet */
+}
 
 // SVC_BUILD=node-gyp skips cmake-js (to build or check the fallback on a machine with CMake).
 const forceGyp = process.env.SVC_BUILD === "node-gyp";

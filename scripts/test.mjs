@@ -30,9 +30,7 @@ function walk(dir) {
   return out;
 }
 
-const files = walk(join(root, "test")).filter(
-  (f) => filters.length === 0 || filters.some((s) => relative(root, f).includes(s)),
-);
+const files = walk(join(root, "test")).filter((f) => filters.length === 0 || filters.some((s) => relative(root, f).includes(s)));
 const SERVICES = {
   redis: {
     env: "SVC_TEST_REDIS_URL",
@@ -54,7 +52,10 @@ function reachable(url) {
   const port = Number(u.port) || (u.protocol.startsWith("redis") ? 6379 : 5432);
   return new Promise((resolve) => {
     const sock = net.connect({ host: u.hostname || "127.0.0.1", port });
-    const done = (ok) => { sock.destroy(); resolve(ok); };
+    const done = (ok) => {
+      sock.destroy();
+      resolve(ok);
+    };
     sock.setTimeout(2000, () => done(false));
     sock.once("connect", () => done(true));
     sock.once("error", () => done(false));
@@ -65,7 +66,10 @@ function freePort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
   });
 }
 
@@ -94,9 +98,14 @@ async function startRedis() {
 async function startPostgres() {
   const dir = mkdtempSync(join(tmpdir(), "svc-test-pg-"));
   const init = spawnSync("initdb", ["-D", join(dir, "data"), "-U", "postgres", "-A", "trust"], { stdio: "ignore" });
-  if (init.status !== 0) { rmSync(dir, { recursive: true, force: true }); throw new Error("initdb failed"); }
+  if (init.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error("initdb failed");
+  }
   const port = await freePort();
-  const child = spawn("postgres", ["-D", join(dir, "data"), "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"], { stdio: "ignore" });
+  const child = spawn("postgres", ["-D", join(dir, "data"), "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"], {
+    stdio: "ignore",
+  });
   throwaway.push({ child, dir });
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   await waitFor(url, child, "PostgreSQL");
@@ -104,14 +113,16 @@ async function startPostgres() {
 }
 
 async function stopThrowaways() {
-  await Promise.all(throwaway.map(async ({ child, dir }) => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
-    }
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  }));
+  await Promise.all(
+    throwaway.map(async ({ child, dir }) => {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGTERM");
+        await exited;
+      }
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }),
+  );
 }
 
 /** Makes every service the selected files need reachable, or ends the run with one sentence. */
@@ -121,15 +132,19 @@ async function ensureServices(selected) {
     const users = selected.filter((f) => svc.needed.test(readFileSync(f, "utf8")));
     if (users.length === 0) continue;
     const url = process.env[svc.env] || svc.fallback;
-    if (await reachable(url)) { env[svc.env] = url; continue; }
-    const canStart = name === "redis" ? onPath("redis-server")
-      : onPath("initdb") && onPath("postgres") && process.getuid?.() !== 0;
+    if (await reachable(url)) {
+      env[svc.env] = url;
+      continue;
+    }
+    const canStart = name === "redis" ? onPath("redis-server") : onPath("initdb") && onPath("postgres") && process.getuid?.() !== 0;
     if (canStart) {
       try {
         env[svc.env] = name === "redis" ? await startRedis() : await startPostgres();
         process.stdout.write(`# ${name}: nothing answers at ${url}; started a throwaway one at ${env[svc.env]}\n`);
         continue;
-      } catch { /* fall through to the refusal */ }
+      } catch {
+        /* fall through to the refusal */
+      }
     }
     const u = new URL(url);
     await stopThrowaways();
@@ -210,7 +225,8 @@ if (coverageDir) {
   // the floor is for the whole suite; a run of some files only prints what it covered
   const check = filters.length === 0 ? ["--check-coverage"] : [];
   const r = spawnSync(process.execPath, [c8, "report", "--temp-directory", coverageDir, "--reporter", "text-summary", ...check], {
-    cwd: root, encoding: "utf8",
+    cwd: root,
+    encoding: "utf8",
   });
   process.stdout.write(`\ncoverage of lib/, server/ and bin/ (floor in .c8rc.json):${r.stdout}${r.stderr}`);
   if (r.status !== 0) {

@@ -19,10 +19,16 @@ export async function fetchAccount(io: Io, period?: string): Promise<Account> {
   const base = gatewayUrl(io);
   const res = await gatewayCall(base, `/gate/account${period ? `?period=${period}` : ""}`, "GET", { "x-api-key": apiKey, accept: "application/json" });
   let body: Record<string, unknown> | undefined;
-  try { body = JSON.parse(res.text) as Record<string, unknown>; } catch { body = undefined; }
+  try {
+    body = JSON.parse(res.text) as Record<string, unknown>;
+  } catch {
+    body = undefined;
+  }
   if (res.status >= 400) {
-    const err = errorFromCode(typeof body?.code === "string" ? body.code : "internal",
-      typeof body?.detail === "string" ? body.detail : `The gateway answered HTTP ${res.status}.`);
+    const err = errorFromCode(
+      typeof body?.code === "string" ? body.code : "internal",
+      typeof body?.detail === "string" ? body.detail : `The gateway answered HTTP ${res.status}.`,
+    );
     if (typeof body?.request_id === "string") err.extra.request_id = body.request_id;
     throw err;
   }
@@ -34,9 +40,13 @@ export async function fetchAccount(io: Io, period?: string): Promise<Account> {
 
 export async function ownUsage(io: Io, period: string | undefined, json: boolean): Promise<number> {
   const a = await fetchAccount(io, period);
-  if (json) { io.out(JSON.stringify(a, null, 2) + "\n"); return 0; }
+  if (json) {
+    io.out(JSON.stringify(a, null, 2) + "\n");
+    return 0;
+  }
   const u = a.usage;
-  let text = `Tenant ${a.tenant_id} (plan ${a.plan}), period ${u.period}: ${fmtCus(u.cus_used)} CUs used of ${u.monthly_quota ?? "unlimited"} (${fmtUtil(u.utilization)}); ` +
+  let text =
+    `Tenant ${a.tenant_id} (plan ${a.plan}), period ${u.period}: ${fmtCus(u.cus_used)} CUs used of ${u.monthly_quota ?? "unlimited"} (${fmtUtil(u.utilization)}); ` +
     `rate limit ${a.rate_limit.requests} requests per ${a.rate_limit.window_s} s; namespaces ${a.namespaces.join(", ") || "none"}.\n`;
   const bd = Object.entries(u.breakdown ?? {}).sort(([x], [y]) => x.localeCompare(y));
   if (bd.length) text += table([["OPERATION", "CUS"], ...bd.map(([op, c]) => [op, fmtCus(c)])]);

@@ -35,11 +35,19 @@ const PLANS = ["starter", "builder", "pro", "enterprise"];
 export async function adminCall(io: Io, dataDir: string | undefined, method: "GET" | "POST", path: string, body?: unknown): Promise<Record<string, unknown>> {
   const base = gatewayUrl(io);
   const key = serviceKey(io, dataDir);
-  const res = await gatewayCall(base, path, method,
+  const res = await gatewayCall(
+    base,
+    path,
+    method,
     { authorization: `Bearer ${key}`, accept: "application/json", ...(body !== undefined ? { "content-type": "application/json" } : {}) },
-    body !== undefined ? JSON.stringify(body) : undefined);
+    body !== undefined ? JSON.stringify(body) : undefined,
+  );
   let parsed: Record<string, unknown> | undefined;
-  try { parsed = JSON.parse(res.text) as Record<string, unknown>; } catch { parsed = undefined; }
+  try {
+    parsed = JSON.parse(res.text) as Record<string, unknown>;
+  } catch {
+    parsed = undefined;
+  }
   if (res.status >= 400) {
     const detail = typeof parsed?.detail === "string" ? parsed.detail : `The gateway answered HTTP ${res.status}.`;
     const err = errorFromCode(typeof parsed?.code === "string" ? parsed.code : "internal", detail);
@@ -111,11 +119,23 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
   };
   const pos = spec[sub];
   if (!pos) throw new UsageError(`Unknown tenant subcommand '${sub}'.`);
-  const extra: OptionSpec = sub === "create"
-    ? { plan: { type: "string" }, namespace: { type: "string", multiple: true }, email: { type: "string" }, quota: { type: "string" }, "rate-limit": { type: "string" } }
-    : sub === "set-plan" ? { quota: { type: "string" }, "rate-limit": { type: "string" } } : {};
+  const extra: OptionSpec =
+    sub === "create"
+      ? {
+          plan: { type: "string" },
+          namespace: { type: "string", multiple: true },
+          email: { type: "string" },
+          quota: { type: "string" },
+          "rate-limit": { type: "string" },
+        }
+      : sub === "set-plan"
+        ? { quota: { type: "string" }, "rate-limit": { type: "string" } }
+        : {};
   const { values, positionals, help } = parse(rest, { ...common, ...extra }, pos);
-  if (help) { io.out(TENANT_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(TENANT_HELP + "\n");
+    return 0;
+  }
   const v = values as Record<string, string | string[] | boolean | undefined>;
   const data = v.data as string | undefined;
   const print = (r: Record<string, unknown>, text: string) => io.out(v.json ? JSON.stringify(r, null, 2) + "\n" : text);
@@ -136,9 +156,12 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
         ...enterpriseFields(v as { quota?: string; "rate-limit"?: string }, plan),
       };
       const r = await adminCall(io, data, "POST", "/gate/onboard/create", body);
-      print(r, `Created tenant ${r.tenant_id} (plan ${r.plan}, namespaces ${(r.namespaces as string[]).join(", ")}, ` +
-        `quota ${r.monthly_quota ?? "none"} CUs/month, rate limit ${rl(r.rate_limit)}).\n` +
-        `The API key is shown once; keep it now:\nSVC_API_KEY=${r.api_key}\n`);
+      print(
+        r,
+        `Created tenant ${r.tenant_id} (plan ${r.plan}, namespaces ${(r.namespaces as string[]).join(", ")}, ` +
+          `quota ${r.monthly_quota ?? "none"} CUs/month, rate limit ${rl(r.rate_limit)}).\n` +
+          `The API key is shown once; keep it now:\nSVC_API_KEY=${r.api_key}\n`,
+      );
       return 0;
     }
     case "rotate-key": {
@@ -156,7 +179,9 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
     case "set-plan": {
       const plan = planOf(positionals[1]!);
       const r = await adminCall(io, data, "POST", "/gate/onboard/update-tier", {
-        tenant_id: tenantId(positionals[0]!), plan, ...enterpriseFields(v as { quota?: string; "rate-limit"?: string }, plan),
+        tenant_id: tenantId(positionals[0]!),
+        plan,
+        ...enterpriseFields(v as { quota?: string; "rate-limit"?: string }, plan),
       });
       print(r, `Tenant ${r.tenant_id} is on plan ${r.plan} (quota ${r.monthly_quota ?? "none"} CUs/month, rate limit ${rl(r.rate_limit)}).\n`);
       return 0;
@@ -177,10 +202,20 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
 }
 
 export async function usageCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, {
-    period: { type: "string" }, json: { type: "boolean" }, data: { type: "string" }, mine: { type: "boolean" },
-  }, { min: 0, max: 1, names: "[ID]" });
-  if (help) { io.out(USAGE_HELP + "\n"); return 0; }
+  const { values, positionals, help } = parse(
+    argv,
+    {
+      period: { type: "string" },
+      json: { type: "boolean" },
+      data: { type: "string" },
+      mine: { type: "boolean" },
+    },
+    { min: 0, max: 1, names: "[ID]" },
+  );
+  if (help) {
+    io.out(USAGE_HELP + "\n");
+    return 0;
+  }
   const period = values.period as string | undefined;
   if (period !== undefined && !/^\d{4}-(0[1-9]|1[0-2])$/.test(period)) throw new UsageError("--period must be YYYY-MM, for example 2026-11.");
   const q = period ? `?period=${period}` : "";
@@ -193,7 +228,10 @@ export async function usageCommand(argv: string[], io: Io): Promise<number> {
   if (positionals[0] !== undefined) {
     const id = tenantId(positionals[0]);
     const r = await adminCall(io, data, "GET", `/gate/admin/usage/${id}${q}`);
-    if (values.json) { io.out(JSON.stringify(r, null, 2) + "\n"); return 0; }
+    if (values.json) {
+      io.out(JSON.stringify(r, null, 2) + "\n");
+      return 0;
+    }
     const bd = Object.entries((r.breakdown ?? {}) as Record<string, number>).sort(([a], [b]) => a.localeCompare(b));
     let text = `Tenant ${r.tenant_id}, period ${r.period}: ${fmtCus(r.cus_used)} CUs used of ${r.monthly_quota ?? "unlimited"} (${fmtUtil(r.utilization)})`;
     if (typeof r.overage_cus === "number" && r.overage_cus > 0) text += `, overage ${fmtCus(r.overage_cus)} CUs = ${r.overage_amount}`;
@@ -203,16 +241,26 @@ export async function usageCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   const r = await adminCall(io, data, "GET", `/gate/admin/usage${q}`);
-  if (values.json) { io.out(JSON.stringify(r, null, 2) + "\n"); return 0; }
-  const rows = ((r.tenants ?? []) as Array<{ tenant_id: string; cus_used: number; monthly_quota: number | null; utilization: number | null }>)
-    .map((t) => [t.tenant_id, fmtCus(t.cus_used), t.monthly_quota === null || t.monthly_quota === undefined ? "unlimited" : String(t.monthly_quota), fmtUtil(t.utilization)]);
+  if (values.json) {
+    io.out(JSON.stringify(r, null, 2) + "\n");
+    return 0;
+  }
+  const rows = ((r.tenants ?? []) as Array<{ tenant_id: string; cus_used: number; monthly_quota: number | null; utilization: number | null }>).map((t) => [
+    t.tenant_id,
+    fmtCus(t.cus_used),
+    t.monthly_quota === null || t.monthly_quota === undefined ? "unlimited" : String(t.monthly_quota),
+    fmtUtil(t.utilization),
+  ]);
   io.out(`Usage for ${r.period}\n` + (rows.length ? table([["TENANT", "CUS_USED", "QUOTA", "UTILIZATION"], ...rows]) : "No tenants.\n"));
   return 0;
 }
 
 export async function reloadCommand(argv: string[], io: Io): Promise<number> {
   const { values, help } = parse(argv, { json: { type: "boolean" }, data: { type: "string" } }, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(RELOAD_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(RELOAD_HELP + "\n");
+    return 0;
+  }
   const r = await adminCall(io, values.data as string | undefined, "POST", "/gate/admin/reload");
   io.out(values.json ? JSON.stringify(r, null, 2) + "\n" : `Reloaded the tenant registry: ${r.tenants_loaded} tenants.\n`);
   return 0;

@@ -11,10 +11,19 @@ namespace, status, CUs and latency. --limit is 1-1000 (default 100). The log rea
 gateway's own file (SVC_GATE_AUDIT_LOG_PATH); at most its last 64 MiB are searched per call.`;
 
 export async function auditCommand(argv: string[], io: Io): Promise<number> {
-  const { values, help } = parse(argv, { tenant: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, json: { type: "boolean" }, data: { type: "string" } }, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(AUDIT_HELP + "\n"); return 0; }
+  const { values, help } = parse(
+    argv,
+    { tenant: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, json: { type: "boolean" }, data: { type: "string" } },
+    { min: 0, max: 0, names: "no arguments" },
+  );
+  if (help) {
+    io.out(AUDIT_HELP + "\n");
+    return 0;
+  }
   const q = new URLSearchParams();
-  const tenant = values.tenant as string | undefined, status = values.status as string | undefined, limit = values.limit as string | undefined;
+  const tenant = values.tenant as string | undefined,
+    status = values.status as string | undefined,
+    limit = values.limit as string | undefined;
   if (tenant !== undefined) {
     if (tenantIdProblem(tenant) !== null) throw new UsageError(`Invalid tenant id '${tenant}': use 1-64 characters of a-z 0-9 - _.`);
     q.set("tenant_id", tenant);
@@ -28,11 +37,30 @@ export async function auditCommand(argv: string[], io: Io): Promise<number> {
     q.set("limit", limit);
   }
   const r = await adminCall(io, values.data as string | undefined, "GET", `/gate/admin/audit${q.size ? `?${q}` : ""}`);
-  if (values.json) { io.out(JSON.stringify(r, null, 2) + "\n"); return 0; }
-  const recs = (r.records ?? []) as Array<{ ts: string; tenant_id: string; method: string; path: string; namespace: string; status: number; cus: number; latency_ms: number }>;
-  if (!recs.length) { io.out("No matching audit records.\n"); return 0; }
-  io.out(table([["TIME", "TENANT", "METHOD", "PATH", "NAMESPACE", "STATUS", "CUS", "MS"],
-    ...recs.map((a) => [a.ts, a.tenant_id || "-", a.method, a.path, a.namespace || "-", String(a.status), String(a.cus), String(a.latency_ms)])]));
+  if (values.json) {
+    io.out(JSON.stringify(r, null, 2) + "\n");
+    return 0;
+  }
+  const recs = (r.records ?? []) as Array<{
+    ts: string;
+    tenant_id: string;
+    method: string;
+    path: string;
+    namespace: string;
+    status: number;
+    cus: number;
+    latency_ms: number;
+  }>;
+  if (!recs.length) {
+    io.out("No matching audit records.\n");
+    return 0;
+  }
+  io.out(
+    table([
+      ["TIME", "TENANT", "METHOD", "PATH", "NAMESPACE", "STATUS", "CUS", "MS"],
+      ...recs.map((a) => [a.ts, a.tenant_id || "-", a.method, a.path, a.namespace || "-", String(a.status), String(a.cus), String(a.latency_ms)]),
+    ]),
+  );
   if (!r.complete) io.out(`(the newest ${r.scanned_bytes} bytes of the log were read)\n`);
   return 0;
 }

@@ -20,8 +20,15 @@ function report(io: Io, what: string, r: { path: string; bytes: number; records:
 }
 
 export async function backupCommand(argv: string[], io: Io): Promise<number> {
-  const { values, help } = parse(argv, { to: { type: "string" }, store: { type: "string" }, compact: { type: "boolean" } }, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(BACKUP_HELP + "\n"); return 0; }
+  const { values, help } = parse(
+    argv,
+    { to: { type: "string" }, store: { type: "string" }, compact: { type: "boolean" } },
+    { min: 0, max: 0, names: "no arguments" },
+  );
+  if (help) {
+    io.out(BACKUP_HELP + "\n");
+    return 0;
+  }
   const to = values.to as string | undefined;
   if (!to) throw new UsageError("--to DIR is required: the new directory the backup is written to.");
   const store = (values.store as string | undefined) || io.env.SVC_ENGINE_DATA_DIR || "./svc-data/engine";
@@ -32,7 +39,10 @@ export async function backupCommand(argv: string[], io: Io): Promise<number> {
 
 export async function restoreCommand(argv: string[], io: Io): Promise<number> {
   const { values, help } = parse(argv, { from: { type: "string" }, to: { type: "string" } }, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(RESTORE_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(RESTORE_HELP + "\n");
+    return 0;
+  }
   const from = values.from as string | undefined;
   const to = values.to as string | undefined;
   if (!from) throw new UsageError("--from DIR is required: the backup directory to restore.");

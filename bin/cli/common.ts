@@ -45,11 +45,19 @@ export type OptionSpec = Record<string, { type: "string" | "boolean"; multiple?:
 export type Values = Record<string, string | boolean | string[] | undefined>;
 
 /** parseArgs whose errors are UsageErrors phrased as one sentence. */
-export function parse(argv: string[], options: OptionSpec, positionals: { min: number; max: number; names: string }): { values: Values; positionals: string[]; help: boolean } {
+export function parse(
+  argv: string[],
+  options: OptionSpec,
+  positionals: { min: number; max: number; names: string },
+): { values: Values; positionals: string[]; help: boolean } {
   let r: { values: Values; positionals: string[] };
   // a value that starts with '-' followed by a digit, '.' or ':' (`--slice -1,:,:`, `--tolerance -1`)
   // belongs to the option before it: parseArgs would take it for an option and refuse it as ambiguous
-  const shortOf = new Map(Object.entries(options).filter(([, o]) => o.short).map(([n, o]) => [`-${o.short}`, n]));
+  const shortOf = new Map(
+    Object.entries(options)
+      .filter(([, o]) => o.short)
+      .map(([n, o]) => [`-${o.short}`, n]),
+  );
   argv = argv.flatMap((a, i) => {
     const name = a.startsWith("--") ? a.slice(2) : shortOf.get(a);
     const next = argv[i + 1];
@@ -62,7 +70,10 @@ export function parse(argv: string[], options: OptionSpec, positionals: { min: n
     return [a];
   });
   try {
-    r = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true }) as { values: Values; positionals: string[] };
+    r = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true }) as {
+      values: Values;
+      positionals: string[];
+    };
   } catch (e) {
     const m = (e as Error).message.split("\n")[0]!.replace(/\. To specify a positional argument.*$/, "");
     throw new UsageError(m.endsWith(".") ? m : `${m}.`);
@@ -105,15 +116,21 @@ export function reportError(e: unknown, io: Io, usageHint: string): number {
 function describeErrno(e: NodeJS.ErrnoException): string {
   const p = e.path ? ` ${e.path}` : "";
   switch (e.code) {
-    case "ENOENT": return `No such file or directory:${p}.`;
-    case "EACCES": case "EPERM": return `Permission denied:${p}.`;
-    case "EISDIR": return e.path ? `${e.path} is a directory, not a file ('svc import NS DIR' uploads every .npy file under a directory).` : "Is a directory.";
-    case "ENOTDIR": return `Not a directory:${p}.`;
+    case "ENOENT":
+      return `No such file or directory:${p}.`;
+    case "EACCES":
+    case "EPERM":
+      return `Permission denied:${p}.`;
+    case "EISDIR":
+      return e.path ? `${e.path} is a directory, not a file ('svc import NS DIR' uploads every .npy file under a directory).` : "Is a directory.";
+    case "ENOTDIR":
+      return `Not a directory:${p}.`;
     case "EADDRINUSE": {
       const port = (e as { port?: number }).port;
       return `Port ${port ?? "?"} is already in use, perhaps by a 'svc up' still running (stop it with Ctrl-C), or choose another port with --port and --engine-port (0 picks a free one).`;
     }
-    default: return `${e.syscall} failed (${e.code})${p ? ` for${p}` : ""}.`;
+    default:
+      return `${e.syscall} failed (${e.code})${p ? ` for${p}` : ""}.`;
   }
 }
 
@@ -133,7 +150,13 @@ export async function readInput(file: string): Promise<Buffer> {
  * One JSON call to the gateway by an admin command (30 s without an answer is a failure): its
  * status and body text; a transport failure is EngineUnreachableError naming the address.
  */
-export async function gatewayCall(base: string, path: string, method: "GET" | "POST", headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
+export async function gatewayCall(
+  base: string,
+  path: string,
+  method: "GET" | "POST",
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; text: string }> {
   const { exchange, HttpPool } = await import("../../lib/client-http.js");
   const pool = new HttpPool();
   try {
@@ -168,7 +191,9 @@ export function serviceKey(io: Io, dataDir: string | undefined): string {
   try {
     const k = readFileSync(file, "utf8").trim();
     if (k) return k;
-  } catch { /* fall through */ }
+  } catch {
+    /* fall through */
+  }
   throw new UsageError(`No service key: set SVC_GATE_ENGINE_SERVICE_KEY or run 'svc up' so that ${file} exists (or pass --data DIR).`);
 }
 
@@ -177,7 +202,10 @@ const UNITS = ["B", "kB", "MB", "GB", "TB"];
 export function fmtBytes(n: number): string {
   let i = 0;
   let v = n;
-  while (v >= 1000 && i < UNITS.length - 1) { v /= 1000; i++; }
+  while (v >= 1000 && i < UNITS.length - 1) {
+    v /= 1000;
+    i++;
+  }
   return i === 0 ? `${n} B` : `${v.toPrecision(3)} ${UNITS[i]}`;
 }
 
@@ -193,7 +221,10 @@ export function fmtDuration(s: number): string {
 /** Prints rows as aligned columns. */
 export function table(rows: string[][]): string {
   const w: number[] = [];
-  for (const r of rows) r.forEach((c, i) => { w[i] = Math.max(w[i] ?? 0, c.length); });
+  for (const r of rows)
+    r.forEach((c, i) => {
+      w[i] = Math.max(w[i] ?? 0, c.length);
+    });
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]!))).join("  ")).join("\n") + "\n";
 }
 

@@ -86,16 +86,25 @@ export function dataClient(io: Io, patient = false, bar?: TransferBar): SvcClien
     const until = Date.now() + ms;
     if (ms >= 1000 && last && until > saidUntil + 1000) {
       saidUntil = until;
-      const why = last.status === 429
-        ? `the tenant's rate limit was reached${last.rate_limit.limit !== null ? ` (${last.rate_limit.limit} requests per window)` : ""}`
-        : `the gateway answered ${last.status}`;
-      io.err(patient && io.errIsTTY ? `\r${why}; waiting ${Math.ceil(ms / 1000)} s before going on…\x1b[K` : `svc: ${why}; waiting ${Math.ceil(ms / 1000)} s before going on.\n`);
+      const why =
+        last.status === 429
+          ? `the tenant's rate limit was reached${last.rate_limit.limit !== null ? ` (${last.rate_limit.limit} requests per window)` : ""}`
+          : `the gateway answered ${last.status}`;
+      io.err(
+        patient && io.errIsTTY
+          ? `\r${why}; waiting ${Math.ceil(ms / 1000)} s before going on…\x1b[K`
+          : `svc: ${why}; waiting ${Math.ceil(ms / 1000)} s before going on.\n`,
+      );
     }
     return new Promise<void>((r) => setTimeout(r, ms));
   };
   // the options are valid by construction: an http(s) address checked by gatewayUrl, a non-empty key
   client = clientCore({
-    baseUrl: gatewayUrl(io), apiKey, sleep, ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}), ...(bar ? { onProgress: bar.onProgress } : {}),
+    baseUrl: gatewayUrl(io),
+    apiKey,
+    sleep,
+    ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}),
+    ...(bar ? { onProgress: bar.onProgress } : {}),
   });
   return client;
 }
@@ -117,14 +126,19 @@ async function dtypeFlag(v: string | undefined): Promise<Dtype | undefined> {
 function shapeFlag(v: string | undefined): number[] | undefined {
   if (v === undefined) return undefined;
   const parts = v.split(",");
-  if (!parts.every((p) => /^\d+$/.test(p.trim()) && Number(p) >= 1)) throw new UsageError("--shape must be a comma list of positive integers, for example 128,128,128.");
+  if (!parts.every((p) => /^\d+$/.test(p.trim()) && Number(p) >= 1))
+    throw new UsageError("--shape must be a comma list of positive integers, for example 128,128,128.");
   return parts.map(Number);
 }
 
 /** What is a .npy file, for `svc put` and `svc import` alike: its magic bytes, not its name. */
 export const isNpy = (b: Buffer) => b.length >= 6 && b[0] === 0x93 && b.subarray(1, 6).toString("latin1") === "NUMPY";
 
-export interface PreparedPut { data: Buffer; dtype: Dtype; shape: number[] | undefined }
+export interface PreparedPut {
+  data: Buffer;
+  dtype: Dtype;
+  shape: number[] | undefined;
+}
 
 /**
  * The payload, dtype and shape of FILE's bytes: a .npy file describes itself; raw data needs
@@ -132,7 +146,8 @@ export interface PreparedPut { data: Buffer; dtype: Dtype; shape: number[] | und
  */
 export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[] | undefined, file: string, asBytes = false): PreparedPut {
   if (asBytes) {
-    if ((dtype !== undefined && dtype !== "bytes") || shape !== undefined) throw new UsageError("--bytes stores the file as opaque bytes: leave out --dtype and --shape.");
+    if ((dtype !== undefined && dtype !== "bytes") || shape !== undefined)
+      throw new UsageError("--bytes stores the file as opaque bytes: leave out --dtype and --shape.");
     return { data: buf, dtype: "bytes", shape: undefined };
   }
   if (isNpy(buf)) {
@@ -145,8 +160,11 @@ export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[
     return { data: a.data, dtype: a.dtype, shape: npyShape };
   }
   if (dtype === undefined) {
-    if (/\.npy$/i.test(file)) throw new UsageError(`${file} is named .npy but does not start with the NumPy magic bytes; pass --bytes to store it as opaque bytes.`);
-    throw new UsageError(`${file} is not a .npy file: describe its raw data with --dtype and --shape (for example --dtype float32 --shape 32,32,32), or pass --bytes to store it as opaque bytes.`);
+    if (/\.npy$/i.test(file))
+      throw new UsageError(`${file} is named .npy but does not start with the NumPy magic bytes; pass --bytes to store it as opaque bytes.`);
+    throw new UsageError(
+      `${file} is not a .npy file: describe its raw data with --dtype and --shape (for example --dtype float32 --shape 32,32,32), or pass --bytes to store it as opaque bytes.`,
+    );
   }
   if (dtype !== "bytes" && shape === undefined) throw new UsageError(`--shape is required for raw ${dtype} data (${file} is not a .npy file).`);
   return { data: buf, dtype, shape };
@@ -155,7 +173,11 @@ export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[
 export function parseMeta(v: string | undefined): Record<string, unknown> | undefined {
   if (v === undefined) return undefined;
   let m: unknown;
-  try { m = JSON.parse(v); } catch { throw new UsageError("--meta must be a JSON object, for example '{\"run\": 3}'."); }
+  try {
+    m = JSON.parse(v);
+  } catch {
+    throw new UsageError("--meta must be a JSON object, for example '{\"run\": 3}'.");
+  }
   if (m === null || typeof m !== "object" || Array.isArray(m)) throw new UsageError("--meta must be a JSON object, for example '{\"run\": 3}'.");
   return m as Record<string, unknown>;
 }
@@ -197,14 +219,29 @@ export function parseSlice(spec: string, shape: number[]): Array<[number, number
 const pct = (x: number) => (x === 0 ? "0" : x.toExponential(2));
 
 export async function putCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, {
-    dtype: { type: "string" }, shape: { type: "string" }, tolerance: { type: "string" }, "max-rank": { type: "string" },
-    "max-abs-error": { type: "string" }, codec: { type: "string" },
-    meta: { type: "string" }, "if-version": { type: "string" }, json: { type: "boolean" }, bytes: { type: "boolean" },
-  }, { min: 3, max: 3, names: "NS KEY FILE" });
-  if (help) { io.out(PUT_HELP + "\n"); return 0; }
+  const { values, positionals, help } = parse(
+    argv,
+    {
+      dtype: { type: "string" },
+      shape: { type: "string" },
+      tolerance: { type: "string" },
+      "max-rank": { type: "string" },
+      "max-abs-error": { type: "string" },
+      codec: { type: "string" },
+      meta: { type: "string" },
+      "if-version": { type: "string" },
+      json: { type: "boolean" },
+      bytes: { type: "boolean" },
+    },
+    { min: 3, max: 3, names: "NS KEY FILE" },
+  );
+  if (help) {
+    io.out(PUT_HELP + "\n");
+    return 0;
+  }
   const [ns, key, file] = positionals as [string, string, string];
-  checkName("namespace", ns); checkName("key", key);
+  checkName("namespace", ns);
+  checkName("key", key);
   const dtype = await dtypeFlag(values.dtype as string | undefined);
   const shape = shapeFlag(values.shape as string | undefined);
   const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
@@ -217,12 +254,23 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   const client = dataClient(io, false, bar);
   try {
     const p = preparePut(await readInput(file), dtype, shape, file, Boolean(values.bytes));
-    const r = await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, tolerance, max_abs_error: maxAbsError, codec, max_rank: maxRank, metadata, if_version: ifVersion });
+    const r = await client.put(ns, key, p.data, {
+      dtype: p.dtype,
+      shape: p.shape,
+      tolerance,
+      max_abs_error: maxAbsError,
+      codec,
+      max_rank: maxRank,
+      metadata,
+      if_version: ifVersion,
+    });
     bar?.finish();
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {
-      io.out(`${r.namespace}/${r.key} version ${r.version}: ${r.verdict} (${r.fingerprint.codec}), ${fmtBytes(r.bytes_in)} -> ${fmtBytes(r.bytes_stored)} ` +
-        `(ratio ${r.compression_ratio.toFixed(2)}, relative error ${pct(r.relative_error)}, max abs error ${pct(r.max_abs_error)}), ${client.lastResponse?.cus ?? "?"} CUs\n`);
+      io.out(
+        `${r.namespace}/${r.key} version ${r.version}: ${r.verdict} (${r.fingerprint.codec}), ${fmtBytes(r.bytes_in)} -> ${fmtBytes(r.bytes_stored)} ` +
+          `(ratio ${r.compression_ratio.toFixed(2)}, relative error ${pct(r.relative_error)}, max abs error ${pct(r.max_abs_error)}), ${client.lastResponse?.cus ?? "?"} CUs\n`,
+      );
     }
     return 0;
   } finally {
@@ -233,9 +281,13 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
 
 export async function getCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, { version: { type: "string" } }, { min: 2, max: 2, names: "NS KEY" });
-  if (help) { io.out(GET_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(GET_HELP + "\n");
+    return 0;
+  }
   const [ns, key] = positionals as [string, string];
-  checkName("namespace", ns); checkName("key", key);
+  checkName("namespace", ns);
+  checkName("key", key);
   const version = intFlag(values.version as string | undefined, "version", 1);
   const client = dataClient(io);
   try {
@@ -248,7 +300,10 @@ export async function getCommand(argv: string[], io: Io): Promise<number> {
 
 export async function lsCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, { prefix: { type: "string" }, json: { type: "boolean" } }, { min: 1, max: 1, names: "NS" });
-  if (help) { io.out(LS_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(LS_HELP + "\n");
+    return 0;
+  }
   const ns = checkName("namespace", positionals[0]!);
   const client = dataClient(io);
   try {
@@ -267,7 +322,9 @@ export async function lsCommand(argv: string[], io: Io): Promise<number> {
     } else {
       const err = (x: number | null | undefined) => (x === null || x === undefined ? "-" : pct(x));
       for (const k of all)
-        io.out(`${k.key}\tv${k.version}\t${k.dtype}\t${(k.shape ?? []).join("x")}\t${k.verdict}\t${k.codec ?? "-"}\t${err(k.relative_error)}\t${err(k.max_abs_error)}\t${k.updated_at}\n`);
+        io.out(
+          `${k.key}\tv${k.version}\t${k.dtype}\t${(k.shape ?? []).join("x")}\t${k.verdict}\t${k.codec ?? "-"}\t${err(k.relative_error)}\t${err(k.max_abs_error)}\t${k.updated_at}\n`,
+        );
     }
     return 0;
   } finally {
@@ -277,9 +334,13 @@ export async function lsCommand(argv: string[], io: Io): Promise<number> {
 
 export async function rmCommand(argv: string[], io: Io): Promise<number> {
   const { values, positionals, help } = parse(argv, { json: { type: "boolean" } }, { min: 2, max: 2, names: "NS KEY" });
-  if (help) { io.out(RM_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(RM_HELP + "\n");
+    return 0;
+  }
   const [ns, key] = positionals as [string, string];
-  checkName("namespace", ns); checkName("key", key);
+  checkName("namespace", ns);
+  checkName("key", key);
   const client = dataClient(io);
   try {
     const r = await client.delete(ns, key);
@@ -291,12 +352,23 @@ export async function rmCommand(argv: string[], io: Io): Promise<number> {
 }
 
 export async function serveCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, {
-    output: { type: "string", short: "o" }, slice: { type: "string" }, version: { type: "string" }, dtype: { type: "string" },
-  }, { min: 2, max: 2, names: "NS KEY" });
-  if (help) { io.out(SERVE_HELP + "\n"); return 0; }
+  const { values, positionals, help } = parse(
+    argv,
+    {
+      output: { type: "string", short: "o" },
+      slice: { type: "string" },
+      version: { type: "string" },
+      dtype: { type: "string" },
+    },
+    { min: 2, max: 2, names: "NS KEY" },
+  );
+  if (help) {
+    io.out(SERVE_HELP + "\n");
+    return 0;
+  }
   const [ns, key] = positionals as [string, string];
-  checkName("namespace", ns); checkName("key", key);
+  checkName("namespace", ns);
+  checkName("key", key);
   const out = values.output as string | undefined;
   if (!out) throw new UsageError("-o OUT.npy is required.");
   let version = intFlag(values.version as string | undefined, "version", 1);
@@ -317,8 +389,7 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     if (dtype === undefined && info.dtype === "bfloat16") dtype = "float32";
     const r = await client.serve(ns, key, { version, slice, dtype });
     bar?.finish();
-    const arr = r.dtype === "bytes" ? { dtype: "uint8", shape: [r.data.byteLength], data: r.data }
-      : { dtype: r.dtype, shape: r.shape, data: r.data };
+    const arr = r.dtype === "bytes" ? { dtype: "uint8", shape: [r.data.byteLength], data: r.data } : { dtype: r.dtype, shape: r.shape, data: r.data };
     if (!isNpyDtype(arr.dtype)) throw new ValidationError(`The served dtype ${arr.dtype} cannot be written to a .npy file.`);
     const file = writeNpy(arr);
     // write then rename, so that a failure never leaves a half-written OUT
@@ -342,16 +413,31 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
 function filterFlag(v: string | undefined): Record<string, unknown> | undefined {
   if (v === undefined) return undefined;
   let f: unknown;
-  try { f = JSON.parse(v); } catch { f = undefined; }
+  try {
+    f = JSON.parse(v);
+  } catch {
+    f = undefined;
+  }
   if (f === null || typeof f !== "object" || Array.isArray(f)) throw new UsageError(`--filter must be a JSON object, for example '{"run": {"$gte": 3}}'.`);
   return f as Record<string, unknown>;
 }
 
 export async function searchCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, {
-    filter: { type: "string" }, prefix: { type: "string" }, limit: { type: "string" }, offset: { type: "string" }, json: { type: "boolean" },
-  }, { min: 1, max: 1, names: "NS" });
-  if (help) { io.out(SEARCH_HELP + "\n"); return 0; }
+  const { values, positionals, help } = parse(
+    argv,
+    {
+      filter: { type: "string" },
+      prefix: { type: "string" },
+      limit: { type: "string" },
+      offset: { type: "string" },
+      json: { type: "boolean" },
+    },
+    { min: 1, max: 1, names: "NS" },
+  );
+  if (help) {
+    io.out(SEARCH_HELP + "\n");
+    return 0;
+  }
   const ns = checkName("namespace", positionals[0]!);
   const filter = filterFlag(values.filter as string | undefined) ?? {};
   const limit = intFlag(values.limit as string | undefined, "limit", 1, 1000);
@@ -372,13 +458,25 @@ export async function searchCommand(argv: string[], io: Io): Promise<number> {
 }
 
 export async function topkCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, {
-    k: { type: "string" }, metric: { type: "string" }, filter: { type: "string" }, version: { type: "string" },
-    "include-self": { type: "boolean" }, json: { type: "boolean" },
-  }, { min: 2, max: 2, names: "NS KEY" });
-  if (help) { io.out(TOPK_HELP + "\n"); return 0; }
+  const { values, positionals, help } = parse(
+    argv,
+    {
+      k: { type: "string" },
+      metric: { type: "string" },
+      filter: { type: "string" },
+      version: { type: "string" },
+      "include-self": { type: "boolean" },
+      json: { type: "boolean" },
+    },
+    { min: 2, max: 2, names: "NS KEY" },
+  );
+  if (help) {
+    io.out(TOPK_HELP + "\n");
+    return 0;
+  }
   const [ns, key] = positionals as [string, string];
-  checkName("namespace", ns); checkName("key", key);
+  checkName("namespace", ns);
+  checkName("key", key);
   const k = intFlag(values.k as string | undefined, "k", 1, 1000);
   const metric = values.metric as string | undefined;
   if (metric !== undefined && !["cosine", "dot", "l2"].includes(metric)) throw new UsageError("--metric must be cosine, dot or l2.");
@@ -387,7 +485,12 @@ export async function topkCommand(argv: string[], io: Io): Promise<number> {
   const client = dataClient(io);
   try {
     const r = await client.query.topk(ns, {
-      key, k, version, filter, metric: metric as "cosine" | undefined, include_self: Boolean(values["include-self"]),
+      key,
+      k,
+      version,
+      filter,
+      metric: metric as "cosine" | undefined,
+      include_self: Boolean(values["include-self"]),
     });
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {

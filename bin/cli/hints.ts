@@ -25,7 +25,10 @@ export function nearest(typed: string, candidates: string[]): string | null {
   let bestD = Infinity;
   for (const c of candidates) {
     const dd = distance(typed.toLowerCase(), c.toLowerCase());
-    if (dd < bestD) { best = c; bestD = dd; }
+    if (dd < bestD) {
+      best = c;
+      bestD = dd;
+    }
   }
   return best !== null && bestD <= Math.max(2, Math.floor(typed.length / 3)) ? best : null;
 }
@@ -35,7 +38,9 @@ const SHOWN = 10;
 /** `e` with the way out appended, or `e` itself when there is none to add. */
 export async function withHint(e: SvcError, io: Io): Promise<SvcError> {
   if (e instanceof UnauthorizedError && /^Invalid API key\.?$/.test(e.message)) {
-    const h = new UnauthorizedError("Invalid API key: the gateway does not know the key in SVC_API_KEY (a key stops working once 'svc tenant rotate-key' replaces it or the tenant is deactivated); export the tenant's current key.");
+    const h = new UnauthorizedError(
+      "Invalid API key: the gateway does not know the key in SVC_API_KEY (a key stops working once 'svc tenant rotate-key' replaces it or the tenant is deactivated); export the tenant's current key.",
+    );
     Object.assign(h.extra, e.extra);
     return h;
   }

@@ -30,7 +30,11 @@ float64 files are compressed here with the engine's codec (as svc put does past 
 sent --batch at a time (default 100, at most 4 MiB of cores per request; 1 sends every file
 with its own put); other files go one per request.`;
 
-export interface ImportFile { path: string; key: string; size: number }
+export interface ImportFile {
+  path: string;
+  key: string;
+  size: number;
+}
 
 /** The .npy files under `dir`, sorted by key. */
 export async function findNpyFiles(dir: string): Promise<ImportFile[]> {
@@ -65,11 +69,18 @@ export interface ImportSummary {
 /** Largest total of cores in one put_cores_batch request (their JSON is 4/3 of it). */
 const BATCH_CORE_BYTES = 4 * 1024 * 1024;
 
-interface Pending { f: ImportFile; tt: LocalTT; shape: number[] }
+interface Pending {
+  f: ImportFile;
+  tt: LocalTT;
+  shape: number[];
+}
 
 export async function importFiles(
-  client: Pick<SvcClient, "put" | "putCoresBatch">, ns: string, files: ImportFile[],
-  opts: { tolerance?: number; max_rank?: number; concurrency: number; batch?: number }, progress: Progress,
+  client: Pick<SvcClient, "put" | "putCoresBatch">,
+  ns: string,
+  files: ImportFile[],
+  opts: { tolerance?: number; max_rank?: number; concurrency: number; batch?: number },
+  progress: Progress,
 ): Promise<ImportSummary> {
   const t0 = performance.now();
   const s: ImportSummary = { files: files.length, imported: 0, failed: 0, bytes_in: 0, bytes_stored: 0, ratio: null, verdicts: {}, failures: [], seconds: 0 };
@@ -98,7 +109,9 @@ export async function importFiles(
     if (items.length === 0) return;
     try {
       const wire: PutCoresItem[] = items.map(({ f, tt, shape }) => ({
-        key: f.key, shape, cores: tt.cores.map((c, i) => ({ shape: [tt.ranks[i]!, tt.modes[i]!, tt.ranks[i + 1]!] as [number, number, number], data: c })),
+        key: f.key,
+        shape,
+        cores: tt.cores.map((c, i) => ({ shape: [tt.ranks[i]!, tt.modes[i]!, tt.ranks[i + 1]!] as [number, number, number], data: c })),
       }));
       const { results } = await client.putCoresBatch(ns, wire);
       // put_cores records a given TT; the verdict and errors are those measured here
@@ -147,8 +160,13 @@ export async function importFiles(
 }
 
 export function formatSummary(s: ImportSummary): string {
-  const verdicts = Object.entries(s.verdicts).sort(([a], [b]) => a.localeCompare(b)).map(([v, n]) => `${v} ${n}`).join(", ") || "none";
-  let t = `Imported ${s.imported} of ${s.files} files in ${s.seconds.toFixed(1)} s: ` +
+  const verdicts =
+    Object.entries(s.verdicts)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([v, n]) => `${v} ${n}`)
+      .join(", ") || "none";
+  let t =
+    `Imported ${s.imported} of ${s.files} files in ${s.seconds.toFixed(1)} s: ` +
     `${fmtBytes(s.bytes_in)} in, ${fmtBytes(s.bytes_stored)} stored, ratio ${s.ratio === null ? "n/a" : s.ratio.toFixed(2)}.\n` +
     `Verdicts: ${verdicts}.\n`;
   if (s.failed) {
@@ -159,10 +177,21 @@ export function formatSummary(s: ImportSummary): string {
 }
 
 export async function importCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals, help } = parse(argv, {
-    tolerance: { type: "string" }, "max-rank": { type: "string" }, concurrency: { type: "string" }, batch: { type: "string" }, json: { type: "boolean" },
-  }, { min: 2, max: 2, names: "NS DIR" });
-  if (help) { io.out(IMPORT_HELP + "\n"); return 0; }
+  const { values, positionals, help } = parse(
+    argv,
+    {
+      tolerance: { type: "string" },
+      "max-rank": { type: "string" },
+      concurrency: { type: "string" },
+      batch: { type: "string" },
+      json: { type: "boolean" },
+    },
+    { min: 2, max: 2, names: "NS DIR" },
+  );
+  if (help) {
+    io.out(IMPORT_HELP + "\n");
+    return 0;
+  }
   const [ns, dir] = positionals as [string, string];
   checkName("namespace", ns);
   const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
@@ -170,14 +199,21 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
   const concurrency = intFlag(values.concurrency as string | undefined, "concurrency", 1, 64) ?? 4;
   const batch = intFlag(values.batch as string | undefined, "batch", 1, 1000) ?? 100;
   let st;
-  try { st = await stat(dir); } catch { throw new UsageError(`${dir} does not exist.`); }
+  try {
+    st = await stat(dir);
+  } catch {
+    throw new UsageError(`${dir} does not exist.`);
+  }
   if (!st.isDirectory()) throw new UsageError(`${dir} is not a directory.`);
   const files = await findNpyFiles(dir);
   // an import may outrun the tenant's rate limit: wait for the window (Retry-After) instead of failing files
   const client = dataClient(io, true);
   try {
     const progress = new Progress({
-      write: io.err, isTTY: io.errIsTTY, totalItems: files.length, totalBytes: files.reduce((a, f) => a + f.size, 0),
+      write: io.err,
+      isTTY: io.errIsTTY,
+      totalItems: files.length,
+      totalBytes: files.reduce((a, f) => a + f.size, 0),
       columns: process.stderr.columns || 100,
     });
     const s = await importFiles(client, ns, files, { tolerance, max_rank: maxRank, concurrency, batch }, progress);

@@ -59,7 +59,10 @@ export async function keyCommand(argv: string[], io: Io): Promise<number> {
   const options: OptionSpec = { json: { type: "boolean" }, data: { type: "string" } };
   if (sub === "create") Object.assign(options, { scopes: { type: "string" }, namespace: { type: "string", multiple: true }, expires: { type: "string" } });
   const { values, positionals, help } = parse(rest, options, pos);
-  if (help) { io.out(KEY_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(KEY_HELP + "\n");
+    return 0;
+  }
   const data = values.data as string | undefined;
   const print = (r: Record<string, unknown>, text: string) => io.out(values.json ? JSON.stringify(r, null, 2) + "\n" : text);
 
@@ -71,11 +74,18 @@ export async function keyCommand(argv: string[], io: Io): Promise<number> {
     for (const ns of namespaces ?? []) checked(namespaceSchema, ns, "namespace");
     const expires = values.expires === undefined ? undefined : checked(expiresAtSchema, values.expires, "--expires");
     const r = await adminCall(io, data, "POST", "/gate/admin/keys", {
-      tenant_id: tenant, name, scopes, ...(namespaces ? { namespaces } : {}), ...(expires ? { expires_at: expires } : {}),
+      tenant_id: tenant,
+      name,
+      scopes,
+      ...(namespaces ? { namespaces } : {}),
+      ...(expires ? { expires_at: expires } : {}),
     });
     const ns = r.namespaces === null ? "every namespace" : `namespaces ${(r.namespaces as string[]).join(", ")}`;
-    print(r, `Created key ${r.key_id} '${r.name}' of tenant ${r.tenant_id}: ${(r.scopes as string[]).join(", ")} on ${ns}, ` +
-      `${r.expires_at === null ? "no expiry" : `expires ${r.expires_at}`}.\nThe API key is shown once; keep it now:\nSVC_API_KEY=${r.api_key}\n`);
+    print(
+      r,
+      `Created key ${r.key_id} '${r.name}' of tenant ${r.tenant_id}: ${(r.scopes as string[]).join(", ")} on ${ns}, ` +
+        `${r.expires_at === null ? "no expiry" : `expires ${r.expires_at}`}.\nThe API key is shown once; keep it now:\nSVC_API_KEY=${r.api_key}\n`,
+    );
     return 0;
   }
   if (sub === "ls") {
@@ -83,10 +93,18 @@ export async function keyCommand(argv: string[], io: Io): Promise<number> {
     const r = await adminCall(io, data, "GET", `/gate/admin/keys/${tenant}`);
     const keys = (r.keys ?? []) as KeyRow[];
     const rows = keys.map((k) => [
-      k.key_id, k.name, k.scopes.join(","), k.namespaces === null ? "*" : k.namespaces.join(","),
-      k.expires_at === null ? "never" : `${k.expires_at}${k.expired ? " (expired)" : ""}`, k.created_at, k.last_used_at ?? "never",
+      k.key_id,
+      k.name,
+      k.scopes.join(","),
+      k.namespaces === null ? "*" : k.namespaces.join(","),
+      k.expires_at === null ? "never" : `${k.expires_at}${k.expired ? " (expired)" : ""}`,
+      k.created_at,
+      k.last_used_at ?? "never",
     ]);
-    print(r, keys.length ? table([["KEY_ID", "NAME", "SCOPES", "NAMESPACES", "EXPIRES", "CREATED", "LAST_USED"], ...rows]) : `Tenant ${tenant} has no scoped keys.\n`);
+    print(
+      r,
+      keys.length ? table([["KEY_ID", "NAME", "SCOPES", "NAMESPACES", "EXPIRES", "CREATED", "LAST_USED"], ...rows]) : `Tenant ${tenant} has no scoped keys.\n`,
+    );
     return 0;
   }
   const keyId = checked(keyIdSchema, positionals[0]!, "key id");

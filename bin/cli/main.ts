@@ -75,15 +75,23 @@ export async function main(argv: string[], io: Io): Promise<number> {
   try {
     if (cmd === undefined) throw new UsageError("Missing command.");
     if (cmd === "help" && rest.length > 0 && COMMANDS[rest[0]!]) return await COMMANDS[rest[0]!]!([...rest.slice(1), "--help"], io);
-    if (cmd === "--help" || cmd === "-h" || cmd === "help") { io.out(HELP); return 0; }
+    if (cmd === "--help" || cmd === "-h" || cmd === "help") {
+      io.out(HELP);
+      return 0;
+    }
     if (cmd === "--version") {
       const { readFileSync } = await import("node:fs");
       // the nearest package.json of this package, from the sources or from dist/
       for (let u = new URL("./", import.meta.url); u.pathname !== "/"; u = new URL("../", u)) {
         try {
           const p = JSON.parse(readFileSync(new URL("package.json", u), "utf8")) as { name?: string; version?: string };
-          if (p.name === "svc-tensor") { io.out(`${p.version}\n`); return 0; }
-        } catch { /* keep walking up */ }
+          if (p.name === "svc-tensor") {
+            io.out(`${p.version}\n`);
+            return 0;
+          }
+        } catch {
+          /* keep walking up */
+        }
       }
       throw new Error("The package.json of svc-tensor was not found.");
     }

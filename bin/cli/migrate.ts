@@ -38,8 +38,15 @@ async function openBackend(where: string, mustExist: boolean): Promise<StorageBa
 }
 
 export async function migrateCommand(argv: string[], io: Io): Promise<number> {
-  const { values, help } = parse(argv, { from: { type: "string" }, to: { type: "string" }, json: { type: "boolean" } }, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(MIGRATE_HELP + "\n"); return 0; }
+  const { values, help } = parse(
+    argv,
+    { from: { type: "string" }, to: { type: "string" }, json: { type: "boolean" } },
+    { min: 0, max: 0, names: "no arguments" },
+  );
+  if (help) {
+    io.out(MIGRATE_HELP + "\n");
+    return 0;
+  }
   const from = values.from as string | undefined;
   const to = values.to as string | undefined;
   if (!from || !to) throw new UsageError("--from and --to are both required.");
@@ -50,13 +57,23 @@ export async function migrateCommand(argv: string[], io: Io): Promise<number> {
     dst = await openBackend(to, false);
     const t0 = performance.now();
     const total = await countHeads(src);
-    const progress = new Progress({ write: io.err, isTTY: io.errIsTTY, totalItems: total, totalBytes: 0, unit: "keys", columns: process.stderr.columns || 100 });
+    const progress = new Progress({
+      write: io.err,
+      isTTY: io.errIsTTY,
+      totalItems: total,
+      totalBytes: 0,
+      unit: "keys",
+      columns: process.stderr.columns || 100,
+    });
     const r = await copyStore(src, dst, { key: (name, copied, bytes) => progress.done(name, bytes, true, copied ? "copied" : "already there") });
     progress.finish();
     const seconds = (performance.now() - t0) / 1000;
     if (values.json) io.out(JSON.stringify({ ...r, seconds }, null, 2) + "\n");
-    else io.out(`Copied ${r.copied} of ${r.keys} keys (${r.skipped} already there) from ${describe(from)} to ${describe(to)} in ${seconds.toFixed(1)} s: ` +
-      `${r.versions} versions, ${fmtBytes(r.payload_bytes)} of payloads, ${r.idempotency_records} idempotency records.\n`);
+    else
+      io.out(
+        `Copied ${r.copied} of ${r.keys} keys (${r.skipped} already there) from ${describe(from)} to ${describe(to)} in ${seconds.toFixed(1)} s: ` +
+          `${r.versions} versions, ${fmtBytes(r.payload_bytes)} of payloads, ${r.idempotency_records} idempotency records.\n`,
+      );
     return 0;
   } finally {
     await dst?.close();

@@ -34,8 +34,12 @@ export class Progress {
     this.#start = this.#o.now();
   }
 
-  get items(): number { return this.#items; }
-  get bytes(): number { return this.#bytes; }
+  get items(): number {
+    return this.#items;
+  }
+  get bytes(): number {
+    return this.#bytes;
+  }
 
   /** The status line: "12/40 files  48.0 MB/160 MB  21.3 MB/s  ETA 5s". */
   line(): string {

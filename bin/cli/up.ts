@@ -128,14 +128,25 @@ export async function warnIfReadable(file: string, what: string, io: Io): Promis
 async function openEngineLog(file: string, level: string, io: Io): Promise<{ logger: import("../../server/engine/app.js").Logger; close(): Promise<void> }> {
   const { jsonLogger } = await import("../../server/engine/app.js");
   const stream = createWriteStream(file, { flags: "a", mode: 0o600 });
-  await new Promise<void>((res, rej) => { stream.once("open", () => res()); stream.once("error", rej); });
+  await new Promise<void>((res, rej) => {
+    stream.once("open", () => res());
+    stream.once("error", rej);
+  });
   await chmod(file, 0o600); // a file from an older run keeps its mode otherwise
-  stream.on("error", (e) => io.err(`svc up: the log ${file} cannot be written (${(e as NodeJS.ErrnoException).code ?? "error"}); logging goes on in the terminal.\n`));
-  const toFile = jsonLogger(level as "info", (l) => { if (stream.writable) stream.write(l); else io.err(l); });
+  stream.on("error", (e) =>
+    io.err(`svc up: the log ${file} cannot be written (${(e as NodeJS.ErrnoException).code ?? "error"}); logging goes on in the terminal.\n`),
+  );
+  const toFile = jsonLogger(level as "info", (l) => {
+    if (stream.writable) stream.write(l);
+    else io.err(l);
+  });
   // the terminal gets warnings and errors, or less when the level asks for less (error, silent)
   const terminalLevel = (LEVEL_RANK[level] ?? 0) > LEVEL_RANK.warn! ? level : "warn";
   const toTerminal = jsonLogger(terminalLevel as "warn", io.err);
-  const both = (lv: "debug" | "info" | "warn" | "error") => (f: Record<string, unknown>) => { toFile[lv](f); toTerminal[lv](f); };
+  const both = (lv: "debug" | "info" | "warn" | "error") => (f: Record<string, unknown>) => {
+    toFile[lv](f);
+    toTerminal[lv](f);
+  };
   return {
     logger: { debug: both("debug"), info: both("info"), warn: both("warn"), error: both("error") },
     close: () => new Promise<void>((res) => stream.end(() => res())),
@@ -169,11 +180,23 @@ function waitForStop(io: Io): Promise<string> {
 }
 
 export async function upCommand(argv: string[], io: Io): Promise<number> {
-  const { values, help } = parse(argv, {
-    data: { type: "string" }, port: { type: "string" }, "engine-port": { type: "string" }, redis: { type: "string" }, store: { type: "string" },
-    host: { type: "string" }, "log-level": { type: "string" },
-  }, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(UP_HELP + "\n"); return 0; }
+  const { values, help } = parse(
+    argv,
+    {
+      data: { type: "string" },
+      port: { type: "string" },
+      "engine-port": { type: "string" },
+      redis: { type: "string" },
+      store: { type: "string" },
+      host: { type: "string" },
+      "log-level": { type: "string" },
+    },
+    { min: 0, max: 0, names: "no arguments" },
+  );
+  if (help) {
+    io.out(UP_HELP + "\n");
+    return 0;
+  }
   const dir = resolve((values.data as string | undefined) ?? "./svc-data");
   const host = (values.host as string | undefined) ?? "127.0.0.1";
   if (isIP(host) === 0 && host !== "localhost") throw new UsageError(`--host must be an IP address such as 127.0.0.1 or 0.0.0.0, not '${host}'.`);
@@ -250,7 +273,9 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   const consoleLine = existsSync(join(consoleDir(), "index.html")) ? `${gateway.url}/console/` : "not built (run 'npm run build' to serve it at /console/)";
   io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\nconsole: ${consoleLine}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
   if (!isLoopback(host)) {
-    io.out(`The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`);
+    io.out(
+      `The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`,
+    );
   }
   if (storeUrl) io.out(`store:   PostgreSQL at ${redactUrl(storeUrl)}\n`);
   if (created) {
@@ -269,7 +294,10 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
 
 export async function engineCommand(argv: string[], io: Io): Promise<number> {
   const { help } = parse(argv, {}, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(ENGINE_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(ENGINE_HELP + "\n");
+    return 0;
+  }
   const { loadEngineConfig, startEngine } = await engineModules();
   const stop = waitForStop(io);
   const engine = await startEngine(loadEngineConfig(io.env));
@@ -282,7 +310,10 @@ export async function engineCommand(argv: string[], io: Io): Promise<number> {
 
 export async function gatewayCommand(argv: string[], io: Io): Promise<number> {
   const { help } = parse(argv, {}, { min: 0, max: 0, names: "no arguments" });
-  if (help) { io.out(GATEWAY_HELP + "\n"); return 0; }
+  if (help) {
+    io.out(GATEWAY_HELP + "\n");
+    return 0;
+  }
   const { loadGatewayConfig, startGateway } = await gatewayModules();
   const stop = waitForStop(io);
   const gateway = await startGateway(loadGatewayConfig(io.env));

@@ -49,8 +49,7 @@ export interface Encoded {
 }
 
 /** Whether a zero bound asks for an exact entry. */
-export const exactAsked = (j: Pick<FloatJob, "tolerance" | "maxAbs" | "codec">): boolean =>
-  j.codec === "lossless" || j.tolerance === 0 || j.maxAbs === 0;
+export const exactAsked = (j: Pick<FloatJob, "tolerance" | "maxAbs" | "codec">): boolean => j.codec === "lossless" || j.tolerance === 0 || j.maxAbs === 0;
 
 /** Half a unit in the last place of the served type, relative: the rounding a serve adds. */
 const unitOf = (dtype: Dtype): number => (dtype === "float16" ? 2 ** -11 : dtype === "bfloat16" ? 2 ** -8 : 0);
@@ -75,10 +74,15 @@ interface Measured {
 
 /** m = [max |x - dec|, max |dec|, max |x|] over [a, b), continued from m. */
 function maxima(x: ArrayLike<number>, dec: ArrayLike<number>, a: number, b: number, m: Float64Array): void {
-  let m0 = m[0]!, m1 = m[1]!, m2 = m[2]!;
+  let m0 = m[0]!,
+    m1 = m[1]!,
+    m2 = m[2]!;
   for (let i = a; i < b; i++) {
-    const xi = x[i]!, di = dec[i]!;
-    const e = Math.abs(xi - di), v = Math.abs(di), u = Math.abs(xi);
+    const xi = x[i]!,
+      di = dec[i]!;
+    const e = Math.abs(xi - di),
+      v = Math.abs(di),
+      u = Math.abs(xi);
     if (e > m0) m0 = e;
     if (v > m1) m1 = v;
     if (u > m2) m2 = u;
@@ -91,11 +95,18 @@ function maxima(x: ArrayLike<number>, dec: ArrayLike<number>, a: number, b: numb
 /** s += the squares of (x - dec), dec and x over [a, b), each divided by its maximum in m. */
 function scaledSquares(x: ArrayLike<number>, dec: ArrayLike<number>, a: number, b: number, m: Float64Array, s: Float64Array): void {
   // divided, not multiplied by a reciprocal: 1 / a subnormal maximum overflows
-  const md = m[0]! || 1, mh = m[1]! || 1, mx = m[2]! || 1;
-  let s0 = s[0]!, s1 = s[1]!, s2 = s[2]!;
+  const md = m[0]! || 1,
+    mh = m[1]! || 1,
+    mx = m[2]! || 1;
+  let s0 = s[0]!,
+    s1 = s[1]!,
+    s2 = s[2]!;
   for (let i = a; i < b; i++) {
-    const xi = x[i]!, di = dec[i]!;
-    const e = (xi - di) / md, v = di / mh, u = xi / mx;
+    const xi = x[i]!,
+      di = dec[i]!;
+    const e = (xi - di) / md,
+      v = di / mh,
+      u = xi / mx;
     s0 += e * e;
     s1 += v * v;
     s2 += u * u;
@@ -175,7 +186,10 @@ async function ttRoute(j: FloatJob, minRatio: number): Promise<{ enc: Encoded | 
   const floor = f64 ? tt.MIN_TOLERANCE_F64 : tt.MIN_TOLERANCE_F32;
   if (tol < floor) {
     if (j.codec === "tt" && j.tolerance !== undefined && j.tolerance < floor)
-      throw new ValidationError(`tolerance ${j.tolerance} is below the TT engine's floor of ${floor} for ${f64 ? "float64" : "float32"} data; use codec auto or pred.`, "tolerance");
+      throw new ValidationError(
+        `tolerance ${j.tolerance} is below the TT engine's floor of ${floor} for ${f64 ? "float64" : "float32"} data; use codec auto or pred.`,
+        "tolerance",
+      );
     return { enc: null, final: true };
   }
   // cores are float32 (float64 for float64 data): the ratio is measured against them
@@ -195,9 +209,15 @@ async function ttRoute(j: FloatJob, minRatio: number): Promise<{ enc: Encoded | 
     off += c.byteLength;
   }
   const enc: Encoded = {
-    payload, verdict: weak ? "weak" : "compressed", relative_error: m.relative_error, max_abs_error: m.max_abs_error,
+    payload,
+    verdict: weak ? "weak" : "compressed",
+    relative_error: m.relative_error,
+    max_abs_error: m.max_abs_error,
     // the norm on the cores, as similarity contracts them
-    norm: await tt.norm(res), codec: "tt", tt: info, layout: { codec: "tt", core_dtype: f64 ? "float64" : "float32", ...info },
+    norm: await tt.norm(res),
+    codec: "tt",
+    tt: info,
+    layout: { codec: "tt", core_dtype: f64 ? "float64" : "float32", ...info },
   };
   return { enc, final: true };
 }
@@ -219,7 +239,10 @@ async function predRoute(p: PredApi, j: FloatJob, minRatio: number): Promise<Enc
  * `minRatio` (the put stores the bytes raw).
  */
 export async function exactRoute(
-  j: Pick<FloatJob, "work" | "dtype" | "shape" | "bytesIn">, deflated: { payload: Uint8Array; shuffle: number }, minRatio: number, norm: number,
+  j: Pick<FloatJob, "work" | "dtype" | "shape" | "bytesIn">,
+  deflated: { payload: Uint8Array; shuffle: number },
+  minRatio: number,
+  norm: number,
 ): Promise<Encoded | null> {
   let best: Encoded | null = null;
   const p = j.dtype === "float32" || j.dtype === "float64" ? await loadPred() : null;
@@ -228,15 +251,36 @@ export async function exactRoute(
     if (r.stream.byteLength < deflated.payload.byteLength) {
       // kept only when it decodes to the same bits
       const dec = await p.decompress(r.stream);
-      const same = dec.length === j.work.length && !(await pacedScan(dec.length, (a, b) => {
-        const x = asBytes(j.work.subarray(a, b));
-        const y = asBytes(dec.subarray(a, b));
-        return !Buffer.from(x.buffer, x.byteOffset, x.byteLength).equals(y);
-      }));
-      if (same) best = { payload: r.stream, verdict: "lossless", relative_error: 0, max_abs_error: 0, norm, codec: "pred", tt: null, layout: { codec: "pred", lossless: true } };
+      const same =
+        dec.length === j.work.length &&
+        !(await pacedScan(dec.length, (a, b) => {
+          const x = asBytes(j.work.subarray(a, b));
+          const y = asBytes(dec.subarray(a, b));
+          return !Buffer.from(x.buffer, x.byteOffset, x.byteLength).equals(y);
+        }));
+      if (same)
+        best = {
+          payload: r.stream,
+          verdict: "lossless",
+          relative_error: 0,
+          max_abs_error: 0,
+          norm,
+          codec: "pred",
+          tt: null,
+          layout: { codec: "pred", lossless: true },
+        };
     }
   }
-  best ??= { payload: deflated.payload, verdict: "lossless", relative_error: 0, max_abs_error: 0, norm, codec: "lossless", tt: null, layout: { codec: "lossless", shuffle: deflated.shuffle } };
+  best ??= {
+    payload: deflated.payload,
+    verdict: "lossless",
+    relative_error: 0,
+    max_abs_error: 0,
+    norm,
+    codec: "lossless",
+    tt: null,
+    layout: { codec: "lossless", shuffle: deflated.shuffle },
+  };
   return j.bytesIn / best.payload.byteLength >= minRatio ? best : null;
 }
 

@@ -30,10 +30,20 @@ export function asBytes(data: ArrayBufferView | ArrayBuffer): Uint8Array {
 
 type Ctor = { new (b: ArrayBuffer, off: number, len: number): ServeArray; new (len: number): ServeArray; BYTES_PER_ELEMENT: number };
 const CTOR: Record<Dtype, Ctor> = {
-  float32: Float32Array, float64: Float64Array, float16: Uint16Array, bfloat16: Uint16Array,
-  int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
-  int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array,
-  bool: Uint8Array, bytes: Uint8Array,
+  float32: Float32Array,
+  float64: Float64Array,
+  float16: Uint16Array,
+  bfloat16: Uint16Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
+  int16: Int16Array,
+  uint16: Uint16Array,
+  int32: Int32Array,
+  uint32: Uint32Array,
+  int64: BigInt64Array,
+  uint64: BigUint64Array,
+  bool: Uint8Array,
+  bytes: Uint8Array,
 } as unknown as Record<Dtype, Ctor>;
 
 /** A typed array of `dtype` over `bytes` (copied only when misaligned). */

@@ -22,7 +22,11 @@ export interface CheckedCore {
   values: Float32Array | Float64Array;
 }
 
-const dim = z.number().int("core shape entries must be integers").min(1, "core shape entries must be at least 1").max(1 << 20, "core shape entries are too large");
+const dim = z
+  .number()
+  .int("core shape entries must be integers")
+  .min(1, "core shape entries must be at least 1")
+  .max(1 << 20, "core shape entries are too large");
 const coreShapeSchema = z.tuple([dim, dim, dim], "core shape must be [r_prev, n_k, r_next]");
 
 /**
@@ -31,8 +35,7 @@ const coreShapeSchema = z.tuple([dim, dim, dim], "core shape must be [r_prev, n_
  * start and end with 1 and agree between neighbours, finite values. `where` prefixes fields.
  */
 export function checkCores(cores: unknown, where: string): CheckedCore[] {
-  if (!Array.isArray(cores) || cores.length < 1 || cores.length > 64)
-    throw new ValidationError(`${where} must be a list of 1 to 64 cores.`, where);
+  if (!Array.isArray(cores) || cores.length < 1 || cores.length > 64) throw new ValidationError(`${where} must be a list of 1 to 64 cores.`, where);
   let coreDtype: "float32" | "float64" | undefined;
   let rank = 1;
   return cores.map((c: CoreInput | null, k) => {

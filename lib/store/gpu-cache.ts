@@ -76,7 +76,10 @@ export class GpuCache<H = unknown> {
   #misses = 0;
   #evictions = 0;
 
-  constructor(readonly allocator: DeviceAllocator<H>, readonly budgetBytes: number) {
+  constructor(
+    readonly allocator: DeviceAllocator<H>,
+    readonly budgetBytes: number,
+  ) {
     if (!Number.isSafeInteger(budgetBytes) || budgetBytes < 0)
       throw new ValidationError("The GPU cache budget must be a whole number of bytes, at least 0.", "budget_bytes");
   }
@@ -174,8 +177,7 @@ export class GpuCache<H = unknown> {
         return await this.allocator.load(tt);
       } catch (e) {
         if (!(e instanceof DeviceOutOfMemoryError)) throw e;
-        if (this.#evictOne() === 0)
-          throw new GpuUnavailableError(`The GPU is out of memory: it cannot hold ${bytes} more bytes even with the cache emptied.`);
+        if (this.#evictOne() === 0) throw new GpuUnavailableError(`The GPU is out of memory: it cannot hold ${bytes} more bytes even with the cache emptied.`);
       }
     }
   }
@@ -294,13 +296,23 @@ export class MemoryDeviceAllocator implements DeviceBackend<number> {
   }
 
   async topk(query: number, candidates: number[], norms: Float64Array | null, metric: "cosine" | "dot" | "l2", k: number) {
-    const raw = await (await loadTT()).dotBatch(this.get(query), candidates.map((c) => this.get(c)));
+    const raw = await (
+      await loadTT()
+    ).dotBatch(
+      this.get(query),
+      candidates.map((c) => this.get(c)),
+    );
     return rankScores(raw, norms, metric, k);
   }
 }
 
 /** The metric over raw inner products and the k best (ties by position), as native/cuda/topk.cu does. */
-export function rankScores(raw: Float64Array, norms: Float64Array | null, metric: "cosine" | "dot" | "l2", k: number): { index: Uint32Array; score: Float64Array } {
+export function rankScores(
+  raw: Float64Array,
+  norms: Float64Array | null,
+  metric: "cosine" | "dot" | "l2",
+  k: number,
+): { index: Uint32Array; score: Float64Array } {
   if (metric !== "dot" && (!norms || norms.length !== raw.length + 1))
     throw new ValidationError("norms must hold the query's norm then one per candidate.", "norms");
   const s = Float64Array.from(raw, (v, j) => {
@@ -331,8 +343,7 @@ export interface DeviceBackend<H = unknown> extends DeviceAllocator<H> {
 
 /** GPU serving for a store: a residency cache over a device, or why there is none. */
 export type GpuServing =
-  | { cache: GpuCache<unknown>; backend: DeviceBackend<unknown>; /** query.topk on the device too */ queries: boolean }
-  | { unavailable: string };
+  { cache: GpuCache<unknown>; backend: DeviceBackend<unknown>; /** query.topk on the device too */ queries: boolean } | { unavailable: string };
 
 /** Serving over `backend` with a cache of `budgetBytes`; `queries`: top-K queries use the device as well. */
 export function gpuServing<H>(backend: DeviceBackend<H>, budgetBytes: number, queries = false): GpuServing {

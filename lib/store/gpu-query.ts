@@ -10,7 +10,14 @@ import { exactDistance, l2NeedsExact, scoreOf, type Operand } from "./similarity
 const sameModes = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((m, i) => m === b[i]);
 
 /** Scores of q against every candidate computed on the device, or null where the CPU must do it. */
-export async function deviceScores(gpu: GpuServing | undefined, metric: Metric, q: Operand, qid: EntryId | null, cands: Operand[], ids: EntryId[]): Promise<number[] | null> {
+export async function deviceScores(
+  gpu: GpuServing | undefined,
+  metric: Metric,
+  q: Operand,
+  qid: EntryId | null,
+  cands: Operand[],
+  ids: EntryId[],
+): Promise<number[] | null> {
   if (!gpu || "unavailable" in gpu || !gpu.queries || q.kind !== "tt" || qid === null || cands.length === 0) return null;
   const modes = q.tt.modes;
   if (!cands.every((c) => c.kind === "tt" && sameModes(c.tt.modes, modes))) return null;
@@ -26,7 +33,13 @@ export async function deviceScores(gpu: GpuServing | undefined, metric: Metric, 
       if (e instanceof GpuUnavailableError) return null; // the candidates do not fit the cache: CPU
       throw e;
     }
-    const r = await gpu.backend.topk(leases[0]!.handle, leases.slice(1).map((l) => l.handle), null, "dot", cands.length);
+    const r = await gpu.backend.topk(
+      leases[0]!.handle,
+      leases.slice(1).map((l) => l.handle),
+      null,
+      "dot",
+      cands.length,
+    );
     const dots = new Array<number>(cands.length);
     r.index.forEach((pos, j) => (dots[pos] = r.score[j]!));
     const scores = new Array<number>(cands.length);

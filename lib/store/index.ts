@@ -7,9 +7,18 @@ import { z } from "zod";
 import { ValidationError } from "../errors.js";
 import { parseOrThrow, tenantIdSchema } from "../names.js";
 import {
-  idempotencyKeySchema, maxRankSchema, toleranceSchema,
-  type GetOptions, type ListOptions, type PutCoresOptions, type PutOptions, type SearchOptions,
-  type ServeOptions, type SimilarityOptions, type TopkOptions, type VectorOptions,
+  idempotencyKeySchema,
+  maxRankSchema,
+  toleranceSchema,
+  type GetOptions,
+  type ListOptions,
+  type PutCoresOptions,
+  type PutOptions,
+  type SearchOptions,
+  type ServeOptions,
+  type SimilarityOptions,
+  type TopkOptions,
+  type VectorOptions,
 } from "../schemas.js";
 import { systemClock, type Clock } from "../clock.js";
 import type { TensorStore } from "../tensor-store.js";
@@ -24,9 +33,7 @@ import { put, putCores, putCoresBatch, remove, type PutCoresItem, type PutData }
 import { get, list, search, serve, serveGpu } from "./read.js";
 import { similarity, topk, vector } from "./queries.js";
 import type { CoreInput } from "./cores.js";
-import type {
-  CompactResult, DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, ServeResult, SimilarityResult, TopkResult,
-} from "./types.js";
+import type { CompactResult, DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, ServeResult, SimilarityResult, TopkResult } from "./types.js";
 
 export type * from "./types.js";
 export type { CoreInput } from "./cores.js";
@@ -56,7 +63,11 @@ const storeOptionsSchema = z
     default_tolerance: toleranceSchema.default(1e-3),
     default_max_rank: maxRankSchema.default(256),
     clock: z.custom<Clock>((c) => typeof (c as Clock | null)?.now === "function", "clock must have a now() method").optional(),
-    core_cache_bytes: z.number().int().min(0).default(256 * 1024 * 1024),
+    core_cache_bytes: z
+      .number()
+      .int()
+      .min(0)
+      .default(256 * 1024 * 1024),
     // GPU serving (lib/store/gpu-cache.ts); absent: decided on first use from the native backend
     gpu: z.custom<GpuServing>((g) => g !== null && typeof g === "object" && ("unavailable" in g || "cache" in g), "gpu must be a GpuServing").optional(),
   })

@@ -34,7 +34,16 @@ import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
 import { LargeReader } from "./lmdb-reader.js";
 import { Pace } from "./pace.js";
-import { checkDeclared, checkDeclaredRange, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend, type TxReads, type WriteTx } from "./backend.js";
+import {
+  checkDeclared,
+  checkDeclaredRange,
+  type PayloadRef,
+  type RecordEntry,
+  type RecordKey,
+  type StorageBackend,
+  type TxReads,
+  type WriteTx,
+} from "./backend.js";
 
 const k = (key: RecordKey): Key => key as unknown as Key;
 
@@ -120,7 +129,14 @@ function decodeEntry(b: Uint8Array): Entry {
     return { bodyId: 0, bodyLen: v.readUIntBE(17, 6), seg: 0, off: 0, tailLen: 0, large: Buffer.from(v.subarray(1, 17)) };
   if (v.byteLength !== ENTRY_BYTES || v[0] !== INDEX_FORMAT)
     throw new Error(`Unknown payload index entry (format ${v[0]}, ${v.byteLength} bytes): this store was written by a newer version.`);
-  return { bodyId: v.readUIntBE(1, 6), bodyLen: v.readUIntBE(7, 6), seg: v.readUIntBE(13, 6), off: v.readUInt16BE(19), tailLen: v.readUInt32BE(21), large: null };
+  return {
+    bodyId: v.readUIntBE(1, 6),
+    bodyLen: v.readUIntBE(7, 6),
+    seg: v.readUIntBE(13, 6),
+    off: v.readUInt16BE(19),
+    tailLen: v.readUInt32BE(21),
+    large: null,
+  };
 }
 
 type Bin = Database<Buffer, Buffer>;
@@ -147,7 +163,8 @@ function storeDirectory(path: string): boolean {
     const code = (e as NodeJS.ErrnoException).code;
     // recursive mkdir: EEXIST only when `path` itself is not a directory, ENOTDIR when a parent is not
     if (code === "EEXIST") throw new ValidationError(`path ${path} is a file, not a directory: a store needs a directory (created if absent).`, "path");
-    if (code === "ENOTDIR") throw new ValidationError(`path ${path} lies under a file, not a directory: a store needs a directory (created if absent).`, "path");
+    if (code === "ENOTDIR")
+      throw new ValidationError(`path ${path} lies under a file, not a directory: a store needs a directory (created if absent).`, "path");
     throw e;
   }
 }
@@ -379,7 +396,7 @@ export class LmdbBackend implements StorageBackend {
       pos.seg = Buffer.alloc(0);
     }
     const start = { seg: pos.segId, off: pos.seg.byteLength };
-    for (let at = 0; at < bytes.byteLength; ) {
+    for (let at = 0; at < bytes.byteLength;) {
       if (pos.seg.byteLength >= size) {
         pos.segId++;
         pos.seg = Buffer.alloc(0);
@@ -464,7 +481,7 @@ export class LmdbBackend implements StorageBackend {
     // choose the tails to move; moving a tail that spans into a neighbour lowers the
     // neighbour's count too, so repeat until no segment (but the last) is sparse
     const moving = new Set<number>();
-    for (let changed = true; changed; ) {
+    for (let changed = true; changed;) {
       changed = false;
       for (const s of segments) {
         const l = live.get(s) ?? 0;
@@ -478,12 +495,14 @@ export class LmdbBackend implements StorageBackend {
       }
     }
     // read the moving tails before anything is written (an append rewrites the last segment)
-    const moved = [...moving].sort((a, b) => a - b).map((i) => {
-      const { key, e } = entries[i]!;
-      const bytes = Buffer.allocUnsafe(e.tailLen);
-      if (!this.#readTail(e, bytes, 0)) throw new Error("A payload's stream segment is missing.");
-      return { key, e, bytes };
-    });
+    const moved = [...moving]
+      .sort((a, b) => a - b)
+      .map((i) => {
+        const { key, e } = entries[i]!;
+        const bytes = Buffer.allocUnsafe(e.tailLen);
+        if (!this.#readTail(e, bytes, 0)) throw new Error("A payload's stream segment is missing.");
+        return { key, e, bytes };
+      });
     // segments with nothing live left go (the last too: appends then start a fresh one)
     for (const s of segments) if ((live.get(s) ?? 0) === 0) this.#stream.removeSync(numKey(s));
     this.#tail = null; // the open segment may be gone: read the position again
@@ -612,7 +631,11 @@ export class LmdbBackend implements StorageBackend {
     const dbs: Record<string, { entries: number; pages: number; overflow_pages: number }> = {};
     let last = 0;
     const all: [string, { getStats(): unknown }][] = [
-      ["records", this.#records], ["payloads", this.#legacy], ["payload_index", this.#index], ["payload_bodies", this.#bodies], ["payload_stream", this.#stream],
+      ["records", this.#records],
+      ["payloads", this.#legacy],
+      ["payload_index", this.#index],
+      ["payload_bodies", this.#bodies],
+      ["payload_stream", this.#stream],
       ["payload_large", this.#large],
     ];
     for (const [name, db] of all) {

@@ -15,7 +15,14 @@ export async function compact(core: Core, opts: { now?: number | Date } = {}): P
   const { backend, clock } = open({ core, tenant: "" });
   const now = opts.now === undefined ? clock.now() : opts.now instanceof Date ? opts.now.getTime() : opts.now;
   if (typeof now !== "number" || !Number.isFinite(now)) throw new ValidationError("now must be a Date or a number of milliseconds.", "now");
-  const reads = { ranges: [[["h"], ["h", END]], [["v"], ["v", END]], [["i"], ["i", END]]] as [string[], string[]][], payloads: true };
+  const reads = {
+    ranges: [
+      [["h"], ["h", END]],
+      [["v"], ["v", END]],
+      [["i"], ["i", END]],
+    ] as [string[], string[]][],
+    payloads: true,
+  };
   return backend.transact(reads, (tx) => compactIn(tx, now, backend.payloadScope === "tenant"));
 }
 
@@ -57,7 +64,6 @@ function compactIn(tx: WriteTx, now: number, perTenant: boolean): CompactResult 
       payloadsPurged++;
     }
   }
-  for (const { key, value } of [...tx.range(["i"], ["i", END])])
-    if ((value as IdempotencyRecord).created_at + IDEMPOTENCY_TTL_MS <= now) tx.remove(key);
+  for (const { key, value } of [...tx.range(["i"], ["i", END])]) if ((value as IdempotencyRecord).created_at + IDEMPOTENCY_TTL_MS <= now) tx.remove(key);
   return { versions_purged: versionsPurged, keys_purged: keysPurged, payloads_purged: payloadsPurged };
 }

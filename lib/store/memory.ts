@@ -1,6 +1,15 @@
 // In-memory implementation of the storage interface (for ":memory:" stores and tests):
 // same ordering and transaction semantics as LMDB, within one process.
-import { checkDeclared, checkDeclaredRange, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend, type TxReads, type WriteTx } from "./backend.js";
+import {
+  checkDeclared,
+  checkDeclaredRange,
+  type PayloadRef,
+  type RecordEntry,
+  type RecordKey,
+  type StorageBackend,
+  type TxReads,
+  type WriteTx,
+} from "./backend.js";
 
 // Tuples become strings whose JS order is the element-wise order: strings joined by
 // NUL (below every key character), numbers as fixed-width decimals.

@@ -32,8 +32,14 @@ export async function countHeads(src: StorageBackend): Promise<number> {
 
 /** Whether the destination's head is the source's (the key was copied and has not changed since). */
 function sameHead(a: HeadRecord, b: HeadRecord | undefined): boolean {
-  return b !== undefined && a.latest === b.latest && a.first_live === b.first_live && a.deleted === b.deleted
-    && a.updated_at === b.updated_at && JSON.stringify(a.tombstones) === JSON.stringify(b.tombstones);
+  return (
+    b !== undefined &&
+    a.latest === b.latest &&
+    a.first_live === b.first_live &&
+    a.deleted === b.deleted &&
+    a.updated_at === b.updated_at &&
+    JSON.stringify(a.tombstones) === JSON.stringify(b.tombstones)
+  );
 }
 
 export async function copyStore(src: StorageBackend, dst: StorageBackend, progress?: CopyProgress): Promise<CopyResult> {

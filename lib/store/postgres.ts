@@ -21,8 +21,15 @@ import { Packr } from "msgpackr";
 import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
 import { joinPaced } from "./pace.js";
 import {
-  checkDeclared, checkDeclaredRange, compareKeys, type PayloadRef, type RecordEntry, type RecordKey, type StorageBackend,
-  type TxReads, type WriteTx,
+  checkDeclared,
+  checkDeclaredRange,
+  compareKeys,
+  type PayloadRef,
+  type RecordEntry,
+  type RecordKey,
+  type StorageBackend,
+  type TxReads,
+  type WriteTx,
 } from "./backend.js";
 
 /** The schema version this code writes; a database of a higher one is refused. */
@@ -142,7 +149,11 @@ class WriteBatch {
     let bytes = 0;
     for (const v of values) if (v instanceof Uint8Array) bytes += v.byteLength;
     if (this.#pinned > 0) this.#pinned--;
-    else if (this.#ctes.length > 0 && (this.#values.length + values.length > MAX_PARAMS || this.#ctes.length >= MAX_CTES || (this.#bytes > 0 && this.#bytes + bytes > MAX_STATEMENT_BYTES))) this.#cut();
+    else if (
+      this.#ctes.length > 0 &&
+      (this.#values.length + values.length > MAX_PARAMS || this.#ctes.length >= MAX_CTES || (this.#bytes > 0 && this.#bytes + bytes > MAX_STATEMENT_BYTES))
+    )
+      this.#cut();
     this.#bytes += bytes;
     this.#pinned += keepWith;
     let i = 0;
@@ -180,7 +191,6 @@ class WriteBatch {
   }
 }
 
-
 async function q<R extends pg.QueryResultRow = pg.QueryResultRow>(c: Queryable, text: string, values: unknown[] = []): Promise<R[]> {
   // text results (node-postgres decodes binary-format rows as UTF-8 text, which corrupts
   // bytea): bytea arrives as hex and pg-types turns it into a Buffer natively
@@ -212,7 +222,8 @@ export const DEFAULT_TIMEOUT_MS = 5000;
 // Connection lost, refused or timed out, server shutting down or starting, too many clients:
 // the database, not the request, failed; the request may be sent again.
 const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"]);
-const UNAVAILABLE_MESSAGE = /Connection terminated|connection timeout|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection closed|not queryable/i;
+const UNAVAILABLE_MESSAGE =
+  /Connection terminated|connection timeout|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection closed|not queryable/i;
 
 /**
  * The store error a PostgreSQL failure is: storage_full for a full disk (53100) or the
@@ -315,9 +326,13 @@ export class PostgresBackend implements StorageBackend {
   static async open(url: string, opts: { poolSize?: number; timeoutMs?: number; lazy?: boolean } = {}): Promise<PostgresBackend> {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const pool = new pg.Pool({
-      connectionString: url, max: opts.poolSize ?? 10, idleTimeoutMillis: 30_000,
+      connectionString: url,
+      max: opts.poolSize ?? 10,
+      idleTimeoutMillis: 30_000,
       // every wait bounded: for a connection, for a statement on the server, for its answer
-      connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, query_timeout: timeoutMs + 1000,
+      connectionTimeoutMillis: timeoutMs,
+      statement_timeout: timeoutMs,
+      query_timeout: timeoutMs + 1000,
     });
     // an idle connection that breaks (database restart) is replaced on next use, not a crash
     pool.on("error", () => undefined);
@@ -341,11 +356,12 @@ export class PostgresBackend implements StorageBackend {
       await migrate(pool, url);
     } catch (e) {
       await pool.end().catch(() => undefined);
-      throw e instanceof ValidationError || !pgFailure(e) ? e : new ValidationError(`Cannot connect to PostgreSQL at ${where(url)}: ${(e as Error).message}.`, "url");
+      throw e instanceof ValidationError || !pgFailure(e)
+        ? e
+        : new ValidationError(`Cannot connect to PostgreSQL at ${where(url)}: ${(e as Error).message}.`, "url");
     }
     return new PostgresBackend(pool, url, true);
   }
-
 
   /** A query on the pool, once the schema is ready, its failures as store errors. */
   async #q<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
@@ -357,7 +373,9 @@ export class PostgresBackend implements StorageBackend {
     const f = fullFamily(key);
     const values = key.slice(1);
     const rows = await this.#q<{ value: Buffer }>(
-      `SELECT value FROM ${f.table} WHERE ${f.cols.map((c, i) => `${c} = $${i + 1}::${f.types[i]}`).join(" AND ")}`, values);
+      `SELECT value FROM ${f.table} WHERE ${f.cols.map((c, i) => `${c} = $${i + 1}::${f.types[i]}`).join(" AND ")}`,
+      values,
+    );
     return rows.length ? decodeValue(rows[0]!.value) : undefined;
   }
 
@@ -396,8 +414,10 @@ export class PostgresBackend implements StorageBackend {
     if (ids.length === 0) return out;
     const rows = await this.#q<{ sha256: string; bytes: string; chunks: number; seq: number; data: Buffer }>(
       `SELECT p.sha256, p.bytes, p.chunks, c.seq, c.data FROM payloads p JOIN payload_chunks c USING (tenant_id, sha256)
-        WHERE p.tenant_id = $1 AND p.sha256 = ANY($2::text[]) ORDER BY p.sha256, c.seq`, [tenant, ids]);
-    for (let i = 0; i < rows.length; ) {
+        WHERE p.tenant_id = $1 AND p.sha256 = ANY($2::text[]) ORDER BY p.sha256, c.seq`,
+      [tenant, ids],
+    );
+    for (let i = 0; i < rows.length;) {
       const { sha256, chunks } = rows[i]!;
       const bytes = Number(rows[i]!.bytes);
       const parts: Buffer[] = [];
@@ -422,7 +442,9 @@ export class PostgresBackend implements StorageBackend {
     const rows = await this.#q<{ head: Buffer; rec: Buffer | null }>(
       `SELECT h.value AS head, (SELECT v.value FROM versions v WHERE v.tenant_id = $1 AND v.namespace = $2 AND v.key = $3
           AND ($4::bigint IS NULL OR v.version = $4::bigint) ORDER BY v.version DESC LIMIT 1) AS rec
-         FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`, [tenant, ns, key, version ?? null]);
+         FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`,
+      [tenant, ns, key, version ?? null],
+    );
     if (rows.length === 0) return { head: undefined, record: undefined };
     return { head: decodeValue(rows[0]!.head), record: rows[0]!.rec ? decodeValue(rows[0]!.rec) : undefined };
   }
@@ -468,10 +490,18 @@ export class PostgresBackend implements StorageBackend {
     }
     for (const [family, keys] of declaredKeys) {
       const f = FAMILIES[family]!;
-      const sql = keys.length === 1
-        ? inline(c, `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${f.cols.map((col, i) => `${col} = $${i + 1}::${f.types[i]}`).join(" AND ")} FOR UPDATE`, keys[0]!.slice(1) as unknown[])
-        : inline(c, `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE (${f.cols.join(", ")}) IN (SELECT * FROM unnest(${f.types.map((t, i) => `$${i + 1}::${t}[]`).join(", ")})) ORDER BY ${f.cols.join(", ")} FOR UPDATE`,
-          f.cols.map((_, i) => keys.map((k) => k[i + 1])));
+      const sql =
+        keys.length === 1
+          ? inline(
+              c,
+              `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE ${f.cols.map((col, i) => `${col} = $${i + 1}::${f.types[i]}`).join(" AND ")} FOR UPDATE`,
+              keys[0]!.slice(1) as unknown[],
+            )
+          : inline(
+              c,
+              `SELECT ${f.cols.join(", ")}, value FROM ${f.table} WHERE (${f.cols.join(", ")}) IN (SELECT * FROM unnest(${f.types.map((t, i) => `$${i + 1}::${t}[]`).join(", ")})) ORDER BY ${f.cols.join(", ")} FOR UPDATE`,
+              f.cols.map((_, i) => keys.map((k) => k[i + 1])),
+            );
       reads.push({ family, f, sql });
     }
     for (const [start, end] of txReads.ranges ?? []) {
@@ -549,20 +579,29 @@ export class PostgresBackend implements StorageBackend {
         const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
         const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
         const chunk = (seq: number) => buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES));
-        const row = "INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer) ON CONFLICT DO NOTHING RETURNING 1";
+        const row =
+          "INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer) ON CONFLICT DO NOTHING RETURNING 1";
         if (chunks === 1) {
           // the chunk only when this statement inserted the payload row: a payload the tenant
           // holds already (or one a concurrent put is inserting: its row waits) is deduplicated
           const p = w.add(row, [op.tenant, op.id, bytes.byteLength, chunks], 1);
-          w.add(`INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p})`,
-            [op.tenant, op.id, 0, chunk(0)]);
+          w.add(`INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p})`, [
+            op.tenant,
+            op.id,
+            0,
+            chunk(0),
+          ]);
         } else {
           // a statement per chunk (MAX_STATEMENT_BYTES); a chunk of a payload the tenant holds
           // already (or that a concurrent put is inserting: its row waits) is left as it is
           w.add(row, [op.tenant, op.id, bytes.byteLength, chunks]);
           for (let seq = 0; seq < chunks; seq++) {
-            w.add("INSERT INTO payload_chunks (tenant_id, sha256, seq, data) VALUES ($::text, $::text, $::integer, $::bytea) ON CONFLICT DO NOTHING",
-              [op.tenant, op.id, seq, chunk(seq)]);
+            w.add("INSERT INTO payload_chunks (tenant_id, sha256, seq, data) VALUES ($::text, $::text, $::integer, $::bytea) ON CONFLICT DO NOTHING", [
+              op.tenant,
+              op.id,
+              seq,
+              chunk(seq),
+            ]);
           }
         }
       } else {
@@ -578,7 +617,11 @@ export class PostgresBackend implements StorageBackend {
       // read (and locked) by this transaction: it is ours to change
       else if (seen.has(k)) w.add(`UPDATE ${f.table} SET value = $::bytea WHERE ${match}`, [encodeValue(st.value), ...ids]);
       // absent when read (or never read): a concurrent insert of the same key is a conflict
-      else w.add(`INSERT INTO ${f.table} (${f.cols.join(", ")}, value) VALUES (${f.types.map((t) => `$::${t}`).join(", ")}, $::bytea)`, [...ids, encodeValue(st.value)]);
+      else
+        w.add(`INSERT INTO ${f.table} (${f.cols.join(", ")}, value) VALUES (${f.types.map((t) => `$::${t}`).join(", ")}, $::bytea)`, [
+          ...ids,
+          encodeValue(st.value),
+        ]);
     }
     await w.commit();
     return result;

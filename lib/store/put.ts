@@ -8,11 +8,19 @@ import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type D
 import { putCoresOptionsSchema, putOptionsSchema, type PutCoresOptions, type PutOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
 import {
-  addScaledSquares, asBytes, hasNonFinite, deflateMayPay, losslessEncode, maxAbs, product, sha256hex, toFloat64, toWorkingFloat, typedView,
+  addScaledSquares,
+  asBytes,
+  hasNonFinite,
+  deflateMayPay,
+  losslessEncode,
+  maxAbs,
+  product,
+  sha256hex,
+  toFloat64,
+  toWorkingFloat,
+  typedView,
 } from "./codec.js";
-import {
-  headKey, idempotencyKey, iso, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope,
-} from "./context.js";
+import { headKey, idempotencyKey, iso, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope } from "./context.js";
 import { checkCores, type CoreInput } from "./cores.js";
 import { lookup, recordOf, replayOf } from "./idempotency.js";
 import { packRecord, unpackRecord } from "./records.js";
@@ -43,8 +51,7 @@ export interface PutCoresItem extends PutCoresOptions {
 }
 
 function checkDataKind(data: unknown): asserts data is PutData {
-  if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data))
-    throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
+  if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data)) throw new ValidationError("data must be a typed array, a Buffer or an ArrayBuffer.", "data");
 }
 
 /** Which explicit dtypes may reinterpret a typed array of another element type. */
@@ -64,8 +71,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   const { config } = s.core;
   const natural = naturalDtype(data);
   const dtype: Dtype = o.dtype ?? (natural === "raw" ? "bytes" : natural);
-  if (!compatible(natural, dtype))
-    throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
+  if (!compatible(natural, dtype)) throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
   const bytes = asBytes(data);
   const size = itemsize(dtype);
   let shape = o.shape;
@@ -97,8 +103,17 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     if (ratio < config.min_compression_ratio) return raw(norm);
     return {
       payload,
-      record: base(dtype, shape!, "lossless", ratio, 0, bytesIn, payload.byteLength,
-        { sha256: await sha256hex(payload), codec: "lossless", tt: null, norm }, { codec: "lossless", shuffle }),
+      record: base(
+        dtype,
+        shape!,
+        "lossless",
+        ratio,
+        0,
+        bytesIn,
+        payload.byteLength,
+        { sha256: await sha256hex(payload), codec: "lossless", tt: null, norm },
+        { codec: "lossless", shuffle },
+      ),
     };
   };
 
@@ -109,7 +124,14 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     if (bytesIn < config.min_compress_bytes) return raw(await denseNormPaced(work));
     let stats: Promise<{ norm: number; max: number }> | undefined;
     const job: FloatJob = {
-      work, dtype, shape, bytesIn, config, codec: o.codec ?? "auto", maxRank, capped: o.max_rank !== undefined,
+      work,
+      dtype,
+      shape,
+      bytesIn,
+      config,
+      codec: o.codec ?? "auto",
+      maxRank,
+      capped: o.max_rank !== undefined,
       // a tolerance applies where given, or by default where no max_abs_error was given either
       tolerance: o.tolerance ?? (o.max_abs_error === undefined ? config.default_tolerance : undefined),
       maxAbs: o.max_abs_error,
@@ -117,8 +139,18 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     };
     const encoded = async (e: Encoded): Promise<Prepared> => ({
       payload: e.payload,
-      record: base(dtype, shape, e.verdict, bytesIn / e.payload.byteLength, e.relative_error, bytesIn, e.payload.byteLength,
-        { sha256: await sha256hex(e.payload), codec: e.codec, tt: e.tt, norm: e.norm }, e.layout, e.max_abs_error),
+      record: base(
+        dtype,
+        shape,
+        e.verdict,
+        bytesIn / e.payload.byteLength,
+        e.relative_error,
+        bytesIn,
+        e.payload.byteLength,
+        { sha256: await sha256hex(e.payload), codec: e.codec, tt: e.tt, norm: e.norm },
+        e.layout,
+        e.max_abs_error,
+      ),
     });
     const exact = async (): Promise<Prepared> => {
       const { norm } = await job.stats();
@@ -139,7 +171,13 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
       if (bytesIn / stored < config.min_compression_ratio) return job.codec === "tt" ? raw(0) : exact();
       const info = { modes, ranks: [1, ...modes.map(() => 1)] };
       return encoded({
-        payload, verdict: "compressed", relative_error: 0, max_abs_error: 0, norm: 0, codec: "tt", tt: info,
+        payload,
+        verdict: "compressed",
+        relative_error: 0,
+        max_abs_error: 0,
+        norm: 0,
+        codec: "tt",
+        tt: info,
         layout: { codec: "tt", core_dtype: coreBytes === 8 ? "float64" : "float32", ...info },
       });
     }
@@ -168,8 +206,17 @@ async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined
   const info = { modes, ranks };
   return {
     payload,
-    record: base(dtype, shape, "compressed", bytesIn / payload.byteLength, 0, bytesIn, payload.byteLength,
-      { sha256: await sha256hex(payload), codec: "tt", tt: info, norm }, { codec: "tt", core_dtype: dtype, ...info }),
+    record: base(
+      dtype,
+      shape,
+      "compressed",
+      bytesIn / payload.byteLength,
+      0,
+      bytesIn,
+      payload.byteLength,
+      { sha256: await sha256hex(payload), codec: "tt", tt: info, norm },
+      { codec: "tt", core_dtype: dtype, ...info },
+    ),
   };
 }
 
@@ -378,7 +425,9 @@ async function normAndMaxPaced(x: Float32Array | Float64Array): Promise<{ norm: 
 
 async function denseNormPaced(x: Float32Array | Float64Array | ServeArray, dtype?: Dtype): Promise<number> {
   const block = (a: number, b: number): ArrayLike<number> =>
-    dtype === undefined || dtype === "float32" || dtype === "float64" ? (x.subarray(a, b) as ArrayLike<number>) : toFloat64(x.subarray(a, b) as ServeArray, dtype);
+    dtype === undefined || dtype === "float32" || dtype === "float64"
+      ? (x.subarray(a, b) as ArrayLike<number>)
+      : toFloat64(x.subarray(a, b) as ServeArray, dtype);
   let scale = 0;
   await pacedScan(x.length, (a, b) => {
     scale = maxAbs(block(a, b), scale);
@@ -414,12 +463,29 @@ function concatCores(cores: readonly ArrayBufferView[]): Uint8Array {
 }
 
 function base(
-  dtype: Dtype, shape: number[], verdict: VersionRecord["verdict"], ratio: number, relErr: number, bytesIn: number, bytesStored: number,
-  fingerprint: VersionRecord["fingerprint"], layout: PayloadLayout, maxAbsErr = 0,
+  dtype: Dtype,
+  shape: number[],
+  verdict: VersionRecord["verdict"],
+  ratio: number,
+  relErr: number,
+  bytesIn: number,
+  bytesStored: number,
+  fingerprint: VersionRecord["fingerprint"],
+  layout: PayloadLayout,
+  maxAbsErr = 0,
 ): Prepared["record"] {
   return {
-    dtype, shape, metadata: {}, verdict, compression_ratio: ratio, relative_error: relErr, max_abs_error: maxAbsErr,
-    bytes_in: bytesIn, bytes_stored: bytesStored, fingerprint, layout,
+    dtype,
+    shape,
+    metadata: {},
+    verdict,
+    compression_ratio: ratio,
+    relative_error: relErr,
+    max_abs_error: maxAbsErr,
+    bytes_in: bytesIn,
+    bytes_stored: bytesStored,
+    fingerprint,
+    layout,
   };
 }
 
@@ -441,4 +507,3 @@ function putResult(ns: string, key: string, rec: VersionRecord): PutResult {
     fingerprint: rec.fingerprint,
   };
 }
-

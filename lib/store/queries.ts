@@ -5,13 +5,16 @@ import { NotFoundError, ValidationError } from "../errors.js";
 import { compileFilter, matchFilter, type FilterNode } from "../filter.js";
 import { isFloatDtype, parseOrThrow } from "../names.js";
 import {
-  similarityOptionsSchema, topkOptionsSchema, vectorOptionsSchema,
-  type Metric, type SimilarityOptions, type TopkOptions, type VectorOptions,
+  similarityOptionsSchema,
+  topkOptionsSchema,
+  vectorOptionsSchema,
+  type Metric,
+  type SimilarityOptions,
+  type TopkOptions,
+  type VectorOptions,
 } from "../schemas.js";
 import { denseNorm, hasNonFinite, product, toFloat64, toWorkingFloat } from "./codec.js";
-import {
-  cachedTT, decodeTT, denseOf, keyName, liveHeads, namespace, open, readVersion, sameShape, ttOf, type Entry, type Scope,
-} from "./context.js";
+import { cachedTT, decodeTT, denseOf, keyName, liveHeads, namespace, open, readVersion, sameShape, ttOf, type Entry, type Scope } from "./context.js";
 import { deviceScores } from "./gpu-query.js";
 import { Pace } from "./pace.js";
 import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity as scorePair, type Operand } from "./similarity.js";
@@ -30,8 +33,14 @@ async function operand(s: Scope, rec: Entry, what: string): Promise<Operand> {
   if (rec.dtype === "bytes") throw new ValidationError(`${what} holds bytes; similarity needs numeric data.`, what);
   if (rec.layout.codec === "tt") return ttOperand(rec, await ttOf(s, rec));
   const dense = await denseOf(s, rec);
-  const x = rec.dtype === "float64" ? (dense as Float64Array) : rec.dtype === "float32" ? (dense as Float32Array)
-    : isFloatDtype(rec.dtype) ? toWorkingFloat(dense, rec.dtype) : toFloat64(dense, rec.dtype);
+  const x =
+    rec.dtype === "float64"
+      ? (dense as Float64Array)
+      : rec.dtype === "float32"
+        ? (dense as Float32Array)
+        : isFloatDtype(rec.dtype)
+          ? toWorkingFloat(dense, rec.dtype)
+          : toFloat64(dense, rec.dtype);
   return { kind: "dense", x, norm: rec.fingerprint.norm! };
 }
 
@@ -44,7 +53,10 @@ export async function similarity(s: Scope, ns: string, a: string, b: string, opt
   const nsB = o.namespace_b ?? ns;
   const ra = (await readVersion(s, ns, a, o.version_a)).rec;
   const rb = (await readVersion(s, nsB, b, o.version_b)).rec;
-  for (const [r, what, k] of [[ra, "a", a], [rb, "b", b]] as const)
+  for (const [r, what, k] of [
+    [ra, "a", a],
+    [rb, "b", b],
+  ] as const)
     if (r.dtype === "bytes") throw new ValidationError(`Entry ${k} holds bytes; similarity needs numeric data.`, what);
   if (!sameShape(ra.shape, rb.shape))
     throw new ValidationError(`Entries ${a} [${ra.shape.join(", ")}] and ${b} [${rb.shape.join(", ")}] have different shapes.`, "b");
@@ -52,7 +64,17 @@ export async function similarity(s: Scope, ns: string, a: string, b: string, opt
   return { metric: o.metric, score, a: { key: a, version: ra.version }, b: { key: b, version: rb.version } };
 }
 
-async function rank(s: Scope, ns: string, metric: Metric, k: number, q: Operand, shape: number[], filter: FilterNode | null, exclude: string | null, qid: { key: string; version: number } | null = null): Promise<TopkResult> {
+async function rank(
+  s: Scope,
+  ns: string,
+  metric: Metric,
+  k: number,
+  q: Operand,
+  shape: number[],
+  filter: FilterNode | null,
+  exclude: string | null,
+  qid: { key: string; version: number } | null = null,
+): Promise<TopkResult> {
   const core = open(s);
   let skipped = 0;
   const keys: string[] = [];
@@ -82,7 +104,14 @@ async function rank(s: Scope, ns: string, metric: Metric, k: number, q: Operand,
     if (cands.length === 0) return;
     const all = cands as Operand[];
     const from = scores.length;
-    const onDevice = await deviceScores(core.gpu, metric, q, qid && ids(qid.key, qid.version), all, keys.slice(from).map((key, i) => ids(key, versions[from + i]!)));
+    const onDevice = await deviceScores(
+      core.gpu,
+      metric,
+      q,
+      qid && ids(qid.key, qid.version),
+      all,
+      keys.slice(from).map((key, i) => ids(key, versions[from + i]!)),
+    );
     for (const x of onDevice ?? (await scoreBatch(metric, q, all))) scores.push(x);
     cands = [];
     denseBytes = 0;
@@ -147,7 +176,6 @@ export async function vector(s: Scope, ns: string, opts: VectorOptions): Promise
   }
   if (hasNonFinite(x)) throw new ValidationError("vector contains NaN or infinite values.", "vector");
   const shape = o.shape ?? [x.length];
-  if (product(shape) !== x.length)
-    throw new ValidationError(`vector has ${x.length} values but shape [${shape.join(", ")}] needs ${product(shape)}.`, "shape");
+  if (product(shape) !== x.length) throw new ValidationError(`vector has ${x.length} values but shape [${shape.join(", ")}] needs ${product(shape)}.`, "shape");
   return rank(s, ns, o.metric, o.k, { kind: "dense", x, norm: denseNorm(x) }, shape, filter, null);
 }

@@ -4,8 +4,14 @@ import { GpuUnavailableError, ValidationError } from "../errors.js";
 import { compileFilter, matchFilter } from "../filter.js";
 import { isFloatDtype, parseOrThrow, type Dtype } from "../names.js";
 import {
-  getOptionsSchema, listOptionsSchema, searchOptionsSchema, serveOptionsSchema,
-  type GetOptions, type ListOptions, type SearchOptions, type ServeOptions,
+  getOptionsSchema,
+  listOptionsSchema,
+  searchOptionsSchema,
+  serveOptionsSchema,
+  type GetOptions,
+  type ListOptions,
+  type SearchOptions,
+  type ServeOptions,
 } from "../schemas.js";
 import { extractBlock, fromWorkingFloat, toWorkingFloat } from "./codec.js";
 import { denseOf, iso, maxAbsErrorOf, payloadOf, keyName, liveHeads, namespace, readVersion, secondsSince, ttOf, type Scope } from "./context.js";
@@ -59,8 +65,15 @@ export async function list(s: Scope, ns: string, opts: ListOptions = {}): Promis
     if (pace.due()) await pace.yield();
     if (total >= o.offset && keys.length < o.limit)
       keys.push({
-        key, version: head.latest, updated_at: iso(head.updated_at), dtype: head.dtype, shape: head.shape, verdict: head.verdict,
-        codec: head.fingerprint.codec, relative_error: head.relative_error ?? null, max_abs_error: head.max_abs_error ?? maxAbsErrorOf(head),
+        key,
+        version: head.latest,
+        updated_at: iso(head.updated_at),
+        dtype: head.dtype,
+        shape: head.shape,
+        verdict: head.verdict,
+        codec: head.fingerprint.codec,
+        relative_error: head.relative_error ?? null,
+        max_abs_error: head.max_abs_error ?? maxAbsErrorOf(head),
       });
     total++;
   }
@@ -98,8 +111,7 @@ export async function serve(s: Scope, ns: string, key: string, opts: ServeOption
       if (stop > rec.shape[i]!) throw new ValidationError(`slice.${i} stops at ${stop}, beyond dimension size ${rec.shape[i]}.`, `slice.${i}`);
     });
   }
-  if (o.dtype && !isFloatDtype(rec.dtype))
-    throw new ValidationError(`dtype conversion applies to floating data only; the entry is ${rec.dtype}.`, "dtype");
+  if (o.dtype && !isFloatDtype(rec.dtype)) throw new ValidationError(`dtype conversion applies to floating data only; the entry is ${rec.dtype}.`, "dtype");
   const outShape = slice ? slice.map(([a, b]) => b - a) : rec.shape;
   const outDtype = (o.dtype ?? rec.dtype) as Dtype;
   const t0 = process.hrtime.bigint();
@@ -116,9 +128,7 @@ export async function serve(s: Scope, ns: string, key: string, opts: ServeOption
   } else {
     const full = await denseOf(s, rec);
     const block = slice ? extractBlock(full, rec.shape, slice, rec.dtype) : full;
-    data = isFloatDtype(rec.dtype) && outDtype !== rec.dtype
-      ? fromWorkingFloat(toWorkingFloat(block, rec.dtype), outDtype as "float32")
-      : block;
+    data = isFloatDtype(rec.dtype) && outDtype !== rec.dtype ? fromWorkingFloat(toWorkingFloat(block, rec.dtype), outDtype as "float32") : block;
   }
   s.core.observer?.reconstruct?.(rec.layout.codec, secondsSince(t0), data.byteLength);
   return { namespace: ns, key, version: rec.version, data, dtype: outDtype, shape: outShape };
@@ -136,7 +146,10 @@ export async function serveGpu(s: Scope, gpu: GpuServing, ns: string, key: strin
   const { rec } = await readVersion(s, ns, key, o.version);
   if ("unavailable" in gpu) throw new GpuUnavailableError(gpu.unavailable);
   if (rec.layout.codec !== "tt")
-    throw new ValidationError(`Entry ${key} version ${rec.version} is stored without TT cores (${rec.layout.codec}); GPU serving applies to TT-compressed entries.`, "key");
+    throw new ValidationError(
+      `Entry ${key} version ${rec.version} is stored without TT cores (${rec.layout.codec}); GPU serving applies to TT-compressed entries.`,
+      "key",
+    );
   const tt = await ttOf(s, rec);
   const lease = await gpu.cache.acquire({ tenant: s.tenant, ns, key, version: rec.version }, () => tt);
   const { backend } = gpu;
@@ -169,10 +182,17 @@ export async function serveGpu(s: Scope, gpu: GpuServing, ns: string, key: strin
         const single = rec.shape.length === tt.modes.length && rec.shape.every((n, i) => n === tt.modes[i]);
         if (!single) return cpu();
       }
-      const work = await backend.reconstruct(lease.handle, { ...tt, shape: rec.shape }, slice?.map(([a, b]) => [a, b] as [number, number]));
+      const work = await backend.reconstruct(
+        lease.handle,
+        { ...tt, shape: rec.shape },
+        slice?.map(([a, b]) => [a, b] as [number, number]),
+      );
       const outDtype = (dtype ?? rec.dtype) as Dtype;
       return {
-        namespace: ns, key, version: rec.version, dtype: outDtype,
+        namespace: ns,
+        key,
+        version: rec.version,
+        dtype: outDtype,
         shape: slice ? slice.map(([a, b]) => b - a) : [...rec.shape],
         data: fromWorkingFloat(work, outDtype as "float32"),
       };
@@ -186,7 +206,10 @@ export async function serveGpu(s: Scope, gpu: GpuServing, ns: string, key: strin
         if (ot.modes.length === tt.modes.length && ot.modes.every((m, i) => m === tt.modes[i])) return backend.dot(lease.handle, mine.handle);
       }
       const r = await similarity(s, ns, key, other.key, {
-        version_a: rec.version, version_b: other.version, namespace_b: (other as { namespace?: string }).namespace, metric: "dot",
+        version_a: rec.version,
+        version_b: other.version,
+        namespace_b: (other as { namespace?: string }).namespace,
+        metric: "dot",
       });
       return r.score;
     },

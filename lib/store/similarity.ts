@@ -7,12 +7,9 @@ import { denseNorm } from "./codec.js";
 import { call, native } from "../native.js";
 import { loadTT, type TT, type FloatArray } from "./ttapi.js";
 
-export type Operand =
-  | { kind: "tt"; tt: TT; norm: number; coreDtype: "float32" | "float64" }
-  | { kind: "dense"; x: Float32Array | Float64Array; norm: number };
+export type Operand = { kind: "tt"; tt: TT; norm: number; coreDtype: "float32" | "float64" } | { kind: "dense"; x: Float32Array | Float64Array; norm: number };
 
-const sameModes = (a: TT, b: TT): boolean =>
-  a.modes.length === b.modes.length && a.modes.every((m, i) => m === b.modes[i]);
+const sameModes = (a: TT, b: TT): boolean => a.modes.length === b.modes.length && a.modes.every((m, i) => m === b.modes[i]);
 
 /** Cores converted to one float type (the engine contracts cores of one type). */
 function withCoreType(t: TT, f64: boolean): TT {
@@ -51,12 +48,17 @@ export function ttDifference(a: TT, b: TT, f64: boolean): TT {
   const ranks: number[] = [1];
   for (let k = 0; k < d; k++) {
     const n = a.modes[k]!;
-    const ra0 = a.ranks[k]!, ra1 = a.ranks[k + 1]!, rb0 = b.ranks[k]!, rb1 = b.ranks[k + 1]!;
-    const first = k === 0, last = k === d - 1;
+    const ra0 = a.ranks[k]!,
+      ra1 = a.ranks[k + 1]!,
+      rb0 = b.ranks[k]!,
+      rb1 = b.ranks[k + 1]!;
+    const first = k === 0,
+      last = k === d - 1;
     const r0 = first ? 1 : ra0 + rb0;
     const r1 = last ? 1 : ra1 + rb1;
     const out = new Arr(r0 * n * r1);
-    const A = a.cores[k]!, B = b.cores[k]!;
+    const A = a.cores[k]!,
+      B = b.cores[k]!;
     if (first && last) {
       for (let j = 0; j < n; j++) out[j] = A[j]! - B[j]!;
     } else {
@@ -65,10 +67,9 @@ export function ttDifference(a: TT, b: TT, f64: boolean): TT {
       const bRow = first ? 0 : ra0;
       const bCol = last ? 0 : ra1;
       const sign = first ? -1 : 1;
-      for (let i = 0; i < ra0; i++) for (let j = 0; j < n; j++) for (let l = 0; l < ra1; l++)
-        out[(i * n + j) * r1 + l] = A[(i * n + j) * ra1 + l]!;
-      for (let i = 0; i < rb0; i++) for (let j = 0; j < n; j++) for (let l = 0; l < rb1; l++)
-        out[((bRow + i) * n + j) * r1 + (bCol + l)] = sign * B[(i * n + j) * rb1 + l]!;
+      for (let i = 0; i < ra0; i++) for (let j = 0; j < n; j++) for (let l = 0; l < ra1; l++) out[(i * n + j) * r1 + l] = A[(i * n + j) * ra1 + l]!;
+      for (let i = 0; i < rb0; i++)
+        for (let j = 0; j < n; j++) for (let l = 0; l < rb1; l++) out[((bRow + i) * n + j) * r1 + (bCol + l)] = sign * B[(i * n + j) * rb1 + l]!;
     }
     cores.push(out);
     ranks.push(r1);
@@ -80,8 +81,7 @@ export function ttDifference(a: TT, b: TT, f64: boolean): TT {
 export async function exactDistance(a: Operand, b: Operand): Promise<number> {
   const tt = await loadTT();
   const f64 = isF64(a) || isF64(b);
-  if (a.kind === "tt" && b.kind === "tt" && sameModes(a.tt, b.tt))
-    return tt.norm(ttDifference(withCoreType(a.tt, f64), withCoreType(b.tt, f64), f64));
+  if (a.kind === "tt" && b.kind === "tt" && sameModes(a.tt, b.tt)) return tt.norm(ttDifference(withCoreType(a.tt, f64), withCoreType(b.tt, f64), f64));
   const xa = a.kind === "tt" ? await tt.reconstruct(a.tt) : a.x;
   const xb = b.kind === "tt" ? await tt.reconstruct(b.tt) : b.x;
   const diff = new Float64Array(xa.length);
@@ -102,15 +102,13 @@ export function scoreOf(metric: Metric, dot: number, na: number, nb: number): nu
 }
 
 /** True when the l2 formula lost too many digits and the exact distance is needed. */
-export const l2NeedsExact = (dot: number, na: number, nb: number): boolean =>
-  na * na + nb * nb - 2 * dot < CANCEL * (na * na + nb * nb);
+export const l2NeedsExact = (dot: number, na: number, nb: number): boolean => na * na + nb * nb - 2 * dot < CANCEL * (na * na + nb * nb);
 
 export async function similarity(metric: Metric, a: Operand, b: Operand): Promise<number> {
   const dot = await dotOf(a, b);
   if (metric === "l2" && l2NeedsExact(dot, a.norm, b.norm)) return exactDistance(a, b);
   return scoreOf(metric, dot, a.norm, b.norm);
 }
-
 
 /**
  * Scores one query against many candidates: TT candidates sharing the query's modes go
@@ -142,9 +140,25 @@ export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): 
     // batch goes to the addon's one multithreaded call without tt.ts re-validating every
     // candidate, which costs several times the arithmetic at 10,000 candidates.
     const modes = batch[0]!.modes;
-    const res = q.kind === "tt"
-      ? await call(() => native().dotBatch(withCoreType(q.tt, f64).cores, q.tt.ranks, batch.map((c) => c.cores), batch.map((c) => c.ranks), modes))
-      : await call(() => native().dotDenseBatch(asType(q.x, f64), batch.map((c) => c.cores), batch.map((c) => c.ranks), modes));
+    const res =
+      q.kind === "tt"
+        ? await call(() =>
+            native().dotBatch(
+              withCoreType(q.tt, f64).cores,
+              q.tt.ranks,
+              batch.map((c) => c.cores),
+              batch.map((c) => c.ranks),
+              modes,
+            ),
+          )
+        : await call(() =>
+            native().dotDenseBatch(
+              asType(q.x, f64),
+              batch.map((c) => c.cores),
+              batch.map((c) => c.ranks),
+              modes,
+            ),
+          );
     idx.forEach((i, j) => {
       dots[i] = res[j]!;
       batched.add(i);
@@ -154,9 +168,7 @@ export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): 
   const scores = new Array<number>(cands.length);
   for (let i = 0; i < cands.length; i++) {
     const c = cands[i]!;
-    scores[i] = metric === "l2" && l2NeedsExact(dots[i]!, q.norm, c.norm)
-      ? await exactDistance(q, c)
-      : scoreOf(metric, dots[i]!, q.norm, c.norm);
+    scores[i] = metric === "l2" && l2NeedsExact(dots[i]!, q.norm, c.norm) ? await exactDistance(q, c) : scoreOf(metric, dots[i]!, q.norm, c.norm);
   }
   return scores;
 }

@@ -13,7 +13,13 @@ import express, { type NextFunction, type Request, type Response } from "express
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
 import { metadataSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
 import {
-  getQuerySchema, idempotencyKeySchema, listQuerySchema, putQuerySchema, searchBodySchema, similarityBodySchema, topkBodySchema,
+  getQuerySchema,
+  idempotencyKeySchema,
+  listQuerySchema,
+  putQuerySchema,
+  searchBodySchema,
+  similarityBodySchema,
+  topkBodySchema,
 } from "../../lib/schemas.js";
 import { handOver, type CoreInput, type Store } from "../../lib/store/index.js";
 import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
@@ -258,7 +264,9 @@ const coresOf = (list: PreparedPutCores["cores"]): CoreInput[] => list.map((c) =
 function putRoute({ config }: EngineContext): Handler {
   const checkSize = (n: number) => {
     if (n > config.max_upload_bytes)
-      throw new PayloadTooLargeError(`The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
+      throw new PayloadTooLargeError(
+        `The payload of ${n} bytes is larger than the upload limit of ${config.max_upload_bytes} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`,
+      );
   };
   return async (req, res) => {
     if (req.is("application/octet-stream")) {
@@ -290,69 +298,99 @@ function putRoute({ config }: EngineContext): Handler {
 function mountRoutes(app: express.Express, ctx: EngineContext): void {
   app.post("/v1/put", wrap(putRoute(ctx)));
 
-  app.post("/v1/put_cores", wrap(async (req, res) => {
-    const { namespace, key, cores: list, ...opts } = jsonBody(req) as PreparedPutCores;
-    const w = writer(req, res);
-    answer(res, w, 201, await w.putCores(namespace, key, coresOf(list), opts));
-  }));
+  app.post(
+    "/v1/put_cores",
+    wrap(async (req, res) => {
+      const { namespace, key, cores: list, ...opts } = jsonBody(req) as PreparedPutCores;
+      const w = writer(req, res);
+      answer(res, w, 201, await w.putCores(namespace, key, coresOf(list), opts));
+    }),
+  );
 
-  app.post("/v1/put_cores_batch", wrap(async (req, res) => {
-    // every item was validated before anything is stored (step 7); the store commits them in one transaction
-    const b = jsonBody(req) as PreparedPutCoresBatch;
-    const items = b.items.map(({ key, cores: list, ...opts }) => ({ key, cores: coresOf(list), ...opts }));
-    const w = writer(req, res);
-    answer(res, w, 201, await w.putCoresBatch(b.namespace, items));
-  }));
+  app.post(
+    "/v1/put_cores_batch",
+    wrap(async (req, res) => {
+      // every item was validated before anything is stored (step 7); the store commits them in one transaction
+      const b = jsonBody(req) as PreparedPutCoresBatch;
+      const items = b.items.map(({ key, cores: list, ...opts }) => ({ key, cores: coresOf(list), ...opts }));
+      const w = writer(req, res);
+      answer(res, w, 201, await w.putCoresBatch(b.namespace, items));
+    }),
+  );
 
-  app.get(/^\/v1\/get\/([^/]+)\/(.+)$/, wrap(async (req, res) => {
-    const { ns, key } = nsKey(req);
-    const q = parseOrThrow(getQuerySchema, req.query, "query");
-    res.json(await st(res).get(ns, key, q));
-  }));
+  app.get(
+    /^\/v1\/get\/([^/]+)\/(.+)$/,
+    wrap(async (req, res) => {
+      const { ns, key } = nsKey(req);
+      const q = parseOrThrow(getQuerySchema, req.query, "query");
+      res.json(await st(res).get(ns, key, q));
+    }),
+  );
 
-  app.delete(/^\/v1\/delete\/([^/]+)\/(.+)$/, wrap(async (req, res) => {
-    const { ns, key } = nsKey(req);
-    const w = writer(req, res);
-    answer(res, w, 200, await w.delete(ns, key));
-  }));
+  app.delete(
+    /^\/v1\/delete\/([^/]+)\/(.+)$/,
+    wrap(async (req, res) => {
+      const { ns, key } = nsKey(req);
+      const w = writer(req, res);
+      answer(res, w, 200, await w.delete(ns, key));
+    }),
+  );
 
-  app.get(/^\/v1\/list\/([^/]+)\/?$/, wrap(async (req, res) => {
-    let ns: string;
-    try {
-      ns = decodeURIComponent((req.params as Record<string, string>)[0]!);
-    } catch {
-      throw new ValidationError("The path is not valid percent-encoded text.", "path");
-    }
-    const q = parseOrThrow(listQuerySchema, req.query, "query");
-    res.json(await st(res).list(ns, q));
-  }));
+  app.get(
+    /^\/v1\/list\/([^/]+)\/?$/,
+    wrap(async (req, res) => {
+      let ns: string;
+      try {
+        ns = decodeURIComponent((req.params as Record<string, string>)[0]!);
+      } catch {
+        throw new ValidationError("The path is not valid percent-encoded text.", "path");
+      }
+      const q = parseOrThrow(listQuerySchema, req.query, "query");
+      res.json(await st(res).list(ns, q));
+    }),
+  );
 
-  app.post("/v1/search", wrap(async (req, res) => {
-    const { namespace, filter, ...opts } = parseOrThrow(searchBodySchema, jsonBody(req), "body");
-    // up to 1,000 results of up to 64 KiB of metadata: written in pieces
-    await sendJsonList(res, await st(res).search(namespace, filter, opts), "results");
-  }));
+  app.post(
+    "/v1/search",
+    wrap(async (req, res) => {
+      const { namespace, filter, ...opts } = parseOrThrow(searchBodySchema, jsonBody(req), "body");
+      // up to 1,000 results of up to 64 KiB of metadata: written in pieces
+      await sendJsonList(res, await st(res).search(namespace, filter, opts), "results");
+    }),
+  );
 
-  app.post("/v1/serve", wrap(async (req, res) => {
-    const octet = req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream";
-    await answerServe({ config: ctx.config, budget: ctx.budget }, st(res), res.locals.tenant as string, jsonBody(req), octet, res);
-  }));
+  app.post(
+    "/v1/serve",
+    wrap(async (req, res) => {
+      const octet = req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream";
+      await answerServe({ config: ctx.config, budget: ctx.budget }, st(res), res.locals.tenant as string, jsonBody(req), octet, res);
+    }),
+  );
 
-  app.post("/v1/query/similarity", wrap(async (req, res) => {
-    const { namespace, a, b, ...opts } = parseOrThrow(similarityBodySchema, jsonBody(req), "body");
-    res.json(await st(res).query.similarity(namespace, a, b, opts));
-  }));
+  app.post(
+    "/v1/query/similarity",
+    wrap(async (req, res) => {
+      const { namespace, a, b, ...opts } = parseOrThrow(similarityBodySchema, jsonBody(req), "body");
+      res.json(await st(res).query.similarity(namespace, a, b, opts));
+    }),
+  );
 
-  app.post("/v1/query/topk", wrap(async (req, res) => {
-    const { namespace, ...opts } = parseOrThrow(topkBodySchema, jsonBody(req), "body");
-    res.json(await st(res).query.topk(namespace, opts));
-  }));
+  app.post(
+    "/v1/query/topk",
+    wrap(async (req, res) => {
+      const { namespace, ...opts } = parseOrThrow(topkBodySchema, jsonBody(req), "body");
+      res.json(await st(res).query.topk(namespace, opts));
+    }),
+  );
 
-  app.post("/v1/query/vector", wrap(async (req, res) => {
-    // checked and made a typed array as it was read (step 7)
-    const { namespace, ...opts } = jsonBody(req) as PreparedVector;
-    res.json(await st(res).query.vector(namespace, opts));
-  }));
+  app.post(
+    "/v1/query/vector",
+    wrap(async (req, res) => {
+      // checked and made a typed array as it was read (step 7)
+      const { namespace, ...opts } = jsonBody(req) as PreparedVector;
+      res.json(await st(res).query.vector(namespace, opts));
+    }),
+  );
 }
 
 /** Step 10: errors, the body of docs/api.md (errors); unexpected errors are logged without stack (stack at debug). */

@@ -64,7 +64,12 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     .transform(Number)
     .pipe(z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 const num = (schema: z.ZodType<number, number>) =>
-  z.string().trim().regex(/^[0-9.eE+-]+$/, "must be a number").transform(Number).pipe(schema);
+  z
+    .string()
+    .trim()
+    .regex(/^[0-9.eE+-]+$/, "must be a number")
+    .transform(Number)
+    .pipe(schema);
 
 const VARS = {
   SVC_ENGINE_HOST: z.string().trim().min(1, "must not be empty").default("127.0.0.1"),
@@ -126,13 +131,19 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     }
     v[name] = r.data;
   }
-  const keys = (v.SVC_ENGINE_API_KEYS as string).split(",").map((k) => k.trim()).filter((k) => k.length > 0);
+  const keys = (v.SVC_ENGINE_API_KEYS as string)
+    .split(",")
+    .map((k) => k.trim())
+    .filter((k) => k.length > 0);
   if (v.SVC_ENGINE_REQUIRE_AUTH && keys.length === 0)
     throw new ValidationError("SVC_ENGINE_API_KEYS must list at least one service key when SVC_ENGINE_REQUIRE_AUTH is true.", "SVC_ENGINE_API_KEYS");
   const cert = (v.SVC_ENGINE_TLS_CERT_PATH as string | undefined) ?? null;
   const key = (v.SVC_ENGINE_TLS_KEY_PATH as string | undefined) ?? null;
   if ((cert === null) !== (key === null))
-    throw new ValidationError("SVC_ENGINE_TLS_CERT_PATH and SVC_ENGINE_TLS_KEY_PATH must be set together.", cert === null ? "SVC_ENGINE_TLS_CERT_PATH" : "SVC_ENGINE_TLS_KEY_PATH");
+    throw new ValidationError(
+      "SVC_ENGINE_TLS_CERT_PATH and SVC_ENGINE_TLS_KEY_PATH must be set together.",
+      cert === null ? "SVC_ENGINE_TLS_CERT_PATH" : "SVC_ENGINE_TLS_KEY_PATH",
+    );
   return Object.freeze({
     host: v.SVC_ENGINE_HOST as string,
     port: v.SVC_ENGINE_PORT as number,

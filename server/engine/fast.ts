@@ -35,9 +35,7 @@ export const JSON_BODY_FACTOR = 4;
 const MAX_VIEWS = 10_000;
 
 /** A request taken: a GET of an entry, or a serve whose body is yet to be read. */
-type Taken =
-  | { route: "get"; tenant: string; ns: string; key: string; version: number | undefined }
-  | { route: "serve"; tenant: string; octet: boolean };
+type Taken = { route: "get"; tenant: string; ns: string; key: string; version: number | undefined } | { route: "serve"; tenant: string; octet: boolean };
 
 /**
  * The dense answer of a serve and estimates of the memory it holds at its peak: the answer, a
@@ -72,7 +70,15 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
     const h = await st.serveGpu(namespace, key, { version: opts.version });
     // the entry stays resident in the LRU cache; this request's pin ends with the answer
     h.release();
-    const text = JSON.stringify({ namespace: h.namespace, key: h.key, version: h.version, device: h.device, resident: h.resident, bytes_on_device: h.bytes_on_device, tt: h.tt });
+    const text = JSON.stringify({
+      namespace: h.namespace,
+      key: h.key,
+      version: h.version,
+      device: h.device,
+      resident: h.resident,
+      bytes_on_device: h.bytes_on_device,
+      tt: h.tt,
+    });
     res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) }).end(text);
     return;
   }
@@ -88,8 +94,11 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
   const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
   if (octet) {
     res.writeHead(200, {
-      "X-SVC-Dtype": r.dtype, "X-SVC-Shape": r.shape.join(","), "X-SVC-Version": String(r.version),
-      "Content-Type": "application/octet-stream", "Content-Length": bytes.byteLength,
+      "X-SVC-Dtype": r.dtype,
+      "X-SVC-Shape": r.shape.join(","),
+      "X-SVC-Version": String(r.version),
+      "Content-Type": "application/octet-stream",
+      "Content-Length": bytes.byteLength,
     });
     res.end(bytes);
     return;
@@ -104,11 +113,46 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
   res.end('"}');
 }
 
+/** The namespace, key and version of a GET /v1/get/{namespace}/{key}[?version=N] the fast path takes, else null. */
+function parseGet(url: string): { ns: string; key: string; version: number | undefined } | null {
+  const q = url.indexOf("?");
+  const path = q < 0 ? url : url.slice(0, q);
+  const slash = path.indexOf("/", GET_PREFIX.length);
+  // the route's pattern: a non-empty namespace segment, then a non-empty rest
+  if (slash <= GET_PREFIX.length || slash === path.length - 1) return null;
+  let ns: string, key: string;
+  try {
+    ns = decodeURIComponent(path.slice(GET_PREFIX.length, slash));
+    key = decodeURIComponent(path.slice(slash + 1));
+  } catch {
+    return null;
+  }
+  let version: number | undefined;
+  if (q >= 0) {
+    let parsed: unknown;
+    try {
+      parsed = parseQueryString(url.slice(q + 1));
+    } catch {
+      return null;
+    }
+    const r = getQuerySchema.safeParse(parsed);
+    if (!r.success) return null;
+    version = r.data.version;
+  }
+  return { ns, key, version };
+}
+
 /**
  * The fast path of the engine: returns a handler that answers a request it takes and returns
  * true, or returns false having done nothing.
  */
-export function engineFastPath(deps: { store: Store; config: EngineConfig; logger: Logger; metrics: EngineMetrics; budget: MemoryBudget }): (req: IncomingMessage, res: ServerResponse) => boolean {
+export function engineFastPath(deps: {
+  store: Store;
+  config: EngineConfig;
+  logger: Logger;
+  metrics: EngineMetrics;
+  budget: MemoryBudget;
+}): (req: IncomingMessage, res: ServerResponse) => boolean {
   const { store, config, logger, metrics, budget } = deps;
   const bodyRate: BodyRate = { minBytesPerS: config.body_min_bytes_per_s, graceMs: config.body_grace_s * 1000 };
   const views = new Map<string, Store>();
@@ -165,31 +209,8 @@ export function engineFastPath(deps: { store: Store; config: EngineConfig; logge
     if (h["content-length"] !== undefined || h["transfer-encoding"] !== undefined) return null;
     const t = tenantOf(req);
     if (t === null) return null;
-    const q = url.indexOf("?");
-    const path = q < 0 ? url : url.slice(0, q);
-    const slash = path.indexOf("/", GET_PREFIX.length);
-    // the route's pattern: a non-empty namespace segment, then a non-empty rest
-    if (slash <= GET_PREFIX.length || slash === path.length - 1) return null;
-    let ns: string, key: string;
-    try {
-      ns = decodeURIComponent(path.slice(GET_PREFIX.length, slash));
-      key = decodeURIComponent(path.slice(slash + 1));
-    } catch {
-      return null;
-    }
-    let version: number | undefined;
-    if (q >= 0) {
-      let parsed: unknown;
-      try {
-        parsed = parseQueryString(url.slice(q + 1));
-      } catch {
-        return null;
-      }
-      const r = getQuerySchema.safeParse(parsed);
-      if (!r.success) return null;
-      version = r.data.version;
-    }
-    return { route: "get", tenant: t, ns, key, version };
+    const g = parseGet(url);
+    return g === null ? null : { route: "get", tenant: t, ...g };
   };
 
   /** The error body of server/http/errors.ts sendError, and the log line of a 5xx. */
@@ -209,7 +230,13 @@ export function engineFastPath(deps: { store: Store; config: EngineConfig; logge
   };
 
   const serve = async (req: IncomingMessage, res: ServerResponse, tenant: string, octet: boolean): Promise<void> => {
-    const raw = await readBody(req, { limit: bodyLimit(config.max_upload_bytes, false, "/v1/serve"), reservation: reservationOf(res, budget, tenant), factor: JSON_BODY_FACTOR, res, rate: bodyRate });
+    const raw = await readBody(req, {
+      limit: bodyLimit(config.max_upload_bytes, false, "/v1/serve"),
+      reservation: reservationOf(res, budget, tenant),
+      factor: JSON_BODY_FACTOR,
+      res,
+      rate: bodyRate,
+    });
     const { value } = await prepareEngineBody("/v1/serve", raw);
     await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res);
   };

@@ -46,10 +46,7 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
   // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default.
   // Requests Node cannot parse get the JSON error body too (400, Connection: close).
   const maxHeaderSize = MAX_HEADER_BYTES;
-  const server = answerClientErrors(
-    tls ? https.createServer({ ...tls, maxHeaderSize }, app) : http.createServer({ maxHeaderSize }, app),
-    maxHeaderSize,
-  );
+  const server = answerClientErrors(tls ? https.createServer({ ...tls, maxHeaderSize }, app) : http.createServer({ maxHeaderSize }, app), maxHeaderSize);
   server.requestTimeout = 0; // large uploads are bounded by size, not time
   try {
     await new Promise<void>((resolve, reject) => {

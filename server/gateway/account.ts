@@ -38,16 +38,18 @@ export async function admitTenantCall(
   need: "any" | "full" = "any",
 ): Promise<TenantRecord> {
   const h = tenantKeyHashOf(req);
-  const { tenant, grant } = confirmKey(h === null ? null : await d.registry.findByKeyHash(h), h, (d.clock?.now() ?? Date.now()));
+  const { tenant, grant } = confirmKey(h === null ? null : await d.registry.findByKeyHash(h), h, d.clock?.now() ?? Date.now());
   res.locals.key_id = grant.key_id; // for the call's audit record
   // Actions on the account itself (a plan purchase) need a key with every scope on every namespace.
-  if (need === "full" && !isFullGrant(grant)) throw new ForbiddenError(`API key ${grant.key_id} is a scoped key; this call needs the tenant's own key or a key with scope write on every namespace.`);
+  if (need === "full" && !isFullGrant(grant))
+    throw new ForbiddenError(`API key ${grant.key_id} is a scoped key; this call needs the tenant's own key or a key with scope write on every namespace.`);
   const rl = effectiveRateLimit(tenant, d.policy);
   const rate = await d.limiter.hit(tenant.tenant_id, { requests: rl.requests, windowMs: rl.window_s * 1000 });
   res.setHeader("X-RateLimit-Limit", String(rate.limit));
   res.setHeader("X-RateLimit-Remaining", String(rate.remaining));
   res.setHeader("X-RateLimit-Reset", String(rate.resetS));
-  if (!rate.allowed) throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
+  if (!rate.allowed)
+    throw new RateLimitedError(`Rate limit exceeded for tenant ${tenant.tenant_id}; retry after ${rate.retryAfterS} seconds.`, rate.retryAfterS);
   return tenant;
 }
 
@@ -64,19 +66,23 @@ export function accountRouter(d: AccountDeps): Router {
       const rl = effectiveRateLimit(tenant, d.policy);
       const keys = Object.keys(req.query);
       const unknown = keys.find((k) => k !== "period");
-      if (unknown !== undefined) throw new ValidationError(`Unknown query parameter ${JSON.stringify(unknown.slice(0, 64))}; only period is accepted.`, unknown);
+      if (unknown !== undefined)
+        throw new ValidationError(`Unknown query parameter ${JSON.stringify(unknown.slice(0, 64))}; only period is accepted.`, unknown);
       const p = req.query.period;
       if (p !== undefined && (typeof p !== "string" || !PERIOD_RE.test(p))) throw new ValidationError("period must be a month in the form YYYY-MM.", "period");
       const period = typeof p === "string" ? p : periodOf(d.clock.now());
       const u = await usageRecord(d.usage, tenant, period);
-      answer = { status: 200, body: {
-        tenant_id: tenant.tenant_id,
-        plan: tenant.plan,
-        namespaces: tenant.namespaces,
-        monthly_quota: tenant.monthly_quota,
-        rate_limit: rl,
-        usage: { period: u.period, cus_used: u.cus_used, monthly_quota: u.monthly_quota, utilization: u.utilization, breakdown: u.breakdown },
-      } };
+      answer = {
+        status: 200,
+        body: {
+          tenant_id: tenant.tenant_id,
+          plan: tenant.plan,
+          namespaces: tenant.namespaces,
+          monthly_quota: tenant.monthly_quota,
+          rate_limit: rl,
+          usage: { period: u.period, cus_used: u.cus_used, monthly_quota: u.monthly_quota, utilization: u.utilization, breakdown: u.breakdown },
+        },
+      };
     } catch (err) {
       failure = toSvcError(err);
     }

@@ -29,7 +29,11 @@ export interface AdminDeps {
 
 const rateLimitSchema = z.strictObject({
   requests: z.number().int("rate_limit.requests must be an integer").min(1, "rate_limit.requests must be at least 1").max(1_000_000_000),
-  window_s: z.number().int("rate_limit.window_s must be an integer").min(1, "rate_limit.window_s must be at least 1").max(86_400 * 31),
+  window_s: z
+    .number()
+    .int("rate_limit.window_s must be an integer")
+    .min(1, "rate_limit.window_s must be at least 1")
+    .max(86_400 * 31),
 });
 const quotaSchema = z.number().min(0, "monthly_quota must be at least 0").max(1e12, "monthly_quota is too large").nullable();
 const enterpriseFields = { monthly_quota: quotaSchema.optional(), rate_limit: rateLimitSchema.optional() };
@@ -48,7 +52,10 @@ export const updateTierSchema = z.strictObject({ tenant_id: tenantIdSchema, plan
 /** Plan terms for a tenant record (tier table, or enterprise overrides). */
 export function termsFor(plan: Plan, over: { monthly_quota?: number | null; rate_limit?: { requests: number; window_s: number } }) {
   if (plan !== "enterprise" && (over.monthly_quota !== undefined || over.rate_limit !== undefined)) {
-    throw new ValidationError("monthly_quota and rate_limit may only be set for plan enterprise.", over.monthly_quota !== undefined ? "monthly_quota" : "rate_limit");
+    throw new ValidationError(
+      "monthly_quota and rate_limit may only be set for plan enterprise.",
+      over.monthly_quota !== undefined ? "monthly_quota" : "rate_limit",
+    );
   }
   const tier = TIERS[plan];
   return {

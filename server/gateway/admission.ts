@@ -177,7 +177,8 @@ end
 return 1`);
 
 /** The Redis key of a tenant's reservations for `period`. */
-export const reservationKey = (prefix: string, period: string, tenant: string, hashTags = false): string => `${prefix}resv:${period}:${tenantTag(tenant, hashTags)}`;
+export const reservationKey = (prefix: string, period: string, tenant: string, hashTags = false): string =>
+  `${prefix}resv:${period}:${tenantTag(tenant, hashTags)}`;
 
 const sha1Hex = (s: string): string => createHash("sha1").update(s, "utf8").digest("hex");
 

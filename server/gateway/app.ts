@@ -166,18 +166,24 @@ function auditBeforeEnd(deps: GatewayDeps, req: Request, res: Response): void {
   res.end = ((...args: unknown[]) => {
     if (ended) return res;
     ended = true;
-    const named = (res.locals.tenant_id as string | undefined) ?? /^\/gate\/admin\/(?:usage|keys)\/([^/]+)$/.exec(req.path)?.[1] ?? (req.body as { tenant_id?: unknown } | undefined)?.tenant_id;
-    void deps.audit.write({
-      ts: new Date(deps.clock.now()).toISOString(),
-      tenant_id: typeof named === "string" && tenantIdSchema.safeParse(named).success ? named : "",
-      method: req.method,
-      path: req.originalUrl.split("?")[0]!,
-      namespace: "",
-      status: res.statusCode,
-      cus: 0,
-      latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
-      request_id: requestIdOf(res),
-    }).catch(() => undefined).then(() => end(...args));
+    const named =
+      (res.locals.tenant_id as string | undefined) ??
+      /^\/gate\/admin\/(?:usage|keys)\/([^/]+)$/.exec(req.path)?.[1] ??
+      (req.body as { tenant_id?: unknown } | undefined)?.tenant_id;
+    void deps.audit
+      .write({
+        ts: new Date(deps.clock.now()).toISOString(),
+        tenant_id: typeof named === "string" && tenantIdSchema.safeParse(named).success ? named : "",
+        method: req.method,
+        path: req.originalUrl.split("?")[0]!,
+        namespace: "",
+        status: res.statusCode,
+        cus: 0,
+        latency_ms: Math.round((performance.now() - t0) * 1000) / 1000,
+        request_id: requestIdOf(res),
+      })
+      .catch(() => undefined)
+      .then(() => end(...args));
     return res;
   }) as Response["end"];
 }
@@ -208,7 +214,10 @@ function mountRoutes(app: Express, gw: GatewayContext): void {
   // Every request outside the data plane counted once answered; GET /metrics (docs/operations.md).
   app.use(countRequests(metrics.http, metrics.route));
   app.get("/metrics", metricsHandler(metrics.registry, metricsDigests([deps.serviceKey, deps.metricsToken])));
-  app.get(["/health", "/gate/health"], healthHandler(engine, registry, clock.now(), () => clock.now()));
+  app.get(
+    ["/health", "/gate/health"],
+    healthHandler(engine, registry, clock.now(), () => clock.now()),
+  );
   app.get("/openapi.json", openApiHandler({ billing: deps.billing ? {} : undefined }));
   // The web console (static files, its own Content-Security-Policy) and the tenant's own account view.
   app.use(consoleRouter(deps.consoleDir));

@@ -68,12 +68,20 @@ export function clip(s: string, max: number): string {
 
 /** Serialises a record with the seed's fields in the seed's order, then key_id (docs/api.md), each bounded. */
 export function auditLine(r: AuditRecord): string {
-  return JSON.stringify({
-    ts: clip(r.ts, AUDIT_MAX_FIELD), tenant_id: clip(r.tenant_id, AUDIT_MAX_FIELD), method: clip(r.method, AUDIT_MAX_FIELD),
-    path: clip(r.path, AUDIT_MAX_PATH), namespace: clip(r.namespace, AUDIT_MAX_FIELD),
-    status: r.status, cus: r.cus, latency_ms: r.latency_ms, request_id: clip(r.request_id, AUDIT_MAX_FIELD),
-    key_id: clip(r.key_id ?? "", AUDIT_MAX_FIELD),
-  }) + "\n";
+  return (
+    JSON.stringify({
+      ts: clip(r.ts, AUDIT_MAX_FIELD),
+      tenant_id: clip(r.tenant_id, AUDIT_MAX_FIELD),
+      method: clip(r.method, AUDIT_MAX_FIELD),
+      path: clip(r.path, AUDIT_MAX_PATH),
+      namespace: clip(r.namespace, AUDIT_MAX_FIELD),
+      status: r.status,
+      cus: r.cus,
+      latency_ms: r.latency_ms,
+      request_id: clip(r.request_id, AUDIT_MAX_FIELD),
+      key_id: clip(r.key_id ?? "", AUDIT_MAX_FIELD),
+    }) + "\n"
+  );
 }
 
 export class FileAuditSink implements AuditSink {
@@ -85,7 +93,11 @@ export class FileAuditSink implements AuditSink {
   // A write that failed part-way left a line without its newline: the next append ends it
   // first, so every later record is a line of its own (readers skip the torn one).
   private torn = false;
-  private constructor(fd: number, private readonly path: string, private readonly append: AppendFn) {
+  private constructor(
+    fd: number,
+    private readonly path: string,
+    private readonly append: AppendFn,
+  ) {
     this.fd = fd;
   }
   static async open(path: string, append: AppendFn = (fd, buf, off) => writeSync(fd, buf, off)): Promise<FileAuditSink> {
@@ -121,7 +133,8 @@ export class FileAuditSink implements AuditSink {
   }
   private flush(): void {
     this.scheduled = false;
-    const lines = this.lines, waiters = this.waiters;
+    const lines = this.lines,
+      waiters = this.waiters;
     this.lines = [];
     this.waiters = [];
     try {

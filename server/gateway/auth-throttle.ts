@@ -53,7 +53,10 @@ export class MemoryAuthThrottle implements AuthThrottle {
   readonly kind = "memory" as const;
   private readonly counts = new Map<string, { n: number; resetAt: number }>();
   private readonly blocks: Blocks;
-  constructor(private readonly spec: AuthThrottleSpec, private readonly clock: Clock) {
+  constructor(
+    private readonly spec: AuthThrottleSpec,
+    private readonly clock: Clock,
+  ) {
     this.blocks = new Blocks(clock);
   }
   blockedFor(addr: string): number {
@@ -91,7 +94,12 @@ export const authFailKey = (prefix: string, addr: string): string => `${prefix}a
 export class RedisAuthThrottle implements AuthThrottle {
   readonly kind = "redis" as const;
   private readonly blocks: Blocks;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly spec: AuthThrottleSpec, private readonly clock: Clock) {
+  constructor(
+    private readonly redis: RedisLink,
+    private readonly prefix: string,
+    private readonly spec: AuthThrottleSpec,
+    private readonly clock: Clock,
+  ) {
     this.blocks = new Blocks(clock);
   }
   blockedFor(addr: string): number {

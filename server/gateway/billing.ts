@@ -108,7 +108,10 @@ export interface BillingLog {
 /** The billing log as JSONL, one synchronous O_APPEND write per record (as the audit log). */
 export class FileBillingLog implements BillingLog {
   private fd: number | null;
-  private constructor(fd: number, private readonly path: string) {
+  private constructor(
+    fd: number,
+    private readonly path: string,
+  ) {
     this.fd = fd;
   }
   static async open(path: string): Promise<FileBillingLog> {
@@ -201,7 +204,10 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
         const old = b.subscription_id;
         const pending = old && old !== sub && !pendingOf(b).includes(old) ? [...pendingOf(b), old] : pendingOf(b);
         const billing: TenantBilling = {
-          ...b, subscription_id: sub, customer_id: customer ?? b.customer_id, last_event_created: ev.created,
+          ...b,
+          subscription_id: sub,
+          customer_id: customer ?? b.customer_id,
+          last_event_created: ev.created,
           ...(pending.length ? { pending_cancellations: pending } : {}),
         };
         return { next: { ...cur, ...termsFor(plan, {}), billing, updated_at: nowIso }, reason: "" };
@@ -287,13 +293,15 @@ async function cancelReplaced(deps: Pick<BillingDeps, "registry" | "provider">, 
   const pending = t?.billing ? pendingOf(t.billing) : [];
   if (pending.length === 0) return [];
   // All at the provider at once, then one record update for every confirmed one.
-  const out: CancellationRecord[] = await Promise.all(pending.map(async (sub): Promise<CancellationRecord> => {
-    try {
-      return { subscription_id: sub, result: await cancelOnce(deps.provider, sub), detail: "" };
-    } catch (e) {
-      return { subscription_id: sub, result: "failed", detail: e instanceof PaymentProviderError ? e.message : "The payment provider call failed." };
-    }
-  }));
+  const out: CancellationRecord[] = await Promise.all(
+    pending.map(async (sub): Promise<CancellationRecord> => {
+      try {
+        return { subscription_id: sub, result: await cancelOnce(deps.provider, sub), detail: "" };
+      } catch (e) {
+        return { subscription_id: sub, result: "failed", detail: e instanceof PaymentProviderError ? e.message : "The payment provider call failed." };
+      }
+    }),
+  );
   const done = new Set(out.filter((c) => c.result !== "failed").map((c) => c.subscription_id));
   if (done.size === 0) return out;
   try {
@@ -304,7 +312,8 @@ async function cancelReplaced(deps: Pick<BillingDeps, "registry" | "provider">, 
   } catch {
     // Canceled, but still listed: the retry asks again and the provider answers already canceled.
     for (const c of out) {
-      if (done.has(c.subscription_id)) Object.assign(c, { result: "failed", detail: "The subscription was canceled but the tenant record could not be updated." });
+      if (done.has(c.subscription_id))
+        Object.assign(c, { result: "failed", detail: "The subscription was canceled but the tenant record could not be updated." });
     }
   }
   return out;
@@ -315,7 +324,11 @@ async function cancelReplaced(deps: Pick<BillingDeps, "registry" | "provider">, 
  * tenant's replaced subscriptions still pending (this event's, or ones an earlier delivery
  * could not finish), and logs the outcome.
  */
-export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "clock" | "log" | "provider">, raw: unknown, requestId: string): Promise<EventOutcome> {
+export async function applyPaymentEvent(
+  deps: Pick<BillingDeps, "registry" | "clock" | "log" | "provider">,
+  raw: unknown,
+  requestId: string,
+): Promise<EventOutcome> {
   const parsed = eventSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError("The event lacks a valid id, type, created or data.object.");
   const ev = parsed.data;
@@ -332,15 +345,12 @@ export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "cl
     // Types other than the two handled answer 200 and change nothing; no id is recorded.
     out = { tenantId: "", outcome: "skipped", reason: "ignored_type", planBefore: null, planAfter: null, cancellations: [] };
   } else {
-    const r = await deps.registry.applyEventOnce(
-      { eventId: ev.id, tenantId: plan.tenantId, nowMs: now, retainMs: EVENT_RETENTION_MS },
-      (cur): EventChange => {
-        if (plan.skip) return { next: null, note: `skipped:${plan.skip}` };
-        if (!cur) return { next: null, note: "skipped:unknown_tenant" };
-        const c = plan.change!(cur);
-        return { next: c.next, note: c.reason ? `skipped:${c.reason}` : "applied" };
-      },
-    );
+    const r = await deps.registry.applyEventOnce({ eventId: ev.id, tenantId: plan.tenantId, nowMs: now, retainMs: EVENT_RETENTION_MS }, (cur): EventChange => {
+      if (plan.skip) return { next: null, note: `skipped:${plan.skip}` };
+      if (!cur) return { next: null, note: "skipped:unknown_tenant" };
+      const c = plan.change!(cur);
+      return { next: c.next, note: c.reason ? `skipped:${c.reason}` : "applied" };
+    });
     if (r.duplicate) {
       out = { tenantId: plan.tenantId, outcome: "skipped", reason: "duplicate", planBefore: null, planAfter: null, cancellations: [] };
       const t = plan.tenantId ? await deps.registry.get(plan.tenantId) : null;
@@ -367,9 +377,17 @@ export async function applyPaymentEvent(deps: Pick<BillingDeps, "registry" | "cl
     }
   }
   await deps.log.write({
-    ts: nowIso, event_id: ev.id, type: ev.type, created: ev.created, tenant_id: out.tenantId,
-    outcome: out.outcome, reason: out.reason, plan_before: out.planBefore, plan_after: out.planAfter,
-    cancellations: out.cancellations, request_id: requestId,
+    ts: nowIso,
+    event_id: ev.id,
+    type: ev.type,
+    created: ev.created,
+    tenant_id: out.tenantId,
+    outcome: out.outcome,
+    reason: out.reason,
+    plan_before: out.planBefore,
+    plan_after: out.planAfter,
+    cancellations: out.cancellations,
+    request_id: requestId,
   });
   if (readError) throw readError;
   return out;
@@ -401,7 +419,12 @@ export function billingRouter(deps: BillingDeps): Router {
     });
 
   const fail = async (req: Request, res: Response, err: unknown, tenantId: string, t0: number) => {
-    const e = err instanceof PaymentProviderError ? new SvcError("engine_unreachable", err.message) : err instanceof WebhookSignatureError ? new ValidationError(err.message) : toSvcError(err);
+    const e =
+      err instanceof PaymentProviderError
+        ? new SvcError("engine_unreachable", err.message)
+        : err instanceof WebhookSignatureError
+          ? new ValidationError(err.message)
+          : toSvcError(err);
     try {
       await audit(req, res, tenantId, STATUS_OF[e.code], t0);
     } catch {
@@ -421,7 +444,12 @@ export function billingRouter(deps: BillingDeps): Router {
       if (tenant.plan === b.plan) throw new ConflictError(`Tenant ${tenant.tenant_id} is already on plan ${b.plan}.`);
       if (tenant.plan === "enterprise") throw new ConflictError(`Tenant ${tenant.tenant_id} is on plan enterprise, which is not sold through checkout.`);
       const s = await deps.provider.createCheckoutSession({
-        tenantId: tenant.tenant_id, plan: b.plan, price: deps.prices[b.plan], successUrl: b.success_url, cancelUrl: b.cancel_url, email: tenant.email,
+        tenantId: tenant.tenant_id,
+        plan: b.plan,
+        price: deps.prices[b.plan],
+        successUrl: b.success_url,
+        cancelUrl: b.cancel_url,
+        email: tenant.email,
       });
       await audit(req, res, tenantId, 200, t0);
       res.status(200).json({ session_id: s.id, checkout_url: s.url });
@@ -444,7 +472,11 @@ export function billingRouter(deps: BillingDeps): Router {
       tenantId = out.tenantId;
       const failed = out.cancellations.find((c) => c.result === "failed");
       // 500 makes the provider retry the event; the retry (a duplicate) cancels what is still pending.
-      if (failed) throw new SvcError("internal", `The replaced subscription ${failed.subscription_id} is not canceled yet, so the event must be retried. ${failed.detail}`);
+      if (failed)
+        throw new SvcError(
+          "internal",
+          `The replaced subscription ${failed.subscription_id} is not canceled yet, so the event must be retried. ${failed.detail}`,
+        );
       await audit(req, res, tenantId, 200, t0);
       res.status(200).json({ received: true });
     } catch (err) {

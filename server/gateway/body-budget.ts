@@ -10,7 +10,10 @@ export class BodyBudget {
   private readonly byTenant = new Map<string, number>();
   /** The most bytes one tenant's bodies may hold together (see take for the one exception). */
   readonly perTenant: number;
-  constructor(readonly maxBytes: number, tenantSharePct = 100) {
+  constructor(
+    readonly maxBytes: number,
+    tenantSharePct = 100,
+  ) {
     this.perTenant = Math.max(1, Math.floor((maxBytes * tenantSharePct) / 100));
   }
 
@@ -26,10 +29,7 @@ export class BodyBudget {
    */
   take(n: number, tenant: string): void {
     if (this.used + n > this.maxBytes) {
-      throw new OverloadedError(
-        `The gateway is holding its limit of ${this.maxBytes} bytes of request bodies; retry after 1 second.`,
-        1,
-      );
+      throw new OverloadedError(`The gateway is holding its limit of ${this.maxBytes} bytes of request bodies; retry after 1 second.`, 1);
     }
     const mine = this.byTenant.get(tenant) ?? 0;
     if (mine > 0 && mine + n > this.perTenant) {

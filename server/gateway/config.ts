@@ -10,7 +10,10 @@ import { jsonBodyLimit } from "../http/limits.js";
 import { isAddressOrRange } from "./client-address.js";
 
 export class ConfigError extends Error {
-  constructor(readonly variable: string, message: string) {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
     super(message);
     this.name = "ConfigError";
   }
@@ -19,7 +22,14 @@ export class ConfigError extends Error {
 /** How the gateway reaches Redis: one server, a master behind sentinels, or a cluster. */
 export type RedisTarget = (
   | { readonly kind: "single"; readonly url: string }
-  | { readonly kind: "sentinel"; readonly sentinels: readonly string[]; readonly masterName: string; readonly username?: string; readonly password?: string; readonly db?: number }
+  | {
+      readonly kind: "sentinel";
+      readonly sentinels: readonly string[];
+      readonly masterName: string;
+      readonly username?: string;
+      readonly password?: string;
+      readonly db?: number;
+    }
   | { readonly kind: "cluster"; readonly nodes: readonly string[]; readonly username?: string; readonly password?: string }
 ) & {
   /** The longest wait for one reply (SVC_GATE_REDIS_TIMEOUT_MS); past it the request gets 503 state_unavailable. */
@@ -142,30 +152,28 @@ const httpUrl = z
   }, "must be an http(s) URL without a path, such as http://127.0.0.1:8000");
 
 // One engine URL or a comma-separated list of them (at most 64, each once).
-const engineUrlList = z
-  .string()
-  .transform((s, ctx) => {
-    const parts = s.split(",").map((p) => p.trim());
-    if (parts.length > 64) {
-      ctx.addIssue({ code: "custom", message: "must list at most 64 engines" });
+const engineUrlList = z.string().transform((s, ctx) => {
+  const parts = s.split(",").map((p) => p.trim());
+  if (parts.length > 64) {
+    ctx.addIssue({ code: "custom", message: "must list at most 64 engines" });
+    return z.NEVER;
+  }
+  const out: string[] = [];
+  for (const p of parts) {
+    const r = httpUrl.safeParse(p);
+    if (!r.success) {
+      ctx.addIssue({ code: "custom", message: `entry '${p.slice(0, 200)}' ${r.error.issues[0]?.message ?? "is invalid"}` });
       return z.NEVER;
     }
-    const out: string[] = [];
-    for (const p of parts) {
-      const r = httpUrl.safeParse(p);
-      if (!r.success) {
-        ctx.addIssue({ code: "custom", message: `entry '${p.slice(0, 200)}' ${r.error.issues[0]?.message ?? "is invalid"}` });
-        return z.NEVER;
-      }
-      const u = r.data.replace(/\/$/, "");
-      if (out.includes(u)) {
-        ctx.addIssue({ code: "custom", message: `lists ${u} twice` });
-        return z.NEVER;
-      }
-      out.push(u);
+    const u = r.data.replace(/\/$/, "");
+    if (out.includes(u)) {
+      ctx.addIssue({ code: "custom", message: `lists ${u} twice` });
+      return z.NEVER;
     }
-    return out;
-  });
+    out.push(u);
+  }
+  return out;
+});
 
 const redisUrl = z
   .string()
@@ -226,7 +234,10 @@ const caFile = nonEmpty.transform((path, ctx) => {
 
 // A comma-separated list of IP addresses and CIDR ranges (at most 64), checked as net.BlockList takes them.
 const addressList = z.string().transform((s, ctx) => {
-  const parts = s.split(",").map((p) => p.trim()).filter((p) => p !== "");
+  const parts = s
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p !== "");
   if (parts.length > 64) {
     ctx.addIssue({ code: "custom", message: "must list at most 64 addresses or ranges" });
     return z.NEVER;
@@ -252,7 +263,13 @@ const VARS = {
   SVC_GATE_DATA_DIR: [nonEmpty, "./svc-data/gate"],
   SVC_GATE_REDIS_URL: [redisUrl, undefined],
   SVC_GATE_REDIS_SENTINELS: [redisUrlList, undefined],
-  SVC_GATE_REDIS_SENTINEL_MASTER: [z.string().trim().regex(/^[A-Za-z0-9._-]{1,255}$/, "must be the master's name as the sentinels know it (letters, digits, dots, underscores, hyphens)"), undefined],
+  SVC_GATE_REDIS_SENTINEL_MASTER: [
+    z
+      .string()
+      .trim()
+      .regex(/^[A-Za-z0-9._-]{1,255}$/, "must be the master's name as the sentinels know it (letters, digits, dots, underscores, hyphens)"),
+    undefined,
+  ],
   SVC_GATE_REDIS_CLUSTER_NODES: [redisUrlList, undefined],
   SVC_GATE_REDIS_USERNAME: [z.string().min(1), undefined],
   SVC_GATE_REDIS_PASSWORD: [z.string().min(1), undefined],
@@ -304,7 +321,10 @@ function read<N extends VarName>(env: NodeJS.ProcessEnv, name: N): z.output<(typ
 
 function parseOrigins(raw: string | undefined): string[] {
   if (raw === undefined) return [];
-  const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  const list = raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const o of list) {
     if (o === "*") continue;
     let ok = false;
@@ -330,14 +350,22 @@ function redisTarget(env: NodeJS.ProcessEnv): RedisTarget | undefined {
   const timeoutMs = read(env, "SVC_GATE_REDIS_TIMEOUT_MS")!;
   const given = [url && "SVC_GATE_REDIS_URL", sentinels && "SVC_GATE_REDIS_SENTINELS", nodes && "SVC_GATE_REDIS_CLUSTER_NODES"].filter(Boolean) as string[];
   if (given.length > 1) throw new ConfigError(given[1]!, `${given[1]} and ${given[0]} name Redis two ways; set only one of them.`);
-  if (master !== undefined && !sentinels) throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER is set without SVC_GATE_REDIS_SENTINELS.");
+  if (master !== undefined && !sentinels)
+    throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER is set without SVC_GATE_REDIS_SENTINELS.");
   if (sentinels) {
-    if (master === undefined) throw new ConfigError("SVC_GATE_REDIS_SENTINEL_MASTER", "SVC_GATE_REDIS_SENTINEL_MASTER must be set with SVC_GATE_REDIS_SENTINELS (the master's name, such as mymaster).");
+    if (master === undefined)
+      throw new ConfigError(
+        "SVC_GATE_REDIS_SENTINEL_MASTER",
+        "SVC_GATE_REDIS_SENTINEL_MASTER must be set with SVC_GATE_REDIS_SENTINELS (the master's name, such as mymaster).",
+      );
     return Object.freeze({ kind: "sentinel", sentinels: Object.freeze(sentinels), masterName: master, username, password, timeoutMs });
   }
   if (nodes) return Object.freeze({ kind: "cluster", nodes: Object.freeze(nodes), username, password, timeoutMs });
   if ((username !== undefined || password !== undefined) && url === undefined) {
-    throw new ConfigError(username !== undefined ? "SVC_GATE_REDIS_USERNAME" : "SVC_GATE_REDIS_PASSWORD", "SVC_GATE_REDIS_USERNAME and SVC_GATE_REDIS_PASSWORD apply to SVC_GATE_REDIS_SENTINELS or SVC_GATE_REDIS_CLUSTER_NODES, and neither is set.");
+    throw new ConfigError(
+      username !== undefined ? "SVC_GATE_REDIS_USERNAME" : "SVC_GATE_REDIS_PASSWORD",
+      "SVC_GATE_REDIS_USERNAME and SVC_GATE_REDIS_PASSWORD apply to SVC_GATE_REDIS_SENTINELS or SVC_GATE_REDIS_CLUSTER_NODES, and neither is set.",
+    );
   }
   if (url) {
     if (username !== undefined || password !== undefined) {
@@ -412,7 +440,12 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
   }
   if (cfg.billingEnabled) {
     // Billing on without its credentials would accept no webhook and create no checkout: refuse to start.
-    for (const name of ["SVC_GATE_PAYMENT_SECRET_KEY", "SVC_GATE_PAYMENT_WEBHOOK_SECRET", "SVC_GATE_PAYMENT_PRICE_BUILDER", "SVC_GATE_PAYMENT_PRICE_PRO"] as const) {
+    for (const name of [
+      "SVC_GATE_PAYMENT_SECRET_KEY",
+      "SVC_GATE_PAYMENT_WEBHOOK_SECRET",
+      "SVC_GATE_PAYMENT_PRICE_BUILDER",
+      "SVC_GATE_PAYMENT_PRICE_PRO",
+    ] as const) {
       if (!read(env, name)?.trim()) throw new ConfigError(name, `${name} must be set when SVC_GATE_BILLING_ENABLED is true.`);
     }
   }

@@ -4,8 +4,16 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { headerOf } from "./auth.js";
 
 export const EXPOSED_HEADERS = [
-  "X-Request-Id", "X-SVC-CUs", "X-SVC-Dtype", "X-SVC-Shape", "X-SVC-Version",
-  "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After", "Idempotent-Replayed",
+  "X-Request-Id",
+  "X-SVC-CUs",
+  "X-SVC-Dtype",
+  "X-SVC-Shape",
+  "X-SVC-Version",
+  "X-RateLimit-Limit",
+  "X-RateLimit-Remaining",
+  "X-RateLimit-Reset",
+  "Retry-After",
+  "Idempotent-Replayed",
 ].join(", ");
 const ALLOWED_HEADERS = "X-Api-Key, Authorization, Content-Type, Accept, X-Request-Id, X-SVC-Metadata, Idempotency-Key";
 const ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS";

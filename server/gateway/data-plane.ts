@@ -6,8 +6,15 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
 import type { Readable } from "node:stream";
 import {
-  NotFoundError, OverloadedError, PayloadTooLargeError, QuotaExhaustedError, RateLimitedError, STATUS_OF, SvcError,
-  UnsupportedMediaTypeError, ValidationError,
+  NotFoundError,
+  OverloadedError,
+  PayloadTooLargeError,
+  QuotaExhaustedError,
+  RateLimitedError,
+  STATUS_OF,
+  SvcError,
+  UnsupportedMediaTypeError,
+  ValidationError,
 } from "../../lib/errors.js";
 import { refuseBodyOfBodilessMethod } from "../http/body.js";
 import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
@@ -187,7 +194,12 @@ class Flight {
   /** The engine's body until relay() owns it: dropped on any way out (it holds a connection). */
   unrelayed: Readable | null = null;
 
-  constructor(readonly gw: GatewayContext, readonly req: IncomingMessage, readonly res: ServerResponse, readonly rid: string) {
+  constructor(
+    readonly gw: GatewayContext,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly rid: string,
+  ) {
     this.url = req.url ?? "/";
     this.method = req.method ?? "GET";
     this.path = this.url.split("?")[0]!;
@@ -282,7 +294,10 @@ async function validate(f: Flight): Promise<Validated> {
   if (route.body === "none") await refuseBodyOfBodilessMethod(req, res);
   // Data-changing requests wait for an audit log that can be written again.
   if (gw.deps.audit.writable === false && WRITES.has(route.op)) {
-    throw new OverloadedError("The audit log cannot be written (the disk may be full), so requests that change data are refused; reads are served; retry after 10 seconds.", 10);
+    throw new OverloadedError(
+      "The audit log cannot be written (the disk may be full), so requests that change data are refused; reads are served; retry after 10 seconds.",
+      10,
+    );
   }
   const v: Validated = { route, namespaces: route.pathNamespaces, device: undefined, body: null, octetLimit: 0, idempotencyKey: undefined };
   const ct = headerOf(req, "content-type");
@@ -406,7 +421,13 @@ async function forward(f: Flight, v: Validated): Promise<Upstream> {
   // apply the request twice (engines.ts).
   const replayable = replayableOp(v.route.op, v.idempotencyKey);
   const upstream = await f.gw.deps.engine.forward({
-    method: f.method, path: f.url, headers, body, tenantId: f.tenant!.tenant_id, requestId: f.rid, replayable,
+    method: f.method,
+    path: f.url,
+    headers,
+    body,
+    tenantId: f.tenant!.tenant_id,
+    requestId: f.rid,
+    replayable,
   });
   f.lease.release();
   f.unrelayed = upstream.body;
@@ -428,8 +449,12 @@ async function meter(f: Flight, v: Validated, upstream: Upstream, cost: number):
   if (upstream.status >= 200 && upstream.status < 300) milli = chargedOp === v.route.op ? cost : milliCusOf(chargedOp, v.device);
   const r = f.reservation;
   f.reservation = null;
-  const charging = r !== null ? gw.admission.settle(r, chargedOp, milli)
-    : milli > 0 ? gw.deps.usage.add(f.tenant!.tenant_id, periodOf(gw.deps.clock.now()), chargedOp, milli) : null;
+  const charging =
+    r !== null
+      ? gw.admission.settle(r, chargedOp, milli)
+      : milli > 0
+        ? gw.deps.usage.add(f.tenant!.tenant_id, periodOf(gw.deps.clock.now()), chargedOp, milli)
+        : null;
   // The charge is known before the header and the record are written: both say what was
   // charged, 0 when the charge failed (Redis down, hung or failing over); the engine has
   // answered, so the answer still goes out.

@@ -26,7 +26,10 @@ export class SharedEngineClient implements EngineClient {
   /** The most connections one tenant may hold. */
   readonly perTenant: number;
 
-  constructor(private readonly inner: EngineClient, private readonly opts: ShareOptions) {
+  constructor(
+    private readonly inner: EngineClient,
+    private readonly opts: ShareOptions,
+  ) {
     this.perTenant = Math.max(1, Math.floor((opts.connections * opts.tenantSharePct) / 100));
   }
 
@@ -74,12 +77,14 @@ export class SharedEngineClient implements EngineClient {
           const i = this.queue.indexOf(w);
           if (i >= 0) this.queue.splice(i, 1);
           const mine = (this.byTenant.get(tenant) ?? 0) >= this.perTenant;
-          reject(new OverloadedError(
-            mine
-              ? `Tenant ${tenant} holds its share of ${this.perTenant} engine connections; retry after 1 second.`
-              : `No engine connection became free within ${this.opts.queueTimeoutMs} ms; retry after 1 second.`,
-            1,
-          ));
+          reject(
+            new OverloadedError(
+              mine
+                ? `Tenant ${tenant} holds its share of ${this.perTenant} engine connections; retry after 1 second.`
+                : `No engine connection became free within ${this.opts.queueTimeoutMs} ms; retry after 1 second.`,
+              1,
+            ),
+          );
         }, this.opts.queueTimeoutMs),
       };
       this.queue.push(w);

@@ -10,7 +10,17 @@
 // two are what ejection and "once on another engine" need. The per-engine Pools are undici's.
 import type { Readable } from "node:stream";
 import { Pool } from "undici";
-import { EngineFailure, readEngineHealth, UndiciEngineClient, type EngineClient, type EngineHealth, type EngineProbe, type EngineResponse, type EngineTls, type ForwardRequest } from "./proxy.js";
+import {
+  EngineFailure,
+  readEngineHealth,
+  UndiciEngineClient,
+  type EngineClient,
+  type EngineHealth,
+  type EngineProbe,
+  type EngineResponse,
+  type EngineTls,
+  type ForwardRequest,
+} from "./proxy.js";
 
 export interface EnginePoolOptions {
   /** Connections per engine (default 128). */
@@ -147,8 +157,10 @@ export class EnginePool implements EngineClient {
   async #check(m: Member): Promise<EngineProbe> {
     try {
       const res = await this.#members[m.index]!.probe.request({
-        method: "GET", path: "/health",
-        headersTimeout: this.#healthTimeoutMs, bodyTimeout: this.#healthTimeoutMs,
+        method: "GET",
+        path: "/health",
+        headersTimeout: this.#healthTimeoutMs,
+        bodyTimeout: this.#healthTimeoutMs,
         signal: AbortSignal.timeout(this.#healthTimeoutMs),
       });
       return await readEngineHealth(res);
@@ -157,26 +169,27 @@ export class EnginePool implements EngineClient {
     }
   }
 
-
   /** One round of health checks: out after `failuresToEject` failures in a row, back after one success. */
   async checkAll(): Promise<void> {
-    await Promise.all(this.#members.map(async (m) => {
-      if (m.checking || this.#closed) return;
-      m.checking = true;
-      try {
-        const h = await this.#check(m);
-        // an engine whose store is down answers only 503s: the others serve meanwhile
-        if (h.reachable && h.store_connected) {
-          m.failedChecks = 0;
-          m.inRotation = true;
-          m.lastOkAt = Date.now();
-        } else if (++m.failedChecks >= this.#failuresToEject) {
-          this.#eject(m);
+    await Promise.all(
+      this.#members.map(async (m) => {
+        if (m.checking || this.#closed) return;
+        m.checking = true;
+        try {
+          const h = await this.#check(m);
+          // an engine whose store is down answers only 503s: the others serve meanwhile
+          if (h.reachable && h.store_connected) {
+            m.failedChecks = 0;
+            m.inRotation = true;
+            m.lastOkAt = Date.now();
+          } else if (++m.failedChecks >= this.#failuresToEject) {
+            this.#eject(m);
+          }
+        } finally {
+          m.checking = false;
         }
-      } finally {
-        m.checking = false;
-      }
-    }));
+      }),
+    );
   }
 
   async ping(): Promise<boolean> {
@@ -189,10 +202,12 @@ export class EnginePool implements EngineClient {
   }
 
   async engines(): Promise<EngineHealth[]> {
-    return Promise.all(this.#members.map(async (m) => {
-      const h = await this.#check(m);
-      return { index: m.index, reachable: h.reachable, in_rotation: m.inRotation, in_flight: m.inFlight, store_connected: h.store_connected };
-    }));
+    return Promise.all(
+      this.#members.map(async (m) => {
+        const h = await this.#check(m);
+        return { index: m.index, reachable: h.reachable, in_rotation: m.inRotation, in_flight: m.inFlight, store_connected: h.store_connected };
+      }),
+    );
   }
 
   async close(): Promise<void> {
@@ -209,8 +224,7 @@ const READ_OPS = new Set(["get", "list", "search", "serve", "query_similarity", 
  * Whether a request may go to a second engine after its connection failed mid-exchange: a
  * read, or a write whose Idempotency-Key lets the engine recognise a repeat.
  */
-export const replayableOp = (op: string, idempotencyKey: string | undefined): boolean =>
-  READ_OPS.has(op) || idempotencyKey !== undefined;
+export const replayableOp = (op: string, idempotencyKey: string | undefined): boolean => READ_OPS.has(op) || idempotencyKey !== undefined;
 
 /** Idempotency-Key: 1-255 visible ASCII characters (the engine keys its records by it). */
 export const IDEMPOTENCY_KEY_RE = /^[\x21-\x7e]{1,255}$/;

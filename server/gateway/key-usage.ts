@@ -78,7 +78,11 @@ return 1`);
 
 /** Redis: `<prefix>keyused:<tenant>` (a hash key_id -> ms), `keyused:{tenant}` with hash tags. */
 export class RedisKeyUsageStore implements KeyUsageStore {
-  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false) {}
+  constructor(
+    private readonly redis: RedisLink,
+    private readonly prefix: string,
+    private readonly hashTags = false,
+  ) {}
   private hKey = (tenant: string) => `${this.prefix}keyused:${tenantTag(tenant, this.hashTags)}`;
   async record(uses: readonly KeyUse[]): Promise<void> {
     // Sent together (pipelined on one connection).
@@ -101,7 +105,10 @@ export class KeyUsageTracker {
   private pending = new Map<string, KeyUse>();
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> = Promise.resolve();
-  constructor(readonly store: KeyUsageStore, private readonly flushMs = KEY_USAGE_FLUSH_MS) {}
+  constructor(
+    readonly store: KeyUsageStore,
+    private readonly flushMs = KEY_USAGE_FLUSH_MS,
+  ) {}
 
   /** Notes a use (no I/O); the first note after a write starts the timer of the next one. */
   touch(tenantId: string, keyId: string, atMs: number): void {

@@ -20,9 +20,17 @@ export { PRIMARY_KEY_ID };
 
 /** Which scope each data-plane operation needs. */
 export const SCOPE_OF: Readonly<Record<Operation, Scope>> = Object.freeze({
-  get: "read", list: "read", search: "read", serve: "read",
-  query_similarity: "read", query_topk: "read", query_vector: "read",
-  put: "write", put_cores: "write", put_cores_batch: "write", delete: "write",
+  get: "read",
+  list: "read",
+  search: "read",
+  serve: "read",
+  query_similarity: "read",
+  query_topk: "read",
+  query_vector: "read",
+  put: "write",
+  put_cores: "write",
+  put_cores_batch: "write",
+  delete: "write",
 });
 
 /** What the key a request authenticated with allows. */
@@ -54,7 +62,11 @@ function entriesOf(t: TenantRecord): readonly KeyEntry[] {
   if (t.key_hash.length === 64) list.push({ hash: Buffer.from(t.key_hash, "hex"), grant: PRIMARY_GRANT, expiresAt: null, expiresMs: Infinity });
   for (const k of t.keys ?? []) {
     if (k.key_hash.length !== 64) continue;
-    const grant: KeyGrant = Object.freeze({ key_id: k.key_id, scopes: Object.freeze([...k.scopes]), namespaces: k.namespaces === null ? null : Object.freeze([...k.namespaces]) });
+    const grant: KeyGrant = Object.freeze({
+      key_id: k.key_id,
+      scopes: Object.freeze([...k.scopes]),
+      namespaces: k.namespaces === null ? null : Object.freeze([...k.namespaces]),
+    });
     list.push({ hash: Buffer.from(k.key_hash, "hex"), grant, expiresAt: k.expires_at, expiresMs: k.expires_at === null ? Infinity : Date.parse(k.expires_at) });
   }
   out = Object.freeze(list);
@@ -85,7 +97,8 @@ export function checkGrant(grant: KeyGrant, op: Operation, namespaces: readonly 
   }
   if (grant.namespaces === null) return;
   for (const ns of namespaces) {
-    if (!grant.namespaces.includes(ns)) throw new ForbiddenError(`API key ${grant.key_id} is not allowed namespace ${ns}: it is limited to a subset of the tenant's namespaces.`);
+    if (!grant.namespaces.includes(ns))
+      throw new ForbiddenError(`API key ${grant.key_id} is not allowed namespace ${ns}: it is limited to a subset of the tenant's namespaces.`);
   }
 }
 
@@ -174,8 +187,13 @@ export function addKeyRoutes(r: Router, d: KeysRouterDeps): void {
   r.post("/gate/admin/keys", async (req: Request, res: Response) => {
     const { apiKey, key, tenantId } = await createScopedKey(d.registry, body(req), d.clock.now());
     res.status(201).json({
-      key_id: key.key_id, api_key: apiKey, tenant_id: tenantId, name: key.name,
-      scopes: key.scopes, namespaces: key.namespaces, expires_at: key.expires_at,
+      key_id: key.key_id,
+      api_key: apiKey,
+      tenant_id: tenantId,
+      name: key.name,
+      scopes: key.scopes,
+      namespaces: key.namespaces,
+      expires_at: key.expires_at,
     });
   });
 

@@ -134,7 +134,11 @@ export class LocalFileUsageStore extends MemoryUsageStore {
   private pending: string[] = [];
   private waiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   private scheduled = false;
-  private constructor(readonly dir: string, readonly path: string, private readonly flushMs: number) {
+  private constructor(
+    readonly dir: string,
+    readonly path: string,
+    private readonly flushMs: number,
+  ) {
     super();
   }
 
@@ -156,7 +160,11 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     }
     // Replay the journals the snapshot does not contain, oldest first; a torn last line (a
     // write cut short by a full disk) is skipped.
-    const ids = (await readdir(dir)).map((f) => /^usage\.journal\.(\d+)$/.exec(f)?.[1]).filter((x): x is string => x !== undefined).map(Number).sort((a, b) => a - b);
+    const ids = (await readdir(dir))
+      .map((f) => /^usage\.journal\.(\d+)$/.exec(f)?.[1])
+      .filter((x): x is string => x !== undefined)
+      .map(Number)
+      .sort((a, b) => a - b);
     for (const id of ids) {
       if (id < from) continue;
       const text = await readFile(s.journalPath(id), "utf8");
@@ -168,8 +176,15 @@ export class LocalFileUsageStore extends MemoryUsageStore {
         } catch {
           continue;
         }
-        if (typeof c.p === "string" && PERIOD_RE.test(c.p) && typeof c.t === "string" && typeof c.o === "string" &&
-          (OPERATIONS as readonly string[]).includes(c.o) && Number.isSafeInteger(c.m) && (c.m as number) > 0) {
+        if (
+          typeof c.p === "string" &&
+          PERIOD_RE.test(c.p) &&
+          typeof c.t === "string" &&
+          typeof c.o === "string" &&
+          (OPERATIONS as readonly string[]).includes(c.o) &&
+          Number.isSafeInteger(c.m) &&
+          (c.m as number) > 0
+        ) {
           s.count(c.t, c.p, c.o as Operation, c.m as number);
         }
       }
@@ -204,7 +219,8 @@ export class LocalFileUsageStore extends MemoryUsageStore {
   private append(): void {
     this.scheduled = false;
     if (this.pending.length === 0) return;
-    const lines = this.pending, waiters = this.waiters;
+    const lines = this.pending,
+      waiters = this.waiters;
     this.pending = [];
     this.waiters = [];
     try {
@@ -309,7 +325,10 @@ export const monotonicMs = (): number => performance.timeOrigin + performance.no
 export class ChargeDeadlines {
   private offsetMs = 0;
   private sampledAt = -Infinity;
-  constructor(private readonly link: RedisLink, private readonly fallbackWaitMs?: number) {}
+  constructor(
+    private readonly link: RedisLink,
+    private readonly fallbackWaitMs?: number,
+  ) {}
 
   /** A reading of Redis's clock (ms) that reached this process just now. */
   observe(redisNowMs: number): void {
@@ -348,7 +367,12 @@ return redis.call('HINCRBY', KEYS[1], '${TOTAL}', ARGV[2])`);
 export class RedisUsageStore implements UsageStore {
   readonly kind = "redis" as const;
   private readonly deadlines: ChargeDeadlines;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false, deadlines?: ChargeDeadlines) {
+  constructor(
+    private readonly redis: RedisLink,
+    private readonly prefix: string,
+    private readonly hashTags = false,
+    deadlines?: ChargeDeadlines,
+  ) {
     this.deadlines = deadlines ?? new ChargeDeadlines(redis);
   }
   private key = (tenant: string, period: string) => usageKey(this.prefix, period, tenant, this.hashTags);

@@ -17,10 +17,21 @@ export interface GatewayMetrics {
 }
 
 export const GATEWAY_ROUTES = [
-  "/health", "/gate/health", "/openapi.json", "/metrics",
-  "/gate/onboard/create", "/gate/onboard/rotate-key", "/gate/onboard/add-namespace", "/gate/onboard/update-tier",
-  "/gate/onboard/deactivate", "/gate/admin/tenants", "/gate/admin/usage", "/gate/admin/usage/:tenant_id", "/gate/admin/reload",
-  "/gate/checkout", "/webhooks/payment",
+  "/health",
+  "/gate/health",
+  "/openapi.json",
+  "/metrics",
+  "/gate/onboard/create",
+  "/gate/onboard/rotate-key",
+  "/gate/onboard/add-namespace",
+  "/gate/onboard/update-tier",
+  "/gate/onboard/deactivate",
+  "/gate/admin/tenants",
+  "/gate/admin/usage",
+  "/gate/admin/usage/:tenant_id",
+  "/gate/admin/reload",
+  "/gate/checkout",
+  "/webhooks/payment",
   ...DATA_PLANE_ROUTES,
 ] as const;
 
@@ -29,7 +40,11 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
   const registers = [http.registry];
   const cus = new Counter({ name: "svc_gate_cus_charged_total", help: "Compute units charged to tenants, by operation.", labelNames: ["op"], registers });
   const rateLimited = new Counter({ name: "svc_gate_rate_limit_rejections_total", help: "Data-plane requests refused by the rate limit (429).", registers });
-  const quota = new Counter({ name: "svc_gate_quota_rejections_total", help: "Data-plane requests refused because the monthly CU quota is used up (503).", registers });
+  const quota = new Counter({
+    name: "svc_gate_quota_rejections_total",
+    help: "Data-plane requests refused because the monthly CU quota is used up (503).",
+    registers,
+  });
   // per-op children found once (the operations are the data plane's, a fixed set)
   const perOp = new Map<string, { inc(v: number): void }>();
   return {

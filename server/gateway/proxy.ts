@@ -96,9 +96,22 @@ export function failurePhase(e: unknown): EngineFailure["phase"] {
 
 // Engine response headers that must not reach the client as they are.
 const DROPPED_RESPONSE_HEADERS = new Set([
-  "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authenticate",
-  "x-request-id", "x-svc-cus", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset",
-  "access-control-allow-origin", "access-control-expose-headers", "vary", "date",
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "proxy-authenticate",
+  "x-request-id",
+  "x-svc-cus",
+  "x-ratelimit-limit",
+  "x-ratelimit-remaining",
+  "x-ratelimit-reset",
+  "access-control-allow-origin",
+  "access-control-expose-headers",
+  "vary",
+  "date",
 ]);
 
 export function responseHeadersToCopy(h: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
@@ -164,7 +177,6 @@ export class UndiciEngineClient implements EngineClient {
       return { reachable: false, store_connected: false };
     }
   }
-
 
   async close(): Promise<void> {
     await this.pool.close();

@@ -140,18 +140,30 @@ export const rateKey = (prefix: string, tenant: string, hashTags = false): strin
 /** The state of a `slide` reply: [allowed, count, oldest_us | "", now_us]. */
 export function stateOfSlide(spec: WindowSpec, r: readonly unknown[]): RateLimitState {
   const oldest = r[2];
-  return stateOf(Number(r[0]) === 1, spec, Number(r[1]), oldest === "" || oldest === undefined || oldest === null ? null : Number(oldest) / 1000, Number(r[3]) / 1000);
+  return stateOf(
+    Number(r[0]) === 1,
+    spec,
+    Number(r[1]),
+    oldest === "" || oldest === undefined || oldest === null ? null : Number(oldest) / 1000,
+    Number(r[3]) / 1000,
+  );
 }
 
 /** Several instances: one sorted set per tenant under `<prefix>rl:<tenant>` (`rl:{tenant}` with hash tags). */
 export class RedisRateLimiter implements RateLimiter {
   readonly kind = "redis" as const;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false) {}
+  constructor(
+    private readonly redis: RedisLink,
+    private readonly prefix: string,
+    private readonly hashTags = false,
+  ) {}
 
   private async run(tenant: string, spec: WindowSpec, peek: boolean): Promise<RateLimitState> {
-    const r = (await HIT.run(this.redis, [rateKey(this.prefix, tenant, this.hashTags)], [
-      String(spec.requests), String(spec.windowMs), peek ? "" : randomUUID(), peek ? "1" : "0",
-    ])) as unknown[];
+    const r = (await HIT.run(
+      this.redis,
+      [rateKey(this.prefix, tenant, this.hashTags)],
+      [String(spec.requests), String(spec.windowMs), peek ? "" : randomUUID(), peek ? "1" : "0"],
+    )) as unknown[];
     return stateOfSlide(spec, r);
   }
 

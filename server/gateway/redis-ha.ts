@@ -26,7 +26,6 @@ export interface RedisHandle extends RedisLink {
   close(): Promise<void>;
 }
 
-
 const hostPort = (host: string, port: number) => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`);
 
 function withAuth(base: URL, host: string, port: number, username?: string, password?: string, db?: number): string {
@@ -109,7 +108,10 @@ export class RespCluster implements RedisHandle {
   #lastRefresh = 0;
   #closed = false;
 
-  private constructor(nodes: readonly string[], private readonly auth: { username?: string; password?: string; commandTimeoutMs?: number }) {
+  private constructor(
+    nodes: readonly string[],
+    private readonly auth: { username?: string; password?: string; commandTimeoutMs?: number },
+  ) {
     this.#base = new URL(nodes[0]!);
     this.#known = nodes.map((n) => {
       const u = new URL(n);
@@ -133,13 +135,23 @@ export class RespCluster implements RedisHandle {
     const i = addr.lastIndexOf(":");
     const host = addr.slice(0, i).replace(/^\[|\]$/g, "");
     const u = this.#base;
-    return withAuth(u, host, Number(addr.slice(i + 1)), this.auth.username ?? (u.username ? decodeURIComponent(u.username) : undefined), this.auth.password ?? (u.password ? decodeURIComponent(u.password) : undefined));
+    return withAuth(
+      u,
+      host,
+      Number(addr.slice(i + 1)),
+      this.auth.username ?? (u.username ? decodeURIComponent(u.username) : undefined),
+      this.auth.password ?? (u.password ? decodeURIComponent(u.password) : undefined),
+    );
   }
 
   #conn(addr: string): Promise<RespConnection> {
     let p = this.#conns.get(addr);
     if (!p) {
-      p = RespConnection.open(this.#urlOf(addr), { connectTimeoutMs: 1000, configName: "SVC_GATE_REDIS_CLUSTER_NODES", commandTimeoutMs: this.auth.commandTimeoutMs });
+      p = RespConnection.open(this.#urlOf(addr), {
+        connectTimeoutMs: 1000,
+        configName: "SVC_GATE_REDIS_CLUSTER_NODES",
+        commandTimeoutMs: this.auth.commandTimeoutMs,
+      });
       this.#conns.set(addr, p);
       p.catch(() => {
         if (this.#conns.get(addr) === p) this.#conns.delete(addr);
@@ -170,7 +182,10 @@ export class RespCluster implements RedisHandle {
             for (const [a, p] of this.#conns) {
               if (!masters.has(a)) {
                 this.#conns.delete(a);
-                p.then((x) => x.destroy(), () => {});
+                p.then(
+                  (x) => x.destroy(),
+                  () => {},
+                );
               }
             }
             return;
@@ -196,7 +211,7 @@ export class RespCluster implements RedisHandle {
   async sendCommand(args: string[]): Promise<unknown> {
     if (this.#closed) throw new RedisConnectionError("The Redis connection is closed.");
     const key = routingKey(args);
-    let addr = key === null ? this.#slots[0] ?? this.#known[0] : this.#slots[keySlot(key)];
+    let addr = key === null ? (this.#slots[0] ?? this.#known[0]) : this.#slots[keySlot(key)];
     let asking = false;
     for (let hop = 0; hop < 5; hop++) {
       if (addr === undefined) {
@@ -244,7 +259,14 @@ export class RespCluster implements RedisHandle {
     await this.#refreshing?.catch(() => {});
     const conns = [...this.#conns.values()];
     this.#conns.clear();
-    await Promise.all(conns.map((p) => p.then((c) => c.close(), () => {})));
+    await Promise.all(
+      conns.map((p) =>
+        p.then(
+          (c) => c.close(),
+          () => {},
+        ),
+      ),
+    );
   }
 }
 

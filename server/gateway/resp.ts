@@ -96,7 +96,8 @@ export class RespParser {
         return UNAVAILABLE_REPLY.test(line) ? new RedisUnavailableReplyError(line) : new RedisReplyError(line);
       case 0x3a: // :
         return Number(line);
-      case 0x24: { // $
+      case 0x24: {
+        // $
         const n = Number(line);
         if (n < 0) return null;
         if (this.off + n + 2 > b.length) return INCOMPLETE;
@@ -104,7 +105,8 @@ export class RespParser {
         this.off += n + 2;
         return s;
       }
-      case 0x2a: { // *
+      case 0x2a: {
+        // *
         const n = Number(line);
         if (n < 0) return null;
         const out: unknown[] = new Array(n);
@@ -134,8 +136,6 @@ interface Waiter {
   /** When the reply is due (ms, performance.now()). */
   due: number;
 }
-
-
 
 export interface RespOptions {
   connectTimeoutMs?: number;
@@ -169,7 +169,10 @@ export class RespConnection implements RedisLink {
   /** Armed while replies are awaited: fires when the oldest one is due. */
   private replyTimer: NodeJS.Timeout | null = null;
 
-  private constructor(private readonly url: URL, private readonly opts: RespOptions) {}
+  private constructor(
+    private readonly url: URL,
+    private readonly opts: RespOptions,
+  ) {}
 
   /** Connects (and authenticates, selects the database); rejects with a sentence that never contains the URL. */
   static async open(url: string, opts: RespOptions = {}): Promise<RespConnection> {
@@ -178,7 +181,9 @@ export class RespConnection implements RedisLink {
       await c.connect();
     } catch (e) {
       c.destroy();
-      throw new Error(`Could not connect to the Redis server named by ${opts.configName ?? "SVC_GATE_REDIS_URL"}${e instanceof RedisReplyError ? ` (${e.message.split(" ")[0]})` : ""}.`);
+      throw new Error(
+        `Could not connect to the Redis server named by ${opts.configName ?? "SVC_GATE_REDIS_URL"}${e instanceof RedisReplyError ? ` (${e.message.split(" ")[0]})` : ""}.`,
+      );
     }
     return c;
   }
@@ -196,7 +201,9 @@ export class RespConnection implements RedisLink {
     } catch (e) {
       if (e instanceof RedisReplyError || (e instanceof RedisConnectionError && /database that is not a number/.test(e.message))) {
         c.destroy();
-        throw new Error(`Could not connect to the Redis server named by ${opts.configName ?? "SVC_GATE_REDIS_URL"}${e instanceof RedisReplyError ? ` (${e.message.split(" ")[0]})` : ""}.`);
+        throw new Error(
+          `Could not connect to the Redis server named by ${opts.configName ?? "SVC_GATE_REDIS_URL"}${e instanceof RedisReplyError ? ` (${e.message.split(" ")[0]})` : ""}.`,
+        );
       }
       // a socket that was opened closes and its onClose schedules the next try; else schedule it here
       if (c.socket === null) c.reconnectLater();
@@ -246,7 +253,8 @@ export class RespConnection implements RedisLink {
       // A reply already in the socket's buffer (this process was busy) is read first: the poll
       // phase runs between this timer and the check phase.
       setImmediate(() => {
-        if (this.waiters[this.head] === w) this.socket?.destroy(new RedisConnectionError("Redis did not answer in time (SVC_GATE_REDIS_TIMEOUT_MS); retry later."));
+        if (this.waiters[this.head] === w)
+          this.socket?.destroy(new RedisConnectionError("Redis did not answer in time (SVC_GATE_REDIS_TIMEOUT_MS); retry later."));
         else this.armReplyTimer();
       });
     }, wait + 1);
@@ -274,17 +282,20 @@ export class RespConnection implements RedisLink {
         reject(e);
       };
       s.once(u.protocol === "rediss:" ? "secureConnect" : "connect", () => {
-        void this.handshake().then(() => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          this.ready = true;
-          this.retries = 0;
-          resolve();
-        }, (e: Error) => {
-          fail(e);
-          s.destroy();
-        });
+        void this.handshake().then(
+          () => {
+            if (settled) return;
+            settled = true;
+            clearTimeout(timer);
+            this.ready = true;
+            this.retries = 0;
+            resolve();
+          },
+          (e: Error) => {
+            fail(e);
+            s.destroy();
+          },
+        );
       });
       s.on("data", (chunk: Buffer) => this.onData(chunk));
       s.on("error", (e) => fail(e)); // 'close' follows

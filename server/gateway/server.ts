@@ -86,11 +86,18 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   // way at most SVC_GATE_ENGINE_CONNECTIONS requests in flight per engine, a bounded share per
   // tenant (engine-share.ts).
   const connections = config.limits.engineConnections;
-  const inner: EngineClient = config.engineUrls.length > 1
-    ? new EnginePool(config.engineUrls, config.engineServiceKey, config.engineTimeoutMs, { tls: { ca: config.engineCa }, healthIntervalMs: config.engineHealthIntervalMs, connections })
-    : new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, connections, { ca: config.engineCa });
+  const inner: EngineClient =
+    config.engineUrls.length > 1
+      ? new EnginePool(config.engineUrls, config.engineServiceKey, config.engineTimeoutMs, {
+          tls: { ca: config.engineCa },
+          healthIntervalMs: config.engineHealthIntervalMs,
+          connections,
+        })
+      : new UndiciEngineClient(config.engineUrl, config.engineServiceKey, config.engineTimeoutMs, connections, { ca: config.engineCa });
   const engine = new SharedEngineClient(inner, {
-    connections: connections * config.engineUrls.length, tenantSharePct: config.limits.engineTenantSharePct, queueTimeoutMs: config.limits.engineQueueTimeoutMs,
+    connections: connections * config.engineUrls.length,
+    tenantSharePct: config.limits.engineTenantSharePct,
+    queueTimeoutMs: config.limits.engineQueueTimeoutMs,
   });
   // Billing: with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
@@ -105,14 +112,24 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       throw new Error(`The billing log SVC_GATE_BILLING_LOG_PATH (${config.billingLogPath}) cannot be opened for appending.`);
     }
     billing = billingRouter({
-      registry, clock, audit, limiter, log: billingLog,
+      registry,
+      clock,
+      audit,
+      limiter,
+      log: billingLog,
       provider: new StripePaymentProvider({ secretKey: p.secretKey!, webhookSecret: p.webhookSecret!, apiBase: p.apiBase }),
       prices: { builder: p.priceBuilder!, pro: p.pricePro! },
       policy: { billingEnabled: config.billingEnabled, defaultRateLimit: config.defaultRateLimit },
     });
   }
   const app = createApp({
-    registry, limiter, usage, audit, engine, clock, admission,
+    registry,
+    limiter,
+    usage,
+    audit,
+    engine,
+    clock,
+    admission,
     serviceKey: config.engineServiceKey,
     billingEnabled: config.billingEnabled,
     defaultRateLimit: config.defaultRateLimit,

@@ -45,7 +45,10 @@ const SIGNATURE_MESSAGES: Record<SignatureFailure, string> = {
 
 /** The provider could not do what was asked (network, refusal, bad answer); `status` when it answered. */
 export class PaymentProviderError extends Error {
-  constructor(message: string, readonly status: number | null) {
+  constructor(
+    message: string,
+    readonly status: number | null,
+  ) {
     super(message);
     this.name = "PaymentProviderError";
   }
@@ -157,9 +160,7 @@ function providerError(e: unknown, what: string): PaymentProviderError {
   const status = typeof err.statusCode === "number" ? err.statusCode : null;
   const kind = err.rawType ?? (err.type === "StripeConnectionError" ? "connection_error" : "api_error");
   return new PaymentProviderError(
-    status === null
-      ? `The payment provider could not be reached to ${what} (${kind}).`
-      : `The payment provider refused to ${what} (HTTP ${status}, ${kind}).`,
+    status === null ? `The payment provider could not be reached to ${what} (${kind}).` : `The payment provider refused to ${what} (HTTP ${status}, ${kind}).`,
     status,
   );
 }

@@ -132,9 +132,7 @@ export interface EventChange {
   note: string;
 }
 
-export type EventResult =
-  | { duplicate: true; note: string }
-  | { duplicate: false; note: string; before: TenantRecord | null; after: TenantRecord | null };
+export type EventResult = { duplicate: true; note: string } | { duplicate: false; note: string; before: TenantRecord | null; after: TenantRecord | null };
 
 const eventSchema = z.object({ event_id: z.string(), tenant_id: z.string(), note: z.string(), at_ms: z.number() });
 
@@ -161,15 +159,19 @@ export const tenantRecordSchema = z.object({
     })
     .optional(),
   plan_history: z.array(z.object({ from: z.string(), plan: planSchema, monthly_quota: z.number().nonnegative().nullable() })).optional(),
-  keys: z.array(z.object({
-    key_id: z.string(),
-    name: z.string(),
-    key_hash: z.string().regex(/^[0-9a-f]{64}$/),
-    scopes: z.array(z.enum(["read", "write"])),
-    namespaces: z.array(namespaceSchema).nullable(),
-    expires_at: z.string().nullable(),
-    created_at: z.string(),
-  })).optional(),
+  keys: z
+    .array(
+      z.object({
+        key_id: z.string(),
+        name: z.string(),
+        key_hash: z.string().regex(/^[0-9a-f]{64}$/),
+        scopes: z.array(z.enum(["read", "write"])),
+        namespaces: z.array(namespaceSchema).nullable(),
+        expires_at: z.string().nullable(),
+        created_at: z.string(),
+      }),
+    )
+    .optional(),
 });
 
 export interface TenantRegistry {
@@ -328,7 +330,12 @@ export class MemoryTenantRegistry implements TenantRegistry {
 const fileSchema = z.object({ version: z.literal(1), tenants: z.array(tenantRecordSchema), events: z.array(eventSchema).default([]) });
 
 function checkEventChange(cur: TenantRecord, next: TenantRecord): void {
-  if (next.tenant_id !== cur.tenant_id || next.key_hash !== cur.key_hash || next.active !== cur.active || JSON.stringify(next.keys) !== JSON.stringify(cur.keys)) {
+  if (
+    next.tenant_id !== cur.tenant_id ||
+    next.key_hash !== cur.key_hash ||
+    next.active !== cur.active ||
+    JSON.stringify(next.keys) !== JSON.stringify(cur.keys)
+  ) {
     throw new Error("A payment event may not change a tenant's id, keys or active flag.");
   }
 }
@@ -442,12 +449,18 @@ export class RedisTenantRegistry implements TenantRegistry {
   // Records whose customer was recorded before the customer index existed are indexed by one
   // scan, the first time a lookup misses in this process.
   #customersIndexed = false;
-  constructor(private readonly redis: RedisLink, private readonly prefix: string, private readonly hashTags = false) {}
+  constructor(
+    private readonly redis: RedisLink,
+    private readonly prefix: string,
+    private readonly hashTags = false,
+  ) {}
 
   private getText = async (key: string): Promise<string | null> => (await this.redis.sendCommand(["GET", key])) as string | null;
 
   private tKey = (id: string) => tenantKey(this.prefix, id, this.hashTags);
-  private get hashPrefix() { return `${this.prefix}key:`; }
+  private get hashPrefix() {
+    return `${this.prefix}key:`;
+  }
   private cKey = (customerId: string) => `${this.prefix}customer:${customerId}`;
   private dropIndex = (key: string, id: string) => DEL_IF.run(this.redis, [key], [id]);
   private idKey = (keyId: string) => `${this.prefix}keyid:${keyId}`;
@@ -537,9 +550,8 @@ export class RedisTenantRegistry implements TenantRegistry {
   }
 
   async applyEventOnce(ev: EventOnce, change: (cur: TenantRecord | null) => EventChange): Promise<EventResult> {
-    const eKey = this.hashTags && ev.tenantId
-      ? `${this.prefix}billing:event:${tenantTag(ev.tenantId, true)}:${ev.eventId}`
-      : `${this.prefix}billing:event:${ev.eventId}`;
+    const eKey =
+      this.hashTags && ev.tenantId ? `${this.prefix}billing:event:${tenantTag(ev.tenantId, true)}:${ev.eventId}` : `${this.prefix}billing:event:${ev.eventId}`;
     for (let attempt = 0; attempt < 50; attempt++) {
       const curText = ev.tenantId ? await this.getText(this.tKey(ev.tenantId)) : null;
       const cur = curText ? (JSON.parse(curText) as TenantRecord) : null;
@@ -551,7 +563,10 @@ export class RedisTenantRegistry implements TenantRegistry {
       }
       const value = JSON.stringify({ event_id: ev.eventId, tenant_id: ev.tenantId, note, at_ms: ev.nowMs });
       const r = (await EVENT_ONCE.run(this.redis, ev.tenantId ? [eKey, this.tKey(ev.tenantId)] : [eKey], [
-        curText ?? "", upd ? JSON.stringify(upd) : "", value, String(Math.max(1, Math.round(ev.retainMs))),
+        curText ?? "",
+        upd ? JSON.stringify(upd) : "",
+        value,
+        String(Math.max(1, Math.round(ev.retainMs))),
       ])) as [number, string];
       if (Number(r[0]) === 0) return { duplicate: true, note: (JSON.parse(r[1]) as ProcessedEvent).note };
       if (Number(r[0]) === 1) {

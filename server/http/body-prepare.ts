@@ -6,9 +6,7 @@ import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
 import { parseOrThrow, validationErrorFrom } from "../../lib/names.js";
-import {
-  putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema, vectorBodySchema,
-} from "../../lib/schemas.js";
+import { putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema, vectorBodySchema } from "../../lib/schemas.js";
 import { validateJsonBody } from "./routes.js";
 import type { Operation } from "./operations.js";
 import { parseStrictJson } from "./json.js";
@@ -46,8 +44,7 @@ function decode64(s: string): Uint8Array<ArrayBuffer> {
   return b.byteOffset === 0 && b.buffer instanceof ArrayBuffer && b.byteLength === b.buffer.byteLength ? (b as Uint8Array<ArrayBuffer>) : new Uint8Array(b);
 }
 
-const decodeCores = (cores: CoresItem["cores"]): PreparedCore[] =>
-  cores.map((c) => ({ shape: c.shape, data: decode64(c.data_b64), dtype: c.dtype }));
+const decodeCores = (cores: CoresItem["cores"]): PreparedCore[] => cores.map((c) => ({ shape: c.shape, data: decode64(c.data_b64), dtype: c.dtype }));
 
 function prepareVector(body: unknown): PreparedVector {
   const { vector_b64, vector, ...rest } = parseOrThrow(vectorBodySchema, body, "body");

@@ -59,7 +59,9 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
   const len = lengthOf(req);
   if (len !== null && len > limit) {
     closeAfter(res);
-    return Promise.reject(new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
+    return Promise.reject(
+      new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`),
+    );
   }
   try {
     // a declared length is reserved whole before the first byte is read
@@ -82,10 +84,13 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
     // a large body takes its turns with every other request (body-pace.ts)
     const paced = pacedBody(req);
     const ticker = rate
-      ? setInterval(() => {
-          const now = Date.now();
-          if (now - last > rate.graceMs || (now - t0 > rate.graceMs && got < (rate.minBytesPerS * (now - t0)) / 1000)) finish(new SlowBodyError(rate));
-        }, Math.min(250, rate.graceMs))
+      ? setInterval(
+          () => {
+            const now = Date.now();
+            if (now - last > rate.graceMs || (now - t0 > rate.graceMs && got < (rate.minBytesPerS * (now - t0)) / 1000)) finish(new SlowBodyError(rate));
+          },
+          Math.min(250, rate.graceMs),
+        )
       : null;
     ticker?.unref();
     const finish = (err: unknown, body?: Buffer) => {
@@ -109,7 +114,11 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
       last = Date.now();
       const next = got + chunk.byteLength;
       if (next > limit || (whole && next > whole.byteLength))
-        return finish(new PayloadTooLargeError(`The request body is larger than the upload limit of ${whole ? whole.byteLength : limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`));
+        return finish(
+          new PayloadTooLargeError(
+            `The request body is larger than the upload limit of ${whole ? whole.byteLength : limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`,
+          ),
+        );
       if (paced) paceBody(req, chunk.byteLength);
       if (whole) chunk.copy(whole, got);
       else {
@@ -131,7 +140,10 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
       req.off("aborted", onAborted);
       req.off("error", onError);
       req.off("close", onClose);
-      joinPaced(parts, got).then((b) => finish(null, b), (e) => finish(e));
+      joinPaced(parts, got).then(
+        (b) => finish(null, b),
+        (e) => finish(e),
+      );
     };
     const onAborted = () => finish(new SvcError("bad_request", "The request was aborted by the client."));
     const onError = () => finish(new SvcError("bad_request", "The request body could not be read."));

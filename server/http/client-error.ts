@@ -29,7 +29,6 @@ function detailOf(err: NodeJS.ErrnoException, maxHeaderBytes: number): string {
   }
 }
 
-
 function errorText(err: NodeJS.ErrnoException, maxHeaderBytes: number, requestId: string): string {
   const body: ErrorBody = { detail: detailOf(err, maxHeaderBytes), code: "bad_request", request_id: requestId };
   return JSON.stringify(body);

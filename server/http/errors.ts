@@ -18,7 +18,8 @@ export function toSvcError(err: unknown): SvcError {
   if (err instanceof z.ZodError) return validationErrorFrom(err);
   const e = err as { type?: string; status?: number; statusCode?: number } | null;
   // body-parser / raw-body errors
-  if (e?.type === "entity.too.large") return new SvcError("payload_too_large", "The request body is larger than the upload limit (SVC_ENGINE_MAX_UPLOAD_BYTES).");
+  if (e?.type === "entity.too.large")
+    return new SvcError("payload_too_large", "The request body is larger than the upload limit (SVC_ENGINE_MAX_UPLOAD_BYTES).");
   if (e?.type === "entity.parse.failed") return new SvcError("bad_request", "The request body is not valid JSON.");
   if (e?.type === "encoding.unsupported" || e?.type === "charset.unsupported")
     return new SvcError("unsupported_media_type", "The request body's encoding is not supported.");
@@ -49,10 +50,7 @@ export function sendError(res: Response, err: unknown, requestId: string): SvcEr
 }
 
 /** Express error middleware; `requestIdOf` reads the id the request was given. */
-export function errorMiddleware(
-  requestIdOf: (res: Response) => string,
-  log?: (e: SvcError, raw: unknown) => void,
-): ErrorRequestHandler {
+export function errorMiddleware(requestIdOf: (res: Response) => string, log?: (e: SvcError, raw: unknown) => void): ErrorRequestHandler {
   return (err, _req, res, _next) => {
     const e = sendError(res, err, requestIdOf(res));
     log?.(e, err);

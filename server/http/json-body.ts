@@ -11,8 +11,7 @@ import { reservationOf, type MemoryBudget } from "./memory-budget.js";
 /** 415 unless the Content-Type's charset, when given, is UTF-8. */
 export function checkJsonCharset(req: IncomingMessage): void {
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers["content-type"] ?? "")?.[1]?.toLowerCase();
-  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8")
-    throw new UnsupportedMediaTypeError("JSON bodies must be UTF-8.");
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") throw new UnsupportedMediaTypeError("JSON bodies must be UTF-8.");
 }
 
 /**

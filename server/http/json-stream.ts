@@ -39,15 +39,16 @@ export async function sendJsonList<T extends object>(res: Response, body: T, lis
   const close = JSON.stringify(tail).slice(1);
   res.status(200).type("application/json");
   const write = async (s: string) => {
-    if (!res.write(s)) await new Promise<void>((resolve) => {
-      const done = () => {
-        res.off("drain", done);
-        res.off("close", done);
-        resolve();
-      };
-      res.on("drain", done);
-      res.on("close", done);
-    });
+    if (!res.write(s))
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off("drain", done);
+          res.off("close", done);
+          resolve();
+        };
+        res.on("drain", done);
+        res.on("close", done);
+      });
   };
   await write(`${open}${open.length > 1 ? "," : ""}${JSON.stringify(listField)}:[`);
   for (let i = 0; i < parts.length; i++) {

@@ -94,8 +94,7 @@ export class JsonProblemError extends Error {
  * the nearest double; a number is taken only when that form has the same decimal value as the
  * number as written, so a signed receipt never states a different number than was sent.
  */
-export const NUMBER_RULE =
-  "a number must keep its exact decimal value in its RFC 8785 form (the shortest ECMAScript form of the nearest double)";
+export const NUMBER_RULE = "a number must keep its exact decimal value in its RFC 8785 form (the shortest ECMAScript form of the nearest double)";
 
 const quote = (s: string): string => JSON.stringify(s.length > 80 ? `${s.slice(0, 80)}…` : s);
 const shorten = (s: string): string => (s.length > 64 ? `${s.slice(0, 64)}...` : s);
@@ -238,10 +237,8 @@ function scan(text: string, numbers: NumberRule, refuseProto: boolean, maxDepth:
         const raw = text.slice(i + 1, end);
         const name = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
         if (escaped && !name.isWellFormed()) throw found("lone_surrogate", stack, depthNow() - 1, "", numbers, true);
-        if (refuseProto && name === "__proto__")
-          throw found("proto_member", stack, stack.length - 1, name, numbers);
-        if (top.names.has(name))
-          throw found("duplicate_name", stack, stack.length - 1, name, numbers);
+        if (refuseProto && name === "__proto__") throw found("proto_member", stack, stack.length - 1, name, numbers);
+        if (top.names.has(name)) throw found("duplicate_name", stack, stack.length - 1, name, numbers);
         top.names.add(name);
         top.key = name;
         expectName = false;
@@ -250,8 +247,7 @@ function scan(text: string, numbers: NumberRule, refuseProto: boolean, maxDepth:
       }
       i = end;
     } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (stack.length >= maxDepth)
-        throw found("too_deep", stack, stack.length, String(maxDepth), numbers);
+      if (stack.length >= maxDepth) throw found("too_deep", stack, stack.length, String(maxDepth), numbers);
       const obj = c === 0x7b;
       stack.push({ names: obj ? new Set() : null, key: "", index: 0 });
       expectName = obj;

@@ -19,7 +19,10 @@ export class MemoryBudget {
    * `tenantSharePct`: the percentage of the budget one tenant's requests may hold together, so
    * that one tenant, however it paces its requests, leaves the rest to the others.
    */
-  constructor(readonly limitBytes: number, tenantSharePct = 100) {
+  constructor(
+    readonly limitBytes: number,
+    tenantSharePct = 100,
+  ) {
     this.perTenantBytes = Math.max(1, Math.floor((limitBytes * tenantSharePct) / 100));
   }
 
@@ -43,13 +46,19 @@ export class MemoryBudget {
     if (bytes > this.limitBytes)
       throw new ValidationError(`${what} needs ${bytes} bytes of memory, more than the server's budget of ${this.limitBytes} bytes for requests in flight.`);
     if (this.#used + bytes > this.limitBytes)
-      throw new OverloadedError(`The server is at its memory budget for requests in flight; retry after ${OVERLOADED_RETRY_AFTER_S} second.`, OVERLOADED_RETRY_AFTER_S);
+      throw new OverloadedError(
+        `The server is at its memory budget for requests in flight; retry after ${OVERLOADED_RETRY_AFTER_S} second.`,
+        OVERLOADED_RETRY_AFTER_S,
+      );
     if (tenant !== null) {
       // A tenant holding nothing may take one request's worth past its share (else a body
       // larger than the share could never be sent); a second one waits for the first.
       const mine = this.#byTenant.get(tenant) ?? 0;
       if (mine > 0 && mine + bytes > this.perTenantBytes)
-        throw new OverloadedError(`Tenant ${tenant} holds its share of ${this.perTenantBytes} bytes of the memory for requests in flight; retry after ${OVERLOADED_RETRY_AFTER_S} second.`, OVERLOADED_RETRY_AFTER_S);
+        throw new OverloadedError(
+          `Tenant ${tenant} holds its share of ${this.perTenantBytes} bytes of the memory for requests in flight; retry after ${OVERLOADED_RETRY_AFTER_S} second.`,
+          OVERLOADED_RETRY_AFTER_S,
+        );
       this.#byTenant.set(tenant, mine + bytes);
     }
     this.#used += bytes;
@@ -69,7 +78,10 @@ export class MemoryBudget {
 export class Reservation {
   #bytes = 0;
   #released = false;
-  constructor(readonly budget: MemoryBudget, readonly tenant: string | null = null) {}
+  constructor(
+    readonly budget: MemoryBudget,
+    readonly tenant: string | null = null,
+  ) {}
 
   get bytes(): number {
     return this.#bytes;

@@ -173,6 +173,15 @@ export function metricsHandler(registry: Registry, digests: readonly Buffer[] | 
 
 /** The data-plane routes of the engine and the gateway, as route labels. */
 export const DATA_PLANE_ROUTES = [
-  "/v1/put", "/v1/put_cores", "/v1/put_cores_batch", "/v1/get/:namespace/:key*", "/v1/delete/:namespace/:key*",
-  "/v1/list/:namespace", "/v1/search", "/v1/serve", "/v1/query/similarity", "/v1/query/topk", "/v1/query/vector",
+  "/v1/put",
+  "/v1/put_cores",
+  "/v1/put_cores_batch",
+  "/v1/get/:namespace/:key*",
+  "/v1/delete/:namespace/:key*",
+  "/v1/list/:namespace",
+  "/v1/search",
+  "/v1/serve",
+  "/v1/query/similarity",
+  "/v1/query/topk",
+  "/v1/query/vector",
 ] as const;

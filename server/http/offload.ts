@@ -64,9 +64,12 @@ function startWorker(): Slot {
   const fail = (e?: unknown) => {
     const i = slots.indexOf(slot);
     if (i >= 0) slots.splice(i, 1); // the next job starts a new worker
-    const err = (e as { code?: string } | undefined)?.code === "ERR_WORKER_OUT_OF_MEMORY"
-      ? new PayloadTooLargeError("The request body needs more memory to read than the server gives one body; send large payloads as base64 (data_b64, vector_b64) or as application/octet-stream.")
-      : new Error("The body worker stopped.");
+    const err =
+      (e as { code?: string } | undefined)?.code === "ERR_WORKER_OUT_OF_MEMORY"
+        ? new PayloadTooLargeError(
+            "The request body needs more memory to read than the server gives one body; send large payloads as base64 (data_b64, vector_b64) or as application/octet-stream.",
+          )
+        : new Error("The body worker stopped.");
     for (const done of slot.pending.values()) done(err);
     slot.pending.clear();
   };
@@ -125,7 +128,9 @@ function runJob(input: JobInput, move: boolean): Promise<Extract<OffloadReply, {
       if (r instanceof Error) return reject(r); // a PayloadTooLargeError when the worker ran out of heap
       if (r.ok) return resolve(r);
       const { code, message, extra } = r.error;
-      reject(code === "bad_request" ? new ValidationError(message, typeof extra.field === "string" ? extra.field : undefined) : new SvcError(code, message, extra));
+      reject(
+        code === "bad_request" ? new ValidationError(message, typeof extra.field === "string" ? extra.field : undefined) : new SvcError(code, message, extra),
+      );
     });
     slot.worker.ref();
     slot.worker.postMessage(job, move ? [job.bytes.buffer as ArrayBuffer] : []);
@@ -141,8 +146,7 @@ export const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buf
  * @example const { value, hash } = await prepareEngineBody("/v1/put", raw);
  */
 export async function prepareEngineBody(path: string, raw: Uint8Array, prefix?: string): Promise<{ value: unknown; hash?: string }> {
-  if (raw.byteLength < OFFLOAD_MIN_BYTES)
-    return { value: prepareEngineJson(path, raw), hash: prefix === undefined ? undefined : requestHash(prefix, raw) };
+  if (raw.byteLength < OFFLOAD_MIN_BYTES) return { value: prepareEngineJson(path, raw), hash: prefix === undefined ? undefined : requestHash(prefix, raw) };
   const r = await runJob({ op: "engine-json", path, bytes: raw, prefix }, true);
   return { value: r.value, hash: r.hash };
 }

@@ -28,8 +28,7 @@ export function parseQueryString(raw: string | null | undefined): Record<string,
   let count = 0;
   for (const piece of raw.split("&")) {
     if (piece === "") continue;
-    if (++count > MAX_QUERY_PARAMS)
-      throw new ValidationError(`The query string has more than ${MAX_QUERY_PARAMS} parameters.`, "query");
+    if (++count > MAX_QUERY_PARAMS) throw new ValidationError(`The query string has more than ${MAX_QUERY_PARAMS} parameters.`, "query");
     const eq = piece.indexOf("=");
     const name = decode(eq < 0 ? piece : piece.slice(0, eq));
     const value = eq < 0 ? "" : decode(piece.slice(eq + 1));

@@ -8,7 +8,16 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
-import { ConflictError, PayloadTooLargeError, RateLimitedError, UnauthorizedError, UnsupportedMediaTypeError, NotFoundError, SvcError, ValidationError } from "../../lib/errors.js";
+import {
+  ConflictError,
+  PayloadTooLargeError,
+  RateLimitedError,
+  UnauthorizedError,
+  UnsupportedMediaTypeError,
+  NotFoundError,
+  SvcError,
+  ValidationError,
+} from "../../lib/errors.js";
 import { parseOrThrow } from "../../lib/names.js";
 import { hasBody } from "../http/body.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
@@ -19,8 +28,20 @@ import { DEFAULT_LIMITS } from "./config.js";
 import { publicKeyDocument, secretMatches, type Keyring } from "./keys.js";
 import type { ProvenanceMetrics } from "./metrics.js";
 import {
-  RECEIPT_SCHEMA, artifactDigest, assembleReceipt, isBase64, artifactFields, artifactSchema, claimsSchema, noProtoMember, prepareReceipt, receiptSchema, verifyReceipt,
-  type Artifact, type PreparedReceipt, type VerifyResult,
+  RECEIPT_SCHEMA,
+  artifactDigest,
+  assembleReceipt,
+  isBase64,
+  artifactFields,
+  artifactSchema,
+  claimsSchema,
+  noProtoMember,
+  prepareReceipt,
+  receiptSchema,
+  verifyReceipt,
+  type Artifact,
+  type PreparedReceipt,
+  type VerifyResult,
 } from "./receipt.js";
 import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
@@ -83,23 +104,29 @@ function parseBody(raw: Buffer): ParsedBody {
 
 const b64Field = (name: string) => z.string().refine(isBase64, `${name} must be base64`);
 
-const exactBody = noProtoMember(z
-  .strictObject({
-    // passed through as sent (z.record would copy it and lose a "__proto__" member unseen)
-    artifact: z.custom<Record<string, unknown>>((v) => v !== null && typeof v === "object" && !Array.isArray(v), { message: "artifact must be a JSON object" }).optional(),
-    artifact_b64: b64Field("artifact_b64").optional(),
-    claims: claimsSchema.optional(),
-  })
-  .refine((b) => b.artifact !== undefined || b.artifact_b64 !== undefined, { message: "artifact or artifact_b64 is required", path: ["artifact"] }));
+const exactBody = noProtoMember(
+  z
+    .strictObject({
+      // passed through as sent (z.record would copy it and lose a "__proto__" member unseen)
+      artifact: z
+        .custom<Record<string, unknown>>((v) => v !== null && typeof v === "object" && !Array.isArray(v), { message: "artifact must be a JSON object" })
+        .optional(),
+      artifact_b64: b64Field("artifact_b64").optional(),
+      claims: claimsSchema.optional(),
+    })
+    .refine((b) => b.artifact !== undefined || b.artifact_b64 !== undefined, { message: "artifact or artifact_b64 is required", path: ["artifact"] }),
+);
 
 // With artifact_b64 the appliance hashes the bytes; artifact may then carry only
 // name and media_type, and any sha256/size_bytes given must agree with the bytes.
 const partialArtifact = noProtoMember(artifactFields.partial());
 
-const verifyBody = noProtoMember(z.strictObject({
-  receipt: z.unknown().refine((v) => v !== undefined, "receipt is required"),
-  artifact_b64: b64Field("artifact_b64").optional(),
-}));
+const verifyBody = noProtoMember(
+  z.strictObject({
+    receipt: z.unknown().refine((v) => v !== undefined, "receipt is required"),
+    artifact_b64: b64Field("artifact_b64").optional(),
+  }),
+);
 
 function bearer(header: string | undefined): string | null {
   if (!header) return null;
@@ -171,8 +198,7 @@ function contextOf(deps: AppDeps): AppContext {
   };
 }
 
-const tooLarge = (limit: number): PayloadTooLargeError =>
-  new PayloadTooLargeError(`The request body is larger than this endpoint's limit of ${mib(limit)}.`);
+const tooLarge = (limit: number): PayloadTooLargeError => new PayloadTooLargeError(`The request body is larger than this endpoint's limit of ${mib(limit)}.`);
 
 /** Guards of the express routes: the admin key, the admin key or the metrics token, a JSON body. */
 function guardsOf(ctx: AppContext) {
@@ -183,8 +209,8 @@ function guardsOf(ctx: AppContext) {
     },
     requireMetricsReader: (req: Request, _res: Response, next: NextFunction): void => {
       const token = bearer(req.get("authorization"));
-      const ok = token !== null &&
-        (secretMatches(token, deps.adminKeySha256) || (deps.metricsTokenSha256 !== null && secretMatches(token, deps.metricsTokenSha256)));
+      const ok =
+        token !== null && (secretMatches(token, deps.adminKeySha256) || (deps.metricsTokenSha256 !== null && secretMatches(token, deps.metricsTokenSha256)));
       next(ok ? undefined : new UnauthorizedError("Missing or invalid admin API key or metrics token."));
     },
     requireJson: (req: Request, _res: Response, next: NextFunction): void => {
@@ -223,12 +249,8 @@ function verifyBodyOf(ctx: AppContext, parsed: ParsedBody): { body: z.infer<type
  */
 function refusal(result: VerifyResult, requestId: string, exporting: boolean): string {
   const failed = result.checks.find((c) => !c.ok);
-  const why = result.verdict === "unsupported_schema"
-    ? "its schema is not supported"
-    : `the ${failed?.name ?? "schema"} check failed`;
-  const detail = exporting
-    ? `The receipt did not verify, so no evidence bundle was exported: ${why}.`
-    : `The receipt did not verify: ${why}.`;
+  const why = result.verdict === "unsupported_schema" ? "its schema is not supported" : `the ${failed?.name ?? "schema"} check failed`;
+  const detail = exporting ? `The receipt did not verify, so no evidence bundle was exported: ${why}.` : `The receipt did not verify: ${why}.`;
   return JSON.stringify({ ...result, detail, code: "bad_request", request_id: requestId });
 }
 
@@ -237,13 +259,19 @@ function artifactOf(body: z.infer<typeof exactBody>): Artifact {
   if (body.artifact_b64 === undefined) return parseOrThrow(artifactSchema, body.artifact, "artifact");
   const given = parseOrThrow(partialArtifact, body.artifact ?? {}, "artifact");
   const d = artifactDigest(Buffer.from(body.artifact_b64, "base64"));
-  if (given.sha256 !== undefined && given.sha256 !== d.sha256) throw new ValidationError("artifact.sha256 does not match the SHA-256 of artifact_b64.", "artifact.sha256");
-  if (given.size_bytes !== undefined && given.size_bytes !== d.size_bytes) throw new ValidationError("artifact.size_bytes does not match the length of artifact_b64.", "artifact.size_bytes");
-  return parseOrThrow(artifactSchema, {
-    name: given.name ?? "artifact",
-    media_type: given.media_type ?? "application/octet-stream",
-    ...d,
-  }, "artifact");
+  if (given.sha256 !== undefined && given.sha256 !== d.sha256)
+    throw new ValidationError("artifact.sha256 does not match the SHA-256 of artifact_b64.", "artifact.sha256");
+  if (given.size_bytes !== undefined && given.size_bytes !== d.size_bytes)
+    throw new ValidationError("artifact.size_bytes does not match the length of artifact_b64.", "artifact.size_bytes");
+  return parseOrThrow(
+    artifactSchema,
+    {
+      name: given.name ?? "artifact",
+      media_type: given.media_type ?? "application/octet-stream",
+      ...d,
+    },
+    "artifact",
+  );
 }
 
 /** Validates an issuance request, queues it on the chain; resolves to the receipt's JSON. */
@@ -286,8 +314,8 @@ function bodyReader(ctx: AppContext, limit: number) {
     const cl = req.headers["content-length"];
     const ce = req.headers["content-encoding"];
     // the declared length when it is what will be held; else (chunked, compressed) the limit
-    const known = cl !== undefined && /^\d{1,15}$/.test(cl) && req.headers["transfer-encoding"] === undefined &&
-      (ce === undefined || ce.toLowerCase() === "identity");
+    const known =
+      cl !== undefined && /^\d{1,15}$/.test(cl) && req.headers["transfer-encoding"] === undefined && (ce === undefined || ce.toLowerCase() === "identity");
     const bytes = known ? Number(cl) : limit;
     if (bytes > limit) return next(tooLarge(limit));
     try {
@@ -351,7 +379,10 @@ function expressApp(ctx: AppContext): express.Express {
   app.post("/v1/provenance/verify", requireJson, receiptBody, (req, res, next) => {
     try {
       const { result } = verifyBodyOf(ctx, req.body as ParsedBody);
-      res.status(result.valid ? 200 : 422).type(JSON_TYPE).send(result.valid ? JSON.stringify(result) : refusal(result, requestIdOf(res), false));
+      res
+        .status(result.valid ? 200 : 422)
+        .type(JSON_TYPE)
+        .send(result.valid ? JSON.stringify(result) : refusal(result, requestIdOf(res), false));
     } catch (e) {
       next(e);
     }
@@ -377,25 +408,29 @@ async function exportBundle(ctx: AppContext, parsed: ParsedBody, res: Response):
   const { deps } = ctx;
   const { body, result } = verifyBodyOf(ctx, parsed);
   if (!result.valid) {
-    res.status(422).type(JSON_TYPE).send(refusal(result, requestIdOf(res), true));
+    res
+      .status(422)
+      .type(JSON_TYPE)
+      .send(refusal(result, requestIdOf(res), true));
     return;
   }
   const receipt = receiptSchema.parse(body.receipt);
   if (receipt.signer.public_key_sha256 !== deps.signer.fingerprint) {
-    throw new ConflictError("The receipt was signed by a retired key; bundles are signed by the receipt's own key, so only receipts of the active key can be exported.");
+    throw new ConflictError(
+      "The receipt was signed by a retired key; bundles are signed by the receipt's own key, so only receipts of the active key can be exported.",
+    );
   }
-  const zip = await writeZip(buildBundleFiles({
-    receipt,
-    verification: result,
-    signer: deps.signer,
-    exportedAt: deps.clock(),
-    applianceVersion: deps.version,
-  }));
+  const zip = await writeZip(
+    buildBundleFiles({
+      receipt,
+      verification: result,
+      signer: deps.signer,
+      exportedAt: deps.clock(),
+      applianceVersion: deps.version,
+    }),
+  );
   ctx.m.bundlesExported.inc();
-  res.status(200)
-    .type("application/zip")
-    .setHeader("Content-Disposition", `attachment; filename="evidence-${receipt.receipt_id}.zip"`)
-    .send(zip);
+  res.status(200).type("application/zip").setHeader("Content-Disposition", `attachment; filename="evidence-${receipt.receipt_id}.zip"`).send(zip);
 }
 
 type PlainWork = (body: ParsedBody, id: string) => Promise<[number, string]> | [number, string];
@@ -406,8 +441,16 @@ type PlainWork = (body: ParsedBody, id: string) => Promise<[number, string]> | [
  * Content-Length before any byte is read), strict JSON, then the route's work. Express with
  * express.json costs 0.2-0.3 ms of CPU per request here, as much as a verification.
  */
-function plainJson(ctx: AppContext, req: IncomingMessage, res: ServerResponse, route: string, admin: boolean, length: number,
-  limit: number, work: PlainWork): void {
+function plainJson(
+  ctx: AppContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  route: string,
+  admin: boolean,
+  length: number,
+  limit: number,
+  work: PlainWork,
+): void {
   const start = process.hrtime.bigint();
   const id = requestIdFrom(req.headers["x-request-id"]);
   res.setHeader("X-Request-Id", id);
@@ -433,18 +476,23 @@ function plainJson(ctx: AppContext, req: IncomingMessage, res: ServerResponse, r
   } catch (e) {
     return fail(e);
   }
-  readPlainBody(req, res, length, (parsed) => {
-    try {
-      Promise.resolve(work(parsed, id)).then(([status, text]) => send(status, text), fail);
-    } catch (e) {
-      fail(e);
-    }
-  }, fail);
+  readPlainBody(
+    req,
+    res,
+    length,
+    (parsed) => {
+      try {
+        Promise.resolve(work(parsed, id)).then(([status, text]) => send(status, text), fail);
+      } catch (e) {
+        fail(e);
+      }
+    },
+    fail,
+  );
 }
 
 /** Reads exactly `length` bytes of a plain body and parses them; a short body is not valid JSON. */
-function readPlainBody(req: IncomingMessage, res: ServerResponse, length: number, done: (parsed: ParsedBody) => void,
-  fail: (e: unknown) => void): void {
+function readPlainBody(req: IncomingMessage, res: ServerResponse, length: number, done: (parsed: ParsedBody) => void, fail: (e: unknown) => void): void {
   const chunks: Buffer[] = [];
   let received = 0;
   req.on("data", (c: Buffer) => {
@@ -473,8 +521,13 @@ function plainLength(req: IncomingMessage): number | null {
   const ct = h["content-type"];
   const cl = h["content-length"];
   const ce = h["content-encoding"];
-  const plain = ct !== undefined && PLAIN_JSON.test(ct) && (ce === undefined || ce.toLowerCase() === "identity") &&
-    h["transfer-encoding"] === undefined && cl !== undefined && /^\d{1,15}$/.test(cl);
+  const plain =
+    ct !== undefined &&
+    PLAIN_JSON.test(ct) &&
+    (ce === undefined || ce.toLowerCase() === "identity") &&
+    h["transfer-encoding"] === undefined &&
+    cl !== undefined &&
+    /^\d{1,15}$/.test(cl);
   return plain ? Number(cl) : null;
 }
 
@@ -489,10 +542,11 @@ export function createApp(deps: AppDeps): RequestListener {
   const app = expressApp(ctx);
   const plainRoutes: Record<string, (req: IncomingMessage, res: ServerResponse, length: number) => void> = {
     [EXACT_PATH]: (req, res, length) => plainJson(ctx, req, res, EXACT_PATH, true, length, ctx.maxBodyBytes, async (body) => [201, await issue(ctx, body)]),
-    [VERIFY_PATH]: (req, res, length) => plainJson(ctx, req, res, VERIFY_PATH, false, length, ctx.maxReceiptBodyBytes, (body, id) => {
-      const { result } = verifyBodyOf(ctx, body);
-      return result.valid ? [200, JSON.stringify(result)] : [422, refusal(result, id, false)];
-    }),
+    [VERIFY_PATH]: (req, res, length) =>
+      plainJson(ctx, req, res, VERIFY_PATH, false, length, ctx.maxReceiptBodyBytes, (body, id) => {
+        const { result } = verifyBodyOf(ctx, body);
+        return result.valid ? [200, JSON.stringify(result)] : [422, refusal(result, id, false)];
+      }),
   };
   return (req, res) => {
     const plain = req.method === "POST" ? plainRoutes[req.url ?? ""] : undefined;

@@ -7,8 +7,18 @@ import yazl from "yazl";
 import yauzl from "yauzl";
 import { z } from "zod";
 import {
-  CANONICALIZATION, MAX_RECEIPT_TEXT_BYTES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactSchema, pae, sha256Hex, verifyReceipt,
-  type Check, type KnownKey, type Receipt, type VerifyResult,
+  CANONICALIZATION,
+  MAX_RECEIPT_TEXT_BYTES,
+  RECEIPT_PAYLOAD_TYPE,
+  RECEIPT_SCHEMA,
+  artifactSchema,
+  pae,
+  sha256Hex,
+  verifyReceipt,
+  type Check,
+  type KnownKey,
+  type Receipt,
+  type VerifyResult,
 } from "./receipt.js";
 import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
@@ -38,7 +48,10 @@ const MIB = 1024 * 1024;
 
 /** A bundle that cannot be read (exit 2) or that a reader refuses (a failed verification). */
 export class BundleError extends Error {
-  constructor(readonly kind: "unreadable" | "refused", message: string) {
+  constructor(
+    readonly kind: "unreadable" | "refused",
+    message: string,
+  ) {
     super(message);
     this.name = "BundleError";
   }
@@ -60,29 +73,41 @@ export function buildBundleFiles(input: ExportInput): Array<[string, Buffer]> {
   const { receipt, signer } = input;
   const files = new Map<string, Buffer>();
   files.set("receipt.json", json(receipt));
-  files.set("artifact-manifest.json", json({
-    name: receipt.artifact.name,
-    sha256: receipt.artifact.sha256,
-    size_bytes: receipt.artifact.size_bytes,
-    media_type: receipt.artifact.media_type,
-  }));
-  files.set("verification.json", json({
-    ...input.verification,
-    exported_at: input.exportedAt.toISOString(),
-    appliance_version: input.applianceVersion,
-  }));
-  files.set("signer-public-key.json", json({
-    algorithm: ALGORITHM,
-    public_key: Buffer.from(signer.publicKey).toString("base64"),
-    fingerprint: signer.fingerprint,
-  }));
-  files.set("signature-metadata.json", json({
-    algorithm: ALGORITHM,
-    canonicalization: CANONICALIZATION,
-    payload_type: RECEIPT_PAYLOAD_TYPE,
-    schema: RECEIPT_SCHEMA,
-    evidence_version: EVIDENCE_VERSION,
-  }));
+  files.set(
+    "artifact-manifest.json",
+    json({
+      name: receipt.artifact.name,
+      sha256: receipt.artifact.sha256,
+      size_bytes: receipt.artifact.size_bytes,
+      media_type: receipt.artifact.media_type,
+    }),
+  );
+  files.set(
+    "verification.json",
+    json({
+      ...input.verification,
+      exported_at: input.exportedAt.toISOString(),
+      appliance_version: input.applianceVersion,
+    }),
+  );
+  files.set(
+    "signer-public-key.json",
+    json({
+      algorithm: ALGORITHM,
+      public_key: Buffer.from(signer.publicKey).toString("base64"),
+      fingerprint: signer.fingerprint,
+    }),
+  );
+  files.set(
+    "signature-metadata.json",
+    json({
+      algorithm: ALGORITHM,
+      canonicalization: CANONICALIZATION,
+      payload_type: RECEIPT_PAYLOAD_TYPE,
+      schema: RECEIPT_SCHEMA,
+      evidence_version: EVIDENCE_VERSION,
+    }),
+  );
   const manifest = Buffer.from(HASHED_FILES.map((n) => `${sha256Hex(files.get(n)!)}  ${n}\n`).join(""), "utf8");
   files.set("MANIFEST.sha256", manifest);
   // deterministic, so that the same inputs give the same bundle bytes
@@ -185,9 +210,9 @@ export function readZip(buf: Buffer, maxTotal = MAX_TOTAL_BYTES, maxMember = MAX
             }
             chunks.push(c);
           });
-          stream.on("error", (err: Error) => fail(/too many bytes/.test(err.message)
-            ? inflatesTooFar()
-            : new BundleError("unreadable", `The bundle entry ${shown} is corrupt.`)));
+          stream.on("error", (err: Error) =>
+            fail(/too many bytes/.test(err.message) ? inflatesTooFar() : new BundleError("unreadable", `The bundle entry ${shown} is corrupt.`)),
+          );
           stream.on("end", () => {
             out.set(name, Buffer.concat(chunks));
             zip.readEntry();
@@ -219,7 +244,8 @@ export async function readJsonDir(dir: string, maxTotal = MAX_TOTAL_BYTES): Prom
     const st = await lstat(join(dir, name));
     if (st.isSymbolicLink()) throw new BundleError("refused", `The bundle entry ${shown} is a symbolic link.`);
     if (!st.isFile()) throw new BundleError("refused", `The bundle entry ${shown} is not a regular file.`);
-    if (st.size > MAX_MEMBER_BYTES) throw new BundleError("refused", `The bundle file ${shown} is larger than the ${MAX_MEMBER_BYTES / MIB} MiB limit for one file of a bundle.`);
+    if (st.size > MAX_MEMBER_BYTES)
+      throw new BundleError("refused", `The bundle file ${shown} is larger than the ${MAX_MEMBER_BYTES / MIB} MiB limit for one file of a bundle.`);
     total += st.size;
     if (total > maxTotal) throw new BundleError("refused", `The bundle's files add up to more than the ${maxTotal / MIB} MiB limit for a bundle.`);
     let data: Buffer;
@@ -229,7 +255,8 @@ export async function readJsonDir(dir: string, maxTotal = MAX_TOTAL_BYTES): Prom
       throw new BundleError("unreadable", `The bundle file ${shown} cannot be read.`);
     }
     // a file that grew after lstat is held to the same limit
-    if (data.length > MAX_MEMBER_BYTES) throw new BundleError("refused", `The bundle file ${shown} is larger than the ${MAX_MEMBER_BYTES / MIB} MiB limit for one file of a bundle.`);
+    if (data.length > MAX_MEMBER_BYTES)
+      throw new BundleError("refused", `The bundle file ${shown} is larger than the ${MAX_MEMBER_BYTES / MIB} MiB limit for one file of a bundle.`);
     out.set(name, data);
   }
   return out;
@@ -327,7 +354,14 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
     const missing = BUNDLE_FILES.filter((n) => !files.has(n));
     const extra = names.filter((n) => !(BUNDLE_FILES as readonly string[]).includes(n));
     if (missing.length) return { ok: false, detail: `The bundle lacks ${missing.join(", ")}.` };
-    if (extra.length) return { ok: false, detail: `The bundle has unexpected files: ${extra.slice(0, 5).map((n) => JSON.stringify(n.slice(0, 80))).join(", ")}.` };
+    if (extra.length)
+      return {
+        ok: false,
+        detail: `The bundle has unexpected files: ${extra
+          .slice(0, 5)
+          .map((n) => JSON.stringify(n.slice(0, 80)))
+          .join(", ")}.`,
+      };
     return { ok: true, detail: "The bundle holds exactly the seven files of evidence version 1." };
   });
 
@@ -336,7 +370,10 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
     if (meta === null || typeof meta !== "object") return { ok: false, detail: "signature-metadata.json is not a JSON object." };
     if (meta.evidence_version !== EVIDENCE_VERSION) {
       unsupported = true;
-      return { ok: false, detail: `Evidence version ${JSON.stringify(meta.evidence_version)?.slice(0, 40)} is not supported; this verifier reads version ${EVIDENCE_VERSION}.` };
+      return {
+        ok: false,
+        detail: `Evidence version ${JSON.stringify(meta.evidence_version)?.slice(0, 40)} is not supported; this verifier reads version ${EVIDENCE_VERSION}.`,
+      };
     }
     if (meta.schema !== RECEIPT_SCHEMA) {
       unsupported = true;
@@ -352,7 +389,10 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
     if (!m) return { ok: false, detail: "MANIFEST.sha256 is missing." };
     const expected = HASHED_FILES.map((n) => `${sha256Hex(files.get(n) ?? Buffer.alloc(0))}  ${n}\n`).join("");
     const lines = m.toString("utf8");
-    const listed = lines.split("\n").filter(Boolean).map((l) => l.slice(66));
+    const listed = lines
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => l.slice(66));
     if (listed.join(",") !== HASHED_FILES.join(",")) return { ok: false, detail: "MANIFEST.sha256 does not list exactly the bundle's files in order." };
     for (const n of HASHED_FILES) if (!files.has(n)) return { ok: false, detail: `${n} is missing.` };
     if (lines !== expected) {
@@ -425,7 +465,11 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
   const pinned = (opts.pinnedKeys?.length ?? 0) > 0 || !!opts.expectedFingerprint;
   const trusted = pinned ? keys.map((k) => k.fingerprint) : null;
   const rv = verifyReceipt(receipt, {
-    backend: opts.backend, keys, trustedFingerprints: opts.integrityOnly || trusted ? trusted : [], artifact: opts.artifact, textProblem: receiptProblem,
+    backend: opts.backend,
+    keys,
+    trustedFingerprints: opts.integrityOnly || trusted ? trusted : [],
+    artifact: opts.artifact,
+    textProblem: receiptProblem,
   });
   const all = [...rv.checks, ...checks];
   const isUnsupported = unsupported || rv.verdict === "unsupported_schema";

@@ -25,7 +25,10 @@ export interface ChainStore {
 
 const headSchema = z.strictObject({
   serial: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
-  last_receipt_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable(),
+  last_receipt_sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .nullable(),
 });
 
 /** Durable head in one JSON file, replaced atomically. */
@@ -305,7 +308,10 @@ export class ReceiptChain {
     }
     let results: BatchResult[];
     try {
-      results = await this.#builder(batch.map((j) => j.input), { serial: head.serial + 1, previous: head.last_receipt_sha256 });
+      results = await this.#builder(
+        batch.map((j) => j.input),
+        { serial: head.serial + 1, previous: head.last_receipt_sha256 },
+      );
       if (results.length !== batch.length) throw new Error("the batch builder returned another number of entries");
     } catch (e) {
       for (const job of batch) job.reject(e);

@@ -13,7 +13,10 @@ export const EXIT = { valid: 0, failed: 1, usage: 2, unsupported: 3 } as const;
 
 /** A usage problem or unreadable input: exit 2 with one sentence. */
 export class UsageError extends Error {
-  constructor(message: string, readonly exitCode: number = EXIT.usage) {
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT.usage,
+  ) {
     super(message);
     this.name = "UsageError";
   }
@@ -34,7 +37,7 @@ export async function runCli(main: () => Promise<number>): Promise<void> {
     if (e instanceof UsageError) {
       process.stderr.write(sentence(e.message) + "\n");
       process.exitCode = e.exitCode;
-    } else if (e instanceof Error && (e.name === "ConfigError")) {
+    } else if (e instanceof Error && e.name === "ConfigError") {
       process.stderr.write(sentence(e.message) + "\n");
       process.exitCode = EXIT.usage;
     } else {
@@ -73,7 +76,8 @@ export async function readReceiptFile(path: string, what = "receipt"): Promise<{
   try {
     const st = await stat(path);
     if (!st.isFile()) throw new UsageError(`The ${what} ${path} is not a regular file`);
-    if (st.size > MAX_RECEIPT_TEXT_BYTES) throw new UsageError(`The ${what} ${path} is larger than the ${MAX_RECEIPT_TEXT_BYTES / MIB} MiB limit for a receipt`);
+    if (st.size > MAX_RECEIPT_TEXT_BYTES)
+      throw new UsageError(`The ${what} ${path} is larger than the ${MAX_RECEIPT_TEXT_BYTES / MIB} MiB limit for a receipt`);
     text = await readFile(path, "utf8");
   } catch (e) {
     if (e instanceof UsageError) throw e;

@@ -60,7 +60,10 @@ const schemas = {
   SVC_PROVENANCE_MAX_BODY_BYTES: bytesVar("SVC_PROVENANCE_MAX_BODY_BYTES"),
   SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES: bytesVar("SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES"),
   SVC_PROVENANCE_BODY_BUDGET_BYTES: bytesVar("SVC_PROVENANCE_BODY_BUDGET_BYTES"),
-  SVC_PROVENANCE_METRICS_TOKEN: z.string().min(16, "SVC_PROVENANCE_METRICS_TOKEN must be at least 16 characters").max(512, "SVC_PROVENANCE_METRICS_TOKEN must be at most 512 characters"),
+  SVC_PROVENANCE_METRICS_TOKEN: z
+    .string()
+    .min(16, "SVC_PROVENANCE_METRICS_TOKEN must be at least 16 characters")
+    .max(512, "SVC_PROVENANCE_METRICS_TOKEN must be at most 512 characters"),
 } as const;
 
 /** Every variable the appliance reads from its environment (deployment files are checked against this list). */

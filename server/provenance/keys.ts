@@ -37,8 +37,7 @@ export const paths = (home: string) => ({
   chain: join(home, "chain.log"),
 });
 
-const b64 = (n: number) =>
-  z.string().refine((s) => /^[A-Za-z0-9+/]*={0,2}$/.test(s) && Buffer.from(s, "base64").length === n, `must be ${n} bytes of base64`);
+const b64 = (n: number) => z.string().refine((s) => /^[A-Za-z0-9+/]*={0,2}$/.test(s) && Buffer.from(s, "base64").length === n, `must be ${n} bytes of base64`);
 const HEX64 = z.string().regex(/^[0-9a-f]{64}$/);
 const activeFile = z.strictObject({
   algorithm: z.literal(ALGORITHM),
@@ -87,9 +86,7 @@ async function ensureDir(dir: string): Promise<string | null> {
   }
   await makeDirs(dir);
   await chmod(dir, 0o700);
-  return before !== null && (before & 0o077) !== 0
-    ? `The directory ${dir} was open to group or others (mode ${modeText(before)}); it is now 0700.`
-    : null;
+  return before !== null && (before & 0o077) !== 0 ? `The directory ${dir} was open to group or others (mode ${modeText(before)}); it is now 0700.` : null;
 }
 
 /** mkdir -p with every directory it creates set to exactly 0700 (the umask can only narrow mkdir's mode). */
@@ -103,13 +100,15 @@ async function makeDirs(dir: string): Promise<void> {
 }
 
 function activeToFile(k: ActiveKey): string {
-  return JSON.stringify({
-    algorithm: ALGORITHM,
-    public_key: Buffer.from(k.publicKey).toString("base64"),
-    secret_key: Buffer.from(k.secretKey).toString("base64"),
-    fingerprint: k.fingerprint,
-    created_at: k.created_at,
-  }) + "\n";
+  return (
+    JSON.stringify({
+      algorithm: ALGORITHM,
+      public_key: Buffer.from(k.publicKey).toString("base64"),
+      secret_key: Buffer.from(k.secretKey).toString("base64"),
+      fingerprint: k.fingerprint,
+      created_at: k.created_at,
+    }) + "\n"
+  );
 }
 
 async function readJson(path: string, what: string): Promise<unknown> {
@@ -223,7 +222,12 @@ export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend,
   if (!adminKeySha256) {
     adminKey = generateAdminKey();
     adminKeySha256 = hashSecret(adminKey);
-    const header = text === null ? "# svc-provenance runtime configuration, written at first boot.\n# Only the SHA-256 of the admin API key is stored here.\n" : text.endsWith("\n") || text === "" ? text : text + "\n";
+    const header =
+      text === null
+        ? "# svc-provenance runtime configuration, written at first boot.\n# Only the SHA-256 of the admin API key is stored here.\n"
+        : text.endsWith("\n") || text === ""
+          ? text
+          : text + "\n";
     // a directory made here is 0700; an existing one (/etc/svc-provenance) is the operator's
     await makeDirs(dirname(config.configPath));
     await writeFileAtomic(config.configPath, `${header}${ADMIN_HASH_VAR}=${adminKeySha256}\n`, 0o600, { createDir: true });
@@ -231,7 +235,9 @@ export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend,
     // the operator's file: it may hold SVC_PROVENANCE_METRICS_TOKEN, so say when others can read it
     const st = await stat(config.configPath);
     if ((st.mode & 0o077) !== 0) {
-      warnings.push(`The configuration file ${config.configPath} is open to group or others (mode ${modeText(st.mode)}); it holds the admin key's hash and may hold the metrics token: make it 0600.`);
+      warnings.push(
+        `The configuration file ${config.configPath} is open to group or others (mode ${modeText(st.mode)}); it holds the admin key's hash and may hold the metrics token: make it 0600.`,
+      );
     }
   }
   const retired = await loadRetired(config.home, active.fingerprint);

@@ -32,8 +32,7 @@ const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
  * on every object's prototype), so a schema of fixed fields is wrapped in this refusal.
  */
 export const noProtoMember = <T extends z.ZodType>(schema: T) =>
-  z.custom<unknown>((v) => v === null || typeof v !== "object" || !Object.hasOwn(v, "__proto__"), { message: "unknown field '__proto__'" })
-    .pipe(schema);
+  z.custom<unknown>((v) => v === null || typeof v !== "object" || !Object.hasOwn(v, "__proto__"), { message: "unknown field '__proto__'" }).pipe(schema);
 
 /** The artifact block's fields, without the "__proto__" guard (for .partial()); use artifactSchema. */
 export const artifactFields = z.strictObject({
@@ -43,7 +42,10 @@ export const artifactFields = z.strictObject({
   media_type: z
     .string()
     .max(255, "artifact.media_type must be at most 255 characters")
-    .regex(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(?:\s*;.*)?$/, "artifact.media_type must be a media type such as application/octet-stream"),
+    .regex(
+      /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(?:\s*;.*)?$/,
+      "artifact.media_type must be a media type such as application/octet-stream",
+    ),
 });
 export const artifactSchema = noProtoMember(artifactFields);
 export type Artifact = z.infer<typeof artifactFields>;
@@ -62,32 +64,34 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 // The claims object passes through as it is (z.record would copy it and lose a member named
 // "__proto__", which is data like any other). Depth first, so that the size and I-JSON
 // checks never recurse into hostile nesting.
-export const claimsSchema = z
-  .custom<Record<string, unknown>>(isPlainObject, { message: "claims must be a JSON object" })
-  .superRefine((c, ctx) => {
-    if (deeperThan(c, 32)) {
-      ctx.addIssue({ code: "custom", message: "claims must be nested at most 32 levels deep" });
-      return;
-    }
-    if (Buffer.byteLength(JSON.stringify(c)) > CLAIMS_MAX_BYTES) {
-      ctx.addIssue({ code: "custom", message: "claims must be at most 64 KiB serialised" });
-      return;
-    }
-    const problem = iJsonProblem(c);
-    if (problem !== null) ctx.addIssue({ code: "custom", message: `claims must hold only I-JSON values: ${problem}` });
-  });
+export const claimsSchema = z.custom<Record<string, unknown>>(isPlainObject, { message: "claims must be a JSON object" }).superRefine((c, ctx) => {
+  if (deeperThan(c, 32)) {
+    ctx.addIssue({ code: "custom", message: "claims must be nested at most 32 levels deep" });
+    return;
+  }
+  if (Buffer.byteLength(JSON.stringify(c)) > CLAIMS_MAX_BYTES) {
+    ctx.addIssue({ code: "custom", message: "claims must be at most 64 KiB serialised" });
+    return;
+  }
+  const problem = iJsonProblem(c);
+  if (problem !== null) ctx.addIssue({ code: "custom", message: `claims must hold only I-JSON values: ${problem}` });
+});
 
-const signerSchema = noProtoMember(z.strictObject({
-  algorithm: z.literal(ALGORITHM),
-  public_key_sha256: z.string().regex(HEX64, "signer.public_key_sha256 must be 64 lower-case hex characters"),
-}));
+const signerSchema = noProtoMember(
+  z.strictObject({
+    algorithm: z.literal(ALGORITHM),
+    public_key_sha256: z.string().regex(HEX64, "signer.public_key_sha256 must be 64 lower-case hex characters"),
+  }),
+);
 
-const signatureSchema = noProtoMember(z.strictObject({
-  algorithm: z.literal(ALGORITHM),
-  canonicalization: z.literal(CANONICALIZATION),
-  payload_type: z.literal(RECEIPT_PAYLOAD_TYPE),
-  value: z.string().refine(isBase64, "signature.value must be base64"),
-}));
+const signatureSchema = noProtoMember(
+  z.strictObject({
+    algorithm: z.literal(ALGORITHM),
+    canonicalization: z.literal(CANONICALIZATION),
+    payload_type: z.literal(RECEIPT_PAYLOAD_TYPE),
+    value: z.string().refine(isBase64, "signature.value must be base64"),
+  }),
+);
 
 /** The signed part of a receipt: every member but `signature`. */
 export const receiptBodySchema = z.strictObject({
@@ -107,12 +111,7 @@ export type Receipt = z.infer<typeof receiptSchema>;
 /** DSSE v1 pre-authentication encoding. */
 export function pae(payloadType: string, body: Uint8Array): Buffer {
   const type = Buffer.from(payloadType, "utf8");
-  return Buffer.concat([
-    Buffer.from(`DSSEv1 ${type.length} `, "utf8"),
-    type,
-    Buffer.from(` ${body.length} `, "utf8"),
-    body,
-  ]);
+  return Buffer.concat([Buffer.from(`DSSEv1 ${type.length} `, "utf8"), type, Buffer.from(` ${body.length} `, "utf8"), body]);
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -221,12 +220,7 @@ export function withSignature(body: ReceiptBody, signature: Uint8Array): Receipt
 }
 
 /** Builds and signs one receipt at `serial`, chained to `previous`. */
-export function buildReceipt(
-  input: IssueInput,
-  chain: { serial: number; previous: string | null },
-  signer: Signer,
-  now: Date,
-): Receipt {
+export function buildReceipt(input: IssueInput, chain: { serial: number; previous: string | null }, signer: Signer, now: Date): Receipt {
   const body = receiptBody(input, chain, signer.fingerprint, now);
   return withSignature(body, signer.sign(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body))));
 }
@@ -257,7 +251,6 @@ export interface AssembledReceipt {
   /** SHA-256 of its canonical form: the next receipt's `previous_receipt_sha256`. */
   hash: string;
 }
-
 
 /** Canonicalises what a receipt takes from the request; throws when it is not I-JSON. */
 export function prepareReceipt(input: IssueInput, now: Date, receiptId: string = randomUUID()): PreparedReceipt {
@@ -290,14 +283,17 @@ export function assembleReceipt(
   const previous = pos.previous === null ? "null" : `"${pos.previous}"`;
   const signer = `{"algorithm":"${ALGORITHM}","public_key_sha256":"${fingerprint}"}`;
   // the canonical body is `head` + `tail`; the canonical receipt puts the signature between
-  const head = `{"artifact":${p.artifact_jcs},"claims":${p.claims_jcs},"issued_at":"${p.issued_at}",` +
+  const head =
+    `{"artifact":${p.artifact_jcs},"claims":${p.claims_jcs},"issued_at":"${p.issued_at}",` +
     `"previous_receipt_sha256":${previous},"receipt_id":"${p.receipt_id}","schema":"${RECEIPT_SCHEMA}","serial":${pos.serial}`;
   const tail = `,"signer":${signer}}`;
   const signature = sign(pae(RECEIPT_PAYLOAD_TYPE, Buffer.from(head + tail, "utf8")));
-  const sigBlock = `{"algorithm":"${ALGORITHM}","canonicalization":"${CANONICALIZATION}","payload_type":"${RECEIPT_PAYLOAD_TYPE}",` +
+  const sigBlock =
+    `{"algorithm":"${ALGORITHM}","canonicalization":"${CANONICALIZATION}","payload_type":"${RECEIPT_PAYLOAD_TYPE}",` +
     `"value":"${Buffer.from(signature.buffer, signature.byteOffset, signature.byteLength).toString("base64")}"}`;
   const hash = createHash("sha256").update(head).update(`,"signature":${sigBlock}`).update(tail).digest("hex");
-  const json = `{"schema":"${RECEIPT_SCHEMA}","receipt_id":"${p.receipt_id}","serial":${pos.serial},"issued_at":"${p.issued_at}",` +
+  const json =
+    `{"schema":"${RECEIPT_SCHEMA}","receipt_id":"${p.receipt_id}","serial":${pos.serial},"issued_at":"${p.issued_at}",` +
     `"artifact":${p.artifact_jcs},"claims":${p.claims_jcs},"previous_receipt_sha256":${previous},"signer":${signer},"signature":${sigBlock}}`;
   return { json, hash };
 }
@@ -462,9 +458,8 @@ export function verifyReceipt(input: unknown, opts: VerifyOptions): VerifyResult
   const valid = !unsupported && checks.length === CHECK_NAMES.length && checks.every((c) => c.ok);
   const r = ctx.receipt;
   const rid = r && typeof r.receipt_id === "string" && r.receipt_id.length <= 64 ? r.receipt_id : null;
-  const signerFp = r && isObject(r.signer) && typeof r.signer.public_key_sha256 === "string" && HEX64.test(r.signer.public_key_sha256)
-    ? r.signer.public_key_sha256
-    : null;
+  const signerFp =
+    r && isObject(r.signer) && typeof r.signer.public_key_sha256 === "string" && HEX64.test(r.signer.public_key_sha256) ? r.signer.public_key_sha256 : null;
   return {
     verdict: unsupported ? "unsupported_schema" : valid ? "valid" : "failed",
     valid,

@@ -150,9 +150,11 @@ export async function startProvenance(
     store.close();
     await unlock();
     const code = (e as NodeJS.ErrnoException).code;
-    throw new ConfigError(code === "EADDRINUSE"
-      ? `Port ${config.port} on ${config.host} is in use (SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT).`
-      : `Cannot listen on ${config.host}:${config.port} (SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT).`);
+    throw new ConfigError(
+      code === "EADDRINUSE"
+        ? `Port ${config.port} on ${config.host} is in use (SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT).`
+        : `Cannot listen on ${config.host}:${config.port} (SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT).`,
+    );
   }
   const port = (server.address() as AddressInfo).port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;

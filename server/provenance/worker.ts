@@ -36,7 +36,8 @@ export async function createReceiptWorker(backend: BackendName, keyPair: KeyPair
     fingerprint = await new Promise<string>((resolve, reject) => {
       worker.once("error", () => reject(new Error("The receipt worker failed to start.")));
       worker.once("message", (m: { ready?: boolean; fingerprint?: string }) =>
-        m.ready && m.fingerprint ? resolve(m.fingerprint) : reject(new Error("The receipt worker failed to start.")));
+        m.ready && m.fingerprint ? resolve(m.fingerprint) : reject(new Error("The receipt worker failed to start.")),
+      );
     });
   } catch (e) {
     await worker.terminate();

@@ -9,10 +9,17 @@ test("svc tenant: rotate-key, add-namespace, set-plan, deactivate, list and usag
   const stack = await startStack();
   try {
     const admin = { SVC_GATE_URL: stack.gateway, SVC_GATE_ENGINE_SERVICE_KEY: stack.serviceKey };
-    const created = await svc(["tenant", "create", "beta", "--plan", "enterprise", "--quota", "none", "--rate-limit", "500/30", "--email", "ops@example.com", "--json"], admin);
+    const created = await svc(
+      ["tenant", "create", "beta", "--plan", "enterprise", "--quota", "none", "--rate-limit", "500/30", "--email", "ops@example.com", "--json"],
+      admin,
+    );
     t.equal(created.code, 0, `create exits 0 ${created.err}`);
     const c = JSON.parse(created.out);
-    t.deepEqual([c.tenant_id, c.plan, c.namespaces, c.monthly_quota, c.rate_limit], ["beta", "enterprise", ["default"], null, { requests: 500, window_s: 30 }], "--json shows the gateway's record with enterprise terms");
+    t.deepEqual(
+      [c.tenant_id, c.plan, c.namespaces, c.monthly_quota, c.rate_limit],
+      ["beta", "enterprise", ["default"], null, { requests: 500, window_s: 30 }],
+      "--json shows the gateway's record with enterprise terms",
+    );
     const key1 = c.api_key as string;
     const data = (key: string) => ({ SVC_GATE_URL: stack.gateway, SVC_API_KEY: key });
     t.equal((await svc(["ls", "default"], data(key1))).code, 0, "the new key works");

@@ -47,7 +47,11 @@ test("cli: usage errors exit 2 with one sentence on stderr and a hint", async (t
     [["tenant", "create", "Bad_ID!"], { SVC_GATE_ENGINE_SERVICE_KEY: "x".repeat(32) }, /Invalid tenant id 'Bad_ID!'/],
     [["tenant", "create", "acme", "--plan", "gold"], { SVC_GATE_ENGINE_SERVICE_KEY: "x".repeat(32) }, /Unknown plan 'gold'/],
     [["tenant", "create", "acme", "--quota", "5"], { SVC_GATE_ENGINE_SERVICE_KEY: "x".repeat(32) }, /apply only to plan enterprise/],
-    [["tenant", "create", "acme", "--plan", "enterprise", "--rate-limit", "5"], { SVC_GATE_ENGINE_SERVICE_KEY: "x".repeat(32) }, /--rate-limit must be REQUESTS\/WINDOW_S/],
+    [
+      ["tenant", "create", "acme", "--plan", "enterprise", "--rate-limit", "5"],
+      { SVC_GATE_ENGINE_SERVICE_KEY: "x".repeat(32) },
+      /--rate-limit must be REQUESTS\/WINDOW_S/,
+    ],
     [["tenant", "list", "--data", "/nonexistent-svc-dir"], {}, /No service key: set SVC_GATE_ENGINE_SERVICE_KEY/],
     [["usage", "--period", "2026-13"], { SVC_GATE_ENGINE_SERVICE_KEY: "x".repeat(32) }, /--period must be YYYY-MM/],
     [["up", "--port", "70000"], {}, /--port must be a whole number between 0 and 65535/],
@@ -70,7 +74,11 @@ test("cli: a failure of the work exits 1 with one sentence and no stack; SVC_ENG
   const env = { SVC_API_KEY: "svc_live_x", SVC_GATE_URL: "http://127.0.0.1:1" };
   const r = await svc(["get", "ns", "k"], env);
   t.equal(r.code, 1, "exit 1");
-  t.match(r.err, /^svc: Nothing answers at http:\/\/127\.0\.0\.1:1 \(connection refused\): is `svc up` running at http:\/\/127\.0\.0\.1:1\? \(SVC_GATE_URL sets another address\.\)\n$/, `one line: ${r.err.trim()}`);
+  t.match(
+    r.err,
+    /^svc: Nothing answers at http:\/\/127\.0\.0\.1:1 \(connection refused\): is `svc up` running at http:\/\/127\.0\.0\.1:1\? \(SVC_GATE_URL sets another address\.\)\n$/,
+    `one line: ${r.err.trim()}`,
+  );
   t.notOk(r.err.includes("svc_live_x"), "the key is not printed");
   const d = await svc(["get", "ns", "k"], { ...env, SVC_ENGINE_LOG_LEVEL: "debug" });
   t.equal(d.code, 1, "exit 1 in debug");
@@ -83,7 +91,10 @@ test("cli: a failure of the work exits 1 with one sentence and no stack; SVC_ENG
     const missing = await svc(["put", "ns", "k", join(dir, "nope.npy")], env);
     t.equal(missing.code, 1, "missing file exits 1");
     t.match(missing.err, /^svc: No such file or directory: .*nope\.npy\.\n$/, "missing file sentence");
-    await writeFile(join(dir, "bad.npy"), Buffer.concat([Buffer.from("\x93NUMPY\x01\x00", "latin1"), Buffer.from([20, 0]), Buffer.from("{'descr': '|O'}     \n")]));
+    await writeFile(
+      join(dir, "bad.npy"),
+      Buffer.concat([Buffer.from("\x93NUMPY\x01\x00", "latin1"), Buffer.from([20, 0]), Buffer.from("{'descr': '|O'}     \n")]),
+    );
     const bad = await svc(["put", "ns", "k", join(dir, "bad.npy")], env);
     t.equal(bad.code, 1, "corrupt .npy exits 1");
     t.match(bad.err, /^svc: Object arrays/, `corrupt .npy sentence: ${bad.err.trim()}`);
@@ -94,12 +105,46 @@ test("cli: a failure of the work exits 1 with one sentence and no stack; SVC_ENG
 });
 
 test("cli: --slice resolves python-style ranges against the entry's shape", (t) => {
-  t.deepEqual(parseSlice("0:16,:,:", [32, 8, 8]), [[0, 16], [0, 8], [0, 8]], "0:16,:,:");
-  t.deepEqual(parseSlice("2", [4, 5]), [[2, 3], [0, 5]], "bare index, missing trailing dim");
-  t.deepEqual(parseSlice("-2:,:-1", [4, 5]), [[2, 4], [0, 4]], "negative indices");
+  t.deepEqual(
+    parseSlice("0:16,:,:", [32, 8, 8]),
+    [
+      [0, 16],
+      [0, 8],
+      [0, 8],
+    ],
+    "0:16,:,:",
+  );
+  t.deepEqual(
+    parseSlice("2", [4, 5]),
+    [
+      [2, 3],
+      [0, 5],
+    ],
+    "bare index, missing trailing dim",
+  );
+  t.deepEqual(
+    parseSlice("-2:,:-1", [4, 5]),
+    [
+      [2, 4],
+      [0, 4],
+    ],
+    "negative indices",
+  );
   t.deepEqual(parseSlice("1:100", [4]), [[1, 4]], "stop clipped to the dimension");
-  for (const [s, re] of [["0:16,:,:,:", /4 dimensions but the entry has 3/], ["5:2", /selects nothing/], ["a:b", /is not start:stop/], ["0:4:2", /steps are not supported/], ["9", /selects nothing/]] as const) {
-    const e = (() => { try { parseSlice(s, [8, 8, 8]); } catch (x) { return x; } })();
+  for (const [s, re] of [
+    ["0:16,:,:,:", /4 dimensions but the entry has 3/],
+    ["5:2", /selects nothing/],
+    ["a:b", /is not start:stop/],
+    ["0:4:2", /steps are not supported/],
+    ["9", /selects nothing/],
+  ] as const) {
+    const e = (() => {
+      try {
+        parseSlice(s, [8, 8, 8]);
+      } catch (x) {
+        return x;
+      }
+    })();
     t.ok(e instanceof UsageError && re.test((e as Error).message), `${s}: ${(e as Error)?.message}`);
   }
   t.end();
@@ -115,8 +160,16 @@ test("cli: put takes dtype and shape from a .npy header; raw bytes need --shape 
   const scalar = writeNpy({ dtype: "float64", shape: [], data: new Float64Array([3]) });
   t.deepEqual(preparePut(scalar, undefined, undefined, "s.npy").shape, [1], "0-d array stored as shape [1]");
   const raw = Buffer.from("hello");
-  t.throws(() => preparePut(raw, undefined, undefined, "r.f32"), /r\.f32 is not a \.npy file: describe its raw data with --dtype and --shape .*, or pass --bytes/, "raw data without flags is refused");
-  t.deepEqual([preparePut(raw, undefined, undefined, "r", true).dtype, preparePut(raw, undefined, undefined, "r", true).shape], ["bytes", undefined], "--bytes");
+  t.throws(
+    () => preparePut(raw, undefined, undefined, "r.f32"),
+    /r\.f32 is not a \.npy file: describe its raw data with --dtype and --shape .*, or pass --bytes/,
+    "raw data without flags is refused",
+  );
+  t.deepEqual(
+    [preparePut(raw, undefined, undefined, "r", true).dtype, preparePut(raw, undefined, undefined, "r", true).shape],
+    ["bytes", undefined],
+    "--bytes",
+  );
   t.deepEqual(preparePut(raw, "bytes", undefined, "r").dtype, "bytes", "--dtype bytes");
   t.throws(() => preparePut(raw, "float32", undefined, "r.bin"), /--shape is required for raw float32 data/, "raw float needs shape");
   t.deepEqual(parseMeta('{"a":1}'), { a: 1 }, "--meta object");

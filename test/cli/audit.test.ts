@@ -30,7 +30,13 @@ test("svc audit: filtered tail of the gateway's audit log", async (t) => {
 
     const none = await svc(["audit", "--tenant", "nobody"], admin);
     t.equal(none.out, "No matching audit records.\n", "no match: one sentence");
-    for (const [args, why] of [[["--limit", "0"], "limit 0"], [["--limit", "1001"], "limit 1001"], [["--status", "42"], "status 42"], [["--tenant", "Bad Id"], "a bad tenant id"], [["extra"], "a positional argument"]] as const) {
+    for (const [args, why] of [
+      [["--limit", "0"], "limit 0"],
+      [["--limit", "1001"], "limit 1001"],
+      [["--status", "42"], "status 42"],
+      [["--tenant", "Bad Id"], "a bad tenant id"],
+      [["extra"], "a positional argument"],
+    ] as const) {
       const r = await svc(["audit", ...args], admin);
       t.equal(r.code, 2, `${why}: usage error`);
       t.match(r.err, /^svc: .+\n/, `one sentence: ${r.err.split("\n")[0]}`);

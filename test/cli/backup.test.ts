@@ -22,7 +22,8 @@ const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 function run(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
     const c = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "", err = "";
+    let out = "",
+      err = "";
     c.stdout.on("data", (d) => (out += d));
     c.stderr.on("data", (d) => (err += d));
     c.on("close", (code) => resolve({ code, out, err }));
@@ -32,10 +33,15 @@ function run(args: string[]): Promise<{ code: number | null; out: string; err: s
 test("svc backup while the engine writes; svc restore as a new store", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-backup-"));
   const storeDir = join(dir, "engine");
-  const engine = await startEngine(loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: storeDir, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_DEVICE: "cpu" }), { logger: quiet });
+  const engine = await startEngine(
+    loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: storeDir, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_DEVICE: "cpu" }),
+    { logger: quiet },
+  );
   const put = async (key: string, bytes: Buffer) => {
     const r = await fetch(`${engine.url}/v1/put?namespace=ns&key=${key}`, {
-      method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme", "content-type": "application/octet-stream" }, body: bytes,
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme", "content-type": "application/octet-stream" },
+      body: bytes,
     });
     if (r.status !== 201) throw new Error(`put ${key}: ${r.status}`);
   };
@@ -76,9 +82,11 @@ test("svc backup while the engine writes; svc restore as a new store", async (t)
     t.match(rr.out, /^Restored to \S+restored: /);
     const store = await createStore({ path: restored, tenant: "acme" });
     try {
-      let before = 0, duringIn = 0, bad = 0;
+      let before = 0,
+        duringIn = 0,
+        bad = 0;
       const keys: string[] = [];
-      for (let off: number | null = 0; off !== null; ) {
+      for (let off: number | null = 0; off !== null;) {
         const page = await store.list("ns", { limit: 1000, offset: off });
         keys.push(...page.keys.map((k) => k.key));
         off = page.next_offset;
@@ -100,7 +108,10 @@ test("svc backup while the engine writes; svc restore as a new store", async (t)
     const after = await fetch(`${engine.url}/v1/list/ns?limit=1`, { headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme" } });
     t.equal(after.status, 200, "the engine serves after the backup");
     // and an engine opens the restored store
-    const e2 = await startEngine(loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: restored, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_DEVICE: "cpu" }), { logger: quiet });
+    const e2 = await startEngine(
+      loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: restored, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_DEVICE: "cpu" }),
+      { logger: quiet },
+    );
     const g = await fetch(`${e2.url}/v1/get/ns/before/7`, { headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme" } });
     t.equal(g.status, 200, "an engine serves the restored store");
     await e2.close();

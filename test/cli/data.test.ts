@@ -22,10 +22,17 @@ test("svc put/get/ls/rm/serve: raw files, versions, pages, conversions", async (
     t.deepEqual([p.dtype, p.shape, p.version], ["float32", [64, 64], 1], "dtype and shape from the flags");
     t.ok(p.relative_error <= 1e-5, `--tolerance honoured (${p.relative_error})`);
 
-    const g = Float32Array.from({ length: 4096 }, (_, i) => Math.sin(i * 12.9898) * 43758.5453 % 1);
+    const g = Float32Array.from({ length: 4096 }, (_, i) => (Math.sin(i * 12.9898) * 43758.5453) % 1);
     await writeFile(join(stack.dir, "noisy.bin"), Buffer.from(g.buffer));
-    const pp = await svc(["put", "ns", "raw/noisy", join(stack.dir, "noisy.bin"), "--dtype", "float32", "--shape", "4096", "--codec", "pred", "--max-abs-error", "0.001"], env);
-    t.match(pp.out, /^ns\/raw\/noisy version 1: compressed \(pred\), \S+ \S+ -> .* max abs error (\d\.\d\de-[34]|0)\), /, `--codec pred --max-abs-error: ${pp.out.trim()}`);
+    const pp = await svc(
+      ["put", "ns", "raw/noisy", join(stack.dir, "noisy.bin"), "--dtype", "float32", "--shape", "4096", "--codec", "pred", "--max-abs-error", "0.001"],
+      env,
+    );
+    t.match(
+      pp.out,
+      /^ns\/raw\/noisy version 1: compressed \(pred\), \S+ \S+ -> .* max abs error (\d\.\d\de-[34]|0)\), /,
+      `--codec pred --max-abs-error: ${pp.out.trim()}`,
+    );
     const badCodec = await svc(["put", "ns", "raw/noisy", join(stack.dir, "noisy.bin"), "--dtype", "float32", "--shape", "4096", "--codec", "zfp"], env);
     t.ok(badCodec.code !== 0 && /codec must be one of auto, tt, pred, lossless/.test(badCodec.err), `--codec zfp: ${badCodec.err.trim()}`);
 
@@ -52,7 +59,10 @@ test("svc put/get/ls/rm/serve: raw files, versions, pages, conversions", async (
     const abf = readNpy(await readFile(outBf));
     t.deepEqual([abf.dtype, abf.shape], ["float32", [10]], "bfloat16 written as float32");
     const vals = Array.from(npyTypedArray(abf.dtype, abf.data) as Float32Array);
-    t.ok(vals.every((v, i) => Math.abs(v - f32[10 + i]!) <= 0.01 * Math.max(1e-3, Math.abs(f32[10 + i]!)) + 0.01), "values close to the originals");
+    t.ok(
+      vals.every((v, i) => Math.abs(v - f32[10 + i]!) <= 0.01 * Math.max(1e-3, Math.abs(f32[10 + i]!)) + 0.01),
+      "values close to the originals",
+    );
 
     const out64 = join(stack.dir, "f64.npy");
     t.equal((await svc(["serve", "ns", "raw/f", "-o", out64, "--dtype", "float64", "--slice", ":2,:"], env)).code, 0, "serve --dtype float64");
@@ -68,8 +78,14 @@ test("svc put/get/ls/rm/serve: raw files, versions, pages, conversions", async (
     // more than one page
     const c = createClient({ baseUrl: stack.gateway, apiKey: stack.apiKey });
     const item = (k: string) => ({ key: k, cores: [{ shape: [1, 2, 1] as [number, number, number], data: new Float32Array([1, 2]) }] });
-    await c.putCoresBatch("ns", Array.from({ length: 1000 }, (_, i) => item(`page/${String(i).padStart(4, "0")}`)));
-    await c.putCoresBatch("ns", Array.from({ length: 3 }, (_, i) => item(`page/${1000 + i}`)));
+    await c.putCoresBatch(
+      "ns",
+      Array.from({ length: 1000 }, (_, i) => item(`page/${String(i).padStart(4, "0")}`)),
+    );
+    await c.putCoresBatch(
+      "ns",
+      Array.from({ length: 3 }, (_, i) => item(`page/${1000 + i}`)),
+    );
     await c.close();
     const ls = await svc(["ls", "ns", "--prefix", "page/"], env);
     const lines = ls.out.trim().split("\n");

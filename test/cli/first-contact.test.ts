@@ -29,13 +29,28 @@ const env = () => ({ SVC_API_KEY: stack.apiKey, SVC_GATE_URL: stack.gateway });
 
 test("svc up prints the console's address, and the console answers there", async (t) => {
   let stop!: (s: string) => void;
-  const stopSignal = new Promise<string>((r) => { stop = r; });
+  const stopSignal = new Promise<string>((r) => {
+    stop = r;
+  });
   let out = "";
   const ready = new Promise<void>((resolve) => {
-    const run = svc(["up", "--data", join(dir, "up"), "--port", "0", "--engine-port", "0"], { SVC_ENGINE_LOG_LEVEL: "silent" }, {
-      stopSignal, out: (s) => { out += s; if (/^Ready\./m.test(out)) resolve(); },
+    const run = svc(
+      ["up", "--data", join(dir, "up"), "--port", "0", "--engine-port", "0"],
+      { SVC_ENGINE_LOG_LEVEL: "silent" },
+      {
+        stopSignal,
+        out: (s) => {
+          out += s;
+          if (/^Ready\./m.test(out)) resolve();
+        },
+      },
+    );
+    void run.then((r) => {
+      if (!/^Ready\./m.test(out)) {
+        t.fail(`svc up ended: ${r.code} ${r.err}`);
+        resolve();
+      }
     });
-    void run.then((r) => { if (!/^Ready\./m.test(out)) { t.fail(`svc up ended: ${r.code} ${r.err}`); resolve(); } });
   });
   await ready;
   const m = /^console: (\S+)$/m.exec(out);
@@ -55,7 +70,11 @@ test("a port clash names a running svc up and the way out", async (t) => {
   try {
     const r = await svc(["up", "--data", join(dir, "clash"), "--port", String(port), "--engine-port", "0"], { SVC_ENGINE_LOG_LEVEL: "silent" });
     t.equal(r.code, 1, "exit 1");
-    t.equal(r.err, `svc: Port ${port} is already in use, perhaps by a 'svc up' still running (stop it with Ctrl-C), or choose another port with --port and --engine-port (0 picks a free one).\n`, r.err.trim());
+    t.equal(
+      r.err,
+      `svc: Port ${port} is already in use, perhaps by a 'svc up' still running (stop it with Ctrl-C), or choose another port with --port and --engine-port (0 picks a free one).\n`,
+      r.err.trim(),
+    );
   } finally {
     await new Promise<void>((r) => busy.close(() => r()));
   }
@@ -80,7 +99,11 @@ test("an empty namespace says so on stderr; stdout stays an empty list", async (
 test("a namespace typo gets the nearest namespace of the tenant; a far one gets the list", async (t) => {
   const r = await svc(["ls", "feild"], env());
   t.equal(r.code, 1, "exit 1");
-  t.match(r.err, /^svc: Tenant t1 is not allowed to access namespace feild \(its namespaces: field, default\); did you mean field\? \(request [0-9a-f-]+\)\n$/, r.err.trim());
+  t.match(
+    r.err,
+    /^svc: Tenant t1 is not allowed to access namespace feild \(its namespaces: field, default\); did you mean field\? \(request [0-9a-f-]+\)\n$/,
+    r.err.trim(),
+  );
   const far = await svc(["get", "zzzzzzzzzz", "k"], env());
   t.match(far.err, /namespace zzzzzzzzzz \(its namespaces: field, default\); 'svc tenant add-namespace' adds one\./, far.err.trim());
 });
@@ -88,7 +111,11 @@ test("a namespace typo gets the nearest namespace of the tenant; a far one gets 
 test("an unknown key (rotated, deactivated) names the way out", async (t) => {
   const r = await svc(["get", "field", "k"], { ...env(), SVC_API_KEY: `svc_live_${"x".repeat(40)}` });
   t.equal(r.code, 1, "exit 1");
-  t.match(r.err, /^svc: Invalid API key: the gateway does not know the key in SVC_API_KEY \(a key stops working once 'svc tenant rotate-key' replaces it or the tenant is deactivated\); export the tenant's current key\./, r.err.trim());
+  t.match(
+    r.err,
+    /^svc: Invalid API key: the gateway does not know the key in SVC_API_KEY \(a key stops working once 'svc tenant rotate-key' replaces it or the tenant is deactivated\); export the tenant's current key\./,
+    r.err.trim(),
+  );
 });
 
 test("svc usage with a tenant key shows the tenant's own usage", async (t) => {
@@ -96,11 +123,19 @@ test("svc usage with a tenant key shows the tenant's own usage", async (t) => {
   const noService = { ...env(), SVC_GATE_ENGINE_SERVICE_KEY: "" };
   const auto = await svc(["usage", "--data", join(dir, "none")], noService);
   t.equal(auto.code, 0, auto.err);
-  t.match(auto.out, /^Tenant t1 \(plan \w+\), period \d{4}-\d{2}: [\d.]+ CUs used of \S+ \([^)]*\); rate limit \d+ requests per \d+ s; namespaces field, default\.\n/, auto.out.split("\n")[0]);
+  t.match(
+    auto.out,
+    /^Tenant t1 \(plan \w+\), period \d{4}-\d{2}: [\d.]+ CUs used of \S+ \([^)]*\); rate limit \d+ requests per \d+ s; namespaces field, default\.\n/,
+    auto.out.split("\n")[0],
+  );
   t.match(auto.out, /^put +[\d.]+$/m, "the breakdown has the put");
   const mine = await svc(["usage", "--mine", "--json"], { ...env(), SVC_GATE_ENGINE_SERVICE_KEY: stack.serviceKey });
   const a = JSON.parse(mine.out) as { tenant_id: string; namespaces: string[]; usage: { breakdown: Record<string, number> } };
-  t.deepEqual([a.tenant_id, a.namespaces, a.usage.breakdown.put! > 0], ["t1", ["field", "default"], true], "--mine uses SVC_API_KEY even with a service key at hand");
+  t.deepEqual(
+    [a.tenant_id, a.namespaces, a.usage.breakdown.put! > 0],
+    ["t1", ["field", "default"], true],
+    "--mine uses SVC_API_KEY even with a service key at hand",
+  );
   const admin = await svc(["usage"], { ...env(), SVC_GATE_ENGINE_SERVICE_KEY: stack.serviceKey });
   t.match(admin.out, /^Usage for \d{4}-\d{2}\nTENANT/, "with a service key: the admin table, as before");
   const both = await svc(["usage", "t1", "--mine"], env());

@@ -31,27 +31,42 @@ test("40 smooth files under 5 requests per minute: batched, no wait, served with
   dir = await mkdtemp(join(tmpdir(), "svc-import-batch-"));
   const src = join(dir, "runs");
   await mkdir(join(src, "sub"), { recursive: true });
-  for (let i = 0; i < 38; i++) await writeFile(join(src, `f${String(i).padStart(2, "0")}.npy`), writeNpy({ dtype: "float32", shape: [n, n, n], data: smooth(i) }));
+  for (let i = 0; i < 38; i++)
+    await writeFile(join(src, `f${String(i).padStart(2, "0")}.npy`), writeNpy({ dtype: "float32", shape: [n, n, n], data: smooth(i) }));
   await writeFile(join(src, "sub", "d.npy"), writeNpy({ dtype: "float64", shape: [n, n, n], data: smooth(3, Float64Array) }));
   await writeFile(join(src, "sub", "ints.npy"), writeNpy({ dtype: "int32", shape: [64], data: Int32Array.from({ length: 64 }, (_, i) => i) }));
   await writeFile(join(src, "broken.npy"), Buffer.from("not numpy"));
   const env = { SVC_API_KEY: stack.apiKey, SVC_GATE_URL: stack.gateway };
   const r = await svc(["import", "ns", src, "--tolerance", "1e-3", "--json"], env);
-  const s = JSON.parse(r.out) as { files: number; imported: number; failed: number; verdicts: Record<string, number>; failures: Array<{ file: string; reason: string }> };
+  const s = JSON.parse(r.out) as {
+    files: number;
+    imported: number;
+    failed: number;
+    verdicts: Record<string, number>;
+    failures: Array<{ file: string; reason: string }>;
+  };
   t.deepEqual([s.files, s.imported, s.failed], [41, 40, 1], `41 files, 40 imported, the broken one failed (exit ${r.code})`);
   t.equal(r.code, 1, "exit 1: one file failed");
   t.match(s.failures[0]?.reason ?? "", /magic bytes/, "the broken file's reason");
   t.equal(s.verdicts.compressed, 39, "39 TT entries");
   t.doesNotMatch(r.err, /waiting/, "no rate-limit wait: 2 requests for 40 files");
-  const audit = readFileSync(join(stack.dir, "audit.jsonl"), "utf8").trim().split("\n")
-    .map((l) => JSON.parse(l) as { tenant_id: string; path: string; status: number }).filter((l) => l.tenant_id === "t1" && l.path.startsWith("/v1/"));
-  t.deepEqual(audit.map((l) => `${l.path} ${l.status}`).sort(), ["/v1/put 201", "/v1/put_cores_batch 201"], "two requests: one batch, one put (the int32 file)");
+  const audit = readFileSync(join(stack.dir, "audit.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { tenant_id: string; path: string; status: number })
+    .filter((l) => l.tenant_id === "t1" && l.path.startsWith("/v1/"));
+  t.deepEqual(
+    audit.map((l) => `${l.path} ${l.status}`).sort(),
+    ["/v1/put 201", "/v1/put_cores_batch 201"],
+    "two requests: one batch, one put (the int32 file)",
+  );
 });
 
 test("batched entries are served within the tolerance; other dtypes went by put", async (t) => {
   // a tenant of its own, with room to read everything back
   const res = await fetch(`${stack.gateway}/gate/onboard/create`, {
-    method: "POST", headers: { authorization: `Bearer ${stack.serviceKey}`, "content-type": "application/json" },
+    method: "POST",
+    headers: { authorization: `Bearer ${stack.serviceKey}`, "content-type": "application/json" },
     body: JSON.stringify({ tenant_id: "t2", namespaces: ["ns"], plan: "enterprise", rate_limit: { requests: 100000, window_s: 60 } }),
   });
   const { api_key } = (await res.json()) as { api_key: string };
@@ -59,11 +74,18 @@ test("batched entries are served within the tolerance; other dtypes went by put"
   t.match(r.out, /^Imported 40 of 41 files/, r.out.split("\n")[0]);
   const c = createClient({ baseUrl: stack.gateway, apiKey: api_key });
   try {
-    for (const [key, data] of [["f00", smooth(0)], ["f37", smooth(37)], ["sub/d", smooth(3, Float64Array)]] as const) {
+    for (const [key, data] of [
+      ["f00", smooth(0)],
+      ["f37", smooth(37)],
+      ["sub/d", smooth(3, Float64Array)],
+    ] as const) {
       const got = await c.serve("ns", key);
       let num = 0;
       let den = 0;
-      for (let i = 0; i < data.length; i++) { num += (got.data[i] as number - data[i]!) ** 2; den += data[i]! ** 2; }
+      for (let i = 0; i < data.length; i++) {
+        num += ((got.data[i] as number) - data[i]!) ** 2;
+        den += data[i]! ** 2;
+      }
       t.ok(Math.sqrt(num / den) <= 1e-3, `${key}: ${got.dtype}, relative error ${Math.sqrt(num / den).toExponential(2)} within 1e-3`);
     }
     const ints = await c.get("ns", "sub/ints");
@@ -75,7 +97,8 @@ test("batched entries are served within the tolerance; other dtypes went by put"
 
 test("--batch 1 puts every file alone; a bad --batch is a usage error", async (t) => {
   const res = await fetch(`${stack.gateway}/gate/onboard/create`, {
-    method: "POST", headers: { authorization: `Bearer ${stack.serviceKey}`, "content-type": "application/json" },
+    method: "POST",
+    headers: { authorization: `Bearer ${stack.serviceKey}`, "content-type": "application/json" },
     body: JSON.stringify({ tenant_id: "t3", namespaces: ["one"], plan: "enterprise", rate_limit: { requests: 100000, window_s: 60 } }),
   });
   const { api_key } = (await res.json()) as { api_key: string };
@@ -86,7 +109,10 @@ test("--batch 1 puts every file alone; a bad --batch is a usage error", async (t
   const r = await svc(["import", "one", one, "--batch", "1", "--json"], env);
   t.equal(JSON.parse(r.out).imported, 3, "3 imported");
   const usage = JSON.parse((await svc(["usage", "--mine", "--json"], env)).out) as { usage: { breakdown: Record<string, number> } };
-  t.ok(usage.usage.breakdown.put! > 0 && !(usage.usage.breakdown.put_cores_batch! > 0), `by put, not put_cores_batch: ${JSON.stringify(usage.usage.breakdown)}`);
+  t.ok(
+    usage.usage.breakdown.put! > 0 && !(usage.usage.breakdown.put_cores_batch! > 0),
+    `by put, not put_cores_batch: ${JSON.stringify(usage.usage.breakdown)}`,
+  );
   for (const bad of ["0", "1001", "x", "-2"]) {
     const b = await svc(["import", "one", one, "--batch", bad], env);
     t.equal(b.code, 2, `--batch ${bad}: usage error (${b.err.split("\n")[0]})`);

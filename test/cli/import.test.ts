@@ -17,7 +17,7 @@ test("svc import: a corrupt file does not stop the rest; summary, verdicts, fail
     await mkdir(join(src, "runs", "r1"), { recursive: true });
     const field = Float32Array.from({ length: 32 * 32 * 32 }, (_, i) => Math.sin((i % 32) / 5) * Math.cos(Math.floor(i / 1024) / 7));
     const i16 = Int16Array.from({ length: 8192 }, (_, i) => (i % 100) - 50);
-    const flags = Uint8Array.from({ length: 6000 }, (_, i) => (i % 2));
+    const flags = Uint8Array.from({ length: 6000 }, (_, i) => i % 2);
     await writeFile(join(src, "runs", "r1", "field.npy"), writeNpy({ dtype: "float32", shape: [32, 32, 32], data: field }));
     await writeFile(join(src, "runs", "r1", "counts.NPY"), writeNpy({ dtype: "int16", shape: [64, 128], data: i16 }));
     await writeFile(join(src, "flags.npy"), writeNpy({ dtype: "bool", shape: [6000], data: flags }));
@@ -32,18 +32,36 @@ test("svc import: a corrupt file does not stop the rest; summary, verdicts, fail
     const r = await svc(["import", "ns", src, "--tolerance", "1e-4"], env);
     t.equal(r.code, 1, "exit 1 because some files failed");
     t.match(r.out, /^Imported 4 of 7 files in \d+\.\d s: [\d.]+ kB in, [\d.]+ k?B stored, ratio \d+\.\d\d\.$/m, `summary line: ${r.out.split("\n")[0]}`);
-    t.match(r.out, /^Verdicts: (compressed 1, lossless 2, passthrough 1|compressed 1, lossless 3|compressed 1, lossless 1, passthrough 2)\.$/m, `verdict counts: ${r.out.split("\n")[1]}`);
+    t.match(
+      r.out,
+      /^Verdicts: (compressed 1, lossless 2, passthrough 1|compressed 1, lossless 3|compressed 1, lossless 1, passthrough 2)\.$/m,
+      `verdict counts: ${r.out.split("\n")[1]}`,
+    );
     t.match(r.out, /^3 failed:$/m, "failure count");
     t.match(r.out, /^ {2}\S*bad name\.npy: the key 'bad name' derived from the path is invalid: key may contain only/m, "invalid key reason");
     t.match(r.out, /^ {2}\S*corrupt\.npy: The \.npy (file is truncated inside its header|header is malformed)/m, "corrupt header reason");
-    t.match(r.out, /^ {2}\S*truncated\.npy: The \.npy file is truncated: its header announces 4000 data bytes but only \d+ follow\.$/m, "truncated data reason");
+    t.match(
+      r.out,
+      /^ {2}\S*truncated\.npy: The \.npy file is truncated: its header announces 4000 data bytes but only \d+ follow\.$/m,
+      "truncated data reason",
+    );
     t.notOk(r.out.includes("notes.txt"), "non-.npy files are ignored");
     const lines = r.err.trim().split("\n");
     t.equal(lines.length, 7, "plain progress: one line per file (stderr is not a TTY)");
-    t.ok(lines.every((l) => /^\[\d\/7\] \S.* (ok|FAILED): /.test(l)), "each line: [n/7] key size ok|FAILED: note");
+    t.ok(
+      lines.every((l) => /^\[\d\/7\] \S.* (ok|FAILED): /.test(l)),
+      "each line: [n/7] key size ok|FAILED: note",
+    );
 
     const ls = await svc(["ls", "ns"], env);
-    t.deepEqual(ls.out.trim().split("\n").map((l) => l.split("\t")[0]), ["flags", "runs/r1/counts", "runs/r1/field", "tiny"], "keys from relative paths, extension dropped");
+    t.deepEqual(
+      ls.out
+        .trim()
+        .split("\n")
+        .map((l) => l.split("\t")[0]),
+      ["flags", "runs/r1/counts", "runs/r1/field", "tiny"],
+      "keys from relative paths, extension dropped",
+    );
     const c = createClient({ baseUrl: stack.gateway, apiKey: stack.apiKey });
     const counts = await c.serve("ns", "runs/r1/counts");
     t.deepEqual([counts.dtype, counts.shape], ["int16", [64, 128]], "dtype and shape from the .npy header");
@@ -62,7 +80,8 @@ test("svc import: a clean directory exits 0; --json summary; TTY progress redraw
   try {
     const src = join(stack.dir, "clean");
     await mkdir(src);
-    for (let i = 0; i < 5; i++) await writeFile(join(src, `a${i}.npy`), writeNpy({ dtype: "int32", shape: [2048], data: Int32Array.from({ length: 2048 }, (_, j) => j % (i + 2)) }));
+    for (let i = 0; i < 5; i++)
+      await writeFile(join(src, `a${i}.npy`), writeNpy({ dtype: "int32", shape: [2048], data: Int32Array.from({ length: 2048 }, (_, j) => j % (i + 2)) }));
     const env = { SVC_GATE_URL: stack.gateway, SVC_API_KEY: stack.apiKey };
     const r = await svc(["import", "ns", src, "--json", "--concurrency", "2"], env, { errIsTTY: true });
     t.equal(r.code, 0, "exit 0");

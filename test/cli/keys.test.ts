@@ -18,7 +18,11 @@ test("svc key: create, use within scope, ls, revoke; usage errors and failures",
 
     const made = await svc(["key", "create", "t1", "ci reader", "--namespace", "ns", "--expires", "2099-01-01T00:00:00Z"], admin);
     t.equal(made.code, 0, `create exits 0 ${made.err}`);
-    t.match(made.out, /^Created key key_[A-Za-z0-9_-]{16} 'ci reader' of tenant t1: read on namespaces ns, expires 2099-01-01T00:00:00\.000Z\.\n/, `create prints the key's terms: ${made.out.split("\n")[0]}`);
+    t.match(
+      made.out,
+      /^Created key key_[A-Za-z0-9_-]{16} 'ci reader' of tenant t1: read on namespaces ns, expires 2099-01-01T00:00:00\.000Z\.\n/,
+      `create prints the key's terms: ${made.out.split("\n")[0]}`,
+    );
     const key = /^SVC_API_KEY=(\S+)$/m.exec(made.out)?.[1];
     const keyId = /Created key (key_\S+)/.exec(made.out)?.[1];
     t.ok(key && keyId, "the key is printed once, with its id");
@@ -85,8 +89,14 @@ test("svc key: create, use within scope, ls, revoke; usage errors and failures",
     t.match(help.out, /svc key create TENANT NAME/);
     t.match(help.out, /at most 20 scoped keys/, "the help names the limit");
 
-    const audit = (await readFile(join(stack.dir, "audit.jsonl"), "utf8")).trim().split("\n").map((l) => JSON.parse(l) as { key_id: string; status: number; path: string });
-    t.ok(audit.some((r) => r.key_id === keyId && r.status === 403), "the audit log names the key of a refused request");
+    const audit = (await readFile(join(stack.dir, "audit.jsonl"), "utf8"))
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { key_id: string; status: number; path: string });
+    t.ok(
+      audit.some((r) => r.key_id === keyId && r.status === 403),
+      "the audit log names the key of a refused request",
+    );
   } finally {
     await stack.close();
   }

@@ -29,7 +29,10 @@ const tmp = () => {
 
 function io(): Io & { stdout: string; stderr: string } {
   const o = {
-    stdout: "", stderr: "", env: {}, errIsTTY: false,
+    stdout: "",
+    stderr: "",
+    env: {},
+    errIsTTY: false,
     out: (s: string) => void (o.stdout += s),
     err: (s: string) => void (o.stderr += s),
   };
@@ -42,10 +45,18 @@ async function fill(dir: string, keys: number): Promise<void> {
   for (const tenant of ["local", "beta"]) {
     const v = s.forTenant(tenant);
     for (let i = 0; i < keys; i++) {
-      await v.put("ns", `k${i}`, Int32Array.from({ length: 2048 }, (_, j) => (j * (i + 1)) % 17), { shape: [2048], metadata: { i, tenant } });
+      await v.put(
+        "ns",
+        `k${i}`,
+        Int32Array.from({ length: 2048 }, (_, j) => (j * (i + 1)) % 17),
+        { shape: [2048], metadata: { i, tenant } },
+      );
       if (i % 3 === 0) await v.put("ns", `k${i}`, Buffer.from(`raw bytes ${i} ${tenant}`), { metadata: { second: true } });
     }
-    await v.putCores("tt", "c", [{ shape: [1, 4, 2], data: new Float32Array([1, 2, 3, 4, 5, 6, 7, 8]) }, { shape: [2, 4, 1], data: new Float32Array([1, 0, 0, 1, 1, 1, 0, 2]) }]);
+    await v.putCores("tt", "c", [
+      { shape: [1, 4, 2], data: new Float32Array([1, 2, 3, 4, 5, 6, 7, 8]) },
+      { shape: [2, 4, 1], data: new Float32Array([1, 0, 0, 1, 1, 1, 0, 2]) },
+    ]);
     await v.put("ns", "gone", new Float32Array(4096).fill(2), { shape: [64, 64] });
     await v.put("ns", "gone", new Float32Array(4096).fill(3), { shape: [64, 64] });
     await v.delete("ns", "gone");
@@ -54,14 +65,17 @@ async function fill(dir: string, keys: number): Promise<void> {
   await s.close();
 }
 
-const norm = (v: unknown) => JSON.stringify(unpackRecord(structuredClone(v) as HeadRecord), (_k, x) =>
-  x && typeof x === "object" && (x instanceof Uint8Array || (x as { type?: string }).type === "Buffer") ? Buffer.from(x as Uint8Array).toString("hex") : x);
+const norm = (v: unknown) =>
+  JSON.stringify(unpackRecord(structuredClone(v) as HeadRecord), (_k, x) =>
+    x && typeof x === "object" && (x instanceof Uint8Array || (x as { type?: string }).type === "Buffer") ? Buffer.from(x as Uint8Array).toString("hex") : x,
+  );
 
 /** Every head, version record and payload of `a` equals `b`'s; returns the counts compared. */
 async function compare(t: test.Test, a: StorageBackend, b: StorageBackend, what: string): Promise<void> {
   const all = async (s: StorageBackend, family: string) => {
     const out: string[] = [];
-    for await (const e of s.range([family], [family, "\uffff"])) out.push(`${JSON.stringify(e.key)} ${family === "i" ? JSON.stringify(e.value) : norm(e.value)}`);
+    for await (const e of s.range([family], [family, "\uffff"]))
+      out.push(`${JSON.stringify(e.key)} ${family === "i" ? JSON.stringify(e.value) : norm(e.value)}`);
     return out;
   };
   const [ha, hb] = [await all(a, "h"), await all(b, "h")];
@@ -94,7 +108,11 @@ test("svc migrate: LMDB to PostgreSQL and back, entry by entry", async (t) => {
   // the store API on the copy: deleted stays deleted, versions and serve as before
   const s = await createStore({ url });
   t.deepEqual((await s.forTenant("beta").get("ns", "k3")).versions, [1, 2], "versions kept");
-  t.equal((await s.list("ns")).keys.some((k) => k.key === "gone"), false, "a deleted key stays deleted");
+  t.equal(
+    (await s.list("ns")).keys.some((k) => k.key === "gone"),
+    false,
+    "a deleted key stays deleted",
+  );
   const idem = s.idempotent("idem-1", "h".repeat(64));
   await idem.put("ns", "idem", Buffer.from("once"));
   t.equal(idem.replayed, true, "a stored idempotent response still replays");

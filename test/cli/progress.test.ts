@@ -7,24 +7,41 @@ import { fmtBytes, fmtDuration } from "../../bin/cli/common.js";
 test("progress: plain mode writes one line per finished file with its verdict or failure", (t) => {
   let out = "";
   let now = 0;
-  const p = new Progress({ write: (s) => { out += s; }, isTTY: false, totalItems: 2, totalBytes: 3_000_000, now: () => now });
+  const p = new Progress({
+    write: (s) => {
+      out += s;
+    },
+    isTTY: false,
+    totalItems: 2,
+    totalBytes: 3_000_000,
+    now: () => now,
+  });
   now = 1000;
   p.done("a/b", 1_000_000, true, "compressed, ratio 5.00");
   now = 2000;
   p.done("c", 2_000_000, false, "The .npy file is truncated");
   p.finish();
-  t.deepEqual(out.split("\n"), [
-    "[1/2] a/b 1.00 MB ok: compressed, ratio 5.00",
-    "[2/2] c 2.00 MB FAILED: The .npy file is truncated",
-    "",
-  ], "two plain lines, no carriage returns");
+  t.deepEqual(
+    out.split("\n"),
+    ["[1/2] a/b 1.00 MB ok: compressed, ratio 5.00", "[2/2] c 2.00 MB FAILED: The .npy file is truncated", ""],
+    "two plain lines, no carriage returns",
+  );
   t.end();
 });
 
 test("progress: TTY mode redraws one line with \\r showing count, bytes, rate and ETA, at most every minRedrawMs", (t) => {
   let out = "";
   let now = 0;
-  const p = new Progress({ write: (s) => { out += s; }, isTTY: true, totalItems: 4, totalBytes: 40_000_000, now: () => now, minRedrawMs: 100 });
+  const p = new Progress({
+    write: (s) => {
+      out += s;
+    },
+    isTTY: true,
+    totalItems: 4,
+    totalBytes: 40_000_000,
+    now: () => now,
+    minRedrawMs: 100,
+  });
   now = 1000;
   p.done("a", 10_000_000, true, "x");
   t.equal(out, "\r1/4 files  10.0 MB/40.0 MB (25%)  10.0 MB/s  ETA 3s\x1b[K", "first redraw: 10 MB in 1 s, 30 MB left at 10 MB/s");

@@ -21,8 +21,12 @@ async function start(cmd: string, env: NodeJS.ProcessEnv, label: string): Promis
   const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", cmd], { cwd: root, env: { ...clean(), ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const exited = new Promise<number | null>((r) => child.on("exit", (c) => r(c)));
   let out = "";
-  child.stdout!.on("data", (d) => { out += d; });
-  child.stderr!.on("data", (d) => { out += d; });
+  child.stdout!.on("data", (d) => {
+    out += d;
+  });
+  child.stderr!.on("data", (d) => {
+    out += d;
+  });
   const re = new RegExp(`^${label}: (\\S+)$`, "m");
   const deadline = Date.now() + 120_000;
   while (!re.test(out)) {
@@ -35,12 +39,24 @@ async function start(cmd: string, env: NodeJS.ProcessEnv, label: string): Promis
 test("svc engine + svc gateway: separate processes, health, SIGTERM exits 0", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-servers-"));
   try {
-    const engine = await start("engine", { SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "warn" }, "engine");
+    const engine = await start(
+      "engine",
+      { SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "warn" },
+      "engine",
+    );
     t.match(engine.url, /^http:\/\/127\.0\.0\.1:\d+$/, `engine URL ${engine.url}`);
-    const gateway = await start("gateway", {
-      SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_ENGINE_SERVICE_KEY: KEY,
-      SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-    }, "gateway");
+    const gateway = await start(
+      "gateway",
+      {
+        SVC_GATE_HOST: "127.0.0.1",
+        SVC_GATE_PORT: "0",
+        SVC_GATE_ENGINE_URL: engine.url,
+        SVC_GATE_ENGINE_SERVICE_KEY: KEY,
+        SVC_GATE_DATA_DIR: join(dir, "gate"),
+        SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      },
+      "gateway",
+    );
     const h = await request(`${gateway.url}/health`);
     const body = (await h.body.json()) as { status: string; engine_reachable: boolean };
     t.deepEqual([h.statusCode, body.status, body.engine_reachable], [200, "ok", true], "gateway healthy and reaching the engine");
@@ -54,7 +70,8 @@ test("svc engine + svc gateway: separate processes, health, SIGTERM exits 0", as
 });
 
 test("svc gateway / svc engine: a bad or missing variable is one sentence naming it, exit 1", (t) => {
-  const run = (cmd: string, env: NodeJS.ProcessEnv) => spawnSync(process.execPath, ["--import", "tsx", "bin/svc.ts", cmd], { cwd: root, env: { ...clean(), ...env }, encoding: "utf8", timeout: 30_000 });
+  const run = (cmd: string, env: NodeJS.ProcessEnv) =>
+    spawnSync(process.execPath, ["--import", "tsx", "bin/svc.ts", cmd], { cwd: root, env: { ...clean(), ...env }, encoding: "utf8", timeout: 30_000 });
   const noKey = run("gateway", { SVC_GATE_PORT: "0" });
   t.equal(noKey.status, 1, "missing service key: exit 1");
   t.match(noKey.stderr, /^svc: SVC_GATE_ENGINE_SERVICE_KEY must be set.*\.\n$/, `stderr: ${noKey.stderr.trim()}`);

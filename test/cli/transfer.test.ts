@@ -39,7 +39,17 @@ test("svc put and serve of 3 MiB on a terminal draw the transfer to 100%", async
 
 test("the compress phase says what happens before the upload starts", (t) => {
   let err = "";
-  const bar = transferBar({ out: () => undefined, err: (s) => { err += s; }, env: {}, errIsTTY: true }, 100)!;
+  const bar = transferBar(
+    {
+      out: () => undefined,
+      err: (s) => {
+        err += s;
+      },
+      env: {},
+      errIsTTY: true,
+    },
+    100,
+  )!;
   bar.onProgress({ phase: "compress", done: 0, total: 268_435_456 });
   bar.onProgress({ phase: "upload", done: 1_048_576, total: 2_097_152 });
   bar.onProgress({ phase: "upload", done: 2_097_152, total: 2_097_152 });

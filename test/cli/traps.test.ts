@@ -19,7 +19,11 @@ test("svc put: a raw file without flags is refused with what to pass; --dtype/--
     await writeFile(file, Buffer.from(f32.buffer));
     const bare = await svc(["put", "ns", "field/t0", file], env);
     t.equal(bare.code, 2, "exit 2: a usage error, nothing stored");
-    t.match(bare.err, /^svc: \S+t0\.f32 is not a \.npy file: describe its raw data with --dtype and --shape \(for example --dtype float32 --shape 32,32,32\), or pass --bytes to store it as opaque bytes\.\n/, bare.err.split("\n")[0]);
+    t.match(
+      bare.err,
+      /^svc: \S+t0\.f32 is not a \.npy file: describe its raw data with --dtype and --shape \(for example --dtype float32 --shape 32,32,32\), or pass --bytes to store it as opaque bytes\.\n/,
+      bare.err.split("\n")[0],
+    );
     const ls0 = await svc(["ls", "ns"], env);
     t.equal(ls0.out, "", "nothing was stored");
     const typed = await svc(["put", "ns", "field/t0", file, "--dtype", "float32", "--shape", "8,8,8", "--json"], env);
@@ -36,7 +40,11 @@ test("svc put: a raw file without flags is refused with what to pass; --dtype/--
     await writeFile(fake, "no magic here");
     const fp = await svc(["put", "ns", "fake", fake], env);
     t.equal(fp.code, 2, "a .npy name without the magic bytes: exit 2");
-    t.match(fp.err, /^svc: \S+fake\.npy is named \.npy but does not start with the NumPy magic bytes; pass --bytes to store it as opaque bytes\.\n/, fp.err.split("\n")[0]);
+    t.match(
+      fp.err,
+      /^svc: \S+fake\.npy is named \.npy but does not start with the NumPy magic bytes; pass --bytes to store it as opaque bytes\.\n/,
+      fp.err.split("\n")[0],
+    );
     const real = join(stack.dir, "array.data"); // a .npy file under another name: its magic bytes decide
     await writeFile(real, writeNpy({ dtype: "int16", shape: [4, 4], data: Int16Array.from({ length: 16 }, (_, i) => i) }));
     const rp = await svc(["put", "ns", "renamed", real, "--json"], env);
@@ -113,7 +121,14 @@ test("svc search and svc topk against a real gateway", async (t) => {
 
     const s1 = await svc(["search", "ns", "--filter", '{"run": {"$gte": 2}}'], env);
     t.equal(s1.code, 0, `search exits 0 ${s1.err}`);
-    t.deepEqual(s1.out.trim().split("\n").map((l) => l.split("\t")[0]), ["f/2", "f/3"], "run >= 2");
+    t.deepEqual(
+      s1.out
+        .trim()
+        .split("\n")
+        .map((l) => l.split("\t")[0]),
+      ["f/2", "f/3"],
+      "run >= 2",
+    );
     t.match(s1.out, /^f\/3\tv1\t\{"run":3,"kind":"odd"\}$/m, "key, version, metadata");
     t.match(s1.err, /^2 of 2 matching entries\.\n$/, "count on stderr");
     const s2 = JSON.parse((await svc(["search", "ns", "--filter", '{"kind": "even"}', "--limit", "1", "--json"], env)).out);
@@ -126,13 +141,20 @@ test("svc search and svc topk against a real gateway", async (t) => {
 
     const k = await svc(["topk", "ns", "f/0", "--k", "2"], env);
     t.equal(k.code, 0, `topk exits 0 ${k.err}`);
-    const rows = k.out.trim().split("\n").map((l) => l.split("\t"));
+    const rows = k.out
+      .trim()
+      .split("\n")
+      .map((l) => l.split("\t"));
     t.equal(rows.length, 2, "k = 2 results");
     t.equal(rows[0]![1], "f/1", "the nearest field is the one shifted by one step");
     t.ok(Number(rows[0]![0]) >= Number(rows[1]![0]), "best first (cosine)");
     t.match(k.err, /^2 results by cosine; 3 entries scanned, 1 skipped \(another shape or bytes\)\.\n$/, k.err.trim());
     const kj = JSON.parse((await svc(["topk", "ns", "f/0", "--include-self", "--metric", "l2", "--filter", '{"kind": "even"}', "--json"], env)).out);
-    t.deepEqual(kj.results.map((r: { key: string }) => r.key), ["f/0", "f/2"], "--include-self, --filter and l2 (lowest first)");
+    t.deepEqual(
+      kj.results.map((r: { key: string }) => r.key),
+      ["f/0", "f/2"],
+      "--include-self, --filter and l2 (lowest first)",
+    );
     t.equal(kj.results[0].score, 0, "l2 distance to itself is 0");
     const m = await svc(["topk", "ns", "f/0", "--metric", "manhattan"], env);
     t.equal(m.code, 2, "unknown metric: usage error");
@@ -161,8 +183,16 @@ test("svc import held back by the rate limit says it is waiting, and for how lon
 test("connection refused: the sentence asks whether `svc up` runs at that URL, for data and admin commands", async (t) => {
   const data = await svc(["ls", "ns"], { SVC_API_KEY: "svc_live_x", SVC_GATE_URL: "http://127.0.0.1:1" });
   t.equal(data.code, 1, "exit 1");
-  t.equal(data.err, "svc: Nothing answers at http://127.0.0.1:1 (connection refused): is `svc up` running at http://127.0.0.1:1? (SVC_GATE_URL sets another address.)\n", "data command");
+  t.equal(
+    data.err,
+    "svc: Nothing answers at http://127.0.0.1:1 (connection refused): is `svc up` running at http://127.0.0.1:1? (SVC_GATE_URL sets another address.)\n",
+    "data command",
+  );
   const admin = await svc(["usage"], { SVC_GATE_ENGINE_SERVICE_KEY: "s".repeat(40), SVC_GATE_URL: "http://127.0.0.1:1" });
   t.equal(admin.code, 1, "exit 1");
-  t.match(admin.err, /^svc: Nothing answers at http:\/\/127\.0\.0\.1:1 \(connection refused\): is `svc up` running at http:\/\/127\.0\.0\.1:1\?/, "admin command");
+  t.match(
+    admin.err,
+    /^svc: Nothing answers at http:\/\/127\.0\.0\.1:1 \(connection refused\): is `svc up` running at http:\/\/127\.0\.0\.1:1\?/,
+    "admin command",
+  );
 });

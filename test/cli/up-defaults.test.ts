@@ -12,7 +12,14 @@ import { readyHint } from "../../bin/cli/up.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
-interface Up { child: ChildProcess; out: string; err: string; gateway: string; engine: string; exited: Promise<number | null> }
+interface Up {
+  child: ChildProcess;
+  out: string;
+  err: string;
+  gateway: string;
+  engine: string;
+  exited: Promise<number | null>;
+}
 
 async function startUp(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Up> {
   const base = { ...process.env };
@@ -20,12 +27,18 @@ async function startUp(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Up>
   delete base.SVC_GATE_AUDIT_LOG_PATH;
   delete base.SVC_ENGINE_LOG_LEVEL;
   const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--port", "0", "--engine-port", "0", ...args], {
-    cwd: root, env: { ...base, ...env }, stdio: ["ignore", "pipe", "pipe"],
+    cwd: root,
+    env: { ...base, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
   });
   const up = { child, out: "", err: "" } as Up;
   up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
-  child.stdout!.on("data", (d) => { up.out += d; });
-  child.stderr!.on("data", (d) => { up.err += d; });
+  child.stdout!.on("data", (d) => {
+    up.out += d;
+  });
+  child.stderr!.on("data", (d) => {
+    up.err += d;
+  });
   const deadline = Date.now() + 120_000;
   while (!/^Ready\./m.test(up.out)) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
@@ -63,14 +76,20 @@ test("svc up: the gateway and the engine listen on 127.0.0.1 only by default; no
   let up: Up | null = null;
   try {
     up = await startUp(["--data", join(dir, "d")]);
-    if (!existsSync("/proc/net/tcp")) { t.skip("no /proc/net/tcp on this system"); return; }
+    if (!existsSync("/proc/net/tcp")) {
+      t.skip("no /proc/net/tcp on this system");
+      return;
+    }
     t.deepEqual(listeners(portOf(up.gateway)), ["0100007F"], "gateway: one listening socket, on 127.0.0.1");
     t.deepEqual(listeners(portOf(up.engine)), ["0100007F"], "engine: one listening socket, on 127.0.0.1");
     t.doesNotMatch(up.out, /exposed/, "no exposure line");
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -80,7 +99,11 @@ test("svc up --host 0.0.0.0: the gateway listens on every interface and says it 
   let up: Up | null = null;
   try {
     up = await startUp(["--data", join(dir, "d"), "--host", "0.0.0.0"]);
-    t.match(up.out, new RegExp(`^The gateway is exposed: it listens on 0\\.0\\.0\\.0:${portOf(up.gateway)}, reachable from other machines`, "m"), "start-up line says it is exposed");
+    t.match(
+      up.out,
+      new RegExp(`^The gateway is exposed: it listens on 0\\.0\\.0\\.0:${portOf(up.gateway)}, reachable from other machines`, "m"),
+      "start-up line says it is exposed",
+    );
     if (existsSync("/proc/net/tcp")) {
       t.deepEqual(listeners(portOf(up.gateway)), ["00000000"], "gateway on 0.0.0.0");
       t.deepEqual(listeners(portOf(up.engine)), ["0100007F"], "engine still on 127.0.0.1");
@@ -90,7 +113,10 @@ test("svc up --host 0.0.0.0: the gateway listens on every interface and says it 
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -124,21 +150,40 @@ test("svc up: request log lines go to DIR/engine.log (0600), not to the terminal
     const deadline = Date.now() + 60_000;
     let lines: Array<Record<string, unknown>> = [];
     while (Date.now() < deadline) {
-      lines = (await readFile(log, "utf8")).split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+      lines = (await readFile(log, "utf8"))
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       if (lines.filter((l) => l.msg === "request").length >= 4) break;
       await new Promise((res) => setTimeout(res, 100));
     }
     const reqs = lines.filter((l) => l.msg === "request");
     t.equal(reqs.length, 4, "four request lines in DIR/engine.log");
-    t.deepEqual(reqs.map((l) => [l.path, l.status]), [["/health", 200], ["/health", 200], ["/health", 200], ["/v1/list/default", 200]], "paths and statuses");
+    t.deepEqual(
+      reqs.map((l) => [l.path, l.status]),
+      [
+        ["/health", 200],
+        ["/health", 200],
+        ["/health", 200],
+        ["/v1/list/default", 200],
+      ],
+      "paths and statuses",
+    );
     t.notOk(readFileSync(log, "utf8").includes(key), "the service key is not in the log");
     t.equal((await stat(log)).mode & 0o777, 0o600, "engine.log is 0600");
     t.doesNotMatch(up.out + up.err, /"msg":"request"/, "no request line on the terminal");
-    if (noDevice) t.ok(lines.some((l) => l.level === "warn" && l.msg === "gpu unavailable"), "the warning is in the log file too");
+    if (noDevice)
+      t.ok(
+        lines.some((l) => l.level === "warn" && l.msg === "gpu unavailable"),
+        "the warning is in the log file too",
+      );
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -153,7 +198,13 @@ test("svc up: a service key file readable by group or others is warned about at 
     await writeFile(file, "k".repeat(64) + "\n");
     await chmod(file, 0o644);
     up = await startUp(["--data", data]);
-    t.match(up.err, new RegExp(`svc up: warning: the service key file ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is readable by group or others \\(mode 644\\); run 'chmod 600 `), up.err.trim());
+    t.match(
+      up.err,
+      new RegExp(
+        `svc up: warning: the service key file ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is readable by group or others \\(mode 644\\); run 'chmod 600 `,
+      ),
+      up.err.trim(),
+    );
     t.equal(await stopUp(up), 0, "exit 0");
     await chmod(file, 0o600);
     up = await startUp(["--data", data]);
@@ -161,24 +212,41 @@ test("svc up: a service key file readable by group or others is warned about at 
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     await rm(dir, { recursive: true, force: true });
   }
 });
 
 test("svc up: the Ready hint is a command that works as typed: npx svc, and --data DIR / SVC_GATE_URL when not the defaults", async (t) => {
   t.equal(readyHint("http://127.0.0.1:8080", join(process.cwd(), "svc-data")), "npx svc tenant create NAME", "defaults: nothing extra");
-  t.equal(readyHint("http://127.0.0.1:9090", "/srv/svc"), "SVC_GATE_URL=http://127.0.0.1:9090 npx svc tenant create NAME --data /srv/svc", "other port and directory");
+  t.equal(
+    readyHint("http://127.0.0.1:9090", "/srv/svc"),
+    "SVC_GATE_URL=http://127.0.0.1:9090 npx svc tenant create NAME --data /srv/svc",
+    "other port and directory",
+  );
   t.equal(readyHint("http://127.0.0.1:8080", "/tmp/my data"), "npx svc tenant create NAME --data '/tmp/my data'", "a directory with a space is quoted");
   const dir = await mkdtemp(join(tmpdir(), "svc-up-hint-"));
   let up: Up | null = null;
   try {
     up = await startUp(["--data", join(dir, "d")]);
-    t.match(up.out, new RegExp(`^Ready\\. Create a tenant with: SVC_GATE_URL=${up.gateway.replace(/\./g, "\\.")} npx svc tenant create NAME --data ${join(dir, "d").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"), "printed by a real start-up");
+    t.match(
+      up.out,
+      new RegExp(
+        `^Ready\\. Create a tenant with: SVC_GATE_URL=${up.gateway.replace(/\./g, "\\.")} npx svc tenant create NAME --data ${join(dir, "d").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`,
+        "m",
+      ),
+      "printed by a real start-up",
+    );
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     await rm(dir, { recursive: true, force: true });
   }
 });

@@ -22,7 +22,9 @@ test("svc up --store: the engine's store is the PostgreSQL database", async (t) 
   const base = { ...process.env };
   delete base.SVC_GATE_ENGINE_SERVICE_KEY;
   const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", dir, "--port", "0", "--engine-port", "0", "--store", withPw], {
-    cwd: root, env: { ...base, SVC_GATE_ENGINE_SERVICE_KEY: key, SVC_ENGINE_LOG_LEVEL: "warn" }, stdio: ["ignore", "pipe", "pipe"],
+    cwd: root,
+    env: { ...base, SVC_GATE_ENGINE_SERVICE_KEY: key, SVC_ENGINE_LOG_LEVEL: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
   let err = "";
@@ -49,7 +51,11 @@ test("svc up --store: the engine's store is the PostgreSQL database", async (t) 
     await client.close();
     t.equal(r.version, 1, "a put through the gateway");
     const rows = await sql<{ tenant_id: string; key: string }>(url, "SELECT tenant_id, key FROM heads");
-    t.deepEqual(rows.map((x) => [x.tenant_id, x.key]), [["pg-tenant", "k"]], "the head is in PostgreSQL, under the tenant");
+    t.deepEqual(
+      rows.map((x) => [x.tenant_id, x.key]),
+      [["pg-tenant", "k"]],
+      "the head is in PostgreSQL, under the tenant",
+    );
     t.notOk(existsSync(join(dir, "engine", "data.mdb")), "no LMDB store under DIR/engine");
     child.kill("SIGINT");
     t.equal(await exited, 0, "SIGINT: exit 0");

@@ -15,19 +15,33 @@ import { createClient } from "../../lib/client.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
-interface Up { child: ChildProcess; out: string; err: string; gateway: string; engine: string; key: string | null; exited: Promise<number | null> }
+interface Up {
+  child: ChildProcess;
+  out: string;
+  err: string;
+  gateway: string;
+  engine: string;
+  key: string | null;
+  exited: Promise<number | null>;
+}
 
 async function startUp(dir: string, env: NodeJS.ProcessEnv = {}): Promise<Up> {
   const base = { ...process.env };
   delete base.SVC_GATE_ENGINE_SERVICE_KEY;
   delete base.SVC_GATE_AUDIT_LOG_PATH;
   const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", dir, "--port", "0", "--engine-port", "0"], {
-    cwd: root, env: { ...base, SVC_ENGINE_LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "pipe", "pipe"],
+    cwd: root,
+    env: { ...base, SVC_ENGINE_LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
   });
   const up = { child, out: "", err: "" } as Up;
   up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
-  child.stdout!.on("data", (d) => { up.out += d; });
-  child.stderr!.on("data", (d) => { up.err += d; });
+  child.stdout!.on("data", (d) => {
+    up.out += d;
+  });
+  child.stderr!.on("data", (d) => {
+    up.err += d;
+  });
   const deadline = Date.now() + 120_000;
   while (!/^Ready\./m.test(up.out)) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
@@ -84,7 +98,14 @@ test("svc up: first run prints the key and URLs, serves admin and data commands,
     const info = JSON.parse(got.out);
     t.deepEqual([info.dtype, info.shape, info.metadata, info.version], ["int32", [16, 256], { seed: 1 }, 1], "get shows dtype, shape, metadata, version");
     const ls = await svc(["ls", "sims", "--prefix", "run/"], env);
-    t.deepEqual(ls.out.trim().split("\n").map((l) => l.split("\t")[0]), ["run/a", "run/b"], "ls lists both keys");
+    t.deepEqual(
+      ls.out
+        .trim()
+        .split("\n")
+        .map((l) => l.split("\t")[0]),
+      ["run/a", "run/b"],
+      "ls lists both keys",
+    );
     const outFile = join(dir, "out.npy");
     const served = await svc(["serve", "sims", "run/a", "-o", outFile, "--slice", "2:4,-3:"], env);
     t.equal(served.code, 0, `serve exits 0 ${served.err}`);
@@ -142,7 +163,10 @@ test("svc up: first run prints the key and URLs, serves admin and data commands,
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -158,14 +182,23 @@ test("svc up: a port in use is a one-sentence failure with exit 1, nothing is le
     const data = join(dir, "d");
     await mkdir(data);
     // the engine's port, then the gateway's: each failure comes after the key was generated
-    for (const [what, flags] of [["engine port", ["--port", "0", "--engine-port", String(port)]], ["gateway port", ["--port", String(port), "--engine-port", "0"]]] as const) {
+    for (const [what, flags] of [
+      ["engine port", ["--port", "0", "--engine-port", String(port)]],
+      ["gateway port", ["--port", String(port), "--engine-port", "0"]],
+    ] as const) {
       const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", data, ...flags], {
-        cwd: root, env: { ...process.env, SVC_GATE_ENGINE_SERVICE_KEY: "", SVC_ENGINE_LOG_LEVEL: "warn" }, stdio: ["ignore", "pipe", "pipe"],
+        cwd: root,
+        env: { ...process.env, SVC_GATE_ENGINE_SERVICE_KEY: "", SVC_ENGINE_LOG_LEVEL: "warn" },
+        stdio: ["ignore", "pipe", "pipe"],
       });
       let out = "";
       let err = "";
-      child.stdout.on("data", (d) => { out += d; });
-      child.stderr.on("data", (d) => { err += d; });
+      child.stdout.on("data", (d) => {
+        out += d;
+      });
+      child.stderr.on("data", (d) => {
+        err += d;
+      });
       const code = await new Promise((r) => child.on("exit", r));
       t.equal(code, 1, `${what} in use: exit 1`);
       t.match(err, new RegExp(`^svc: Port ${port} is already in use, perhaps by a 'svc up' still running`, "m"), `${what}: ${err.trim()}`);
@@ -180,7 +213,10 @@ test("svc up: a port in use is a one-sentence failure with exit 1, nothing is le
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     blocker.close();
     await rm(dir, { recursive: true, force: true });
   }
@@ -191,7 +227,27 @@ test("svc up with SVC_ENGINE_TLS_*: the engine serves https and the gateway reac
   const cert = join(dir, "cert.pem");
   const key = join(dir, "key.pem");
   try {
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+      ],
+      { stdio: "ignore" },
+    );
   } catch {
     /* checked below */
   }
@@ -216,7 +272,10 @@ test("svc up with SVC_ENGINE_TLS_*: the engine serves https and the gateway reac
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -235,12 +294,18 @@ test("svc up --redis: tenants live in Redis under the configured prefix and surv
       const base = { ...process.env };
       delete base.SVC_GATE_ENGINE_SERVICE_KEY;
       const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", data, "--port", "0", "--engine-port", "0", "--redis", redisUrl], {
-        cwd: root, env: { ...base, SVC_GATE_REDIS_PREFIX: prefix, SVC_GATE_ENGINE_SERVICE_KEY: "r".repeat(64), SVC_ENGINE_LOG_LEVEL: "warn" }, stdio: ["ignore", "pipe", "pipe"],
+        cwd: root,
+        env: { ...base, SVC_GATE_REDIS_PREFIX: prefix, SVC_GATE_ENGINE_SERVICE_KEY: "r".repeat(64), SVC_ENGINE_LOG_LEVEL: "warn" },
+        stdio: ["ignore", "pipe", "pipe"],
       });
       const u = { child, out: "", err: "" } as Up;
       u.exited = new Promise((r) => child.on("exit", (code) => r(code)));
-      child.stdout!.on("data", (d) => { u.out += d; });
-      child.stderr!.on("data", (d) => { u.err += d; });
+      child.stdout!.on("data", (d) => {
+        u.out += d;
+      });
+      child.stderr!.on("data", (d) => {
+        u.err += d;
+      });
       const deadline = Date.now() + 120_000;
       while (!/^Ready\./m.test(u.out)) {
         if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up --redis did not start: ${u.out}\n${u.err}`);
@@ -260,7 +325,10 @@ test("svc up --redis: tenants live in Redis under the configured prefix and surv
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) { up.child.kill("SIGKILL"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGKILL");
+      await up.exited;
+    }
     for await (const keys of redis.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) {
       const list = ([] as string[]).concat(keys as string | string[]);
       if (list.length) await redis.del(list);

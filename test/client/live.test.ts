@@ -18,22 +18,39 @@ test("client over a gateway: lastResponse of a put, a serve and a failed get", a
   const c = await stack.client(["ns"]);
   try {
     t.equal(c.lastResponse, null, "null before the first call");
-    await c.put("ns", "k", Int32Array.from({ length: 4096 }, (_, i) => i % 7), { shape: [4096] });
+    await c.put(
+      "ns",
+      "k",
+      Int32Array.from({ length: 4096 }, (_, i) => i % 7),
+      { shape: [4096] },
+    );
     const put = c.lastResponse!;
     t.equal(put.status, 201, "put: 201");
     t.match(String(put.request_id), UUID, `put: a request id (${put.request_id})`);
     t.equal(put.headers["x-request-id"], put.request_id, "the request id is the X-Request-Id header");
     t.ok(put.cus !== null && put.cus > 0, `a put is charged compute units (${put.cus})`);
-    t.deepEqual([put.rate_limit.limit, put.rate_limit.remaining! < put.rate_limit.limit!, put.rate_limit.reset! > 0], [1_000_000, true, true], "rate-limit headers");
+    t.deepEqual(
+      [put.rate_limit.limit, put.rate_limit.remaining! < put.rate_limit.limit!, put.rate_limit.reset! > 0],
+      [1_000_000, true, true],
+      "rate-limit headers",
+    );
     t.equal(put.attempts, 1, "one attempt");
     await c.serve("ns", "k", { slice: [[0, 8]] });
     const serve = c.lastResponse!;
-    t.deepEqual([serve.status, serve.headers["content-type"], serve.headers["x-svc-dtype"], serve.headers["x-svc-shape"]], [200, "application/octet-stream", "int32", "8"], "serve travels as octet-stream");
+    t.deepEqual(
+      [serve.status, serve.headers["content-type"], serve.headers["x-svc-dtype"], serve.headers["x-svc-shape"]],
+      [200, "application/octet-stream", "int32", "8"],
+      "serve travels as octet-stream",
+    );
     t.notEqual(serve.request_id, put.request_id, "each response has its own request id");
     const e = await c.get("ns", "nope").catch((x: unknown) => x);
     t.ok(e instanceof NotFoundError, "NotFoundError");
     const err = e as NotFoundError & { status: number; requestId: string };
-    t.deepEqual([err.status, err.extra.status, err.requestId, err.extra.request_id], [404, 404, c.lastResponse!.request_id, c.lastResponse!.request_id], "the error carries the status and the response's request id");
+    t.deepEqual(
+      [err.status, err.extra.status, err.requestId, err.extra.request_id],
+      [404, 404, c.lastResponse!.request_id, c.lastResponse!.request_id],
+      "the error carries the status and the response's request id",
+    );
     t.equal(c.lastResponse!.cus, 0, "a failed call is charged nothing");
   } finally {
     await c.close();
@@ -44,7 +61,10 @@ test("client over a gateway: errors that have no store counterpart; bad input co
   const c = await stack.client(["ns"]);
   try {
     const e1 = await c.list("elsewhere").catch((x: unknown) => x);
-    t.ok(e1 instanceof ForbiddenError && e1.code === "forbidden" && /namespace elsewhere/.test(e1.message), `a namespace outside the ACL: ${(e1 as Error).message}`);
+    t.ok(
+      e1 instanceof ForbiddenError && e1.code === "forbidden" && /namespace elsewhere/.test(e1.message),
+      `a namespace outside the ACL: ${(e1 as Error).message}`,
+    );
     const before = c.lastResponse;
     const e2 = await c.get("bad ns", "k").catch((x: unknown) => x);
     t.ok(e2 instanceof ValidationError && /namespace/.test(e2.message), "a bad namespace is refused by the client");

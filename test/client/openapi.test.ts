@@ -22,11 +22,29 @@ import { UndiciEngineClient } from "../../server/gateway/proxy.js";
 import { FakeClock, systemClock } from "../../server/gateway/clock.js";
 import { putBodySchema, topkBodySchema } from "../../lib/schemas.js";
 
-type Doc = { openapi: string; info: { version: string }; paths: Record<string, Record<string, { operationId: string; security: unknown[]; requestBody?: { content: Record<string, { schema: Record<string, unknown> }> }; responses: Record<string, unknown>; tags: string[] }>> };
+type Doc = {
+  openapi: string;
+  info: { version: string };
+  paths: Record<
+    string,
+    Record<
+      string,
+      {
+        operationId: string;
+        security: unknown[];
+        requestBody?: { content: Record<string, { schema: Record<string, unknown> }> };
+        responses: Record<string, unknown>;
+        tags: string[];
+      }
+    >
+  >;
+};
 
 type Layer = { route?: { path: string | string[]; methods: Record<string, boolean> } };
 const routesOf = (stack: Layer[]) =>
-  stack.filter((l) => l.route).flatMap((l) => [l.route!.path].flat().flatMap((p) => Object.keys(l.route!.methods).map((m) => `${m.toUpperCase()} ${p.replace(/:([a-z_]+)/g, "{$1}")}`)));
+  stack
+    .filter((l) => l.route)
+    .flatMap((l) => [l.route!.path].flat().flatMap((p) => Object.keys(l.route!.methods).map((m) => `${m.toUpperCase()} ${p.replace(/:([a-z_]+)/g, "{$1}")}`)));
 
 const documented = (doc: Doc) => Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`));
 
@@ -71,16 +89,30 @@ test("openapi: every route registered in the app, the admin router and the billi
   const doc = openApiDocument() as unknown as Doc;
   const ops = new Set(documented(doc));
   const app = createApp({
-    registry: new MemoryTenantRegistry(), limiter: new MemoryRateLimiter(systemClock), usage: new MemoryUsageStore(), audit: new MemoryAuditSink(),
-    engine: new UndiciEngineClient("http://127.0.0.1:9", "k".repeat(32), 1000), clock: systemClock, serviceKey: "k".repeat(32),
-    billingEnabled: false, defaultRateLimit: { requests: 100, window_s: 60 }, maxUploadBytes: 1024,
+    registry: new MemoryTenantRegistry(),
+    limiter: new MemoryRateLimiter(systemClock),
+    usage: new MemoryUsageStore(),
+    audit: new MemoryAuditSink(),
+    engine: new UndiciEngineClient("http://127.0.0.1:9", "k".repeat(32), 1000),
+    clock: systemClock,
+    serviceKey: "k".repeat(32),
+    billingEnabled: false,
+    defaultRateLimit: { requests: 100, window_s: 60 },
+    maxUploadBytes: 1024,
   });
   const appRoutes = routesOf((app as unknown as { router: { stack: Layer[] } }).router.stack);
   const adminRoutes = routesOf((adminRouter({} as never) as unknown as { stack: Layer[] }).stack);
   const accountRoutes = routesOf((accountRouter({} as never) as unknown as { stack: Layer[] }).stack);
-  t.ok(appRoutes.length >= 3 && adminRoutes.length >= 10 && accountRoutes.length >= 1, `introspected ${appRoutes.length} app, ${adminRoutes.length} admin and ${accountRoutes.length} account routes`);
+  t.ok(
+    appRoutes.length >= 3 && adminRoutes.length >= 10 && accountRoutes.length >= 1,
+    `introspected ${appRoutes.length} app, ${adminRoutes.length} admin and ${accountRoutes.length} account routes`,
+  );
   for (const r of [...appRoutes, ...adminRoutes, ...accountRoutes]) t.ok(ops.has(r), `${r} is documented`);
-  const dataOps = Object.values(doc.paths).flatMap((p) => Object.values(p)).filter((o) => o.tags[0] === "data plane").map((o) => o.operationId).sort();
+  const dataOps = Object.values(doc.paths)
+    .flatMap((p) => Object.values(p))
+    .filter((o) => o.tags[0] === "data plane")
+    .map((o) => o.operationId)
+    .sort();
   t.deepEqual(dataOps, [...OPERATIONS].sort(), "data-plane operationIds = the gateway's OPERATIONS");
 
   // billing: the real router, built with fakes as test/gateway/billing.test.ts builds it (the
@@ -88,28 +120,53 @@ test("openapi: every route registered in the app, the admin router and the billi
   // must be documented, and a documented billing operation must be one of its routes
   const clock = new FakeClock(Date.UTC(2026, 0, 15));
   const billing = billingRouter({
-    registry: new MemoryTenantRegistry(), clock, audit: new MemoryAuditSink(), limiter: new MemoryRateLimiter(clock), log: new MemoryBillingLog(),
-    provider: new StripePaymentProvider({ secretKey: "sk_test_openapi_0123456789abcdef", webhookSecret: "whsec_openapi_0123456789abcdef", apiBase: "http://127.0.0.1:9", timeoutMs: 1000 }),
+    registry: new MemoryTenantRegistry(),
+    clock,
+    audit: new MemoryAuditSink(),
+    limiter: new MemoryRateLimiter(clock),
+    log: new MemoryBillingLog(),
+    provider: new StripePaymentProvider({
+      secretKey: "sk_test_openapi_0123456789abcdef",
+      webhookSecret: "whsec_openapi_0123456789abcdef",
+      apiBase: "http://127.0.0.1:9",
+      timeoutMs: 1000,
+    }),
     prices: { builder: "price_builder_test", pro: "price_pro_test" },
     policy: { billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 } },
   });
   const billingRoutes = routesOf((billing as unknown as { stack: Layer[] }).stack).sort();
   const withBilling = openApiDocument({ billing: {} }) as unknown as Doc;
-  const billingOps = documented(withBilling).filter((op) => !ops.has(op)).sort();
+  const billingOps = documented(withBilling)
+    .filter((op) => !ops.has(op))
+    .sort();
   t.ok(billingRoutes.length >= 2, `introspected ${billingRoutes.length} billing routes: ${billingRoutes.join(", ")}`);
   t.deepEqual(billingRoutes, billingOps, "the billing router's routes are exactly the operations the document adds for billing");
   t.notOk(doc.paths["/gate/checkout"] || doc.paths["/webhooks/payment"], "and they are absent when the router is not mounted");
   const billingApp = createApp({
-    registry: new MemoryTenantRegistry(), limiter: new MemoryRateLimiter(systemClock), usage: new MemoryUsageStore(), audit: new MemoryAuditSink(),
-    engine: new UndiciEngineClient("http://127.0.0.1:9", "k".repeat(32), 1000), clock: systemClock, serviceKey: "k".repeat(32),
-    billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 }, maxUploadBytes: 1024, billing,
+    registry: new MemoryTenantRegistry(),
+    limiter: new MemoryRateLimiter(systemClock),
+    usage: new MemoryUsageStore(),
+    audit: new MemoryAuditSink(),
+    engine: new UndiciEngineClient("http://127.0.0.1:9", "k".repeat(32), 1000),
+    clock: systemClock,
+    serviceKey: "k".repeat(32),
+    billingEnabled: true,
+    defaultRateLimit: { requests: 100, window_s: 60 },
+    maxUploadBytes: 1024,
+    billing,
   });
   const srv = billingApp.listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => srv.once("listening", () => resolve()));
   try {
     const base = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
     const served = (await (await request(`${base}/openapi.json`)).body.json()) as Doc;
-    t.deepEqual(documented(served).filter((op) => !ops.has(op)).sort(), billingRoutes, "the app with the billing router documents its routes in the document it serves");
+    t.deepEqual(
+      documented(served)
+        .filter((op) => !ops.has(op))
+        .sort(),
+      billingRoutes,
+      "the app with the billing router documents its routes in the document it serves",
+    );
     for (const op of billingRoutes) {
       const [method, path] = op.split(" ") as [string, string];
       // no key, no signature: 401 or 400 from the router, never the catch-all 404
@@ -132,7 +189,9 @@ test("openapi: request schemas are the zod schemas' JSON Schema", (t) => {
   t.deepEqual(putSchema, fromZod, "put body = z.toJSONSchema(putBodySchema)");
   t.deepEqual(putSchema.required, ["namespace", "key", "data_b64"], "required fields of put");
   t.ok(put.requestBody!.content["application/octet-stream"], "put also takes application/octet-stream");
-  const topk = doc.paths["/v1/query/topk"]!.post!.requestBody!.content["application/json"]!.schema as { properties: Record<string, { default?: unknown; maximum?: number }> };
+  const topk = doc.paths["/v1/query/topk"]!.post!.requestBody!.content["application/json"]!.schema as {
+    properties: Record<string, { default?: unknown; maximum?: number }>;
+  };
   const tk = z.toJSONSchema(topkBodySchema, { io: "input", unrepresentable: "any" }) as { properties: Record<string, { maximum?: number }> };
   t.equal(topk.properties.k!.maximum, tk.properties.k!.maximum, "k's bound comes from the schema");
   t.equal(topk.properties.k!.default, 10, "k's default from the schema");
@@ -168,18 +227,47 @@ test("openapi: the success body of every operation on the live gateway matches i
     const b64 = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString("base64");
     const field = Float32Array.from({ length: 4096 }, (_, i) => Math.sin(i / 30));
     await call("put", "/v1/put", { namespace: "ns", key: "a", data_b64: b64(field), dtype: "float32", shape: [64, 64], metadata: { k: 1 } });
-    await call("put", "/v1/put?namespace=ns&key=b&dtype=int32&shape=64,64", Buffer.from(Int32Array.from({ length: 4096 }, (_, i) => i % 9).buffer), stack.apiKey, { "content-type": "application/octet-stream" });
-    await call("put_cores", "/v1/put_cores", { namespace: "ns", key: "c", cores: [{ shape: [1, 64, 1], data_b64: b64(new Float32Array(64).fill(1)) }, { shape: [1, 64, 1], data_b64: b64(new Float32Array(64).fill(2)) }], shape: [64, 64] });
-    await call("put_cores_batch", "/v1/put_cores_batch", { namespace: "ns", items: [{ key: "d", cores: [{ shape: [1, 4, 1], data_b64: b64(new Float32Array(4)) }] }] });
+    await call(
+      "put",
+      "/v1/put?namespace=ns&key=b&dtype=int32&shape=64,64",
+      Buffer.from(Int32Array.from({ length: 4096 }, (_, i) => i % 9).buffer),
+      stack.apiKey,
+      { "content-type": "application/octet-stream" },
+    );
+    await call("put_cores", "/v1/put_cores", {
+      namespace: "ns",
+      key: "c",
+      cores: [
+        { shape: [1, 64, 1], data_b64: b64(new Float32Array(64).fill(1)) },
+        { shape: [1, 64, 1], data_b64: b64(new Float32Array(64).fill(2)) },
+      ],
+      shape: [64, 64],
+    });
+    await call("put_cores_batch", "/v1/put_cores_batch", {
+      namespace: "ns",
+      items: [{ key: "d", cores: [{ shape: [1, 4, 1], data_b64: b64(new Float32Array(4)) }] }],
+    });
     await call("get", "/v1/get/ns/a");
     await call("list", "/v1/list/ns?limit=2");
     await call("search", "/v1/search", { namespace: "ns", filter: { k: 1 } });
-    await call("serve", "/v1/serve", { namespace: "ns", key: "a", slice: [[0, 2], [0, 2]] });
+    await call("serve", "/v1/serve", {
+      namespace: "ns",
+      key: "a",
+      slice: [
+        [0, 2],
+        [0, 2],
+      ],
+    });
     await call("query_similarity", "/v1/query/similarity", { namespace: "ns", a: "a", b: "c" });
     await call("query_topk", "/v1/query/topk", { namespace: "ns", key: "a", k: 3 });
     await call("query_vector", "/v1/query/vector", { namespace: "ns", vector: Array.from(field), shape: [64, 64], k: 2 });
     await call("delete", "/v1/delete/ns/d");
-    await call("tenant_create", "/gate/onboard/create", { tenant_id: "t2", plan: "enterprise", monthly_quota: null, rate_limit: { requests: 10, window_s: 1 } });
+    await call("tenant_create", "/gate/onboard/create", {
+      tenant_id: "t2",
+      plan: "enterprise",
+      monthly_quota: null,
+      rate_limit: { requests: 10, window_s: 1 },
+    });
     await call("tenant_rotate_key", "/gate/onboard/rotate-key", { tenant_id: "t2" });
     await call("tenant_add_namespace", "/gate/onboard/add-namespace", { tenant_id: "t2", namespace: "more" });
     await call("tenant_update_tier", "/gate/onboard/update-tier", { tenant_id: "t2", plan: "pro" });
@@ -188,7 +276,13 @@ test("openapi: the success body of every operation on the live gateway matches i
     await call("usage_tenant", "/gate/admin/usage/t1?period=2026-01");
     await call("registry_reload", "/gate/admin/reload");
     await call("account", "/gate/account");
-    const made = await call("key_create", "/gate/admin/keys", { tenant_id: "t1", name: "reader", scopes: ["read"], namespaces: ["ns"], expires_at: "2099-01-01T00:00:00Z" });
+    const made = await call("key_create", "/gate/admin/keys", {
+      tenant_id: "t1",
+      name: "reader",
+      scopes: ["read"],
+      namespaces: ["ns"],
+      expires_at: "2099-01-01T00:00:00Z",
+    });
     await call("get", "/v1/get/ns/a", undefined, made.api_key as string);
     await call("keys_list", "/gate/admin/keys/t1");
     await call("key_revoke", "/gate/admin/keys/revoke", { key_id: made.key_id });

@@ -10,12 +10,41 @@ import { keySchema, namespaceSchema, tenantIdSchema } from "../../lib/names.js";
 import { getOptionsSchema, listOptionsSchema, searchOptionsSchema, topkOptionsSchema } from "../../lib/schemas.js";
 
 const NAMES = [
-  "", "a", "A-z_09", "a b", "ns/x", "é", "x".repeat(255), "x".repeat(256), "x".repeat(512), "x".repeat(513),
-  "field/t0", "a//b", "/a", "a/", "./a", "a/..", "a/.b", "run=3:x@y.z", "a\nb", "..", ".", "a.b/c-d_e", "acme", "Acme", "team-1_x", "x".repeat(64), "x".repeat(65),
+  "",
+  "a",
+  "A-z_09",
+  "a b",
+  "ns/x",
+  "é",
+  "x".repeat(255),
+  "x".repeat(256),
+  "x".repeat(512),
+  "x".repeat(513),
+  "field/t0",
+  "a//b",
+  "/a",
+  "a/",
+  "./a",
+  "a/..",
+  "a/.b",
+  "run=3:x@y.z",
+  "a\nb",
+  "..",
+  ".",
+  "a.b/c-d_e",
+  "acme",
+  "Acme",
+  "team-1_x",
+  "x".repeat(64),
+  "x".repeat(65),
 ];
 
 test("quick checks: namespaces, keys and tenant ids as the schemas, with the schemas' first sentence", (t) => {
-  for (const [schema, problem, what] of [[namespaceSchema, namespaceProblem, "namespace"], [keySchema, keyProblem, "key"], [tenantIdSchema, tenantIdProblem, "tenant_id"]] as const) {
+  for (const [schema, problem, what] of [
+    [namespaceSchema, namespaceProblem, "namespace"],
+    [keySchema, keyProblem, "key"],
+    [tenantIdSchema, tenantIdProblem, "tenant_id"],
+  ] as const) {
     for (const v of NAMES) {
       const r = schema.safeParse(v);
       const p = problem(v);
@@ -28,14 +57,57 @@ test("quick checks: namespaces, keys and tenant ids as the schemas, with the sch
 
 const SCHEMAS = { get: getOptionsSchema, list: listOptionsSchema, search: searchOptionsSchema, topk: topkOptionsSchema };
 const OPTIONS: Record<QuickKind, unknown[]> = {
-  get: [{}, { version: undefined }, { version: 1 }, { version: 7 }, { version: 0 }, { version: 1.5 }, { version: "2" }, { version: NaN }, { version: 2 ** 53 }, { v: 1 }, null, [], "x"],
-  list: [{}, { prefix: "" }, { prefix: "field/" }, { prefix: "a b" }, { prefix: "x".repeat(513) }, { limit: 1 }, { limit: 1000 }, { limit: 1001 }, { limit: 0 },
-    { offset: 0 }, { offset: 5 }, { offset: -1 }, { offset: 0.5 }, { prefix: undefined, limit: undefined, offset: undefined }, { page: 2 }, null],
+  get: [
+    {},
+    { version: undefined },
+    { version: 1 },
+    { version: 7 },
+    { version: 0 },
+    { version: 1.5 },
+    { version: "2" },
+    { version: NaN },
+    { version: 2 ** 53 },
+    { v: 1 },
+    null,
+    [],
+    "x",
+  ],
+  list: [
+    {},
+    { prefix: "" },
+    { prefix: "field/" },
+    { prefix: "a b" },
+    { prefix: "x".repeat(513) },
+    { limit: 1 },
+    { limit: 1000 },
+    { limit: 1001 },
+    { limit: 0 },
+    { offset: 0 },
+    { offset: 5 },
+    { offset: -1 },
+    { offset: 0.5 },
+    { prefix: undefined, limit: undefined, offset: undefined },
+    { page: 2 },
+    null,
+  ],
   search: [{}, { limit: 50 }, { limit: 1000, offset: 10, prefix: "a" }, { limit: 1001 }, { offset: "1" }],
-  topk: [{ key: "k" }, { key: "a/b", k: 3 }, { key: "k", k: 1000, metric: "dot", filter: { run: { $gte: 2 } }, include_self: true, version: 2 },
+  topk: [
+    { key: "k" },
+    { key: "a/b", k: 3 },
+    { key: "k", k: 1000, metric: "dot", filter: { run: { $gte: 2 } }, include_self: true, version: 2 },
     { key: "k", k: undefined, metric: undefined, filter: undefined, include_self: undefined, version: undefined },
-    { key: "k", k: 0 }, { key: "k", k: 1001 }, { key: "k", metric: "cos" }, { key: "k", filter: [] }, { key: "k", filter: null }, { key: "k", include_self: 1 },
-    { key: "" }, {}, { key: "k", extra: 1 }, { key: "k", version: 0 }, { key: "k", filter: Object.create(null) as object }],
+    { key: "k", k: 0 },
+    { key: "k", k: 1001 },
+    { key: "k", metric: "cos" },
+    { key: "k", filter: [] },
+    { key: "k", filter: null },
+    { key: "k", include_self: 1 },
+    { key: "" },
+    {},
+    { key: "k", extra: 1 },
+    { key: "k", version: 0 },
+    { key: "k", filter: Object.create(null) as object },
+  ],
 };
 const strip = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
@@ -54,8 +126,11 @@ test("quick checks: options accepted quickly are the schemas' output; the rest i
   // every valid form above is taken quickly; none of the refused ones is
   for (const kind of Object.keys(OPTIONS) as QuickKind[]) {
     for (const v of OPTIONS[kind]) {
-      const plain = v !== null && typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype
-        && !(kind === "topk" && Object.getPrototypeOf((v as { filter?: unknown }).filter ?? {}) === null);
+      const plain =
+        v !== null &&
+        typeof v === "object" &&
+        Object.getPrototypeOf(v) === Object.prototype &&
+        !(kind === "topk" && Object.getPrototypeOf((v as { filter?: unknown }).filter ?? {}) === null);
       if (plain && SCHEMAS[kind].safeParse(v).success) t.notEqual(quickOptions(kind, v), null, `${kind} ${JSON.stringify(v)}: taken quickly`);
     }
   }
@@ -71,21 +146,48 @@ const TRACE = `data:text/javascript,${encodeURIComponent(`
 
 test("quick checks: svc get, ls, search, topk, rm, usage --mine and tenant list load neither zod nor undici", (t) => {
   const main = fileURLToPath(new URL("../../bin/cli/main.ts", import.meta.url));
-  for (const args of [["get", "ns", "k"], ["ls", "ns"], ["search", "ns", "--limit", "5"], ["topk", "ns", "k", "--k", "3"], ["rm", "ns", "k"], ["usage", "--mine"], ["tenant", "list"], ["put", "ns", "k", "x.npy", "--dtype", "float32", "--shape", "4"]]) {
+  for (const args of [
+    ["get", "ns", "k"],
+    ["ls", "ns"],
+    ["search", "ns", "--limit", "5"],
+    ["topk", "ns", "k", "--k", "3"],
+    ["rm", "ns", "k"],
+    ["usage", "--mine"],
+    ["tenant", "list"],
+    ["put", "ns", "k", "x.npy", "--dtype", "float32", "--shape", "4"],
+  ]) {
     // nothing listens on port 1: the command fails after loading what it needs
-    const r = spawnSync(process.execPath, ["--import", "tsx", "--import", TRACE, "--input-type=module", "-e", `
+    const r = spawnSync(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "--import",
+        TRACE,
+        "--input-type=module",
+        "-e",
+        `
       const { main } = await import(${JSON.stringify(pathToFileURL(main).href)});
       const errs = [];
       await main(${JSON.stringify(args)}, { out: () => {}, err: (s) => errs.push(s), env: { SVC_API_KEY: "svc_live_x", SVC_GATE_URL: "http://127.0.0.1:1", SVC_GATE_ENGINE_SERVICE_KEY: "s".repeat(64) }, errIsTTY: false });
       process.stdout.write(errs.join(""));
-    `], { encoding: "utf8", env: { ...process.env, NODE_OPTIONS: "" } });
+    `,
+      ],
+      { encoding: "utf8", env: { ...process.env, NODE_OPTIONS: "" } },
+    );
     const loaded = r.stderr.split("\n").filter((l) => l.startsWith("loaded "));
     const heavy = loaded.filter((l) => /node_modules\/(zod|undici)\//.test(l));
     t.equal(r.status, 0, `svc ${args.join(" ")}: the probe ran${r.status === 0 ? "" : ` (${r.stderr.slice(0, 400)})`}`);
-    t.ok(loaded.some((l) => l.endsWith("/lib/client-http.ts")), `svc ${args.join(" ")}: the trace sees the HTTP client load (${loaded.length} modules)`);
+    t.ok(
+      loaded.some((l) => l.endsWith("/lib/client-http.ts")),
+      `svc ${args.join(" ")}: the trace sees the HTTP client load (${loaded.length} modules)`,
+    );
     if (args[0] === "put") {
       // a put with --dtype checks it with the schema of dtypes: the trace does see zod
-      t.ok(heavy.some((l) => l.includes("/zod/")), "svc put: zod is loaded (the trace would see it)");
+      t.ok(
+        heavy.some((l) => l.includes("/zod/")),
+        "svc put: zod is loaded (the trace would see it)",
+      );
       t.match(r.stdout, /No such file or directory: x\.npy/, "svc put: failed on its file");
     } else {
       t.match(r.stdout, /Nothing answers at http:\/\/127\.0\.0\.1:1/, `svc ${args.join(" ")}: reached the transport`);

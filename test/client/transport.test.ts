@@ -13,7 +13,8 @@ const listen = async (srv: { listen: (port: number, host: string, cb: () => void
   return `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
 };
 
-const ANSWER = (body: string) => `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: keep-alive\r\n\r\n${body}`;
+const ANSWER = (body: string) =>
+  `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: keep-alive\r\n\r\n${body}`;
 
 test("transport: a reused socket dropped by the server is retried once on a new connection", async (t) => {
   // each connection answers its first request and drops the socket at its second, unanswered
@@ -25,7 +26,10 @@ test("transport: a reused socket dropped by the server is retried once on a new 
     sock.on("data", (d) => {
       if (!d.toString("latin1").includes("\r\n\r\n")) return;
       requests++;
-      if (requests === 1) { answered++; sock.write(ANSWER(JSON.stringify({ n: answered }))); } else sock.destroy();
+      if (requests === 1) {
+        answered++;
+        sock.write(ANSWER(JSON.stringify({ n: answered })));
+      } else sock.destroy();
     });
   });
   const url = await listen(srv);
@@ -44,7 +48,10 @@ test("transport: a reused socket dropped by the server is retried once on a new 
 
 test("transport: a server that drops every connection is a transport error with its code, once retried at most", async (t) => {
   let connections = 0;
-  const srv = createTcpServer((sock) => { connections++; sock.on("data", () => sock.destroy()); });
+  const srv = createTcpServer((sock) => {
+    connections++;
+    sock.on("data", () => sock.destroy());
+  });
   const url = await listen(srv);
   const pool = new HttpPool();
   try {
@@ -81,8 +88,12 @@ test("transport: a chunked upload reports each chunk and the server receives the
   try {
     const body = Buffer.alloc(5 * 1024 * 1024 + 7, 1);
     const r = await exchange(pool, new URL(`${url}/up`), {
-      method: "POST", headers: { "content-type": "application/octet-stream" }, body, timeoutMs: 30_000,
-      uploadChunk: 1024 * 1024, onUpload: (done) => seen.push(done),
+      method: "POST",
+      headers: { "content-type": "application/octet-stream" },
+      body,
+      timeoutMs: 30_000,
+      uploadChunk: 1024 * 1024,
+      onUpload: (done) => seen.push(done),
     });
     t.same(JSON.parse(r.body.toString()), { received: body.length }, "the server received every byte");
     t.same(seen, [1, 2, 3, 4, 5].map((i) => i * 1024 * 1024).concat(body.length), "progress after each 1 MiB chunk, ending at the total");

@@ -15,7 +15,16 @@ export const CHROMIUM = process.env.SVC_TEST_CHROMIUM ?? "/usr/bin/chromium";
 export const SERVICE_KEY = "console-test-service-key-0123456789abcdef0123456789";
 
 /** Flags for a headless Chromium that makes no connection of its own. */
-const FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"];
+const FLAGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-dev-shm-usage",
+];
 
 export function chromiumMissing(): string | null {
   return existsSync(CHROMIUM) ? null : `Chromium is not installed at ${CHROMIUM} (apt-get install chromium).`;
@@ -33,18 +42,31 @@ export interface Stack {
 
 export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
   const dir = await mkdtemp(join(tmpdir(), "svc-console-"));
-  const engine = await startEngine(loadEngineConfig({
-    SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-    SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent",
-  }));
-  const gw = await startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-    SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "100000", SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "60",
-    ...env,
-  }));
+  const engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+    }),
+  );
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "100000",
+      SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "60",
+      ...env,
+    }),
+  );
   return {
-    url: gw.url, dir,
+    url: gw.url,
+    dir,
     close: async () => {
       await gw.close();
       await engine.close();
@@ -73,7 +95,8 @@ export function smoothField(shape: readonly number[], seed: number): Float32Arra
     for (let y = 0; y < ny; y++) {
       for (let z = 0; z < nz; z++) {
         // The phase along x moves with z, so every plane across z looks different.
-        out[i++] = Math.sin((x / nx) * 3 + (z / nz) * 2.5 + seed) * Math.cos((y / ny) * 2 + seed * 0.7) + 0.5 * Math.sin((z / nz) * 4 + seed * 1.3) + 0.1 * seed;
+        out[i++] =
+          Math.sin((x / nx) * 3 + (z / nz) * 2.5 + seed) * Math.cos((y / ny) * 2 + seed * 0.7) + 0.5 * Math.sin((z / nz) * 4 + seed * 1.3) + 0.1 * seed;
       }
     }
   }
@@ -81,7 +104,15 @@ export function smoothField(shape: readonly number[], seed: number): Float32Arra
 }
 
 /** Puts a float32 tensor through the gateway as an octet-stream put. */
-export async function putField(url: string, key: string, ns: string, name: string, shape: readonly number[], data: Float32Array, metadata: unknown): Promise<any> {
+export async function putField(
+  url: string,
+  key: string,
+  ns: string,
+  name: string,
+  shape: readonly number[],
+  data: Float32Array,
+  metadata: unknown,
+): Promise<any> {
   const q = new URLSearchParams({ namespace: ns, key: name, dtype: "float32", shape: shape.join(",") });
   const r = await fetch(`${url}/v1/put?${q}`, {
     method: "POST",

@@ -54,7 +54,8 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
   const browser = await launchBrowser();
   try {
     const acme = (await adminCall(stack.url, "/gate/onboard/create", { tenant_id: "acme", namespaces: ["default", "fields"] })).api_key as string;
-    const slow = (await adminCall(stack.url, "/gate/onboard/create", { tenant_id: "slow", plan: "enterprise", rate_limit: { requests: 2, window_s: 3600 } })).api_key as string;
+    const slow = (await adminCall(stack.url, "/gate/onboard/create", { tenant_id: "slow", plan: "enterprise", rate_limit: { requests: 2, window_s: 3600 } }))
+      .api_key as string;
     for (let i = 0; i < 5; i++) await putField(stack.url, acme, "fields", `f${i}`, SHAPE, smoothField(SHAPE, i), { run: { seed: i }, kind: "wave" });
     await putField(stack.url, acme, "fields", "f0", SHAPE, smoothField(SHAPE, 0.5), { run: { seed: 0 }, kind: "wave", rev: 2 });
 
@@ -122,18 +123,38 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
     const before = await canvasPixels(page);
     t.deepEqual([before.w, before.h], [24, 32], "axes 0 (rows) and 1 (columns), one pixel per element");
     t.deepEqual(before.view.index[2], 8, "the other axis starts in its middle");
-    const v1 = await servedSlice(stack.url, acme, { namespace: "fields", key: "f0", version: 2, slice: [[0, 32], [0, 24], [8, 9]] });
+    const v1 = await servedSlice(stack.url, acme, {
+      namespace: "fields",
+      key: "f0",
+      version: 2,
+      slice: [
+        [0, 32],
+        [0, 24],
+        [8, 9],
+      ],
+    });
     t.equal(mismatches(before, v1, 24, 1), 0, "every pixel is the colour map of the served value");
 
     // Move the slider with the keyboard: a new plane, drawn from the served slice.
     await page.getByTestId("slider-2").focus();
     await page.keyboard.press("ArrowRight");
     await page.keyboard.press("ArrowRight");
-    await page.waitForFunction(() => JSON.parse((document.querySelector("[data-testid=slice-canvas]") as HTMLCanvasElement).dataset.view ?? "{}").index?.[2] === 10);
+    await page.waitForFunction(
+      () => JSON.parse((document.querySelector("[data-testid=slice-canvas]") as HTMLCanvasElement).dataset.view ?? "{}").index?.[2] === 10,
+    );
     const after = await canvasPixels(page);
     const changed = after.data.filter((v, i) => v !== before.data[i]).length;
     t.ok(changed > after.data.length / 4, `the canvas changed with the slider (${changed} of ${after.data.length} channel values)`);
-    const v2 = await servedSlice(stack.url, acme, { namespace: "fields", key: "f0", version: 2, slice: [[0, 32], [0, 24], [10, 11]] });
+    const v2 = await servedSlice(stack.url, acme, {
+      namespace: "fields",
+      key: "f0",
+      version: 2,
+      slice: [
+        [0, 32],
+        [0, 24],
+        [10, 11],
+      ],
+    });
     t.equal(mismatches(after, v2, 24, 1), 0, "and matches the served slice at index 10");
     const ms = Number(await page.getByTestId("slice-canvas").getAttribute("data-draw-ms"));
     t.ok(ms > 0, `slider to screen: ${ms} ms (timed in bench/console.ts)`);
@@ -146,7 +167,16 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
     const swapped = await canvasPixels(page);
     const j = swapped.view.index[1] as number;
     t.equal(j, 12, "axis 1 now has the slider, at its middle");
-    const v3 = await servedSlice(stack.url, acme, { namespace: "fields", key: "f0", version: 2, slice: [[0, 32], [j, j + 1], [0, 16]] });
+    const v3 = await servedSlice(stack.url, acme, {
+      namespace: "fields",
+      key: "f0",
+      version: 2,
+      slice: [
+        [0, 32],
+        [j, j + 1],
+        [0, 16],
+      ],
+    });
     t.equal(mismatches(swapped, v3, 16, 1), 0, "rows along axis 0, columns along axis 2");
 
     await page.getByTestId("neighbour").nth(3).waitFor();
@@ -166,7 +196,12 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
     // A phone-sized viewport: nothing wider than the screen.
     await page.setViewportSize({ width: 390, height: 844 });
     await page.waitForTimeout(50);
-    const wide = await page.evaluate(() => Array.from(document.querySelectorAll("body *") as ArrayLike<any>).filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1 && !el.closest(".table-wrap, .chart")).map((el) => `${el.tagName.toLowerCase()}.${el.className}`).slice(0, 5));
+    const wide = await page.evaluate(() =>
+      Array.from(document.querySelectorAll("body *") as ArrayLike<any>)
+        .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1 && !el.closest(".table-wrap, .chart"))
+        .map((el) => `${el.tagName.toLowerCase()}.${el.className}`)
+        .slice(0, 5),
+    );
     t.deepEqual(wide, [], "no element wider than a 390 px screen (tables and charts scroll in their own box)");
     t.ok(await page.getByTestId("slice-canvas").isVisible(), "the viewer is visible on a phone");
     await page.setViewportSize({ width: 1280, height: 800 });
@@ -216,11 +251,23 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
     await page.getByTestId("audit-status").fill("201");
     await page.getByRole("button", { name: "Filter" }).click();
     await page.waitForFunction(() => location.hash.includes("status=201"));
-    await page.waitForFunction(() => /^\d+ record/.test(document.querySelector("[data-testid=audit-count]")?.textContent ?? "") && location.hash.includes("status=201"));
+    await page.waitForFunction(
+      () => /^\d+ record/.test(document.querySelector("[data-testid=audit-count]")?.textContent ?? "") && location.hash.includes("status=201"),
+    );
     t.equal((await page.getByTestId("audit-count").textContent())?.trim(), "7 records", "seven records for acme with status 201");
-    const auditRows = await page.getByTestId("audit").locator("tbody tr").evaluateAll((rows) => rows.map((r) => Array.from(r.querySelectorAll("td") as ArrayLike<any>).map((td) => td.textContent)));
-    t.ok(auditRows.every((r) => r[1] === "acme" && r[5] === "201"), "all acme's, all 201");
-    t.deepEqual(auditRows.map((r) => r[3]), [...Array(6).fill("/v1/put"), "/gate/onboard/create"], "its six puts, newest first, then its creation");
+    const auditRows = await page
+      .getByTestId("audit")
+      .locator("tbody tr")
+      .evaluateAll((rows) => rows.map((r) => Array.from(r.querySelectorAll("td") as ArrayLike<any>).map((td) => td.textContent)));
+    t.ok(
+      auditRows.every((r) => r[1] === "acme" && r[5] === "201"),
+      "all acme's, all 201",
+    );
+    t.deepEqual(
+      auditRows.map((r) => r[3]),
+      [...Array(6).fill("/v1/put"), "/gate/onboard/create"],
+      "its six puts, newest first, then its creation",
+    );
 
     // A tenant over its rate limit: the 429 sentence, not a blank page.
     await page.getByTestId("signout").click();
@@ -229,14 +276,21 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
     await page.getByTestId("namespaces").waitFor();
     await page.getByRole("link", { name: "default" }).click();
     await page.locator(".banner.error").waitFor();
-    t.match((await page.locator(".banner.error").textContent())?.trim() ?? "", /^Rate limit exceeded for tenant slow; retry after \d+ seconds\.$/, "a 429 shown as its sentence");
+    t.match(
+      (await page.locator(".banner.error").textContent())?.trim() ?? "",
+      /^Rate limit exceeded for tenant slow; retry after \d+ seconds\.$/,
+      "a 429 shown as its sentence",
+    );
     t.ok(await page.locator("main").isVisible(), "the page keeps its frame");
 
     // Nothing left the origin, and no key ever travelled in a URL.
     const origin = new URL(stack.url).origin;
     const foreign = urls.filter((u) => !u.startsWith(origin + "/") && !u.startsWith("data:") && !u.startsWith("blob:"));
     t.deepEqual(foreign, [], `no request left the origin (${urls.length} requests)`);
-    t.notOk(urls.some((u) => u.includes(acme) || u.includes(SERVICE_KEY) || u.includes(newKey) || u.includes(slow)), "no key in any URL");
+    t.notOk(
+      urls.some((u) => u.includes(acme) || u.includes(SERVICE_KEY) || u.includes(newKey) || u.includes(slow)),
+      "no key in any URL",
+    );
     t.deepEqual(errors, [], "no script error on any page");
     await context.close();
   } finally {
@@ -246,7 +300,9 @@ test("console in Chromium: tenant and admin views", { skip: missing !== null }, 
 });
 
 test("console assets: type-checked, under 300 kB compressed", async (t) => {
-  execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "web", "console", "tsconfig.json")], { stdio: "pipe" });
+  execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "web", "console", "tsconfig.json")], {
+    stdio: "pipe",
+  });
   t.pass("web/console type-checks");
   const dir = join(root, "dist", "console");
   execFileSync(process.execPath, [join(root, "scripts", "build-console.mjs")], { stdio: "pipe" });

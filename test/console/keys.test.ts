@@ -21,9 +21,15 @@ test("console in Chromium: a tenant's scoped keys listed, created (shown once), 
   const dir = await mkdtemp(join(tmpdir(), "svc-console-keys-"));
   // A build of the console's own, so that this test never races another over dist/console.
   execFileSync(process.execPath, [join(root, "scripts", "build-console.mjs"), join(dir, "console")], { stdio: "pipe" });
-  const engine = await startEngine(loadEngineConfig({
-    SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent",
-  }));
+  const engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+    }),
+  );
   const gw = await startTestGateway(engine.url, { consoleDir: join(dir, "console") });
   const browser = await launchBrowser();
   try {
@@ -54,7 +60,11 @@ test("console in Chromium: a tenant's scoped keys listed, created (shown once), 
     await page.getByTestId("key-name").fill("a/b");
     await page.getByRole("button", { name: "Create key" }).click();
     await page.locator(".banner.error").waitFor();
-    t.match((await page.locator(".banner.error").textContent()) ?? "", /^name may contain only A-Z a-z 0-9 \. _ - and inner spaces\.$/, "the refusal's sentence is shown");
+    t.match(
+      (await page.locator(".banner.error").textContent()) ?? "",
+      /^name may contain only A-Z a-z 0-9 \. _ - and inner spaces\.$/,
+      "the refusal's sentence is shown",
+    );
 
     // Create: read only, namespace team, expiring; the key shown once.
     await page.getByTestId("key-name").fill("team reader");
@@ -65,7 +75,11 @@ test("console in Chromium: a tenant's scoped keys listed, created (shown once), 
     await page.getByTestId("new-key").waitFor();
     const key = await page.getByTestId("new-key").inputValue();
     t.match(key, /^svc_live_/, "the new key is shown");
-    t.match((await page.locator("dialog .warning").textContent()) ?? "", /shown once.*revoke it and create another/, "with the warning that it is not shown again");
+    t.match(
+      (await page.locator("dialog .warning").textContent()) ?? "",
+      /shown once.*revoke it and create another/,
+      "with the warning that it is not shown again",
+    );
     await page.getByRole("button", { name: "I have stored the key" }).click();
     await page.waitForFunction(() => document.querySelectorAll("[data-testid=keys] tbody tr").length === 2);
     t.equal(await page.locator("dialog").count(), 0, "the key is gone from the page once closed");

@@ -6,8 +6,18 @@ import { npyBlob, npyHeader } from "../../web/console/src/npy.js";
 import { readNpy, writeNpy } from "../../lib/npy.js";
 
 const DTYPES: Array<[string, number]> = [
-  ["float16", 2], ["float32", 4], ["float64", 8], ["int8", 1], ["uint8", 1], ["int16", 2], ["uint16", 2],
-  ["int32", 4], ["uint32", 4], ["int64", 8], ["uint64", 8], ["bool", 1],
+  ["float16", 2],
+  ["float32", 4],
+  ["float64", 8],
+  ["int8", 1],
+  ["uint8", 1],
+  ["int16", 2],
+  ["uint16", 2],
+  ["int32", 4],
+  ["uint32", 4],
+  ["int64", 8],
+  ["uint64", 8],
+  ["bool", 1],
 ];
 
 test("npyHeader equals lib/npy's header for every dtype and assorted shapes", (t) => {
@@ -17,8 +27,10 @@ test("npyHeader equals lib/npy's header for every dtype and assorted shapes", (t
       const n = shape.reduce((a, b) => a * b, 1);
       const full = writeNpy({ dtype, shape, data: new Uint8Array(n * size) });
       const header = npyHeader(dtype, shape);
-      t.ok(Buffer.from(header).equals(full.subarray(0, header.length)) && full.length === header.length + n * size,
-        `${dtype} [${shape.length > 8 ? `${shape.length} dims` : shape.join(",")}]: ${header.length} header bytes, version ${header[6]}`);
+      t.ok(
+        Buffer.from(header).equals(full.subarray(0, header.length)) && full.length === header.length + n * size,
+        `${dtype} [${shape.length > 8 ? `${shape.length} dims` : shape.join(",")}]: ${header.length} header bytes, version ${header[6]}`,
+      );
     }
   }
   t.throws(() => npyHeader("bfloat16", [2]), /bfloat16 has no \.npy form/, "bfloat16 refused (the console serves it as float32)");

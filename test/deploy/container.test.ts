@@ -10,8 +10,16 @@ import { dirname, join, posix } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { exists, loadFor, ROOT, unknownVars, type Role } from "./files.js";
 
-interface Instr { op: string; args: string; line: number }
-interface Stage { name: string | null; image: string; instrs: Instr[] }
+interface Instr {
+  op: string;
+  args: string;
+  line: number;
+}
+interface Stage {
+  name: string | null;
+  image: string;
+  instrs: Instr[];
+}
 
 /** Dockerfile instructions: comments dropped, continuation lines joined, ARG defaults substituted in FROM. */
 function parseDockerfile(text: string): { args: Record<string, string>; stages: Stage[] } {
@@ -52,9 +60,22 @@ function parseDockerfile(text: string): { args: Record<string, string>; stages: 
 
 /** .dockerignore patterns (the simple forms it uses: names, `dir`, `*.ext`), as a predicate. */
 function dockerIgnore(text: string): (rel: string) => boolean {
-  const pats = text.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  const pats = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"));
   for (const p of pats) if (p.startsWith("!") || p.includes("**")) throw new Error(`pattern ${p} is not handled by this check`);
-  const res = pats.map((p) => new RegExp("^" + p.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]") + "(/.*)?$"));
+  const res = pats.map(
+    (p) =>
+      new RegExp(
+        "^" +
+          p
+            .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+            .replace(/\*/g, "[^/]*")
+            .replace(/\?/g, "[^/]") +
+          "(/.*)?$",
+      ),
+  );
   return (rel) => res.some((re) => re.test(rel) || re.test(posix.basename(rel)));
 }
 
@@ -77,7 +98,10 @@ test("Dockerfile: two stages; the final one runs as a non-root user it creates",
   t.notOk(["root", "0"].includes(name), `USER ${user.args} is not root`);
   const lastRun = Math.max(...final.instrs.filter((i) => i.op === "RUN").map((i) => i.line));
   t.ok(user.line > lastRun, "USER comes after the last RUN, so nothing at run time is root");
-  t.ok(final.instrs.some((i) => i.op === "RUN" && new RegExp(`useradd\\b.*\\b${name}\\b`).test(i.args)), `the stage creates user ${name}`);
+  t.ok(
+    final.instrs.some((i) => i.op === "RUN" && new RegExp(`useradd\\b.*\\b${name}\\b`).test(i.args)),
+    `the stage creates user ${name}`,
+  );
   const ep = final.instrs.find((i) => i.op === "ENTRYPOINT");
   t.ok(ep, "an ENTRYPOINT");
   const argv = JSON.parse(ep!.args) as string[];
@@ -89,7 +113,10 @@ test("Dockerfile: the native addon and dist/ are built in the build stage and co
   const { stages } = dockerfile;
   const build = stages.find((s) => s.name === "build")!;
   const final = stages.at(-1)!;
-  const buildRun = build.instrs.filter((i) => i.op === "RUN").map((i) => i.args).join("\n");
+  const buildRun = build.instrs
+    .filter((i) => i.op === "RUN")
+    .map((i) => i.args)
+    .join("\n");
   t.match(buildRun, /npm ci\b(?![^\n]*--ignore-scripts)/, "the build stage's npm ci runs the install scripts");
   t.match(pkg.scripts.install ?? "", /build-native/, "package.json's install script is the addon build");
   t.match(pkg.scripts.prepare ?? "", /tsc\b/, "and prepare compiles dist/");
@@ -103,13 +130,23 @@ test("Dockerfile: the native addon and dist/ are built in the build stage and co
   const dests = fromBuild.map((c) => posix.resolve(workdir, c.args.split(/\s+/).at(-1)!));
   t.ok(dests.includes(posix.join(workdir, "build/Release/svc_tensor.node")), "the addon lands at <app>/build/Release/svc_tensor.node");
   t.ok(dests.includes(posix.join(workdir, "dist")), "dist/ is copied");
-  const finalRun = final.instrs.filter((i) => i.op === "RUN").map((i) => i.args).join("\n");
+  const finalRun = final.instrs
+    .filter((i) => i.op === "RUN")
+    .map((i) => i.args)
+    .join("\n");
   t.match(finalRun, /npm ci --omit=dev --ignore-scripts/, "the final stage installs production dependencies only, without building");
   const fromContext = copies.filter((c) => !c.args.startsWith("--from="));
-  t.deepEqual(fromContext.flatMap((c) => c.args.split(/\s+/).slice(0, -1)).sort(), ["package-lock.json", "package.json"], "nothing else from the build context reaches the final stage");
+  t.deepEqual(
+    fromContext.flatMap((c) => c.args.split(/\s+/).slice(0, -1)).sort(),
+    ["package-lock.json", "package.json"],
+    "nothing else from the build context reaches the final stage",
+  );
   for (const c of copies.filter((c) => c.args.startsWith("--from="))) {
     const from = /^--from=(\S+)/.exec(c.args)![1]!;
-    t.ok(stages.slice(0, -1).some((s) => s.name === from), `COPY --from=${from} names an earlier stage`);
+    t.ok(
+      stages.slice(0, -1).some((s) => s.name === from),
+      `COPY --from=${from} names an earlier stage`,
+    );
   }
 });
 
@@ -142,7 +179,10 @@ test("Dockerfile: every SVC_* variable it sets is read by a server, and the path
     const role: Role = k.startsWith("SVC_ENGINE_") ? "engine" : k.startsWith("SVC_GATE_") ? "gateway" : "provenance";
     t.deepEqual(unknownVars(role, { [k]: env[k]! }), [], `${k} is read by the ${role}`);
   }
-  const run = final.instrs.filter((i) => i.op === "RUN").map((i) => i.args).join("\n");
+  const run = final.instrs
+    .filter((i) => i.op === "RUN")
+    .map((i) => i.args)
+    .join("\n");
   for (const dir of [dirname(env.SVC_ENGINE_DATA_DIR!), dirname(env.SVC_GATE_AUDIT_LOG_PATH!), env.SVC_PROVENANCE_HOME!]) {
     t.ok(run.includes(`mkdir -p`) && run.includes(dir) && /chmod 0700/.test(run), `${dir} is created, owned by the user and 0700`);
   }
@@ -150,9 +190,23 @@ test("Dockerfile: every SVC_* variable it sets is read by a server, and the path
 
 // ---------------- compose.yaml ----------------
 
-type Service = { image?: string; build?: unknown; command?: string[]; entrypoint?: string[]; environment?: Record<string, string | number>; ports?: string[];
-  volumes?: string[]; profiles?: string[]; read_only?: boolean; depends_on?: Record<string, { condition: string }>; healthcheck?: { test: string[] } };
-const compose = parseYaml(readFileSync(join(ROOT, "compose.yaml"), "utf8"), { merge: true }) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+type Service = {
+  image?: string;
+  build?: unknown;
+  command?: string[];
+  entrypoint?: string[];
+  environment?: Record<string, string | number>;
+  ports?: string[];
+  volumes?: string[];
+  profiles?: string[];
+  read_only?: boolean;
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: { test: string[] };
+};
+const compose = parseYaml(readFileSync(join(ROOT, "compose.yaml"), "utf8"), { merge: true }) as {
+  services: Record<string, Service>;
+  volumes: Record<string, unknown>;
+};
 const SECRETS: Record<string, string> = { SVC_SERVICE_KEY: "k".repeat(40), SVC_METRICS_TOKEN: "m".repeat(24), POSTGRES_PASSWORD: "p".repeat(20) };
 
 /** Compose interpolation of ${VAR}, ${VAR:-default} and ${VAR:?error} with `vars`. */
@@ -161,7 +215,7 @@ function interpolate(s: string, vars: Record<string, string>): string {
     const v = vars[name];
     if (v !== undefined && v !== "") return v;
     if (kind === "?") throw new Error(`${name} is required: ${rest}`);
-    return kind === "-" ? rest ?? "" : "";
+    return kind === "-" ? (rest ?? "") : "";
   });
 }
 const envOf = (svc: Service, vars = SECRETS): Record<string, string> =>
@@ -224,11 +278,18 @@ test("compose.yaml: loopback ports only; every path a server writes is on a volu
     if (!role) continue;
     t.equal(svc.read_only, true, `${name}: read-only root file system`);
     const env = envOf(svc);
-    const written = role === "engine" ? [env.SVC_ENGINE_DATA_DIR!]
-      : role === "gateway" ? [env.SVC_GATE_DATA_DIR!, dirname(env.SVC_GATE_AUDIT_LOG_PATH!)]
-      : [env.SVC_PROVENANCE_HOME!, dirname(env.SVC_PROVENANCE_CONFIG!)];
+    const written =
+      role === "engine"
+        ? [env.SVC_ENGINE_DATA_DIR!]
+        : role === "gateway"
+          ? [env.SVC_GATE_DATA_DIR!, dirname(env.SVC_GATE_AUDIT_LOG_PATH!)]
+          : [env.SVC_PROVENANCE_HOME!, dirname(env.SVC_PROVENANCE_CONFIG!)];
     const targets = (svc.volumes ?? []).map((v) => v.split(":")[1]!);
-    for (const w of written) t.ok(targets.some((m) => w === m || w.startsWith(m + "/")), `${name}: ${w} is on a volume`);
+    for (const w of written)
+      t.ok(
+        targets.some((m) => w === m || w.startsWith(m + "/")),
+        `${name}: ${w} is on a volume`,
+      );
   }
   t.notOk(compose.services.redis!.ports, "Redis is not published");
   t.notOk(compose.services.engine!.ports, "the engine is reached through the gateway only");

@@ -32,7 +32,10 @@ test("nginx config: its limits agree with the servers'", async (t) => {
   const defaults = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY });
   const server = block.slice(block.lastIndexOf("server {"));
   const body = sizeOf(directive(server, "client_max_body_size")[0]!);
-  t.ok(body >= jsonBodyLimit(defaults.maxUploadBytes), `client_max_body_size ${body} admits the largest JSON upload (${jsonBodyLimit(defaults.maxUploadBytes)})`);
+  t.ok(
+    body >= jsonBodyLimit(defaults.maxUploadBytes),
+    `client_max_body_size ${body} admits the largest JSON upload (${jsonBodyLimit(defaults.maxUploadBytes)})`,
+  );
   t.ok(body - jsonBodyLimit(defaults.maxUploadBytes) < 2 * 1024 * 1024, "and not much more");
   t.equal(sizeOf(directive(location("/webhooks/payment"), "client_max_body_size")[0]!), MAX_WEBHOOK_BYTES, "the webhook's limit is the gateway's");
   const [count, size] = directive(server, "large_client_header_buffers")[0]!.split(/\s+/);
@@ -43,7 +46,11 @@ test("nginx config: its limits agree with the servers'", async (t) => {
   const gatewaySrc = readFileSync(join(ROOT, "server/gateway/server.ts"), "utf8");
   const gatewayKeep = Number(/keepAliveTimeout = ([\d_]+)/.exec(gatewaySrc)![1]!.replace(/_/g, "")) / 1000;
   t.ok(keep < gatewayKeep, `upstream keep-alive ${keep} s is below the gateway's ${gatewayKeep} s`);
-  t.deepEqual(directive(server, "proxy_set_header").filter((h) => h.startsWith("X-Forwarded-For")), ["X-Forwarded-For $remote_addr"], "X-Forwarded-For is replaced, not appended to");
+  t.deepEqual(
+    directive(server, "proxy_set_header").filter((h) => h.startsWith("X-Forwarded-For")),
+    ["X-Forwarded-For $remote_addr"],
+    "X-Forwarded-For is replaced, not appended to",
+  );
   t.match(location("/metrics"), /return 404/, "/metrics is not served on the public name");
 });
 
@@ -51,12 +58,13 @@ const has = (cmd: string, args: string[]) => {
   const r = spawnSync(cmd, args, { encoding: "utf8" });
   return !r.error && r.status === 0;
 };
-const freePort = () => new Promise<number>((resolve) => {
-  const s = createServer().listen(0, "127.0.0.1", () => {
-    const p = (s.address() as { port: number }).port;
-    s.close(() => resolve(p));
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
   });
-});
 
 test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with it", async (t) => {
   if (!has("nginx", ["-v"]) || !has("openssl", ["version"])) {
@@ -72,8 +80,25 @@ test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with 
   let nginx: ChildProcess | null = null;
   const agent = new Agent({ connect: { rejectUnauthorized: false } });
   try {
-    const cert = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=svc.example.com",
-      "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")], { encoding: "utf8" });
+    const cert = spawnSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=svc.example.com",
+        "-keyout",
+        join(dir, "key.pem"),
+        "-out",
+        join(dir, "cert.pem"),
+      ],
+      { encoding: "utf8" },
+    );
     t.equal(cert.status, 0, "a self-signed certificate");
     const [https, http] = [await freePort(), await freePort()];
     const gw = new URL(g.url).host;
@@ -85,7 +110,10 @@ test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with 
       .replace(/\/etc\/letsencrypt\/live\/svc\.example\.com\/fullchain\.pem/, join(dir, "cert.pem"))
       .replace(/\/etc\/letsencrypt\/live\/svc\.example\.com\/privkey\.pem/, join(dir, "key.pem"));
     const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((k) => `${k}_temp_path ${join(dir, k)};`).join("\n");
-    writeFileSync(join(dir, "nginx.conf"), `pid ${join(dir, "nginx.pid")};\nerror_log stderr;\ndaemon off;\nmaster_process off;\nevents {}\nhttp {\naccess_log off;\n${temp}\n${conf}\n}\n`);
+    writeFileSync(
+      join(dir, "nginx.conf"),
+      `pid ${join(dir, "nginx.pid")};\nerror_log stderr;\ndaemon off;\nmaster_process off;\nevents {}\nhttp {\naccess_log off;\n${temp}\n${conf}\n}\n`,
+    );
     const check = spawnSync("nginx", ["-e", "stderr", "-p", dir, "-c", join(dir, "nginx.conf"), "-t"], { encoding: "utf8" });
     t.equal(check.status, 0, `nginx -t: ${check.stderr.trim().split("\n").at(-1)}`);
     nginx = spawn("nginx", ["-e", "stderr", "-p", dir, "-c", join(dir, "nginx.conf")], { stdio: ["ignore", "ignore", "pipe"] });
@@ -106,7 +134,8 @@ test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with 
     const key = await createTenant(g.url, { tenant_id: "acme" });
     const metadata = JSON.stringify({ note: "x".repeat(60 * 1024) });
     const put = await request(`${base}/v1/put?namespace=default&key=k`, {
-      method: "POST", dispatcher: agent,
+      method: "POST",
+      dispatcher: agent,
       headers: { "x-api-key": key, "content-type": "application/octet-stream", "x-svc-metadata": metadata },
       body: Buffer.alloc(4096, 1),
     });
@@ -127,7 +156,12 @@ test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with 
     t.equal(redirect.statusCode, 308, "plain http is redirected");
     t.equal(redirect.headers.location, `https://127.0.0.1/v1/list/default?x=1`, "to https, path and query kept");
     await redirect.body.text();
-    const big = await request(`${base}/webhooks/payment`, { method: "POST", dispatcher: agent, headers: { "content-type": "application/json" }, body: Buffer.alloc(MAX_WEBHOOK_BYTES + 1024, 32) });
+    const big = await request(`${base}/webhooks/payment`, {
+      method: "POST",
+      dispatcher: agent,
+      headers: { "content-type": "application/json" },
+      body: Buffer.alloc(MAX_WEBHOOK_BYTES + 1024, 32),
+    });
     t.equal(big.statusCode, 413, "a webhook body over 1 MiB is refused by the proxy");
     await big.body.text();
   } finally {

@@ -32,7 +32,7 @@ function parseUnit(text: string): Unit {
     }
     const eq = line.indexOf("=");
     if (!section || eq < 1) throw new Error(`not a unit line: ${line}`);
-    ((out[section]![line.slice(0, eq)] ??= [])).push(line.slice(eq + 1));
+    (out[section]![line.slice(0, eq)] ??= []).push(line.slice(eq + 1));
   }
   return out;
 }
@@ -47,10 +47,22 @@ const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { bi
 const one = (u: Unit, key: string): string | undefined => u.Service?.[key]?.at(-1);
 
 const HARDENING: Record<string, string> = {
-  NoNewPrivileges: "yes", ProtectSystem: "strict", ProtectHome: "yes", PrivateTmp: "yes", PrivateDevices: "yes",
-  ProtectKernelTunables: "yes", ProtectKernelModules: "yes", ProtectControlGroups: "yes", RestrictSUIDSGID: "yes",
-  RestrictNamespaces: "yes", LockPersonality: "yes", UMask: "0077", CapabilityBoundingSet: "", AmbientCapabilities: "",
-  SystemCallArchitectures: "native", SystemCallFilter: "@system-service",
+  NoNewPrivileges: "yes",
+  ProtectSystem: "strict",
+  ProtectHome: "yes",
+  PrivateTmp: "yes",
+  PrivateDevices: "yes",
+  ProtectKernelTunables: "yes",
+  ProtectKernelModules: "yes",
+  ProtectControlGroups: "yes",
+  RestrictSUIDSGID: "yes",
+  RestrictNamespaces: "yes",
+  LockPersonality: "yes",
+  UMask: "0077",
+  CapabilityBoundingSet: "",
+  AmbientCapabilities: "",
+  SystemCallArchitectures: "native",
+  SystemCallFilter: "@system-service",
 };
 
 for (const [file, { role, bin }] of Object.entries(UNITS)) {
@@ -93,13 +105,13 @@ for (const [file, { role, bin }] of Object.entries(UNITS)) {
       t.fail((e as Error).message);
     }
     if (role !== "provenance") t.ok(u.Service?.EnvironmentFile?.[0]?.startsWith("/etc/svc-tensor/"), "secrets from a file under /etc/svc-tensor");
-    const writable = [
-      ...(u.Service?.StateDirectory ?? []).map((d) => `/var/lib/${d}`),
-      ...(u.Service?.LogsDirectory ?? []).map((d) => `/var/log/${d}`),
-    ];
-    const written = role === "engine" ? [env.SVC_ENGINE_DATA_DIR!]
-      : role === "gateway" ? [env.SVC_GATE_DATA_DIR!, dirname(env.SVC_GATE_AUDIT_LOG_PATH!)]
-      : [env.SVC_PROVENANCE_HOME!, dirname(env.SVC_PROVENANCE_CONFIG!)];
+    const writable = [...(u.Service?.StateDirectory ?? []).map((d) => `/var/lib/${d}`), ...(u.Service?.LogsDirectory ?? []).map((d) => `/var/log/${d}`)];
+    const written =
+      role === "engine"
+        ? [env.SVC_ENGINE_DATA_DIR!]
+        : role === "gateway"
+          ? [env.SVC_GATE_DATA_DIR!, dirname(env.SVC_GATE_AUDIT_LOG_PATH!)]
+          : [env.SVC_PROVENANCE_HOME!, dirname(env.SVC_PROVENANCE_CONFIG!)];
     for (const w of written) t.ok(w && writable.some((d) => w === d || w.startsWith(d + "/")), `${w} is in a directory systemd makes writable`);
     const host = env[role === "engine" ? "SVC_ENGINE_HOST" : role === "gateway" ? "SVC_GATE_HOST" : "SVC_PROVENANCE_HOST"];
     t.equal(host, "127.0.0.1", "listens on loopback (the reverse proxy is in front)");

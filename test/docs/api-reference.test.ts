@@ -15,12 +15,18 @@ const mentions = (method: string, path: string) => doc.includes(`\`${method} ${n
 type Schema = { properties?: Record<string, Schema>; items?: Schema; $ref?: string; allOf?: Schema[]; anyOf?: Schema[]; oneOf?: Schema[] };
 
 test("every route of the OpenAPI document is in docs/api.md, with every field of its JSON body", (t) => {
-  const api = openApiDocument({ billing: {} }) as { paths: Record<string, Record<string, { requestBody?: { content?: Record<string, { schema?: Schema }> } }>>; components?: { schemas?: Record<string, Schema> } };
+  const api = openApiDocument({ billing: {} }) as {
+    paths: Record<string, Record<string, { requestBody?: { content?: Record<string, { schema?: Schema }> } }>>;
+    components?: { schemas?: Record<string, Schema> };
+  };
   const resolve = (s: Schema | undefined): Schema | undefined => (s?.$ref ? api.components?.schemas?.[s.$ref.split("/").pop()!] : s);
   const fields = (s: Schema | undefined, out = new Set<string>()): Set<string> => {
     const r = resolve(s);
     if (!r) return out;
-    for (const [k, v] of Object.entries(r.properties ?? {})) { out.add(k); fields(v, out); }
+    for (const [k, v] of Object.entries(r.properties ?? {})) {
+      out.add(k);
+      fields(v, out);
+    }
     for (const x of [...(r.allOf ?? []), ...(r.anyOf ?? []), ...(r.oneOf ?? [])]) fields(x, out);
     if (r.items) fields(r.items, out);
     return out;
@@ -48,12 +54,16 @@ test("every error code and status is in docs/api.md's table", (t) => {
 
 test("the engine's and the appliance's routes are in docs/api.md", (t) => {
   const engine = readFileSync(`${root}/server/engine/app.ts`, "utf8");
-  const eRoutes = [...engine.matchAll(/app\.(get|post|delete)\((?:"([^"]+)"|\/\^\\\/v1\\\/(\w+)\\\/)/g)].map((m) => [m[1]!.toUpperCase(), m[2] ?? `/v1/${m[3]}/`]);
+  const eRoutes = [...engine.matchAll(/app\.(get|post|delete)\(\s*(?:"([^"]+)"|\/\^\\\/v1\\\/(\w+)\\\/)/g)].map((m) => [
+    m[1]!.toUpperCase(),
+    m[2] ?? `/v1/${m[3]}/`,
+  ]);
   t.ok(eRoutes.length >= 12, `${eRoutes.length} engine routes found`);
   for (const [m, p] of eRoutes) t.ok(doc.includes(`\`${m} ${p}`), `engine ${m} ${p}`);
   const prov = readFileSync(`${root}/server/provenance/app.ts`, "utf8");
-  const exact = /const EXACT_PATH = "([^"]+)"/.exec(prov)?.[1] ?? /EXACT_PATH\s*=\s*"([^"]+)"/.exec(readFileSync(`${root}/server/provenance/app.ts`, "utf8"))?.[1];
-  const pRoutes = [...prov.matchAll(/app\.(get|post)\((?:"([^"]+)"|(EXACT_PATH))/g)].map((m) => [m[1]!.toUpperCase(), m[2] ?? exact!]);
+  const exact =
+    /const EXACT_PATH = "([^"]+)"/.exec(prov)?.[1] ?? /EXACT_PATH\s*=\s*"([^"]+)"/.exec(readFileSync(`${root}/server/provenance/app.ts`, "utf8"))?.[1];
+  const pRoutes = [...prov.matchAll(/app\.(get|post)\(\s*(?:"([^"]+)"|(EXACT_PATH))/g)].map((m) => [m[1]!.toUpperCase(), m[2] ?? exact!]);
   t.ok(pRoutes.length >= 6, `${pRoutes.length} appliance routes found`);
   for (const [m, p] of pRoutes) t.ok(doc.includes(`\`${m} ${p}\``), `appliance ${m} ${p}`);
   t.end();

@@ -43,7 +43,15 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const BLOCK_TIMEOUT_MS = 120_000;
 
-interface Block { file: string; line: number; lang: string; code: string; mode: "run" | "svc-up" | "skip" | "none"; expect: string[]; reason?: string }
+interface Block {
+  file: string;
+  line: number;
+  lang: string;
+  code: string;
+  mode: "run" | "svc-up" | "skip" | "none";
+  expect: string[];
+  reason?: string;
+}
 
 /** Every fenced block of a markdown file with the doctest marker on the line before it. */
 export function extractBlocks(file: string, text: string): Block[] {
@@ -62,8 +70,10 @@ export function extractBlocks(file: string, text: string): Block[] {
     if (marker) {
       const [mode, ...opts] = marker[1]!.split(";").map((s) => s.trim());
       const skip = /^skip\s*\((.+)\)$/.exec(mode!);
-      if (skip) { block.mode = "skip"; block.reason = skip[1]; }
-      else if (mode === "run" || mode === "svc-up") block.mode = mode;
+      if (skip) {
+        block.mode = "skip";
+        block.reason = skip[1];
+      } else if (mode === "run" || mode === "svc-up") block.mode = mode;
       else throw new Error(`${file}:${start}: unknown doctest marker '${marker[1]}' (run, svc-up or skip (reason))`);
       for (const o of opts) {
         const e = /^expect:\s*(.+)$/.exec(o);
@@ -85,23 +95,30 @@ export function extractBlocks(file: string, text: string): Block[] {
 const SESSION = ["README.md", "docs/cli.md", "docs/client.md", "docs/store.md"];
 
 function docFiles(): string[] {
-  const docs = readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => join("docs", f));
+  const docs = readdirSync(join(root, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .sort()
+    .map((f) => join("docs", f));
   return ["README.md", ...docs];
 }
 
 /** Rebuilds dist/ when a source file of the package is newer than it (the blocks run the built package). */
 function ensureBuilt(): void {
   const built = join(root, "dist/lib/index.js");
-  const newest = (dir: string): number => readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
-    const p = join(dir, e.name);
-    return Math.max(m, e.isDirectory() ? newest(p) : e.name.endsWith(".ts") ? statSync(p).mtimeMs : 0);
-  }, 0);
+  const newest = (dir: string): number =>
+    readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
+      const p = join(dir, e.name);
+      return Math.max(m, e.isDirectory() ? newest(p) : e.name.endsWith(".ts") ? statSync(p).mtimeMs : 0);
+    }, 0);
   if (existsSync(built) && statSync(built).mtimeMs >= Math.max(newest(join(root, "lib")), newest(join(root, "bin")), newest(join(root, "server")))) return;
   const r = spawnSync(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: root, encoding: "utf8" });
   if (r.status !== 0) throw new Error(`building dist/ failed:\n${r.stdout}${r.stderr}`);
 }
 
-interface Sandbox { dir: string; env: NodeJS.ProcessEnv }
+interface Sandbox {
+  dir: string;
+  env: NodeJS.ProcessEnv;
+}
 
 async function sandbox(): Promise<Sandbox> {
   const dir = await mkdtemp(join(tmpdir(), "svc-doctest-"));
@@ -112,12 +129,18 @@ async function sandbox(): Promise<Sandbox> {
   // `npx svc` finds the package's bin here, as in a project that installed svc-tensor (never a download)
   await mkdir(join(dir, "node_modules", ".bin"));
   // a launcher rather than a link: a rebuilt dist/bin/svc.js may lack its executable bit
-  await writeFile(join(dir, "node_modules", ".bin", "svc"), `#!/bin/sh\nexec "${process.execPath}" "${join(root, "dist", "bin", "svc.js")}" "$@"\n`, { mode: 0o755 });
+  await writeFile(join(dir, "node_modules", ".bin", "svc"), `#!/bin/sh\nexec "${process.execPath}" "${join(root, "dist", "bin", "svc.js")}" "$@"\n`, {
+    mode: 0o755,
+  });
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (/^SVC_(ENGINE|GATE|API|PROVENANCE)_/.test(k) || k === "SVC_API_KEY") delete env[k];
   Object.assign(env, {
-    SVC_ENGINE_PORT: "0", SVC_GATE_PORT: "0", SVC_GATE_HOST: "127.0.0.1",
-    SVC_ENGINE_LOG_LEVEL: "warn", SVC_GATE_ENGINE_SERVICE_KEY: "d".repeat(64), SVC_ENGINE_API_KEYS: "d".repeat(64),
+    SVC_ENGINE_PORT: "0",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_ENGINE_LOG_LEVEL: "warn",
+    SVC_GATE_ENGINE_SERVICE_KEY: "d".repeat(64),
+    SVC_ENGINE_API_KEYS: "d".repeat(64),
     SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
   });
   return { dir, env };
@@ -130,18 +153,33 @@ function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): 
     let err = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (err += d));
-    const timer = setTimeout(() => { err += `\n(killed after ${BLOCK_TIMEOUT_MS} ms)`; child.kill("SIGKILL"); }, BLOCK_TIMEOUT_MS);
-    child.on("close", (code) => { clearTimeout(timer); resolve({ code, out, err }); });
+    const timer = setTimeout(() => {
+      err += `\n(killed after ${BLOCK_TIMEOUT_MS} ms)`;
+      child.kill("SIGKILL");
+    }, BLOCK_TIMEOUT_MS);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, out, err });
+    });
   });
 }
 
-interface Up { child: ChildProcess; gateway: string; apiKey: string; exited: Promise<unknown> }
+interface Up {
+  child: ChildProcess;
+  gateway: string;
+  apiKey: string;
+  exited: Promise<unknown>;
+}
 
 async function startUp(sb: Sandbox): Promise<Up> {
   const env = { ...sb.env };
   delete env.SVC_GATE_ENGINE_SERVICE_KEY; // svc up creates and saves its own, as for a user
   delete env.SVC_GATE_HOST;
-  const child = spawn(process.execPath, [join(root, "dist/bin/svc.js"), "up", "--port", "0", "--engine-port", "0"], { cwd: sb.dir, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [join(root, "dist/bin/svc.js"), "up", "--port", "0", "--engine-port", "0"], {
+    cwd: sb.dir,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const exited = new Promise((r) => child.on("exit", r));
   let out = "";
   let err = "";
@@ -149,13 +187,17 @@ async function startUp(sb: Sandbox): Promise<Up> {
   child.stderr!.on("data", (d) => (err += d));
   const deadline = Date.now() + 120_000;
   while (!/^Ready\./m.test(out)) {
-    if (child.exitCode !== null || Date.now() > deadline) { child.kill("SIGKILL"); throw new Error(`svc up did not start:\n${out}\n${err}`); }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`svc up did not start:\n${out}\n${err}`);
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
   const gateway = /^gateway: (\S+)$/m.exec(out)![1]!;
   const key = readFileSync(join(sb.dir, "svc-data", "service.key"), "utf8").trim();
   const res = await fetch(`${gateway}/gate/onboard/create`, {
-    method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ tenant_id: "doctest", namespaces: ["default"] }),
   });
   if (res.status !== 201) throw new Error(`creating the doctest tenant answered ${res.status}`);
@@ -190,10 +232,14 @@ async function runBlock(b: Block): Promise<{ ok: boolean; why: string }> {
     }
     if (r.code !== 0) return { ok: false, why: `exit ${r.code}\n--- stdout\n${r.out}\n--- stderr\n${r.err}` };
     const missing = b.expect.filter((e) => !r.out.includes(e) && !r.err.includes(e));
-    if (missing.length) return { ok: false, why: `the output lacks ${missing.map((m) => JSON.stringify(m)).join(", ")}\n--- stdout\n${r.out}\n--- stderr\n${r.err}` };
+    if (missing.length)
+      return { ok: false, why: `the output lacks ${missing.map((m) => JSON.stringify(m)).join(", ")}\n--- stdout\n${r.out}\n--- stderr\n${r.err}` };
     return { ok: true, why: "" };
   } finally {
-    if (up) { up.child.kill("SIGINT"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGINT");
+      await up.exited;
+    }
     await rm(sb.dir, { recursive: true, force: true });
   }
 }
@@ -201,10 +247,21 @@ async function runBlock(b: Block): Promise<{ ok: boolean; why: string }> {
 test("doctest markers: every block parses; TS/JS blocks run unless skipped with a reason", (t) => {
   const bad = `<!-- doctest: later -->\n\`\`\`ts\nx\n\`\`\`\n`;
   t.throws(() => extractBlocks("x.md", bad), /unknown doctest marker 'later'/, "an unknown marker is an error");
-  const blocks = extractBlocks("x.md", "```ts\na\n```\n<!-- doctest: skip (needs a GPU) -->\n```ts\nb\n```\n```sh\nc\n```\n<!-- doctest: svc-up; expect: ok -->\n```sh\nd\n```\n```json\n{}\n```\n");
-  t.deepEqual(blocks.map((b) => [b.lang, b.mode, b.reason ?? null, b.expect]), [
-    ["ts", "run", null, []], ["ts", "skip", "needs a GPU", []], ["sh", "none", null, []], ["sh", "svc-up", null, ["ok"]], ["json", "none", null, []],
-  ], "modes, reasons and expectations");
+  const blocks = extractBlocks(
+    "x.md",
+    "```ts\na\n```\n<!-- doctest: skip (needs a GPU) -->\n```ts\nb\n```\n```sh\nc\n```\n<!-- doctest: svc-up; expect: ok -->\n```sh\nd\n```\n```json\n{}\n```\n",
+  );
+  t.deepEqual(
+    blocks.map((b) => [b.lang, b.mode, b.reason ?? null, b.expect]),
+    [
+      ["ts", "run", null, []],
+      ["ts", "skip", "needs a GPU", []],
+      ["sh", "none", null, []],
+      ["sh", "svc-up", null, ["ok"]],
+      ["json", "none", null, []],
+    ],
+    "modes, reasons and expectations",
+  );
   t.throws(() => extractBlocks("x.md", "<!-- doctest: run -->\n```json\n{}\n```\n"), /cannot run/, "a marker on a json block is an error");
   t.end();
 });
@@ -213,8 +270,14 @@ const all = docFiles().flatMap((f) => extractBlocks(f, readFileSync(join(root, f
 
 test("doc blocks: the README's in-process example and its curl walk-through are among the blocks that run", (t) => {
   const readme = all.filter((b) => b.file === "README.md");
-  t.ok(readme.some((b) => b.lang === "ts" && b.mode === "run"), "README's TypeScript example runs");
-  t.ok(readme.some((b) => b.lang === "sh" && b.mode === "svc-up" && b.code.includes("/v1/query/topk")), "README's curl block runs against svc up");
+  t.ok(
+    readme.some((b) => b.lang === "ts" && b.mode === "run"),
+    "README's TypeScript example runs",
+  );
+  t.ok(
+    readme.some((b) => b.lang === "sh" && b.mode === "svc-up" && b.code.includes("/v1/query/topk")),
+    "README's curl block runs against svc up",
+  );
   for (const b of all.filter((x) => x.mode === "skip")) t.ok(b.reason!.length >= 8, `${b.file}:${b.line} skipped: ${b.reason}`);
   t.end();
 });
@@ -273,10 +336,16 @@ test("doc blocks: the quick start, in reading order, as one session at one termi
       const missing = b.expect.filter((e) => !r.out.includes(e) && !r.err.includes(e));
       const ok = r.code === 0 && missing.length === 0;
       const why = r.code !== 0 ? `exit ${r.code}` : `the output lacks ${missing.map((m) => JSON.stringify(m)).join(", ")}`;
-      t.ok(ok, `${b.file}:${b.line} (${b.lang}, block ${i + 1} of ${blocks.length}, in ${cwd.slice(sb.dir.length) || "."})${ok ? "" : `\n${why}\n--- stdout\n${r.out}\n--- stderr\n${r.err}`}`);
+      t.ok(
+        ok,
+        `${b.file}:${b.line} (${b.lang}, block ${i + 1} of ${blocks.length}, in ${cwd.slice(sb.dir.length) || "."})${ok ? "" : `\n${why}\n--- stdout\n${r.out}\n--- stderr\n${r.err}`}`,
+      );
     }
   } finally {
-    if (up) { up.child.kill("SIGINT"); await up.exited; }
+    if (up) {
+      up.child.kill("SIGINT");
+      await up.exited;
+    }
     await rm(sb.dir, { recursive: true, force: true });
     await rm(state, { recursive: true, force: true });
   }

@@ -39,7 +39,11 @@ const H = (tenant = "acme", extra: Record<string, string> = {}) => ({
 });
 
 async function call(e: RunningEngine, method: string, path: string, body?: unknown, headers: Record<string, string> = H()) {
-  const res = await fetch(e.url + path, { method, headers, body: body === undefined ? undefined : typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body) });
+  const res = await fetch(e.url + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body),
+  });
   const text = await res.text();
   let json: any = null;
   try {
@@ -95,11 +99,33 @@ test("engine: service key and tenant header", async (t) => {
 test("engine: put, get, list, search, serve, delete over JSON", async (t) => {
   const e = await start();
   const data = Int32Array.from({ length: 4096 }, (_, i) => i >> 3);
-  const put = await call(e, "POST", "/v1/put", { namespace: "default", key: "run/a", data_b64: b64(data), dtype: "int32", shape: [64, 64], metadata: { seed: 3, kind: "x" } });
+  const put = await call(e, "POST", "/v1/put", {
+    namespace: "default",
+    key: "run/a",
+    data_b64: b64(data),
+    dtype: "int32",
+    shape: [64, 64],
+    metadata: { seed: 3, kind: "x" },
+  });
   t.equal(put.status, 201, "put 201");
   t.deepEqual(
     Object.keys(put.json).sort(),
-    ["bytes_in", "bytes_stored", "compressed", "compression_ratio", "dtype", "fingerprint", "key", "max_abs_error", "namespace", "relative_error", "shape", "tt", "verdict", "version"],
+    [
+      "bytes_in",
+      "bytes_stored",
+      "compressed",
+      "compression_ratio",
+      "dtype",
+      "fingerprint",
+      "key",
+      "max_abs_error",
+      "namespace",
+      "relative_error",
+      "shape",
+      "tt",
+      "verdict",
+      "version",
+    ],
     "put response fields",
   );
   t.deepEqual([put.json.version, put.json.verdict, put.json.fingerprint.codec], [1, "lossless", "lossless"], "lossless int32");
@@ -109,7 +135,11 @@ test("engine: put, get, list, search, serve, delete over JSON", async (t) => {
   t.equal(conflict.status, 409, "if_version mismatch: 409");
   t.ok(isErrorBody(conflict.json, "version_conflict"), "version_conflict body");
   const get = await call(e, "GET", "/v1/get/default/run/a");
-  t.deepEqual([get.status, get.json.key, get.json.version, get.json.versions, get.json.metadata], [200, "run/a", 1, [1], { seed: 3, kind: "x" }], "get by path with a slash in the key");
+  t.deepEqual(
+    [get.status, get.json.key, get.json.version, get.json.versions, get.json.metadata],
+    [200, "run/a", 1, [1], { seed: 3, kind: "x" }],
+    "get by path with a slash in the key",
+  );
   t.equal((await call(e, "GET", "/v1/get/default/run%2Fa?version=1")).json.key, "run/a", "percent-decoded key, version query");
   t.equal((await call(e, "GET", "/v1/get/default/run/a?version=2")).status, 404, "unknown version 404");
   t.equal((await call(e, "GET", "/v1/get/default/run/a?version=x")).status, 400, "bad version 400");
@@ -120,7 +150,14 @@ test("engine: put, get, list, search, serve, delete over JSON", async (t) => {
   const search = await call(e, "POST", "/v1/search", { namespace: "default", filter: { seed: { $gte: 3 } } });
   t.deepEqual([search.status, search.json.results.map((r: any) => r.key)], [200, ["run/a"]], "search");
   t.equal((await call(e, "POST", "/v1/search", { namespace: "default", filter: { seed: { $like: 1 } } })).status, 400, "unknown filter operator 400");
-  const serve = await call(e, "POST", "/v1/serve", { namespace: "default", key: "run/a", slice: [[1, 2], [0, 8]] });
+  const serve = await call(e, "POST", "/v1/serve", {
+    namespace: "default",
+    key: "run/a",
+    slice: [
+      [1, 2],
+      [0, 8],
+    ],
+  });
   t.deepEqual([serve.status, serve.json.shape, serve.json.dtype], [200, [1, 8], "int32"], "serve slice as JSON");
   t.deepEqual(Array.from(new Int32Array(new Uint8Array(Buffer.from(serve.json.data_b64, "base64")).buffer)), [8, 8, 8, 8, 8, 8, 8, 8], "sliced values");
   const gpu = await call(e, "POST", "/v1/serve", { namespace: "default", key: "run/a", device: "gpu" });
@@ -137,30 +174,63 @@ test("engine: the octet-stream forms of put and serve", async (t) => {
   const e = await start();
   const data = Uint16Array.from({ length: 3000 }, (_, i) => (i * 7919) & 0xffff);
   const raw = Buffer.from(data.buffer);
-  const put = await call(e, "POST", "/v1/put?namespace=default&key=raw/1&dtype=uint16&shape=30,100&if_version=0", raw,
-    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify({ src: "octet" }) }));
+  const put = await call(
+    e,
+    "POST",
+    "/v1/put?namespace=default&key=raw/1&dtype=uint16&shape=30,100&if_version=0",
+    raw,
+    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify({ src: "octet" }) }),
+  );
   t.deepEqual([put.status, put.json.shape, put.json.dtype, put.json.version], [201, [30, 100], "uint16", 1], "octet-stream put with query fields");
   t.deepEqual((await call(e, "GET", "/v1/get/default/raw/1")).json.metadata, { src: "octet" }, "metadata from X-SVC-Metadata");
   const bigMeta = { note: "m".repeat(60 * 1024) };
-  const big = await call(e, "POST", "/v1/put?namespace=default&key=raw/big&dtype=uint16&shape=3000", raw,
-    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify(bigMeta) }));
+  const big = await call(
+    e,
+    "POST",
+    "/v1/put?namespace=default&key=raw/big&dtype=uint16&shape=3000",
+    raw,
+    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify(bigMeta) }),
+  );
   t.equal(big.status, 201, "60 KiB of metadata fits in X-SVC-Metadata");
-  const tooBig = await call(e, "POST", "/v1/put?namespace=default&key=raw/big2&dtype=uint16&shape=3000", raw,
-    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify({ note: "m".repeat(66 * 1024) }) }));
+  const tooBig = await call(
+    e,
+    "POST",
+    "/v1/put?namespace=default&key=raw/big2&dtype=uint16&shape=3000",
+    raw,
+    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify({ note: "m".repeat(66 * 1024) }) }),
+  );
   t.ok(tooBig.status === 400 && /64 KiB/.test(tooBig.json.detail), `metadata above 64 KiB: 400 (${tooBig.json?.detail})`);
-  const badMeta = await call(e, "POST", "/v1/put?namespace=default&key=raw/2&dtype=uint16&shape=3000", raw,
-    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": "{not json" }));
+  const badMeta = await call(
+    e,
+    "POST",
+    "/v1/put?namespace=default&key=raw/2&dtype=uint16&shape=3000",
+    raw,
+    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": "{not json" }),
+  );
   t.equal(badMeta.status, 400, "bad X-SVC-Metadata 400");
-  const badShape = await call(e, "POST", "/v1/put?namespace=default&key=raw/2&dtype=uint16&shape=3001", raw,
-    H("acme", { "content-type": "application/octet-stream" }));
+  const badShape = await call(
+    e,
+    "POST",
+    "/v1/put?namespace=default&key=raw/2&dtype=uint16&shape=3001",
+    raw,
+    H("acme", { "content-type": "application/octet-stream" }),
+  );
   t.equal(badShape.status, 400, "shape/size mismatch 400");
   t.ok(/needs 6002/.test(badShape.json.detail), "detail says what the shape needs");
   const badShape2 = await call(e, "POST", "/v1/put?namespace=default&key=raw/2&shape=a,b", raw, H("acme", { "content-type": "application/octet-stream" }));
   t.equal(badShape2.status, 400, "unparsable shape 400");
-  const res = await fetch(`${e.url}/v1/serve`, { method: "POST", headers: H("acme", { accept: "application/octet-stream" }), body: JSON.stringify({ namespace: "default", key: "raw/1" }) });
+  const res = await fetch(`${e.url}/v1/serve`, {
+    method: "POST",
+    headers: H("acme", { accept: "application/octet-stream" }),
+    body: JSON.stringify({ namespace: "default", key: "raw/1" }),
+  });
   t.equal(res.status, 200, "serve 200");
   t.equal(res.headers.get("content-type"), "application/octet-stream", "raw bytes");
-  t.deepEqual([res.headers.get("x-svc-dtype"), res.headers.get("x-svc-shape"), res.headers.get("x-svc-version")], ["uint16", "30,100", "1"], "X-SVC-Dtype, X-SVC-Shape, X-SVC-Version");
+  t.deepEqual(
+    [res.headers.get("x-svc-dtype"), res.headers.get("x-svc-shape"), res.headers.get("x-svc-version")],
+    ["uint16", "30,100", "1"],
+    "X-SVC-Dtype, X-SVC-Shape, X-SVC-Version",
+  );
   t.ok(Buffer.from(await res.arrayBuffer()).equals(raw), "bit-exact bytes");
   await e.close();
 });
@@ -170,27 +240,84 @@ test("engine: floating data, cores and the three queries", async (t) => {
   const n = 16;
   const fld = (ph: number) => Float32Array.from({ length: n ** 3 }, (_, i) => Math.sin((Math.floor(i / 256) + ph) / 5) * Math.cos((i % 16) / 4 - ph));
   for (let i = 0; i < 4; i++) {
-    const r = await call(e, "POST", "/v1/put", { namespace: "f", key: `x${i}`, data_b64: b64(fld(i * 0.2)), dtype: "float32", shape: [n, n, n], tolerance: 1e-4, metadata: { i } });
-    t.ok(r.status === 201 && r.json.verdict === "compressed" && r.json.tt.ranks[0] === 1, `float put x${i}: ${r.json.verdict}, ratio ${r.json.compression_ratio?.toFixed(1)}`);
+    const r = await call(e, "POST", "/v1/put", {
+      namespace: "f",
+      key: `x${i}`,
+      data_b64: b64(fld(i * 0.2)),
+      dtype: "float32",
+      shape: [n, n, n],
+      tolerance: 1e-4,
+      metadata: { i },
+    });
+    t.ok(
+      r.status === 201 && r.json.verdict === "compressed" && r.json.tt.ranks[0] === 1,
+      `float put x${i}: ${r.json.verdict}, ratio ${r.json.compression_ratio?.toFixed(1)}`,
+    );
   }
-  const core = (r0: number, m: number, r1: number, v: number) => ({ shape: [r0, m, r1], data_b64: b64(new Float32Array(r0 * m * r1).fill(v)), dtype: "float32" });
-  const pc = await call(e, "POST", "/v1/put_cores", { namespace: "f", key: "c", cores: [core(1, n, 2, 0.5), core(2, n, 2, 0.25), core(2, n, 1, 1)], metadata: { src: "cores" } });
+  const core = (r0: number, m: number, r1: number, v: number) => ({
+    shape: [r0, m, r1],
+    data_b64: b64(new Float32Array(r0 * m * r1).fill(v)),
+    dtype: "float32",
+  });
+  const pc = await call(e, "POST", "/v1/put_cores", {
+    namespace: "f",
+    key: "c",
+    cores: [core(1, n, 2, 0.5), core(2, n, 2, 0.25), core(2, n, 1, 1)],
+    metadata: { src: "cores" },
+  });
   t.deepEqual([pc.status, pc.json.verdict, pc.json.relative_error, pc.json.shape], [201, "compressed", 0, [n, n, n]], "put_cores 201");
   const bad = await call(e, "POST", "/v1/put_cores", { namespace: "f", key: "c2", cores: [core(1, n, 2, 1), core(3, n, 1, 1)] });
   t.equal(bad.status, 400, "ranks that do not chain: 400");
-  const batch = await call(e, "POST", "/v1/put_cores_batch", { namespace: "f", items: [{ key: "b1", cores: [core(1, 4, 1, 1)] }, { key: "b2", cores: [core(1, 4, 1, 2)], metadata: { k: 1 } }] });
-  t.deepEqual([batch.status, batch.json.results.map((r: any) => [r.key, r.version])], [201, [["b1", 1], ["b2", 1]]], "put_cores_batch 201 with results in order");
+  const batch = await call(e, "POST", "/v1/put_cores_batch", {
+    namespace: "f",
+    items: [
+      { key: "b1", cores: [core(1, 4, 1, 1)] },
+      { key: "b2", cores: [core(1, 4, 1, 2)], metadata: { k: 1 } },
+    ],
+  });
+  t.deepEqual(
+    [batch.status, batch.json.results.map((r: any) => [r.key, r.version])],
+    [
+      201,
+      [
+        ["b1", 1],
+        ["b2", 1],
+      ],
+    ],
+    "put_cores_batch 201 with results in order",
+  );
   const sim = await call(e, "POST", "/v1/query/similarity", { namespace: "f", a: "x0", b: "x1", metric: "cosine" });
   t.ok(sim.status === 200 && sim.json.score > 0.5 && sim.json.score <= 1 + 1e-9 && sim.json.a.key === "x0", `similarity ${sim.json.score}`);
   const topk = await call(e, "POST", "/v1/query/topk", { namespace: "f", key: "x0", k: 2, metric: "l2" });
-  t.deepEqual([topk.status, topk.json.results.length, topk.json.results[0].key, topk.json.scanned, topk.json.skipped], [200, 2, "x1", 4, 2], "topk: nearest neighbour, 4 scanned (3 fields + cores), 2 skipped");
+  t.deepEqual(
+    [topk.status, topk.json.results.length, topk.json.results[0].key, topk.json.scanned, topk.json.skipped],
+    [200, 2, "x1", 4, 2],
+    "topk: nearest neighbour, 4 scanned (3 fields + cores), 2 skipped",
+  );
   const vb = await call(e, "POST", "/v1/query/vector", { namespace: "f", vector_b64: b64(fld(0.6)), dtype: "float32", shape: [n, n, n], k: 1 });
   t.deepEqual([vb.status, vb.json.results[0].key], [200, "x3"], "vector query with vector_b64");
   const vl = await call(e, "POST", "/v1/query/vector", { namespace: "f", vector: Array.from(fld(0)), shape: [n, n, n], k: 1, filter: { i: { $gte: 1 } } });
   t.deepEqual([vl.status, vl.json.results[0].key], [200, "x1"], "vector query with a JSON list and a filter");
-  const res = await fetch(`${e.url}/v1/serve`, { method: "POST", headers: H("acme", { accept: "application/octet-stream" }), body: JSON.stringify({ namespace: "f", key: "x2", dtype: "float64", slice: [[0, 2], [0, n], [0, n]] }) });
+  const res = await fetch(`${e.url}/v1/serve`, {
+    method: "POST",
+    headers: H("acme", { accept: "application/octet-stream" }),
+    body: JSON.stringify({
+      namespace: "f",
+      key: "x2",
+      dtype: "float64",
+      slice: [
+        [0, 2],
+        [0, n],
+        [0, n],
+      ],
+    }),
+  });
   const bytes = Buffer.from(await res.arrayBuffer());
-  t.deepEqual([res.status, res.headers.get("x-svc-dtype"), res.headers.get("x-svc-shape"), bytes.byteLength], [200, "float64", `2,${n},${n}`, 2 * n * n * 8], "octet-stream serve of a TT slice as float64");
+  t.deepEqual(
+    [res.status, res.headers.get("x-svc-dtype"), res.headers.get("x-svc-shape"), bytes.byteLength],
+    [200, "float64", `2,${n},${n}`, 2 * n * n * 8],
+    "octet-stream serve of a TT slice as float64",
+  );
   const gpu = await call(e, "POST", "/v1/serve", { namespace: "f", key: "x0", device: "gpu" });
   t.ok(gpu.status === 501 && isErrorBody(gpu.json, "gpu_unavailable"), `gpu serving: 501 (${gpu.json.detail})`);
   await e.close();
@@ -219,10 +346,18 @@ test("engine: bad requests get the documented status and a one-sentence detail",
   ];
   for (const [method, path, body, headers, status, code] of cases) {
     const r = await call(e, method, path, body, headers);
-    t.ok(r.status === status && isErrorBody(r.json, code) && !/\n|\bat \w+ \(|\/work\//.test(r.json.detail) && r.json.detail.endsWith("."),
-      `${method} ${path} ${typeof body === "string" ? body : JSON.stringify(body ?? "")} -> ${r.status} ${r.json?.detail}`);
+    t.ok(
+      r.status === status && isErrorBody(r.json, code) && !/\n|\bat \w+ \(|\/work\//.test(r.json.detail) && r.json.detail.endsWith("."),
+      `${method} ${path} ${typeof body === "string" ? body : JSON.stringify(body ?? "")} -> ${r.status} ${r.json?.detail}`,
+    );
   }
-  const batch = await call(e, "POST", "/v1/put_cores_batch", { namespace: "ns", items: [{ key: "ok", cores: [{ shape: [1, 2, 1], data_b64: b64(new Float32Array([1, 2])) }] }, { key: "bad//key", cores: [] }] });
+  const batch = await call(e, "POST", "/v1/put_cores_batch", {
+    namespace: "ns",
+    items: [
+      { key: "ok", cores: [{ shape: [1, 2, 1], data_b64: b64(new Float32Array([1, 2])) }] },
+      { key: "bad//key", cores: [] },
+    ],
+  });
   t.ok(batch.status === 400 && /items\.1/.test(batch.json.detail), `a bad item names its index: ${batch.json.detail}`);
   t.equal((await call(e, "GET", "/v1/get/ns/ok")).status, 404, "nothing of the batch was stored");
   await e.close();
@@ -239,11 +374,20 @@ test("engine: 413 from Content-Length before reading, and while streaming", asyn
   // chunked upload, no Content-Length: the limit is enforced while streaming
   const port = e.port;
   const streamed = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = http.request({ port, host: "127.0.0.1", method: "POST", path: "/v1/put?namespace=ns&key=k", headers: { ...H("acme", { "content-type": "application/octet-stream" }), "transfer-encoding": "chunked" } }, (res) => {
-      let body = "";
-      res.on("data", (d) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode!, body }));
-    });
+    const req = http.request(
+      {
+        port,
+        host: "127.0.0.1",
+        method: "POST",
+        path: "/v1/put?namespace=ns&key=k",
+        headers: { ...H("acme", { "content-type": "application/octet-stream" }), "transfer-encoding": "chunked" },
+      },
+      (res) => {
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      },
+    );
     req.on("error", reject);
     let sent = 0;
     const pump = () => {
@@ -277,7 +421,13 @@ function rawGet(e: RunningEngine, path: string, headers: Record<string, string>)
 test("engine: 60 KiB of X-SVC-Metadata is accepted; 120 KiB of headers is a JSON 400 with Connection: close, not a bare 431", async (t) => {
   const e = await start();
   const metadata = { note: "n".repeat(60 * 1024) };
-  const put = await call(e, "POST", "/v1/put?namespace=ns&key=meta", new Uint8Array([1, 2, 3]), H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify(metadata) }));
+  const put = await call(
+    e,
+    "POST",
+    "/v1/put?namespace=ns&key=meta",
+    new Uint8Array([1, 2, 3]),
+    H("acme", { "content-type": "application/octet-stream", "x-svc-metadata": JSON.stringify(metadata) }),
+  );
   t.equal(put.status, 201, "a 60 KiB metadata header: 201");
   const big = await rawGet(e, "/v1/get/ns/meta", { ...H(), "x-filler": "f".repeat(120 * 1024) });
   t.equal(big.status, 400, "400");
@@ -310,7 +460,27 @@ test("engine: TLS with a self-signed certificate", async (t) => {
   const cert = join(dir, "cert.pem");
   const key = join(dir, "key.pem");
   try {
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+      ],
+      { stdio: "ignore" },
+    );
   } catch {
     t.skip("openssl is not available to make a test certificate");
     return;

@@ -31,15 +31,43 @@ test("config: defaults", (t) => {
 
 test("config: values are parsed; keys are kept as SHA-256 digests only", (t) => {
   const c = loadEngineConfig({
-    SVC_ENGINE_HOST: "0.0.0.0", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: "/tmp/x",
-    SVC_ENGINE_API_KEYS: ` ${KEY} , other-key-${"x".repeat(30)} ,`, SVC_ENGINE_REQUIRE_AUTH: "false",
-    SVC_ENGINE_MAX_UPLOAD_BYTES: "1000", SVC_ENGINE_MIN_COMPRESSION_RATIO: "2.5", SVC_ENGINE_MIN_COMPRESS_BYTES: "0",
-    SVC_ENGINE_COMPRESSION_TOL: "1e-4", SVC_ENGINE_MAX_RANK: "32", SVC_ENGINE_TLS_CERT_PATH: "/c.pem", SVC_ENGINE_TLS_KEY_PATH: "/k.pem",
-    SVC_ENGINE_LOG_LEVEL: "DEBUG", SVC_ENGINE_DEVICE: "cuda:1", SVC_ENGINE_GPU_CACHE_BYTES: "1048576",
-    SVC_ENGINE_MEMORY_BUDGET_BYTES: "1073741824", SVC_ENGINE_MAX_JSON_SERVE_BYTES: "4096",
+    SVC_ENGINE_HOST: "0.0.0.0",
+    SVC_ENGINE_PORT: "0",
+    SVC_ENGINE_DATA_DIR: "/tmp/x",
+    SVC_ENGINE_API_KEYS: ` ${KEY} , other-key-${"x".repeat(30)} ,`,
+    SVC_ENGINE_REQUIRE_AUTH: "false",
+    SVC_ENGINE_MAX_UPLOAD_BYTES: "1000",
+    SVC_ENGINE_MIN_COMPRESSION_RATIO: "2.5",
+    SVC_ENGINE_MIN_COMPRESS_BYTES: "0",
+    SVC_ENGINE_COMPRESSION_TOL: "1e-4",
+    SVC_ENGINE_MAX_RANK: "32",
+    SVC_ENGINE_TLS_CERT_PATH: "/c.pem",
+    SVC_ENGINE_TLS_KEY_PATH: "/k.pem",
+    SVC_ENGINE_LOG_LEVEL: "DEBUG",
+    SVC_ENGINE_DEVICE: "cuda:1",
+    SVC_ENGINE_GPU_CACHE_BYTES: "1048576",
+    SVC_ENGINE_MEMORY_BUDGET_BYTES: "1073741824",
+    SVC_ENGINE_MAX_JSON_SERVE_BYTES: "4096",
   });
   t.deepEqual(
-    [c.host, c.port, c.data_dir, c.require_auth, c.max_upload_bytes, c.min_compression_ratio, c.min_compress_bytes, c.compression_tol, c.max_rank, c.tls_cert_path, c.tls_key_path, c.log_level, c.device, c.gpu_cache_bytes, c.memory_budget_bytes, c.max_json_serve_bytes],
+    [
+      c.host,
+      c.port,
+      c.data_dir,
+      c.require_auth,
+      c.max_upload_bytes,
+      c.min_compression_ratio,
+      c.min_compress_bytes,
+      c.compression_tol,
+      c.max_rank,
+      c.tls_cert_path,
+      c.tls_key_path,
+      c.log_level,
+      c.device,
+      c.gpu_cache_bytes,
+      c.memory_budget_bytes,
+      c.max_json_serve_bytes,
+    ],
     ["0.0.0.0", 0, "/tmp/x", false, 1000, 2.5, 0, 1e-4, 32, "/c.pem", "/k.pem", "debug", "cuda:1", 1048576, 1073741824, 4096],
     "every variable read",
   );
@@ -79,7 +107,10 @@ test("config: a bad value is one sentence naming the variable", (t) => {
       t.fail(`accepted ${JSON.stringify(env)}`);
     } catch (e) {
       const m = (e as Error).message;
-      t.ok(e instanceof ValidationError && m.startsWith("SVC_ENGINE_") && m.includes(name) && m.endsWith(".") && m.split(". ").length === 1, `${JSON.stringify(env)} -> ${m}`);
+      t.ok(
+        e instanceof ValidationError && m.startsWith("SVC_ENGINE_") && m.includes(name) && m.endsWith(".") && m.split(". ").length === 1,
+        `${JSON.stringify(env)} -> ${m}`,
+      );
     }
   }
   t.end();

@@ -25,7 +25,11 @@ const logger: Logger = {
   error: (f) => logs.push({ level: "error", ...f }),
 };
 
-interface Raw { status: number; headers: http.IncomingHttpHeaders; body: string }
+interface Raw {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
 
 function raw(port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Raw> {
   return new Promise((resolve, reject) => {
@@ -142,7 +146,20 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     await serveSame("JSON serve", JSON.stringify({ namespace: "ns", key: "f" }), "application/json", jsonAs);
     await serveSame("JSON serve, no Accept", JSON.stringify({ namespace: "ns", key: "f" }), undefined, jsonAs);
     await serveSame("JSON serve, */*", JSON.stringify({ namespace: "ns", key: "f" }), "*/*", jsonAs);
-    await serveSame("slice as float64", JSON.stringify({ namespace: "ns", key: "f", slice: [[1, 3], [5, 9]], dtype: "float64" }), "application/octet-stream", octetAs);
+    await serveSame(
+      "slice as float64",
+      JSON.stringify({
+        namespace: "ns",
+        key: "f",
+        slice: [
+          [1, 3],
+          [5, 9],
+        ],
+        dtype: "float64",
+      }),
+      "application/octet-stream",
+      octetAs,
+    );
     await serveSame("bytes entry, version 1", JSON.stringify({ namespace: "ns", key: "k", version: 1 }), "application/octet-stream", octetAs);
     const hostileServes: Array<[string, string, number]> = [
       ["missing entry", JSON.stringify({ namespace: "ns", key: "nope" }), 404],
@@ -153,9 +170,32 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
       ["lone surrogate", '{"namespace":"ns","key":"\ud800"}', 400],
       ["not JSON", "{namespace", 400],
       ["an array", "[]", 400],
-      ["slice out of range", JSON.stringify({ namespace: "ns", key: "f", slice: [[0, 99], [0, 1]] }), 400],
+      [
+        "slice out of range",
+        JSON.stringify({
+          namespace: "ns",
+          key: "f",
+          slice: [
+            [0, 99],
+            [0, 1],
+          ],
+        }),
+        400,
+      ],
       ["bad dtype", JSON.stringify({ namespace: "ns", key: "f", dtype: "complex" }), 400],
-      ["gpu with a slice", JSON.stringify({ namespace: "ns", key: "f", device: "gpu", slice: [[0, 1], [0, 1]] }), 400],
+      [
+        "gpu with a slice",
+        JSON.stringify({
+          namespace: "ns",
+          key: "f",
+          device: "gpu",
+          slice: [
+            [0, 1],
+            [0, 1],
+          ],
+        }),
+        400,
+      ],
       ["deep nesting", "[".repeat(100_000) + "]".repeat(100_000), 400],
     ];
     for (const [what, body, status] of hostileServes) {
@@ -163,15 +203,40 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
       t.equal(r.status, status, `${what}: ${status}`);
       t.equal(JSON.parse(r.body).request_id, r.headers["x-request-id"], `${what}: the body's request id is the header's`);
     }
-    const tooBig = await raw(port, "POST", "/v1/serve", { ...auth(), "content-type": "application/json", accept: "application/octet-stream" }, JSON.stringify({ namespace: "ns", key: "f", pad: "x".repeat(2 * 1024 * 1024) }));
+    const tooBig = await raw(
+      port,
+      "POST",
+      "/v1/serve",
+      { ...auth(), "content-type": "application/json", accept: "application/octet-stream" },
+      JSON.stringify({ namespace: "ns", key: "f", pad: "x".repeat(2 * 1024 * 1024) }),
+    );
     t.equal(tooBig.status, 413, "a serve body past the limit: 413");
-    const latin = await raw(port, "POST", "/v1/serve", { ...auth(), "content-type": "application/json; charset=latin1" }, JSON.stringify({ namespace: "ns", key: "f" }));
+    const latin = await raw(
+      port,
+      "POST",
+      "/v1/serve",
+      { ...auth(), "content-type": "application/json; charset=latin1" },
+      JSON.stringify({ namespace: "ns", key: "f" }),
+    );
     t.equal(latin.status, 415, "a JSON body in another charset: 415");
-    const noAuth = await raw(port, "POST", "/v1/serve", { "x-svc-tenant": "acme", "content-type": "application/json" }, JSON.stringify({ namespace: "ns", key: "f" }));
+    const noAuth = await raw(
+      port,
+      "POST",
+      "/v1/serve",
+      { "x-svc-tenant": "acme", "content-type": "application/json" },
+      JSON.stringify({ namespace: "ns", key: "f" }),
+    );
     t.equal(noAuth.status, 401, "a serve without the key: 401");
     // a Content-Length longer than the body sent, then the client leaves: no answer owed, the server goes on
     await new Promise<void>((resolve) => {
-      const req = http.request({ host: "127.0.0.1", port, method: "POST", path: "/v1/serve", headers: { ...auth(), "content-type": "application/json", "content-length": "500" }, agent: false });
+      const req = http.request({
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path: "/v1/serve",
+        headers: { ...auth(), "content-type": "application/json", "content-length": "500" },
+        agent: false,
+      });
       req.on("error", () => resolve());
       req.write('{"namespace":"ns"');
       setImmediate(() => {
@@ -183,7 +248,11 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
 
     // the request id: a given UUID is kept (lower case), anything else replaced
     const uuid = "0F8FAD5B-D9CB-469F-A165-70867728950E";
-    t.equal((await raw(port, "GET", "/v1/get/ns/k", auth("acme", { "x-request-id": uuid }))).headers["x-request-id"], uuid.toLowerCase(), "a given UUID is echoed in lower case");
+    t.equal(
+      (await raw(port, "GET", "/v1/get/ns/k", auth("acme", { "x-request-id": uuid }))).headers["x-request-id"],
+      uuid.toLowerCase(),
+      "a given UUID is echoed in lower case",
+    );
     const replaced = (await raw(port, "GET", "/v1/get/ns/k", auth("acme", { "x-request-id": "not-a-uuid\u00e9" }))).headers["x-request-id"];
     t.ok(typeof replaced === "string" && /^[0-9a-f-]{36}$/.test(replaced), "anything else is replaced by a fresh id");
 
@@ -196,12 +265,22 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     t.equal(lines.length, 3, "three requests, three lines");
     t.deepEqual(Object.keys(lines[0]!).sort(), ["latency_ms", "level", "method", "msg", "path", "request_id", "status", "tenant"], "fields");
     t.deepEqual(Object.keys(lines[0]!).sort(), Object.keys(lines[2]!).sort(), "the same fields as the Express line");
-    t.deepEqual(lines.map((l) => [l.status, l.tenant, l.path]), [[200, "acme", "/v1/get/ns/k"], [404, "acme", "/v1/get/ns/nope"], [200, "acme", "/v1/get/ns/k"]], "status, tenant and path");
+    t.deepEqual(
+      lines.map((l) => [l.status, l.tenant, l.path]),
+      [
+        [200, "acme", "/v1/get/ns/k"],
+        [404, "acme", "/v1/get/ns/nope"],
+        [200, "acme", "/v1/get/ns/k"],
+      ],
+      "status, tenant and path",
+    );
     t.notOk(JSON.stringify(logs).includes(KEY), "no key in the logs");
 
     // metrics: the route template counted
     const m = await raw(port, "GET", "/metrics", { authorization: `Bearer ${KEY}` });
-    const line = m.body.split("\n").find((l) => l.startsWith("svc_engine_http_requests_total{") && l.includes('method="GET"') && l.includes('status="404"') && l.includes("/v1/get/"));
+    const line = m.body
+      .split("\n")
+      .find((l) => l.startsWith("svc_engine_http_requests_total{") && l.includes('method="GET"') && l.includes('status="404"') && l.includes("/v1/get/"));
     t.ok(line !== undefined && Number(line.split(" ").pop()) >= 3, `404s of GET /v1/get counted: ${line}`);
   } finally {
     await new Promise<void>((r) => server.close(() => r()));

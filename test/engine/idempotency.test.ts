@@ -100,7 +100,13 @@ for (const kind of ["memory", "lmdb", "postgres"]) {
     const c1 = await call(e.url, "POST", "/v1/put_cores", cores(1), { "idempotency-key": "c" });
     const c2 = await call(e.url, "POST", "/v1/put_cores", cores(1), { "idempotency-key": "c" });
     t.deepEqual([c1.status, c2.replayed, c2.text === c1.text], [201, "true", true], "put_cores replays");
-    const batch = { namespace: "ns", items: [{ key: "b1", cores: cores(1).cores }, { key: "b2", cores: cores(2).cores }] };
+    const batch = {
+      namespace: "ns",
+      items: [
+        { key: "b1", cores: cores(1).cores },
+        { key: "b2", cores: cores(2).cores },
+      ],
+    };
     const b1 = await call(e.url, "POST", "/v1/put_cores_batch", batch, { "idempotency-key": "b" });
     const b2 = await call(e.url, "POST", "/v1/put_cores_batch", batch, { "idempotency-key": "b" });
     t.deepEqual([b1.status, b2.replayed, b2.text === b1.text], [201, "true", true], "put_cores_batch replays");
@@ -118,15 +124,27 @@ for (const kind of ["memory", "lmdb", "postgres"]) {
     const e = await engine(kind, clock);
     const k = { "idempotency-key": "race" };
     const all = await Promise.all(Array.from({ length: 8 }, () => call(e.url, "POST", "/v1/put", put("r", [4, 4]), k)));
-    t.ok(all.every((r) => r.status === 201), "every repeat: 201");
+    t.ok(
+      all.every((r) => r.status === 201),
+      "every repeat: 201",
+    );
     t.equal(new Set(all.map((r) => r.text)).size, 1, "every repeat got the same response");
     t.equal(all.filter((r) => r.replayed === null).length, 1, "exactly one was executed, the others replayed");
     t.equal((await e.store.forTenant("acme").get("ns", "r")).latest_version, 1, "one version written");
-    for (const [bad, why] of [["", "empty"], ["x".repeat(256), "256 characters"], ["has space", "a space"], ["é", "non-ASCII"]] as const) {
+    for (const [bad, why] of [
+      ["", "empty"],
+      ["x".repeat(256), "256 characters"],
+      ["has space", "a space"],
+      ["é", "non-ASCII"],
+    ] as const) {
       const r = await call(e.url, "POST", "/v1/put", put("z", [1]), { "idempotency-key": bad });
       t.deepEqual([r.status, r.json.code], [400, "bad_request"], `${why}: 400 bad_request`);
     }
-    t.equal((await e.store.forTenant("acme").list("ns")).keys.some((x) => x.key === "z"), false, "a refused key wrote nothing");
+    t.equal(
+      (await e.store.forTenant("acme").list("ns")).keys.some((x) => x.key === "z"),
+      false,
+      "a refused key wrote nothing",
+    );
     // quotes and backslashes are printable ASCII: stored and matched as they are
     const sly = { "idempotency-key": "x');DROP-TABLE-heads;--\\'" };
     const s1 = await call(e.url, "POST", "/v1/put", put("q", [1]), sly);
@@ -154,15 +172,18 @@ test("gateway: forwards Idempotency-Key and passes Idempotent-Replayed back", as
   try {
     const url = await stack.url();
     const res = await fetch(`${url}/gate/onboard/create`, {
-      method: "POST", headers: { authorization: `Bearer ${stack.serviceKey}`, "content-type": "application/json" },
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.serviceKey}`, "content-type": "application/json" },
       body: JSON.stringify({ tenant_id: "idem-gw", namespaces: ["ns"] }),
     });
     const { api_key } = (await res.json()) as { api_key: string };
     t.equal(res.status, 201, "a tenant with a key of its own");
-    const send = () => fetch(`${url}/v1/put`, {
-      method: "POST", headers: { authorization: `Bearer ${api_key}`, "content-type": "application/json", "idempotency-key": "gw-1" },
-      body: JSON.stringify(put("g", [1, 2])),
-    });
+    const send = () =>
+      fetch(`${url}/v1/put`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${api_key}`, "content-type": "application/json", "idempotency-key": "gw-1" },
+        body: JSON.stringify(put("g", [1, 2])),
+      });
     const a = await send();
     const aText = await a.text();
     const b = await send();

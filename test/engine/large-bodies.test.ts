@@ -82,7 +82,14 @@ for (const kind of ["lmdb", "postgres"]) {
 
       // a compressible float field: TT, served by reconstruction within the tolerance
       const f = field(200_000);
-      const fput = await call(e.url, "/v1/put", { namespace: "ns", key: "field", dtype: "float32", shape: [200_000], tolerance: 1e-4, data_b64: Buffer.from(f.buffer).toString("base64") });
+      const fput = await call(e.url, "/v1/put", {
+        namespace: "ns",
+        key: "field",
+        dtype: "float32",
+        shape: [200_000],
+        tolerance: 1e-4,
+        data_b64: Buffer.from(f.buffer).toString("base64"),
+      });
       t.equal(fput.status, 201, "JSON put of a float32 field: 201");
       const fserve = await call(e.url, "/v1/serve", { namespace: "ns", key: "field" });
       const back = new Float32Array(new Uint8Array(Buffer.from(JSON.parse(fserve.text).data_b64, "base64")).buffer);
@@ -92,7 +99,10 @@ for (const kind of ["lmdb", "postgres"]) {
         num += (f[i]! - back[i]!) ** 2;
         den += f[i]! ** 2;
       }
-      t.ok(back.length === f.length && Math.sqrt(num / den) <= 1e-4 * 1.0001, `the field comes back within its tolerance (${Math.sqrt(num / den).toExponential(2)})`);
+      t.ok(
+        back.length === f.length && Math.sqrt(num / den) <= 1e-4 * 1.0001,
+        `the field comes back within its tolerance (${Math.sqrt(num / den).toExponential(2)})`,
+      );
 
       // idempotent octet-stream put: the request hash is taken in a worker and the body still stored
       const body = noise(2 * OFFLOAD_MIN_BYTES + 7);
@@ -124,7 +134,11 @@ for (const kind of ["lmdb", "postgres"]) {
       // refusals of large bodies: the 400 of a small body with the same fault
       const pad = noise(OFFLOAD_MIN_BYTES).toString("base64");
       for (const [what, text, detail] of [
-        ["a member named twice after the payload", `{"namespace":"ns","key":"a","data_b64":"${pad}","key":"b"}`, 'The request body names the member "key" twice in one object.'],
+        [
+          "a member named twice after the payload",
+          `{"namespace":"ns","key":"a","data_b64":"${pad}","key":"b"}`,
+          'The request body names the member "key" twice in one object.',
+        ],
         ["bad base64", `{"namespace":"ns","key":"a","data_b64":"${pad}!!!!"}`, "data_b64: must be standard base64 text."],
         ["a foreign field", `{"namespace":"ns","key":"a","data_b64":"${pad}","tenant":"other"}`, "body: unknown field 'tenant'."],
       ] as const) {
@@ -134,7 +148,13 @@ for (const kind of ["lmdb", "postgres"]) {
       }
 
       // query/vector with a large vector_b64 over the stored field
-      const q = await call(e.url, "/v1/query/vector", { namespace: "ns", vector_b64: Buffer.from(f.buffer).toString("base64"), dtype: "float32", shape: [200_000], k: 1 });
+      const q = await call(e.url, "/v1/query/vector", {
+        namespace: "ns",
+        vector_b64: Buffer.from(f.buffer).toString("base64"),
+        dtype: "float32",
+        shape: [200_000],
+        k: 1,
+      });
       t.equal(q.status, 200, "query/vector with a large vector_b64: 200");
       const top = JSON.parse(q.text).results[0];
       t.ok(top?.key === "field" && top.score > 0.9999, `the field is its own nearest entry (score ${top?.score})`);

@@ -35,7 +35,11 @@ async function setup(): Promise<{ e: RunningEngine; dir: string }> {
   for (let b = 0; b < ENTRIES / 1000; b++) {
     const items = Array.from({ length: 1000 }, (_, j) => {
       const i = b * 1000 + j;
-      return { key: `k${String(i).padStart(5, "0")}`, cores: [{ shape: [1, 4, 1], data_b64: core }], metadata: { a: { y: pad, z: [1, 2, 3], x: i }, tag: `t${i}` } };
+      return {
+        key: `k${String(i).padStart(5, "0")}`,
+        cores: [{ shape: [1, 4, 1], data_b64: core }],
+        metadata: { a: { y: pad, z: [1, 2, 3], x: i }, tag: `t${i}` },
+      };
     });
     const r = await call(e, "attacker", "POST", "/v1/put_cores_batch", { namespace: "default", items });
     if (r.status !== 201) throw new Error(`setup failed: ${r.status} ${JSON.stringify(r.json)}`);
@@ -61,14 +65,27 @@ test("engine: filters past the limits are refused with 400 naming the limit", as
     const cases: [string, Record<string, unknown>, number, RegExp][] = [
       // the body of a search or top-K is at most 1 MiB: refused from its Content-Length, unread
       ["a $in list of 200,000 strings", { tag: { $in: big } }, 413, /larger than the upload limit of 1048576 bytes/],
-      ["a $in list of 800 long strings", { tag: { $in: big.slice(0, 800).map((v) => v.padEnd(100, "x")) } }, 400, /is \d+ bytes of JSON; the limit is 65536 bytes/],
+      [
+        "a $in list of 800 long strings",
+        { tag: { $in: big.slice(0, 800).map((v) => v.padEnd(100, "x")) } },
+        400,
+        /is \d+ bytes of JSON; the limit is 65536 bytes/,
+      ],
       ["a $nin list over its limit", { tag: { $nin: big.slice(0, FILTER_LIMITS.maxInValues + 1) } }, 400, /has 1001 values; the limit is 1000/],
       ["top-level fields over the limit", many, 400, /has 101 members; the limit is 100 per object/],
-      ["too many conditions in all", { $or: Array.from({ length: 60 }, (_, i) => ({ tag: { $in: big.slice(i * 20, i * 20 + 20) } })) }, 400, /more than 1000 conditions/],
+      [
+        "too many conditions in all",
+        { $or: Array.from({ length: 60 }, (_, i) => ({ tag: { $in: big.slice(i * 20, i * 20 + 20) } })) },
+        400,
+        /more than 1000 conditions/,
+      ],
       ["too deep", deep, 400, /nested more than 16 levels/],
     ];
     for (const [what, filter, status, re] of cases) {
-      for (const [path, body] of [["/v1/search", { namespace: "default", filter }], ["/v1/query/topk", { namespace: "default", key: "k00000", filter }]] as const) {
+      for (const [path, body] of [
+        ["/v1/search", { namespace: "default", filter }],
+        ["/v1/query/topk", { namespace: "default", key: "k00000", filter }],
+      ] as const) {
         const r = await call(e, "attacker", "POST", path, body);
         t.equal(r.status, status, `${what} on ${path}: ${status}`);
         t.match(String(r.json.detail), re, `detail names the limit: ${r.json.detail}`);
@@ -81,7 +98,11 @@ test("engine: filters past the limits are refused with 400 naming the limit", as
     t.equal(r.status, 200, "the hostile filter is accepted");
     t.equal(r.json.total, 0, "and matches nothing (every entry was compared in full)");
     const ok = await call(e, "attacker", "POST", "/v1/search", { namespace: "default", filter: { tag: { $in: ["t7", "t4999", "nope"] } } });
-    t.deepEqual(ok.json.results.map((x: { key: string }) => x.key), ["k00007", "k04999"], "$in on strings still matches");
+    t.deepEqual(
+      ok.json.results.map((x: { key: string }) => x.key),
+      ["k00007", "k04999"],
+      "$in on strings still matches",
+    );
   } finally {
     await e.close();
     rmSync(dir, { recursive: true, force: true });
@@ -128,7 +149,11 @@ test("engine: a large search answer is written in pieces and parses to the same 
   try {
     const core = Buffer.from(new Float32Array([1, 2]).buffer).toString("base64");
     // 300 entries of about 60 KiB of metadata each: an 18 MB answer
-    const items = Array.from({ length: 300 }, (_, i) => ({ key: `m${String(i).padStart(3, "0")}`, cores: [{ shape: [1, 2, 1], data_b64: core }], metadata: { i, text: "é\"\\".repeat(10_000) + i } }));
+    const items = Array.from({ length: 300 }, (_, i) => ({
+      key: `m${String(i).padStart(3, "0")}`,
+      cores: [{ shape: [1, 2, 1], data_b64: core }],
+      metadata: { i, text: 'é"\\'.repeat(10_000) + i },
+    }));
     for (let b = 0; b < 3; b++) {
       const r = await call(e, "acme", "POST", "/v1/put_cores_batch", { namespace: "default", items: items.slice(b * 100, b * 100 + 100) });
       t.equal(r.status, 201, `stored ${r.status === 201 ? "" : r.json.detail}`);
@@ -136,11 +161,19 @@ test("engine: a large search answer is written in pieces and parses to the same 
     const big = await call(e, "acme", "POST", "/v1/search", { namespace: "default", filter: { i: { $gte: 0 } }, limit: 1000 });
     t.equal(big.status, 200, `a search answer of 300 entries: 200 in ${big.ms.toFixed(0)} ms`);
     t.deepEqual(Object.keys(big.json), ["namespace", "results", "total", "limit", "offset", "next_offset"], "members in their order");
-    t.deepEqual([big.json.namespace, big.json.total, big.json.limit, big.json.offset, big.json.next_offset], ["default", 300, 1000, 0, null], "the fields around the list");
+    t.deepEqual(
+      [big.json.namespace, big.json.total, big.json.limit, big.json.offset, big.json.next_offset],
+      ["default", 300, 1000, 0, null],
+      "the fields around the list",
+    );
     t.equal(big.json.results.length, 300, "every result");
     t.deepEqual(big.json.results[299], { key: "m299", version: 1, metadata: items[299]!.metadata }, "a result whole, escapes included");
     const small = await call(e, "acme", "POST", "/v1/search", { namespace: "default", filter: { i: 3 } });
-    t.deepEqual(small.json.results.map((r: { key: string }) => r.key), ["m003"], "a small answer as before");
+    t.deepEqual(
+      small.json.results.map((r: { key: string }) => r.key),
+      ["m003"],
+      "a small answer as before",
+    );
   } finally {
     await e.close();
     rmSync(dir, { recursive: true, force: true });

@@ -55,7 +55,13 @@ test("metrics: requests, compression, reconstruction, core cache and store size 
   const smooth = new Float32Array(n * n * n);
   for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) for (let k = 0; k < n; k++) smooth[(i * n + j) * n + k] = Math.sin(i / 5) * Math.cos(j / 7) + k / n;
   const noise = randomBytes(10_000);
-  const p1 = await post("/v1/put", { namespace: "ns", key: "smooth", dtype: "float32", shape: [n, n, n], data_b64: Buffer.from(smooth.buffer).toString("base64") });
+  const p1 = await post("/v1/put", {
+    namespace: "ns",
+    key: "smooth",
+    dtype: "float32",
+    shape: [n, n, n],
+    data_b64: Buffer.from(smooth.buffer).toString("base64"),
+  });
   t.equal(p1.status, 201);
   const put1 = (await p1.json()) as { verdict: string; bytes_in: number };
   t.equal(put1.verdict, "compressed");

@@ -18,7 +18,13 @@ async function engine() {
   const server = http.createServer(createApp({ store, config, gpu: { unavailable: "no GPU in this test" } }));
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { url, close: async () => { await new Promise<void>((r) => server.close(() => r())); await store.close(); } };
+  return {
+    url,
+    close: async () => {
+      await new Promise<void>((r) => server.close(() => r()));
+      await store.close();
+    },
+  };
 }
 
 async function post(url: string, path: string, body: string | Uint8Array, type: string) {
@@ -37,26 +43,48 @@ test("put over HTTP: codec and max_abs_error in the JSON and octet-stream forms"
     const a = await post(e.url, "/v1/put", jsonPut(`,"max_abs_error":0.002,"codec":"pred"`), "application/json");
     t.equal(a.status, 201, "JSON put with codec pred and max_abs_error");
     const fp = a.json.fingerprint as { codec: string };
-    t.ok(fp.codec === "pred" && (a.json.max_abs_error as number) <= 0.002 && typeof a.json.relative_error === "number",
-      `answer: codec ${fp.codec}, max_abs_error ${a.json.max_abs_error}, relative_error ${a.json.relative_error}`);
-    const b = await post(e.url, "/v1/put?namespace=ns&key=o&dtype=float32&shape=8192&max_abs_error=0&codec=auto", new Uint8Array(data.buffer), "application/octet-stream");
+    t.ok(
+      fp.codec === "pred" && (a.json.max_abs_error as number) <= 0.002 && typeof a.json.relative_error === "number",
+      `answer: codec ${fp.codec}, max_abs_error ${a.json.max_abs_error}, relative_error ${a.json.relative_error}`,
+    );
+    const b = await post(
+      e.url,
+      "/v1/put?namespace=ns&key=o&dtype=float32&shape=8192&max_abs_error=0&codec=auto",
+      new Uint8Array(data.buffer),
+      "application/octet-stream",
+    );
     t.ok(b.status === 201 && b.json.max_abs_error === 0 && b.json.relative_error === 0, `octet-stream put with max_abs_error=0: exact (${b.json.verdict})`);
     const get = await fetch(`${e.url}/v1/get/ns/k`, { headers: { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme" } });
     const info = (await get.json()) as Record<string, unknown>;
-    t.deepEqual([info.max_abs_error, (info.fingerprint as { codec: string }).codec], [a.json.max_abs_error, "pred"], "get reports the same codec and max_abs_error");
+    t.deepEqual(
+      [info.max_abs_error, (info.fingerprint as { codec: string }).codec],
+      [a.json.max_abs_error, "pred"],
+      "get reports the same codec and max_abs_error",
+    );
 
     for (const [extra, field] of [
-      [`,"max_abs_error":-1`, "max_abs_error"], [`,"max_abs_error":"x"`, "max_abs_error"], [`,"max_abs_error":1e400`, "max_abs_error"],
-      [`,"max_abs_error":null`, "max_abs_error"], [`,"codec":"zfp"`, "codec"], [`,"codec":7`, "codec"], [`,"tolerance":-0.5`, "tolerance"],
+      [`,"max_abs_error":-1`, "max_abs_error"],
+      [`,"max_abs_error":"x"`, "max_abs_error"],
+      [`,"max_abs_error":1e400`, "max_abs_error"],
+      [`,"max_abs_error":null`, "max_abs_error"],
+      [`,"codec":"zfp"`, "codec"],
+      [`,"codec":7`, "codec"],
+      [`,"tolerance":-0.5`, "tolerance"],
     ]) {
       const r = await post(e.url, "/v1/put", jsonPut(extra!), "application/json");
       const detail = String(r.json.detail);
-      t.ok(r.status === 400 && r.json.code === "bad_request" && detail.includes(field!) && /\.$/.test(detail) && !detail.includes("\n"),
-        `JSON ${extra}: ${r.status} ${detail}`);
+      t.ok(
+        r.status === 400 && r.json.code === "bad_request" && detail.includes(field!) && /\.$/.test(detail) && !detail.includes("\n"),
+        `JSON ${extra}: ${r.status} ${detail}`,
+      );
     }
     for (const [q, field] of [
-      ["max_abs_error=-1", "max_abs_error"], ["max_abs_error=x", "max_abs_error"], ["max_abs_error=1e400", "max_abs_error"],
-      ["max_abs_error=", "max_abs_error"], ["codec=zfp", "codec"], ["codec=TT", "codec"],
+      ["max_abs_error=-1", "max_abs_error"],
+      ["max_abs_error=x", "max_abs_error"],
+      ["max_abs_error=1e400", "max_abs_error"],
+      ["max_abs_error=", "max_abs_error"],
+      ["codec=zfp", "codec"],
+      ["codec=TT", "codec"],
     ]) {
       const r = await post(e.url, `/v1/put?namespace=ns&key=q&dtype=float32&shape=8192&${q}`, new Uint8Array(data.buffer), "application/octet-stream");
       t.ok(r.status === 400 && r.json.code === "bad_request" && String(r.json.detail).includes(field!), `octet-stream ${q}: ${r.status} ${r.json.detail}`);

@@ -15,7 +15,14 @@ const children: ChildProcess[] = [];
 /** `svc engine` in a process of its own; resolves with its URL once it listens. */
 function startEngine(storeUrl: string): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ["--import", "tsx", SVC, "engine"], {
-    env: { ...process.env, SVC_ENGINE_PORT: "0", SVC_ENGINE_STORE_URL: storeUrl, SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_DEVICE: "cpu" },
+    env: {
+      ...process.env,
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_STORE_URL: storeUrl,
+      SVC_ENGINE_API_KEYS: KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+      SVC_ENGINE_DEVICE: "cpu",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   children.push(child);
@@ -82,8 +89,15 @@ test("two engines on one database: concurrent writers, CAS, readers, SIGKILL", a
     await Promise.all(readers);
     t.equal(failures, 0, "every put answered 201");
     for (const key of ["k0", "k1"]) {
-      const vs = acked.filter((x) => x.key === key).map((x) => x.version).sort((x, y) => x - y);
-      t.deepEqual(vs, Array.from({ length: vs.length }, (_, i) => i + 1), `${key}: versions 1..${vs.length}, none equal, none missing`);
+      const vs = acked
+        .filter((x) => x.key === key)
+        .map((x) => x.version)
+        .sort((x, y) => x - y);
+      t.deepEqual(
+        vs,
+        Array.from({ length: vs.length }, (_, i) => i + 1),
+        `${key}: versions 1..${vs.length}, none equal, none missing`,
+      );
     }
     t.equal(acked.length, 96, "96 acknowledged puts");
     t.ok(reads > 0, `${reads} reads during the writes`);
@@ -91,8 +105,11 @@ test("two engines on one database: concurrent writers, CAS, readers, SIGKILL", a
 
     // if_version: a compare-and-set across engines, exactly one winner
     const before = (await call(a.url, "GET", "/v1/get/ns/k0")).json.latest_version as number;
-    const cas = await Promise.all(Array.from({ length: 10 }, (_, j) =>
-      call(engines[j % 2]!, "POST", "/v1/put", { namespace: "ns", key: "k0", data_b64: content(99, j).toString("base64"), if_version: before })));
+    const cas = await Promise.all(
+      Array.from({ length: 10 }, (_, j) =>
+        call(engines[j % 2]!, "POST", "/v1/put", { namespace: "ns", key: "k0", data_b64: content(99, j).toString("base64"), if_version: before }),
+      ),
+    );
     t.equal(cas.filter((r) => r.status === 201).length, 1, "one of 10 concurrent if_version puts wins");
     t.equal(cas.filter((r) => r.status === 409 && r.json.code === "version_conflict").length, 9, "the other 9 are version_conflict");
     t.equal((await call(b.url, "GET", "/v1/get/ns/k0")).json.latest_version, before + 1, "exactly one version added");

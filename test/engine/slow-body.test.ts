@@ -14,10 +14,17 @@ const KEY = "slow-body-test-key-0123456789abcdef0123456789";
 
 test("engine: a trickled body is cut off after the grace time; others are served", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-slow-body-"));
-  const engine = await startEngine(loadEngineConfig({
-    SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: KEY,
-    SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_BODY_GRACE_S: "1", SVC_ENGINE_BODY_MIN_RATE: "1000",
-  }));
+  const engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+      SVC_ENGINE_BODY_GRACE_S: "1",
+      SVC_ENGINE_BODY_MIN_RATE: "1000",
+    }),
+  );
   const u = new URL(engine.url);
   const headers = { authorization: `Bearer ${KEY}`, "x-svc-tenant": "acme" };
   try {
@@ -28,20 +35,30 @@ test("engine: a trickled body is cut off after the grace time; others are served
       let timer: NodeJS.Timeout | undefined;
       sock.on("connect", () => {
         sock.write(
-          "POST /v1/put?namespace=ns&key=slow&dtype=bytes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY +
-          "\r\nX-SVC-Tenant: acme\r\nContent-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n",
+          "POST /v1/put?namespace=ns&key=slow&dtype=bytes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+            KEY +
+            "\r\nX-SVC-Tenant: acme\r\nContent-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n",
         );
-        timer = setInterval(() => { if (!sock.destroyed) sock.write("x"); }, 300);
+        timer = setInterval(() => {
+          if (!sock.destroyed) sock.write("x");
+        }, 300);
       });
       sock.on("data", (d) => (got += d.toString("latin1")));
-      const done = () => { clearInterval(timer); resolve(got); };
+      const done = () => {
+        clearInterval(timer);
+        resolve(got);
+      };
       sock.on("close", done);
       sock.on("error", done);
-      setTimeout(() => { sock.destroy(); }, 60_000); // a bound on the test itself, never reached when the limit works
+      setTimeout(() => {
+        sock.destroy();
+      }, 60_000); // a bound on the test itself, never reached when the limit works
     });
     // while the trickle runs, the engine serves another request
     const other = await fetch(`${engine.url}/v1/put?namespace=ns&key=fast&dtype=bytes`, {
-      method: "POST", headers: { ...headers, "content-type": "application/octet-stream" }, body: Buffer.alloc(200_000, 7),
+      method: "POST",
+      headers: { ...headers, "content-type": "application/octet-stream" },
+      body: Buffer.alloc(200_000, 7),
     });
     t.equal(other.status, 201, "a body sent at speed is stored meanwhile");
     const raw = await answer;
@@ -60,7 +77,11 @@ test("engine: a trickled body is cut off after the grace time; others are served
 });
 
 test("engine: the body-rate variables are validated", (t) => {
-  for (const [name, value] of [["SVC_ENGINE_BODY_MIN_RATE", "0"], ["SVC_ENGINE_BODY_GRACE_S", "-1"], ["SVC_ENGINE_BODY_GRACE_S", "abc"]] as const) {
+  for (const [name, value] of [
+    ["SVC_ENGINE_BODY_MIN_RATE", "0"],
+    ["SVC_ENGINE_BODY_GRACE_S", "-1"],
+    ["SVC_ENGINE_BODY_GRACE_S", "abc"],
+  ] as const) {
     t.throws(() => loadEngineConfig({ SVC_ENGINE_API_KEYS: KEY, [name]: value }), new RegExp(name), `${name}=${value} is refused, naming the variable`);
   }
   const c = loadEngineConfig({ SVC_ENGINE_API_KEYS: KEY });

@@ -37,7 +37,10 @@ export async function waitFor(what: string, cond: () => Promise<boolean> | boole
 export function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect(port, "127.0.0.1");
-    s.once("connect", () => { s.destroy(); resolve(true); });
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once("error", () => resolve(false));
   });
 }
@@ -71,7 +74,16 @@ export async function startPgCluster(): Promise<PgCluster | { skip: string }> {
   // survives every fault simulated here (a machine crash is not one of them)
   const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
   const ctl = (...args: string[]) => asPostgres([join(PG_BIN, "pg_ctl"), "-D", data, ...args]);
-  const up = () => waitFor(`PostgreSQL answers on ${port}`, async () => (await run(join(PG_BIN, "pg_isready"), ["-h", "127.0.0.1", "-p", String(port)]).then(() => true, () => false)), 60_000);
+  const up = () =>
+    waitFor(
+      `PostgreSQL answers on ${port}`,
+      async () =>
+        await run(join(PG_BIN, "pg_isready"), ["-h", "127.0.0.1", "-p", String(port)]).then(
+          () => true,
+          () => false,
+        ),
+      60_000,
+    );
   const cluster: PgCluster = {
     port,
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
@@ -89,7 +101,11 @@ export async function startPgCluster(): Promise<PgCluster | { skip: string }> {
       const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
       // the postmaster's children too: a crash leaves no backend answering
       await run("pkill", ["-KILL", "-P", String(pid)]).catch(() => undefined);
-      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
       await waitFor("the killed PostgreSQL stops answering", async () => !(await portOpen(port)), 30_000);
       // what a crash leaves behind and a start refuses to overwrite while it names a live pid
       rmSync(pidFile, { force: true });
@@ -123,7 +139,13 @@ export interface RedisProc {
 
 /** A redis-server of its own on a free port, or why not. */
 export async function startRedisProc(): Promise<RedisProc | { skip: string }> {
-  if (!(await run("redis-server", ["--version"]).then(() => true, () => false))) return { skip: "no redis-server binary on this machine" };
+  if (
+    !(await run("redis-server", ["--version"]).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return { skip: "no redis-server binary on this machine" };
   const dir = mkdtempSync(join(tmpdir(), "svc-redis-"));
   const port = await freePort();
   const p: RedisProc = {
@@ -140,7 +162,11 @@ export async function startRedisProc(): Promise<RedisProc | { skip: string }> {
     },
     async start() {
       // every write in the append-only file before its reply: a restart after a kill keeps it
-      p.child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always"], { stdio: "ignore" });
+      p.child = spawn(
+        "redis-server",
+        ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+        { stdio: "ignore" },
+      );
       await waitFor(`redis-server on ${port} answers`, () => portOpen(port), 30_000);
     },
     async destroy() {

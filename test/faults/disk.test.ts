@@ -34,7 +34,10 @@ async function put(url: string, key: string, bytes: Buffer) {
 
 const mounted = await mountSmallDisk(48);
 if ("skip" in mounted) {
-  test("disk full", (t) => { t.comment(`skipped: ${mounted.skip}`); t.end(); });
+  test("disk full", (t) => {
+    t.comment(`skipped: ${mounted.skip}`);
+    t.end();
+  });
 } else {
   const disk: SmallDisk = mounted;
   test.onFinish(() => void disk.destroy());

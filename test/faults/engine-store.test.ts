@@ -9,7 +9,12 @@ import type { AddressInfo } from "node:net";
 import { EnginePool } from "../../server/gateway/engines.js";
 import { waitFor } from "./deps.js";
 
-interface Stub { url: string; served: number; health: () => string; close: () => Promise<void> }
+interface Stub {
+  url: string;
+  served: number;
+  health: () => string;
+  close: () => Promise<void>;
+}
 
 async function stub(health: () => string): Promise<Stub> {
   const s: Stub = { url: "", served: 0, health, close: async () => {} };
@@ -25,7 +30,11 @@ async function stub(health: () => string): Promise<Stub> {
   });
   await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
   s.url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
-  s.close = () => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); });
+  s.close = () =>
+    new Promise<void>((r) => {
+      srv.closeAllConnections();
+      srv.close(() => r());
+    });
   return s;
 }
 
@@ -36,7 +45,15 @@ test("an engine whose store is down leaves the rotation and comes back when it r
   const pool = new EnginePool([a.url, b.url], "k".repeat(32), 5000, { healthIntervalMs: 100, failuresToEject: 2 });
   const send = async (n: number) => {
     for (let i = 0; i < n; i++) {
-      const r = await pool.forward({ method: "GET", path: "/v1/get/default/k", headers: {}, body: null, tenantId: "acme", requestId: `r${i}`, replayable: true });
+      const r = await pool.forward({
+        method: "GET",
+        path: "/v1/get/default/k",
+        headers: {},
+        body: null,
+        tenantId: "acme",
+        requestId: `r${i}`,
+        replayable: true,
+      });
       for await (const chunk of r.body) void chunk; // read the answer to its end
     }
   };
@@ -68,7 +85,11 @@ test("a /health 200 whose body is not JSON, or has no store_connected (older eng
   const pool = new EnginePool([bad.url, old.url], "k".repeat(32), 5000, { healthIntervalMs: 60_000 });
   try {
     const h = await pool.engines();
-    t.deepEqual(h.map((e) => e.store_connected), [true, true], "both taken as connected");
+    t.deepEqual(
+      h.map((e) => e.store_connected),
+      [true, true],
+      "both taken as connected",
+    );
   } finally {
     await pool.close();
     await bad.close();

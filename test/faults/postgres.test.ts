@@ -17,17 +17,30 @@ async function call(url: string, method: string, path: string, body?: unknown, h
   });
   const text = await res.text();
   let json: Record<string, unknown> = {};
-  try { json = JSON.parse(text) as Record<string, unknown>; } catch { /* not JSON */ }
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, json, retryAfter: res.headers.get("retry-after") };
 }
 
 const healthOf = async (url: string) => (await (await fetch(url + "/health")).json()) as { store_connected: boolean; status: string };
 const put = (url: string, key: string, i: number, idem?: string) =>
-  call(url, "POST", "/v1/put", { namespace: "ns", key, data_b64: Buffer.from(`value ${key} ${i}`).toString("base64") }, idem ? { "idempotency-key": idem } : {});
+  call(
+    url,
+    "POST",
+    "/v1/put",
+    { namespace: "ns", key, data_b64: Buffer.from(`value ${key} ${i}`).toString("base64") },
+    idem ? { "idempotency-key": idem } : {},
+  );
 
 const cluster = await startPgCluster();
 if ("skip" in cluster) {
-  test("PostgreSQL faults", (t) => { t.comment(`skipped: ${cluster.skip}`); t.end(); });
+  test("PostgreSQL faults", (t) => {
+    t.comment(`skipped: ${cluster.skip}`);
+    t.end();
+  });
 } else {
   const pg: PgCluster = cluster;
   test.onFinish(() => void pg.destroy());
@@ -50,7 +63,8 @@ if ("skip" in cluster) {
             const r = await put(eng.url, "a", i, idem).catch(() => ({ status: 0, json: {} as Record<string, unknown>, retryAfter: null }));
             statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
             if (r.status === 201) acked.push({ idem, i });
-            else if (r.status !== 503 || r.json.code !== "store_unavailable" || !/^\d+$/.test(r.retryAfter ?? "")) bad.push(`${r.status} ${String(r.json.code)} ${r.retryAfter}`);
+            else if (r.status !== 503 || r.json.code !== "store_unavailable" || !/^\d+$/.test(r.retryAfter ?? ""))
+              bad.push(`${r.status} ${String(r.json.code)} ${r.retryAfter}`);
             i++;
             if (r.status !== 201) await new Promise((res) => setTimeout(res, 50));
           }

@@ -14,7 +14,10 @@ import { startRedisProc, waitFor } from "./deps.js";
 
 const started = await startRedisProc();
 if ("skip" in started) {
-  test("gateway before its Redis", (t) => { t.comment(`skipped: ${started.skip}`); t.end(); });
+  test("gateway before its Redis", (t) => {
+    t.comment(`skipped: ${started.skip}`);
+    t.end();
+  });
 } else {
   test("gateway started before its Redis: 503 state_unavailable until Redis answers, then served without a restart", async (t) => {
     const redis = started;
@@ -26,12 +29,19 @@ if ("skip" in started) {
       res.end(JSON.stringify(req.url === "/health" ? { status: "ok", store_connected: true } : { ok: true }));
     });
     await new Promise<void>((r) => engine.listen(0, "127.0.0.1", r));
-    const gw = await startGateway(loadGatewayConfig({
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: `http://127.0.0.1:${(engine.address() as AddressInfo).port}`,
-      SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_REDIS_URL: redis.url,
-      SVC_GATE_REDIS_TIMEOUT_MS: "1000", SVC_GATE_REDIS_PREFIX: "svc-late:",
-    }));
+    const gw = await startGateway(
+      loadGatewayConfig({
+        SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+        SVC_GATE_HOST: "127.0.0.1",
+        SVC_GATE_PORT: "0",
+        SVC_GATE_ENGINE_URL: `http://127.0.0.1:${(engine.address() as AddressInfo).port}`,
+        SVC_GATE_DATA_DIR: join(dir, "gate"),
+        SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+        SVC_GATE_REDIS_URL: redis.url,
+        SVC_GATE_REDIS_TIMEOUT_MS: "1000",
+        SVC_GATE_REDIS_PREFIX: "svc-late:",
+      }),
+    );
     try {
       t.pass("the gateway started while nothing answered on the Redis port");
       const health = async () => (await (await fetch(gw.url + "/gate/health")).json()) as { store_connected: boolean };
@@ -55,7 +65,10 @@ if ("skip" in started) {
       t.equal(ok.status, 200, "and served, with no restart");
     } finally {
       await gw.close();
-      await new Promise<void>((r) => { engine.closeAllConnections(); engine.close(() => r()); });
+      await new Promise<void>((r) => {
+        engine.closeAllConnections();
+        engine.close(() => r());
+      });
       await redis.destroy();
       rmSync(dir, { recursive: true, force: true });
     }

@@ -36,31 +36,58 @@ async function holdingEngine(): Promise<{ url: string; held: () => number; relea
   return {
     url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`,
     held: () => waiting.length,
-    release: () => { const w = waiting; waiting = []; for (const f of w) f(); },
-    close: () => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }),
+    release: () => {
+      const w = waiting;
+      waiting = [];
+      for (const f of w) f();
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        srv.closeAllConnections();
+        srv.close(() => r());
+      }),
   };
 }
 
 const started = await startRedisProc();
 if ("skip" in started) {
-  test("Redis faults", (t) => { t.comment(`skipped: ${started.skip}`); t.end(); });
+  test("Redis faults", (t) => {
+    t.comment(`skipped: ${started.skip}`);
+    t.end();
+  });
 } else {
   const redis: RedisProc = started;
   const dir = mkdtempSync(join(tmpdir(), "svc-faults-redis-"));
   const engine = await holdingEngine();
-  const gw: RunningGateway = await startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_REDIS_URL: redis.url,
-    SVC_GATE_REDIS_TIMEOUT_MS: String(TIMEOUT_MS), SVC_GATE_REDIS_PREFIX: "svc-faults:",
-  }));
-  test.onFinish(() => void (async () => {
-    await gw.close();
-    await engine.close();
-    await redis.destroy();
-    rmSync(dir, { recursive: true, force: true });
-  })());
+  const gw: RunningGateway = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_REDIS_URL: redis.url,
+      SVC_GATE_REDIS_TIMEOUT_MS: String(TIMEOUT_MS),
+      SVC_GATE_REDIS_PREFIX: "svc-faults:",
+    }),
+  );
+  test.onFinish(
+    () =>
+      void (async () => {
+        await gw.close();
+        await engine.close();
+        await redis.destroy();
+        rmSync(dir, { recursive: true, force: true });
+      })(),
+  );
   const health = async () => (await (await fetch(gw.url + "/gate/health")).json()) as { store_connected: boolean };
-  const auditOf = (rid: string) => readFileSync(join(dir, "audit.jsonl"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { request_id: string; cus: number; status: number }).find((r) => r.request_id === rid);
+  const auditOf = (rid: string) =>
+    readFileSync(join(dir, "audit.jsonl"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { request_id: string; cus: number; status: number })
+      .find((r) => r.request_id === rid);
 
   let key = "";
 
@@ -107,7 +134,13 @@ if ("skip" in started) {
     const own = await connectRedis(redis.url);
     const usageKey = `svc-faults:usage:${periodOf(Date.now())}:acme`;
     const total = async () => Number((await own.hGet(usageKey, "_total")) ?? 0);
-    const clientIds = async () => new Set(String(await own.sendCommand(["CLIENT", "LIST", "TYPE", "normal"])).split("\n").map((l) => /^id=(\d+)/.exec(l)?.[1]).filter((x): x is string => x !== undefined));
+    const clientIds = async () =>
+      new Set(
+        String(await own.sendCommand(["CLIENT", "LIST", "TYPE", "normal"]))
+          .split("\n")
+          .map((l) => /^id=(\d+)/.exec(l)?.[1])
+          .filter((x): x is string => x !== undefined),
+      );
     const p = call(gw.url, "/v1/get/default/slow", { key });
     await waitFor("the request reached the engine", () => engine.held() === 1, 30_000);
     const before = await total();
@@ -128,10 +161,14 @@ if ("skip" in started) {
     // The charge was written to the connection the gateway then gave up on: Redis reads it, and
     // the connection's end after it, once it runs again. Once that connection is gone the charge
     // has been run (or refused) by Redis.
-    await waitFor("Redis has read the abandoned connection to its end", async () => {
-      const now = await clientIds();
-      return gatewayIds.every((id) => !now.has(id));
-    }, 60_000);
+    await waitFor(
+      "Redis has read the abandoned connection to its end",
+      async () => {
+        const now = await clientIds();
+        return gatewayIds.every((id) => !now.has(id));
+      },
+      60_000,
+    );
     t.equal(await total(), before, "the late charge was not applied: usage is what it was before the request");
     await own.quit();
     await waitFor("served again", async () => (await call(gw.url, "/v1/get/default/k", { key })).status === 200, 60_000);

@@ -51,8 +51,15 @@ test("audit disk full: writes refused with 503, reads served, writes back once a
   t.equal((await put()).status, 201, "writes are accepted again");
   await g.close();
   await engine.close();
-  const lines = (await readFile(join(dir, "audit.jsonl"), "utf8")).split("\n").filter(Boolean).map((l) => JSON.parse(l));
-  t.deepEqual(lines.filter((l) => l.path.startsWith("/v1/")).map((l) => `${l.method} ${l.status}`), ["GET 200", "POST 201"], "the log holds the records written after the disk had room");
+  const lines = (await readFile(join(dir, "audit.jsonl"), "utf8"))
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+  t.deepEqual(
+    lines.filter((l) => l.path.startsWith("/v1/")).map((l) => `${l.method} ${l.status}`),
+    ["GET 200", "POST 201"],
+    "the log holds the records written after the disk had room",
+  );
   await audit.close();
   await rm(dir, { recursive: true, force: true });
 });
@@ -68,10 +75,23 @@ test("a record cut short by a full disk stays apart from the next one", async (t
     }
     return writeSync(fd, buf, off);
   });
-  const rec = (n: number) => ({ ts: "2026-01-01T00:00:00.000Z", tenant_id: "t", method: "GET", path: `/v1/get/default/k${n}`, namespace: "default", status: 200, cus: 0.1, latency_ms: 1, request_id: String(n) });
+  const rec = (n: number) => ({
+    ts: "2026-01-01T00:00:00.000Z",
+    tenant_id: "t",
+    method: "GET",
+    path: `/v1/get/default/k${n}`,
+    namespace: "default",
+    status: 200,
+    cus: 0.1,
+    latency_ms: 1,
+    request_id: String(n),
+  });
   await sink.write(rec(1));
   mode = "torn";
-  await sink.write(rec(2)).then(() => t.fail("should fail"), (e: Error) => t.match(e.message, /audit log cannot be written \(ENOSPC\)/, "the writer sees the failure"));
+  await sink.write(rec(2)).then(
+    () => t.fail("should fail"),
+    (e: Error) => t.match(e.message, /audit log cannot be written \(ENOSPC\)/, "the writer sees the failure"),
+  );
   await sink.write(rec(3));
   await sink.close();
   const lines = (await readFile(join(dir, "a.jsonl"), "utf8")).split("\n").filter(Boolean);

@@ -24,7 +24,13 @@ test("failed authentication is throttled per address: failing attempts get 429 +
   const statuses: number[] = [];
   const wrong = `svc_live_${"x".repeat(43)}`;
   for (let i = 0; i < 4; i++) statuses.push((await call(g.url, "/v1/get/default/k", { key: wrong })).status);
-  statuses.push((await admin(g.url, "/gate/admin/tenants", undefined, "GET").then(() => call(g.url, "/gate/admin/tenants", { headers: { authorization: `Bearer ${"w".repeat(48)}` } }))).status);
+  statuses.push(
+    (
+      await admin(g.url, "/gate/admin/tenants", undefined, "GET").then(() =>
+        call(g.url, "/gate/admin/tenants", { headers: { authorization: `Bearer ${"w".repeat(48)}` } }),
+      )
+    ).status,
+  );
   t.deepEqual(statuses, [401, 401, 401, 401, 401], "five failures (four tenant keys, one service key) are answered 401");
   await new Promise((r) => setTimeout(r, 50));
   const r = await call(g.url, "/v1/get/default/k", { key: wrong });
@@ -40,7 +46,10 @@ test("failed authentication is throttled per address: failing attempts get 429 +
   const adm = await admin(g.url, "/gate/admin/tenants", undefined, "GET");
   t.equal(adm.status, 200, "the right service key is served on admin routes");
   const flood = await Promise.all(Array.from({ length: 200 }, (_, i) => call(g.url, "/v1/" + "p".repeat(90_000), i % 2 ? { key: wrong } : {})));
-  t.ok(flood.every((f) => f.status === 429), "an unauthenticated flood of 90 KB paths (no key, wrong keys) gets 429s");
+  t.ok(
+    flood.every((f) => f.status === 429),
+    "an unauthenticated flood of 90 KB paths (no key, wrong keys) gets 429s",
+  );
   t.equal((await call(g.url, "/v1/get/default/k", { key })).status, 200, "the valid key is still served during the flood");
   const recs = g.audit.records.slice(before);
   t.equal(recs.length, 9, `${recs.length} audit records for ${flood.length + 12} requests: the five 401s and the four calls served, none for a 429`);
@@ -78,7 +87,8 @@ test("behind a trusted proxy (SVC_GATE_TRUSTED_PROXIES) failures count per X-For
 
 test("clientAddress: hostile X-Forwarded-For values", (t) => {
   const trusted = trustedProxies(["10.0.0.0/8", "fd00::/8"]);
-  const req = (peer: string, xff?: string | string[]) => ({ socket: { remoteAddress: peer }, headers: xff === undefined ? {} : { "x-forwarded-for": xff } }) as unknown as IncomingMessage;
+  const req = (peer: string, xff?: string | string[]) =>
+    ({ socket: { remoteAddress: peer }, headers: xff === undefined ? {} : { "x-forwarded-for": xff } }) as unknown as IncomingMessage;
   t.equal(clientAddress(req("203.0.113.1", "1.2.3.4"), trusted), "203.0.113.1", "an untrusted peer's header is ignored");
   t.equal(clientAddress(req("10.1.2.3", "1.2.3.4"), trusted), "1.2.3.4", "a trusted peer's is read");
   t.equal(clientAddress(req("::ffff:10.1.2.3", " 1.2.3.4 "), trusted), "1.2.3.4", "an IPv4-mapped peer matches the IPv4 range");
@@ -90,7 +100,14 @@ test("clientAddress: hostile X-Forwarded-For values", (t) => {
   const long = Array.from({ length: 5000 }, () => "10.0.0.1").join(",");
   t.equal(clientAddress(req("10.1.2.3", long), trusted), "10.0.0.1", "a header of 5,000 trusted hops is read from its right end only");
   t.equal(clientAddress(req("10.1.2.3", "1.2.3.4"), trustedProxies([])), "10.1.2.3", "no trusted proxies: the peer");
-  t.ok(isAddressOrRange("10.0.0.0/8") && isAddressOrRange("::1") && !isAddressOrRange("10.0.0.0/33") && !isAddressOrRange("host.example") && !isAddressOrRange("1.2.3.4/"), "config entries: addresses and ranges only");
+  t.ok(
+    isAddressOrRange("10.0.0.0/8") &&
+      isAddressOrRange("::1") &&
+      !isAddressOrRange("10.0.0.0/33") &&
+      !isAddressOrRange("host.example") &&
+      !isAddressOrRange("1.2.3.4/"),
+    "config entries: addresses and ranges only",
+  );
   t.end();
 });
 
@@ -154,7 +171,12 @@ test("two different credentials are a 400; the same key twice is fine", async (t
   t.equal(adm.status, 400, "a service key with a tenant key on an admin route: 400");
   // Two Authorization headers (Node keeps only the first in req.headers).
   const { rawRequest } = await import("./abuse-env.js");
-  const two = await rawRequest(g.url, `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${k1}\r\nAuthorization: Bearer ${k2}\r\nConnection: close`, [], 0);
+  const two = await rawRequest(
+    g.url,
+    `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${k1}\r\nAuthorization: Bearer ${k2}\r\nConnection: close`,
+    [],
+    0,
+  );
   t.equal(two.status, 400, "two Authorization headers with different keys: 400");
   await g.close();
   await engine.close();
@@ -171,7 +193,14 @@ test("an audit record is bounded: a long path is cut with a marker", async (t) =
   t.ok(rec.path.length < AUDIT_MAX_PATH + 40, `the stored path has ${rec.path.length} characters`);
   t.ok(rec.path.startsWith("/v1/get/default/kkk"), "it keeps the beginning");
   t.match(rec.path, new RegExp(`\\.\\.\\.\\[truncated ${long.length - AUDIT_MAX_PATH} characters\\]$`), "and says how much was dropped");
-  const line = auditLine({ ...rec, method: "X".repeat(10_000), tenant_id: "t".repeat(10_000), namespace: "n".repeat(10_000), request_id: "r".repeat(10_000), path: "/".repeat(100_000) });
+  const line = auditLine({
+    ...rec,
+    method: "X".repeat(10_000),
+    tenant_id: "t".repeat(10_000),
+    namespace: "n".repeat(10_000),
+    request_id: "r".repeat(10_000),
+    path: "/".repeat(100_000),
+  });
   t.ok(line.length < 2000, `every field is bounded: a record of hostile fields is ${line.length} bytes`);
   await g.close();
   await engine.close();

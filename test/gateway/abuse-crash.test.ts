@@ -37,7 +37,7 @@ async function loadAndKill(env: Record<string, string>, dir: string, engineUrl: 
   };
   const loops = Array.from({ length: CLIENTS }, (_, c) => loop(c));
   // Under load until enough has been acknowledged (the machine may be busy), then the kill.
-  for (const t0 = Date.now(); acked < 100 && Date.now() - t0 < 20_000; ) await new Promise((r) => setTimeout(r, 50));
+  for (const t0 = Date.now(); acked < 100 && Date.now() - t0 < 20_000;) await new Promise((r) => setTimeout(r, 50));
   await stopGateway(gw, "SIGKILL");
   stop = true;
   await Promise.all(loops);
@@ -45,13 +45,16 @@ async function loadAndKill(env: Record<string, string>, dir: string, engineUrl: 
   const again = await spawnGateway(env);
   const usage = (await admin(again.url, "/gate/admin/usage/acme", undefined, "GET")).json;
   await stopGateway(again);
-  const lines = (await readFile(join(dir, "audit.jsonl"), "utf8")).split("\n").filter(Boolean).flatMap((l) => {
-    try {
-      return [JSON.parse(l) as { tenant_id: string; path: string; cus: number; status: number }];
-    } catch {
-      return [];
-    }
-  });
+  const lines = (await readFile(join(dir, "audit.jsonl"), "utf8"))
+    .split("\n")
+    .filter(Boolean)
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as { tenant_id: string; path: string; cus: number; status: number }];
+      } catch {
+        return [];
+      }
+    });
   const auditMilli = lines.filter((l) => l.tenant_id === "acme" && l.path.startsWith("/v1/")).reduce((s, l) => s + Math.round(l.cus * 1000), 0);
   void engineUrl;
   return { acked, ackedMilli, usageMilli: Math.round(usage.cus_used * 1000), auditMilli };
@@ -63,8 +66,12 @@ for (const mode of ["local", "redis"] as const) {
     const dir = await mkdtemp(join(tmpdir(), `svc-crash-${mode}-`));
     const prefix = uniquePrefix();
     const env: Record<string, string> = {
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0",
-      SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
       SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
       ...(mode === "redis" ? { SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: prefix } : {}),
     };

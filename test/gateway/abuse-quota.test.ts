@@ -66,11 +66,16 @@ test("Redis: two gateways, 50 concurrent puts in all against a quota of 5 CUs: e
     const redis = await RespConnection.open(REDIS_URL);
     links.push(redis);
     const registry = new RedisTenantRegistry(redis, prefix);
-    gateways.push(await startTestGateway(engine.url, {
-      engine: slowEngine(engine.url), billingEnabled: true, registry,
-      usage: new RedisUsageStore(redis, prefix), limiter: new RedisRateLimiter(redis, prefix),
-      admission: new RedisAdmission(redis, registry, prefix),
-    }));
+    gateways.push(
+      await startTestGateway(engine.url, {
+        engine: slowEngine(engine.url),
+        billingEnabled: true,
+        registry,
+        usage: new RedisUsageStore(redis, prefix),
+        limiter: new RedisRateLimiter(redis, prefix),
+        admission: new RedisAdmission(redis, registry, prefix),
+      }),
+    );
   }
   const [a, b] = gateways as [Awaited<ReturnType<typeof startTestGateway>>, Awaited<ReturnType<typeof startTestGateway>>];
   const key = await createTenant(a.url, TENANT);
@@ -97,7 +102,12 @@ test("GET and DELETE with a body: a JSON 400, audited as 400, nothing charged or
   engine.seen.length = 0;
   for (const method of ["GET", "DELETE"]) {
     const path = method === "GET" ? "/v1/get/default/k" : "/v1/delete/default/k";
-    const chunked = await rawRequest(g.url, `${method} ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${key}\r\nTransfer-Encoding: chunked`, ["5\r\nhello\r\n0\r\n\r\n"], 0);
+    const chunked = await rawRequest(
+      g.url,
+      `${method} ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${key}\r\nTransfer-Encoding: chunked`,
+      ["5\r\nhello\r\n0\r\n\r\n"],
+      0,
+    );
     t.equal(chunked.status, 400, `${method} with a chunked body: 400`);
     t.match(JSON.parse(chunked.body).detail, /^A (GET|DELETE) request takes no body\.$/, "the detail says why");
     t.equal(chunked.headers["x-svc-cus"], "0", "0 CUs");

@@ -11,15 +11,34 @@ import { rawRequest } from "./abuse-env.js";
 
 async function setup() {
   const engine = await startFakeEngine();
-  const shared = new SharedEngineClient(new UndiciEngineClient(engine.url, SERVICE_KEY, 30_000, 4), { connections: 4, tenantSharePct: 50, queueTimeoutMs: 1000 });
+  const shared = new SharedEngineClient(new UndiciEngineClient(engine.url, SERVICE_KEY, 30_000, 4), {
+    connections: 4,
+    tenantSharePct: 50,
+    queueTimeoutMs: 1000,
+  });
   const g = await startTestGateway(engine.url, { engine: shared, limits: { bodyMinBytesPerS: 1024, bodyGraceS: 2 } });
   const abuser = await createTenant(g.url, { tenant_id: "abuser" });
   const victim = await createTenant(g.url, { tenant_id: "victim" });
-  return { engine, shared, g, abuser, victim, close: async () => { await g.close(); await engine.close(); } };
+  return {
+    engine,
+    shared,
+    g,
+    abuser,
+    victim,
+    close: async () => {
+      await g.close();
+      await engine.close();
+    },
+  };
 }
 
 const trickle = (url: string, key: string, path: string, ct: string, total: number, extra = "") =>
-  rawRequest(url, `POST ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${key}\r\nContent-Type: ${ct}\r\nContent-Length: ${total}${extra}`, Array.from({ length: total }, () => "A"), 1000);
+  rawRequest(
+    url,
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${key}\r\nContent-Type: ${ct}\r\nContent-Length: ${total}${extra}`,
+    Array.from({ length: total }, () => "A"),
+    1000,
+  );
 
 async function victimGets(url: string, key: string, n: number): Promise<{ statuses: number[]; maxMs: number }> {
   const statuses: number[] = [];
@@ -42,7 +61,7 @@ test("trickled octet-stream puts: cut off after the grace time, held to their sh
   const puts = [0, 1, 2, 3, 4].map(() => trickle(s.g.url, s.abuser, path, "application/octet-stream", 1000));
   // Waits for the signal (the share taken), not a fixed time: on a loaded machine the trickles
   // reach the engine late.
-  for (const t0 = Date.now(); s.shared.held("abuser") < 2 && Date.now() - t0 < 60_000; ) await new Promise((r) => setTimeout(r, 10));
+  for (const t0 = Date.now(); s.shared.held("abuser") < 2 && Date.now() - t0 < 60_000;) await new Promise((r) => setTimeout(r, 10));
   t.equal(s.shared.held("abuser"), 2, "the abuser holds its share (2 of 4) and no more");
   const v = await victimGets(s.g.url, s.victim, 15);
   t.deepEqual(v.statuses, Array(15).fill(200), "every GET of the other tenant succeeds while the trickles run");
@@ -66,15 +85,23 @@ test("trickled octet-stream puts: cut off after the grace time, held to their sh
   t.equal(s.shared.held(), 0, "every engine connection is given back");
   const recs = s.g.audit.records.filter((r) => r.tenant_id === "abuser" && r.path.startsWith("/v1/"));
   t.deepEqual(recs.map((r) => r.status).sort(), [400, 400, 503, 503, 503], "each refusal is audited");
-  t.ok(recs.every((r) => r.cus === 0), "nothing charged");
-  t.equal((await s.g.deps.usage.total("abuser", "2026-01")), 0, "no usage");
+  t.ok(
+    recs.every((r) => r.cus === 0),
+    "nothing charged",
+  );
+  t.equal(await s.g.deps.usage.total("abuser", "2026-01"), 0, "no usage");
   await s.close();
 });
 
 test("a trickled JSON body and a trickled chunked body are cut off too; a body at a healthy rate passes", async (t) => {
   const s = await setup();
   const json = trickle(s.g.url, s.abuser, "/v1/search", "application/json", 600);
-  const chunked = rawRequest(s.g.url, `POST /v1/search HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${s.abuser}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked`, Array.from({ length: 600 }, () => "1\r\n{\r\n"), 1000);
+  const chunked = rawRequest(
+    s.g.url,
+    `POST /v1/search HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${s.abuser}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked`,
+    Array.from({ length: 600 }, () => "1\r\n{\r\n"),
+    1000,
+  );
   const v = await victimGets(s.g.url, s.victim, 10);
   t.deepEqual(v.statuses, Array(10).fill(200), "the other tenant is served");
   for (const a of await Promise.all([json, chunked])) {
@@ -84,7 +111,12 @@ test("a trickled JSON body and a trickled chunked body are cut off too; a body a
   }
   // 256 KiB in 16 KiB pieces every 10 ms: far above the minimum rate.
   const piece = Buffer.alloc(16 * 1024, 1);
-  const ok = await rawRequest(s.g.url, `POST /v1/put?namespace=default&key=fast&dtype=uint8&shape=${16 * piece.length} HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${s.victim}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${16 * piece.length}`, Array(16).fill(piece), 10);
+  const ok = await rawRequest(
+    s.g.url,
+    `POST /v1/put?namespace=default&key=fast&dtype=uint8&shape=${16 * piece.length} HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${s.victim}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${16 * piece.length}`,
+    Array(16).fill(piece),
+    10,
+  );
   t.equal(ok.status, 201, "a body at a healthy rate is stored");
   t.equal(s.engine.seen.at(-1)!.body.length, 16 * piece.length, "the engine got all of it");
   await s.close();

@@ -47,7 +47,11 @@ test("create: 409 for an existing tenant, 400 for an unknown plan, bad id, bad n
     t.equal(r.status, 400, `${what}: 400`);
     t.equal(r.json.code, "bad_request", `${what}: bad_request (${r.json.detail})`);
   }
-  const raw = await fetch(gw.url + "/gate/onboard/create", { method: "POST", headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" }, body: "{oops" });
+  const raw = await fetch(gw.url + "/gate/onboard/create", {
+    method: "POST",
+    headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
+    body: "{oops",
+  });
   t.equal(raw.status, 400, "bad JSON: 400");
   t.equal((await gw.deps.registry.list()).length, 1, "no failed request left a tenant behind");
 });
@@ -85,7 +89,11 @@ test("add-namespace appends to the ACL (idempotent) and opens that namespace", a
   const r = await admin(gw.url, "/gate/onboard/add-namespace", { tenant_id: "ns", namespace: "b" });
   t.equal(r.status, 200);
   t.deepEqual(r.json, { tenant_id: "ns", namespaces: ["a", "b"] }, "the full list");
-  t.deepEqual((await admin(gw.url, "/gate/onboard/add-namespace", { tenant_id: "ns", namespace: "b" })).json.namespaces, ["a", "b"], "adding twice changes nothing");
+  t.deepEqual(
+    (await admin(gw.url, "/gate/onboard/add-namespace", { tenant_id: "ns", namespace: "b" })).json.namespaces,
+    ["a", "b"],
+    "adding twice changes nothing",
+  );
   t.equal((await call(gw.url, "/v1/list/b", { key: k })).status, 200, "b is now allowed");
   t.equal((await admin(gw.url, "/gate/onboard/add-namespace", { tenant_id: "ns", namespace: "bad ns" })).status, 400, "bad namespace: 400");
   t.equal((await admin(gw.url, "/gate/onboard/add-namespace", { tenant_id: "nobody", namespace: "c" })).status, 404, "unknown tenant: 404");
@@ -94,14 +102,31 @@ test("add-namespace appends to the ACL (idempotent) and opens that namespace", a
 test("update-tier: plan terms from the tier table; enterprise overrides; unknown plan 400", async (t) => {
   const r = await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "pro" });
   t.equal(r.status, 200);
-  t.deepEqual(r.json, { tenant_id: "acme", plan: "pro", monthly_quota: 500000, rate_limit: { requests: 100, window_s: 60 } }, "pro quota; billing off keeps the default rate limit");
-  const e = await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "enterprise", monthly_quota: 2000000, rate_limit: { requests: 5000, window_s: 10 } });
-  t.deepEqual(e.json, { tenant_id: "acme", plan: "enterprise", monthly_quota: 2000000, rate_limit: { requests: 5000, window_s: 10 } }, "enterprise with its own limits, applied even with billing off");
+  t.deepEqual(
+    r.json,
+    { tenant_id: "acme", plan: "pro", monthly_quota: 500000, rate_limit: { requests: 100, window_s: 60 } },
+    "pro quota; billing off keeps the default rate limit",
+  );
+  const e = await admin(gw.url, "/gate/onboard/update-tier", {
+    tenant_id: "acme",
+    plan: "enterprise",
+    monthly_quota: 2000000,
+    rate_limit: { requests: 5000, window_s: 10 },
+  });
+  t.deepEqual(
+    e.json,
+    { tenant_id: "acme", plan: "enterprise", monthly_quota: 2000000, rate_limit: { requests: 5000, window_s: 10 } },
+    "enterprise with its own limits, applied even with billing off",
+  );
   const e2 = await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "enterprise", monthly_quota: null });
   t.equal(e2.json.monthly_quota, null, "enterprise without a quota");
   t.equal((await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "platinum" })).status, 400, "unknown plan: 400");
   t.equal((await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "nobody", plan: "pro" })).status, 404, "unknown tenant: 404");
-  t.equal((await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "builder", rate_limit: { requests: 1, window_s: 1 } })).status, 400, "override on builder: 400");
+  t.equal(
+    (await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "builder", rate_limit: { requests: 1, window_s: 1 } })).status,
+    400,
+    "override on builder: 400",
+  );
 });
 
 test("deactivate: 200 status deactivated, the key fails at once, listed as inactive; no transition out", async (t) => {
@@ -116,8 +141,14 @@ test("deactivate: 200 status deactivated, the key fails at once, listed as inact
   t.equal((await admin(gw.url, "/gate/onboard/deactivate", { tenant_id: "nobody" })).status, 404, "unknown tenant: 404");
   const list = await admin(gw.url, "/gate/admin/tenants", undefined, "GET");
   t.equal(list.status, 200);
-  t.deepEqual(list.json.tenants.find((x: { tenant_id: string }) => x.tenant_id === "gone"), { tenant_id: "gone", plan: "starter", namespaces: ["default"], active: false });
-  t.ok(list.json.tenants.every((x: object) => Object.keys(x).sort().join() === "active,namespaces,plan,tenant_id"), "list items have exactly the documented fields");
+  t.deepEqual(
+    list.json.tenants.find((x: { tenant_id: string }) => x.tenant_id === "gone"),
+    { tenant_id: "gone", plan: "starter", namespaces: ["default"], active: false },
+  );
+  t.ok(
+    list.json.tenants.every((x: object) => Object.keys(x).sort().join() === "active,namespaces,plan,tenant_id"),
+    "list items have exactly the documented fields",
+  );
 });
 
 test("usage: per-period list and the single-tenant record with breakdown and overage", async (t) => {
@@ -132,7 +163,11 @@ test("usage: per-period list and the single-tenant record with breakdown and ove
   t.equal(one.json.utilization, 1100 / 50_000_000, "utilization from milli-CUs");
   t.equal(one.json.breakdown.put, 1);
   t.equal(one.json.breakdown.get, 0.1);
-  t.deepEqual(Object.keys(one.json.breakdown), ["put", "put_cores", "put_cores_batch", "get", "serve", "search", "delete", "list", "query_similarity", "query_topk", "query_vector"], "every operation is in the breakdown");
+  t.deepEqual(
+    Object.keys(one.json.breakdown),
+    ["put", "put_cores", "put_cores_batch", "get", "serve", "search", "delete", "list", "query_similarity", "query_topk", "query_vector"],
+    "every operation is in the breakdown",
+  );
   t.equal(one.json.overage_cus, 0);
   t.equal(one.json.overage_amount, 0);
   // Builder over quota: 50,000 CUs + 10.5 CUs over at 0.05 each.
@@ -168,7 +203,9 @@ test("admin calls leave one audit record each, before the response, without a ke
   const dup = await admin(gw.url, "/gate/onboard/create", { tenant_id: "audited" });
   const bad = await admin(gw.url, "/gate/onboard/create", { tenant_id: "Not Valid" });
   const tenantKey = await fetch(`${gw.url}/gate/onboard/deactivate`, {
-    method: "POST", headers: { authorization: `Bearer ${made.json.api_key}`, "content-type": "application/json" }, body: JSON.stringify({ tenant_id: "audited" }),
+    method: "POST",
+    headers: { authorization: `Bearer ${made.json.api_key}`, "content-type": "application/json" },
+    body: JSON.stringify({ tenant_id: "audited" }),
   });
   const recs = gw.audit.records.slice(before);
   const want = [
@@ -179,9 +216,20 @@ test("admin calls leave one audit record each, before the response, without a ke
     ["POST", "/gate/onboard/create", 400, ""],
     ["POST", "/gate/onboard/deactivate", 401, ""], // refused before its body is read
   ];
-  t.deepEqual([made.status, rotated.status, usage.status, dup.status, bad.status, tenantKey.status], want.map((w) => w[2]), "the calls answered as expected");
-  t.deepEqual(recs.map((r) => [r.method, r.path, r.status, r.tenant_id]), want, "one record per call: method, path, status, the tenant acted on (an invalid id is not echoed)");
-  t.ok(recs.every((r) => r.namespace === "" && r.cus === 0 && r.latency_ms >= 0 && /^[0-9a-f-]{36}$/.test(r.request_id)), "no namespace, 0 CUs, latency and request id");
+  t.deepEqual(
+    [made.status, rotated.status, usage.status, dup.status, bad.status, tenantKey.status],
+    want.map((w) => w[2]),
+    "the calls answered as expected",
+  );
+  t.deepEqual(
+    recs.map((r) => [r.method, r.path, r.status, r.tenant_id]),
+    want,
+    "one record per call: method, path, status, the tenant acted on (an invalid id is not echoed)",
+  );
+  t.ok(
+    recs.every((r) => r.namespace === "" && r.cus === 0 && r.latency_ms >= 0 && /^[0-9a-f-]{36}$/.test(r.request_id)),
+    "no namespace, 0 CUs, latency and request id",
+  );
   const text = JSON.stringify(recs);
   t.notOk(text.includes(made.json.api_key) || text.includes(rotated.json.api_key) || text.includes(SERVICE_KEY), "no key in the records");
   t.equal((await gw.deps.registry.get("audited"))!.active, true, "a tenant key on an admin endpoint changed nothing");

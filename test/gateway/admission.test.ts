@@ -12,18 +12,32 @@ import { RespConnection } from "../../server/gateway/resp.js";
 import { RedisTenantRegistry } from "../../server/gateway/tenants.js";
 import { admin, call, createTenant, REDIS_URL, redisFor, startFakeEngine, startTestGateway, uniquePrefix, type TestGateway } from "./helpers.js";
 
-async function redisGateway(engineUrl: string, prefix: string, maxEntries?: number, over: Partial<GatewayDeps> = {}): Promise<TestGateway & { admission: RedisAdmission; link: RespConnection }> {
+async function redisGateway(
+  engineUrl: string,
+  prefix: string,
+  maxEntries?: number,
+  over: Partial<GatewayDeps> = {},
+): Promise<TestGateway & { admission: RedisAdmission; link: RespConnection }> {
   const link = await RespConnection.open(REDIS_URL);
   const registry = new RedisTenantRegistry(link, prefix);
   const admission = new RedisAdmission(link, registry, prefix, maxEntries);
   const g = await startTestGateway(engineUrl, {
-    registry, admission,
+    registry,
+    admission,
     limiter: new RedisRateLimiter(link, prefix),
     usage: new RedisUsageStore(link, prefix),
     defaultRateLimit: { requests: 50, window_s: 60 },
     ...over,
   });
-  return { ...g, admission, link, close: async () => { await g.close(); await link.close(); } };
+  return {
+    ...g,
+    admission,
+    link,
+    close: async () => {
+      await g.close();
+      await link.close();
+    },
+  };
 }
 
 test("admission: a change made through gateway A decides the next request on gateway B, whose cache holds the old record", async (t) => {
@@ -107,7 +121,11 @@ test("admission with billing on: the quota read in the admission script gives 50
     const r2 = await call(g.url, "/v1/get/default/k", { key });
     t.equal(r2.status, 503, "quota reached: 503");
     t.equal(r2.json.code, "quota_exhausted");
-    t.equal(r2.json.detail, "Monthly CU quota exhausted for tenant acme: 1000.5 of 1000 CUs used; it resets at 2026-02-01T00:00:00.000Z.", "the detail names tenant, usage, quota and reset instant");
+    t.equal(
+      r2.json.detail,
+      "Monthly CU quota exhausted for tenant acme: 1000.5 of 1000 CUs used; it resets at 2026-02-01T00:00:00.000Z.",
+      "the detail names tenant, usage, quota and reset instant",
+    );
     t.equal(r2.headers.get("retry-after"), "3600", "Retry-After up to the reset instant");
     t.equal(r2.headers.get("x-svc-cus"), "0", "nothing charged");
     t.equal(r2.headers.get("x-ratelimit-remaining"), "8", "the 503 counted in the window (step 5 admitted it)");
@@ -184,7 +202,11 @@ test("metering: the charge is acknowledged before the response starts; a failure
   release();
   const r2 = await pending;
   t.equal(r2.status, 200, "the engine's answer goes out once the charge failed");
-  t.deepEqual(logged, [{ level: "error", msg: "internal error in the usage meter", request_id: r2.headers.get("x-request-id"), error: "RangeError" }], "the failure is logged");
+  t.deepEqual(
+    logged,
+    [{ level: "error", msg: "internal error in the usage meter", request_id: r2.headers.get("x-request-id"), error: "RangeError" }],
+    "the failure is logged",
+  );
   t.equal(r2.headers.get("x-svc-cus"), "0", "X-SVC-CUs says nothing was charged");
   t.equal(g.audit.records.at(-1)!.cus, 0, "the audit record says what was charged: nothing, since the charge failed");
   await g.close();

@@ -24,13 +24,21 @@ export interface BillingGateway {
   clock: FakeClock;
 }
 
-export async function startBillingGateway(engine: FakeEngine, stripe: FakeStripe, registry: TenantRegistry = new MemoryTenantRegistry()): Promise<BillingGateway> {
+export async function startBillingGateway(
+  engine: FakeEngine,
+  stripe: FakeStripe,
+  registry: TenantRegistry = new MemoryTenantRegistry(),
+): Promise<BillingGateway> {
   const clock = new FakeClock(T0);
   const audit = new MemoryAuditSink();
   const limiter = new MemoryRateLimiter(clock);
   const log = new MemoryBillingLog();
   const billing = billingRouter({
-    registry, clock, audit, limiter, log,
+    registry,
+    clock,
+    audit,
+    limiter,
+    log,
     provider: new StripePaymentProvider({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 3000 }),
     prices: PRICES,
     policy: { billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 } },
@@ -42,6 +50,10 @@ export async function startBillingGateway(engine: FakeEngine, stripe: FakeStripe
 /** Posts `body` to the webhook signed with `secret` at `ts` (Unix s, default the clock's), unless `header` is given (null: none). */
 export function postWebhook(env: BillingGateway, body: string, o: { secret?: string; ts?: number; header?: string | null } = {}) {
   const ts = o.ts ?? Math.floor(env.clock.now() / 1000);
-  const header = o.header !== undefined ? o.header : sdk.webhooks.generateTestHeaderString({ payload: body, secret: o.secret ?? WEBHOOK_SECRET, timestamp: ts });
-  return call(env.gw.url, "/webhooks/payment", { raw: body, headers: { "content-type": "application/json", ...(header === null ? {} : { "stripe-signature": header }) } });
+  const header =
+    o.header !== undefined ? o.header : sdk.webhooks.generateTestHeaderString({ payload: body, secret: o.secret ?? WEBHOOK_SECRET, timestamp: ts });
+  return call(env.gw.url, "/webhooks/payment", {
+    raw: body,
+    headers: { "content-type": "application/json", ...(header === null ? {} : { "stripe-signature": header }) },
+  });
 }

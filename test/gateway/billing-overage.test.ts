@@ -24,7 +24,11 @@ test("overage for closed periods uses the plan each period closed with", async (
   const audit = new MemoryAuditSink();
   const limiter = new MemoryRateLimiter(clock);
   const billing = billingRouter({
-    registry, clock, audit, limiter, log: new MemoryBillingLog(),
+    registry,
+    clock,
+    audit,
+    limiter,
+    log: new MemoryBillingLog(),
     // No checkout here: the provider's API address is never used.
     provider: new StripePaymentProvider({ secretKey: "sk_test_overage_0123456789", webhookSecret: WEBHOOK_SECRET, apiBase: "http://127.0.0.1:9" }),
     prices: { builder: "price_b", pro: "price_p" },
@@ -58,9 +62,17 @@ test("overage for closed periods uses the plan each period closed with", async (
     await usage.add("acme", "2026-03", "get", 1_000_100);
 
     const dec = await record("2025-12");
-    t.deepEqual([dec.monthly_quota, dec.cus_used, dec.overage_cus, dec.overage_amount, dec.utilization], [1000, 1500, 500, 0, 1.5], "2025-12 (starter): 500 CUs over, amount 0");
+    t.deepEqual(
+      [dec.monthly_quota, dec.cus_used, dec.overage_cus, dec.overage_amount, dec.utilization],
+      [1000, 1500, 500, 0, 1.5],
+      "2025-12 (starter): 500 CUs over, amount 0",
+    );
     const jan = await record("2026-01");
-    t.deepEqual([jan.monthly_quota, jan.cus_used, jan.overage_cus, jan.overage_amount], [50_000, 51_234.5, 1_234.5, 61.725], "2026-01 (builder from the 5th): 1,234.5 over at 0.05 = 61.725");
+    t.deepEqual(
+      [jan.monthly_quota, jan.cus_used, jan.overage_cus, jan.overage_amount],
+      [50_000, 51_234.5, 1_234.5, 61.725],
+      "2026-01 (builder from the 5th): 1,234.5 over at 0.05 = 61.725",
+    );
     t.equal(jan.utilization, 51_234.5 / 50_000, "utilization against the period's quota");
     t.deepEqual(jan.breakdown.put, 51_234, "breakdown kept");
     const feb = await record("2026-02");
@@ -68,9 +80,17 @@ test("overage for closed periods uses the plan each period closed with", async (
     const mar = await record("2026-03");
     t.deepEqual([mar.monthly_quota, mar.overage_cus, mar.overage_amount], [1000, 0.1, 0], "2026-03 (starter again, open period): 0.1 over, no amount");
     const nov = await record("2025-11");
-    t.deepEqual([nov.monthly_quota, nov.cus_used, nov.overage_cus, nov.overage_amount], [1000, 0, 0, 0], "a period before the tenant existed: its first plan, nothing used");
+    t.deepEqual(
+      [nov.monthly_quota, nov.cus_used, nov.overage_cus, nov.overage_amount],
+      [1000, 0, 0, 0],
+      "a period before the tenant existed: its first plan, nothing used",
+    );
     const list = await admin(gw.url, "/gate/admin/usage?period=2026-01", undefined, "GET");
-    t.deepEqual(list.json.tenants, [{ tenant_id: "acme", cus_used: 51_234.5, monthly_quota: 50_000, utilization: 51_234.5 / 50_000 }], "the all-tenants view uses the period's quota too");
+    t.deepEqual(
+      list.json.tenants,
+      [{ tenant_id: "acme", cus_used: 51_234.5, monthly_quota: 50_000, utilization: 51_234.5 / 50_000 }],
+      "the all-tenants view uses the period's quota too",
+    );
 
     // Enterprise with its own quota: overage counted, no tier rate.
     await createTenant(gw.url, { tenant_id: "bigco", plan: "enterprise", monthly_quota: 10 });
@@ -91,9 +111,18 @@ test("overage for closed periods uses the plan each period closed with", async (
 
 test("termsForPeriod: history picks the last change before the period's end; no history means current terms", (t) => {
   const base: TenantRecord = {
-    tenant_id: "x", plan: "pro", namespaces: ["default"], email: null, key_hash: "", active: true, status: "active",
-    monthly_quota: 500_000, rate_limit: { requests: 1000, window_s: 60 }, custom_rate_limit: false,
-    created_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-03-01T00:00:00.000Z",
+    tenant_id: "x",
+    plan: "pro",
+    namespaces: ["default"],
+    email: null,
+    key_hash: "",
+    active: true,
+    status: "active",
+    monthly_quota: 500_000,
+    rate_limit: { requests: 1000, window_s: 60 },
+    custom_rate_limit: false,
+    created_at: "2026-01-01T00:00:00.000Z",
+    updated_at: "2026-03-01T00:00:00.000Z",
   };
   t.deepEqual(termsForPeriod(base, "2025-01"), { plan: "pro", monthly_quota: 500_000 }, "a record without history: its current terms");
   const h: TenantRecord = {

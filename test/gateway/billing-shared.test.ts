@@ -17,7 +17,11 @@ const SECRET_KEY = "sk_test_shared_0123456789abcdefghijklmnop";
 const WEBHOOK_SECRET = "whsec_shared_test_0123456789abcdefghij";
 const sdk = new Stripe(SECRET_KEY);
 
-interface Proc { url: string; child: ChildProcess; output: () => string }
+interface Proc {
+  url: string;
+  child: ChildProcess;
+  output: () => string;
+}
 
 function spawnGateway(env: Record<string, string>): Promise<Proc> {
   const child = spawn(process.execPath, ["--import", "tsx", "test/gateway/fixtures/gateway-proc.ts"], {
@@ -41,7 +45,12 @@ async function stop(p: Proc): Promise<number | null> {
   return done;
 }
 
-const lines = async (path: string) => (await readFile(path, "utf8")).trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
+const lines = async (path: string) =>
+  (await readFile(path, "utf8"))
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 
 test("two gateway processes on one Redis receive the same event at once: exactly one applies it", async (t) => {
   const engine = await startFakeEngine();
@@ -50,12 +59,25 @@ test("two gateway processes on one Redis receive the same event at once: exactly
   const { cleanup } = await redisFor(prefix);
   const dir = await mkdtemp(join(tmpdir(), "svc-billing-shared-"));
   const base = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: prefix, SVC_GATE_BILLING_ENABLED: "true",
-    SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY, SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b", SVC_GATE_PAYMENT_PRICE_PRO: "price_p", SVC_GATE_PAYMENT_API_BASE: stripe.url,
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_REDIS_URL: REDIS_URL,
+    SVC_GATE_REDIS_PREFIX: prefix,
+    SVC_GATE_BILLING_ENABLED: "true",
+    SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY,
+    SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b",
+    SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
+    SVC_GATE_PAYMENT_API_BASE: stripe.url,
   };
-  const envOf = (n: string) => ({ ...base, SVC_GATE_DATA_DIR: join(dir, n), SVC_GATE_AUDIT_LOG_PATH: join(dir, n, "audit.jsonl"), SVC_GATE_BILLING_LOG_PATH: join(dir, n, "billing.jsonl") });
+  const envOf = (n: string) => ({
+    ...base,
+    SVC_GATE_DATA_DIR: join(dir, n),
+    SVC_GATE_AUDIT_LOG_PATH: join(dir, n, "audit.jsonl"),
+    SVC_GATE_BILLING_LOG_PATH: join(dir, n, "billing.jsonl"),
+  });
   const [a, b] = await Promise.all([spawnGateway(envOf("a")), spawnGateway(envOf("b"))]);
   try {
     const key = await createTenant(a.url, { tenant_id: "acme" });
@@ -67,7 +89,12 @@ test("two gateway processes on one Redis receive the same event at once: exactly
 
     const now = Math.floor(Date.now() / 1000);
     for (let round = 0; round < 5; round++) {
-      const body = stripeEvent(`evt_twice_${round}`, "checkout.session.completed", now + round, checkoutCompleted("acme", round % 2 ? "builder" : "pro", `sub_${round}`));
+      const body = stripeEvent(
+        `evt_twice_${round}`,
+        "checkout.session.completed",
+        now + round,
+        checkoutCompleted("acme", round % 2 ? "builder" : "pro", `sub_${round}`),
+      );
       const header = sdk.webhooks.generateTestHeaderString({ payload: body, secret: WEBHOOK_SECRET, timestamp: now });
       const send = (url: string) => call(url, "/webhooks/payment", { raw: body, headers: { "content-type": "application/json", "stripe-signature": header } });
       const [ra, rb] = await Promise.all([send(a.url), send(b.url)]);
@@ -93,9 +120,16 @@ test("two gateway processes on one Redis receive the same event at once: exactly
     t.equal((await admin(a.url, "/gate/admin/tenants", undefined, "GET")).json.tenants[0].plan, "starter", "back to starter");
 
     const auditA = await lines(join(dir, "a", "audit.jsonl"));
-    t.ok(auditA.some((r) => r.path === "/webhooks/payment" && r.status === 200 && r.tenant_id === "acme"), "webhook requests are in the audit log");
+    t.ok(
+      auditA.some((r) => r.path === "/webhooks/payment" && r.status === 200 && r.tenant_id === "acme"),
+      "webhook requests are in the audit log",
+    );
     t.deepEqual([await stop(a), await stop(b)], [0, 0], "both exit cleanly");
-    const everything = [a.output(), b.output(), ...(await Promise.all(["a/audit.jsonl", "a/billing.jsonl", "b/audit.jsonl", "b/billing.jsonl"].map((f) => readFile(join(dir, f), "utf8"))))].join("\n");
+    const everything = [
+      a.output(),
+      b.output(),
+      ...(await Promise.all(["a/audit.jsonl", "a/billing.jsonl", "b/audit.jsonl", "b/billing.jsonl"].map((f) => readFile(join(dir, f), "utf8")))),
+    ].join("\n");
     t.notOk(everything.includes(SECRET_KEY) || everything.includes(WEBHOOK_SECRET) || everything.includes(key), "no secret or key in any output or log");
   } finally {
     await stop(a);
@@ -110,10 +144,16 @@ test("two gateway processes on one Redis receive the same event at once: exactly
 test("billing enabled without a payment secret: the gateway does not start, and says which variable", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-billing-cfg-"));
   const base = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_DATA_DIR: dir,
-    SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_BILLING_ENABLED: "true",
-    SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY, SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b", SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_DATA_DIR: dir,
+    SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    SVC_GATE_BILLING_ENABLED: "true",
+    SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY,
+    SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b",
+    SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
   };
   const configError = (env: Record<string, string>): ConfigError | null => {
     try {
@@ -123,7 +163,12 @@ test("billing enabled without a payment secret: the gateway does not start, and 
       return e instanceof ConfigError ? e : null;
     }
   };
-  for (const missing of ["SVC_GATE_PAYMENT_WEBHOOK_SECRET", "SVC_GATE_PAYMENT_SECRET_KEY", "SVC_GATE_PAYMENT_PRICE_BUILDER", "SVC_GATE_PAYMENT_PRICE_PRO"] as const) {
+  for (const missing of [
+    "SVC_GATE_PAYMENT_WEBHOOK_SECRET",
+    "SVC_GATE_PAYMENT_SECRET_KEY",
+    "SVC_GATE_PAYMENT_PRICE_BUILDER",
+    "SVC_GATE_PAYMENT_PRICE_PRO",
+  ] as const) {
     const err = configError({ ...base, [missing]: "  " });
     t.equal(err?.variable, missing, `loadGatewayConfig refuses a blank ${missing}`);
     t.equal(err?.message, `${missing} must be set when SVC_GATE_BILLING_ENABLED is true.`, "in one sentence naming it");
@@ -131,11 +176,24 @@ test("billing enabled without a payment secret: the gateway does not start, and 
   for (const bad of ["ftp://127.0.0.1:1", "http://127.0.0.1:12111/v1", "not a url"]) {
     t.equal(configError({ ...base, SVC_GATE_PAYMENT_API_BASE: bad })?.variable, "SVC_GATE_PAYMENT_API_BASE", `SVC_GATE_PAYMENT_API_BASE ${bad} is refused`);
   }
-  t.equal(loadGatewayConfig({ ...base, SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:12111/" }).payment.apiBase, "http://127.0.0.1:12111", "an origin is accepted");
-  t.equal(loadGatewayConfig({ ...base, SVC_GATE_BILLING_ENABLED: "false", SVC_GATE_PAYMENT_WEBHOOK_SECRET: "" }).billingEnabled, false, "billing off: the secrets are not needed");
+  t.equal(
+    loadGatewayConfig({ ...base, SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:12111/" }).payment.apiBase,
+    "http://127.0.0.1:12111",
+    "an origin is accepted",
+  );
+  t.equal(
+    loadGatewayConfig({ ...base, SVC_GATE_BILLING_ENABLED: "false", SVC_GATE_PAYMENT_WEBHOOK_SECRET: "" }).billingEnabled,
+    false,
+    "billing off: the secrets are not needed",
+  );
   try {
     // the shipped program: `svc gateway` exits 1 with the sentence (docs/cli.md)
-    for (const missing of ["SVC_GATE_PAYMENT_WEBHOOK_SECRET", "SVC_GATE_PAYMENT_SECRET_KEY", "SVC_GATE_PAYMENT_PRICE_BUILDER", "SVC_GATE_PAYMENT_PRICE_PRO"] as const) {
+    for (const missing of [
+      "SVC_GATE_PAYMENT_WEBHOOK_SECRET",
+      "SVC_GATE_PAYMENT_SECRET_KEY",
+      "SVC_GATE_PAYMENT_PRICE_BUILDER",
+      "SVC_GATE_PAYMENT_PRICE_PRO",
+    ] as const) {
       const env: Record<string, string> = { PATH: process.env.PATH ?? "", ...base };
       delete env[missing];
       const r = spawnSync(process.execPath, ["--import", "tsx", "bin/svc.ts", "gateway"], { env, encoding: "utf8", timeout: 60_000 });

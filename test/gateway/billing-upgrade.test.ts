@@ -10,7 +10,14 @@ import { join } from "node:path";
 import { LocalFileTenantRegistry, MemoryTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "../../server/gateway/tenants.js";
 import { createTenant, redisFor, startFakeEngine, uniquePrefix, type FakeEngine } from "./helpers.js";
 import { SECRET_KEY, WEBHOOK_SECRET, postWebhook, startBillingGateway, type BillingGateway } from "./billing-env.js";
-import { checkoutCompleted, startFakeStripe, stripeEvent, subscriptionDeleted, subscriptionDeletedNoMeta, type FakeStripe } from "./fixtures/billing-fake-stripe.js";
+import {
+  checkoutCompleted,
+  startFakeStripe,
+  stripeEvent,
+  subscriptionDeleted,
+  subscriptionDeletedNoMeta,
+  type FakeStripe,
+} from "./fixtures/billing-fake-stripe.js";
 
 interface Env extends BillingGateway {
   /** The fake Stripe API; replaced when a test restarts it on the same port. */
@@ -32,13 +39,20 @@ const sec = (env: Env) => Math.floor(env.clock.now() / 1000);
 const tenant = async (env: Env, id: string) => (await env.registry.get(id))!;
 const deletes = (s: FakeStripe) => s.requests.filter((q) => q.method === "DELETE").map((q) => q.path);
 const logOf = (env: Env, eventId: string) =>
-  env.log.records.filter((r) => r.event_id === eventId).map((r) => `${r.outcome}${r.reason ? ":" + r.reason : ""} [${r.cancellations.map((c) => `${c.subscription_id}:${c.result}`).join(" ")}]`);
-const auditStatuses = (env: Env, tenantId: string) => env.gw.audit.records.filter((a) => a.path === "/webhooks/payment" && a.tenant_id === tenantId).map((a) => a.status);
+  env.log.records
+    .filter((r) => r.event_id === eventId)
+    .map((r) => `${r.outcome}${r.reason ? ":" + r.reason : ""} [${r.cancellations.map((c) => `${c.subscription_id}:${c.result}`).join(" ")}]`);
+const auditStatuses = (env: Env, tenantId: string) =>
+  env.gw.audit.records.filter((a) => a.path === "/webhooks/payment" && a.tenant_id === tenantId).map((a) => a.status);
 
 async function upgradeCancelsOldOnce(t: test.Test, env: Env, label: string) {
   await createTenant(env.gw.url, { tenant_id: "acme" });
   const now = sec(env);
-  t.equal((await webhook(env, stripeEvent("evt_b", "checkout.session.completed", now, checkoutCompleted("acme", "builder", "sub_builder")))).status, 200, `${label}: builder checkout 200`);
+  t.equal(
+    (await webhook(env, stripeEvent("evt_b", "checkout.session.completed", now, checkoutCompleted("acme", "builder", "sub_builder")))).status,
+    200,
+    `${label}: builder checkout 200`,
+  );
   t.deepEqual(deletes(env.stripe), [], `${label}: a first subscription cancels nothing`);
 
   const pro = stripeEvent("evt_p", "checkout.session.completed", now + 10, checkoutCompleted("acme", "pro", "sub_pro"));
@@ -56,7 +70,11 @@ async function upgradeCancelsOldOnce(t: test.Test, env: Env, label: string) {
   a = await tenant(env, "acme");
   t.deepEqual([a.plan, a.billing?.subscription_id], ["pro", "sub_pro"], `${label}: the old subscription's deletion changes nothing`);
   t.deepEqual(env.stripe.canceled, ["sub_builder"], `${label}: canceled exactly once`);
-  t.deepEqual(a.plan_history?.map((h) => h.plan), ["starter", "builder", "pro"], `${label}: each plan change recorded once`);
+  t.deepEqual(
+    a.plan_history?.map((h) => h.plan),
+    ["starter", "builder", "pro"],
+    `${label}: each plan change recorded once`,
+  );
   t.deepEqual(
     ["evt_b", "evt_p", "evt_del_builder"].flatMap((id) => logOf(env, id)),
     ["applied []", "applied [sub_builder:canceled]", "skipped:duplicate []", "skipped:not_current_subscription []"],
@@ -77,19 +95,35 @@ async function failedCancelIsRetried(t: test.Test, env: Env, label: string) {
   t.equal(r.json.code, "internal", `${label}: code internal`);
   t.match(r.json.detail, /sub_beta_b is not canceled yet.*HTTP 500, api_error/, `${label}: detail names the subscription and the provider status`);
   let b = await tenant(env, "beta");
-  t.deepEqual([b.plan, b.billing?.subscription_id, b.billing?.pending_cancellations], ["pro", "sub_beta_p", ["sub_beta_b"]], `${label}: the plan change is applied and the cancellation is recorded as pending`);
+  t.deepEqual(
+    [b.plan, b.billing?.subscription_id, b.billing?.pending_cancellations],
+    ["pro", "sub_beta_p", ["sub_beta_b"]],
+    `${label}: the plan change is applied and the cancellation is recorded as pending`,
+  );
 
   env.stripe.fail = null;
   const again = await webhook(env, pro);
   t.equal(again.status, 200, `${label}: the retry of the same event answers 200`);
   b = await tenant(env, "beta");
   t.deepEqual(b.billing?.pending_cancellations, [], `${label}: the retry canceled it and cleared the pending entry`);
-  t.deepEqual(env.stripe.canceled.filter((s) => s.startsWith("sub_beta")), ["sub_beta_b"], `${label}: canceled once at Stripe`);
-  t.deepEqual(b.plan_history?.map((h) => h.plan), ["starter", "builder", "pro"], `${label}: the plan change was not applied twice`);
+  t.deepEqual(
+    env.stripe.canceled.filter((s) => s.startsWith("sub_beta")),
+    ["sub_beta_b"],
+    `${label}: canceled once at Stripe`,
+  );
+  t.deepEqual(
+    b.plan_history?.map((h) => h.plan),
+    ["starter", "builder", "pro"],
+    `${label}: the plan change was not applied twice`,
+  );
   const n = deletes(env.stripe).length;
   t.equal((await webhook(env, pro)).status, 200, `${label}: a third delivery 200`);
   t.equal(deletes(env.stripe).length, n, `${label}: and asks Stripe nothing`);
-  t.deepEqual(logOf(env, "evt_beta_p"), ["applied [sub_beta_b:failed]", "skipped:duplicate [sub_beta_b:canceled]", "skipped:duplicate []"], `${label}: every delivery in the billing log`);
+  t.deepEqual(
+    logOf(env, "evt_beta_p"),
+    ["applied [sub_beta_b:failed]", "skipped:duplicate [sub_beta_b:canceled]", "skipped:duplicate []"],
+    `${label}: every delivery in the billing log`,
+  );
   t.deepEqual(auditStatuses(env, "beta"), [200, 500, 200, 200], `${label}: the failed delivery audited as 500 with its tenant`);
 }
 
@@ -150,7 +184,11 @@ async function customerFallback(t: test.Test, env: Env, label: string) {
 
   const nobody = stripeEvent("evt_nobody", "customer.subscription.deleted", now + 10, subscriptionDeletedNoMeta("cus_nobody", "sub_eps"));
   t.equal((await webhook(env, nobody)).status, 200, `${label}: a customer nobody has: 200`);
-  t.deepEqual(env.log.records.filter((r) => r.event_id === "evt_nobody").map((r) => [r.tenant_id, r.outcome, r.reason]), [["", "skipped", "no_tenant"]], `${label}: skipped as no_tenant`);
+  t.deepEqual(
+    env.log.records.filter((r) => r.event_id === "evt_nobody").map((r) => [r.tenant_id, r.outcome, r.reason]),
+    [["", "skipped", "no_tenant"]],
+    `${label}: skipped as no_tenant`,
+  );
 
   const other = stripeEvent("evt_zeta_old", "customer.subscription.deleted", now + 10, subscriptionDeletedNoMeta("cus_zeta_1", "sub_zeta_dashboard"));
   t.equal((await webhook(env, other)).status, 200);
@@ -158,10 +196,19 @@ async function customerFallback(t: test.Test, env: Env, label: string) {
 
   const del = stripeEvent("evt_eps_del", "customer.subscription.deleted", now + 20, subscriptionDeletedNoMeta("cus_eps_1", "sub_eps"));
   t.equal((await webhook(env, del)).status, 200, `${label}: deletion without metadata, known customer: 200`);
-  t.deepEqual([(await tenant(env, "eps")).plan, (await tenant(env, "zeta")).plan], ["starter", "pro"], `${label}: the customer's tenant is downgraded, the other not`);
   t.deepEqual(
-    ["evt_zeta_old", "evt_eps_del"].map((id) => env.log.records.filter((r) => r.event_id === id).map((r) => [r.tenant_id, r.outcome, r.reason, r.plan_before, r.plan_after])[0]),
-    [["zeta", "skipped", "not_current_subscription", "pro", "pro"], ["eps", "applied", "", "builder", "starter"]],
+    [(await tenant(env, "eps")).plan, (await tenant(env, "zeta")).plan],
+    ["starter", "pro"],
+    `${label}: the customer's tenant is downgraded, the other not`,
+  );
+  t.deepEqual(
+    ["evt_zeta_old", "evt_eps_del"].map(
+      (id) => env.log.records.filter((r) => r.event_id === id).map((r) => [r.tenant_id, r.outcome, r.reason, r.plan_before, r.plan_after])[0],
+    ),
+    [
+      ["zeta", "skipped", "not_current_subscription", "pro", "pro"],
+      ["eps", "applied", "", "builder", "starter"],
+    ],
     `${label}: the log names the tenant found by customer`,
   );
   t.equal((await webhook(env, del)).status, 200, `${label}: replay 200`);

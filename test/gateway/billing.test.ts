@@ -30,7 +30,10 @@ test("checkout: creates a subscription session through the stripe SDK with the p
   const env = await setup(engine, stripe);
   try {
     const key = await createTenant(env.gw.url, { tenant_id: "acme", email: "ops@acme.example" });
-    const r = await call(env.gw.url, "/gate/checkout", { key, body: { plan: "builder", success_url: "https://app.example/ok?s={CHECKOUT_SESSION_ID}", cancel_url: "https://app.example/cancel" } });
+    const r = await call(env.gw.url, "/gate/checkout", {
+      key,
+      body: { plan: "builder", success_url: "https://app.example/ok?s={CHECKOUT_SESSION_ID}", cancel_url: "https://app.example/cancel" },
+    });
     t.equal(r.status, 200, "200");
     t.match(r.json.session_id, /^cs_test_/, "session_id from the provider");
     t.equal(r.json.checkout_url, `https://checkout.stripe.com/c/pay/${r.json.session_id}`, "checkout_url from the provider");
@@ -54,7 +57,14 @@ test("checkout: creates a subscription session through the stripe SDK with the p
     t.equal(pro.status, 200);
     t.equal(stripe.requests[1]!.form.get("line_items[0][price]"), PRICES.pro, "the pro price for plan pro");
     const rec = env.gw.audit.records.filter((a) => a.path === "/gate/checkout");
-    t.deepEqual(rec.map((a) => [a.tenant_id, a.status, a.cus]), [["acme", 200, 0], ["acme", 200, 0]], "each checkout audited, 0 CUs");
+    t.deepEqual(
+      rec.map((a) => [a.tenant_id, a.status, a.cus]),
+      [
+        ["acme", 200, 0],
+        ["acme", 200, 0],
+      ],
+      "each checkout audited, 0 CUs",
+    );
     t.equal(r.headers.get("x-ratelimit-limit"), "10", "counted in the tenant's (starter) rate window");
   } finally {
     await env.close();
@@ -125,7 +135,11 @@ test("checkout: provider errors and an unreachable provider become 502 with a cl
     t.match(c.json.detail, /could not be reached/, "detail says it could not be reached");
     t.notOk(JSON.stringify(c.json).includes("127.0.0.1"), "no address in the body");
     t.equal((await call(env.gw.url, "/health")).status, 200, "the gateway is still up");
-    t.deepEqual(env.gw.audit.records.filter((x) => x.path === "/gate/checkout").map((x) => x.status), [502, 502, 502], "audited as 502");
+    t.deepEqual(
+      env.gw.audit.records.filter((x) => x.path === "/gate/checkout").map((x) => x.status),
+      [502, 502, 502],
+      "audited as 502",
+    );
   } finally {
     await env.close();
     await engine.close();
@@ -179,7 +193,11 @@ test("webhook signature: tampered body, wrong secret, stale and future timestamp
     }
     t.equal((await tenant(env, "acme")).plan, "starter", "no refused event changed the tenant");
     t.equal(env.log.records.length, 0, "nothing refused reached event application");
-    t.deepEqual(env.gw.audit.records.filter((a) => a.path === "/webhooks/payment").map((a) => a.status), cases.map(() => 400), "each refusal audited as 400");
+    t.deepEqual(
+      env.gw.audit.records.filter((a) => a.path === "/webhooks/payment").map((a) => a.status),
+      cases.map(() => 400),
+      "each refusal audited as 400",
+    );
 
     const edge = await webhook(env, body, { ts: now + 299 });
     t.equal(edge.status, 200, "a timestamp 299 s ahead (clock skew) is accepted");
@@ -253,7 +271,12 @@ async function lifecycle(t: test.Test, env: Env, label: string) {
     stripeEvent("evt_unpaid", "checkout.session.completed", now + 51, checkoutCompleted("acme", "pro", "sub_D", { payment_status: "unpaid" })),
     stripeEvent("evt_ghost", "checkout.session.completed", now + 52, checkoutCompleted("ghost", "pro", "sub_G")),
     stripeEvent("evt_badplan", "checkout.session.completed", now + 53, checkoutCompleted("acme", "enterprise", "sub_E")),
-    stripeEvent("evt_mismatch", "checkout.session.completed", now + 54, checkoutCompleted("acme", "pro", "sub_F", { metadata: { tenant_id: "other", plan: "pro" } })),
+    stripeEvent(
+      "evt_mismatch",
+      "checkout.session.completed",
+      now + 54,
+      checkoutCompleted("acme", "pro", "sub_F", { metadata: { tenant_id: "other", plan: "pro" } }),
+    ),
   ];
   for (const b of odd) t.equal((await webhook(env, b)).status, 200, `${label}: ${JSON.parse(b).id} answers 200`);
   t.equal((await tenant(env, "acme")).plan, "starter", `${label}: none of them changed the tenant`);
@@ -266,26 +289,37 @@ async function lifecycle(t: test.Test, env: Env, label: string) {
   t.equal(a.billing?.subscription_id, "sub_H", `${label}: and records its subscription`);
 
   const log = env.log.records.map((r) => `${r.event_id} ${r.outcome}${r.reason ? ":" + r.reason : ""}`);
-  t.deepEqual(log, [
-    "evt_up_1 applied",
-    "evt_up_1 skipped:duplicate",
-    "evt_del_other skipped:not_current_subscription",
-    "evt_del_1 applied",
-    "evt_up_late skipped:out_of_order",
-    "evt_del_C skipped:not_current_subscription",
-    "evt_up_C skipped:subscription_already_deleted",
-    "evt_inv skipped:ignored_type",
-    "evt_unpaid skipped:not_paid",
-    "evt_ghost skipped:unknown_tenant",
-    "evt_badplan skipped:unknown_plan",
-    "evt_mismatch skipped:tenant_mismatch",
-    "evt_up_2 applied",
-  ], `${label}: every event left one billing-log record with its outcome`);
+  t.deepEqual(
+    log,
+    [
+      "evt_up_1 applied",
+      "evt_up_1 skipped:duplicate",
+      "evt_del_other skipped:not_current_subscription",
+      "evt_del_1 applied",
+      "evt_up_late skipped:out_of_order",
+      "evt_del_C skipped:not_current_subscription",
+      "evt_up_C skipped:subscription_already_deleted",
+      "evt_inv skipped:ignored_type",
+      "evt_unpaid skipped:not_paid",
+      "evt_ghost skipped:unknown_tenant",
+      "evt_badplan skipped:unknown_plan",
+      "evt_mismatch skipped:tenant_mismatch",
+      "evt_up_2 applied",
+    ],
+    `${label}: every event left one billing-log record with its outcome`,
+  );
   const first = env.log.records[0]!;
-  t.deepEqual([first.tenant_id, first.type, first.plan_before, first.plan_after, typeof first.request_id], ["acme", "checkout.session.completed", "starter", "builder", "string"], `${label}: records name tenant, type and the plan change`);
+  t.deepEqual(
+    [first.tenant_id, first.type, first.plan_before, first.plan_after, typeof first.request_id],
+    ["acme", "checkout.session.completed", "starter", "builder", "string"],
+    `${label}: records name tenant, type and the plan change`,
+  );
   const audits = env.gw.audit.records.filter((r) => r.path === "/webhooks/payment");
   t.equal(audits.length, env.log.records.length, `${label}: one audit record per webhook request`);
-  t.ok(audits.every((r) => r.status === 200 && r.cus === 0 && r.method === "POST"), `${label}: audited 200, 0 CUs`);
+  t.ok(
+    audits.every((r) => r.status === 200 && r.cus === 0 && r.method === "POST"),
+    `${label}: audited 200, 0 CUs`,
+  );
 }
 
 test("webhook over the memory registry: upgrade, replay, downgrade, out-of-order, unknown types", async (t) => {
@@ -310,7 +344,10 @@ test("webhook over the local-file registry: the processed event and the plan cha
   try {
     await lifecycle(t, env, "local");
     const file = JSON.parse(await readFile(join(dir, "tenants.json"), "utf8"));
-    t.ok(file.events.some((e: { event_id: string; note: string }) => e.event_id === "evt_up_1" && e.note === "applied"), "tenants.json holds the processed event");
+    t.ok(
+      file.events.some((e: { event_id: string; note: string }) => e.event_id === "evt_up_1" && e.note === "applied"),
+      "tenants.json holds the processed event",
+    );
     t.equal(file.tenants[0].plan, "pro", "and the plan it led to, in the same file");
     // A restarted gateway (a fresh registry over the same directory) still knows the event.
     const again = await LocalFileTenantRegistry.open(dir);
@@ -342,7 +379,10 @@ test("webhook over the Redis registry: lifecycle, and 20 concurrent deliveries o
     await createTenant(env.gw.url, { tenant_id: "burst" });
     const body = stripeEvent("evt_burst", "checkout.session.completed", sec(env) + 100, checkoutCompleted("burst", "builder"));
     const rs = await Promise.all(Array.from({ length: 20 }, () => webhook(env, body)));
-    t.ok(rs.every((r) => r.status === 200), "all 20 answered 200");
+    t.ok(
+      rs.every((r) => r.status === 200),
+      "all 20 answered 200",
+    );
     const recs = env.log.records.filter((r) => r.event_id === "evt_burst");
     t.equal(recs.filter((r) => r.outcome === "applied").length, 1, "exactly one applied");
     t.equal(recs.filter((r) => r.reason === "duplicate").length, 19, "19 skipped as duplicates");
@@ -392,7 +432,10 @@ test("billing on: an exhausted starter quota blocks data (503) but not checkout;
     const blocked = await call(env.gw.url, "/v1/get/default/k", { key });
     t.equal(blocked.status, 503, "quota of 1,000 CUs reached: 503");
     t.equal(blocked.headers.get("x-ratelimit-limit"), "10", "starter rate limit (billing on)");
-    const co = await call(env.gw.url, "/gate/checkout", { key, body: { plan: "builder", success_url: "https://a.example/s", cancel_url: "https://a.example/c" } });
+    const co = await call(env.gw.url, "/gate/checkout", {
+      key,
+      body: { plan: "builder", success_url: "https://a.example/s", cancel_url: "https://a.example/c" },
+    });
     t.equal(co.status, 200, "checkout still works with the quota exhausted");
     const up = stripeEvent("evt_unblock", "checkout.session.completed", sec(env), checkoutCompleted("acme", "builder"));
     t.equal((await webhook(env, up)).status, 200, "payment event");
@@ -430,7 +473,11 @@ test("webhook over the local-file registry: a failed write leaves the file and t
     const again = await webhook(env, body);
     t.equal(again.status, 200, "the retry succeeds");
     t.equal((await tenant(env, "acme")).plan, "pro", "and applies the event once");
-    t.deepEqual(env.log.records.map((x) => x.outcome), ["applied"], "one applied record");
+    t.deepEqual(
+      env.log.records.map((x) => x.outcome),
+      ["applied"],
+      "one applied record",
+    );
   } finally {
     await env.close();
     await stripe.close();

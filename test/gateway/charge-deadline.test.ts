@@ -35,7 +35,11 @@ test("RedisUsageStore: a charge past its deadline is not applied; one within it 
     await usage.add("acme", "2026-11", "get", 100, now + 60_000);
     t.equal(await usage.total("acme", "2026-11"), 100, "a charge within its deadline is counted");
     await usage.add("acme", "2026-11", "put", 1000);
-    t.deepEqual(await usage.get("acme", "2026-11"), { total_milli: 1100, breakdown_milli: { get: 100, put: 1000 } }, "with the link's own deadline (its timeout) too");
+    t.deepEqual(
+      await usage.get("acme", "2026-11"),
+      { total_milli: 1100, breakdown_milli: { get: 100, put: 1000 } },
+      "with the link's own deadline (its timeout) too",
+    );
   } finally {
     await link.close();
     await cleanup();
@@ -52,8 +56,18 @@ test("RedisAdmission.settle: past its deadline the reservation is dropped and no
     const usage = new RedisUsageStore(link, prefix);
     const at = new Date().toISOString();
     await registry.create({
-      tenant_id: "acme", plan: "starter", namespaces: ["default"], email: null, key_hash: "h".repeat(64), active: true, status: "active",
-      monthly_quota: null, rate_limit: { requests: 1000, window_s: 60 }, custom_rate_limit: false, created_at: at, updated_at: at,
+      tenant_id: "acme",
+      plan: "starter",
+      namespaces: ["default"],
+      email: null,
+      key_hash: "h".repeat(64),
+      active: true,
+      status: "active",
+      monthly_quota: null,
+      rate_limit: { requests: 1000, window_s: 60 },
+      custom_rate_limit: false,
+      created_at: at,
+      updated_at: at,
     });
     const l = await admission.lookup("h".repeat(64));
     t.ok(l, "the tenant is found");
@@ -98,13 +112,45 @@ test("ChargeDeadlines: the link's bound less a margin, on Redis's clock as learn
     const after = monotonicMs();
     t.ok(got >= Math.floor(lo(before, after)) - 1 && got <= hi(before, after) + 1, `${what} (${got - before} ms from now)`);
   };
-  within("2 s left: the deadline is 1.5 s away (a quarter of the wait kept for the reply)", () => { by = monotonicMs() + 2000; return d.next(); }, (b0) => b0 + 1500, (b0, a0) => a0 + 1500);
-  within("10 s left: 9.5 s away (the margin is at most 500 ms)", () => { by = monotonicMs() + 10_000; return d.next(); }, (b0) => b0 + 9500, (b0, a0) => a0 + 9500);
-  within("a link already past its bound: now", () => { by = monotonicMs() - 100; return d.next(); }, (b0) => b0, (b0, a0) => a0);
+  within(
+    "2 s left: the deadline is 1.5 s away (a quarter of the wait kept for the reply)",
+    () => {
+      by = monotonicMs() + 2000;
+      return d.next();
+    },
+    (b0) => b0 + 1500,
+    (b0, a0) => a0 + 1500,
+  );
+  within(
+    "10 s left: 9.5 s away (the margin is at most 500 ms)",
+    () => {
+      by = monotonicMs() + 10_000;
+      return d.next();
+    },
+    (b0) => b0 + 9500,
+    (b0, a0) => a0 + 9500,
+  );
+  within(
+    "a link already past its bound: now",
+    () => {
+      by = monotonicMs() - 100;
+      return d.next();
+    },
+    (b0) => b0,
+    (b0, a0) => a0,
+  );
   d.observe(monotonicMs() + 60_000);
   const learnt = d.offset;
   t.ok(learnt <= 60_000 && learnt > 50_000, `Redis's clock one minute ahead: the offset learnt (${Math.round(learnt)} ms) is at most the true one`);
-  within("and the deadline moves with it", () => { by = monotonicMs() + 10_000; return d.next(); }, (b0) => b0 + learnt + 9500, (b0, a0) => a0 + learnt + 9500);
+  within(
+    "and the deadline moves with it",
+    () => {
+      by = monotonicMs() + 10_000;
+      return d.next();
+    },
+    (b0) => b0 + learnt + 9500,
+    (b0, a0) => a0 + learnt + 9500,
+  );
   d.observe(monotonicMs() + 30_000);
   t.equal(d.offset, learnt, "a smaller sample (a reply read late) does not lower the offset");
   d.observe(Number.NaN);
@@ -113,7 +159,12 @@ test("ChargeDeadlines: the link's bound less a margin, on Redis's clock as learn
   t.equal(d.next(), "", "a link without a bound: no deadline");
   t.equal(new ChargeDeadlines({ sendCommand: () => Promise.resolve(null) }).next(), "", "a link that cannot say: no deadline");
   const fallback = new ChargeDeadlines({ sendCommand: () => Promise.resolve(null) }, 2000);
-  within("unless a wait is given", () => fallback.next(), (b0) => b0 + 1500, (b0, a0) => a0 + 1500);
+  within(
+    "unless a wait is given",
+    () => fallback.next(),
+    (b0) => b0 + 1500,
+    (b0, a0) => a0 + 1500,
+  );
   t.end();
 });
 

@@ -32,13 +32,26 @@ test("the documented defaults", (t) => {
 
 test("every variable is read", (t) => {
   const c = loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "9090",
-    SVC_GATE_ENGINE_URL: "http://10.0.0.2:8000/", SVC_GATE_DATA_DIR: "/tmp/g", SVC_GATE_REDIS_URL: "redis://127.0.0.1:6379/0",
-    SVC_GATE_REDIS_PREFIX: "t1:", SVC_GATE_AUDIT_ENABLED: "false", SVC_GATE_AUDIT_LOG_PATH: "/tmp/a.jsonl",
-    SVC_GATE_CORS_ORIGINS: "https://a.example, http://localhost:3000", SVC_GATE_BILLING_ENABLED: "true",
-    SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "7", SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "30", SVC_ENGINE_MAX_UPLOAD_BYTES: "1000",
-    SVC_GATE_PAYMENT_SECRET_KEY: "sk_test_x", SVC_GATE_PAYMENT_PUBLISHABLE_KEY: "pk", SVC_GATE_PAYMENT_WEBHOOK_SECRET: "whsec",
-    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b", SVC_GATE_PAYMENT_PRICE_PRO: "price_p", SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:12111",
+    SVC_GATE_ENGINE_SERVICE_KEY: KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "9090",
+    SVC_GATE_ENGINE_URL: "http://10.0.0.2:8000/",
+    SVC_GATE_DATA_DIR: "/tmp/g",
+    SVC_GATE_REDIS_URL: "redis://127.0.0.1:6379/0",
+    SVC_GATE_REDIS_PREFIX: "t1:",
+    SVC_GATE_AUDIT_ENABLED: "false",
+    SVC_GATE_AUDIT_LOG_PATH: "/tmp/a.jsonl",
+    SVC_GATE_CORS_ORIGINS: "https://a.example, http://localhost:3000",
+    SVC_GATE_BILLING_ENABLED: "true",
+    SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "7",
+    SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "30",
+    SVC_ENGINE_MAX_UPLOAD_BYTES: "1000",
+    SVC_GATE_PAYMENT_SECRET_KEY: "sk_test_x",
+    SVC_GATE_PAYMENT_PUBLISHABLE_KEY: "pk",
+    SVC_GATE_PAYMENT_WEBHOOK_SECRET: "whsec",
+    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b",
+    SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
+    SVC_GATE_PAYMENT_API_BASE: "http://127.0.0.1:12111",
     SVC_GATE_ENGINE_TIMEOUT_MS: "1500",
   });
   t.deepEqual(
@@ -47,7 +60,14 @@ test("every variable is read", (t) => {
   );
   t.deepEqual(c.corsOrigins, ["https://a.example", "http://localhost:3000"]);
   t.deepEqual(c.defaultRateLimit, { requests: 7, window_s: 30 });
-  t.deepEqual(c.payment, { secretKey: "sk_test_x", publishableKey: "pk", webhookSecret: "whsec", priceBuilder: "price_b", pricePro: "price_p", apiBase: "http://127.0.0.1:12111" });
+  t.deepEqual(c.payment, {
+    secretKey: "sk_test_x",
+    publishableKey: "pk",
+    webhookSecret: "whsec",
+    priceBuilder: "price_b",
+    pricePro: "price_p",
+    apiBase: "http://127.0.0.1:12111",
+  });
   t.end();
 });
 
@@ -63,7 +83,11 @@ test("SVC_GATE_ENGINE_URL: one URL or a comma-separated list of several, in orde
     loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: "http://a:1,http://b:2/x" });
     t.fail("accepted");
   } catch (e) {
-    t.equal((e as Error).message, "SVC_GATE_ENGINE_URL entry 'http://b:2/x' must be an http(s) URL without a path, such as http://127.0.0.1:8000.", "names the bad entry");
+    t.equal(
+      (e as Error).message,
+      "SVC_GATE_ENGINE_URL entry 'http://b:2/x' must be an http(s) URL without a path, such as http://127.0.0.1:8000.",
+      "names the bad entry",
+    );
   }
   t.end();
 });
@@ -71,12 +95,31 @@ test("SVC_GATE_ENGINE_URL: one URL or a comma-separated list of several, in orde
 test("Redis: one server, a master behind sentinels, or a cluster", (t) => {
   const base = { SVC_GATE_ENGINE_SERVICE_KEY: KEY };
   t.equal(loadGatewayConfig(base).redis, undefined, "no Redis by default");
-  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379/2" }).redis, { kind: "single", url: "redis://10.0.0.5:6379/2", timeoutMs: 2000 }, "one server; replies bounded at 2 s by default");
-  t.equal(loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379", SVC_GATE_REDIS_TIMEOUT_MS: "750" }).redis?.timeoutMs, 750, "SVC_GATE_REDIS_TIMEOUT_MS");
-  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_SENTINELS: "redis://s1:26379, rediss://s2:26379", SVC_GATE_REDIS_SENTINEL_MASTER: "mymaster", SVC_GATE_REDIS_PASSWORD: "pw" }).redis,
-    { kind: "sentinel", sentinels: ["redis://s1:26379", "rediss://s2:26379"], masterName: "mymaster", username: undefined, password: "pw", timeoutMs: 2000 }, "sentinels, the master's name and its password");
-  t.deepEqual(loadGatewayConfig({ ...base, SVC_GATE_REDIS_CLUSTER_NODES: "redis://n1:7000,redis://n2:7000" }).redis,
-    { kind: "cluster", nodes: ["redis://n1:7000", "redis://n2:7000"], username: undefined, password: undefined, timeoutMs: 2000 }, "cluster seed nodes");
+  t.deepEqual(
+    loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379/2" }).redis,
+    { kind: "single", url: "redis://10.0.0.5:6379/2", timeoutMs: 2000 },
+    "one server; replies bounded at 2 s by default",
+  );
+  t.equal(
+    loadGatewayConfig({ ...base, SVC_GATE_REDIS_URL: "redis://10.0.0.5:6379", SVC_GATE_REDIS_TIMEOUT_MS: "750" }).redis?.timeoutMs,
+    750,
+    "SVC_GATE_REDIS_TIMEOUT_MS",
+  );
+  t.deepEqual(
+    loadGatewayConfig({
+      ...base,
+      SVC_GATE_REDIS_SENTINELS: "redis://s1:26379, rediss://s2:26379",
+      SVC_GATE_REDIS_SENTINEL_MASTER: "mymaster",
+      SVC_GATE_REDIS_PASSWORD: "pw",
+    }).redis,
+    { kind: "sentinel", sentinels: ["redis://s1:26379", "rediss://s2:26379"], masterName: "mymaster", username: undefined, password: "pw", timeoutMs: 2000 },
+    "sentinels, the master's name and its password",
+  );
+  t.deepEqual(
+    loadGatewayConfig({ ...base, SVC_GATE_REDIS_CLUSTER_NODES: "redis://n1:7000,redis://n2:7000" }).redis,
+    { kind: "cluster", nodes: ["redis://n1:7000", "redis://n2:7000"], username: undefined, password: undefined, timeoutMs: 2000 },
+    "cluster seed nodes",
+  );
   try {
     loadGatewayConfig({ ...base, SVC_GATE_REDIS_SENTINELS: "redis://:secret@s1:26379,http://:secret2@s2:26379", SVC_GATE_REDIS_SENTINEL_MASTER: "m" });
     t.fail("accepted");
@@ -138,7 +181,10 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
     } catch (e) {
       t.ok(e instanceof ConfigError, `${name}: ConfigError`);
       t.equal((e as ConfigError).variable, name, `${name}: names the variable`);
-      t.ok((e as Error).message.startsWith(name) && (e as Error).message.endsWith(".") && !(e as Error).message.slice(0, -1).includes(". "), `${name}: one sentence (${(e as Error).message})`);
+      t.ok(
+        (e as Error).message.startsWith(name) && (e as Error).message.endsWith(".") && !(e as Error).message.slice(0, -1).includes(". "),
+        `${name}: one sentence (${(e as Error).message})`,
+      );
     }
   }
   t.end();
@@ -149,7 +195,11 @@ test("SVC_GATE_ENGINE_CA_PATH: read and parsed once; an unreadable file or one w
   try {
     const cert = join(dir, "ca.pem");
     try {
-      execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"], { stdio: "ignore" });
+      execFileSync(
+        "openssl",
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"],
+        { stdio: "ignore" },
+      );
     } catch {
       /* checked below */
     }

@@ -11,8 +11,15 @@ import { CONSOLE_CSP } from "../../server/gateway/console.js";
 import { admin, call, createTenant, SERVICE_KEY, startFakeEngine, startTestGateway } from "./helpers.js";
 
 const rec = (i: number, over: Partial<AuditRecord> = {}): AuditRecord => ({
-  ts: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(), tenant_id: i % 3 === 0 ? "acme" : "beta", method: "GET",
-  path: `/v1/get/default/k${i}`, namespace: "default", status: i % 5 === 0 ? 404 : 200, cus: 0.1, latency_ms: 1.5, request_id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
+  ts: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
+  tenant_id: i % 3 === 0 ? "acme" : "beta",
+  method: "GET",
+  path: `/v1/get/default/k${i}`,
+  namespace: "default",
+  status: i % 5 === 0 ? 404 : 200,
+  cus: 0.1,
+  latency_ms: 1.5,
+  request_id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
   ...over,
 });
 
@@ -24,7 +31,7 @@ test("file audit tail: newest first, filters, chunk boundaries, torn line, scan 
     // Records of varied length so lines straddle the reader's 256 KiB chunks.
     let text = "";
     for (let i = 0; i < 6000; i++) {
-      const r = rec(i, { path: `/v1/get/default/${"k".repeat(1 + (i * 37) % 400)}${i}` });
+      const r = rec(i, { path: `/v1/get/default/${"k".repeat(1 + ((i * 37) % 400))}${i}` });
       all.push(r);
       text += auditLine(r);
     }
@@ -32,18 +39,36 @@ test("file audit tail: newest first, filters, chunk boundaries, torn line, scan 
     const tail = fileAuditTail(path);
     const newest = await tail({ limit: 1000 });
     t.equal(newest!.records.length, 1000, "limit 1000: 1000 records");
-    t.deepEqual(newest!.records.map((r) => r.request_id), all.slice(-1000).reverse().map((r) => r.request_id), "newest first, every record whole across chunk boundaries");
+    t.deepEqual(
+      newest!.records.map((r) => r.request_id),
+      all
+        .slice(-1000)
+        .reverse()
+        .map((r) => r.request_id),
+      "newest first, every record whole across chunk boundaries",
+    );
     t.equal(newest!.complete, false, "not complete: older records remain");
 
     const acme404 = await tail({ tenant_id: "acme", status: 404, limit: 1000 });
     const want = all.filter((r) => r.tenant_id === "acme" && r.status === 404).reverse();
     t.equal(acme404!.records.length, want.length, `tenant and status filter: ${want.length} records`);
-    t.deepEqual(acme404!.records.map((r) => r.request_id), want.map((r) => r.request_id), "filtered records, newest first");
+    t.deepEqual(
+      acme404!.records.map((r) => r.request_id),
+      want.map((r) => r.request_id),
+      "filtered records, newest first",
+    );
     t.equal(acme404!.complete, true, "the whole log was read");
 
     appendFileSync(path, '{"ts":"2026-01-02T00:00:00.000Z","tenant_id":"acme","meth'); // a torn last line
     const torn = await tail({ limit: 3 });
-    t.deepEqual(torn!.records.map((r) => r.request_id), all.slice(-3).reverse().map((r) => r.request_id), "a torn last line is skipped");
+    t.deepEqual(
+      torn!.records.map((r) => r.request_id),
+      all
+        .slice(-3)
+        .reverse()
+        .map((r) => r.request_id),
+      "a torn last line is skipped",
+    );
 
     const bounded = await fileAuditTail(path, 300_000)({ tenant_id: "nobody", limit: 10 });
     t.equal(bounded!.records.length, 0, "no match");
@@ -82,23 +107,41 @@ test("GET /gate/admin/audit and GET /gate/account over HTTP", async (t) => {
     t.equal(limited.status, 429, "past the window: 429");
     t.match(limited.json.detail, /^Rate limit exceeded for tenant acme; retry after \d+ seconds\.$/, "with the API's sentence");
     t.equal((await call(gw.url, "/gate/account")).status, 401, "no key: 401");
-    t.equal((await call(gw.url, "/gate/account", { headers: { authorization: `Bearer ${SERVICE_KEY}` } })).status, 401, "the service key is no tenant key: 401");
+    t.equal(
+      (await call(gw.url, "/gate/account", { headers: { authorization: `Bearer ${SERVICE_KEY}` } })).status,
+      401,
+      "the service key is no tenant key: 401",
+    );
     const beta = await call(gw.url, "/gate/admin/tenants", {});
     t.equal(beta.status, 401, "admin without a key: 401");
 
     const tail = await admin(gw.url, "/gate/admin/audit?tenant_id=acme&status=200", undefined, "GET");
     t.equal(tail.status, 200, "audit tail: 200");
     t.ok(tail.json.records.length >= 5, "acme's 200s: the gets and account views");
-    t.ok(tail.json.records.every((r: AuditRecord) => r.tenant_id === "acme" && r.status === 200), "only acme's 200s");
+    t.ok(
+      tail.json.records.every((r: AuditRecord) => r.tenant_id === "acme" && r.status === 200),
+      "only acme's 200s",
+    );
     const ts = tail.json.records.map((r: AuditRecord) => r.ts);
     t.deepEqual(ts, [...ts].sort().reverse(), "newest first");
     t.equal(tail.json.records[0].path, "/gate/account", "the newest is the last account view");
     const unauth = await admin(gw.url, "/gate/admin/audit?status=401&limit=2", undefined, "GET");
     t.equal(unauth.json.records.length, 2, "limit 2");
-    t.ok(unauth.json.records.every((r: AuditRecord) => r.status === 401), "status filter 401");
-    for (const [q, why] of [["limit=0", "limit 0"], ["limit=1001", "limit above 1000"], ["limit=1e3", "limit written 1e3"], ["limit=abc", "limit not a number"],
-      ["status=99", "status of two digits"], ["status=600", "status 600"], ["tenant_id=ACME!", "a malformed tenant id"], ["since=1", "an unknown parameter"],
-      ["limit=5&limit=6", "a repeated parameter"]] as const) {
+    t.ok(
+      unauth.json.records.every((r: AuditRecord) => r.status === 401),
+      "status filter 401",
+    );
+    for (const [q, why] of [
+      ["limit=0", "limit 0"],
+      ["limit=1001", "limit above 1000"],
+      ["limit=1e3", "limit written 1e3"],
+      ["limit=abc", "limit not a number"],
+      ["status=99", "status of two digits"],
+      ["status=600", "status 600"],
+      ["tenant_id=ACME!", "a malformed tenant id"],
+      ["since=1", "an unknown parameter"],
+      ["limit=5&limit=6", "a repeated parameter"],
+    ] as const) {
       const r = await admin(gw.url, `/gate/admin/audit?${q}`, undefined, "GET");
       t.equal(r.status, 400, `${why}: 400`);
       t.equal(typeof r.json.detail, "string", "with a detail sentence");

@@ -53,7 +53,18 @@ test("a get is forwarded with the service key, the tenant and the request id; a 
   t.deepEqual(Object.keys(a), AUDIT_FIELDS, "the audit record has exactly the documented audit fields");
   t.deepEqual(
     { ...a, latency_ms: 0 },
-    { ts: new Date(gw.clock.now()).toISOString(), tenant_id: "acme", method: "GET", path: "/v1/get/default/a/b.c", namespace: "default", status: 200, cus: 0.1, latency_ms: 0, request_id: rid, key_id: "primary" },
+    {
+      ts: new Date(gw.clock.now()).toISOString(),
+      tenant_id: "acme",
+      method: "GET",
+      path: "/v1/get/default/a/b.c",
+      namespace: "default",
+      status: 200,
+      cus: 0.1,
+      latency_ms: 0,
+      request_id: rid,
+      key_id: "primary",
+    },
     "the audit record describes the request",
   );
   t.ok(typeof a.latency_ms === "number" && a.latency_ms >= 0, "latency_ms is a number");
@@ -88,7 +99,10 @@ test("401: missing, unknown and malformed keys never reach the engine and are au
   t.equal(engine.seen.length, 0, "the engine saw none of them");
   const recs = gw.audit.records.slice(before);
   t.equal(recs.length, cases.length, "one audit record each");
-  t.ok(recs.every((a) => a.status === 401 && a.tenant_id === "" && a.cus === 0), "audited as 401 without a tenant");
+  t.ok(
+    recs.every((a) => a.status === 401 && a.tenant_id === "" && a.cus === 0),
+    "audited as 401 without a tenant",
+  );
 });
 
 test("400: bad JSON, missing fields, invalid names; rate-limit headers present, engine not contacted", async (t) => {
@@ -123,7 +137,10 @@ test("400: bad JSON, missing fields, invalid names; rate-limit headers present, 
   const dots2 = await rawRequest(gw.url, "GET", "/v1/get/default/a/%2E%2E/b", { "x-api-key": key }, []);
   t.equal(dots2.status, 400, "a percent-encoded '..' key segment: 400");
   t.equal(engine.seen.length, 0, "none reached the engine");
-  t.ok(gw.audit.records.slice(-bad.length - 2).every((a) => a.status === 400 && a.tenant_id === "acme"), "each was audited as 400 for acme");
+  t.ok(
+    gw.audit.records.slice(-bad.length - 2).every((a) => a.status === 400 && a.tenant_id === "acme"),
+    "each was audited as 400 for acme",
+  );
 });
 
 test("415 for a body that is not JSON where JSON is required; 404 for an unknown route", async (t) => {
@@ -155,7 +172,10 @@ test("403: every namespace named is ACL-checked (path, body, namespace_b); the e
   }
   t.equal(engine.seen.length, 0, "no 403 request reached the engine");
   const recs = gw.audit.records.slice(-cases.length);
-  t.ok(recs.every((a) => a.status === 403), "all audited as 403");
+  t.ok(
+    recs.every((a) => a.status === 403),
+    "all audited as 403",
+  );
   t.equal(recs[4]!.namespace, "default", "the audit namespace is the request's first namespace");
   const ok = await call(gw.url, "/v1/query/similarity", { key, body: { namespace: "default", a: "x", b: "y", namespace_b: "ns2" } });
   t.equal(ok.status, 200, "namespace_b inside the ACL passes");
@@ -214,7 +234,11 @@ test("the engine's own X-Request-Id and X-SVC-CUs never leak; the body is forwar
 test("octet-stream put streams the raw payload through with its query string", async (t) => {
   engine.seen.length = 0;
   const payload = Buffer.alloc(3000, 7);
-  const r = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=3000", { key, raw: payload, headers: { "content-type": "application/octet-stream", "x-svc-metadata": '{"a":1}' } });
+  const r = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=3000", {
+    key,
+    raw: payload,
+    headers: { "content-type": "application/octet-stream", "x-svc-metadata": '{"a":1}' },
+  });
   t.equal(r.status, 201);
   const s = engine.seen[0]!;
   t.ok(s.body.equals(payload), "the engine received the exact bytes");
@@ -249,14 +273,27 @@ test("413: by Content-Length before reading, and while reading a chunked body; t
   t.equal(r1.status, 413, "Content-Length above the JSON limit: 413");
   t.equal(JSON.parse(r1.body).code, "payload_too_large");
   const half = bigJson.length >> 1;
-  const r2 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "transfer-encoding": "chunked" }, [bigJson.subarray(0, half), bigJson.subarray(half)]);
+  const r2 = await rawPost(gw.url, "/v1/put", { "x-api-key": key, "content-type": "application/json", "transfer-encoding": "chunked" }, [
+    bigJson.subarray(0, half),
+    bigJson.subarray(half),
+  ]);
   t.equal(r2.status, 413, "chunked JSON above the limit: 413");
   const big = Buffer.alloc(5000, 65);
   t.equal(engine.seen.length, 0, "neither reached the engine");
   t.equal(gw.audit.records.at(-1)!.status, 413, "audited as 413");
-  const r3 = await rawPost(gw.url, "/v1/put?namespace=default&key=big", { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "5000" }, [big]);
+  const r3 = await rawPost(
+    gw.url,
+    "/v1/put?namespace=default&key=big",
+    { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "5000" },
+    [big],
+  );
   t.equal(r3.status, 413, "octet-stream with Content-Length above the limit: 413");
-  const r4 = await rawPost(gw.url, "/v1/put?namespace=default&key=big", { "x-api-key": key, "content-type": "application/octet-stream", "transfer-encoding": "chunked" }, [big.subarray(0, 2000), big.subarray(2000)]);
+  const r4 = await rawPost(
+    gw.url,
+    "/v1/put?namespace=default&key=big",
+    { "x-api-key": key, "content-type": "application/octet-stream", "transfer-encoding": "chunked" },
+    [big.subarray(0, 2000), big.subarray(2000)],
+  );
   t.equal(r4.status, 413, "chunked octet-stream above the limit, counted while streaming: 413");
   t.equal(gw.audit.records.at(-1)!.status, 413, "audited as 413");
 });
@@ -302,7 +339,13 @@ test("order of checks (docs/api.md (order of checks)): a request failing two che
   const eng = await startFakeEngine();
   const g = await startTestGateway(eng.url, { billingEnabled: true });
   // enterprise terms: 2 requests per 60 s and a quota of 1 CU
-  const k = await createTenant(g.url, { tenant_id: "acme", plan: "enterprise", namespaces: ["default"], rate_limit: { requests: 2, window_s: 60 }, monthly_quota: 1 });
+  const k = await createTenant(g.url, {
+    tenant_id: "acme",
+    plan: "enterprise",
+    namespaces: ["default"],
+    rate_limit: { requests: 2, window_s: 60 },
+    monthly_quota: 1,
+  });
   const bad = "svc_live_" + "x".repeat(43);
   const expect = async (what: string, path: string, init: Parameters<typeof call>[2], status: number, code: string) => {
     const r = await call(g.url, path, init);
@@ -312,7 +355,13 @@ test("order of checks (docs/api.md (order of checks)): a request failing two che
   };
   // 2 before 3: an unknown key with a malformed body, with an oversized body, outside the ACL
   await expect("bad key + bad JSON", "/v1/put", { key: bad, raw: "{not json", headers: { "content-type": "application/json" } }, 401, "unauthorized");
-  await expect("bad key + body over the limit", "/v1/put?namespace=default&key=k", { key: bad, raw: Buffer.alloc(2 * 1024 * 1024), headers: { "content-type": "application/octet-stream" } }, 401, "unauthorized");
+  await expect(
+    "bad key + body over the limit",
+    "/v1/put?namespace=default&key=k",
+    { key: bad, raw: Buffer.alloc(2 * 1024 * 1024), headers: { "content-type": "application/octet-stream" } },
+    401,
+    "unauthorized",
+  );
   await expect("bad key + namespace outside the ACL", "/v1/get/secret/k", { key: bad }, 401, "unauthorized");
   // 3 before 4: a malformed body that names a namespace outside the ACL
   await expect("bad body + namespace outside the ACL", "/v1/put", { key: k, body: { namespace: "secret", data_b64: "AAAA" } }, 400, "bad_request");
@@ -374,10 +423,19 @@ test("a client that aborts mid-upload neither crashes nor wedges the gateway, an
   const before = (await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used;
   await new Promise<void>((resolve) => {
     const u = new URL(gw.url);
-    const req = httpRequest({ host: u.hostname, port: u.port, path: "/v1/put?namespace=default&key=aborted", method: "POST", headers: { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "3000" } });
+    const req = httpRequest({
+      host: u.hostname,
+      port: u.port,
+      path: "/v1/put?namespace=default&key=aborted",
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "3000" },
+    });
     req.on("error", () => resolve());
     req.write(Buffer.alloc(1000, 1));
-    setTimeout(() => { req.destroy(); resolve(); }, 100);
+    setTimeout(() => {
+      req.destroy();
+      resolve();
+    }, 100);
   });
   await new Promise((r) => setTimeout(r, 200));
   const h = await call(gw.url, "/v1/get/default/k", { key });
@@ -391,15 +449,28 @@ test("a client that aborts mid-upload neither crashes nor wedges the gateway, an
   const usageBefore = (await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used;
   await new Promise<void>((resolve) => {
     const u = new URL(gw.url);
-    const req = httpRequest({ host: u.hostname, port: u.port, path: "/v1/put", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "content-length": "500" } });
+    const req = httpRequest({
+      host: u.hostname,
+      port: u.port,
+      path: "/v1/put",
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/json", "content-length": "500" },
+    });
     req.on("error", () => resolve());
     req.write('{"namespace":"default","key":"k","data_b64":"');
-    setTimeout(() => { req.destroy(); resolve(); }, 100);
+    setTimeout(() => {
+      req.destroy();
+      resolve();
+    }, 100);
   });
   await new Promise((r) => setTimeout(r, 100));
   t.equal(engine.seen.length, 0, "the aborted JSON upload never reached the engine");
   const jsonAudit = gw.audit.records.slice(auditBefore).filter((a) => a.path.startsWith("/v1/")); // admin calls are audited too
-  t.deepEqual(jsonAudit.map((a) => [a.path, a.namespace, a.status, a.cus, a.tenant_id]), [["/v1/put", "", 400, 0, "acme"]], "it is audited once, as a 400 of acme before its body named a namespace");
+  t.deepEqual(
+    jsonAudit.map((a) => [a.path, a.namespace, a.status, a.cus, a.tenant_id]),
+    [["/v1/put", "", 400, 0, "acme"]],
+    "it is audited once, as a 400 of acme before its body named a namespace",
+  );
   t.equal((await admin(gw.url, "/gate/admin/usage/acme", undefined, "GET")).json.cus_used, usageBefore, "nothing charged for it");
   t.equal((await call(gw.url, "/v1/get/default/k", { key })).status, 200, "still serving after an aborted JSON upload");
 });
@@ -410,7 +481,9 @@ test("502 when the engine does not answer within SVC_GATE_ENGINE_TIMEOUT_MS", as
   const { UndiciEngineClient } = await import("../../server/gateway/proxy.js");
   const hung = express();
   let reached = 0;
-  hung.use((_req, _res) => { reached++; }); // never answers
+  hung.use((_req, _res) => {
+    reached++;
+  }); // never answers
   const l = await listen(hung);
   const g = await startTestGateway(l.url, { engine: new UndiciEngineClient(l.url, SERVICE_KEY, 300, 4) });
   const k = await createTenant(g.url, { tenant_id: "slow" });
@@ -445,7 +518,10 @@ test("the app used as a plain handler (express router path) behaves like app.lis
   t.equal(gw.audit.records.at(-1)!.status, 403, "audited");
   const noKey = await call(url, "/v1/list/default");
   t.equal(noKey.status, 401);
-  await new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); });
+  await new Promise<void>((r) => {
+    server.close(() => r());
+    server.closeAllConnections();
+  });
 });
 
 test("teardown", async () => {

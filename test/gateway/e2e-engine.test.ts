@@ -16,19 +16,33 @@ import { admin, call, SERVICE_KEY } from "./helpers.js";
 
 test("gateway in front of the real engine", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-e2e-"));
-  const engine = await startEngine(loadEngineConfig({
-    SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-    SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent",
-  }));
-  const gw = await startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-  }));
+  const engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+    }),
+  );
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    }),
+  );
   try {
     const acme = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
     const beta = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "beta" })).json.api_key as string;
     const data = Buffer.from("hello tensor world");
-    const put = await call(gw.url, "/v1/put", { key: acme, body: { namespace: "default", key: "greeting", data_b64: data.toString("base64"), metadata: { lang: "en" } } });
+    const put = await call(gw.url, "/v1/put", {
+      key: acme,
+      body: { namespace: "default", key: "greeting", data_b64: data.toString("base64"), metadata: { lang: "en" } },
+    });
     t.equal(put.status, 201, "put through the gateway: 201");
     t.equal(put.json.version, 1);
     t.equal(put.headers.get("x-svc-cus"), "1", "1 CU charged");
@@ -43,7 +57,11 @@ test("gateway in front of the real engine", async (t) => {
 
     const raw = Buffer.alloc(8192);
     for (let i = 0; i < raw.length; i++) raw[i] = (i * 31) & 0xff;
-    const oput = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=8192", { key: acme, raw, headers: { "content-type": "application/octet-stream" } });
+    const oput = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=8192", {
+      key: acme,
+      raw,
+      headers: { "content-type": "application/octet-stream" },
+    });
     t.equal(oput.status, 201, "octet-stream put streamed through: 201");
     const serve = await fetch(gw.url + "/v1/serve", {
       method: "POST",
@@ -74,7 +92,11 @@ test("gateway in front of the real engine", async (t) => {
     t.equal(foreign.json.detail, "unknown field 'tenant'.", foreign.json.detail);
 
     const list = await call(gw.url, "/v1/list/default", { key: acme });
-    t.deepEqual(list.json.keys.map((k: { key: string }) => k.key), ["big", "blob", "greeting"], "list shows acme's keys");
+    t.deepEqual(
+      list.json.keys.map((k: { key: string }) => k.key),
+      ["big", "blob", "greeting"],
+      "list shows acme's keys",
+    );
     t.equal((await call(gw.url, "/v1/list/default", { key: beta })).json.keys.length, 0, "beta's namespace is empty");
     const conflict = await call(gw.url, "/v1/put", { key: acme, body: { namespace: "default", key: "greeting", data_b64: "AAAA", if_version: 0 } });
     t.equal(conflict.status, 409, "if_version mismatch: the engine's 409 passes through");
@@ -102,7 +124,27 @@ test("gateway in front of a TLS engine with a self-signed certificate, trusted t
   const cert = join(dir, "cert.pem");
   const key = join(dir, "key.pem");
   try {
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+      ],
+      { stdio: "ignore" },
+    );
   } catch {
     /* checked below */
   }
@@ -111,13 +153,25 @@ test("gateway in front of a TLS engine with a self-signed certificate, trusted t
     await rm(dir, { recursive: true, force: true });
     return;
   }
-  const engine = await startEngine(loadEngineConfig({
-    SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-    SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_TLS_CERT_PATH: cert, SVC_ENGINE_TLS_KEY_PATH: key,
-  }));
+  const engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+      SVC_ENGINE_TLS_CERT_PATH: cert,
+      SVC_ENGINE_TLS_KEY_PATH: key,
+    }),
+  );
   const gateEnv = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_ENGINE_TIMEOUT_MS: "3000",
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_DATA_DIR: join(dir, "gate"),
+    SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    SVC_GATE_ENGINE_TIMEOUT_MS: "3000",
   };
   const gw = await startGateway(loadGatewayConfig({ ...gateEnv, SVC_GATE_ENGINE_CA_PATH: cert }));
   try {

@@ -39,7 +39,14 @@ test("engine pool: a refused connection is retried on the other engine, even for
     for (let i = 0; i < 6; i++) t.equal((await call(gw.url, "/v1/get/default/k", { key })).status, 200);
     t.deepEqual(pool.stats.sent, [1, 7], "no request went to it afterwards");
     const h = await call(gw.url, "/health");
-    t.deepEqual(h.json.engines.map((e: { reachable: boolean; in_rotation: boolean }) => [e.reachable, e.in_rotation]), [[false, false], [true, true]], "/health: the dead engine unreachable and out");
+    t.deepEqual(
+      h.json.engines.map((e: { reachable: boolean; in_rotation: boolean }) => [e.reachable, e.in_rotation]),
+      [
+        [false, false],
+        [true, true],
+      ],
+      "/health: the dead engine unreachable and out",
+    );
     t.equal(h.json.engine_reachable, true, "engine_reachable: one answers");
   } finally {
     await gw.close();
@@ -53,12 +60,20 @@ test("engine pool: a streamed (octet-stream) body is never sent to a second engi
   const gw = await startTestGateway(live.url, { engine: pool });
   try {
     const key = await createTenant(gw.url, { tenant_id: "acme" });
-    const r = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=4", { key, raw: Buffer.from([1, 2, 3, 4]), headers: { "content-type": "application/octet-stream", "idempotency-key": "k-1" } });
+    const r = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=4", {
+      key,
+      raw: Buffer.from([1, 2, 3, 4]),
+      headers: { "content-type": "application/octet-stream", "idempotency-key": "k-1" },
+    });
     t.equal(r.status, 502, "502: the body was streamed and is not kept for a second send");
     t.equal(r.json.code, "engine_unreachable");
     t.equal(pool.stats.retried, 0, "no retry");
     t.equal(live.seen.length, 0, "the live engine saw nothing");
-    const again = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=4", { key, raw: Buffer.from([1, 2, 3, 4]), headers: { "content-type": "application/octet-stream", "idempotency-key": "k-1" } });
+    const again = await call(gw.url, "/v1/put?namespace=default&key=blob&dtype=uint8&shape=4", {
+      key,
+      raw: Buffer.from([1, 2, 3, 4]),
+      headers: { "content-type": "application/octet-stream", "idempotency-key": "k-1" },
+    });
     t.equal(again.status, 201, "the client's retry (same key) goes to the engine in rotation");
   } finally {
     await gw.close();
@@ -103,7 +118,11 @@ test("engine pool: with every engine out of rotation a request goes to the one t
     pb.down = true;
     await pool.checkAll();
     await pool.checkAll();
-    t.deepEqual((await pool.engines()).map((e) => e.in_rotation), [false, false], "both out of rotation");
+    t.deepEqual(
+      (await pool.engines()).map((e) => e.in_rotation),
+      [false, false],
+      "both out of rotation",
+    );
     pb.down = false; // back, though not checked yet
     const before = pa.data.length;
     for (let i = 0; i < 4; i++) t.equal((await call(gw.url, "/v1/get/default/k", { key })).status, 200, `get ${i}: answered by the engine that answered last`);
@@ -127,10 +146,14 @@ test("engine pool: a client that aborts its streamed upload takes no engine out 
     for (let i = 0; i < 4; i++) {
       await new Promise<void>((resolve) => {
         const req = request(`${gw.url}/v1/put?namespace=default&key=blob&dtype=uint8&shape=65536`, {
-          method: "POST", headers: { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "65536" },
+          method: "POST",
+          headers: { "x-api-key": key, "content-type": "application/octet-stream", "content-length": "65536" },
         });
         req.on("error", () => resolve());
-        req.on("response", (res) => { res.resume(); res.on("end", resolve); });
+        req.on("response", (res) => {
+          res.resume();
+          res.on("end", resolve);
+        });
         req.write(Buffer.alloc(8192));
         // The first bytes are on their way to an engine; then the client goes away.
         setTimeout(() => req.destroy(), 200);
@@ -138,7 +161,11 @@ test("engine pool: a client that aborts its streamed upload takes no engine out 
     }
     await new Promise((r) => setTimeout(r, 300));
     t.equal(pool.stats.ejections, 0, "four aborted uploads: no engine taken out");
-    t.deepEqual((await pool.engines()).map((e) => e.in_rotation), [true, true], "both still in rotation");
+    t.deepEqual(
+      (await pool.engines()).map((e) => e.in_rotation),
+      [true, true],
+      "both still in rotation",
+    );
     t.equal(pool.stats.retried, 0, "and nothing sent again");
   } finally {
     await gw.close();

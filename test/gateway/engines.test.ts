@@ -26,8 +26,12 @@ interface EngineProc {
 async function spawnEngine(dataDir: string): Promise<EngineProc> {
   const child = spawn(process.execPath, ["--import", "tsx", "test/gateway/fixtures/engine-proc.ts"], {
     env: {
-      PATH: process.env.PATH, SVC_ENGINE_HOST: "127.0.0.1", SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: dataDir,
-      SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "info",
+      PATH: process.env.PATH,
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: dataDir,
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "info",
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -76,15 +80,22 @@ test("one gateway over two engines: spread, retries, no replayed put, kill -9 an
     engines.push(await spawnEngine(lmdb)); // the same LMDB directory: both see every write
     proxies.push(await startCountingProxy(engines[0]!.url), await startCountingProxy(engines[1]!.url));
     const [pa, pb] = proxies as [CountingProxy, CountingProxy];
-    gw = await startGateway(loadGatewayConfig({
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: `${pa.url}, ${pb.url}`, SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "250",
-      SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-      SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
-    }));
+    gw = await startGateway(
+      loadGatewayConfig({
+        SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+        SVC_GATE_HOST: "127.0.0.1",
+        SVC_GATE_PORT: "0",
+        SVC_GATE_ENGINE_URL: `${pa.url}, ${pb.url}`,
+        SVC_GATE_ENGINE_HEALTH_INTERVAL_MS: "250",
+        SVC_GATE_DATA_DIR: join(dir, "gate"),
+        SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+        SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
+      }),
+    );
     const url = gw.url;
     const key = await createTenant(url, { tenant_id: "acme" });
-    const health = async () => (await call(url, "/health")).json as { engine_reachable: boolean; engines: Array<{ index: number; reachable: boolean; in_rotation: boolean }> };
+    const health = async () =>
+      (await call(url, "/health")).json as { engine_reachable: boolean; engines: Array<{ index: number; reachable: boolean; in_rotation: boolean }> };
     const inRotation = async (i: number) => (await health()).engines[i]!.in_rotation;
     const put = (k: string, headers: Record<string, string> = {}) =>
       call(url, "/v1/put", { key, body: { namespace: "default", key: k, data_b64: Buffer.from(`value of ${k}`).toString("base64") }, headers });
@@ -92,7 +103,14 @@ test("one gateway over two engines: spread, retries, no replayed put, kill -9 an
 
     // /health lists both engines.
     const h0 = await health();
-    t.deepEqual(h0.engines.map((e) => [e.index, e.reachable, e.in_rotation]), [[0, true, true], [1, true, true]], "/health reports both engines, reachable and in rotation");
+    t.deepEqual(
+      h0.engines.map((e) => [e.index, e.reachable, e.in_rotation]),
+      [
+        [0, true, true],
+        [1, true, true],
+      ],
+      "/health reports both engines, reachable and in rotation",
+    );
     t.equal(h0.engine_reachable, true);
 
     // 1. Load spreads over both engines (counted in each engine's own request log).
@@ -139,7 +157,10 @@ test("one gateway over two engines: spread, retries, no replayed put, kill -9 an
     const unkeyed = await reachA((k) => put(k));
     t.equal(unkeyed.status, 502, "unkeyed put whose body was sent to a dying engine: 502");
     t.equal(unkeyed.json.code, "engine_unreachable");
-    t.notOk(pb.data.some((p) => p.requestId === unkeyed.rid), "it was not replayed on B");
+    t.notOk(
+      pb.data.some((p) => p.requestId === unkeyed.rid),
+      "it was not replayed on B",
+    );
     t.equal((await get(unkeyed.k)).status, 404, "and nothing was stored");
 
     const idem = `idem-${randomUUID()}`;
@@ -177,11 +198,22 @@ test("one gateway over two engines: spread, retries, no replayed put, kill -9 an
     await waitFor("30 more puts acknowledged after the kill", () => acked.size >= ackedAtKill + 30, 60_000);
     stop = true;
     await Promise.all(writers);
-    t.deepEqual([...statuses.keys()].filter((s) => s !== 201 && s !== 502), [], `every put answered 201 or 502 (${JSON.stringify([...statuses])})`);
+    t.deepEqual(
+      [...statuses.keys()].filter((s) => s !== 201 && s !== 502),
+      [],
+      `every put answered 201 or 502 (${JSON.stringify([...statuses])})`,
+    );
 
     await waitFor("A is out of rotation", async () => !(await inRotation(0)));
     const hk = await health();
-    t.deepEqual(hk.engines.map((e) => [e.reachable, e.in_rotation]), [[false, false], [true, true]], "/health: A unreachable and out, B in");
+    t.deepEqual(
+      hk.engines.map((e) => [e.reachable, e.in_rotation]),
+      [
+        [false, false],
+        [true, true],
+      ],
+      "/health: A unreachable and out, B in",
+    );
     const sentToA = pa.data.length;
     for (let i = 0; i < 20; i++) t.equal((await get("seed")).status, 200, `get ${i} after the ejection: 200`);
     for (let i = 0; i < 10; i++) t.equal((await put(`after-${i}`)).status, 201, `put ${i} after the ejection: 201`);

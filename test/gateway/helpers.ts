@@ -56,7 +56,8 @@ export async function startFakeEngine(port = 0): Promise<FakeEngine> {
     req.on("end", () => {
       const s: Seen = { method: req.method, url: req.originalUrl, headers: { ...req.headers }, body: Buffer.concat(chunks) };
       if (req.path !== "/health") fe.seen.push(s);
-      if (req.path === "/health") return void res.json({ status: "ok", uptime_s: 1, gpu: { available: false, device: null, cache_bytes: 0 }, storage: "memory" });
+      if (req.path === "/health")
+        return void res.json({ status: "ok", uptime_s: 1, gpu: { available: false, device: null, cache_bytes: 0 }, storage: "memory" });
       if (fe.respond) {
         const r = fe.respond(s);
         if (r.headers) for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v);
@@ -67,12 +68,23 @@ export async function startFakeEngine(port = 0): Promise<FakeEngine> {
       res.setHeader("X-SVC-CUs", "999");
       if (req.method === "POST" && req.path === "/v1/put") {
         const q = new URL(req.originalUrl, "http://x").searchParams;
-        let ns = q.get("namespace"), key = q.get("key");
+        let ns = q.get("namespace"),
+          key = q.get("key");
         if (!ns) ({ namespace: ns, key } = JSON.parse(s.body.toString()));
-        return void res.status(201).json({ namespace: ns, key, version: 1, verdict: "passthrough", compressed: false, compression_ratio: 1, relative_error: 0, bytes_in: s.body.length });
+        return void res.status(201).json({
+          namespace: ns,
+          key,
+          version: 1,
+          verdict: "passthrough",
+          compressed: false,
+          compression_ratio: 1,
+          relative_error: 0,
+          bytes_in: s.body.length,
+        });
       }
       if (req.method === "GET" && req.path.startsWith("/v1/get/")) {
-        if (req.path.endsWith("/missing")) return void res.status(404).json({ detail: "Key missing not found.", code: "not_found", request_id: req.get("x-request-id") });
+        if (req.path.endsWith("/missing"))
+          return void res.status(404).json({ detail: "Key missing not found.", code: "not_found", request_id: req.get("x-request-id") });
         return void res.status(200).json({ path: req.path, version: 1 });
       }
       res.status(200).json({ ok: true, path: req.path });
@@ -112,7 +124,10 @@ export async function startTestGateway(engineUrl: string, over: Partial<GatewayD
   };
   const l = await listen(createApp(deps));
   return {
-    url: l.url, deps, clock, audit,
+    url: l.url,
+    deps,
+    clock,
+    audit,
     close: async () => {
       await closeServer(l.server);
       await deps.engine.close();
@@ -137,7 +152,11 @@ export async function createTenant(url: string, body: Record<string, unknown>): 
   return r.json.api_key as string;
 }
 
-export async function call(url: string, path: string, init: { method?: string; key?: string; body?: unknown; headers?: Record<string, string>; raw?: Buffer | string } = {}) {
+export async function call(
+  url: string,
+  path: string,
+  init: { method?: string; key?: string; body?: unknown; headers?: Record<string, string>; raw?: Buffer | string } = {},
+) {
   const headers: Record<string, string> = { ...(init.key ? { "x-api-key": init.key } : {}), ...(init.headers ?? {}) };
   let body: string | Buffer | undefined;
   if (init.raw !== undefined) body = init.raw;

@@ -9,7 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { admin, call, REDIS_URL, redisFor, SERVICE_KEY, startFakeEngine, uniquePrefix } from "./helpers.js";
 
-interface Proc { url: string; child: ChildProcess }
+interface Proc {
+  url: string;
+  child: ChildProcess;
+}
 
 async function spawnGateway(env: Record<string, string>): Promise<Proc> {
   const child = spawn(process.execPath, ["--import", "tsx", "test/gateway/fixtures/gateway-proc.ts"], {
@@ -39,8 +42,12 @@ test("scoped keys on two gateways sharing Redis: created on one, revoked on the 
   const { redis, cleanup } = await redisFor(prefix);
   const dir = await mkdtemp(join(tmpdir(), "svc-keys-shared-"));
   const base = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: prefix,
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_REDIS_URL: REDIS_URL,
+    SVC_GATE_REDIS_PREFIX: prefix,
   };
   const [a, b] = await Promise.all([
     spawnGateway({ ...base, SVC_GATE_DATA_DIR: join(dir, "a"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "a.jsonl") }),
@@ -59,7 +66,11 @@ test("scoped keys on two gateways sharing Redis: created on one, revoked on the 
     t.equal((await call(b.url, "/v1/get/default/k", { key })).status, 403, "its namespaces hold on B");
 
     const listed = await admin(b.url, "/gate/admin/keys/acme", undefined, "GET");
-    t.deepEqual(listed.json.keys.map((k: { key_id: string }) => k.key_id), [made.json.key_id], "B lists the key made on A");
+    t.deepEqual(
+      listed.json.keys.map((k: { key_id: string }) => k.key_id),
+      [made.json.key_id],
+      "B lists the key made on A",
+    );
     t.equal(typeof listed.json.keys[0].last_used_at, "string", "with B's own last use");
 
     const rv = await admin(b.url, "/gate/admin/keys/revoke", { key_id: made.json.key_id });
@@ -70,9 +81,17 @@ test("scoped keys on two gateways sharing Redis: created on one, revoked on the 
 
     // A second key, revoked through A while a refused request's cached record sits on B.
     const k2 = await admin(b.url, "/gate/admin/keys", { tenant_id: "acme", name: "writer", scopes: ["read", "write"] });
-    t.equal((await call(b.url, "/v1/put", { key: k2.json.api_key, body: { namespace: "default", key: "k", data_b64: "AAAA" } })).status, 201, "the write key puts through B");
+    t.equal(
+      (await call(b.url, "/v1/put", { key: k2.json.api_key, body: { namespace: "default", key: "k", data_b64: "AAAA" } })).status,
+      201,
+      "the write key puts through B",
+    );
     t.equal((await admin(a.url, "/gate/admin/keys/revoke", { key_id: k2.json.key_id })).status, 200);
-    t.equal((await call(b.url, "/v1/put", { key: k2.json.api_key, body: { namespace: "default", key: "k", data_b64: "AAAA" } })).status, 401, "refused on B at once");
+    t.equal(
+      (await call(b.url, "/v1/put", { key: k2.json.api_key, body: { namespace: "default", key: "k", data_b64: "AAAA" } })).status,
+      401,
+      "refused on B at once",
+    );
 
     // The last use reaches Redis on shutdown (the batch written when the process closes).
     t.equal(await stop(a), 0);

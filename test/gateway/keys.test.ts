@@ -16,9 +16,18 @@ import { startFakeStripe } from "./fixtures/billing-fake-stripe.js";
 const NOW = Date.UTC(2026, 0, 15, 12, 0, 0);
 
 const rec = (id: string, key: string): TenantRecord => ({
-  tenant_id: id, plan: "starter", namespaces: ["default", "team"], email: null, key_hash: sha256Hex(key),
-  active: true, status: "active", monthly_quota: 1000, rate_limit: { requests: 10, window_s: 60 },
-  custom_rate_limit: false, created_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z",
+  tenant_id: id,
+  plan: "starter",
+  namespaces: ["default", "team"],
+  email: null,
+  key_hash: sha256Hex(key),
+  active: true,
+  status: "active",
+  monthly_quota: 1000,
+  rate_limit: { requests: 10, window_s: 60 },
+  custom_rate_limit: false,
+  created_at: "2026-01-01T00:00:00.000Z",
+  updated_at: "2026-01-01T00:00:00.000Z",
 });
 
 async function contract(t: test.Test, r: TenantRegistry, label: string) {
@@ -87,7 +96,14 @@ test("scoped keys on the local-file registry, and they survive a reopen", async 
     t.notOk((await readFile(join(dir, "tenants.json"), "utf8")).includes("svc_live_"), "no key on disk, only hashes");
     // A registry file whose key entry was tampered with (not a SHA-256, an unknown scope) is refused whole.
     const file = JSON.parse(await readFile(join(dir, "tenants.json"), "utf8"));
-    for (const tamper of [(k: { key_hash: string }) => { k.key_hash = "svc_live_plaintext"; }, (k: { scopes: string[] }) => { k.scopes = ["admin"]; }]) {
+    for (const tamper of [
+      (k: { key_hash: string }) => {
+        k.key_hash = "svc_live_plaintext";
+      },
+      (k: { scopes: string[] }) => {
+        k.scopes = ["admin"];
+      },
+    ]) {
       const copy = structuredClone(file);
       tamper(copy.tenants.find((x: TenantRecord) => x.tenant_id === "many").keys[0]);
       await writeFile(join(dir, "tenants.json"), JSON.stringify(copy));
@@ -126,7 +142,10 @@ test("key usage stores: later instants win; the tracker writes in batches", asyn
   try {
     const stores = { memory: new MemoryKeyUsageStore(), local: await LocalFileKeyUsageStore.open(dir), redis: new RedisKeyUsageStore(redis, prefix) };
     for (const [label, s] of Object.entries(stores)) {
-      await s.record([{ tenant_id: "acme", key_id: "key_a", at_ms: 2000 }, { tenant_id: "beta", key_id: "key_b", at_ms: 5 }]);
+      await s.record([
+        { tenant_id: "acme", key_id: "key_a", at_ms: 2000 },
+        { tenant_id: "beta", key_id: "key_b", at_ms: 5 },
+      ]);
       await s.record([{ tenant_id: "acme", key_id: "key_a", at_ms: 1000 }]);
       t.deepEqual([...(await s.lastUsed("acme"))], [["key_a", 2000]], `${label}: an older instant does not replace a newer one`);
       t.deepEqual([...(await s.lastUsed("ghost"))], [], `${label}: none for an unknown tenant`);
@@ -136,7 +155,11 @@ test("key usage stores: later instants win; the tracker writes in batches", asyn
     for (const bad of ["{ broken", "[1,2]", JSON.stringify({ acme: { key_a: "yesterday", key_b: 5 }, beta: 7 })]) {
       await writeFile(join(dir, "key-usage.json"), bad);
       const reopened = await LocalFileKeyUsageStore.open(dir);
-      t.deepEqual([...(await reopened.lastUsed("acme"))], bad.includes("key_b") ? [["key_b", 5]] : [], `local: a damaged file (${bad.slice(0, 12)}) keeps only valid instants`);
+      t.deepEqual(
+        [...(await reopened.lastUsed("acme"))],
+        bad.includes("key_b") ? [["key_b", 5]] : [],
+        `local: a damaged file (${bad.slice(0, 12)}) keeps only valid instants`,
+      );
       await reopened.record([{ tenant_id: "acme", key_id: "key_c", at_ms: 9 }]);
       t.ok(JSON.parse(await readFile(join(dir, "key-usage.json"), "utf8")).acme.key_c === 9, "local: and is rewritten whole at the next batch");
     }
@@ -163,7 +186,13 @@ test("admin API and data plane: create, scopes, namespaces, expiry, revoke, audi
   const gw = await startTestGateway(engine.url, { keyUsage: new KeyUsageTracker(store, 3_600_000) });
   try {
     const primary = await createTenant(gw.url, { tenant_id: "acme", namespaces: ["default", "team", "other"] });
-    const made = await admin(gw.url, "/gate/admin/keys", { tenant_id: "acme", name: "ci reader", scopes: ["read"], namespaces: ["team"], expires_at: "2026-01-16T12:00:00Z" });
+    const made = await admin(gw.url, "/gate/admin/keys", {
+      tenant_id: "acme",
+      name: "ci reader",
+      scopes: ["read"],
+      namespaces: ["team"],
+      expires_at: "2026-01-16T12:00:00Z",
+    });
     t.equal(made.status, 201, "created");
     t.deepEqual(Object.keys(made.json).sort(), ["api_key", "expires_at", "key_id", "name", "namespaces", "scopes", "tenant_id"], "the documented fields");
     t.match(made.json.api_key, /^svc_live_[A-Za-z0-9_-]{43}$/, "a key of the usual form");
@@ -182,7 +211,11 @@ test("admin API and data plane: create, scopes, namespaces, expiry, revoke, audi
     t.equal(put.status, 403, "a read key cannot put");
     t.equal(put.json.code, "forbidden");
     t.match(put.json.detail, /lacks scope write, which put needs/, "the detail names the scope");
-    const octet = await call(gw.url, "/v1/put?namespace=team&key=k&dtype=bytes", { key: reader, raw: Buffer.from("abcd"), headers: { "content-type": "application/octet-stream" } });
+    const octet = await call(gw.url, "/v1/put?namespace=team&key=k&dtype=bytes", {
+      key: reader,
+      raw: Buffer.from("abcd"),
+      headers: { "content-type": "application/octet-stream" },
+    });
     t.equal(octet.status, 403, "nor an octet-stream put");
     const del = await call(gw.url, "/v1/delete/team/k", { key: reader, method: "DELETE" });
     t.equal(del.status, 403, "nor a delete");
@@ -194,8 +227,16 @@ test("admin API and data plane: create, scopes, namespaces, expiry, revoke, audi
     t.equal(pair.status, 403, "the second namespace of a pairwise query is checked too");
     const foreign = await call(gw.url, "/v1/get/elsewhere/k", { key: reader });
     t.match(foreign.json.detail, /Tenant acme is not allowed/, "outside the tenant's ACL: the tenant's refusal comes first");
-    t.equal((await call(gw.url, "/v1/put", { key: writer, body: { namespace: "other", key: "k", data_b64: "AAAA" } })).status, 201, "a write key puts anywhere in the tenant's ACL");
-    t.equal((await call(gw.url, "/v1/put", { key: primary, body: { namespace: "other", key: "k", data_b64: "AAAA" } })).status, 201, "the primary key keeps full access");
+    t.equal(
+      (await call(gw.url, "/v1/put", { key: writer, body: { namespace: "other", key: "k", data_b64: "AAAA" } })).status,
+      201,
+      "a write key puts anywhere in the tenant's ACL",
+    );
+    t.equal(
+      (await call(gw.url, "/v1/put", { key: primary, body: { namespace: "other", key: "k", data_b64: "AAAA" } })).status,
+      201,
+      "the primary key keeps full access",
+    );
     const engineSeen = engine.seen.filter((s) => s.method === "POST" && s.url.startsWith("/v1/put")).length;
     t.equal(engineSeen, 2, "refused writes never reached the engine");
 
@@ -204,7 +245,10 @@ test("admin API and data plane: create, scopes, namespaces, expiry, revoke, audi
     const refused = recs.find((r) => r.status === 403 && r.path === "/v1/put");
     t.equal(refused?.key_id, made.json.key_id, "a refused request's record names its key");
     t.equal(recs.filter((r) => r.key_id === "primary" && r.path === "/v1/put").length, 1, "the primary key is key_id primary");
-    t.ok(recs.filter((r) => r.path.startsWith("/gate/")).every((r) => r.key_id === ""), "admin records have an empty key_id");
+    t.ok(
+      recs.filter((r) => r.path.startsWith("/gate/")).every((r) => r.key_id === ""),
+      "admin records have an empty key_id",
+    );
 
     // The account view takes any valid key; a purchase would need a full one (billing.ts).
     t.equal((await call(gw.url, "/gate/account", { key: reader })).status, 200, "the account view with a scoped key");
@@ -215,7 +259,11 @@ test("admin API and data plane: create, scopes, namespaces, expiry, revoke, audi
     t.equal(listed.status, 200);
     t.equal(listed.json.keys.length, 2);
     const lr = listed.json.keys.find((k: { key_id: string }) => k.key_id === made.json.key_id);
-    t.deepEqual(Object.keys(lr).sort(), ["created_at", "expired", "expires_at", "key_id", "last_used_at", "name", "namespaces", "scopes", "tenant_id"], "listed fields");
+    t.deepEqual(
+      Object.keys(lr).sort(),
+      ["created_at", "expired", "expires_at", "key_id", "last_used_at", "name", "namespaces", "scopes", "tenant_id"],
+      "listed fields",
+    );
     t.equal(lr.last_used_at, new Date(NOW).toISOString(), "last_used_at of the reader");
     t.equal(lr.created_at, new Date(NOW).toISOString());
     t.notOk(JSON.stringify(listed.json).includes("svc_live_") || JSON.stringify(listed.json).includes(sha256Hex(reader)), "neither keys nor hashes listed");
@@ -226,7 +274,11 @@ test("admin API and data plane: create, scopes, namespaces, expiry, revoke, audi
     const late = await call(gw.url, "/v1/get/team/k", { key: reader });
     t.equal(late.status, 401, "an expired key is 401");
     t.equal(late.json.detail, "This API key expired at 2026-01-16T12:00:00.000Z.");
-    t.equal((await admin(gw.url, "/gate/admin/keys/acme", undefined, "GET")).json.keys.find((k: { key_id: string }) => k.key_id === made.json.key_id).expired, true, "listed as expired");
+    t.equal(
+      (await admin(gw.url, "/gate/admin/keys/acme", undefined, "GET")).json.keys.find((k: { key_id: string }) => k.key_id === made.json.key_id).expired,
+      true,
+      "listed as expired",
+    );
 
     // Revoke: refused at once; a second revoke is 404.
     const rv = await admin(gw.url, "/gate/admin/keys/revoke", { key_id: full.json.key_id });
@@ -301,7 +353,11 @@ test("admin API: hostile and invalid inputs are 400/404 with one sentence", asyn
     const dup = await admin(gw.url, "/gate/admin/keys", base);
     t.equal(dup.status, 201);
     t.equal((await admin(gw.url, "/gate/admin/keys", base)).status, 409, "a second key of the same name: 409");
-    const bad = await fetch(gw.url + "/gate/admin/keys", { method: "POST", headers: { authorization: `Bearer ${(await import("./helpers.js")).SERVICE_KEY}`, "content-type": "application/json" }, body: "{\"tenant_id\": " });
+    const bad = await fetch(gw.url + "/gate/admin/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${(await import("./helpers.js")).SERVICE_KEY}`, "content-type": "application/json" },
+      body: '{"tenant_id": ',
+    });
     t.equal(bad.status, 400, "malformed JSON: 400");
 
     const revokes: Array<[string, unknown, number, RegExp]> = [
@@ -333,12 +389,16 @@ test("checkout (billing on) needs the tenant's own key or a write key on every n
   const env = await startBillingGateway(engine, stripe);
   try {
     const own = await createTenant(env.gw.url, { tenant_id: "acme", namespaces: ["default", "team"] });
-    const mk = async (body: Record<string, unknown>) => (await admin(env.gw.url, "/gate/admin/keys", { tenant_id: "acme", ...body })).json as { api_key: string; key_id: string };
+    const mk = async (body: Record<string, unknown>) =>
+      (await admin(env.gw.url, "/gate/admin/keys", { tenant_id: "acme", ...body })).json as { api_key: string; key_id: string };
     const reader = await mk({ name: "reader", scopes: ["read"] });
     const teamWriter = await mk({ name: "team-writer", scopes: ["read", "write"], namespaces: ["team"] });
     const writer = await mk({ name: "writer", scopes: ["read", "write"] });
     const body = { plan: "builder", success_url: "https://app.example/ok", cancel_url: "https://app.example/cancel" };
-    for (const [what, k] of [["a read key", reader], ["a write key on some namespaces", teamWriter]] as const) {
+    for (const [what, k] of [
+      ["a read key", reader],
+      ["a write key on some namespaces", teamWriter],
+    ] as const) {
       const r = await call(env.gw.url, "/gate/checkout", { key: k.api_key, body });
       t.equal(r.status, 403, `${what}: 403`);
       t.equal(r.json.code, "forbidden");

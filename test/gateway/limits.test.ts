@@ -18,7 +18,11 @@ import { admin, call, SERVICE_KEY } from "./helpers.js";
 const LIMIT = 4096;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-interface Raw { status: number; headers: Record<string, string>; body: string }
+interface Raw {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
 
 /** Writes `text` on a plain socket and reads the whole answer until the server closes. */
 function rawHttp(url: string, text: string): Promise<Raw> {
@@ -43,8 +47,7 @@ function rawHttp(url: string, text: string): Promise<Raw> {
   });
 }
 
-const bigHeaderRequest = (path: string, bytes: number) =>
-  `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${"a".repeat(bytes)}\r\n\r\n`;
+const bigHeaderRequest = (path: string, bytes: number) => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${"a".repeat(bytes)}\r\n\r\n`;
 
 let dir: string;
 let engine: RunningEngine;
@@ -61,14 +64,26 @@ test("setup: the real engine and gateway, both with SVC_ENGINE_MAX_UPLOAD_BYTES=
     warn: (f) => engineLines.push(f),
     error: (f) => engineLines.push(f),
   };
-  engine = await startEngine(loadEngineConfig({
-    SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: SERVICE_KEY,
-    SVC_ENGINE_MAX_UPLOAD_BYTES: String(LIMIT),
-  }), { logger });
-  gw = await startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_ENGINE_MAX_UPLOAD_BYTES: String(LIMIT),
-  }));
+  engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_MAX_UPLOAD_BYTES: String(LIMIT),
+    }),
+    { logger },
+  );
+  gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_ENGINE_MAX_UPLOAD_BYTES: String(LIMIT),
+    }),
+  );
   key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
   t.ok(key, "tenant created");
 });
@@ -87,7 +102,11 @@ test("headers: an octet-stream put with 20 KiB of X-SVC-Metadata passes the gate
   const header = JSON.stringify(metadata);
   t.ok(header.length > 16 * 1024, `the header (${header.length} bytes) is above Node's 16 KiB default`);
   const payload = Buffer.alloc(1000, 3);
-  const put = await call(gw.url, "/v1/put?namespace=default&key=meta", { key, raw: payload, headers: { "content-type": "application/octet-stream", "x-svc-metadata": header } });
+  const put = await call(gw.url, "/v1/put?namespace=default&key=meta", {
+    key,
+    raw: payload,
+    headers: { "content-type": "application/octet-stream", "x-svc-metadata": header },
+  });
   t.equal(put.status, 201, `201 through the gateway (${put.status} ${JSON.stringify(put.json).slice(0, 200)})`);
   const got = await call(gw.url, "/v1/get/default/meta", { key });
   t.equal(got.status, 200);
@@ -95,7 +114,10 @@ test("headers: an octet-stream put with 20 KiB of X-SVC-Metadata passes the gate
 });
 
 test("headers: 120 KiB of headers, or a request that is not HTTP, is a JSON 400 with Connection: close from both servers", async (t) => {
-  for (const [name, url, path] of [["gateway", gw.url, "/v1/get/default/meta"], ["engine", engine.url, "/health"]] as const) {
+  for (const [name, url, path] of [
+    ["gateway", gw.url, "/v1/get/default/meta"],
+    ["engine", engine.url, "/health"],
+  ] as const) {
     const big = await rawHttp(url, bigHeaderRequest(path, 120 * 1024));
     t.equal(big.status, 400, `${name}: 400, not a bare 431`);
     t.equal(big.headers["connection"], "close", `${name}: Connection: close`);
@@ -110,7 +132,11 @@ test("headers: 120 KiB of headers, or a request that is not HTTP, is a JSON 400 
 
     const garbage = await rawHttp(url, "NOT HTTP AT ALL\r\n\r\n");
     t.equal(garbage.status, 400, `${name}: a request line that is not HTTP: 400`);
-    t.deepEqual([JSON.parse(garbage.body).code, JSON.parse(garbage.body).detail], ["bad_request", "The request could not be parsed as HTTP."], `${name}: JSON body`);
+    t.deepEqual(
+      [JSON.parse(garbage.body).code, JSON.parse(garbage.body).detail],
+      ["bad_request", "The request could not be parsed as HTTP."],
+      `${name}: JSON body`,
+    );
     const badHeader = await rawHttp(url, `GET ${path} HTTP/1.1\r\nHost: x\r\nBad Header Name: 1\r\n\r\n`);
     t.equal(badHeader.status, 400, `${name}: a malformed header line: 400`);
     t.equal(JSON.parse(badHeader.body).code, "bad_request", `${name}: JSON body`);
@@ -132,24 +158,51 @@ test("upload limit: a JSON put whose decoded payload is within the limit passes 
   const over = await call(gw.url, "/v1/put", { key, body: { ...body, key: "json-over", data_b64: Buffer.alloc(LIMIT + 1, 7).toString("base64") } });
   t.equal(over.status, 413, "decoded payload of 4097 bytes: 413");
   t.equal(over.json.code, "payload_too_large");
-  t.match(over.json.detail, /payload of 4097 bytes is larger than the upload limit of 4096 bytes \(SVC_ENGINE_MAX_UPLOAD_BYTES\)\.$/, "decided by the engine on the decoded payload; names the variable");
+  t.match(
+    over.json.detail,
+    /payload of 4097 bytes is larger than the upload limit of 4096 bytes \(SVC_ENGINE_MAX_UPLOAD_BYTES\)\.$/,
+    "decided by the engine on the decoded payload; names the variable",
+  );
   t.equal(engineRequests().length, before + 1, "the engine was asked");
 
   const limit = jsonBodyLimit(LIMIT);
-  const huge = await call(gw.url, "/v1/put", { key, raw: `{"namespace":"default","key":"huge","data_b64":"${"A".repeat(limit)}"}`, headers: { "content-type": "application/json" } });
+  const huge = await call(gw.url, "/v1/put", {
+    key,
+    raw: `{"namespace":"default","key":"huge","data_b64":"${"A".repeat(limit)}"}`,
+    headers: { "content-type": "application/json" },
+  });
   t.equal(huge.status, 413, "a JSON body above ceil(limit × 4/3) + 1 MiB: 413");
-  t.match(huge.json.detail, new RegExp(`upload limit of ${limit} bytes \\(SVC_ENGINE_MAX_UPLOAD_BYTES\\)\\.$`), "the detail names the JSON body limit and the variable");
+  t.match(
+    huge.json.detail,
+    new RegExp(`upload limit of ${limit} bytes \\(SVC_ENGINE_MAX_UPLOAD_BYTES\\)\\.$`),
+    "the detail names the JSON body limit and the variable",
+  );
   t.equal(engineRequests().length, before + 1, "decided by the gateway from Content-Length: the engine was not asked");
 
-  const octet = await call(gw.url, "/v1/put?namespace=default&key=octet-over", { key, raw: Buffer.alloc(LIMIT + 1), headers: { "content-type": "application/octet-stream" } });
+  const octet = await call(gw.url, "/v1/put?namespace=default&key=octet-over", {
+    key,
+    raw: Buffer.alloc(LIMIT + 1),
+    headers: { "content-type": "application/octet-stream" },
+  });
   t.equal(octet.status, 413, "an octet-stream body is held to the payload limit itself");
   t.match(octet.json.detail, /upload limit of 4096 bytes \(SVC_ENGINE_MAX_UPLOAD_BYTES\)\.$/, "names the variable");
   t.equal(engineRequests().length, before + 1, "not forwarded either");
-  const octetOk = await call(gw.url, "/v1/put?namespace=default&key=octet-at-limit", { key, raw: Buffer.alloc(LIMIT, 1), headers: { "content-type": "application/octet-stream" } });
+  const octetOk = await call(gw.url, "/v1/put?namespace=default&key=octet-at-limit", {
+    key,
+    raw: Buffer.alloc(LIMIT, 1),
+    headers: { "content-type": "application/octet-stream" },
+  });
   t.equal(octetOk.status, 201, "an octet-stream body of exactly the limit: 201");
 
-  const audit = (await readFile(join(dir, "audit.jsonl"), "utf8")).trim().split("\n").map((l) => JSON.parse(l));
-  t.deepEqual(audit.filter((a) => a.path === "/v1/put").map((a) => a.status), [201, 201, 413, 413, 413, 201], "every put audited with its status");
+  const audit = (await readFile(join(dir, "audit.jsonl"), "utf8"))
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
+  t.deepEqual(
+    audit.filter((a) => a.path === "/v1/put").map((a) => a.status),
+    [201, 201, 413, 413, 413, 201],
+    "every put audited with its status",
+  );
 });
 
 test("teardown", async () => {

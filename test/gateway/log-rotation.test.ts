@@ -13,8 +13,15 @@ import { SERVICE_KEY, startFakeEngine } from "./helpers.js";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const rec = (i: number): AuditRecord => ({
-  ts: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), tenant_id: "acme", method: "GET", path: `/v1/get/ns/k${i}`,
-  namespace: "ns", status: 200, cus: 0.1, latency_ms: 1, request_id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
+  ts: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+  tenant_id: "acme",
+  method: "GET",
+  path: `/v1/get/ns/k${i}`,
+  namespace: "ns",
+  status: 200,
+  cus: 0.1,
+  latency_ms: 1,
+  request_id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
 });
 async function rejects(t: test.Test, p: Promise<unknown>, re: RegExp, msg: string): Promise<void> {
   try {
@@ -45,7 +52,11 @@ test("audit log: reopen after a move; queued records go to the old file, later o
   await Promise.all(more);
   await sink.close();
   t.deepEqual(ids(path + ".1"), [0, 1, 2, 3, 4, 5, 6, 7, 8], "the old file: everything up to the reopen, in order");
-  t.deepEqual(ids(path), Array.from({ length: 31 }, (_, i) => i + 9), "the new file: everything after it, in order");
+  t.deepEqual(
+    ids(path),
+    Array.from({ length: 31 }, (_, i) => i + 9),
+    "the new file: everything after it, in order",
+  );
   await rejects(t, sink.reopen(), /closed/, "a closed log is not reopened");
   rmSync(dir, { recursive: true, force: true });
 });
@@ -71,16 +82,31 @@ test("billing log: reopen after a move", async (t) => {
   const path = join(dir, "billing.jsonl");
   const log = await FileBillingLog.open(path);
   const brec = (id: string): BillingLogRecord => ({
-    ts: "2026-01-01T00:00:00.000Z", event_id: id, type: "checkout.session.completed", created: 1, tenant_id: "acme",
-    outcome: "applied", reason: "", plan_before: "starter", plan_after: "builder", cancellations: [], request_id: "r",
+    ts: "2026-01-01T00:00:00.000Z",
+    event_id: id,
+    type: "checkout.session.completed",
+    created: 1,
+    tenant_id: "acme",
+    outcome: "applied",
+    reason: "",
+    plan_before: "starter",
+    plan_after: "builder",
+    cancellations: [],
+    request_id: "r",
   });
   await log.write(brec("evt_1"));
   renameSync(path, path + ".1");
   await log.reopen();
   await log.write(brec("evt_2"));
   await log.close();
-  t.deepEqual(lines(path + ".1").map((l) => JSON.parse(l).event_id), ["evt_1"]);
-  t.deepEqual(lines(path).map((l) => JSON.parse(l).event_id), ["evt_2"]);
+  t.deepEqual(
+    lines(path + ".1").map((l) => JSON.parse(l).event_id),
+    ["evt_1"],
+  );
+  t.deepEqual(
+    lines(path).map((l) => JSON.parse(l).event_id),
+    ["evt_2"],
+  );
   t.equal(statSync(path).mode & 0o777, 0o600);
   rmSync(dir, { recursive: true, force: true });
 });
@@ -92,8 +118,13 @@ test("svc gateway: SIGHUP reopens the audit log; the process keeps serving; SIGT
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc.ts"), "gateway"], {
     cwd: ROOT,
     env: {
-      PATH: process.env.PATH, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: audit,
+      PATH: process.env.PATH,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: audit,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -101,15 +132,18 @@ test("svc gateway: SIGHUP reopens the audit log; the process keeps serving; SIGT
   const waiters: Array<{ re: RegExp; resolve: (l: string) => void }> = [];
   const feed = (l: string) => {
     errLines.push(l);
-    for (const w of waiters.splice(0)) if (w.re.test(l)) w.resolve(l); else waiters.push(w);
+    for (const w of waiters.splice(0))
+      if (w.re.test(l)) w.resolve(l);
+      else waiters.push(w);
   };
   createInterface({ input: child.stderr! }).on("line", feed);
-  const stderrLine = (re: RegExp) => new Promise<string>((resolve, reject) => {
-    const hit = errLines.find((l) => re.test(l));
-    if (hit) return resolve(hit);
-    waiters.push({ re, resolve });
-    setTimeout(() => reject(new Error(`no line ${re} on stderr in 60 s: ${errLines.join(" | ")}`)), 60_000).unref();
-  });
+  const stderrLine = (re: RegExp) =>
+    new Promise<string>((resolve, reject) => {
+      const hit = errLines.find((l) => re.test(l));
+      if (hit) return resolve(hit);
+      waiters.push({ re, resolve });
+      setTimeout(() => reject(new Error(`no line ${re} on stderr in 60 s: ${errLines.join(" | ")}`)), 60_000).unref();
+    });
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   try {
     const url = await new Promise<string>((resolve, reject) => {

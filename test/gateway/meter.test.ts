@@ -3,15 +3,33 @@ import test from "tape";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LocalFileUsageStore, MemoryUsageStore, milliCusOf, periodEndMs, periodOf, RedisUsageStore, toCus, type UsageStore } from "../../server/gateway/meter.js";
+import {
+  LocalFileUsageStore,
+  MemoryUsageStore,
+  milliCusOf,
+  periodEndMs,
+  periodOf,
+  RedisUsageStore,
+  toCus,
+  type UsageStore,
+} from "../../server/gateway/meter.js";
 import { redisFor, uniquePrefix } from "./helpers.js";
 
 test("the documented CU table in milli-CUs; serve by device", (t) => {
   const expect: Array<[Parameters<typeof milliCusOf>[0], string | undefined, number]> = [
-    ["put", undefined, 1000], ["put_cores", undefined, 1000], ["put_cores_batch", undefined, 2000],
-    ["get", undefined, 100], ["serve", undefined, 500], ["serve", "cpu", 500], ["serve", "gpu", 2000],
-    ["search", undefined, 500], ["delete", undefined, 100], ["list", undefined, 100],
-    ["query_similarity", undefined, 1000], ["query_topk", undefined, 1000], ["query_vector", undefined, 1000],
+    ["put", undefined, 1000],
+    ["put_cores", undefined, 1000],
+    ["put_cores_batch", undefined, 2000],
+    ["get", undefined, 100],
+    ["serve", undefined, 500],
+    ["serve", "cpu", 500],
+    ["serve", "gpu", 2000],
+    ["search", undefined, 500],
+    ["delete", undefined, 100],
+    ["list", undefined, 100],
+    ["query_similarity", undefined, 1000],
+    ["query_topk", undefined, 1000],
+    ["query_vector", undefined, 1000],
   ];
   for (const [op, dev, m] of expect) t.equal(milliCusOf(op, dev), m, `${op}${dev ? ` (${dev})` : ""}: ${m / 1000} CU`);
   t.end();

@@ -90,13 +90,23 @@ test("gateway metrics: access, and every metric after a few requests", async (t)
 });
 
 test("gateway metrics: SVC_GATE_METRICS_TOKEN from the environment, process metrics on the real server", async (t) => {
-  t.throws(() => loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_METRICS_TOKEN: "short" }), /^ConfigError: SVC_GATE_METRICS_TOKEN must be at least 16 characters\.$/);
+  t.throws(
+    () => loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_METRICS_TOKEN: "short" }),
+    /^ConfigError: SVC_GATE_METRICS_TOKEN must be at least 16 characters\.$/,
+  );
   const engine = await startFakeEngine();
   const dir = mkdtempSync(join(tmpdir(), "svc-gate-metrics-"));
-  const gw = await startGateway(loadGatewayConfig({
-    SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_METRICS_TOKEN: TOKEN,
-  }));
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_METRICS_TOKEN: TOKEN,
+    }),
+  );
   t.equal((await fetch(gw.url + "/health")).status, 200);
   const m = await scrape(gw.url, TOKEN);
   t.equal(m.status, 200);

@@ -17,7 +17,11 @@ test("quota: 503 quota_exhausted with the detail and Retry-After; reset on the 1
   const r2 = await call(g.url, "/v1/get/default/k", { key });
   t.equal(r2.status, 503, "quota reached: 503");
   t.equal(r2.json.code, "quota_exhausted");
-  t.equal(r2.json.detail, "Monthly CU quota exhausted for tenant acme: 1000.5 of 1000 CUs used; it resets at 2026-02-01T00:00:00.000Z.", "detail names tenant, usage, quota and reset instant");
+  t.equal(
+    r2.json.detail,
+    "Monthly CU quota exhausted for tenant acme: 1000.5 of 1000 CUs used; it resets at 2026-02-01T00:00:00.000Z.",
+    "detail names tenant, usage, quota and reset instant",
+  );
   t.equal(r2.headers.get("retry-after"), "3600", "Retry-After up to the reset instant");
   t.equal(r2.headers.get("x-svc-cus"), "0");
   t.ok(r2.headers.get("x-ratelimit-remaining") !== null, "rate-limit headers on the 503");
@@ -39,7 +43,11 @@ test("quota: 503 quota_exhausted with the detail and Retry-After; reset on the 1
   await g.deps.usage.add("acme", "2026-02", "put", 1_000_000);
   t.equal((await call(g.url, "/v1/get/default/k", { key })).status, 503, "exhausted again in February");
   const up = await admin(g.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "builder" });
-  t.deepEqual(up.json, { tenant_id: "acme", plan: "builder", monthly_quota: 50000, rate_limit: { requests: 100, window_s: 60 } }, "billing on: the builder rate limit");
+  t.deepEqual(
+    up.json,
+    { tenant_id: "acme", plan: "builder", monthly_quota: 50000, rate_limit: { requests: 100, window_s: 60 } },
+    "billing on: the builder rate limit",
+  );
   const r4 = await call(g.url, "/v1/get/default/k", { key });
   t.equal(r4.status, 200, "a tier upgrade lifts the block at once");
   t.equal(r4.headers.get("x-ratelimit-limit"), "100", "and the plan's rate limit applies");

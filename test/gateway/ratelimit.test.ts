@@ -71,7 +71,10 @@ async function redisCase(t: test.Test, fn: (rl: RateLimiter) => Promise<void>) {
   } finally {
     const keys: string[] = [];
     for await (const b of redis.scanIterator({ MATCH: `${prefix}*` })) keys.push(...(b as unknown as string[]));
-    t.ok(keys.every((k) => k.startsWith(prefix)), "only this run's keys exist under its prefix");
+    t.ok(
+      keys.every((k) => k.startsWith(prefix)),
+      "only this run's keys exist under its prefix",
+    );
     await cleanup();
   }
 }

@@ -41,7 +41,10 @@ async function waitFor(what: string, cond: () => Promise<boolean> | boolean, ms 
   }
 }
 
-interface RedisProc { port: number; child: ChildProcess }
+interface RedisProc {
+  port: number;
+  child: ChildProcess;
+}
 
 async function cmd(port: number, args: string[]): Promise<unknown> {
   const c = await RespConnection.open(`redis://127.0.0.1:${port}`, { connectTimeoutMs: 1000 });
@@ -55,7 +58,11 @@ async function cmd(port: number, args: string[]): Promise<unknown> {
 async function startRedis(dir: string, args: string[], port?: number): Promise<RedisProc> {
   port ??= await freePort();
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const child = spawn("redis-server", [...args, "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", join(dir, "log")], { stdio: "ignore" });
+  const child = spawn(
+    "redis-server",
+    [...args, "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", join(dir, "log")],
+    { stdio: "ignore" },
+  );
   await waitFor(`redis-server on ${port} answers`, async () => (await cmd(port!, ["PING"])) === "PONG", 15_000);
   return { port, child };
 }
@@ -67,14 +74,24 @@ function kill9(p: RedisProc): Promise<void> {
   return gone;
 }
 
-const have = await run("redis-server", ["--version"]).then(() => true, () => false);
+const have = await run("redis-server", ["--version"]).then(
+  () => true,
+  () => false,
+);
 
 async function gatewayOn(env: Record<string, string>, dir: string, engine: FakeEngine): Promise<RunningGateway> {
-  return startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"), SVC_GATE_REDIS_PREFIX: "svc-ha:",
-    ...env,
-  }));
+  return startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_REDIS_PREFIX: "svc-ha:",
+      ...env,
+    }),
+  );
 }
 
 const usageOf = async (url: string, id: string) => (await admin(url, `/gate/admin/usage/${id}`, undefined, "GET")).json.cus_used as number;
@@ -105,12 +122,16 @@ test("Sentinel: the gateway follows the master when the old one is killed", { sk
     await waitFor("the replica is in sync", async () => /master_link_status:up/.test(String(await cmd(replica.port, ["INFO", "replication"]))));
     const sport = await freePort();
     await mkdir(join(dir, "s"), { mode: 0o700 });
-    await writeFile(join(dir, "s", "sentinel.conf"), [
-      `sentinel monitor mymaster 127.0.0.1 ${master.port} 1`,
-      "sentinel down-after-milliseconds mymaster 1000",
-      "sentinel failover-timeout mymaster 10000",
-      "",
-    ].join("\n"), { mode: 0o600 });
+    await writeFile(
+      join(dir, "s", "sentinel.conf"),
+      [
+        `sentinel monitor mymaster 127.0.0.1 ${master.port} 1`,
+        "sentinel down-after-milliseconds mymaster 1000",
+        "sentinel failover-timeout mymaster 10000",
+        "",
+      ].join("\n"),
+      { mode: 0o600 },
+    );
     const sentinel = await startRedis(join(dir, "s"), [join(dir, "s", "sentinel.conf"), "--sentinel"], sport);
     procs.push(sentinel);
     await waitFor("the sentinel knows the replica", async () => {
@@ -156,13 +177,23 @@ test("Cluster: a tenant's keys in one slot, every node found from one seed, kill
   let gw: RunningGateway | null = null;
   try {
     for (let i = 0; i < 6; i++) {
-      procs.push(await startRedis(join(dir, `n${i}`), [
-        "--cluster-enabled", "yes", "--cluster-config-file", join(dir, `n${i}`, "nodes.conf"), "--cluster-node-timeout", "1000",
-        // Slots of a failed master stop only its own keys, not the whole cluster.
-        "--cluster-require-full-coverage", "no",
-      ]));
+      procs.push(
+        await startRedis(join(dir, `n${i}`), [
+          "--cluster-enabled",
+          "yes",
+          "--cluster-config-file",
+          join(dir, `n${i}`, "nodes.conf"),
+          "--cluster-node-timeout",
+          "1000",
+          // Slots of a failed master stop only its own keys, not the whole cluster.
+          "--cluster-require-full-coverage",
+          "no",
+        ]),
+      );
     }
-    await run("redis-cli", ["--cluster", "create", ...procs.map((p) => `127.0.0.1:${p.port}`), "--cluster-replicas", "1", "--cluster-yes"], { timeout: 60_000 });
+    await run("redis-cli", ["--cluster", "create", ...procs.map((p) => `127.0.0.1:${p.port}`), "--cluster-replicas", "1", "--cluster-yes"], {
+      timeout: 60_000,
+    });
     await waitFor("every node says cluster_state:ok", async () => {
       for (const p of procs) if (!/cluster_state:ok/.test(String(await cmd(p.port, ["CLUSTER", "INFO"])))) return false;
       return true;
@@ -194,7 +225,11 @@ test("Cluster: a tenant's keys in one slot, every node found from one seed, kill
       t.deepEqual(there, [1, 1, 1], `${id}: record, window and usage on the master of slot ${keySlot(id)} (port ${owner})`);
     }
     const listed = await admin(gw.url, "/gate/admin/tenants", undefined, "GET");
-    t.deepEqual(listed.json.tenants.map((x: { tenant_id: string }) => x.tenant_id), [...ids].sort(), "the tenant list reads records on every master");
+    t.deepEqual(
+      listed.json.tenants.map((x: { tenant_id: string }) => x.tenant_id),
+      [...ids].sort(),
+      "the tenant list reads records on every master",
+    );
 
     // Move the third tenant's slot to another master behind the gateway's back: its next
     // request meets MOVED at the old owner and follows it.
@@ -243,7 +278,10 @@ test("Sentinel and Cluster: nothing answering stops start-up with a sentence tha
     ["sentinel", () => openRedis({ kind: "sentinel", sentinels: [`redis://:s3cret@127.0.0.1:${port}`], masterName: "mymaster", password: "m4ster" })],
     ["cluster", () => openRedis({ kind: "cluster", nodes: [`redis://:s3cret@127.0.0.1:${port}`] })],
   ] as const) {
-    const e = await open().then(() => null, (x: Error) => x);
+    const e = await open().then(
+      () => null,
+      (x: Error) => x,
+    );
     t.ok(e instanceof Error, `${name}: refused`);
     t.match(e?.message ?? "", name === "sentinel" ? /SVC_GATE_REDIS_SENTINELS/ : /SVC_GATE_REDIS_CLUSTER_NODES/, `${name}: names the variable (${e?.message})`);
     t.notOk(/s3cret|m4ster/.test(e?.message ?? ""), `${name}: no password in the message`);

@@ -9,9 +9,11 @@ import { call, createTenant, startFakeEngine, startTestGateway } from "./helpers
 
 async function pool(n: number, width: number, one: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < n) await one(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < n) await one(next++);
+    }),
+  );
 }
 
 test("refusals after authentication count against the window; the audit volume of a flood of refusals is bounded", async (t) => {

@@ -81,7 +81,11 @@ async function setup() {
   const eng = pacedEngine();
   await new Promise<void>((r) => eng.server.listen(0, "127.0.0.1", () => r()));
   const engineUrl = `http://127.0.0.1:${(eng.server.address() as AddressInfo).port}`;
-  const shared = new SharedEngineClient(new UndiciEngineClient(engineUrl, SERVICE_KEY, 1500, 16), { connections: 16, tenantSharePct: 50, queueTimeoutMs: 2000 });
+  const shared = new SharedEngineClient(new UndiciEngineClient(engineUrl, SERVICE_KEY, 1500, 16), {
+    connections: 16,
+    tenantSharePct: 50,
+    queueTimeoutMs: 2000,
+  });
   const budget = new BodyBudget(64 * 1024 * 1024, 50);
   const clock = new FakeClock(Date.UTC(2026, 0, 15, 12, 0, 0));
   const registry = new MemoryTenantRegistry();
@@ -123,9 +127,22 @@ async function setup() {
   // Sockets of the gateway's side, by the client's local port: closed once the gateway saw the client leave.
   const gatewaySide = new Map<number, Socket>();
   l.server.on("connection", (s: Socket) => gatewaySide.set(s.remotePort!, s));
-  const key = await createTenant(l.url, { tenant_id: "acme", plan: "enterprise", namespaces: ["ns"], monthly_quota: 1_000_000, rate_limit: { requests: 1_000_000, window_s: 60 } });
+  const key = await createTenant(l.url, {
+    tenant_id: "acme",
+    plan: "enterprise",
+    namespaces: ["ns"],
+    monthly_quota: 1_000_000,
+    rate_limit: { requests: 1_000_000, window_s: 60 },
+  });
   return {
-    eng, shared, budget, deps, reservations, url: l.url, port: l.port, key,
+    eng,
+    shared,
+    budget,
+    deps,
+    reservations,
+    url: l.url,
+    port: l.port,
+    key,
     /** The gateway's socket for a client socket. */
     peerOf: (c: Socket) => gatewaySide.get(c.localPort!),
     close: async () => {
@@ -158,9 +175,11 @@ const get = (env: Env, path: string, id: string) => `GET ${path} HTTP/1.1\r\nHos
 /** Runs `one(i)` for i < n with `width` at a time. */
 async function pool(n: number, width: number, one: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < n) await one(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < n) await one(next++);
+    }),
+  );
 }
 
 async function leaveBeforeAnswer(env: Env, i: number): Promise<void> {
@@ -224,7 +243,18 @@ test("thousands of clients leaving at every point of a request leave no capacity
   t.deepEqual(refused, Array(200).fill(404), "200 requests refused by the gateway itself (404)");
   // At most 8 at once: the tenant's share of engine connections, so that none is refused for it.
   const ok: number[] = [];
-  await pool(200, 8, async (i) => void ok.push(await answered(env, "/v1/put", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ namespace: "ns", key: `a${i}`, dtype: "float32", shape: [1], data_b64: "AAAAAA==" }) })));
+  await pool(
+    200,
+    8,
+    async (i) =>
+      void ok.push(
+        await answered(env, "/v1/put", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ namespace: "ns", key: `a${i}`, dtype: "float32", shape: [1], data_b64: "AAAAAA==" }),
+        }),
+      ),
+  );
   t.deepEqual(ok, Array(200).fill(200), "200 requests answered by the engine");
   const timedOut = await Promise.all(Array.from({ length: 8 }, () => answered(env, "/v1/get/ns/never")));
   t.deepEqual(timedOut, Array(8).fill(502), "8 requests timed out at the engine (502)");
@@ -236,7 +266,11 @@ test("thousands of clients leaving at every point of a request leave no capacity
   t.equal(env.reservations.open, 0, "every quota reservation was settled or dropped");
   // Charged: the gets the engine answered 2xx (also those whose client had left) and the puts.
   const charged = 2 * N * milliCusOf("get") + 200 * milliCusOf("put");
-  t.equal(await env.deps.usage.total("acme", "2026-01"), charged, "usage is what the engine answered 2xx, nothing for the refused, timed-out or aborted requests");
+  t.equal(
+    await env.deps.usage.total("acme", "2026-01"),
+    charged,
+    "usage is what the engine answered 2xx, nothing for the refused, timed-out or aborted requests",
+  );
   const statuses = await Promise.all(Array.from({ length: 8 }, () => answered(env, "/v1/get/ns/stream-free")));
   t.deepEqual(statuses, Array(8).fill(200), "the tenant's next requests are served, none waits for a share (503)");
   await env.close();
@@ -275,7 +309,10 @@ test("engine memory: a reservation taken after the client left is released at on
   await until("every request handled", () => handled === 200);
   t.equal(budget.used, 0, "nothing is held");
   t.equal(budget.usedBy("acme"), 0, "nothing by the tenant");
-  t.ok(grown.every((g) => g === "The request was aborted by the client."), "no reservation grows after its client left");
+  t.ok(
+    grown.every((g) => g === "The request was aborted by the client."),
+    "no reservation grows after its client left",
+  );
   server.closeAllConnections();
   await new Promise<void>((r) => server.close(() => r()));
 });

@@ -8,8 +8,7 @@ import { REDIS_URL, redisFor, uniquePrefix } from "./helpers.js";
 
 test("resp: the reader gives the same replies however the bytes are split", (t) => {
   const wire = Buffer.from(
-    "+OK\r\n-ERR wrong type\r\n:42\r\n:-7\r\n$4\r\nhé!\r\n$0\r\n\r\n$-1\r\n*-1\r\n*0\r\n" +
-      "*3\r\n:1\r\n*2\r\n$1\r\na\r\n$-1\r\n$3\r\nxyz\r\n",
+    "+OK\r\n-ERR wrong type\r\n:42\r\n:-7\r\n$4\r\nhé!\r\n$0\r\n\r\n$-1\r\n*-1\r\n*0\r\n" + "*3\r\n:1\r\n*2\r\n$1\r\na\r\n$-1\r\n$3\r\nxyz\r\n",
     "utf8",
   );
   const expected = ["OK", "ERR wrong type", 42, -7, "hé!", "", null, null, [], [1, ["a", null], "xyz"]];
@@ -57,7 +56,10 @@ test("resp: a real Redis, in order, errors, scripts, a dropped connection", asyn
     const id = String(await c.sendCommand(["CLIENT", "ID"]));
     // The rejection may come before CLIENT KILL's own reply: take it as a value at once, so it
     // is never an unhandled rejection while the test waits for the kill.
-    const blocked = c.sendCommand(["BLPOP", `${prefix}never`, "5"]).then(() => null, (e: unknown) => e);
+    const blocked = c.sendCommand(["BLPOP", `${prefix}never`, "5"]).then(
+      () => null,
+      (e: unknown) => e,
+    );
     await other.sendCommand(["CLIENT", "KILL", "ID", id]);
     const t0 = Date.now();
     const lost = await blocked;

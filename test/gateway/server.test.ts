@@ -17,8 +17,12 @@ test("local mode: registry, usage and audit on disk; restart keeps tenants and u
   const engine = await startFakeEngine();
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-srv-"));
   const env = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0",
-    SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_DATA_DIR: join(dir, "data"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "log", "audit.jsonl"),
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_DATA_DIR: join(dir, "data"),
+    SVC_GATE_AUDIT_LOG_PATH: join(dir, "log", "audit.jsonl"),
   };
   const gw = await startGateway(loadGatewayConfig(env));
   const created = await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" });
@@ -27,12 +31,21 @@ test("local mode: registry, usage and audit on disk; restart keeps tenants and u
   t.equal((await call(gw.url, "/v1/get/default/x", { key, headers: { "x-request-id": rid } })).status, 200, "served through the real deps");
   t.equal((await call(gw.url, "/v1/get/other/x", { key })).status, 403, "403 still audited");
   t.equal((await call(gw.url, "/v1/get/default/x", { key: "svc_live_nope" })).status, 401, "401 audited");
-  const all = (await readFile(env.SVC_GATE_AUDIT_LOG_PATH, "utf8")).trim().split("\n").map((l) => JSON.parse(l));
+  const all = (await readFile(env.SVC_GATE_AUDIT_LOG_PATH, "utf8"))
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
   t.deepEqual(all[0] && [all[0].path, all[0].status, all[0].tenant_id], ["/gate/onboard/create", 201, "acme"], "the admin call first");
   const lines = all.slice(1);
   t.equal(lines.length, 3, "then one JSONL line per data-plane request");
-  t.ok(all.every((l) => JSON.stringify(Object.keys(l)) === JSON.stringify(AUDIT_FIELDS)), "exactly the documented audit fields, in order");
-  t.deepEqual(lines.map((l) => l.status), [200, 403, 401]);
+  t.ok(
+    all.every((l) => JSON.stringify(Object.keys(l)) === JSON.stringify(AUDIT_FIELDS)),
+    "exactly the documented audit fields, in order",
+  );
+  t.deepEqual(
+    lines.map((l) => l.status),
+    [200, 403, 401],
+  );
   t.equal(lines[0].request_id, rid);
   t.match(lines[0].ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, "ISO 8601 UTC with milliseconds");
   t.notOk((await readFile(env.SVC_GATE_AUDIT_LOG_PATH, "utf8")).includes(key), "the key never reaches the audit log");
@@ -48,7 +61,20 @@ test("local mode: registry, usage and audit on disk; restart keeps tenants and u
   const other = await LocalFileTenantRegistry.open(env.SVC_GATE_DATA_DIR);
   const k2 = generateApiKey();
   const now = new Date().toISOString();
-  await other.create({ tenant_id: "beta", plan: "starter", namespaces: ["default"], email: null, key_hash: sha256Hex(k2), active: true, status: "active", monthly_quota: 1000, rate_limit: { requests: 10, window_s: 60 }, custom_rate_limit: false, created_at: now, updated_at: now });
+  await other.create({
+    tenant_id: "beta",
+    plan: "starter",
+    namespaces: ["default"],
+    email: null,
+    key_hash: sha256Hex(k2),
+    active: true,
+    status: "active",
+    monthly_quota: 1000,
+    rate_limit: { requests: 10, window_s: 60 },
+    custom_rate_limit: false,
+    created_at: now,
+    updated_at: now,
+  });
   t.equal((await call(gw2.url, "/v1/get/default/x", { key: k2 })).status, 401, "not known before reload");
   const rl = await admin(gw2.url, "/gate/admin/reload");
   t.deepEqual(rl.json, { status: "ok", tenants_loaded: 2 }, "reload reports 2 tenants");
@@ -61,18 +87,29 @@ test("local mode: registry, usage and audit on disk; restart keeps tenants and u
 test("audit disabled writes nothing; CORS exposes the headers to allowed origins only", async (t) => {
   const engine = await startFakeEngine();
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-srv-"));
-  const gw = await startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: dir, SVC_GATE_AUDIT_ENABLED: "false", SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-    SVC_GATE_CORS_ORIGINS: "https://app.example",
-  }));
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: dir,
+      SVC_GATE_AUDIT_ENABLED: "false",
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_CORS_ORIGINS: "https://app.example",
+    }),
+  );
   const key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key;
   const r = await fetch(gw.url + "/v1/get/default/x", { headers: { "x-api-key": key, origin: "https://app.example" } });
   t.equal(r.status, 200);
   t.equal(r.headers.get("access-control-allow-origin"), "https://app.example", "allowed origin echoed");
   const exposed = r.headers.get("access-control-expose-headers") ?? "";
-  for (const h of ["X-SVC-CUs", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Request-Id", "Idempotent-Replayed"]) t.ok(exposed.includes(h), `exposes ${h}`);
-  const pre = await fetch(gw.url + "/v1/put", { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "x-api-key,content-type" } });
+  for (const h of ["X-SVC-CUs", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Request-Id", "Idempotent-Replayed"])
+    t.ok(exposed.includes(h), `exposes ${h}`);
+  const pre = await fetch(gw.url + "/v1/put", {
+    method: "OPTIONS",
+    headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "x-api-key,content-type" },
+  });
   t.equal(pre.status, 204, "preflight answered without a key");
   t.match(pre.headers.get("access-control-allow-headers") ?? "", /X-Api-Key/, "X-Api-Key allowed");
   t.match(pre.headers.get("access-control-allow-headers") ?? "", /Idempotency-Key/, "Idempotency-Key allowed");
@@ -88,10 +125,16 @@ test("audit disabled writes nothing; CORS exposes the headers to allowed origins
 test("CORS is off when SVC_GATE_CORS_ORIGINS is unset", async (t) => {
   const engine = await startFakeEngine();
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-srv-"));
-  const gw = await startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: dir, SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-  }));
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: dir,
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    }),
+  );
   const r = await fetch(gw.url + "/health", { headers: { origin: "https://app.example" } });
   t.equal(r.headers.get("access-control-allow-origin"), null, "no CORS headers");
   await gw.close();
@@ -116,15 +159,31 @@ test("audit group commit: concurrent requests each get one whole line, written b
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-audit-"));
   const path = join(dir, "audit.jsonl");
   const sink = await FileAuditSink.open(path);
-  const rec = (i: number) => ({ ts: new Date(0).toISOString(), tenant_id: "t", method: "GET", path: `/v1/get/ns/k${i}`, namespace: "ns", status: 200, cus: 0.1, latency_ms: 1, request_id: `id-${i}` });
-  await Promise.all(Array.from({ length: 200 }, async (_, i) => {
-    await sink.write(rec(i));
-    const text = await readFile(path, "utf8");
-    if (!text.includes(`"id-${i}"`)) throw new Error(`record ${i} not on disk when its write resolved`);
-  }));
+  const rec = (i: number) => ({
+    ts: new Date(0).toISOString(),
+    tenant_id: "t",
+    method: "GET",
+    path: `/v1/get/ns/k${i}`,
+    namespace: "ns",
+    status: 200,
+    cus: 0.1,
+    latency_ms: 1,
+    request_id: `id-${i}`,
+  });
+  await Promise.all(
+    Array.from({ length: 200 }, async (_, i) => {
+      await sink.write(rec(i));
+      const text = await readFile(path, "utf8");
+      if (!text.includes(`"id-${i}"`)) throw new Error(`record ${i} not on disk when its write resolved`);
+    }),
+  );
   const lines = (await readFile(path, "utf8")).trim().split("\n");
   t.equal(lines.length, 200, "200 lines");
-  t.deepEqual(lines.map((l) => JSON.parse(l).request_id).sort(), Array.from({ length: 200 }, (_, i) => `id-${i}`).sort(), "every record once, each line valid JSON");
+  t.deepEqual(
+    lines.map((l) => JSON.parse(l).request_id).sort(),
+    Array.from({ length: 200 }, (_, i) => `id-${i}`).sort(),
+    "every record once, each line valid JSON",
+  );
   await sink.close();
   try {
     await sink.write(rec(999));

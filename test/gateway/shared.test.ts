@@ -9,7 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { admin, call, REDIS_URL, redisFor, SERVICE_KEY, startFakeEngine, uniquePrefix } from "./helpers.js";
 
-interface Proc { url: string; child: ChildProcess }
+interface Proc {
+  url: string;
+  child: ChildProcess;
+}
 
 async function spawnGateway(env: Record<string, string>): Promise<Proc> {
   const child = spawn(process.execPath, ["--import", "tsx", "test/gateway/fixtures/gateway-proc.ts"], {
@@ -38,8 +41,13 @@ test("two gateway processes on one Redis behave as one", async (t) => {
   const prefix = uniquePrefix();
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-shared-"));
   const base = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_REDIS_URL: REDIS_URL, SVC_GATE_REDIS_PREFIX: prefix, SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "6",
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_REDIS_URL: REDIS_URL,
+    SVC_GATE_REDIS_PREFIX: prefix,
+    SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "6",
   };
   const [a, b] = await Promise.all([
     spawnGateway({ ...base, SVC_GATE_DATA_DIR: join(dir, "a"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "a.jsonl") }),
@@ -120,8 +128,12 @@ test("an unexpected failure is logged with the request id and the error's class 
   const logged: Array<Record<string, unknown>> = [];
   const g = await startTestGateway(engine.url, { registry, log: (e) => logged.push(e) });
   const secret = "svc_live_" + "s".repeat(43);
-  registry.findByKeyHash = async () => { throw new TypeError(`boom with ${secret}`); };
-  registry.list = async () => { throw new RangeError(`list failed for ${secret}`); };
+  registry.findByKeyHash = async () => {
+    throw new TypeError(`boom with ${secret}`);
+  };
+  registry.list = async () => {
+    throw new RangeError(`list failed for ${secret}`);
+  };
   const r = await call(g.url, "/v1/get/default/k", { key: secret });
   t.equal(r.status, 500);
   t.deepEqual([r.json.code, r.json.detail], ["internal", "Internal error."], "no message or stack in the body");

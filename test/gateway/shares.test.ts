@@ -13,7 +13,11 @@ test("BodyBudget: a tenant is held to its share; one body past it when it holds 
   const b = new BodyBudget(10 * MiB, 30);
   t.equal(b.perTenant, 3 * MiB, "30% of 10 MiB");
   b.take(2 * MiB, "a");
-  t.throws(() => b.take(2 * MiB, "a"), /Tenant a holds its share of 3145728 bytes of request bodies; retry after 1 second\./, "past the share: 503 naming the tenant");
+  t.throws(
+    () => b.take(2 * MiB, "a"),
+    /Tenant a holds its share of 3145728 bytes of request bodies; retry after 1 second\./,
+    "past the share: 503 naming the tenant",
+  );
   t.equal(b.inUse("a"), 2 * MiB, "a refused take holds nothing");
   b.take(MiB, "a");
   b.take(5 * MiB, "b");
@@ -32,11 +36,19 @@ test("MemoryBudget: the same rule per tenant; untagged reservations only meet th
   const m = new MemoryBudget(100, 25);
   const a1 = new Reservation(m, "a");
   a1.grow(20, "The body");
-  t.throws(() => a1.grow(10, "The body"), /Tenant a holds its share of 25 bytes of the memory for requests in flight; retry after 1 second\./, "past the share: 503");
+  t.throws(
+    () => a1.grow(10, "The body"),
+    /Tenant a holds its share of 25 bytes of the memory for requests in flight; retry after 1 second\./,
+    "past the share: 503",
+  );
   const b1 = new Reservation(m, "b");
   b1.grow(60, "The answer");
   t.equal(m.usedBy("b"), 60, "one request past the share when the tenant holds nothing");
-  t.throws(() => new Reservation(m, "c").grow(101, "The body"), /needs 101 bytes of memory, more than the server's budget of 100 bytes/, "more than the whole budget: 400");
+  t.throws(
+    () => new Reservation(m, "c").grow(101, "The body"),
+    /needs 101 bytes of memory, more than the server's budget of 100 bytes/,
+    "more than the whole budget: 400",
+  );
   t.throws(() => new Reservation(m, "c").grow(30, "The body"), /at its memory budget/, "the whole budget bounds all tenants");
   const free = new Reservation(m);
   free.grow(20, "The body");
@@ -66,7 +78,9 @@ test("over HTTP: one tenant's trickled JSON uploads hold at most its share of th
       if (got.includes("\r\n\r\n")) answers.push(got.split("\r\n")[0]!);
     });
     await new Promise<void>((r) => s.once("connect", () => r()));
-    s.write(`POST /v1/put HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${abuser}\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n{"namespace":"default",`);
+    s.write(
+      `POST /v1/put HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${abuser}\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n{"namespace":"default",`,
+    );
     sockets.push(s);
   }
   const t0 = Date.now();
@@ -75,7 +89,10 @@ test("over HTTP: one tenant's trickled JSON uploads hold at most its share of th
   t.deepEqual(answers.sort(), ["HTTP/1.1 503 Service Unavailable", "HTTP/1.1 503 Service Unavailable"], "its uploads past the share get 503");
   const small = await call(g.url, "/v1/put", { key: victim, body: { namespace: "default", key: "s", dtype: "bytes", shape: [3], data_b64: "AAAA" } });
   t.equal(small.status, 201, "the other tenant's 1 KiB put is served");
-  const large = await call(g.url, "/v1/put", { key: victim, body: { namespace: "default", key: "l", dtype: "bytes", shape: [600_000], data_b64: Buffer.alloc(600_000).toString("base64") } });
+  const large = await call(g.url, "/v1/put", {
+    key: victim,
+    body: { namespace: "default", key: "l", dtype: "bytes", shape: [600_000], data_b64: Buffer.alloc(600_000).toString("base64") },
+  });
   t.equal(large.status, 201, "and its 800 KB put too");
   for (const s of sockets) s.destroy();
   while (budget.inUse() > 0 && Date.now() - t0 < 60_000) await new Promise((r) => setTimeout(r, 10));

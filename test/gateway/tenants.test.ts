@@ -10,9 +10,18 @@ import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRecord, type T
 import { redisFor, uniquePrefix } from "./helpers.js";
 
 const rec = (id: string, key: string): TenantRecord => ({
-  tenant_id: id, plan: "starter", namespaces: ["default"], email: null, key_hash: sha256Hex(key),
-  active: true, status: "active", monthly_quota: 1000, rate_limit: { requests: 10, window_s: 60 },
-  custom_rate_limit: false, created_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z",
+  tenant_id: id,
+  plan: "starter",
+  namespaces: ["default"],
+  email: null,
+  key_hash: sha256Hex(key),
+  active: true,
+  status: "active",
+  monthly_quota: 1000,
+  rate_limit: { requests: 10, window_s: 60 },
+  custom_rate_limit: false,
+  created_at: "2026-01-01T00:00:00.000Z",
+  updated_at: "2026-01-01T00:00:00.000Z",
 });
 
 async function contract(t: test.Test, r: TenantRegistry, label: string) {
@@ -37,7 +46,14 @@ async function contract(t: test.Test, r: TenantRegistry, label: string) {
     t.ok(e instanceof NotFoundError, `${label}: update of a missing tenant is a NotFoundError`);
   }
   await r.create(rec("beta", "svc_live_b"));
-  t.deepEqual((await r.list()).map((x) => [x.tenant_id, x.active]), [["acme", false], ["beta", true]], `${label}: list in id order`);
+  t.deepEqual(
+    (await r.list()).map((x) => [x.tenant_id, x.active]),
+    [
+      ["acme", false],
+      ["beta", true],
+    ],
+    `${label}: list in id order`,
+  );
   t.equal(await r.reload(), 2, `${label}: reload counts the tenants`);
   t.equal(await r.ping(), true, `${label}: ping`);
 }

@@ -35,7 +35,10 @@ test("a journal with a torn or hostile line: the valid charges are replayed, the
   const s = await LocalFileUsageStore.open(dir, 3_600_000);
   await s.add("acme", "2026-01", "put", 1000);
   const journal = (await readdir(dir)).find((f) => f.startsWith("usage.journal."))!;
-  await appendFile(join(dir, journal), '{"p":"2026-01","t":"acme","o":"put","m":-5}\n{"p":"2026-01","t":"acme","o":"nope","m":5}\n{"p":"2026-01","t":"acme","o":"get","m":1e400}\n{"p":"2026-01","t":"acme","o":"g');
+  await appendFile(
+    join(dir, journal),
+    '{"p":"2026-01","t":"acme","o":"put","m":-5}\n{"p":"2026-01","t":"acme","o":"nope","m":5}\n{"p":"2026-01","t":"acme","o":"get","m":1e400}\n{"p":"2026-01","t":"acme","o":"g',
+  );
   await s.add("acme", "2026-01", "get", 100);
   const again = await LocalFileUsageStore.open(dir, 3_600_000);
   t.equal(await again.total("acme", "2026-01"), 1100, "the two real charges, nothing else");

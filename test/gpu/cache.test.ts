@@ -13,7 +13,10 @@ test("gpu cache: a miss loads, a hit does not, bytes_on_device counts each entry
   const dev = new MemoryDeviceAllocator(1 << 20);
   const cache = new GpuCache(dev, 10 * SIZE);
   let loads = 0;
-  const src = () => { loads++; return ttOf(100, 3); };
+  const src = () => {
+    loads++;
+    return ttOf(100, 3);
+  };
   const a = await cache.acquire(id("a"), src);
   t.equal(a.hit, false, "first acquire is a miss");
   t.equal(a.bytes, SIZE, "lease carries the entry's device bytes");
@@ -107,7 +110,12 @@ test("gpu cache: a double pin needs two releases", async (t) => {
   const a1 = await cache.acquire(id("a"), () => ttOf(100));
   const a2 = await cache.acquire(id("a"), () => ttOf(100));
   a1.release();
-  await cache.acquire(id("b"), () => ttOf(100)).then(() => t.fail("a is still pinned by a2"), (e) => t.ok(e instanceof GpuUnavailableError, "refused while a2 holds a"));
+  await cache
+    .acquire(id("b"), () => ttOf(100))
+    .then(
+      () => t.fail("a is still pinned by a2"),
+      (e) => t.ok(e instanceof GpuUnavailableError, "refused while a2 holds a"),
+    );
   a2.release();
   const b = await cache.acquire(id("b"), () => ttOf(100));
   t.equal(cache.has(id("a")), false, "a evicted after the last release");
@@ -140,7 +148,15 @@ test("gpu cache: concurrent acquires of one entry load it once", async (t) => {
   const dev = new MemoryDeviceAllocator(1 << 20);
   const cache = new GpuCache(dev, 4 * SIZE);
   let loads = 0;
-  const leases = await Promise.all([1, 2, 3].map(() => cache.acquire(id("a"), async () => { loads++; await new Promise((r) => setTimeout(r, 5)); return ttOf(100); })));
+  const leases = await Promise.all(
+    [1, 2, 3].map(() =>
+      cache.acquire(id("a"), async () => {
+        loads++;
+        await new Promise((r) => setTimeout(r, 5));
+        return ttOf(100);
+      }),
+    ),
+  );
   t.equal(new Set(leases.map((l) => l.handle)).size, 1, "one handle");
   t.equal(dev.live, 1, "one device allocation");
   t.equal(cache.stats().bytes_on_device, SIZE, "counted once");
@@ -152,10 +168,29 @@ test("gpu cache: concurrent acquires of one entry load it once", async (t) => {
 test("gpu cache: a failing source or a non-OOM device error leaves no entry behind", async (t) => {
   const dev = new MemoryDeviceAllocator(1 << 20);
   const cache = new GpuCache(dev, 4 * SIZE);
-  await cache.acquire(id("a"), () => { throw new Error("payload missing"); }).then(() => t.fail("should throw"), (e) => t.equal((e as Error).message, "payload missing", "source error passes through"));
-  const broken = { device: "x", bytesFor: () => SIZE, load: async () => { throw new Error("launch failed"); }, free: () => t.fail("free of an entry never loaded") };
+  await cache
+    .acquire(id("a"), () => {
+      throw new Error("payload missing");
+    })
+    .then(
+      () => t.fail("should throw"),
+      (e) => t.equal((e as Error).message, "payload missing", "source error passes through"),
+    );
+  const broken = {
+    device: "x",
+    bytesFor: () => SIZE,
+    load: async () => {
+      throw new Error("launch failed");
+    },
+    free: () => t.fail("free of an entry never loaded"),
+  };
   const c2 = new GpuCache(broken, 4 * SIZE);
-  await c2.acquire(id("a"), () => ttOf(100)).then(() => t.fail("should throw"), (e) => t.equal((e as Error).message, "launch failed", "device error passes through"));
+  await c2
+    .acquire(id("a"), () => ttOf(100))
+    .then(
+      () => t.fail("should throw"),
+      (e) => t.equal((e as Error).message, "launch failed", "device error passes through"),
+    );
   t.equal(c2.stats().bytes_on_device, 0, "reservation returned");
   t.equal(c2.stats().entries, 0, "no entry");
   t.equal(cache.stats().entries, 0, "no entry in the first cache either");
@@ -166,6 +201,9 @@ test("gpu cache: budget must be a whole non-negative number; the memory device e
   t.throws(() => new GpuCache(dev, -1), /budget/, "negative budget refused");
   t.throws(() => new GpuCache(dev, 1.5), /budget/, "fractional budget refused");
   await dev.load(ttOf(100));
-  await dev.load(ttOf(100)).then(() => t.fail("should throw"), (e) => t.ok(e instanceof DeviceOutOfMemoryError, "capacity enforced"));
+  await dev.load(ttOf(100)).then(
+    () => t.fail("should throw"),
+    (e) => t.ok(e instanceof DeviceOutOfMemoryError, "capacity enforced"),
+  );
   t.throws(() => dev.free(999), /never allocated/, "freeing an unknown handle is an error");
 });

@@ -25,10 +25,22 @@ function cudaTest(name: string, fn: (t: test.Test) => Promise<void>): void {
 const CASES: [number[], number[]][] = [
   [[37], []],
   [[5, 7], [3]],
-  [[64, 64, 64], [16, 16]],
-  [[33, 65, 17], [32, 7]],
-  [[10, 11, 12, 13], [4, 32, 5]],
-  [[2, 2, 2, 2, 2, 2, 2, 2, 2, 2], [2, 4, 8, 16, 32, 16, 8, 4, 2]],
+  [
+    [64, 64, 64],
+    [16, 16],
+  ],
+  [
+    [33, 65, 17],
+    [32, 7],
+  ],
+  [
+    [10, 11, 12, 13],
+    [4, 32, 5],
+  ],
+  [
+    [2, 2, 2, 2, 2, 2, 2, 2, 2, 2],
+    [2, 4, 8, 16, 32, 16, 8, 4, 2],
+  ],
 ];
 
 cudaTest("cuda: whole reconstruction equals the CPU for every case (1e-5 relative)", async (t) => {
@@ -58,7 +70,28 @@ cudaTest("cuda: blocks equal the CPU's blocks; quantized entries refuse device b
   const dev = new CudaDevice();
   const a = randomTT([33, 65, 17], [32, 7], 8);
   const h = await dev.load(a);
-  for (const slice of [[[0, 33], [0, 65], [0, 17]], [[3, 4], [10, 60], [0, 17]], [[0, 33], [64, 65], [5, 9]], [[32, 33], [0, 1], [16, 17]]] as [number, number][][]) {
+  for (const slice of [
+    [
+      [0, 33],
+      [0, 65],
+      [0, 17],
+    ],
+    [
+      [3, 4],
+      [10, 60],
+      [0, 17],
+    ],
+    [
+      [0, 33],
+      [64, 65],
+      [5, 9],
+    ],
+    [
+      [32, 33],
+      [0, 1],
+      [16, 17],
+    ],
+  ] as [number, number][][]) {
     const gpu = await dev.reconstruct(h, a, slice);
     const cpu = await tt.reconstruct(a, { slice });
     t.ok(relDiff(gpu, cpu) <= 1e-5 && gpu.length === cpu.length, `slice ${JSON.stringify(slice)}`);
@@ -67,7 +100,10 @@ cudaTest("cuda: blocks equal the CPU's blocks; quantized entries refuse device b
   const hq = await dev.load(q);
   t.ok(relDiff(await dev.reconstruct(hq, q), await tt.reconstruct(q)) <= 1e-5, "quantized whole tensor on the device");
   try {
-    await dev.reconstruct(hq, q, [[0, 10], [0, 4]]);
+    await dev.reconstruct(hq, q, [
+      [0, 10],
+      [0, 4],
+    ]);
     t.fail("should refuse");
   } catch (e) {
     t.ok(e instanceof GpuUnavailableError, "quantized block: refused (the store uses the CPU)");
@@ -80,7 +116,11 @@ cudaTest("cuda: TT·TT and TT·dense inner products equal the CPU (1e-5)", async
   const dev = new CudaDevice();
   for (const [i, [modes, inner]] of CASES.entries()) {
     const a = randomTT(modes, inner, 200 + i);
-    const c = randomTT(modes, inner.map((r) => Math.max(1, r - 1)), 300 + i);
+    const c = randomTT(
+      modes,
+      inner.map((r) => Math.max(1, r - 1)),
+      300 + i,
+    );
     const ha = await dev.load(a);
     const hc = await dev.load(c);
     const cpu = await tt.dot(a, c);
@@ -112,7 +152,10 @@ cudaTest("cuda: batched top-K over resident entries equals the CPU ranking for e
     const gpu = await dev.topk(hq, hs, metric === "dot" ? null : norms, metric, 10);
     const cpu = rankScores(raw, norms, metric, 10);
     t.deepEqual(Array.from(gpu.index), Array.from(cpu.index), `${metric}: same top 10`);
-    t.ok(Array.from(gpu.score).every((s, i) => relErr(s, cpu.score[i]!) <= 1e-5), `${metric}: same scores`);
+    t.ok(
+      Array.from(gpu.score).every((s, i) => relErr(s, cpu.score[i]!) <= 1e-5),
+      `${metric}: same scores`,
+    );
   }
   const all = await dev.topk(hq, hs, null, "dot", 1000);
   t.equal(all.index.length, 300, "k above the candidates: every candidate");
@@ -122,9 +165,23 @@ cudaTest("cuda: batched top-K over resident entries equals the CPU ranking for e
 cudaTest("cuda: inner products at ranks of several tiles per lane, and batches that end inside a block", async (t) => {
   const dev = new CudaDevice();
   // rank 70 leaves room for one warp per block; 48 for one or two; odd sizes leave partial tiles
-  for (const [modes, inner] of [[[9, 7, 5], [48, 33]], [[6, 5, 4, 3], [70, 61, 12]], [[3, 130], [3]]] as [number[], number[]][]) {
+  for (const [modes, inner] of [
+    [
+      [9, 7, 5],
+      [48, 33],
+    ],
+    [
+      [6, 5, 4, 3],
+      [70, 61, 12],
+    ],
+    [[3, 130], [3]],
+  ] as [number[], number[]][]) {
     const a = randomTT(modes, inner, 800 + modes.length);
-    const c = randomTT(modes, inner.map((r) => Math.max(1, r - 5)), 900 + modes.length);
+    const c = randomTT(
+      modes,
+      inner.map((r) => Math.max(1, r - 5)),
+      900 + modes.length,
+    );
     const [ha, hc] = [await dev.load(a), await dev.load(c)];
     const gpu = await dev.dot(ha, hc);
     const cpu = await tt.dot(a, c);
@@ -157,10 +214,19 @@ cudaTest("cuda: bad handles, released handles and mismatched modes are clear err
   const c = randomTT([4, 16], [4], 601);
   const ha = await dev.load(a);
   const hc = await dev.load(c);
-  await dev.dot(ha, hc).then(() => t.fail("modes differ"), (e) => t.ok(e instanceof ValidationError, "other modes: ValidationError"));
+  await dev.dot(ha, hc).then(
+    () => t.fail("modes differ"),
+    (e) => t.ok(e instanceof ValidationError, "other modes: ValidationError"),
+  );
   dev.free(hc);
-  await dev.dot(ha, hc).then(() => t.fail("released"), (e) => t.ok(e instanceof ValidationError && /not a resident/.test(e.message), "released handle"));
-  await dev.dotDense(ha, new Float32Array(3)).then(() => t.fail("size"), (e) => t.ok(e instanceof ValidationError, "dense of the wrong size"));
+  await dev.dot(ha, hc).then(
+    () => t.fail("released"),
+    (e) => t.ok(e instanceof ValidationError && /not a resident/.test(e.message), "released handle"),
+  );
+  await dev.dotDense(ha, new Float32Array(3)).then(
+    () => t.fail("size"),
+    (e) => t.ok(e instanceof ValidationError, "dense of the wrong size"),
+  );
   const m = dev.memory();
   t.ok(m.free > 0 && m.free <= m.total, `memory: ${m.free} free of ${m.total}`);
   t.ok((await dev.reconstructTimed(ha, 3)) > 0, "timed reconstruction reports seconds");

@@ -41,7 +41,13 @@ test("gpu native surface: entry bytes agree with the cache's accounting; calls w
   const a = randomTT([8, 9, 10], [3, 4], 1);
   t.equal(native().gpuBytesFor(a.ranks, a.modes), deviceBytesOf(a), "native bytes_for == deviceBytesOf");
   const dev = new CudaDevice();
-  await rejects(t, dev.load(a), GpuUnavailableError, tt.backend().cuda_compiled ? /no usable CUDA device|no CUDA device|disabled/i : /CUDA not compiled in/, "load");
+  await rejects(
+    t,
+    dev.load(a),
+    GpuUnavailableError,
+    tt.backend().cuda_compiled ? /no usable CUDA device|no CUDA device|disabled/i : /CUDA not compiled in/,
+    "load",
+  );
   t.throws(() => dev.memory(), GpuUnavailableError, "memory() throws GpuUnavailableError");
   t.equal(native().gpuRelease(12345), false, "releasing an unknown handle is false, not a crash");
   await rejects(t, dev.dot(1, 2), Error, /GPU entry|no usable|not compiled/i, "dot of unknown handles");
@@ -51,7 +57,11 @@ test("gpu native surface: entry bytes agree with the cache's accounting; calls w
 test("gpu build: the addon exports every gpu* function and cuda_compiled matches the CMake build's SVC_WITH_CUDA", async (t) => {
   const fns = ["gpuLoad", "gpuRelease", "gpuReconstruct", "gpuReconstructTimed", "gpuDot", "gpuDotDense", "gpuTopk", "gpuMemory", "gpuBytesFor"];
   const addon = native() as unknown as Record<string, unknown>;
-  t.deepEqual(fns.filter((f) => typeof addon[f] !== "function"), [], "all gpu* functions exported");
+  t.deepEqual(
+    fns.filter((f) => typeof addon[f] !== "function"),
+    [],
+    "all gpu* functions exported",
+  );
   const cache = new URL("../../build/CMakeCache.txt", import.meta.url);
   if (!existsSync(cache)) {
     t.skip("no build/CMakeCache.txt (node-gyp build): nothing to compare");
@@ -69,7 +79,10 @@ test("gpu serving config: cpu, cuda:N and a machine without a device are unavail
   t.ok("unavailable" in other && /Only CUDA device 0/.test(other.unavailable), "cuda:1: only device 0");
   if (!hasDevice) {
     const auto = gpuServingFor("auto", null);
-    t.ok("unavailable" in auto && auto.unavailable.startsWith("No usable CUDA device") && auto.unavailable.endsWith("."), `auto here: ${"unavailable" in auto ? auto.unavailable : ""}`);
+    t.ok(
+      "unavailable" in auto && auto.unavailable.startsWith("No usable CUDA device") && auto.unavailable.endsWith("."),
+      `auto here: ${"unavailable" in auto ? auto.unavailable : ""}`,
+    );
   }
 });
 
@@ -105,14 +118,30 @@ test("store.serveGpu on the in-memory device: handle fields, reconstruct and blo
   const whole = await h.reconstruct();
   t.deepEqual(whole.shape, cpu.shape, "shape");
   t.ok(relDiff(whole.data as Float32Array, cpu.data as Float32Array) <= 1e-5, "whole tensor equals the CPU serve (1e-5 relative)");
-  const slice: [number, number][] = [[2, 5], [0, 10], [7, 14]];
+  const slice: [number, number][] = [
+    [2, 5],
+    [0, 10],
+    [7, 14],
+  ];
   const blk = await h.reconstruct({ slice });
   const cblk = await s.serve("ns", "a", { slice });
   t.deepEqual(blk.shape, [3, 10, 7], "block shape");
   t.ok(relDiff(blk.data as Float32Array, cblk.data as Float32Array) <= 1e-5, "block equals the CPU block");
   const f64 = await h.reconstruct({ dtype: "float64" });
   t.ok(f64.data instanceof Float64Array && f64.dtype === "float64", "dtype conversion");
-  await rejects(t, h.reconstruct({ slice: [[0, 13], [0, 10], [0, 14]] }), ValidationError, /beyond dimension size/, "slice beyond the shape");
+  await rejects(
+    t,
+    h.reconstruct({
+      slice: [
+        [0, 13],
+        [0, 10],
+        [0, 14],
+      ],
+    }),
+    ValidationError,
+    /beyond dimension size/,
+    "slice beyond the shape",
+  );
   await rejects(t, h.reconstruct({ slice: [[0, 1]] }), ValidationError, /1 pairs but the entry has 3/, "slice of the wrong rank");
   await rejects(t, h.reconstruct({ version: 1 } as never), ValidationError, /fixed by the handle/, "version is the handle's");
   h.release();
@@ -125,7 +154,10 @@ test("store.serveGpu: quantized entries reconstruct blocks on the CPU path with 
   const q = randomTT([16, 16, 4], [5, 6], 4);
   await s.putCores("ns", "q", coresOf(q), { shape: [256, 4] });
   const h = await s.serveGpu("ns", "q");
-  const slice: [number, number][] = [[10, 100], [1, 3]];
+  const slice: [number, number][] = [
+    [10, 100],
+    [1, 3],
+  ];
   const blk = await h.reconstruct({ slice });
   const cpu = await s.serve("ns", "q", { slice });
   t.deepEqual(blk.shape, [90, 2], "block shape");
@@ -188,7 +220,11 @@ async function engine(gpuOpt: Parameters<typeof createApp>[0]["gpu"], env: Recor
   await new Promise((r) => server.once("listening", r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const call = async (method: string, path: string, body?: unknown) => {
-    const r = await fetch(url + path, { method, headers: { "content-type": "application/json", "x-svc-tenant": "acme" }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const r = await fetch(url + path, {
+      method,
+      headers: { "content-type": "application/json", "x-svc-tenant": "acme" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     return { status: r.status, json: (await r.json()) as any };
   };
   const close = async () => {
@@ -219,13 +255,34 @@ test("engine: with a device, serve gpu answers 200 with the residency fields and
   await e.store.forTenant("acme").putCores("ns", "a", coresOf(a));
   const r = await e.call("POST", "/v1/serve", { namespace: "ns", key: "a", device: "gpu" });
   t.equal(r.status, 200, "200");
-  t.deepEqual(r.json, { namespace: "ns", key: "a", version: 1, device: "memory:0", resident: true, bytes_on_device: deviceBytesOf(a), tt: { modes: [6, 7, 8], ranks: [1, 2, 3, 1] } }, "body");
+  t.deepEqual(
+    r.json,
+    {
+      namespace: "ns",
+      key: "a",
+      version: 1,
+      device: "memory:0",
+      resident: true,
+      bytes_on_device: deviceBytesOf(a),
+      tt: { modes: [6, 7, 8], ranks: [1, 2, 3, 1] },
+    },
+    "body",
+  );
   const again = await e.call("POST", "/v1/serve", { namespace: "ns", key: "a", device: "gpu" });
   t.equal(again.status, 200, "second serve: resident");
   t.equal(dev.live, 1, "loaded once");
   const h = await e.call("GET", "/health");
   t.deepEqual(h.json.gpu, { available: true, device: gpuStatus().device, cache_bytes: deviceBytesOf(a) }, "health gpu");
-  const sl = await e.call("POST", "/v1/serve", { namespace: "ns", key: "a", device: "gpu", slice: [[0, 1], [0, 1], [0, 1]] });
+  const sl = await e.call("POST", "/v1/serve", {
+    namespace: "ns",
+    key: "a",
+    device: "gpu",
+    slice: [
+      [0, 1],
+      [0, 1],
+      [0, 1],
+    ],
+  });
   t.equal(sl.status, 400, "slice with device gpu: 400");
   const missing = await e.call("POST", "/v1/serve", { namespace: "ns", key: "nope", device: "gpu" });
   t.equal(missing.status, 404, "missing entry: 404");
@@ -248,8 +305,15 @@ test("query.topk with queries on the device equals the CPU ranking; falls back t
   for (const metric of ["cosine", "dot", "l2"] as const) {
     const a = await g.query.topk("ns", { key: "q", k: 7, metric });
     const b = await c.query.topk("ns", { key: "q", k: 7, metric });
-    t.deepEqual(a.results.map((r) => r.key), b.results.map((r) => r.key), `${metric}: same keys in the same order`);
-    t.ok(a.results.every((r, i) => relErr(r.score, b.results[i]!.score) <= 1e-5 || Math.abs(r.score - b.results[i]!.score) <= 1e-9), `${metric}: same scores`);
+    t.deepEqual(
+      a.results.map((r) => r.key),
+      b.results.map((r) => r.key),
+      `${metric}: same keys in the same order`,
+    );
+    t.ok(
+      a.results.every((r, i) => relErr(r.score, b.results[i]!.score) <= 1e-5 || Math.abs(r.score - b.results[i]!.score) <= 1e-9),
+      `${metric}: same scores`,
+    );
     t.equal(a.scanned, b.scanned, `${metric}: scanned`);
   }
   const st = "cache" in serving ? serving.cache.stats() : null;
@@ -262,13 +326,21 @@ test("query.topk with queries on the device equals the CPU ranking; falls back t
   for (let i = 0; i < 30; i++) await small.putCores("ns", `c${i}`, coresOf(randomTT([8, 8, 8], [1 + (i % 4), 2], 30 + i)));
   await small.putCores("ns", "same", coresOf(q));
   const sm = await small.query.topk("ns", { key: "q", k: 7 });
-  t.deepEqual(sm.results.map((r) => r.key), (await c.query.topk("ns", { key: "q", k: 7 })).results.map((r) => r.key), "over the budget: CPU ranking");
+  t.deepEqual(
+    sm.results.map((r) => r.key),
+    (await c.query.topk("ns", { key: "q", k: 7 })).results.map((r) => r.key),
+    "over the budget: CPU ranking",
+  );
   // a raw candidate of the same shape: CPU path for the query, same answer
   const raw = await tt.reconstruct(q);
   for (const s of [g, c]) await s.put("ns", "raw", raw as Float32Array, { shape: [8, 8, 8] });
   const ga = await g.query.topk("ns", { key: "q", k: 3 });
   const ca = await c.query.topk("ns", { key: "q", k: 3 });
-  t.deepEqual(ga.results.map((r) => r.key), ca.results.map((r) => r.key), "mixed candidates: same answer");
+  t.deepEqual(
+    ga.results.map((r) => r.key),
+    ca.results.map((r) => r.key),
+    "mixed candidates: same answer",
+  );
   for (const s of [g, c, small]) await s.close();
 });
 

@@ -13,7 +13,11 @@ import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { startGateway } from "../../server/gateway/server.js";
 import { admin, call, SERVICE_KEY } from "../gateway/helpers.js";
 
-interface Answer { status: number; json: any; raw: string }
+interface Answer {
+  status: number;
+  json: any;
+  raw: string;
+}
 
 /** Sends `head` + `body` on a fresh connection and reads until the server closes it (or 5 s). */
 function rawRequest(port: number, head: string, body: string | Buffer = ""): Promise<Answer> {
@@ -46,13 +50,24 @@ const isErrorBody = (j: any) => j && typeof j.detail === "string" && typeof j.co
 
 test("engine and gateway agree on hostile query strings, framing and bodies of GET and DELETE", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-agree-"));
-  const engine: RunningEngine = await startEngine(loadEngineConfig({
-    SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(dir, "engine"), SVC_ENGINE_API_KEYS: SERVICE_KEY, SVC_ENGINE_LOG_LEVEL: "silent",
-  }));
-  const gw = await startGateway(loadGatewayConfig({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY, SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-  }));
+  const engine: RunningEngine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: SERVICE_KEY,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+    }),
+  );
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+    }),
+  );
   try {
     const key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
     const put = await call(gw.url, "/v1/put", { key, body: { namespace: "default", key: "k", data_b64: Buffer.from("abc").toString("base64") } });
@@ -113,17 +128,45 @@ test("engine and gateway agree on hostile query strings, framing and bodies of G
       t.ok(e!.status === 400 && isErrorBody(e!.json), `engine octet put ?${q}: 400 (${e!.json?.detail})`);
       t.equal(g!.status, 400, `gateway octet put ?${q}: 400`);
     }
-    const okPut = await both((auth) => `POST /v1/put?namespace=default&key=o&dtype=uint8&shape=3&tolerance=0.001&max_rank=16 HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/octet-stream\r\nContent-Length: 3\r\nConnection: close\r\n\r\n`, "abc");
-    t.deepEqual(okPut.map((a) => a.status), [201, 201], "a well-formed octet put: 201 from both");
+    const okPut = await both(
+      (auth) =>
+        `POST /v1/put?namespace=default&key=o&dtype=uint8&shape=3&tolerance=0.001&max_rank=16 HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/octet-stream\r\nContent-Length: 3\r\nConnection: close\r\n\r\n`,
+      "abc",
+    );
+    t.deepEqual(
+      okPut.map((a) => a.status),
+      [201, 201],
+      "a well-formed octet put: 201 from both",
+    );
 
     // ---- framing ----
     const framing: [string, (auth: string) => string, string][] = [
-      ["Transfer-Encoding: xchunked", (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: xchunked\r\n\r\n`, '{"namespace":"default"}'],
+      [
+        "Transfer-Encoding: xchunked",
+        (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: xchunked\r\n\r\n`,
+        '{"namespace":"default"}',
+      ],
       ["Transfer-Encoding: gzip", (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\n`, "{}"],
-      ["Transfer-Encoding: chunked, xchunked", (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: chunked, xchunked\r\n\r\n`, "2\r\n{}\r\n0\r\n\r\n"],
-      ["chunked and Content-Length", (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n`, "2\r\n{}\r\n0\r\n\r\n"],
-      ["two Content-Lengths", (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n`, "{}"],
-      ["a bad chunk size", (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`, "zz\r\n{}\r\n0\r\n\r\n"],
+      [
+        "Transfer-Encoding: chunked, xchunked",
+        (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: chunked, xchunked\r\n\r\n`,
+        "2\r\n{}\r\n0\r\n\r\n",
+      ],
+      [
+        "chunked and Content-Length",
+        (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n`,
+        "2\r\n{}\r\n0\r\n\r\n",
+      ],
+      [
+        "two Content-Lengths",
+        (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n`,
+        "{}",
+      ],
+      [
+        "a bad chunk size",
+        (a) => `POST /v1/search HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+        "zz\r\n{}\r\n0\r\n\r\n",
+      ],
     ];
     for (const [what, head, body] of framing) {
       const [e, g] = await both(head, body);
@@ -135,23 +178,46 @@ test("engine and gateway agree on hostile query strings, framing and bodies of G
     const bodied: [string, (auth: string) => string, string | Buffer][] = [
       ["GET, chunked body", (a) => `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\n\r\n`, "5\r\nhello\r\n0\r\n\r\n"],
       ["GET, Content-Length body", (a) => `GET /v1/list/default HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 5\r\n\r\n`, "hello"],
-      ["DELETE, chunked body", (a) => `DELETE /v1/delete/default/nothing HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\n\r\n`, "5\r\nhello\r\n0\r\n\r\n"],
+      [
+        "DELETE, chunked body",
+        (a) => `DELETE /v1/delete/default/nothing HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\n\r\n`,
+        "5\r\nhello\r\n0\r\n\r\n",
+      ],
       ["GET, a 1 MiB body", (a) => `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\n${a}Content-Length: ${1 << 20}\r\n\r\n`, Buffer.alloc(1 << 20, 0x61)],
-      ["GET, a chunked body that never ends", (a) => `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\n\r\n`, `10000\r\n${"b".repeat(0x10000)}\r\n10000\r\n${"b".repeat(0x10000)}\r\n`],
+      [
+        "GET, a chunked body that never ends",
+        (a) => `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\n\r\n`,
+        `10000\r\n${"b".repeat(0x10000)}\r\n10000\r\n${"b".repeat(0x10000)}\r\n`,
+      ],
     ];
     for (const [what, head, body] of bodied) {
       const [e, g] = await both(head, body);
-      t.ok(e!.status === 400 && isErrorBody(e!.json) && /takes no body/.test(e!.json.detail), `engine, ${what}: 400 (${e!.json?.detail ?? e!.raw.slice(0, 40)})`);
-      t.ok(g!.status === 400 && isErrorBody(g!.json) && g!.json.detail === e!.json?.detail, `gateway, ${what}: the same 400 (${g!.json?.detail ?? g!.raw.slice(0, 40)})`);
+      t.ok(
+        e!.status === 400 && isErrorBody(e!.json) && /takes no body/.test(e!.json.detail),
+        `engine, ${what}: 400 (${e!.json?.detail ?? e!.raw.slice(0, 40)})`,
+      );
+      t.ok(
+        g!.status === 400 && isErrorBody(g!.json) && g!.json.detail === e!.json?.detail,
+        `gateway, ${what}: the same 400 (${g!.json?.detail ?? g!.raw.slice(0, 40)})`,
+      );
     }
     // keep-alive after a refused small body: the next request on the same connection is answered
-    const twice = await rawRequest(engine.port,
-      `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\n${targets[0]!.auth}Content-Length: 5\r\n\r\nhello` + get("/v1/get/default/k")(targets[0]!.auth));
-    t.deepEqual([...twice.raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]), ["400", "200"], "the engine answers the next request on the connection");
+    const twice = await rawRequest(
+      engine.port,
+      `GET /v1/get/default/k HTTP/1.1\r\nHost: x\r\n${targets[0]!.auth}Content-Length: 5\r\n\r\nhello` + get("/v1/get/default/k")(targets[0]!.auth),
+    );
+    t.deepEqual(
+      [...twice.raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]),
+      ["400", "200"],
+      "the engine answers the next request on the connection",
+    );
 
     // ---- strict JSON on both ----
     const dup = '{"namespace":"default","key":"k","key":"other"}';
-    const [e, g] = await both((a) => `POST /v1/serve HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nContent-Length: ${dup.length}\r\nConnection: close\r\n\r\n`, dup);
+    const [e, g] = await both(
+      (a) => `POST /v1/serve HTTP/1.1\r\nHost: x\r\n${a}Content-Type: application/json\r\nContent-Length: ${dup.length}\r\nConnection: close\r\n\r\n`,
+      dup,
+    );
     t.ok(e!.status === 400 && /names the member "key" twice/.test(e!.json.detail), "engine: duplicate member refused");
     t.ok(g!.status === 400 && g!.json.detail === e!.json.detail, "gateway: the same sentence");
   } finally {

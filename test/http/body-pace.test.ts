@@ -7,7 +7,16 @@ import test from "tape";
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, request, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { BODY_TURN_BYTES, bodyPaceStats, PACED_BODY_MIN_BYTES, pacedBody, paceBody, pacedNow, setBodyTurnBytes, unpaceBody } from "../../server/http/body-pace.js";
+import {
+  BODY_TURN_BYTES,
+  bodyPaceStats,
+  PACED_BODY_MIN_BYTES,
+  pacedBody,
+  paceBody,
+  pacedNow,
+  setBodyTurnBytes,
+  unpaceBody,
+} from "../../server/http/body-pace.js";
 import { readBody } from "../../server/http/body.js";
 import { guardBody, readGuarded } from "../../server/http/body-guard.js";
 
@@ -15,7 +24,12 @@ const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 
 /** A server that hands each request to `handle`; resolves its port. */
 async function serve(handle: (req: IncomingMessage, end: (status: number, text: string) => void) => void): Promise<{ port: number; server: Server }> {
-  const server = createServer((req, res) => handle(req, (status, text) => { res.writeHead(status, { "content-type": "text/plain" }); res.end(text); }));
+  const server = createServer((req, res) =>
+    handle(req, (status, text) => {
+      res.writeHead(status, { "content-type": "text/plain" });
+      res.end(text);
+    }),
+  );
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   return { port: (server.address() as AddressInfo).port, server };
 }
@@ -41,7 +55,11 @@ const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
 test("pacedBody: large declared lengths and chunked bodies are paced, small ones are not", async (t) => {
   const seen: boolean[] = [];
-  const { port, server } = await serve((req, end) => { seen.push(pacedBody(req)); req.resume(); req.on("end", () => end(200, "ok")); });
+  const { port, server } = await serve((req, end) => {
+    seen.push(pacedBody(req));
+    req.resume();
+    req.on("end", () => end(200, "ok"));
+  });
   try {
     await send(port, Buffer.alloc(PACED_BODY_MIN_BYTES));
     await send(port, Buffer.alloc(1000));
@@ -55,7 +73,10 @@ test("pacedBody: large declared lengths and chunked bodies are paced, small ones
 
 test("paceBody: past the turn's bytes the request is paused, and resumed in the next turn; one forgotten stays paused", async (t) => {
   const reqs: IncomingMessage[] = [];
-  const { port, server } = await serve((req, end) => { reqs.push(req); req.on("end", () => end(200, "ok")); });
+  const { port, server } = await serve((req, end) => {
+    reqs.push(req);
+    req.on("end", () => end(200, "ok"));
+  });
   try {
     const answers = [send(port, Buffer.alloc(2 * PACED_BODY_MIN_BYTES)), send(port, Buffer.alloc(2 * PACED_BODY_MIN_BYTES))];
     while (reqs.length < 2) await nextTurn();
@@ -77,7 +98,11 @@ test("paceBody: past the turn's bytes the request is paused, and resumed in the 
     t.equal(pacedNow(), 0, "none waits any more");
     b.resume();
     const done = await Promise.all(answers);
-    t.deepEqual(done.map((d) => d.status), [200, 200], "both bodies are read to their end");
+    t.deepEqual(
+      done.map((d) => d.status),
+      [200, 200],
+      "both bodies are read to their end",
+    );
   } finally {
     server.close();
   }
@@ -87,8 +112,14 @@ async function readersServer() {
   const rate = { minBytesPerS: 1024, graceMs: 60_000 };
   return serve((req, end) => {
     if (req.method === "GET") return end(200, "small");
-    const reading = req.url === "/guard" ? readGuarded(guardBody(req, 64 << 20, rate), req.headers["content-length"] ? Number(req.headers["content-length"]) : undefined) : readBody(req, { limit: 64 << 20, rate });
-    reading.then((b) => end(200, sha(b)), (e: Error) => end(500, e.message));
+    const reading =
+      req.url === "/guard"
+        ? readGuarded(guardBody(req, 64 << 20, rate), req.headers["content-length"] ? Number(req.headers["content-length"]) : undefined)
+        : readBody(req, { limit: 64 << 20, rate });
+    reading.then(
+      (b) => end(200, sha(b)),
+      (e: Error) => end(500, e.message),
+    );
   });
 }
 
@@ -98,14 +129,24 @@ test("bodies read by readBody and by guardBody arrive whole while several run at
     const bodies = Array.from({ length: 4 }, () => randomBytes(12 << 20));
     const before = bodyPaceStats.pauses;
     const puts = [
-      send(port, bodies[0]!, false, "/engine"), send(port, bodies[1]!, true, "/engine"),
-      send(port, bodies[2]!, false, "/guard"), send(port, bodies[3]!, true, "/guard"),
+      send(port, bodies[0]!, false, "/engine"),
+      send(port, bodies[1]!, true, "/engine"),
+      send(port, bodies[2]!, false, "/guard"),
+      send(port, bodies[3]!, true, "/guard"),
     ];
     const small = await send(port, null);
     t.deepEqual(small, { status: 200, text: "small" }, "a small request is answered while the bodies are read");
     const got = await Promise.all(puts);
-    t.deepEqual(got.map((g) => g.status), [200, 200, 200, 200], "every body read");
-    t.deepEqual(got.map((g) => g.text), bodies.map(sha), "each with its bytes (declared length and chunked, engine reader and gateway guard)");
+    t.deepEqual(
+      got.map((g) => g.status),
+      [200, 200, 200, 200],
+      "every body read",
+    );
+    t.deepEqual(
+      got.map((g) => g.text),
+      bodies.map(sha),
+      "each with its bytes (declared length and chunked, engine reader and gateway guard)",
+    );
     t.comment(`the bodies were paused ${bodyPaceStats.pauses - before} times`);
     t.equal(pacedNow(), 0, "nothing is left paused");
   } finally {
@@ -120,10 +161,16 @@ test("with a budget of one byte per turn, every body through either reader is pa
     const bodies = Array.from({ length: 4 }, () => randomBytes(2 << 20));
     const before = bodyPaceStats.pauses;
     const got = await Promise.all([
-      send(port, bodies[0]!, false, "/engine"), send(port, bodies[1]!, true, "/engine"),
-      send(port, bodies[2]!, false, "/guard"), send(port, bodies[3]!, true, "/guard"),
+      send(port, bodies[0]!, false, "/engine"),
+      send(port, bodies[1]!, true, "/engine"),
+      send(port, bodies[2]!, false, "/guard"),
+      send(port, bodies[3]!, true, "/guard"),
     ]);
-    t.deepEqual(got.map((g) => g.text), bodies.map(sha), "each body whole");
+    t.deepEqual(
+      got.map((g) => g.text),
+      bodies.map(sha),
+      "each body whole",
+    );
     // every chunk after a turn's first one pauses its body: at least one pause per body
     t.ok(bodyPaceStats.pauses - before >= 4, `the readers paced them (${bodyPaceStats.pauses - before} pauses)`);
     t.equal(pacedNow(), 0, "nothing is left paused");

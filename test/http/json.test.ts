@@ -29,12 +29,12 @@ test("parseStrictJson: valid texts parse as JSON.parse does", (t) => {
     '"just a string with \\" and \\\\"',
     '{"a\\"b":1,"a\\\\":2,"a":{"a\\"b":3}}',
     '{"k":"}{][,\\"","l":"\\\\","m":"\\\\\\""}',
-    "  { \"sp\" : [ ] , \"x\" : { } }  ",
+    '  { "sp" : [ ] , "x" : { } }  ',
     "123",
     '{"a":"' + "A".repeat(200_000) + '","b":1}',
   ];
   for (const s of texts) t.deepEqual(parseStrictJson(s), JSON.parse(s), `same value: ${s.slice(0, 40)}`);
-  t.deepEqual(parseStrictJson(Buffer.from('{"é":"ü"}')), { "é": "ü" }, "UTF-8 bytes decoded");
+  t.deepEqual(parseStrictJson(Buffer.from('{"é":"ü"}')), { é: "ü" }, "UTF-8 bytes decoded");
   t.end();
 });
 
@@ -67,9 +67,12 @@ test("parseStrictJson: __proto__, UTF-8, depth, syntax", (t) => {
   t.match(refusal("[".repeat(MAX_JSON_DEPTH + 1) + "]".repeat(MAX_JSON_DEPTH + 1)), /nested more than 64 levels/, "too deep");
   t.equal(refusal("[".repeat(MAX_JSON_DEPTH) + "]".repeat(MAX_JSON_DEPTH)), "accepted", "at the depth limit");
   t.match(refusal("[".repeat(200_000)), /not valid JSON/, "unterminated deep text");
-  for (const bad of ['{"a":1,}', "{'a':1}", '{"a":1}x', "", "NaN", '{"a":01}'])
-    t.match(refusal(bad), /not valid JSON/, `syntax: ${JSON.stringify(bad)}`);
-  t.throws(() => parseStrictJson('{"a":1,"a":1}', { what: "X-SVC-Metadata", field: "X-SVC-Metadata" }), /^ValidationError: X-SVC-Metadata names/, "what names the text");
+  for (const bad of ['{"a":1,}', "{'a':1}", '{"a":1}x', "", "NaN", '{"a":01}']) t.match(refusal(bad), /not valid JSON/, `syntax: ${JSON.stringify(bad)}`);
+  t.throws(
+    () => parseStrictJson('{"a":1,"a":1}', { what: "X-SVC-Metadata", field: "X-SVC-Metadata" }),
+    /^ValidationError: X-SVC-Metadata names/,
+    "what names the text",
+  );
   t.end();
 });
 
@@ -101,7 +104,13 @@ test("parseStrictJson: lone surrogates and numbers a float64 cannot hold are ref
   ];
   for (const [text, re] of cases) t.match(refusal(text), re, `refused: ${text.slice(0, 40)}`);
   t.match(refusal('{"a":"\ud800"}'), /lone surrogate/, "a JavaScript string holding a lone surrogate itself");
-  const fine = ['{"e":"\\ud83d\\ude00"}', '{"z":0e-400,"w":0.000e999}', '{"m":[1.7976931348623157e308,5e-324,-0.0]}', '{"k":"\\\\ud800"}', '{"n":' + "1".repeat(300) + "}"];
+  const fine = [
+    '{"e":"\\ud83d\\ude00"}',
+    '{"z":0e-400,"w":0.000e999}',
+    '{"m":[1.7976931348623157e308,5e-324,-0.0]}',
+    '{"k":"\\\\ud800"}',
+    '{"n":' + "1".repeat(300) + "}",
+  ];
   for (const text of fine) t.deepEqual(parseStrictJson(text), JSON.parse(text), `accepted as JSON.parse reads it: ${text.slice(0, 40)}`);
   t.end();
 });

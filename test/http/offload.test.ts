@@ -8,7 +8,15 @@ import { readdirSync, readFileSync } from "node:fs";
 import { ValidationError } from "../../lib/errors.js";
 import { prepareEngineJson, prepareGatewayJson, requestHash } from "../../server/http/body-prepare.js";
 import {
-  base64Bytes, closeOffload, hashBody, OFFLOAD_HEAP_MIB, OFFLOAD_MIN_BYTES, offloadStats, prepareEngineBody, prepareGatewayBody, setOffloadHeap,
+  base64Bytes,
+  closeOffload,
+  hashBody,
+  OFFLOAD_HEAP_MIB,
+  OFFLOAD_MIN_BYTES,
+  offloadStats,
+  prepareEngineBody,
+  prepareGatewayBody,
+  setOffloadHeap,
 } from "../../server/http/offload.js";
 import { MAX_JSON_VECTOR } from "../../lib/schemas.js";
 
@@ -28,7 +36,13 @@ async function outcome(f: () => unknown): Promise<{ value?: unknown; error?: { c
 function canon(v: unknown): unknown {
   if (ArrayBuffer.isView(v)) {
     const type = Buffer.isBuffer(v) ? "Uint8Array" : v.constructor.name;
-    return { type, bytes: v.byteLength, sha256: createHash("sha256").update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength)).digest("hex") };
+    return {
+      type,
+      bytes: v.byteLength,
+      sha256: createHash("sha256")
+        .update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength))
+        .digest("hex"),
+    };
   }
   if (Array.isArray(v)) return v.map(canon);
   if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, canon(x)]));
@@ -40,9 +54,37 @@ test("engine bodies: the worker's result equals the event loop's, payloads decod
   const core = new Float32Array(4 * 5 * 3).fill(0.5);
   const cases: [string, string, unknown][] = [
     ["put", "/v1/put", { namespace: "ns", key: "k", dtype: "bytes", data_b64: payload.toString("base64"), metadata: { a: [1, "x"] } }],
-    ["put_cores", "/v1/put_cores", { namespace: "ns", key: "k", cores: [{ shape: [1, 65_536, 2], data_b64: Buffer.from(new Float32Array(131_072).fill(0.125).buffer).toString("base64") }, { shape: [2, 3, 1], data_b64: Buffer.from(new Float64Array(6).fill(2).buffer).toString("base64"), dtype: "float64" }], shape: [196_608], metadata: { pad: "p".repeat(60_000) } }],
-    ["put_cores_batch", "/v1/put_cores_batch", { namespace: "ns", items: Array.from({ length: 40 }, (_, i) => ({ key: `k${i}`, cores: [{ shape: [1, 60, 1], data_b64: Buffer.from(core.buffer, 0, 240).toString("base64") }], metadata: { pad: "q".repeat(8_000) } })) }],
-    ["vector_b64 float64", "/v1/query/vector", { namespace: "ns", vector_b64: Buffer.from(new Float64Array(80_000).fill(0.25).buffer).toString("base64"), dtype: "float64", shape: [80_000], k: 3 }],
+    [
+      "put_cores",
+      "/v1/put_cores",
+      {
+        namespace: "ns",
+        key: "k",
+        cores: [
+          { shape: [1, 65_536, 2], data_b64: Buffer.from(new Float32Array(131_072).fill(0.125).buffer).toString("base64") },
+          { shape: [2, 3, 1], data_b64: Buffer.from(new Float64Array(6).fill(2).buffer).toString("base64"), dtype: "float64" },
+        ],
+        shape: [196_608],
+        metadata: { pad: "p".repeat(60_000) },
+      },
+    ],
+    [
+      "put_cores_batch",
+      "/v1/put_cores_batch",
+      {
+        namespace: "ns",
+        items: Array.from({ length: 40 }, (_, i) => ({
+          key: `k${i}`,
+          cores: [{ shape: [1, 60, 1], data_b64: Buffer.from(core.buffer, 0, 240).toString("base64") }],
+          metadata: { pad: "q".repeat(8_000) },
+        })),
+      },
+    ],
+    [
+      "vector_b64 float64",
+      "/v1/query/vector",
+      { namespace: "ns", vector_b64: Buffer.from(new Float64Array(80_000).fill(0.25).buffer).toString("base64"), dtype: "float64", shape: [80_000], k: 3 },
+    ],
     ["vector of numbers, float32", "/v1/query/vector", { namespace: "ns", vector: Array.from({ length: 90_000 }, (_, i) => i / 7), dtype: "float32", k: 2 }],
     ["vector of numbers", "/v1/query/vector", { namespace: "ns", vector: Array.from({ length: 90_000 }, (_, i) => -i / 3), k: 2 }],
     ["search (parsed, not checked)", "/v1/search", { namespace: "ns", filter: { tag: { $in: Array.from({ length: 40_000 }, (_, i) => `tag-${i}`) } } }],
@@ -77,8 +119,18 @@ test("engine bodies: every refusal is the same sentence and field from the worke
     ["a bad namespace", "/v1/put", Buffer.from(`{"namespace":"../etc","key":"k","data_b64":"${b64}"}`)],
     ["nesting past the limit", "/v1/put", Buffer.from(`${good},"metadata":${"[".repeat(70)}${"]".repeat(70)}}`)],
     ["a JSON array", "/v1/put", Buffer.from(`["${b64}"]`)],
-    ["a bad batch item", "/v1/put_cores_batch", Buffer.from(`{"namespace":"ns","items":[{"key":"a","cores":[{"shape":[1,2,1],"data_b64":"AAAAAAAAAAA="}]},{"key":"b","cores":[{"shape":[1,2],"data_b64":"${b64}"}]}]}`)],
-    ["vector_b64 not whole values", "/v1/query/vector", Buffer.from(`{"namespace":"ns","k":1,"dtype":"float64","vector_b64":"${b64.slice(0, 4 * 100_000)}AAAA"}`)],
+    [
+      "a bad batch item",
+      "/v1/put_cores_batch",
+      Buffer.from(
+        `{"namespace":"ns","items":[{"key":"a","cores":[{"shape":[1,2,1],"data_b64":"AAAAAAAAAAA="}]},{"key":"b","cores":[{"shape":[1,2],"data_b64":"${b64}"}]}]}`,
+      ),
+    ],
+    [
+      "vector_b64 not whole values",
+      "/v1/query/vector",
+      Buffer.from(`{"namespace":"ns","k":1,"dtype":"float64","vector_b64":"${b64.slice(0, 4 * 100_000)}AAAA"}`),
+    ],
     ["vector and vector_b64 together", "/v1/query/vector", Buffer.from(`{"namespace":"ns","k":1,"vector":[1],"vector_b64":"${b64}"}`)],
     ["a number that overflows", "/v1/query/vector", Buffer.from(`{"namespace":"ns","k":1,"vector":[1e999${",1".repeat(200_000)}]}`)],
   ];
@@ -113,7 +165,11 @@ test("small bodies stay on the event loop; hashes and base64 agree; moved bytes 
   t.deepEqual(g.namespaces, ["team-c"], "gateway, large: the namespace named");
   t.ok(g.bytes.equals(putCopy), "gateway, large: the bytes to forward come back whole");
   const bad = json({ namespace: "team-c", key: "k", data_b64: `${big().toString("base64")}!` });
-  t.deepEqual(await outcome(() => prepareGatewayBody("put", Buffer.from(bad))), await outcome(() => prepareGatewayJson("put", bad)), "gateway, large: the same refusal as on the loop");
+  t.deepEqual(
+    await outcome(() => prepareGatewayBody("put", Buffer.from(bad))),
+    await outcome(() => prepareGatewayJson("put", bad)),
+    "gateway, large: the same refusal as on the loop",
+  );
 
   for (const n of [0, 1, 2, 3, OFFLOAD_MIN_BYTES - 1, OFFLOAD_MIN_BYTES, 5 * OFFLOAD_MIN_BYTES + 2]) {
     const b = big(n);
@@ -129,7 +185,12 @@ test("the worker threads run at a lower priority than the event loop (Linux)", a
   }
   await prepareEngineBody("/v1/put", json({ namespace: "ns", key: "k", data_b64: big().toString("base64") }));
   // field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value
-  const niceOf = (tid: string) => Number(readFileSync(`/proc/self/task/${tid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")[16]);
+  const niceOf = (tid: string) =>
+    Number(
+      readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
+        .replace(/^.*\) /, "")
+        .split(" ")[16],
+    );
   const nice = readdirSync("/proc/self/task").map(niceOf);
   const main = niceOf(String(process.pid));
   if (main >= 10) {
@@ -150,8 +211,10 @@ test("a body that needs more heap than a worker has: 413 for it alone; the pool 
   const r = await outcome(() => prepareEngineBody("/v1/search", many));
   t.equal(r.error?.cls, "PayloadTooLargeError", `refused: ${r.error?.message}`);
   const o = await outcome(() => other);
-  t.ok((o.value as { value?: { key?: string } } | undefined)?.value?.key === "other" || o.error?.cls === "PayloadTooLargeError",
-    `a body read at the same time: its own answer, or the same 413 when it shared the worker (${o.error?.cls ?? "answered"})`);
+  t.ok(
+    (o.value as { value?: { key?: string } } | undefined)?.value?.key === "other" || o.error?.cls === "PayloadTooLargeError",
+    `a body read at the same time: its own answer, or the same 413 when it shared the worker (${o.error?.cls ?? "answered"})`,
+  );
   setOffloadHeap(OFFLOAD_HEAP_MIB);
   await closeOffload();
   const after = await prepareEngineBody("/v1/put", json({ namespace: "ns", key: "after", data_b64: big().toString("base64") }));
@@ -160,7 +223,10 @@ test("a body that needs more heap than a worker has: 413 for it alone; the pool 
 
 test("query/vector: a JSON list of more than MAX_JSON_VECTOR numbers is refused, naming vector_b64", async (t) => {
   const body = Buffer.from(`{"namespace":"ns","k":1,"vector":[${"1,".repeat(MAX_JSON_VECTOR)}1]}`);
-  for (const [where, f] of [["worker", () => prepareEngineBody("/v1/query/vector", Buffer.from(body))], ["loop", () => prepareEngineJson("/v1/query/vector", body)]] as const) {
+  for (const [where, f] of [
+    ["worker", () => prepareEngineBody("/v1/query/vector", Buffer.from(body))],
+    ["loop", () => prepareEngineJson("/v1/query/vector", body)],
+  ] as const) {
     const r = await outcome(f);
     t.equal(r.error?.field, "vector", `${where}: field vector`);
     t.match(r.error?.message ?? "", /at most 1048576 numbers; send a longer vector as vector_b64/, `${where}: ${r.error?.message}`);
@@ -171,9 +237,17 @@ test("query/vector: a JSON list of more than MAX_JSON_VECTOR numbers is refused,
 
 test("many jobs at once each get their own answer; a stopped pool starts again", async (t) => {
   const bodies = Array.from({ length: 12 }, (_, i) => ({ i, payload: big(OFFLOAD_MIN_BYTES + i * 1000) }));
-  const results = await Promise.all(bodies.map(({ i, payload }) =>
-    prepareEngineBody("/v1/put", json({ namespace: "ns", key: `k${i}`, data_b64: payload.toString("base64") })).then((r) => r.value as { key: string; data: Uint8Array })));
-  t.ok(results.every((r, i) => r.key === `k${i}` && Buffer.from(r.data).equals(bodies[i]!.payload)), "12 concurrent bodies: each answer is its own body's");
+  const results = await Promise.all(
+    bodies.map(({ i, payload }) =>
+      prepareEngineBody("/v1/put", json({ namespace: "ns", key: `k${i}`, data_b64: payload.toString("base64") })).then(
+        (r) => r.value as { key: string; data: Uint8Array },
+      ),
+    ),
+  );
+  t.ok(
+    results.every((r, i) => r.key === `k${i}` && Buffer.from(r.data).equals(bodies[i]!.payload)),
+    "12 concurrent bodies: each answer is its own body's",
+  );
   await closeOffload();
   const again = await prepareEngineBody("/v1/put", json({ namespace: "ns", key: "after", data_b64: big().toString("base64") }));
   t.equal((again.value as { key: string }).key, "after", "after the workers were stopped, a new one takes the next body");

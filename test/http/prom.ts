@@ -1,5 +1,9 @@
 // Reads the Prometheus text format into samples, for the /metrics tests.
-export interface Sample { name: string; labels: Record<string, string>; value: number }
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
 
 export function parseProm(text: string): Sample[] {
   const out: Sample[] = [];

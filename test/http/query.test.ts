@@ -5,7 +5,11 @@ import { ValidationError } from "../../lib/errors.js";
 import { MAX_QUERY_PARAMS, parseQueryString, queryOf } from "../../server/http/query.js";
 
 test("parseQueryString: decoding", (t) => {
-  t.deepEqual({ ...parseQueryString("a=1&b=x+y&c=%2F%20%C3%A9&d&e=") }, { a: "1", b: "x y", c: "/ é", d: "", e: "" }, "+ is a space, percent-encoding is UTF-8, a bare name is empty");
+  t.deepEqual(
+    { ...parseQueryString("a=1&b=x+y&c=%2F%20%C3%A9&d&e=") },
+    { a: "1", b: "x y", c: "/ é", d: "", e: "" },
+    "+ is a space, percent-encoding is UTF-8, a bare name is empty",
+  );
   t.deepEqual({ ...parseQueryString("&&a=1&&") }, { a: "1" }, "empty pieces skipped");
   t.deepEqual({ ...parseQueryString("a=b=c") }, { a: "b=c" }, "the first = splits");
   t.deepEqual({ ...parseQueryString(null) }, {}, "no query string");
@@ -35,6 +39,10 @@ test("parseQueryString: refusals are one-sentence ValidationErrors", (t) => {
       t.ok(e instanceof ValidationError && e.code === "bad_request" && re.test(e.message), `${q.slice(0, 40)} -> ${(e as Error).message}`);
     }
   }
-  t.equal(Object.keys(parseQueryString(Array.from({ length: MAX_QUERY_PARAMS }, (_, i) => `p${i}`).join("&"))).length, MAX_QUERY_PARAMS, "exactly the limit is accepted");
+  t.equal(
+    Object.keys(parseQueryString(Array.from({ length: MAX_QUERY_PARAMS }, (_, i) => `p${i}`).join("&"))).length,
+    MAX_QUERY_PARAMS,
+    "exactly the limit is accepted",
+  );
   t.end();
 });

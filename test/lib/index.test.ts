@@ -6,15 +6,19 @@ test("public surface: the README example runs through the package entry point", 
   try {
     const n = 32;
     const data = new Float32Array(n * n * n);
-    for (let i = 0; i < n; i++)
-      for (let j = 0; j < n; j++)
-        for (let k = 0; k < n; k++) data[(i * n + j) * n + k] = Math.sin(i / 7) * Math.cos(j / 5) + k / n;
+    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) for (let k = 0; k < n; k++) data[(i * n + j) * n + k] = Math.sin(i / 7) * Math.cos(j / 5) + k / n;
     const put = await store.put("default", "field/t0", data, { shape: [n, n, n], dtype: "float32", tolerance: 1e-4 });
     t.equal(put.version, 1, "first put is version 1");
     t.ok(put.relative_error <= 1e-4, `measured error ${put.relative_error} within tolerance`);
     const info = await store.get("default", "field/t0");
     t.equal(info.fingerprint.codec, put.verdict === "passthrough" ? "raw" : "tt", "fingerprint names the codec");
-    const block = await store.serve("default", "field/t0", { slice: [[0, 4], [0, n], [0, n]] });
+    const block = await store.serve("default", "field/t0", {
+      slice: [
+        [0, 4],
+        [0, n],
+        [0, n],
+      ],
+    });
     t.deepEqual(block.shape, [4, n, n], "slice has the block's shape");
     t.ok(block.data instanceof Float32Array, "served as the stored dtype");
   } finally {

@@ -8,8 +8,16 @@ import test from "tape";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import {
-  createClient, createStore, Store, NotFoundError,
-  type ClientOptions, type PutResult, type StoreOptions, type SvcClient, type TensorStore, type TensorStoreGpuHandle,
+  createClient,
+  createStore,
+  Store,
+  NotFoundError,
+  type ClientOptions,
+  type PutResult,
+  type StoreOptions,
+  type SvcClient,
+  type TensorStore,
+  type TensorStoreGpuHandle,
 } from "../../lib/index.js";
 
 // ---- compile time ----
@@ -21,9 +29,25 @@ const asTensorStore = (s: Store | SvcClient): TensorStore => s;
 const asHandle = (h: Awaited<ReturnType<Store["serveGpu"]>> | Awaited<ReturnType<SvcClient["serveGpu"]>>): TensorStoreGpuHandle => h;
 
 /** Every member of TensorStore, and of its query; the type below fails if one is missing here. */
-const MEMBERS = ["put", "putCores", "putCoresBatch", "get", "list", "search", "delete", "serve", "serveGpu", "close"] as const satisfies readonly (keyof TensorStore)[];
+const MEMBERS = [
+  "put",
+  "putCores",
+  "putCoresBatch",
+  "get",
+  "list",
+  "search",
+  "delete",
+  "serve",
+  "serveGpu",
+  "close",
+] as const satisfies readonly (keyof TensorStore)[];
 const QUERY = ["similarity", "topk", "vector"] as const satisfies readonly (keyof TensorStore["query"])[];
-const allListed: [Exclude<keyof TensorStore, (typeof MEMBERS)[number] | "query">, Exclude<keyof TensorStore["query"], (typeof QUERY)[number]>] extends [never, never] ? true : false = true;
+const allListed: [Exclude<keyof TensorStore, (typeof MEMBERS)[number] | "query">, Exclude<keyof TensorStore["query"], (typeof QUERY)[number]>] extends [
+  never,
+  never,
+]
+  ? true
+  : false = true;
 
 // what TensorStore is not: these lines must stay type errors (tsc fails on an unused directive)
 type NarrowPut = Omit<Store, "put"> & { put(ns: string, key: string, data: Float32Array): Promise<PutResult> };
@@ -45,7 +69,12 @@ async function roundTrip(store: TensorStore, ns: string) {
   const data = Int32Array.from({ length: 64 }, (_, i) => (i % 8) - 3);
   const put = await store.put(ns, "a", data, { shape: [8, 8], metadata: { run: 1 } });
   const info = await store.get(ns, "a");
-  const block = await store.serve(ns, "a", { slice: [[0, 1], [0, 8]] });
+  const block = await store.serve(ns, "a", {
+    slice: [
+      [0, 1],
+      [0, 8],
+    ],
+  });
   const listed = await store.list(ns);
   const dot = await store.query.similarity(ns, "a", "a", { metric: "dot" });
   const gone = await store.delete(ns, "a");
@@ -72,8 +101,16 @@ test("TensorStore: code typed against it runs on an in-memory store", async (t) 
     t.deepEqual([r.put.version, r.put.dtype, r.put.shape, r.put.verdict], [1, "int32", [8, 8], "passthrough"], "put through the interface");
     t.deepEqual([r.info.version, r.info.metadata], [1, { run: 1 }], "get");
     t.deepEqual([r.block.shape, Array.from(r.block.data as Int32Array)], [[1, 8], Array.from(r.data.subarray(0, 8))], "serve of a slice, bit-exact");
-    t.deepEqual(r.listed.keys.map((k) => k.key), ["a"], "list");
-    t.equal(r.dot.score, Array.from(r.data).reduce((s, x) => s + x * x, 0), "query.similarity (dot, exact on integers)");
+    t.deepEqual(
+      r.listed.keys.map((k) => k.key),
+      ["a"],
+      "list",
+    );
+    t.equal(
+      r.dot.score,
+      Array.from(r.data).reduce((s, x) => s + x * x, 0),
+      "query.similarity (dot, exact on integers)",
+    );
     t.deepEqual([r.gone.deleted, r.gone.version], [true, 1], "delete");
     t.ok(r.after instanceof NotFoundError, "the same error classes: get after delete is a NotFoundError");
   } finally {
@@ -85,9 +122,20 @@ test("TensorStore: a store and a client both carry every member", async (t) => {
   const store = asTensorStore(await createStore({ path: ":memory:" }));
   const client = hosted({ baseUrl: "http://127.0.0.1:9", apiKey: "k" }); // no request is made
   try {
-    for (const [name, s] of [["store", store], ["client", client]] as const) {
-      t.deepEqual(MEMBERS.filter((m) => typeof s[m] !== "function"), [], `${name}: every method is a function`);
-      t.deepEqual(QUERY.filter((m) => typeof s.query[m] !== "function"), [], `${name}: every query member is a function`);
+    for (const [name, s] of [
+      ["store", store],
+      ["client", client],
+    ] as const) {
+      t.deepEqual(
+        MEMBERS.filter((m) => typeof s[m] !== "function"),
+        [],
+        `${name}: every method is a function`,
+      );
+      t.deepEqual(
+        QUERY.filter((m) => typeof s.query[m] !== "function"),
+        [],
+        `${name}: every query member is a function`,
+      );
     }
     t.ok(store instanceof Store, "createStore gives a Store");
     t.equal(typeof asHandle, "function", "a store's and a client's GPU handles are TensorStoreGpuHandles (checked by tsc)");

@@ -19,11 +19,23 @@ function handMade(dict: string, data: Uint8Array, version = 1): Buffer {
 }
 
 // dtype, descr, element values (little-endian encoder)
-const CASES: Array<{ dtype: NpyDtype; descr: string; size: number; put: (b: Buffer, i: number, v: number) => void; get: (b: Buffer, i: number) => number | bigint }> = [
+const CASES: Array<{
+  dtype: NpyDtype;
+  descr: string;
+  size: number;
+  put: (b: Buffer, i: number, v: number) => void;
+  get: (b: Buffer, i: number) => number | bigint;
+}> = [
   { dtype: "float32", descr: "<f4", size: 4, put: (b, i, v) => b.writeFloatLE(v * 1.5, i * 4), get: (b, i) => b.readFloatLE(i * 4) },
   { dtype: "float64", descr: "<f8", size: 8, put: (b, i, v) => b.writeDoubleLE(v / 3, i * 8), get: (b, i) => b.readDoubleLE(i * 8) },
   // float16 bits of 0, 1, 2, 3 ... built by hand: 1.0 = 0x3c00, 2.0 = 0x4000, 3.0 = 0x4200
-  { dtype: "float16", descr: "<f2", size: 2, put: (b, i, v) => b.writeUInt16LE([0, 0x3c00, 0x4000, 0x4200, 0x4400, 0x4500][v]!, i * 2), get: (b, i) => b.readUInt16LE(i * 2) },
+  {
+    dtype: "float16",
+    descr: "<f2",
+    size: 2,
+    put: (b, i, v) => b.writeUInt16LE([0, 0x3c00, 0x4000, 0x4200, 0x4400, 0x4500][v]!, i * 2),
+    get: (b, i) => b.readUInt16LE(i * 2),
+  },
   { dtype: "int8", descr: "|i1", size: 1, put: (b, i, v) => b.writeInt8(-v, i), get: (b, i) => b.readInt8(i) },
   { dtype: "uint8", descr: "|u1", size: 1, put: (b, i, v) => b.writeUInt8(250 + v, i), get: (b, i) => b.readUInt8(i) },
   { dtype: "int16", descr: "<i2", size: 2, put: (b, i, v) => b.writeInt16LE(-300 * v, i * 2), get: (b, i) => b.readInt16LE(i * 2) },
@@ -42,7 +54,11 @@ function payload(c: (typeof CASES)[number], n: number): Buffer {
 }
 
 const catchErr = (f: () => unknown): unknown => {
-  try { f(); } catch (e) { return e; }
+  try {
+    f();
+  } catch (e) {
+    return e;
+  }
   return undefined;
 };
 
@@ -68,7 +84,9 @@ for (const c of CASES) {
     test(`npy ${c.dtype}: big-endian '>' data are converted to little-endian`, (t) => {
       const le = payload(c, 4);
       const be = Buffer.from(le);
-      if (c.size === 2) be.swap16(); else if (c.size === 4) be.swap32(); else be.swap64();
+      if (c.size === 2) be.swap16();
+      else if (c.size === 4) be.swap32();
+      else be.swap64();
       const file = handMade(`{'descr': '>${c.descr.slice(1)}', 'fortran_order': False, 'shape': (4,), }`, be);
       const h = readNpyHeader(file);
       t.equal(h.bigEndian, true, "header reports big-endian");
@@ -81,11 +99,17 @@ for (const c of CASES) {
 
 test("npy: numpy's own bytes (np.save of arange(6).reshape(2,3)) are read and reproduced exactly", (t) => {
   // produced once with numpy 2.4 `np.save`, pasted here so the test needs no Python
-  const f4 = Buffer.from("k05VTVBZAQB2AHsnZGVzY3InOiAnPGY0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDIsIDMpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAAAAAACAPwAAAEAAAEBAAACAQAAAoEA=", "base64");
+  const f4 = Buffer.from(
+    "k05VTVBZAQB2AHsnZGVzY3InOiAnPGY0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDIsIDMpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAAAAAACAPwAAAEAAAEBAAACAQAAAoEA=",
+    "base64",
+  );
   const arr = readNpy(f4);
   t.deepEqual(Array.from(npyTypedArray(arr.dtype, arr.data) as ArrayLike<number>), [0, 1, 2, 3, 4, 5], "values 0..5");
   t.ok(writeNpy(arr).equals(f4), "writeNpy output equals numpy's");
-  const be = Buffer.from("k05VTVBZAQB2AHsnZGVzY3InOiAnPmkyJywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDIsIDMpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAAABAAIAAwAEAAU=", "base64");
+  const be = Buffer.from(
+    "k05VTVBZAQB2AHsnZGVzY3InOiAnPmkyJywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDIsIDMpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAAABAAIAAwAEAAU=",
+    "base64",
+  );
   const b = readNpy(be);
   t.equal(b.dtype, "int16", "'>i2' is int16");
   t.deepEqual(Array.from(npyTypedArray(b.dtype, b.data) as ArrayLike<number>), [0, 1, 2, 3, 4, 5], "big-endian numpy file converted");
@@ -128,7 +152,15 @@ test("npy: Fortran order, object arrays, structured and unknown dtypes are refus
     ["complex", handMade("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", d), /'<c8' is not supported/],
     ["unicode", handMade("{'descr': '<U3', 'fortran_order': False, 'shape': (2,), }", d), /'<U3' is not supported/],
     ["bad magic", Buffer.concat([Buffer.from("NOTNPY"), d]), /bad magic/],
-    ["version 4", (() => { const f = handMade("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", d); f[6] = 4; return f; })(), /version 4\.0 is not supported/],
+    [
+      "version 4",
+      (() => {
+        const f = handMade("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", d);
+        f[6] = 4;
+        return f;
+      })(),
+      /version 4\.0 is not supported/,
+    ],
     ["truncated data", handMade("{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", d), /truncated/],
     ["trailing bytes", handMade("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", d), /after the data/],
     ["truncated header", handMade("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", d).subarray(0, 40), /truncated inside its header/],
@@ -154,7 +186,11 @@ test("npy: a Fortran-order flag on an array with at most one dimension above 1 i
 });
 
 test("npy: writeNpy refuses bfloat16, bytes and a data length that does not match the shape", (t) => {
-  t.match((catchErr(() => writeNpy({ dtype: "bfloat16", shape: [2], data: new Uint16Array(2) })) as Error).message, /bfloat16 has no numpy dtype/, "bfloat16 refused");
+  t.match(
+    (catchErr(() => writeNpy({ dtype: "bfloat16", shape: [2], data: new Uint16Array(2) })) as Error).message,
+    /bfloat16 has no numpy dtype/,
+    "bfloat16 refused",
+  );
   t.match((catchErr(() => writeNpy({ dtype: "bytes", shape: [2], data: new Uint8Array(2) })) as Error).message, /cannot be written/, "bytes refused");
   t.match((catchErr(() => writeNpy({ dtype: "float32", shape: [3], data: new Float32Array(2) })) as Error).message, /needs 12/, "length mismatch refused");
   t.ok(catchErr(() => writeNpy({ dtype: "float32", shape: [1.5], data: new Float32Array(2) })) instanceof ValidationError, "non-integer shape refused");
@@ -163,7 +199,7 @@ test("npy: writeNpy refuses bfloat16, bytes and a data length that does not matc
 
 test("npy: random bytes never crash readNpy with anything but a ValidationError", (t) => {
   let seed = 12345;
-  const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
   const base = writeNpy({ dtype: "int16", shape: [4, 4], data: new Int16Array(16) });
   let other = 0;
   for (let i = 0; i < 2000; i++) {

@@ -110,11 +110,66 @@ test("pred: non-streams and bad slices are refused", async (t) => {
   await rejects(t, () => pred.decompress(new TextEncoder().encode("not a stream at all")), "stream", "text");
   await rejects(t, () => pred.info(new Uint8Array(3)), "stream", "info of 3 bytes");
   await rejects(t, () => pred.decompress(stream, { slice: [[0, 30]] }), "slice", "too few ranges");
-  await rejects(t, () => pred.decompress(stream, { slice: [[0, 31], [0, 40]] }), "slice[0]", "beyond the end");
-  await rejects(t, () => pred.decompress(stream, { slice: [[5, 5], [0, 40]] }), "slice[0]", "empty range");
-  await rejects(t, () => pred.decompress(stream, { slice: [[6, 5], [0, 40]] }), "slice[0]", "reversed range");
-  await rejects(t, () => pred.decompress(stream, { slice: [[0, 1.5], [0, 40]] }), "slice.0.1", "fractional");
-  await rejects(t, () => pred.decompress(stream, { slice: [[-1, 3], [0, 40]] }), "slice.0.0", "negative");
+  await rejects(
+    t,
+    () =>
+      pred.decompress(stream, {
+        slice: [
+          [0, 31],
+          [0, 40],
+        ],
+      }),
+    "slice[0]",
+    "beyond the end",
+  );
+  await rejects(
+    t,
+    () =>
+      pred.decompress(stream, {
+        slice: [
+          [5, 5],
+          [0, 40],
+        ],
+      }),
+    "slice[0]",
+    "empty range",
+  );
+  await rejects(
+    t,
+    () =>
+      pred.decompress(stream, {
+        slice: [
+          [6, 5],
+          [0, 40],
+        ],
+      }),
+    "slice[0]",
+    "reversed range",
+  );
+  await rejects(
+    t,
+    () =>
+      pred.decompress(stream, {
+        slice: [
+          [0, 1.5],
+          [0, 40],
+        ],
+      }),
+    "slice.0.1",
+    "fractional",
+  );
+  await rejects(
+    t,
+    () =>
+      pred.decompress(stream, {
+        slice: [
+          [-1, 3],
+          [0, 40],
+        ],
+      }),
+    "slice.0.0",
+    "negative",
+  );
 });
 
 /** Decodes a possibly corrupt stream: a ValidationError or a valid array of the header's size is fine. */

@@ -22,12 +22,24 @@ function randomData(shape: number[], f64: boolean, seed: number, kind: number): 
   for (let i = 0; i < n; i++) {
     let v: number;
     switch (kind) {
-      case 0: v = Math.sin(i * 0.01) + Math.cos(i * 0.003); break; // smooth along the C order
-      case 1: v = g(); break; // white noise
-      case 2: walk += g() * 0.1; v = walk; break; // random walk
-      case 3: v = Math.floor(i / 97) % 2 ? 5 : -3; break; // steps
-      case 4: v = r() < 0.01 ? g() * 100 : 0; break; // sparse spikes
-      default: v = g() * Math.pow(10, Math.floor(r() * 10) - 5); // wide range
+      case 0:
+        v = Math.sin(i * 0.01) + Math.cos(i * 0.003);
+        break; // smooth along the C order
+      case 1:
+        v = g();
+        break; // white noise
+      case 2:
+        walk += g() * 0.1;
+        v = walk;
+        break; // random walk
+      case 3:
+        v = Math.floor(i / 97) % 2 ? 5 : -3;
+        break; // steps
+      case 4:
+        v = r() < 0.01 ? g() * 100 : 0;
+        break; // sparse spikes
+      default:
+        v = g() * Math.pow(10, Math.floor(r() * 10) - 5); // wide range
     }
     a[i] = v * scale;
   }

@@ -54,10 +54,73 @@ test("pred: max_abs_error 0 and tolerance 0 are lossless and bit-exact", async (
 test("pred: a slice equals the same box of the full decode (and decodes across blocks)", async (t) => {
   const cases: { shape: number[]; slices: [number, number][][] }[] = [
     { shape: [300000], slices: [[[0, 1]], [[262000, 262300]], [[299999, 300000]]] },
-    { shape: [700, 600], slices: [[[0, 700], [0, 600]], [[500, 530], [10, 590]], [[699, 700], [599, 600]]] },
-    { shape: [70, 80, 90], slices: [[[60, 70], [0, 80], [63, 66]], [[0, 1], [0, 1], [0, 1]]] },
-    { shape: [1, 40, 1, 50, 1], slices: [[[0, 1], [3, 39], [0, 1], [10, 11], [0, 1]]] },
-    { shape: [3, 4, 5, 6, 7, 8, 9], slices: [[[1, 3], [1, 3], [0, 5], [2, 4], [0, 7], [7, 8], [0, 9]], [[2, 3], [3, 4], [4, 5], [5, 6], [6, 7], [7, 8], [8, 9]]] },
+    {
+      shape: [700, 600],
+      slices: [
+        [
+          [0, 700],
+          [0, 600],
+        ],
+        [
+          [500, 530],
+          [10, 590],
+        ],
+        [
+          [699, 700],
+          [599, 600],
+        ],
+      ],
+    },
+    {
+      shape: [70, 80, 90],
+      slices: [
+        [
+          [60, 70],
+          [0, 80],
+          [63, 66],
+        ],
+        [
+          [0, 1],
+          [0, 1],
+          [0, 1],
+        ],
+      ],
+    },
+    {
+      shape: [1, 40, 1, 50, 1],
+      slices: [
+        [
+          [0, 1],
+          [3, 39],
+          [0, 1],
+          [10, 11],
+          [0, 1],
+        ],
+      ],
+    },
+    {
+      shape: [3, 4, 5, 6, 7, 8, 9],
+      slices: [
+        [
+          [1, 3],
+          [1, 3],
+          [0, 5],
+          [2, 4],
+          [0, 7],
+          [7, 8],
+          [0, 9],
+        ],
+        [
+          [2, 3],
+          [3, 4],
+          [4, 5],
+          [5, 6],
+          [6, 7],
+          [7, 8],
+          [8, 9],
+        ],
+      ],
+    },
   ];
   for (const { shape, slices } of cases) {
     for (const f64 of [false, true]) {
@@ -67,7 +130,11 @@ test("pred: a slice equals the same box of the full decode (and decodes across b
         const full = await pred.decompress(r.stream);
         for (const slice of slices) {
           const part = await pred.decompress(r.stream, { slice });
-          t.deepEqual(Array.from(part), sliceOf(full, shape, slice), `${shape.join("x")} ${f64 ? "f64" : "f32"} ${JSON.stringify(opts)} slice ${JSON.stringify(slice)}`);
+          t.deepEqual(
+            Array.from(part),
+            sliceOf(full, shape, slice),
+            `${shape.join("x")} ${f64 ? "f64" : "f32"} ${JSON.stringify(opts)} slice ${JSON.stringify(slice)}`,
+          );
         }
       }
     }
@@ -80,13 +147,20 @@ test("pred: estimate gives a positive ratio near the real one on a smooth field"
   const est = await pred.estimate(x, { shape, tolerance: 1e-3 });
   const r = await pred.compress(x, { shape, tolerance: 1e-3 });
   t.ok(est.ratio > 0 && Number.isFinite(est.ratio), `estimate ${est.ratio.toFixed(2)}`);
-  t.ok(est.ratio > r.compression_ratio / 3 && est.ratio < r.compression_ratio * 3, `estimate ${est.ratio.toFixed(2)} vs real ${r.compression_ratio.toFixed(2)}`);
+  t.ok(
+    est.ratio > r.compression_ratio / 3 && est.ratio < r.compression_ratio * 3,
+    `estimate ${est.ratio.toFixed(2)} vs real ${r.compression_ratio.toFixed(2)}`,
+  );
 });
 
 test("pred: the lossless mode is smaller than deflate of the raw bytes on float fields", async (t) => {
   const { deflateSync } = await import("node:zlib");
   for (const f64 of [false, true]) {
-    for (const [shape, noise] of [[[64, 64, 64], 0.01], [[512, 512], 0.1], [[100000], 0]] as [number[], number][]) {
+    for (const [shape, noise] of [
+      [[64, 64, 64], 0.01],
+      [[512, 512], 0.1],
+      [[100000], 0],
+    ] as [number[], number][]) {
       const x = field(shape, f64, 11, noise);
       const r = await pred.compress(x, { shape, max_abs_error: 0 });
       const z = deflateSync(x, { level: 9 });
@@ -109,7 +183,10 @@ test("pred: a slice decodes only the blocks it touches (a damaged block elsewher
   const lastLen = view.getUint32(table + 4 * (h.blocks - 1), true);
   const damaged = r.stream.slice();
   for (let i = damaged.length - lastLen + 8; i < damaged.length; i += 7) damaged[i] = damaged[i]! ^ 0x5a;
-  const slice: [number, number][] = [[0, 10], [0, 10]];
+  const slice: [number, number][] = [
+    [0, 10],
+    [0, 10],
+  ];
   const part = await pred.decompress(damaged, { slice });
   t.deepEqual(Array.from(part), sliceOf(full, shape, slice), "the slice in the first block decodes as before");
   try {

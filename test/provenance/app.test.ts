@@ -50,7 +50,11 @@ test("protected endpoints answer 401 with the error body without the admin key",
     const r3 = await get(`${a.url}/metrics`, token);
     t.equal(r3.status, 401, "metrics: 401");
   }
-  const basic = await fetch(`${a.url}/v1/provenance/exact`, { method: "POST", headers: { authorization: `Basic ${a.adminKey}`, "content-type": "application/json" }, body: "{}" });
+  const basic = await fetch(`${a.url}/v1/provenance/exact`, {
+    method: "POST",
+    headers: { authorization: `Basic ${a.adminKey}`, "content-type": "application/json" },
+    body: "{}",
+  });
   t.equal(basic.status, 401, "a non-Bearer scheme is refused");
   await a.close();
   await cleanup();
@@ -65,7 +69,11 @@ test("exact issues chained receipts with increasing serials that verify", async 
     t.equal(r.status, 201, `receipt ${i}: 201`);
     receipts.push(r.json);
   }
-  t.deepEqual(receipts.map((r) => r.serial), [1, 2, 3], "serials 1, 2, 3");
+  t.deepEqual(
+    receipts.map((r) => r.serial),
+    [1, 2, 3],
+    "serials 1, 2, 3",
+  );
   t.equal(receipts[0].previous_receipt_sha256, null, "the first has no previous");
   t.equal(receipts[1].previous_receipt_sha256, receiptHash(receipts[0]), "second chains to first");
   t.equal(receipts[2].previous_receipt_sha256, receiptHash(receipts[1]), "third chains to second");
@@ -81,7 +89,11 @@ test("exact issues chained receipts with increasing serials that verify", async 
     t.equal(v.json.signer_fingerprint, a.boot.keyring.active.fingerprint);
   }
   const log = (await readFile(join(dir, "home", "chain.log"), "utf8")).trim().split("\n");
-  t.deepEqual(JSON.parse(log[log.length - 1]!), { serial: 3, last_receipt_sha256: receiptHash(receipts[2]) }, "the last line of the chain log is the last receipt");
+  t.deepEqual(
+    JSON.parse(log[log.length - 1]!),
+    { serial: 3, last_receipt_sha256: receiptHash(receipts[2]) },
+    "the last line of the chain log is the last receipt",
+  );
   await a.close();
   await cleanup();
 });
@@ -156,7 +168,7 @@ test("bad input gets 400/413/415 with one sentence, and consumes no serial", asy
   for (const [name, body, status] of [
     ["verify with an extra field", { receipt: {}, tenant: "x" }, 400],
     ["verify with artifact_b64 not base64", { receipt: {}, artifact_b64: "%%" }, 400],
-    ["verify, malformed JSON", "{\"receipt\":", 400],
+    ["verify, malformed JSON", '{"receipt":', 400],
   ] as const) {
     const r = await post(`${a.url}/v1/provenance/verify`, body);
     t.equal(r.status, status, `${name}: ${status}`);
@@ -197,25 +209,57 @@ test("issuance in its plain form (served without express) and in other forms (th
   issued++;
   t.equal(plain.headers.get("content-type"), "application/json; charset=utf-8", "plain: JSON content type");
   t.equal(plain.headers.get("x-request-id"), given.toLowerCase(), "plain: a given request id is echoed");
-  t.deepEqual(Object.keys(plain.json), ["schema", "receipt_id", "serial", "issued_at", "artifact", "claims", "previous_receipt_sha256", "signer", "signature"], "members in the schema's order");
+  t.deepEqual(
+    Object.keys(plain.json),
+    ["schema", "receipt_id", "serial", "issued_at", "artifact", "claims", "previous_receipt_sha256", "signer", "signature"],
+    "members in the schema's order",
+  );
   const log = a.logs.map((l) => JSON.parse(l)).find((l) => l.request_id === given.toLowerCase());
-  t.deepEqual(log && { method: log.method, route: log.route, status: log.status }, { method: "POST", route: "/v1/provenance/exact", status: 201 }, "plain: one log line with route and status");
-  t.match((await post(`${a.url}/v1/provenance/exact`, body, a.adminKey, { "x-request-id": "not-a-uuid" })).headers.get("x-request-id") ?? "", UUID, "plain: another id is replaced");
+  t.deepEqual(
+    log && { method: log.method, route: log.route, status: log.status },
+    { method: "POST", route: "/v1/provenance/exact", status: 201 },
+    "plain: one log line with route and status",
+  );
+  t.match(
+    (await post(`${a.url}/v1/provenance/exact`, body, a.adminKey, { "x-request-id": "not-a-uuid" })).headers.get("x-request-id") ?? "",
+    UUID,
+    "plain: another id is replaced",
+  );
   issued++;
   const viaExpress: Array<[string, () => Promise<Response>]> = [
     ["a query string", () => fetch(`${a.url}/v1/provenance/exact?x=1`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body })],
     ["a trailing slash", () => fetch(`${a.url}/v1/provenance/exact/`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body })],
-    ["a gzip body", async () => {
-      const { gzipSync } = await import("node:zlib");
-      return fetch(`${a.url}/v1/provenance/exact`, { method: "POST", headers: { ...auth, "content-type": "application/json", "content-encoding": "gzip" }, body: gzipSync(body) });
-    }],
-    ["a chunked body", () => fetch(`${a.url}/v1/provenance/exact`, {
-      method: "POST",
-      headers: { ...auth, "content-type": "application/json" },
-      body: new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode(body.slice(0, 10))); c.enqueue(new TextEncoder().encode(body.slice(10))); c.close(); } }),
-      duplex: "half",
-    } as RequestInit)],
-    ["Content-Type with a parameter", () => fetch(`${a.url}/v1/provenance/exact`, { method: "POST", headers: { ...auth, "content-type": "application/json; foo=bar" }, body })],
+    [
+      "a gzip body",
+      async () => {
+        const { gzipSync } = await import("node:zlib");
+        return fetch(`${a.url}/v1/provenance/exact`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json", "content-encoding": "gzip" },
+          body: gzipSync(body),
+        });
+      },
+    ],
+    [
+      "a chunked body",
+      () =>
+        fetch(`${a.url}/v1/provenance/exact`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body: new ReadableStream({
+            start(c) {
+              c.enqueue(new TextEncoder().encode(body.slice(0, 10)));
+              c.enqueue(new TextEncoder().encode(body.slice(10)));
+              c.close();
+            },
+          }),
+          duplex: "half",
+        } as RequestInit),
+    ],
+    [
+      "Content-Type with a parameter",
+      () => fetch(`${a.url}/v1/provenance/exact`, { method: "POST", headers: { ...auth, "content-type": "application/json; foo=bar" }, body }),
+    ],
   ];
   for (const [name, send] of viaExpress) {
     const r = await send();
@@ -254,7 +298,10 @@ test("verification in its plain form (served without express) and through expres
   const good = JSON.stringify({ receipt: issued.json });
   const bad = JSON.stringify({ receipt: { ...issued.json, claims: { k: "w" } } });
   const viaExpress = (body: string) => fetch(`${a.url}/v1/provenance/verify?x=1`, { method: "POST", headers: { "content-type": "application/json" }, body });
-  for (const [name, body, status] of [["valid", good, 200], ["tampered", bad, 422]] as const) {
+  for (const [name, body, status] of [
+    ["valid", good, 200],
+    ["tampered", bad, 422],
+  ] as const) {
     const given = randomUUID();
     const plain = await post(`${a.url}/v1/provenance/verify`, body, undefined, { "x-request-id": given });
     const other = await viaExpress(body);
@@ -293,10 +340,19 @@ test("concurrent requests get distinct consecutive serials, an unbroken chain, a
   const { dir, cleanup } = await tempDir();
   const a = await startApp(dir);
   const n = 60;
-  const rs = await Promise.all(Array.from({ length: n }, (_, i) => post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { i } }, a.adminKey)));
-  t.ok(rs.every((r) => r.status === 201), "all 201");
+  const rs = await Promise.all(
+    Array.from({ length: n }, (_, i) => post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { i } }, a.adminKey)),
+  );
+  t.ok(
+    rs.every((r) => r.status === 201),
+    "all 201",
+  );
   const sorted = rs.map((r) => r.json).sort((x, y) => x.serial - y.serial);
-  t.deepEqual(sorted.map((r) => r.serial), Array.from({ length: n }, (_, i) => i + 1), "serials 1..60, each once");
+  t.deepEqual(
+    sorted.map((r) => r.serial),
+    Array.from({ length: n }, (_, i) => i + 1),
+    "serials 1..60, each once",
+  );
   let linked = true;
   for (let i = 1; i < n; i++) if (sorted[i].previous_receipt_sha256 !== receiptHash(sorted[i - 1])) linked = false;
   t.ok(linked, "each receipt chains to the one before");
@@ -318,11 +374,23 @@ test("receipts built in the worker thread, a batch at a time (both backends), ve
   const { dir, cleanup } = await tempDir();
   for (const backend of ["liboqs", "noble"] as const) {
     const a = await startApp(join(dir, backend), { backend, worker: true });
-    const rs = await Promise.all(Array.from({ length: 12 }, (_, i) => post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { i } }, a.adminKey)));
-    t.ok(rs.every((r) => r.status === 201), `${backend}: all 201`);
+    const rs = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { i } }, a.adminKey)),
+    );
+    t.ok(
+      rs.every((r) => r.status === 201),
+      `${backend}: all 201`,
+    );
     const sorted = rs.map((r) => r.json).sort((x, y) => x.serial - y.serial);
-    t.deepEqual(sorted.map((r) => r.serial), Array.from({ length: 12 }, (_, i) => i + 1), `${backend}: serials 1..12`);
-    t.ok(sorted.every((r, i) => i === 0 || r.previous_receipt_sha256 === receiptHash(sorted[i - 1])), `${backend}: chained`);
+    t.deepEqual(
+      sorted.map((r) => r.serial),
+      Array.from({ length: 12 }, (_, i) => i + 1),
+      `${backend}: serials 1..12`,
+    );
+    t.ok(
+      sorted.every((r, i) => i === 0 || r.previous_receipt_sha256 === receiptHash(sorted[i - 1])),
+      `${backend}: chained`,
+    );
     for (const r of sorted.slice(0, 3)) {
       const v = await post(`${a.url}/v1/provenance/verify`, { receipt: r });
       t.equal(v.json.verdict, "valid", `${backend}: serial ${r.serial} valid`);
@@ -394,9 +462,24 @@ test("evidence-bundle: a valid receipt gives a ZIP that verifies, reproducible b
   const z2 = await post(`${a.url}/v1/provenance/evidence-bundle`, { receipt: r }, a.adminKey);
   t.ok(z1.buf.equals(z2.buf), "two exports at the same instant are byte-identical");
   const files = await readZip(z1.buf);
-  t.deepEqual([...files.keys()], ["receipt.json", "artifact-manifest.json", "verification.json", "signer-public-key.json", "signature-metadata.json", "MANIFEST.sha256", "MANIFEST.sha256.sig"]);
+  t.deepEqual(
+    [...files.keys()],
+    [
+      "receipt.json",
+      "artifact-manifest.json",
+      "verification.json",
+      "signer-public-key.json",
+      "signature-metadata.json",
+      "MANIFEST.sha256",
+      "MANIFEST.sha256.sig",
+    ],
+  );
   const backend = await createBackend("noble");
-  const v = verifyBundle(files, { backend, pinnedKeys: [{ publicKey: a.boot.keyring.active.publicKey, fingerprint: a.boot.keyring.active.fingerprint }], integrityOnly: false });
+  const v = verifyBundle(files, {
+    backend,
+    pinnedKeys: [{ publicKey: a.boot.keyring.active.publicKey, fingerprint: a.boot.keyring.active.fingerprint }],
+    integrityOnly: false,
+  });
   t.equal(v.verdict, "valid", "the bundle verifies under the pinned key");
   const ver = JSON.parse(files.get("verification.json")!.toString());
   t.equal(ver.exported_at, fixed.toISOString());
@@ -455,7 +538,11 @@ test("metrics: admin key or metrics token; counts receipts, verifications by ver
   t.match(m1.text, /svc_provenance_verifications_total\{verdict="failed"\} 1\b/);
   t.match(m1.text, /svc_provenance_bundles_exported_total 1\b/);
   t.match(m1.text, /svc_provenance_http_request_duration_seconds_count\{method="POST",route="\/v1\/provenance\/exact",status="201"\} 1\b/);
-  t.match(m1.text, /svc_provenance_http_requests_total\{method="POST",route="\/v1\/provenance\/exact",status="201"\} 1\b/, "requests counted by route and status");
+  t.match(
+    m1.text,
+    /svc_provenance_http_requests_total\{method="POST",route="\/v1\/provenance\/exact",status="201"\} 1\b/,
+    "requests counted by route and status",
+  );
   const exact = await post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact }, token);
   t.equal(exact.status, 401, "the metrics token cannot issue receipts");
   await a.close();
@@ -486,7 +573,10 @@ test("no response or log line contains the secret key or the admin key", async (
   t.notOk(all.includes(secretHex), "no hex secret key");
   t.notOk(all.includes(a.adminKey), "no admin key");
   t.notOk(all.includes(a.boot.adminKeySha256), "not even the admin key hash");
-  t.ok(a.logs.every((l) => !l.includes("artifact")), "no request body in logs");
+  t.ok(
+    a.logs.every((l) => !l.includes("artifact")),
+    "no request body in logs",
+  );
   await a.close();
   await cleanup();
 });

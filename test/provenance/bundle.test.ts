@@ -3,7 +3,16 @@ import test from "tape";
 import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import yazl from "yazl";
-import { BUNDLE_FILES, BundleError, buildBundleFiles, readJsonDir, readZip, verifyBundle, writeZip, type BundleVerifyOptions } from "../../server/provenance/bundle.js";
+import {
+  BUNDLE_FILES,
+  BundleError,
+  buildBundleFiles,
+  readJsonDir,
+  readZip,
+  verifyBundle,
+  writeZip,
+  type BundleVerifyOptions,
+} from "../../server/provenance/bundle.js";
 import { artifactDigest, buildReceipt, sha256Hex, verifyReceipt } from "../../server/provenance/receipt.js";
 import { createBackend, createSigner } from "../../server/provenance/signer.js";
 import { tempDir } from "./helpers.js";
@@ -29,11 +38,20 @@ test("a bundle holds the seven files; the manifest lists five, sorted, and is si
   const f = files();
   t.deepEqual([...f.keys()], [...BUNDLE_FILES]);
   const manifest = f.get("MANIFEST.sha256")!.toString();
-  const names = manifest.trim().split("\n").map((l) => l.split("  ")[1]);
+  const names = manifest
+    .trim()
+    .split("\n")
+    .map((l) => l.split("  ")[1]);
   t.deepEqual(names, ["artifact-manifest.json", "receipt.json", "signature-metadata.json", "signer-public-key.json", "verification.json"]);
   t.equal(manifest.split("\n")[1], `${sha256Hex(f.get("receipt.json")!)}  receipt.json`);
   const meta = JSON.parse(f.get("signature-metadata.json")!.toString());
-  t.deepEqual(meta, { algorithm: "ML-DSA-65", canonicalization: "RFC8785", payload_type: "application/vnd.svc.provenance.receipt.v1+json", schema: "svc.provenance.receipt.v1", evidence_version: 1 });
+  t.deepEqual(meta, {
+    algorithm: "ML-DSA-65",
+    canonicalization: "RFC8785",
+    payload_type: "application/vnd.svc.provenance.receipt.v1+json",
+    schema: "svc.provenance.receipt.v1",
+    evidence_version: 1,
+  });
   const v = verifyBundle(f, pinned());
   t.equal(v.verdict, "valid", "verifies (noble) though signed with liboqs");
   t.equal(v.issuer_authenticated, true);
@@ -48,14 +66,23 @@ test("ZIP bytes are reproducible for the same inputs and independent of the time
   const later = await readZip(await writeZip([...files(signer, receipt, new Date("2026-12-01T00:00:00.000Z"))]));
   const first = await readZip(z1);
   const differing = [...first.keys()].filter((n) => !first.get(n)!.equals(later.get(n)!));
-  t.deepEqual(differing, ["verification.json", "MANIFEST.sha256", "MANIFEST.sha256.sig"], "another export instant changes only verification.json and the manifest covering it");
+  t.deepEqual(
+    differing,
+    ["verification.json", "MANIFEST.sha256", "MANIFEST.sha256.sig"],
+    "another export instant changes only verification.json and the manifest covering it",
+  );
   const { spawnSync } = await import("node:child_process");
   const { createHash } = await import("node:crypto");
-  const fixed: Array<[string, Buffer]> = [["a.json", Buffer.from("{\"a\":1}\n")], ["b.txt", Buffer.from("b")]];
+  const fixed: Array<[string, Buffer]> = [
+    ["a.json", Buffer.from('{"a":1}\n')],
+    ["b.txt", Buffer.from("b")],
+  ];
   const code = `const { writeZip } = await import("./server/provenance/bundle.ts");
     const z = await writeZip([["a.json", Buffer.from('{"a":1}\\n')], ["b.txt", Buffer.from("b")]]);
     process.stdout.write((await import("node:crypto")).createHash("sha256").update(z).digest("hex"));`;
-  const here = createHash("sha256").update(await writeZip(fixed)).digest("hex");
+  const here = createHash("sha256")
+    .update(await writeZip(fixed))
+    .digest("hex");
   for (const TZ of ["UTC", "Pacific/Kiritimati", "America/St_Johns"]) {
     const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { env: { ...process.env, TZ }, encoding: "utf8" });
     t.equal(r.stdout, here, `same ZIP bytes with TZ=${TZ}`);
@@ -105,12 +132,23 @@ test("pinning: another instance's bundle fails; fingerprint pin; integrity-only 
   const v = verifyBundle(theirs, pinned());
   t.equal(v.verdict, "failed", "pinned to our key: another instance's bundle fails");
   t.ok(failing(v).includes("signer_key"));
-  t.equal(verifyBundle(theirs, { backend: oqs, expectedFingerprint: other.fingerprint, integrityOnly: false }).verdict, "valid", "fingerprint pin of the right key");
-  t.equal(verifyBundle(theirs, { backend: oqs, expectedFingerprint: signer.fingerprint, integrityOnly: false }).verdict, "failed", "fingerprint pin of another key");
+  t.equal(
+    verifyBundle(theirs, { backend: oqs, expectedFingerprint: other.fingerprint, integrityOnly: false }).verdict,
+    "valid",
+    "fingerprint pin of the right key",
+  );
+  t.equal(
+    verifyBundle(theirs, { backend: oqs, expectedFingerprint: signer.fingerprint, integrityOnly: false }).verdict,
+    "failed",
+    "fingerprint pin of another key",
+  );
   const io = verifyBundle(theirs, { backend: oqs, integrityOnly: true });
   t.equal(io.verdict, "valid", "integrity-only: valid against the bundled key");
   t.equal(io.issuer_authenticated, false, "and not authenticated");
-  t.ok(io.checks.some((c) => /not authenticated/.test(c.detail)), "a check says the issuer was not authenticated");
+  t.ok(
+    io.checks.some((c) => /not authenticated/.test(c.detail)),
+    "a check says the issuer was not authenticated",
+  );
   // swapping in our key file does not help an attacker: the signatures no longer match
   const swapped = new Map(theirs);
   swapped.set("signer-public-key.json", files().get("signer-public-key.json")!);

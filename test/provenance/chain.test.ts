@@ -2,7 +2,17 @@
 import test from "tape";
 import { readFile, writeFile, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { ChainWriteError, FileChainStore, LogChainStore, MemoryChainStore, ReceiptChain, type BatchBuilder, type BatchResult, type ChainHead, type ChainStore } from "../../server/provenance/chain.js";
+import {
+  ChainWriteError,
+  FileChainStore,
+  LogChainStore,
+  MemoryChainStore,
+  ReceiptChain,
+  type BatchBuilder,
+  type BatchResult,
+  type ChainHead,
+  type ChainStore,
+} from "../../server/provenance/chain.js";
 import { tempDir } from "./helpers.js";
 
 const h = (n: number): string => n.toString(16).padStart(64, "0");
@@ -19,10 +29,24 @@ test("a file chain persists the head atomically and reopens where it stopped", a
       return { value: pos.serial, hash: h(pos.serial) };
     });
   }
-  t.deepEqual(got, [[1, null], [2, h(1)], [3, h(2)], [4, h(3)], [5, h(4)]], "positions in order");
+  t.deepEqual(
+    got,
+    [
+      [1, null],
+      [2, h(1)],
+      [3, h(2)],
+      [4, h(3)],
+      [5, h(4)],
+    ],
+    "positions in order",
+  );
   t.deepEqual(JSON.parse(await readFile(path, "utf8")), { serial: 5, last_receipt_sha256: h(5) }, "head on disk");
   t.equal((await stat(path)).mode & 0o777, 0o600, "mode 0600");
-  t.deepEqual((await readdir(dir)).filter((f) => f.endsWith(".tmp")), [], "no temp files left");
+  t.deepEqual(
+    (await readdir(dir)).filter((f) => f.endsWith(".tmp")),
+    [],
+    "no temp files left",
+  );
   const c2 = await ReceiptChain.open(new FileChainStore(path));
   t.deepEqual(c2.head, { serial: 5, last_receipt_sha256: h(5) }, "reopened at the head");
   await cleanup();
@@ -33,8 +57,16 @@ test("concurrent appends get distinct consecutive serials and are committed in b
   const chain = await ReceiptChain.open(store);
   const n = 500;
   const serials = await Promise.all(Array.from({ length: n }, () => chain.append((pos) => ({ value: pos.serial, hash: h(pos.serial) }))));
-  t.deepEqual([...serials].sort((a, b) => a - b), Array.from({ length: n }, (_, i) => i + 1), "each serial once");
-  t.deepEqual(serials, Array.from({ length: n }, (_, i) => i + 1), "in request order");
+  t.deepEqual(
+    [...serials].sort((a, b) => a - b),
+    Array.from({ length: n }, (_, i) => i + 1),
+    "each serial once",
+  );
+  t.deepEqual(
+    serials,
+    Array.from({ length: n }, (_, i) => i + 1),
+    "in request order",
+  );
   t.ok(store.saves < n, `group commit: ${store.saves} saves for ${n} appends`);
   t.deepEqual(chain.head, { serial: n, last_receipt_sha256: h(n) });
 });
@@ -52,7 +84,9 @@ test("a build that throws consumes no serial; a failed save hands nothing out an
   const chain = await ReceiptChain.open(store);
   await chain.append((pos) => ({ value: pos.serial, hash: h(pos.serial) }));
   try {
-    await chain.append(() => { throw new Error("bad input"); });
+    await chain.append(() => {
+      throw new Error("bad input");
+    });
     t.fail("should reject");
   } catch (e) {
     t.equal((e as Error).message, "bad input", "the build error is returned");
@@ -112,7 +146,10 @@ test("a failed write refuses the batch built on top of it; the next receipt star
   pending.shift()!.go(false);
   const results = await Promise.allSettled([a, b, c]);
   t.equal((results[0] as PromiseRejectedResult).reason.message, "disk full", "the failed batch is refused");
-  t.ok(results.slice(1).every((r) => r.status === "rejected" && r.reason instanceof ChainWriteError), "the batch built on it is refused too");
+  t.ok(
+    results.slice(1).every((r) => r.status === "rejected" && r.reason instanceof ChainWriteError),
+    "the batch built on it is refused too",
+  );
   t.deepEqual(chain.head, { serial: 0, last_receipt_sha256: null }, "the durable head did not move");
   const d = chain.append(build);
   await new Promise((r) => setImmediate(r));
@@ -143,11 +180,20 @@ test("a batch builder builds whole batches in order; an entry it cannot build ta
   };
   const chain = await ReceiptChain.open(new MemoryChainStore(), builder);
   t.equal(chain.batched, true);
-  const all = await Promise.allSettled(["a", "b", "bad", "c", ...Array.from({ length: 40 }, (_, i) => `x${i}`)].map((x) => chain.appendInput<{ serial: number; previous: string | null }>(x)));
+  const all = await Promise.allSettled(
+    ["a", "b", "bad", "c", ...Array.from({ length: 40 }, (_, i) => `x${i}`)].map((x) => chain.appendInput<{ serial: number; previous: string | null }>(x)),
+  );
   const ok = all.filter((r) => r.status === "fulfilled").map((r) => (r as PromiseFulfilledResult<{ serial: number; previous: string | null }>).value);
   t.equal(all[2]!.status, "rejected", "the bad entry is refused");
-  t.deepEqual(ok.map((v) => v.serial), Array.from({ length: 43 }, (_, i) => i + 1), "the others get 1..43 without a gap");
-  t.ok(ok.every((v, i) => v.previous === (i === 0 ? null : h(i))), "each chains to the one before");
+  t.deepEqual(
+    ok.map((v) => v.serial),
+    Array.from({ length: 43 }, (_, i) => i + 1),
+    "the others get 1..43 without a gap",
+  );
+  t.ok(
+    ok.every((v, i) => v.previous === (i === 0 ? null : h(i))),
+    "each chains to the one before",
+  );
   t.ok(calls.length < 44, `built in ${calls.length} batches`);
   t.deepEqual(chain.head, { serial: 43, last_receipt_sha256: h(43) });
   try {
@@ -172,7 +218,10 @@ test("a batch builder that skips a serial has its entries refused; nothing is co
   const store = new MemoryChainStore();
   const chain = await ReceiptChain.open(store, builder);
   const rs = await Promise.allSettled([chain.appendInput("a"), chain.appendInput("b")]);
-  t.ok(rs.every((r) => r.status === "rejected" && /broke the chain/.test(String((r as PromiseRejectedResult).reason))), "both refused");
+  t.ok(
+    rs.every((r) => r.status === "rejected" && /broke the chain/.test(String((r as PromiseRejectedResult).reason))),
+    "both refused",
+  );
   t.deepEqual(chain.head, { serial: 0, last_receipt_sha256: null }, "nothing committed");
   t.equal(store.saves, 0, "nothing written");
   skip = false;
@@ -209,7 +258,11 @@ test("the log store: one line per batch, reopened at its last line, a torn last 
   t.ok((await stat(small)).size <= 300, "compacted below the threshold");
   const c4 = await ReceiptChain.open(new LogChainStore(small));
   t.deepEqual(c4.head, { serial: 20, last_receipt_sha256: h(20) }, "the head survives compaction");
-  t.deepEqual((await readdir(dir)).filter((f) => f.endsWith(".tmp")), [], "no temp files left");
+  t.deepEqual(
+    (await readdir(dir)).filter((f) => f.endsWith(".tmp")),
+    [],
+    "no temp files left",
+  );
   await cleanup();
 });
 

@@ -10,11 +10,18 @@ import { artifactDigest, buildReceipt, verifyReceipt, type Receipt } from "../..
 import { createBackend, createSigner, type Signer } from "../../server/provenance/signer.js";
 import { configFor, tempDir } from "./helpers.js";
 
-export interface Run { code: number | null; stdout: string; stderr: string }
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 /** Runs `bin/<bin>.ts`; `preload` files are imported first (e.g. no-network.mjs). */
 export function run(bin: string, args: string[], preload: string[] = []): Promise<Run> {
   return new Promise((resolve) => {
-    const c = spawn(process.execPath, ["--import", "tsx", ...preload.flatMap((f) => ["--import", f]), `bin/${bin}.ts`, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SVC_ENGINE_LOG_LEVEL: "" } });
+    const c = spawn(process.execPath, ["--import", "tsx", ...preload.flatMap((f) => ["--import", f]), `bin/${bin}.ts`, ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, SVC_ENGINE_LOG_LEVEL: "" },
+    });
     let stdout = "";
     let stderr = "";
     c.stdout.on("data", (d) => (stdout += d));
@@ -30,12 +37,14 @@ export function run(bin: string, args: string[], preload: string[] = []): Promis
 export async function runAll(cases: Array<[string, string[]]>): Promise<Run[]> {
   const out: Run[] = new Array(cases.length);
   let next = 0;
-  await Promise.all(Array.from({ length: 3 }, async () => {
-    while (next < cases.length) {
-      const i = next++;
-      out[i] = await run(cases[i]![0], cases[i]![1]);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 3 }, async () => {
+      while (next < cases.length) {
+        const i = next++;
+        out[i] = await run(cases[i]![0], cases[i]![1]);
+      }
+    }),
+  );
   return out;
 }
 
@@ -79,14 +88,20 @@ await writeFile(p("bundle.zip"), await writeZip(good));
 await writeDir(p("bundle-dir"), good);
 const changed = good.map(([n, b]): [string, Buffer] => [n, n === "verification.json" ? Buffer.from(b.toString().replace("valid", "VALID")) : b]);
 await writeFile(p("changed.zip"), await writeZip(changed));
-const manifestChanged = good.map(([n, b]): [string, Buffer] => [n, n === "MANIFEST.sha256" ? Buffer.from(b.toString().replace(/^[0-9a-f]/, (c) => (c === "0" ? "1" : "0"))) : b]);
+const manifestChanged = good.map(([n, b]): [string, Buffer] => [
+  n,
+  n === "MANIFEST.sha256" ? Buffer.from(b.toString().replace(/^[0-9a-f]/, (c) => (c === "0" ? "1" : "0"))) : b,
+]);
 await writeFile(p("manifest.zip"), await writeZip(manifestChanged));
 await writeFile(p("missing.zip"), await writeZip(good.filter(([n]) => n !== "signer-public-key.json")));
 await writeFile(p("extra.zip"), await writeZip([...good, ["notes.txt", Buffer.from("hi")]]));
 const slip = await writeZip([...good, ["xx/evil.json", Buffer.from("{}")]]);
 await writeFile(p("slip.zip"), Buffer.from(slip.toString("latin1").split("xx/evil.json").join("../evil.json"), "latin1"));
 const meta = JSON.parse(good.find(([n]) => n === "signature-metadata.json")![1].toString());
-await writeDir(p("ev2-dir"), good.map(([n, b]): [string, Buffer] => [n, n === "signature-metadata.json" ? Buffer.from(JSON.stringify({ ...meta, evidence_version: 2 })) : b]));
+await writeDir(
+  p("ev2-dir"),
+  good.map(([n, b]): [string, Buffer] => [n, n === "signature-metadata.json" ? Buffer.from(JSON.stringify({ ...meta, evidence_version: 2 })) : b]),
+);
 await writeFile(p("foreign.zip"), await writeZip(await bundleFiles(otherSigner, issue(otherSigner))));
 await writeDir(p("link-dir"), good);
 await symlink(p("receipt.json"), join(p("link-dir"), "extra.json"));
@@ -101,4 +116,3 @@ const linkZip = await new Promise<Buffer>((resolve) => {
 });
 await writeFile(p("link.zip"), linkZip);
 export const fp = signer.fingerprint;
-

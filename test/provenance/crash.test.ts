@@ -47,25 +47,31 @@ async function streamUntilKilled(s: Serving, key: string, loops: number, killAft
     await exited;
     dead = true;
   })();
-  await Promise.all(Array.from({ length: loops }, async (_, l) => {
-    for (let i = 0; !dead && i < 10_000; i++) {
-      try {
-        const r = await post(`${s.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { loop: l, i } }, key);
-        if (r.status === 201) acked.push(r.json);
-        else if (r.status !== 500) throw new Error(`unexpected status ${r.status}`);
-      } catch (e) {
-        if (!killed) throw e; // only the kill may cut a request off
-        await new Promise((r) => setTimeout(r, 5));
+  await Promise.all(
+    Array.from({ length: loops }, async (_, l) => {
+      for (let i = 0; !dead && i < 10_000; i++) {
+        try {
+          const r = await post(`${s.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { loop: l, i } }, key);
+          if (r.status === 201) acked.push(r.json);
+          else if (r.status !== 500) throw new Error(`unexpected status ${r.status}`);
+        } catch (e) {
+          if (!killed) throw e; // only the kill may cut a request off
+          await new Promise((r) => setTimeout(r, 5));
+        }
       }
-    }
-  }));
+    }),
+  );
   await killer;
   return acked;
 }
 
 async function chainLog(home: string): Promise<Array<{ serial: number; last_receipt_sha256: string }>> {
   const text = await readFile(join(home, "chain.log"), "utf8");
-  return text.slice(0, text.lastIndexOf("\n") + 1).split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  return text
+    .slice(0, text.lastIndexOf("\n") + 1)
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 }
 
 test("kill -9 during a stream of issuance: every acknowledged receipt is in the chain after a restart", async (t) => {
@@ -86,8 +92,10 @@ test("kill -9 during a stream of issuance: every acknowledged receipt is in the 
     const durable = log[log.length - 1]!;
     t.ok(durable.serial >= maxAcked, `round ${round}: the durable head (${durable.serial}) is at or past the last acknowledged serial (${maxAcked})`);
     const bySerial = new Map(all.map((r) => [r.serial, r]));
-    t.ok(log.every((l) => !bySerial.has(l.serial) || receiptHash(bySerial.get(l.serial)) === l.last_receipt_sha256),
-      `round ${round}: each logged head that a client holds is that receipt's hash`);
+    t.ok(
+      log.every((l) => !bySerial.has(l.serial) || receiptHash(bySerial.get(l.serial)) === l.last_receipt_sha256),
+      `round ${round}: each logged head that a client holds is that receipt's hash`,
+    );
     s = await serve(env);
     const next = await post(`${s.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims: { after: round } }, key);
     t.equal(next.status, 201, `round ${round}: the restarted appliance issues`);

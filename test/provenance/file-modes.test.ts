@@ -70,7 +70,11 @@ test("a configuration file or state directory open to others: one warning line e
   t.equal(warnings.length, 3, "three warnings: the home directory, keys/retired and the configuration file");
   t.match(String(warnings[0]?.detail), /^The directory .*home was open to group or others \(mode 0755\); it is now 0700\.$/, String(warnings[0]?.detail));
   t.match(String(warnings[1]?.detail), /^The directory .*retired was open to group or others \(mode 0777\); it is now 0700\.$/, String(warnings[1]?.detail));
-  t.match(String(warnings[2]?.detail), /^The configuration file .*service\.env is open to group or others \(mode 0644\); .*make it 0600\.$/, String(warnings[2]?.detail));
+  t.match(
+    String(warnings[2]?.detail),
+    /^The configuration file .*service\.env is open to group or others \(mode 0644\); .*make it 0600\.$/,
+    String(warnings[2]?.detail),
+  );
   t.equal(await mode(config.home), 0o700, "the directory was set back to 0700");
   t.equal(await mode(paths(config.home).retired), 0o700, "and keys/retired");
   t.equal(await mode(config.configPath), 0o644, "the operator's file is left as it is");
@@ -92,7 +96,10 @@ test("a configuration file or state directory open to others: one warning line e
     c.on("close", (code) => resolve({ code, stdout, stderr }));
   });
   t.equal(child.code, 0, "init: exit 0");
-  const lines = child.stderr.trim().split("\n").filter((l) => l.startsWith("Warning:"));
+  const lines = child.stderr
+    .trim()
+    .split("\n")
+    .filter((l) => l.startsWith("Warning:"));
   t.equal(lines.length, 1, `init: one warning line (${lines[0]})`);
   t.match(lines[0] ?? "", /configuration file .* is open to group or others \(mode 0644\)/);
   t.notOk(child.stderr.includes(token) || child.stdout.includes(token), "init: no metrics token printed");
@@ -102,7 +109,11 @@ test("a configuration file or state directory open to others: one warning line e
     await bootstrap(config, backend);
     t.fail("a secret key file open to the group was accepted");
   } catch (e) {
-    t.match((e as Error).message, /^The signing key file is open to group or others \(mode 0640\); its mode must be 0600\.$/, "a secret key file open to others stops the start");
+    t.match(
+      (e as Error).message,
+      /^The signing key file is open to group or others \(mode 0640\); its mode must be 0600\.$/,
+      "a secret key file open to others stops the start",
+    );
   }
   await cleanup();
   t.end();

@@ -35,7 +35,16 @@ export interface TestApp {
 /** Boots a home (or reuses it) and serves createApp on 127.0.0.1:0. */
 export async function startApp(
   dir: string,
-  opts: { backend?: BackendName; adminKey?: string; metricsToken?: string; clock?: () => Date; maxBodyBytes?: number; maxReceiptBodyBytes?: number; bodyBudgetBytes?: number; worker?: boolean } = {},
+  opts: {
+    backend?: BackendName;
+    adminKey?: string;
+    metricsToken?: string;
+    clock?: () => Date;
+    maxBodyBytes?: number;
+    maxReceiptBodyBytes?: number;
+    bodyBudgetBytes?: number;
+    worker?: boolean;
+  } = {},
 ): Promise<TestApp> {
   const config = configFor(dir, opts.backend ? { SVC_PROVENANCE_BACKEND: opts.backend } : {});
   const backend = await createBackend(config.backend);
@@ -74,14 +83,22 @@ export async function startApp(
     chain,
     worker,
     close: async () => {
-      await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
       await worker?.close();
       store.close();
     },
   };
 }
 
-export async function post(url: string, body: unknown, token?: string, headers: Record<string, string> = {}): Promise<{ status: number; json: any; headers: Headers; buf: Buffer }> {
+export async function post(
+  url: string,
+  body: unknown,
+  token?: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any; headers: Headers; buf: Buffer }> {
   const res = await fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },

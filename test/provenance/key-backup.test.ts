@@ -11,7 +11,8 @@ import { join } from "node:path";
 const ROOT = new URL("../../", import.meta.url).pathname;
 const prov = (home: string, ...args: string[]) =>
   spawnSync(process.execPath, ["--import", "tsx", join(ROOT, "bin/svc-provenance.ts"), ...args], {
-    cwd: ROOT, encoding: "utf8",
+    cwd: ROOT,
+    encoding: "utf8",
     env: { PATH: process.env.PATH, SVC_PROVENANCE_HOME: home, SVC_PROVENANCE_CONFIG: join(home, "service.env"), SVC_PROVENANCE_BACKEND: "noble" },
   });
 

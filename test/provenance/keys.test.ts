@@ -39,7 +39,10 @@ test("first boot creates the keypair and admin key with modes 0700/0600 and stor
   t.equal(await readFile(config.configPath, "utf8"), conf, "configuration unchanged");
   const doc = publicKeyDocument(again.keyring);
   // sk begins with rho, which the public key shares: look for the secret vectors (byte 129 on)
-  t.notOk(JSON.stringify(doc).includes(Buffer.from(boot.keyring.active.secretKey.subarray(129, 177)).toString("base64")), "no secret in the public-key document");
+  t.notOk(
+    JSON.stringify(doc).includes(Buffer.from(boot.keyring.active.secretKey.subarray(129, 177)).toString("base64")),
+    "no secret in the public-key document",
+  );
   await cleanup();
 });
 
@@ -71,7 +74,7 @@ test("a secret key file readable by others, or a malformed one, stops the start 
     t.match((e as Error).message, /mode must be 0600/);
   }
   await chmod(paths(config.home).active, 0o600);
-  await writeFile(paths(config.home).active, "{\"nope\":1}", { mode: 0o600 });
+  await writeFile(paths(config.home).active, '{"nope":1}', { mode: 0o600 });
   try {
     await bootstrap(config, backend);
     t.fail("should refuse");
@@ -89,8 +92,15 @@ test("rotation retires the old public key (no secret kept) and makes a new activ
   const k1 = await rotateKey(config.home, backend, new Date("2026-11-22T05:00:00.000Z"));
   const k2 = await rotateKey(config.home, backend, new Date("2026-11-22T06:00:00.000Z"));
   t.notEqual(k1.active.fingerprint, boot.keyring.active.fingerprint);
-  t.deepEqual(k2.retired.map((r) => r.fingerprint), [boot.keyring.active.fingerprint, k1.active.fingerprint], "both earlier keys retired, oldest first");
-  t.deepEqual(k2.retired.map((r) => r.retired_at), ["2026-11-22T05:00:00.000Z", "2026-11-22T06:00:00.000Z"]);
+  t.deepEqual(
+    k2.retired.map((r) => r.fingerprint),
+    [boot.keyring.active.fingerprint, k1.active.fingerprint],
+    "both earlier keys retired, oldest first",
+  );
+  t.deepEqual(
+    k2.retired.map((r) => r.retired_at),
+    ["2026-11-22T05:00:00.000Z", "2026-11-22T06:00:00.000Z"],
+  );
   const files = await readdir(paths(config.home).retired);
   t.equal(files.length, 2);
   for (const f of files) {
@@ -108,17 +118,21 @@ test("rotation retires the old public key (no secret kept) and makes a new activ
 
 test("configuration: defaults, and a bad value stops with a sentence naming the variable", (t) => {
   const c = loadConfig({ SVC_PROVENANCE_CONFIG: "/nonexistent/svc-provenance/service.env" });
-  t.deepEqual({ ...c }, {
-    home: "/var/lib/svc-provenance",
-    configPath: "/nonexistent/svc-provenance/service.env",
-    backend: "liboqs",
-    host: "127.0.0.1",
-    port: 8001,
-    metricsToken: null,
-    maxBodyBytes: 32 * 1024 * 1024,
-    maxReceiptBodyBytes: 4 * 1024 * 1024,
-    bodyBudgetBytes: 64 * 1024 * 1024,
-  }, "defaults");
+  t.deepEqual(
+    { ...c },
+    {
+      home: "/var/lib/svc-provenance",
+      configPath: "/nonexistent/svc-provenance/service.env",
+      backend: "liboqs",
+      host: "127.0.0.1",
+      port: 8001,
+      metricsToken: null,
+      maxBodyBytes: 32 * 1024 * 1024,
+      maxReceiptBodyBytes: 4 * 1024 * 1024,
+      bodyBudgetBytes: 64 * 1024 * 1024,
+    },
+    "defaults",
+  );
   t.ok(Object.isFrozen(c), "frozen");
   const bad: Array<[Record<string, string>, string]> = [
     [{ SVC_PROVENANCE_BACKEND: "openssl" }, "SVC_PROVENANCE_BACKEND"],

@@ -7,9 +7,7 @@ import { request } from "node:http";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import zlib from "node:zlib";
-import {
-  BundleError, MAX_MEMBER_BYTES, buildBundleFiles, readJsonDir, readZip, verifyBundle, writeZip,
-} from "../../server/provenance/bundle.js";
+import { BundleError, MAX_MEMBER_BYTES, buildBundleFiles, readJsonDir, readZip, verifyBundle, writeZip } from "../../server/provenance/bundle.js";
 import { buildReceipt, MAX_RECEIPT_TEXT_BYTES, verifyReceipt } from "../../server/provenance/receipt.js";
 import { cleanup as cleanupFixtures, dir as fixtureDir, run, signer } from "./cli-fixtures.js";
 import { loadConfig } from "../../server/provenance/config.js";
@@ -80,7 +78,12 @@ test("ZIP bombs: the offline verifier refuses them quickly with its memory bound
   const lying = rawZip([{ name: "receipt.json", data: bomb, declared: 1000 }]);
   const many = rawZip(Array.from({ length: 12 }, (_, i) => ({ name: `f${i}.json`, data: zeros(3), declared: 3 * MIB })));
   const tooMany = rawZip(Array.from({ length: 17 }, (_, i) => ({ name: `f${i}.json`, data: zeros(0), declared: 0 })));
-  for (const [name, buf] of [["honest", honest], ["lying", lying], ["many", many], ["too-many", tooMany]] as const) {
+  for (const [name, buf] of [
+    ["honest", honest],
+    ["lying", lying],
+    ["many", many],
+    ["too-many", tooMany],
+  ] as const) {
     await writeFile(join(fixtureDir, `bomb-${name}.zip`), buf);
   }
   const preload = [new URL("./no-network.mjs", import.meta.url).pathname, new URL("./report-rss.mjs", import.meta.url).pathname];
@@ -147,7 +150,11 @@ test("the largest receipt the appliance issues fits every limit, in a bundle and
   const receipt = buildReceipt({ artifact: { ...sampleArtifact, name: "\u0001".repeat(1024) }, claims }, { serial: 1, previous: null }, signer, new Date());
   const files = buildBundleFiles({
     receipt,
-    verification: verifyReceipt(receipt, { backend: await (await import("../../server/provenance/signer.js")).createBackend("liboqs"), keys: [signer], trustedFingerprints: [signer.fingerprint] }),
+    verification: verifyReceipt(receipt, {
+      backend: await (await import("../../server/provenance/signer.js")).createBackend("liboqs"),
+      keys: [signer],
+      trustedFingerprints: [signer.fingerprint],
+    }),
     signer,
     exportedAt: new Date(),
     applianceVersion: "0.1.0",
@@ -183,7 +190,12 @@ test("request bodies over their endpoint's limit get 413 with the JSON error bod
   const chunked = await fetch(`${a.url}/v1/provenance/verify`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: new ReadableStream({ start(c) { for (let i = 0; i < big.length; i += MIB) c.enqueue(new TextEncoder().encode(big.slice(i, i + MIB))); c.close(); } }),
+    body: new ReadableStream({
+      start(c) {
+        for (let i = 0; i < big.length; i += MIB) c.enqueue(new TextEncoder().encode(big.slice(i, i + MIB)));
+        c.close();
+      },
+    }),
     duplex: "half",
   } as RequestInit);
   const cj = (await chunked.json()) as any;
@@ -211,10 +223,20 @@ function holdOpen(url: string, length: number, sent: number): { done: Promise<nu
   const u = new URL(url);
   let finish = (): void => undefined;
   const done = new Promise<number>((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: "POST", agent: false, headers: { "content-type": "application/json", "content-length": length } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: "POST",
+        agent: false,
+        headers: { "content-type": "application/json", "content-length": length },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on("error", reject);
     const body = Buffer.alloc(length, 0x20);
     body[0] = 0x7b;
@@ -259,7 +281,12 @@ test("the limits are configurable; a bad value or a budget below a body limit st
   const base = { SVC_PROVENANCE_CONFIG: "/nonexistent/svc-provenance/service.env", SVC_PROVENANCE_HOME: "/nonexistent/home" };
   const d = loadConfig(base);
   t.deepEqual([d.maxBodyBytes, d.maxReceiptBodyBytes, d.bodyBudgetBytes], [32 * MIB, 4 * MIB, 64 * MIB], "defaults: 32 MiB, 4 MiB, 64 MiB");
-  const c = loadConfig({ ...base, SVC_PROVENANCE_MAX_BODY_BYTES: "1048576", SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES: "524288", SVC_PROVENANCE_BODY_BUDGET_BYTES: "2097152" });
+  const c = loadConfig({
+    ...base,
+    SVC_PROVENANCE_MAX_BODY_BYTES: "1048576",
+    SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES: "524288",
+    SVC_PROVENANCE_BODY_BUDGET_BYTES: "2097152",
+  });
   t.deepEqual([c.maxBodyBytes, c.maxReceiptBodyBytes, c.bodyBudgetBytes], [MIB, MIB / 2, 2 * MIB]);
   for (const [name, value, re] of [
     ["SVC_PROVENANCE_MAX_BODY_BYTES", "1e6", /SVC_PROVENANCE_MAX_BODY_BYTES must be a whole number of bytes/],

@@ -4,9 +4,22 @@ import test from "tape";
 import canonicalize from "canonicalize";
 import { createBackend, createSigner, type MlDsaBackend, type Signer } from "../../server/provenance/signer.js";
 import {
-  CHECK_NAMES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, artifactDigest, assembleReceipt, buildReceipt, canonicalBytes, pae, prepareReceipt, receiptBody,
-  receiptHash, signedMessage, verifyReceipt, withSignature,
-  type Receipt, type VerifyOptions,
+  CHECK_NAMES,
+  RECEIPT_PAYLOAD_TYPE,
+  RECEIPT_SCHEMA,
+  artifactDigest,
+  assembleReceipt,
+  buildReceipt,
+  canonicalBytes,
+  pae,
+  prepareReceipt,
+  receiptBody,
+  receiptHash,
+  signedMessage,
+  verifyReceipt,
+  withSignature,
+  type Receipt,
+  type VerifyOptions,
 } from "../../server/provenance/receipt.js";
 
 const oqs = await createBackend("liboqs");
@@ -41,12 +54,22 @@ test("a receipt has the schema's fields, signs the PAE of its canonical body, an
   t.equal(r.signature.canonicalization, "RFC8785");
   t.equal(r.signer.public_key_sha256, signerA.fingerprint);
   const { signature: _s, ...body } = r;
-  t.equal(signedMessage(r).toString(), `DSSEv1 ${RECEIPT_PAYLOAD_TYPE.length} ${RECEIPT_PAYLOAD_TYPE} ${Buffer.byteLength(canonicalize(body)!)} ${canonicalize(body)}`);
+  t.equal(
+    signedMessage(r).toString(),
+    `DSSEv1 ${RECEIPT_PAYLOAD_TYPE.length} ${RECEIPT_PAYLOAD_TYPE} ${Buffer.byteLength(canonicalize(body)!)} ${canonicalize(body)}`,
+  );
   const v = verifyReceipt(r, opts(oqs));
   t.equal(v.verdict, "valid");
   t.equal(v.valid, true);
-  t.deepEqual(v.checks.map((c) => c.name), [...CHECK_NAMES], "the six checks in order");
-  t.ok(v.checks.every((c) => c.ok && c.detail.length > 0), "every check passes with a detail");
+  t.deepEqual(
+    v.checks.map((c) => c.name),
+    [...CHECK_NAMES],
+    "the six checks in order",
+  );
+  t.ok(
+    v.checks.every((c) => c.ok && c.detail.length > 0),
+    "every check passes with a detail",
+  );
   t.equal(v.receipt_id, r.receipt_id);
   t.equal(v.signer_fingerprint, signerA.fingerprint);
   t.end();
@@ -70,27 +93,132 @@ test("the verdict is deterministic and the key order of the JSON does not matter
 
 // Each top-level and nested field changed in turn must fail.
 const mutations: Array<[string, (r: Record<string, any>) => void]> = [
-  ["receipt_id", (r) => { r.receipt_id = "00000000-0000-4000-8000-000000000000"; }],
-  ["serial", (r) => { r.serial = r.serial + 1; }],
-  ["issued_at", (r) => { r.issued_at = "2026-11-22T03:55:00.124Z"; }],
-  ["artifact.name", (r) => { r.artifact.name = "other.safetensors"; }],
-  ["artifact.sha256", (r) => { r.artifact.sha256 = "0".repeat(64); }],
-  ["artifact.size_bytes", (r) => { r.artifact.size_bytes += 1; }],
-  ["artifact.media_type", (r) => { r.artifact.media_type = "text/plain"; }],
-  ["claims (changed)", (r) => { r.claims.note = "changed"; }],
-  ["claims (added)", (r) => { r.claims.extra = 1; }],
-  ["claims (nested)", (r) => { r.claims.run.seed = 8; }],
-  ["previous_receipt_sha256", (r) => { r.previous_receipt_sha256 = "a".repeat(64); }],
-  ["signer.public_key_sha256", (r) => { r.signer.public_key_sha256 = signerB.fingerprint; }],
-  ["signer.algorithm", (r) => { r.signer.algorithm = "ML-DSA-44"; }],
-  ["signature.algorithm", (r) => { r.signature.algorithm = "ML-DSA-87"; }],
-  ["signature.canonicalization", (r) => { r.signature.canonicalization = "none"; }],
-  ["signature.payload_type", (r) => { r.signature.payload_type = "application/json"; }],
-  ["signature.value (truncated)", (r) => { r.signature.value = r.signature.value.slice(0, 100); }],
-  ["signature.value (not base64)", (r) => { r.signature.value = "!!!"; }],
-  ["an extra top-level field", (r) => { r.extra = true; }],
-  ["a missing field", (r) => { delete r.issued_at; }],
-  ["the signature removed", (r) => { delete r.signature; }],
+  [
+    "receipt_id",
+    (r) => {
+      r.receipt_id = "00000000-0000-4000-8000-000000000000";
+    },
+  ],
+  [
+    "serial",
+    (r) => {
+      r.serial = r.serial + 1;
+    },
+  ],
+  [
+    "issued_at",
+    (r) => {
+      r.issued_at = "2026-11-22T03:55:00.124Z";
+    },
+  ],
+  [
+    "artifact.name",
+    (r) => {
+      r.artifact.name = "other.safetensors";
+    },
+  ],
+  [
+    "artifact.sha256",
+    (r) => {
+      r.artifact.sha256 = "0".repeat(64);
+    },
+  ],
+  [
+    "artifact.size_bytes",
+    (r) => {
+      r.artifact.size_bytes += 1;
+    },
+  ],
+  [
+    "artifact.media_type",
+    (r) => {
+      r.artifact.media_type = "text/plain";
+    },
+  ],
+  [
+    "claims (changed)",
+    (r) => {
+      r.claims.note = "changed";
+    },
+  ],
+  [
+    "claims (added)",
+    (r) => {
+      r.claims.extra = 1;
+    },
+  ],
+  [
+    "claims (nested)",
+    (r) => {
+      r.claims.run.seed = 8;
+    },
+  ],
+  [
+    "previous_receipt_sha256",
+    (r) => {
+      r.previous_receipt_sha256 = "a".repeat(64);
+    },
+  ],
+  [
+    "signer.public_key_sha256",
+    (r) => {
+      r.signer.public_key_sha256 = signerB.fingerprint;
+    },
+  ],
+  [
+    "signer.algorithm",
+    (r) => {
+      r.signer.algorithm = "ML-DSA-44";
+    },
+  ],
+  [
+    "signature.algorithm",
+    (r) => {
+      r.signature.algorithm = "ML-DSA-87";
+    },
+  ],
+  [
+    "signature.canonicalization",
+    (r) => {
+      r.signature.canonicalization = "none";
+    },
+  ],
+  [
+    "signature.payload_type",
+    (r) => {
+      r.signature.payload_type = "application/json";
+    },
+  ],
+  [
+    "signature.value (truncated)",
+    (r) => {
+      r.signature.value = r.signature.value.slice(0, 100);
+    },
+  ],
+  [
+    "signature.value (not base64)",
+    (r) => {
+      r.signature.value = "!!!";
+    },
+  ],
+  [
+    "an extra top-level field",
+    (r) => {
+      r.extra = true;
+    },
+  ],
+  [
+    "a missing field",
+    (r) => {
+      delete r.issued_at;
+    },
+  ],
+  [
+    "the signature removed",
+    (r) => {
+      delete r.signature;
+    },
+  ],
 ];
 
 test("changing any field of a receipt gives verdict failed", (t) => {
@@ -122,7 +250,10 @@ test("a receipt re-signed by another instance's key fails the signer check under
   const other = issue(signerB);
   const v = verifyReceipt(other, {
     backend: oqs,
-    keys: [{ publicKey: signerB.publicKey, fingerprint: signerB.fingerprint }, { publicKey: signerA.publicKey, fingerprint: signerA.fingerprint }],
+    keys: [
+      { publicKey: signerB.publicKey, fingerprint: signerB.fingerprint },
+      { publicKey: signerA.publicKey, fingerprint: signerA.fingerprint },
+    ],
     trustedFingerprints: [signerA.fingerprint],
   });
   t.equal(v.verdict, "failed");
@@ -147,7 +278,10 @@ test("an unsupported schema is a structured failure with verdict unsupported_sch
   t.equal(v.valid, false);
   t.equal(v.checks.length, 6, "all six checks reported");
   t.equal(v.checks[0]!.ok, false);
-  t.ok(v.checks.every((c) => !c.ok), "nothing passes");
+  t.ok(
+    v.checks.every((c) => !c.ok),
+    "nothing passes",
+  );
   t.end();
 });
 
@@ -162,12 +296,25 @@ test("inputs that are not receipts fail every check, never throw", (t) => {
 
 test("a check that throws is a failure of that check", (t) => {
   const r = issue(signerA);
-  const throwing: MlDsaBackend = { ...oqs, verify: () => { throw new Error("boom"); } };
+  const throwing: MlDsaBackend = {
+    ...oqs,
+    verify: () => {
+      throw new Error("boom");
+    },
+  };
   const v = verifyReceipt(r, { ...opts(oqs), backend: throwing });
   t.equal(v.verdict, "failed");
   t.deepEqual(failing(v), ["signature"], "only the signature check fails");
   t.equal(v.checks.find((c) => c.name === "signature")!.detail, "The check could not be carried out.");
-  const hostile = new Proxy({ ...clone(r) }, { get(target, p) { if (p === "claims") throw new Error("trap"); return Reflect.get(target, p); } });
+  const hostile = new Proxy(
+    { ...clone(r) },
+    {
+      get(target, p) {
+        if (p === "claims") throw new Error("trap");
+        return Reflect.get(target, p);
+      },
+    },
+  );
   const hv = verifyReceipt(hostile, opts(oqs));
   t.equal(hv.verdict, "failed", "a throwing getter never passes");
   t.end();
@@ -177,7 +324,7 @@ test("non-I-JSON bodies fail the canonical_body check", (t) => {
   const r = clone(issue(signerA)) as Record<string, any>;
   r.claims = { big: 2 ** 60 };
   t.notOk(failing(verifyReceipt(r, opts(oqs))).includes("canonical_body"), "a large integer has an RFC 8785 form (the changed claims fail the signature)");
-  const problem = { kind: "duplicate_name" as const, path: [], message: "the member name \"claims\" appears twice in one object" };
+  const problem = { kind: "duplicate_name" as const, path: [], message: 'the member name "claims" appears twice in one object' };
   const dup = verifyReceipt(issue(signerA), { ...opts(oqs), textProblem: problem });
   t.deepEqual(failing(dup).slice(0, 1), ["canonical_body"], "a problem of the receipt's text fails canonical_body");
   t.match(dup.checks.find((c) => c.name === "canonical_body")!.detail, /not I-JSON.*"claims" appears twice/);
@@ -218,32 +365,44 @@ test("assembleReceipt (prepared parts spliced in the critical section) gives byt
   const claimsCases: Array<Record<string, unknown>> = [
     {},
     { run: { seed: 7 }, note: "ok" },
-    { "é": "ü", "\u20ac": ["\ud83d\ude00", null, true, false], b: 2.5e-30, a: 0.1, c: -0, d: 1.5e-7, z: { y: { x: [] } } },
-    { "": "", "\u0000\n\"\\": "\u001f\u007f\u2028", "10": 1, "9": 2, "B": 3, "a": 4 },
+    { é: "ü", "\u20ac": ["\ud83d\ude00", null, true, false], b: 2.5e-30, a: 0.1, c: -0, d: 1.5e-7, z: { y: { x: [] } } },
+    { "": "", '\u0000\n"\\': "\u001f\u007f\u2028", "10": 1, "9": 2, B: 3, a: 4 },
   ];
   const artifacts = [
     artifact,
-    { name: "naïve «model» \"q\".bin", sha256: "0".repeat(64), size_bytes: 9007199254740991, media_type: "application/vnd.x+json; charset=utf-8" },
+    { name: 'naïve «model» "q".bin', sha256: "0".repeat(64), size_bytes: 9007199254740991, media_type: "application/vnd.x+json; charset=utf-8" },
   ];
   let n = 0;
   for (const art of artifacts) {
     for (const claims of claimsCases) {
-      for (const [serial, previous] of [[1, null], [42, "ab".repeat(32)]] as const) {
+      for (const [serial, previous] of [
+        [1, null],
+        [42, "ab".repeat(32)],
+      ] as const) {
         const prepared = prepareReceipt({ artifact: art, claims }, when, id);
         const assembled = assembleReceipt(prepared, { serial, previous }, signerA.fingerprint, (m) => signerA.signDeterministic(m));
         const body = receiptBody({ artifact: art, claims }, { serial, previous }, signerA.fingerprint, when, id);
         const expected = withSignature(body, signerA.signDeterministic(pae(RECEIPT_PAYLOAD_TYPE, canonicalBytes(body))));
         const got = JSON.parse(assembled.json);
-        const same = canonicalBytes(got).equals(canonicalBytes(expected)) && assembled.hash === receiptHash(expected) &&
-          got.signature.value === expected.signature.value && verifyReceipt(got, opts(oqs)).valid;
+        const same =
+          canonicalBytes(got).equals(canonicalBytes(expected)) &&
+          assembled.hash === receiptHash(expected) &&
+          got.signature.value === expected.signature.value &&
+          verifyReceipt(got, opts(oqs)).valid;
         if (same) n++;
         else t.fail(`differs for claims ${JSON.stringify(claims)}, serial ${serial}`);
       }
     }
   }
   t.equal(n, artifacts.length * claimsCases.length * 2, `${n} cases: same canonical bytes, same (deterministic) signature, same chain hash, valid`);
-  const r = JSON.parse(assembleReceipt(prepareReceipt({ artifact, claims: {} }, when, id), { serial: 3, previous: null }, signerA.fingerprint, signerA.sign).json);
-  t.deepEqual(Object.keys(r), ["schema", "receipt_id", "serial", "issued_at", "artifact", "claims", "previous_receipt_sha256", "signer", "signature"], "members in the schema's order");
+  const r = JSON.parse(
+    assembleReceipt(prepareReceipt({ artifact, claims: {} }, when, id), { serial: 3, previous: null }, signerA.fingerprint, signerA.sign).json,
+  );
+  t.deepEqual(
+    Object.keys(r),
+    ["schema", "receipt_id", "serial", "issued_at", "artifact", "claims", "previous_receipt_sha256", "signer", "signature"],
+    "members in the schema's order",
+  );
   t.end();
 });
 

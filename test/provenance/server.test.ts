@@ -24,7 +24,11 @@ test("startProvenance serves with the worker signer, keeps one process per home,
     await startProvenance(config, { log: quiet });
     t.fail("a second process on the same home started");
   } catch (e) {
-    t.match((e as Error).message, /Another svc-provenance process \(pid \d+\) is serving this state directory/, "a second appliance on the same home is refused");
+    t.match(
+      (e as Error).message,
+      /Another svc-provenance process \(pid \d+\) is serving this state directory/,
+      "a second appliance on the same home is refused",
+    );
   }
   await a.close();
   const b = await startProvenance(config, { log: quiet });
@@ -90,7 +94,17 @@ test("svc-provenance serve: prints the admin key once, logs JSON lines without s
   child.kill("SIGTERM");
   t.equal(await exit, 0, "SIGTERM: exit 0");
   const lines = stderr.trim().split("\n");
-  t.ok(lines.length >= 3 && lines.every((l) => { try { return typeof JSON.parse(l).msg === "string"; } catch { return false; } }), "stderr is JSON lines");
+  t.ok(
+    lines.length >= 3 &&
+      lines.every((l) => {
+        try {
+          return typeof JSON.parse(l).msg === "string";
+        } catch {
+          return false;
+        }
+      }),
+    "stderr is JSON lines",
+  );
   const { readFile } = await import("node:fs/promises");
   const sk = JSON.parse(await readFile(join(dir, "home", "keys", "signing-key.json"), "utf8")).secret_key as string;
   t.notOk(stderr.includes(sk.slice(172, 236)), "no secret key in the log");

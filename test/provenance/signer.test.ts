@@ -50,7 +50,10 @@ test("the vectors are the ML-DSA-65 extract described in the README", (t) => {
   t.equal(keyGen.length, 5, "5 keyGen tests");
   t.equal(sigGen.length, 2, "2 sigGen tests");
   t.equal(sigVer.length, 11, "11 sigVer tests");
-  t.ok(sigVer.every((v) => v.group.parameterSet === "ML-DSA-65"), "all ML-DSA-65");
+  t.ok(
+    sigVer.every((v) => v.group.parameterSet === "ML-DSA-65"),
+    "all ML-DSA-65",
+  );
   t.end();
 });
 
@@ -193,7 +196,10 @@ test("deterministic signing: both backends give the same bytes, equal to the det
   }
   t.equal(typeof crypto.randomFillSync(new Uint8Array(4)), "object", "node:crypto randomness restored afterwards");
   const r1 = crypto.randomFillSync(new Uint8Array(32));
-  t.notOk(r1.every((x) => x === 0), "randomness is random again");
+  t.notOk(
+    r1.every((x) => x === 0),
+    "randomness is random again",
+  );
 });
 
 test("verify returns false, never throws, for malformed keys and signatures", async (t) => {

@@ -23,7 +23,11 @@ const forge = (genuine: string): string => {
 const firstClaims = (text: string): unknown => JSON.parse(text.slice(text.indexOf('"claims":') + 9, text.indexOf(',"schema"')));
 
 async function rawPost(url: string, text: string, token?: string, query = ""): Promise<{ status: number; json: any; text: string }> {
-  const res = await fetch(url + query, { method: "POST", headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: text });
+  const res = await fetch(url + query, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: text,
+  });
   const body = await res.text();
   let json: any = null;
   try {
@@ -56,7 +60,11 @@ function bundleWithReceiptText(receiptText: string): Array<[string, Buffer]> {
 test("the duplicate-claims forgery is refused at /verify (plain and express), at export and at issuance", async (t) => {
   const { dir, cleanup } = await tempDir();
   const a = await startApp(dir);
-  const issued = await rawPost(`${a.url}/v1/provenance/exact`, JSON.stringify({ artifact: sampleArtifact, claims: { approved_by: "release-board" } }), a.adminKey);
+  const issued = await rawPost(
+    `${a.url}/v1/provenance/exact`,
+    JSON.stringify({ artifact: sampleArtifact, claims: { approved_by: "release-board" } }),
+    a.adminKey,
+  );
   t.equal(issued.status, 201);
   const forged = forge(issued.text);
   t.deepEqual(firstClaims(forged), { approved_by: "attacker" }, "a first-member reader sees the forged claims");
@@ -64,7 +72,10 @@ test("the duplicate-claims forgery is refused at /verify (plain and express), at
 
   const genuineOk = await rawPost(`${a.url}/v1/provenance/verify`, `{"receipt":${issued.text}}`);
   t.equal(genuineOk.status, 200, "the genuine receipt verifies");
-  for (const [path, query] of [["plain", ""], ["express", "?via=express"]] as const) {
+  for (const [path, query] of [
+    ["plain", ""],
+    ["express", "?via=express"],
+  ] as const) {
     const v = await rawPost(`${a.url}/v1/provenance/verify`, `{"receipt":${forged}}`, undefined, query);
     t.equal(v.status, 422, `${path}: the forged receipt is refused (422)`);
     t.equal(v.json.verdict, "failed", `${path}: verdict failed`);
@@ -83,7 +94,10 @@ test("the duplicate-claims forgery is refused at /verify (plain and express), at
   t.equal(vn.status, 422, "a repeated name inside claims: 422");
   t.match(vn.json.checks.find((c: any) => c.name === "canonical_body").detail, /at claims, the member name "approved_by" appears twice/);
 
-  const twoReceipts = await rawPost(`${a.url}/v1/provenance/verify`, `{"receipt":${forged.replace(/^\{"claims":\{"approved_by":"attacker"\},/, "{")},"receipt":{}}`);
+  const twoReceipts = await rawPost(
+    `${a.url}/v1/provenance/verify`,
+    `{"receipt":${forged.replace(/^\{"claims":\{"approved_by":"attacker"\},/, "{")},"receipt":{}}`,
+  );
   t.equal(twoReceipts.status, 400, "two receipt members in the request: 400");
   t.match(twoReceipts.json.detail, /The request body is not I-JSON .*"receipt" appears twice/);
   t.equal(twoReceipts.json.code, "bad_request");
@@ -104,7 +118,11 @@ test("the duplicate-claims forgery is refused at /verify (plain and express), at
     for (const query of ["", "?via=express"]) {
       const r = await rawPost(`${a.url}/v1/provenance/exact`, body, a.adminKey, query);
       t.equal(r.status, 400, `issuance, ${name}${query ? " (express)" : ""}: 400`);
-      t.match(r.json?.detail ?? "", /^The request body is not I-JSON \(RFC 8785 needs it\): at .*appears twice in one object\.$/, `issuance, ${name}: ${r.json?.detail}`);
+      t.match(
+        r.json?.detail ?? "",
+        /^The request body is not I-JSON \(RFC 8785 needs it\): at .*appears twice in one object\.$/,
+        `issuance, ${name}: ${r.json?.detail}`,
+      );
     }
   }
   const next = await rawPost(`${a.url}/v1/provenance/exact`, JSON.stringify({ artifact: sampleArtifact }), a.adminKey);
@@ -115,26 +133,62 @@ test("the duplicate-claims forgery is refused at /verify (plain and express), at
 
 test("the forgeries are refused by both offline verifiers (no network)", async (t) => {
   const backend = await createBackend("liboqs");
-  const genuine = (await readJsonText(join(fixtureDir, "receipt.json")));
+  const genuine = await readJsonText(join(fixtureDir, "receipt.json"));
   const forged = forge(genuine);
   const inexact = genuine.replace('"serial":1', '"serial":1.0000000000000001');
   t.notEqual(inexact, genuine, "the number forgery changes the text");
-  t.equal(verifyReceipt(JSON.parse(inexact), { backend, keys: [signer], trustedFingerprints: [signer.fingerprint] }).verdict, "valid",
-    "JSON.parse reads the changed number as the signed one");
+  t.equal(
+    verifyReceipt(JSON.parse(inexact), { backend, keys: [signer], trustedFingerprints: [signer.fingerprint] }).verdict,
+    "valid",
+    "JSON.parse reads the changed number as the signed one",
+  );
   await writeFile(join(fixtureDir, "forged.json"), forged);
   await writeFile(join(fixtureDir, "inexact.json"), inexact);
   await writeFile(join(fixtureDir, "forged.zip"), await writeZip(bundleWithReceiptText(forged)));
   await writeFile(join(fixtureDir, "good-again.zip"), await writeZip(bundleWithReceiptText(genuine)));
   const pubText = await readJsonText(join(fixtureDir, "pub.json"));
-  await writeFile(join(fixtureDir, "pub-twice.json"), pubText.replace('{"algorithm"', `{"public_key":"${Buffer.from(signer.publicKey).toString("base64")}","algorithm"`));
+  await writeFile(
+    join(fixtureDir, "pub-twice.json"),
+    pubText.replace('{"algorithm"', `{"public_key":"${Buffer.from(signer.publicKey).toString("base64")}","algorithm"`),
+  );
   const preload = [new URL("./no-network.mjs", import.meta.url).pathname];
   const pub = join(fixtureDir, "pub.json");
   const cases: Array<[string, string, string[], number, RegExp]> = [
-    ["receipt, a claims member twice", "svc-verify-receipt", ["--receipt", join(fixtureDir, "forged.json"), "--public-key", pub], 1, /FAIL canonical_body: The receipt is not I-JSON .*"claims" appears twice/],
-    ["receipt, a number that changed", "svc-verify-receipt", ["--receipt", join(fixtureDir, "inexact.json"), "--public-key", pub], 1, /FAIL canonical_body: .*at serial, the number "1\.0000000000000001" would be signed as 1;/],
-    ["bundle, a claims member twice in receipt.json", "svc-verify-bundle", ["--bundle", join(fixtureDir, "forged.zip"), "--public-key", pub], 1, /FAIL canonical_body: The receipt is not I-JSON .*"claims" appears twice/],
-    ["bundle, the same built from the genuine text", "svc-verify-bundle", ["--bundle", join(fixtureDir, "good-again.zip"), "--public-key", pub], 0, /verdict: valid/],
-    ["a public-key file naming public_key twice", "svc-verify-receipt", ["--receipt", join(fixtureDir, "receipt.json"), "--public-key", join(fixtureDir, "pub-twice.json")], 2, /^$/],
+    [
+      "receipt, a claims member twice",
+      "svc-verify-receipt",
+      ["--receipt", join(fixtureDir, "forged.json"), "--public-key", pub],
+      1,
+      /FAIL canonical_body: The receipt is not I-JSON .*"claims" appears twice/,
+    ],
+    [
+      "receipt, a number that changed",
+      "svc-verify-receipt",
+      ["--receipt", join(fixtureDir, "inexact.json"), "--public-key", pub],
+      1,
+      /FAIL canonical_body: .*at serial, the number "1\.0000000000000001" would be signed as 1;/,
+    ],
+    [
+      "bundle, a claims member twice in receipt.json",
+      "svc-verify-bundle",
+      ["--bundle", join(fixtureDir, "forged.zip"), "--public-key", pub],
+      1,
+      /FAIL canonical_body: The receipt is not I-JSON .*"claims" appears twice/,
+    ],
+    [
+      "bundle, the same built from the genuine text",
+      "svc-verify-bundle",
+      ["--bundle", join(fixtureDir, "good-again.zip"), "--public-key", pub],
+      0,
+      /verdict: valid/,
+    ],
+    [
+      "a public-key file naming public_key twice",
+      "svc-verify-receipt",
+      ["--receipt", join(fixtureDir, "receipt.json"), "--public-key", join(fixtureDir, "pub-twice.json")],
+      2,
+      /^$/,
+    ],
   ];
   for (const [name, bin, args, code, re] of cases) {
     const r = await run(bin, args, preload);
@@ -142,7 +196,11 @@ test("the forgeries are refused by both offline verifiers (no network)", async (
     t.match(r.stdout, re, `${name}: the check says why`);
   }
   const twice = await run("svc-verify-receipt", ["--receipt", join(fixtureDir, "receipt.json"), "--public-key", join(fixtureDir, "pub-twice.json")]);
-  t.match(twice.stderr, /^The public key file .* is not I-JSON \(RFC 8785 needs it\): at the top level, the member name "public_key" appears twice in one object\.\n$/, "the key file's problem in one line");
+  t.match(
+    twice.stderr,
+    /^The public key file .* is not I-JSON \(RFC 8785 needs it\): at the top level, the member name "public_key" appears twice in one object\.\n$/,
+    "the key file's problem in one line",
+  );
   const protoTop = readJson(genuine.replace('{"schema"', '{"__proto__":{},"schema"'));
   const pv = verifyReceipt(protoTop.value, { backend, keys: [signer], trustedFingerprints: [signer.fingerprint], textProblem: protoTop.problem });
   t.equal(pv.verdict, "failed", "a receipt with an extra __proto__ member fails");
@@ -172,7 +230,11 @@ test("__proto__ in claims is kept as data, signed, verified and exported", async
     t.equal(v.status, 200, "it verifies: the member was signed");
     const dropped = r.text.replace('"__proto__":{"admin":true},', "");
     t.equal((await rawPost(`${a.url}/v1/provenance/verify`, `{"receipt":${dropped}}`)).status, 422, "and removing it breaks the signature");
-    const z = await fetch(`${a.url}/v1/provenance/evidence-bundle`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${a.adminKey}` }, body: `{"receipt":${r.text}}` });
+    const z = await fetch(`${a.url}/v1/provenance/evidence-bundle`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${a.adminKey}` },
+      body: `{"receipt":${r.text}}`,
+    });
     t.equal(z.status, 200, "exported");
     const files = await readZip(Buffer.from(await z.arrayBuffer()));
     t.ok(files.get("receipt.json")!.toString().includes('"__proto__"'), "receipt.json keeps the member");
@@ -195,19 +257,35 @@ test("__proto__ in claims is kept as data, signed, verified and exported", async
 test("numbers: what RFC 8785 writes exactly is accepted and signed; others get one sentence at issuance and verification", async (t) => {
   const { dir, cleanup } = await tempDir();
   const a = await startApp(dir);
-  const ok = await rawPost(`${a.url}/v1/provenance/exact`, `{"artifact":${JSON.stringify(sampleArtifact)},"claims":{"e21":1e21,"p53":9007199254740992,"p64":18446744073709552000,"tenth":0.1,"neg":-1.5e-300}}`, a.adminKey);
+  const ok = await rawPost(
+    `${a.url}/v1/provenance/exact`,
+    `{"artifact":${JSON.stringify(sampleArtifact)},"claims":{"e21":1e21,"p53":9007199254740992,"p64":18446744073709552000,"tenth":0.1,"neg":-1.5e-300}}`,
+    a.adminKey,
+  );
   t.equal(ok.status, 201, "1e21, 2^53, 2^64 as ECMAScript writes it, 0.1: accepted");
   t.ok(ok.text.includes('"claims":{"e21":1e+21,"neg":-1.5e-300,"p53":9007199254740992,"p64":18446744073709552000,"tenth":0.1}'), "written in RFC 8785 form");
   const v = await rawPost(`${a.url}/v1/provenance/verify`, `{"receipt":${ok.text}}`);
   t.equal(v.status, 200, "and verified");
   const alt = ok.text.replace("1e+21", "1000000000000000000000");
-  t.equal((await rawPost(`${a.url}/v1/provenance/verify`, `{"receipt":${alt}}`)).status, 200, "another spelling of the same number verifies (one canonical form)");
+  t.equal(
+    (await rawPost(`${a.url}/v1/provenance/verify`, `{"receipt":${alt}}`)).status,
+    200,
+    "another spelling of the same number verifies (one canonical form)",
+  );
 
   const sentences: string[] = [];
-  for (const [text, signedAs] of [["9007199254740993", "9007199254740992"], ["18446744073709551615", "18446744073709552000"]]) {
+  for (const [text, signedAs] of [
+    ["9007199254740993", "9007199254740992"],
+    ["18446744073709551615", "18446744073709552000"],
+  ]) {
     const r = await rawPost(`${a.url}/v1/provenance/exact`, `{"artifact":${JSON.stringify(sampleArtifact)},"claims":{"n":${text}}}`, a.adminKey);
     t.equal(r.status, 400, `issuance of ${text}: 400`);
-    t.match(r.json.detail, new RegExp(`^The request body is not I-JSON \\(RFC 8785 needs it\\): at claims\\.n, the number "${text}" would be signed as ${signedAs}; a number must keep its exact decimal value`));
+    t.match(
+      r.json.detail,
+      new RegExp(
+        `^The request body is not I-JSON \\(RFC 8785 needs it\\): at claims\\.n, the number "${text}" would be signed as ${signedAs}; a number must keep its exact decimal value`,
+      ),
+    );
     sentences.push(r.json.detail.replace("The request body", "").replace("at claims.n", ""));
     // the same number put into a receipt that had a representable one
     const base = await rawPost(`${a.url}/v1/provenance/exact`, `{"artifact":${JSON.stringify(sampleArtifact)},"claims":{"n":${signedAs}}}`, a.adminKey);

@@ -2,7 +2,16 @@
 // reports (a member name twice, a number that changes value in RFC 8785 form, a lone
 // surrogate), with where they are.
 import test from "tape";
-import { JsonProblemError, JsonSyntaxError, JsonTooManyValuesError, MAX_JSON_VALUES, formatPath, numberProblem, parseIJson, readJson } from "../../server/http/json.js";
+import {
+  JsonProblemError,
+  JsonSyntaxError,
+  JsonTooManyValuesError,
+  MAX_JSON_VALUES,
+  formatPath,
+  numberProblem,
+  parseIJson,
+  readJson,
+} from "../../server/http/json.js";
 import { canonicalString } from "../../server/provenance/receipt.js";
 
 test("agrees with JSON.parse on valid I-JSON, whitespace, escapes and nesting", (t) => {
@@ -26,7 +35,30 @@ test("agrees with JSON.parse on valid I-JSON, whitespace, escapes and nesting", 
 });
 
 test("text that is not JSON throws JsonSyntaxError", (t) => {
-  for (const bad of ["", " ", "{", "[1,]", '{"a":1,}', "[1 2]", "01", "-", "1.", "1e", ".5", "+1", '"x', '"\t"', "nul", "tru", '{"a" 1}', "{a:1}", "[1]x", "'a'", "NaN", "Infinity"]) {
+  for (const bad of [
+    "",
+    " ",
+    "{",
+    "[1,]",
+    '{"a":1,}',
+    "[1 2]",
+    "01",
+    "-",
+    "1.",
+    "1e",
+    ".5",
+    "+1",
+    '"x',
+    '"\t"',
+    "nul",
+    "tru",
+    '{"a" 1}',
+    "{a:1}",
+    "[1]x",
+    "'a'",
+    "NaN",
+    "Infinity",
+  ]) {
     t.throws(() => readJson(bad), JsonSyntaxError, `refused: ${JSON.stringify(bad)}`);
   }
   t.end();
@@ -172,14 +204,28 @@ test("more values than the limit are refused before any value is built", (t) => 
   const within = `[${Array(MAX_JSON_VALUES).fill(0).join(",")}]`;
   t.ok(Array.isArray(readJson(within).value), "100,000 elements: read");
   for (const [name, text] of [
-    ["elements", `[${Array(MAX_JSON_VALUES + 1).fill(0).join(",")}]`],
+    [
+      "elements",
+      `[${Array(MAX_JSON_VALUES + 1)
+        .fill(0)
+        .join(",")}]`,
+    ],
     ["members", `{${Array.from({ length: MAX_JSON_VALUES + 1 }, (_, i) => `"k${i}":0`).join(",")}}`],
     ["nesting", "[".repeat(MAX_JSON_VALUES + 1) + "]".repeat(MAX_JSON_VALUES + 1)],
     ["empty containers", `[${Array(MAX_JSON_VALUES).fill("{}").join(",")}]`],
   ] as const) {
     t.throws(() => readJson(text), JsonTooManyValuesError, `${name}: refused`);
   }
-  t.throws(() => readJson(`[${Array(MAX_JSON_VALUES + 1).fill(0).join(",")}`), JsonTooManyValuesError, "counted before the syntax is checked");
+  t.throws(
+    () =>
+      readJson(
+        `[${Array(MAX_JSON_VALUES + 1)
+          .fill(0)
+          .join(",")}`,
+      ),
+    JsonTooManyValuesError,
+    "counted before the syntax is checked",
+  );
   t.throws(() => readJson('{"a":"unterminated'), JsonSyntaxError, "an unterminated string is a syntax error");
   t.throws(() => readJson('["a\\"'), JsonSyntaxError, "so is one that ends in an escaped quote");
   t.end();

@@ -41,7 +41,10 @@ test("svc-verify-bundle: exit codes for valid, tampered, refused and unsupported
 test("both verifiers work with the network made unreachable", async (t) => {
   const preload = new URL("./no-network.mjs", import.meta.url).pathname;
   // the preload does trap: a connection or a name lookup under it ends the process with 97
-  for (const code of ["require('node:net').connect(9, '127.0.0.1').on('error', () => process.exit(0))", "require('node:dns').lookup('localhost', () => process.exit(0))"]) {
+  for (const code of [
+    "require('node:net').connect(9, '127.0.0.1').on('error', () => process.exit(0))",
+    "require('node:dns').lookup('localhost', () => process.exit(0))",
+  ]) {
     const probe = spawnSync(process.execPath, ["--import", preload, "-e", code], { encoding: "utf8", timeout: 30_000 });
     t.equal(probe.status, 97, `under the preload, ${code.split(".")[0]}... exits 97`);
   }
@@ -51,7 +54,11 @@ test("both verifiers work with the network made unreachable", async (t) => {
     await run("svc-verify-bundle", ["--bundle", p("bundle-dir"), "--format", "json-dir", "--expected-fingerprint", fp], [preload]),
     await run("svc-verify-receipt", ["--receipt", p("receipt.json"), ...pin, "--artifact", p("artifact.bin")], [preload]),
   ];
-  for (const [name, r] of [["svc-verify-bundle zip", zip], ["svc-verify-bundle json-dir", dir], ["svc-verify-receipt", rec]] as const) {
+  for (const [name, r] of [
+    ["svc-verify-bundle zip", zip],
+    ["svc-verify-bundle json-dir", dir],
+    ["svc-verify-receipt", rec],
+  ] as const) {
     t.equal(r!.code, 0, `${name}: exit 0 without the network`);
     t.notOk(r!.stderr.includes("NETWORK ACCESS"), `${name}: no connection attempted`);
   }
@@ -65,7 +72,10 @@ test("svc-verify-bundle --json prints the verify structure with the bundle check
   t.equal(out.valid, true);
   t.equal(out.issuer_authenticated, true);
   for (const name of ["schema", "signature", "signer", "bundle_files", "manifest", "manifest_signature", "signer_key", "evidence_version"]) {
-    t.ok(out.checks.some((c: any) => c.name === name && c.ok), `${name} passes`);
+    t.ok(
+      out.checks.some((c: any) => c.name === name && c.ok),
+      `${name} passes`,
+    );
   }
   await cleanup();
 });

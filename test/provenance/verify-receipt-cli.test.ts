@@ -56,7 +56,10 @@ test("svc-verify-receipt: --json prints the verify structure; --integrity-only s
   const out = JSON.parse(json!.stdout);
   t.equal(out.verdict, "failed");
   t.equal(out.valid, false);
-  t.deepEqual(out.checks.map((c: any) => c.name), ["schema", "canonical_body", "signed_fields", "signature", "signer", "artifact_commitment"]);
+  t.deepEqual(
+    out.checks.map((c: any) => c.name),
+    ["schema", "canonical_body", "signed_fields", "signature", "signer", "artifact_commitment"],
+  );
   t.equal(out.receipt_id, receipt.receipt_id);
   t.equal(out.signer_fingerprint, fp);
   t.equal(io!.code, 0, "integrity-only with the receipt's own key: exit 0");

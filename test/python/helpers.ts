@@ -36,7 +36,12 @@ export function requirePython(t: Test, exe: string | null, what: string): exe is
   return false;
 }
 
-export interface PyRun { code: number | null; stdout: string; stderr: string; ms: number }
+export interface PyRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
 
 /** Runs `exe args` in python/ with a generous ceiling (the machine may be shared). */
 export function runPy(exe: string, args: string[], env: Record<string, string> = {}, timeoutMs = 300_000): Promise<PyRun> {

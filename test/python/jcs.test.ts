@@ -63,7 +63,8 @@ function randomValue(depth: number): unknown {
   if (depth > 4 || kind < 0.35) return kind < 0.2 ? randomNumber() : kind < 0.3 ? randomString() : pick([null, true, false]);
   if (kind < 0.65) return Array.from({ length: Math.floor(rnd() * 5) }, () => randomValue(depth + 1));
   const o: Record<string, unknown> = {};
-  for (let i = Math.floor(rnd() * 6); i > 0; i--) o[rnd() < 0.2 ? pick(["\uffff", "\ud83d\ude00", "10", "2", "", "a", "A", "\u00e9"]) : randomString()] = randomValue(depth + 1);
+  for (let i = Math.floor(rnd() * 6); i > 0; i--)
+    o[rnd() < 0.2 ? pick(["\uffff", "\ud83d\ude00", "10", "2", "", "a", "A", "\u00e9"]) : randomString()] = randomValue(depth + 1);
   return o;
 }
 

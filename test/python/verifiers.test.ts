@@ -16,16 +16,30 @@ import { PY_ROOT, findPython, requirePython, runPy, type PyRun } from "./helpers
 const py = findPython();
 
 // the verifier's main() under `python3 -S`; a line on stderr if numpy got imported
-const WRAP = "import sys; sys.path.insert(0, '.'); m = __import__('svc_tensor.verify_' + sys.argv[1], fromlist=['main']); rc = m.main(sys.argv[2:]); " +
+const WRAP =
+  "import sys; sys.path.insert(0, '.'); m = __import__('svc_tensor.verify_' + sys.argv[1], fromlist=['main']); rc = m.main(sys.argv[2:]); " +
   "sys.stderr.write('NUMPY LOADED\\n' if 'numpy' in sys.modules else ''); sys.exit(rc)";
 const runPython = (which: "receipt" | "bundle", args: string[]): Promise<PyRun> => runPy(py!, ["-S", "-c", WRAP, which, ...args]);
 
-interface Case { name: string; bin: "svc-verify-receipt" | "svc-verify-bundle"; args: string[] }
+interface Case {
+  name: string;
+  bin: "svc-verify-receipt" | "svc-verify-bundle";
+  args: string[];
+}
 const R = (name: string, ...args: string[]): Case => ({ name, bin: "svc-verify-receipt", args });
 const B = (name: string, ...args: string[]): Case => ({ name, bin: "svc-verify-bundle", args });
 
 // ---- a ZIP writer with every field under the test's control ---------------------------
-interface ZipEntry { name: string | Buffer; data: Buffer; method?: number; declared?: number; attr?: number; madeBy?: number; flags?: number; deflated?: Buffer }
+interface ZipEntry {
+  name: string | Buffer;
+  data: Buffer;
+  method?: number;
+  declared?: number;
+  attr?: number;
+  madeBy?: number;
+  flags?: number;
+  deflated?: Buffer;
+}
 function crc32(b: Buffer): number {
   let c = ~0;
   for (const x of b) {
@@ -44,12 +58,26 @@ function makeZip(entries: ZipEntry[], opts: { comment?: Buffer; trailing?: Buffe
     const body = e.deflated ?? (method === 8 ? deflateRawSync(e.data) : e.data);
     const size = e.declared ?? e.data.length;
     const lh = Buffer.alloc(30);
-    lh.writeUInt32LE(0x04034b50, 0); lh.writeUInt16LE(20, 4); lh.writeUInt16LE(e.flags ?? 0x800, 6); lh.writeUInt16LE(method, 8);
-    lh.writeUInt32LE(crc32(e.data), 14); lh.writeUInt32LE(body.length, 18); lh.writeUInt32LE(size, 22); lh.writeUInt16LE(name.length, 26);
+    lh.writeUInt32LE(0x04034b50, 0);
+    lh.writeUInt16LE(20, 4);
+    lh.writeUInt16LE(e.flags ?? 0x800, 6);
+    lh.writeUInt16LE(method, 8);
+    lh.writeUInt32LE(crc32(e.data), 14);
+    lh.writeUInt32LE(body.length, 18);
+    lh.writeUInt32LE(size, 22);
+    lh.writeUInt16LE(name.length, 26);
     const ch = Buffer.alloc(46);
-    ch.writeUInt32LE(0x02014b50, 0); ch.writeUInt16LE(e.madeBy ?? 0x031e, 4); ch.writeUInt16LE(20, 6); ch.writeUInt16LE(e.flags ?? 0x800, 8);
-    ch.writeUInt16LE(method, 10); ch.writeUInt32LE(crc32(e.data), 16); ch.writeUInt32LE(body.length, 20); ch.writeUInt32LE(size, 24);
-    ch.writeUInt16LE(name.length, 28); ch.writeUInt32LE(((e.attr ?? 0o100644) << 16) >>> 0, 38); ch.writeUInt32LE(offset, 42);
+    ch.writeUInt32LE(0x02014b50, 0);
+    ch.writeUInt16LE(e.madeBy ?? 0x031e, 4);
+    ch.writeUInt16LE(20, 6);
+    ch.writeUInt16LE(e.flags ?? 0x800, 8);
+    ch.writeUInt16LE(method, 10);
+    ch.writeUInt32LE(crc32(e.data), 16);
+    ch.writeUInt32LE(body.length, 20);
+    ch.writeUInt32LE(size, 24);
+    ch.writeUInt16LE(name.length, 28);
+    ch.writeUInt32LE(((e.attr ?? 0o100644) << 16) >>> 0, 38);
+    ch.writeUInt32LE(offset, 42);
     locals.push(lh, name, body);
     central.push(ch, name);
     offset += 30 + name.length + body.length;
@@ -57,8 +85,12 @@ function makeZip(entries: ZipEntry[], opts: { comment?: Buffer; trailing?: Buffe
   const cd = Buffer.concat(central);
   const comment = opts.comment ?? Buffer.alloc(0);
   const eocd = Buffer.alloc(22);
-  eocd.writeUInt32LE(0x06054b50, 0); eocd.writeUInt16LE(entries.length, 8); eocd.writeUInt16LE(entries.length, 10);
-  eocd.writeUInt32LE(cd.length, 12); eocd.writeUInt32LE(offset, 16); eocd.writeUInt16LE(comment.length, 20);
+  eocd.writeUInt32LE(0x06054b50, 0);
+  eocd.writeUInt16LE(entries.length, 8);
+  eocd.writeUInt16LE(entries.length, 10);
+  eocd.writeUInt32LE(cd.length, 12);
+  eocd.writeUInt32LE(offset, 16);
+  eocd.writeUInt16LE(comment.length, 20);
   return Buffer.concat([...locals, cd, eocd, comment, opts.trailing ?? Buffer.alloc(0)]);
 }
 
@@ -123,22 +155,55 @@ async function buildCases(): Promise<Case[]> {
     await writeFile(join(x, "app-pub.json"), JSON.stringify(pubDoc));
     const appPin = ["--public-key", join(x, "app-pub.json")];
     const claimSets: Record<string, unknown> = {
-      unicode: { name: "Grüße, 日本語, emoji 😀", "é": "e acute", "😀": "astral key", "\uffff": "last BMP", a: "ascii", A: "upper", "": "empty name" },
-      escapes: { s: "tab\t nl\n cr\r quote\" backslash\\ slash/ ctrl\u0001\u001f del\u007f ls\u2028 ps\u2029 nul\u0000", "</script>": "<tag>&amp;" },
-      numbers: { list: [0, -0, 1, -1, 0.1, 0.5, 1e21, 1e20, 1e-7, 1e-6, 1.5e-7, 123456789012345680000, 5e-324, 1.7976931348623157e308, 9007199254740991, -9007199254740991, 4.35, 1 / 3, 2 ** 60, 0.000001234, 100, 1e300, -1e-300] },
-      order: { "10": 1, "2": 2, "1": 3, b: 4, "b\u0000": 5, "\u00e9": 6, "\ud83d\ude00": 7, "\uffff": 8, Z: 9, "_": 10 },
+      unicode: { name: "Grüße, 日本語, emoji 😀", é: "e acute", "😀": "astral key", "\uffff": "last BMP", a: "ascii", A: "upper", "": "empty name" },
+      escapes: { s: 'tab\t nl\n cr\r quote" backslash\\ slash/ ctrl\u0001\u001f del\u007f ls\u2028 ps\u2029 nul\u0000', "</script>": "<tag>&amp;" },
+      numbers: {
+        list: [
+          0,
+          -0,
+          1,
+          -1,
+          0.1,
+          0.5,
+          1e21,
+          1e20,
+          1e-7,
+          1e-6,
+          1.5e-7,
+          123456789012345680000,
+          5e-324,
+          1.7976931348623157e308,
+          9007199254740991,
+          -9007199254740991,
+          4.35,
+          1 / 3,
+          2 ** 60,
+          0.000001234,
+          100,
+          1e300,
+          -1e-300,
+        ],
+      },
+      order: { "10": 1, "2": 2, "1": 3, b: 4, "b\u0000": 5, "\u00e9": 6, "\ud83d\ude00": 7, "\uffff": 8, Z: 9, _: 10 },
       nested: { a: [[], {}, [null, true, false, "x", [1, [2, [3]]]]], deep: { l1: { l2: { l3: { l4: [{}] } } } } },
     };
     let i = 0;
     for (const [label, claims] of Object.entries(claimSets)) {
-      const artifact = { name: `art-${label}.bin`, sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", size_bytes: 4, media_type: i % 2 ? "text/plain; charset=utf-8" : "application/octet-stream" };
+      const artifact = {
+        name: `art-${label}.bin`,
+        sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        size_bytes: 4,
+        media_type: i % 2 ? "text/plain; charset=utf-8" : "application/octet-stream",
+      };
       const r = await post(`${app.url}/v1/provenance/exact`, { artifact, claims }, app.adminKey);
       if (r.status !== 201) throw new Error(`the appliance refused the ${label} receipt: ${r.status} ${r.buf.toString().slice(0, 200)}`);
       const compact = join(x, `app-${label}.json`);
       await writeFile(compact, r.buf);
       await writeFile(join(x, `app-${label}-pretty.json`), JSON.stringify(r.json, null, 2));
       cases.push(R(`appliance receipt (${label})`, "--receipt", compact, ...appPin));
-      cases.push(R(`appliance receipt (${label}), indented`, "--receipt", join(x, `app-${label}-pretty.json`), ...appPin, "--expected-fingerprint", pubDoc.fingerprint));
+      cases.push(
+        R(`appliance receipt (${label}), indented`, "--receipt", join(x, `app-${label}-pretty.json`), ...appPin, "--expected-fingerprint", pubDoc.fingerprint),
+      );
       const b = await post(`${app.url}/v1/provenance/evidence-bundle`, { receipt: r.json }, app.adminKey);
       if (b.status !== 200) throw new Error(`the appliance refused the ${label} bundle: ${b.status}`);
       await writeFile(join(x, `app-${label}.zip`), b.buf);
@@ -146,7 +211,7 @@ async function buildCases(): Promise<Case[]> {
       i++;
     }
     // ---- text-level variants of a genuine receipt: same value or forged ----
-    const text = (await readFile(join(x, "app-numbers.json"), "utf8"));
+    const text = await readFile(join(x, "app-numbers.json"), "utf8");
     const variants: Array<[string, string]> = [
       ["serial written 1.0 (same value)", text.replace(/"serial":(\d+)/, '"serial":$1.0')],
       ["1e21 written 1E21 (same value)", text.replace("1e+21", "1E21")],
@@ -165,7 +230,7 @@ async function buildCases(): Promise<Case[]> {
       ["__proto__ member in the artifact", text.replace('"artifact":{', '"artifact":{"__proto__":1,')],
       ["extra top-level member", text.replace('{"schema"', '{"extra":1,"schema"')],
       ["claims nested 40 deep", text.replace('"claims":{', `"claims":{"deep":${"[".repeat(40)}${"]".repeat(40)},`)],
-      ["body nested 70 deep", text.replace('"claims":{', `"claims":{"deep":${"{\"a\":".repeat(70)}1${"}".repeat(70)},`)],
+      ["body nested 70 deep", text.replace('"claims":{', `"claims":{"deep":${'{"a":'.repeat(70)}1${"}".repeat(70)},`)],
       ["invalid UTF-8 in a string", text.replace("art-numbers", "art-\u0000numbers")],
       ["an array", "[" + text + "]"],
       ["null", "null"],
@@ -189,7 +254,12 @@ async function buildCases(): Promise<Case[]> {
     let v = 0;
     for (const [label, body] of variants) {
       const f = join(x, `variant-${v++}.json`);
-      await writeFile(f, label === "invalid UTF-8 in a string" ? Buffer.from(body.replace("\u0000", "\u0001"), "utf8").fill(0xff, body.indexOf("\u0000"), body.indexOf("\u0000") + 1) : body);
+      await writeFile(
+        f,
+        label === "invalid UTF-8 in a string"
+          ? Buffer.from(body.replace("\u0000", "\u0001"), "utf8").fill(0xff, body.indexOf("\u0000"), body.indexOf("\u0000") + 1)
+          : body,
+      );
       cases.push(R(`receipt: ${label}`, "--receipt", f, ...appPin));
     }
     cases.push(R("receipt with the artifact's digest", "--receipt", join(x, "app-unicode.json"), ...appPin, "--artifact", p("artifact.bin")));
@@ -199,7 +269,10 @@ async function buildCases(): Promise<Case[]> {
     await writeFile(join(x, "key-dup.json"), keyText.replace("{", `{"public_key":"${pubDoc.public_key}",`));
     await writeFile(join(x, "key-badfp.json"), JSON.stringify({ ...pubDoc, fingerprint: "0".repeat(64) }));
     const other = JSON.parse(await readFile(p("other-pub.json"), "utf8"));
-    await writeFile(join(x, "key-retired.json"), JSON.stringify({ ...other, retired: [{ public_key: pubDoc.public_key, fingerprint: pubDoc.fingerprint, retired_at: "2026-11-22T00:00:00.000Z" }] }));
+    await writeFile(
+      join(x, "key-retired.json"),
+      JSON.stringify({ ...other, retired: [{ public_key: pubDoc.public_key, fingerprint: pubDoc.fingerprint, retired_at: "2026-11-22T00:00:00.000Z" }] }),
+    );
     await writeFile(join(x, "key-spaced.b64"), `\ufeff  ${pubDoc.public_key.replace(/(.{76})/g, "$1\n")}\n\n`);
     await writeFile(join(x, "key-short.b64"), pubDoc.public_key.slice(0, 100));
     await writeFile(join(x, "big-receipt.json"), Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
@@ -231,9 +304,22 @@ async function buildCases(): Promise<Case[]> {
       ["made by DOS, no mode bits (valid)", makeZip(good.map((e) => ({ ...e, madeBy: 20, attr: 0 })))],
       ["a comment (valid)", makeZip(good, { comment: Buffer.from("a comment") })],
       ["bytes after the end record", makeZip(good, { trailing: Buffer.from("junk") })],
-      ["inflates past its declared size (bomb)", makeZip(good.map((e) => (e.name === "verification.json" ? { ...e, data: Buffer.alloc(3 * 1024 * 1024), declared: 1000 } : e)))],
-      ["declares more than 4 MiB", makeZip(good.map((e) => (e.name === "verification.json" ? { ...e, data: Buffer.alloc(10), declared: 5 * 1024 * 1024 } : e)))],
-      ["declares 9 MiB in all", makeZip([...good.slice(0, 6).map((e) => ({ ...e })), ...[1, 2, 3].map((k) => ({ name: `pad${k}`, data: Buffer.alloc(10), declared: 3 * 1024 * 1024 })), good[6]!])],
+      [
+        "inflates past its declared size (bomb)",
+        makeZip(good.map((e) => (e.name === "verification.json" ? { ...e, data: Buffer.alloc(3 * 1024 * 1024), declared: 1000 } : e))),
+      ],
+      [
+        "declares more than 4 MiB",
+        makeZip(good.map((e) => (e.name === "verification.json" ? { ...e, data: Buffer.alloc(10), declared: 5 * 1024 * 1024 } : e))),
+      ],
+      [
+        "declares 9 MiB in all",
+        makeZip([
+          ...good.slice(0, 6).map((e) => ({ ...e })),
+          ...[1, 2, 3].map((k) => ({ name: `pad${k}`, data: Buffer.alloc(10), declared: 3 * 1024 * 1024 })),
+          good[6]!,
+        ]),
+      ],
       ["inflates to less than declared", makeZip(good.map((e) => (e.name === "verification.json" ? { ...e, declared: e.data.length + 5 } : e)))],
       ["17 entries", makeZip([...good, ...Array.from({ length: 10 }, (_, k) => ({ name: `x${k}`, data: Buffer.from("x") }))])],
       ["an entry twice", makeZip([...good, good[0]!])],
@@ -267,7 +353,18 @@ async function buildCases(): Promise<Case[]> {
       await writeFile(f, buf);
       cases.push(B(`zip: ${label}`, "--bundle", f, ...appPin));
     }
-    cases.push(B("zip: over 8 MiB on disk", "--bundle", await (async () => { const f = join(x, "big.zip"); await writeFile(f, Buffer.alloc(8 * 1024 * 1024 + 1)); return f; })(), ...appPin));
+    cases.push(
+      B(
+        "zip: over 8 MiB on disk",
+        "--bundle",
+        await (async () => {
+          const f = join(x, "big.zip");
+          await writeFile(f, Buffer.alloc(8 * 1024 * 1024 + 1));
+          return f;
+        })(),
+        ...appPin,
+      ),
+    );
 
     // ---- json-dir oddities ----
     const writeDir = async (d: string, entries: Array<{ name: string; data: Buffer }>) => {
@@ -279,11 +376,21 @@ async function buildCases(): Promise<Case[]> {
     await mkdir(join(sub, "nested"));
     cases.push(B("json-dir with a subdirectory", "--bundle", sub, ...appPin));
     const meta = JSON.parse(good.find((e) => e.name === "signature-metadata.json")!.data.toString());
-    for (const [label, ev] of [["evidence version \"1\"", "1"], ["evidence version 1.0", 1.0], ["evidence version null", null]] as const) {
-      const d = await writeDir(join(x, `dir-ev-${String(ev)}`), good.map((e) => (e.name === "signature-metadata.json" ? { ...e, data: Buffer.from(JSON.stringify({ ...meta, evidence_version: ev })) } : e)));
+    for (const [label, ev] of [
+      ['evidence version "1"', "1"],
+      ["evidence version 1.0", 1.0],
+      ["evidence version null", null],
+    ] as const) {
+      const d = await writeDir(
+        join(x, `dir-ev-${String(ev)}`),
+        good.map((e) => (e.name === "signature-metadata.json" ? { ...e, data: Buffer.from(JSON.stringify({ ...meta, evidence_version: ev })) } : e)),
+      );
       cases.push(B(`json-dir: ${label}`, "--bundle", d, ...appPin));
     }
-    const dupMeta = await writeDir(join(x, "dir-dup"), good.map((e) => (e.name === "signer-public-key.json" ? { ...e, data: Buffer.from(e.data.toString().replace("{", '{"algorithm":"x",')) } : e)));
+    const dupMeta = await writeDir(
+      join(x, "dir-dup"),
+      good.map((e) => (e.name === "signer-public-key.json" ? { ...e, data: Buffer.from(e.data.toString().replace("{", '{"algorithm":"x",')) } : e)),
+    );
     cases.push(B("json-dir: duplicate member in the key file (integrity only)", "--bundle", dupMeta, "--integrity-only"));
     const big = await writeDir(join(x, "dir-big"), [...good, { name: "big", data: Buffer.alloc(4 * 1024 * 1024 + 1) }]);
     cases.push(B("json-dir: a file over 4 MiB", "--bundle", big, ...appPin));
@@ -297,7 +404,11 @@ async function buildCases(): Promise<Case[]> {
 }
 
 function compare(t: test.Test, c: Case, node: { code: number | null; stdout: string; stderr: string }, pyr: PyRun): void {
-  t.equal(pyr.code, node.code, `${c.bin} ${c.name}: exit ${node.code} from both${pyr.code !== node.code ? ` (python: ${pyr.stdout.slice(0, 400)}${pyr.stderr.slice(-600)})` : ""}`);
+  t.equal(
+    pyr.code,
+    node.code,
+    `${c.bin} ${c.name}: exit ${node.code} from both${pyr.code !== node.code ? ` (python: ${pyr.stdout.slice(0, 400)}${pyr.stderr.slice(-600)})` : ""}`,
+  );
   t.notOk(pyr.stderr.includes("NUMPY LOADED"), `${c.name}: the Python verifier did not import numpy`);
   if (node.code === 2) {
     t.equal(pyr.stderr.trim().split("\n").length, 1, `${c.name}: one line on stderr from Python (${pyr.stderr.trim().slice(0, 200)})`);
@@ -316,10 +427,18 @@ function compare(t: test.Test, c: Case, node: { code: number | null; stdout: str
     t.fail(`${c.name}: both print JSON (node: ${node.stdout.slice(0, 200)} python: ${pyr.stdout.slice(0, 200)}${pyr.stderr.slice(0, 300)})`);
     return;
   }
-  const summary = (r: any) => ({ verdict: r.verdict, valid: r.valid, receipt_id: r.receipt_id, signer_fingerprint: r.signer_fingerprint, issuer_authenticated: r.issuer_authenticated, checks: r.checks.map((k: any) => `${k.name}:${k.ok}`) });
+  const summary = (r: any) => ({
+    verdict: r.verdict,
+    valid: r.valid,
+    receipt_id: r.receipt_id,
+    signer_fingerprint: r.signer_fingerprint,
+    issuer_authenticated: r.issuer_authenticated,
+    checks: r.checks.map((k: any) => `${k.name}:${k.ok}`),
+  });
   t.deepEqual(summary(b), summary(a), `${c.name}: same verdict (${a.verdict}) and checks`);
   // the wording of a malformed field comes from zod on the Node side; every other detail is the same sentence
-  const details = (r: any) => r.checks.filter((k: any) => k.ok || !["signed_fields", "artifact_commitment"].includes(k.name)).map((k: any) => `${k.name}: ${k.detail}`);
+  const details = (r: any) =>
+    r.checks.filter((k: any) => k.ok || !["signed_fields", "artifact_commitment"].includes(k.name)).map((k: any) => `${k.name}: ${k.detail}`);
   t.deepEqual(details(b), details(a), `${c.name}: same details`);
 }
 
@@ -328,15 +447,17 @@ test("the Python verifiers give the Node verifiers' exit code, verdict and check
   const cases = await buildCases();
   // at most three children at a time on a shared 2-core machine
   let next = 0;
-  await Promise.all(Array.from({ length: 3 }, async () => {
-    while (next < cases.length) {
-      const c = cases[next++]!;
-      const json = c.args.includes("--help") ? [] : ["--json"];
-      const node = await runNode(c.bin, [...c.args, ...json]);
-      const pyr = await runPython(c.bin === "svc-verify-receipt" ? "receipt" : "bundle", [...c.args, ...json]);
-      compare(t, c, node, pyr);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 3 }, async () => {
+      while (next < cases.length) {
+        const c = cases[next++]!;
+        const json = c.args.includes("--help") ? [] : ["--json"];
+        const node = await runNode(c.bin, [...c.args, ...json]);
+        const pyr = await runPython(c.bin === "svc-verify-receipt" ? "receipt" : "bundle", [...c.args, ...json]);
+        compare(t, c, node, pyr);
+      }
+    }),
+  );
   t.ok(cases.length > 100, `${cases.length} cases compared`);
 });
 

@@ -41,7 +41,10 @@ test("a fresh clone installs with npm ci and its service-free tests pass, with n
     const co = await run("git", ["checkout", "--quiet", "--detach", head], repo);
     t.equal(co.code, 0, `checked out HEAD ${co.out.trim()}`);
     t.deepEqual(readdirSync(dir), ["svc-tensor"], "nothing beside the clone");
-    const outside = spawnSync("git", ["grep", "-n", "-I", "-E", "\\.\\./shared|shared/spec|spec/api\\.md", "--", ".", ":!test/scripts/clone.test.ts"], { cwd: repo, encoding: "utf8" });
+    const outside = spawnSync("git", ["grep", "-n", "-I", "-E", "\\.\\./shared|shared/spec|spec/api\\.md", "--", ".", ":!test/scripts/clone.test.ts"], {
+      cwd: repo,
+      encoding: "utf8",
+    });
     t.equal(outside.stdout, "", "no tracked file names a path outside the repository");
 
     // npm ci as a user runs it: the install script builds the addon, prepare builds dist/

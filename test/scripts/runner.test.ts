@@ -28,7 +28,11 @@ test("no Redis and no redis-server binary: one sentence and exit 1 before any fi
     await symlink(process.execPath, join(bin, "node")); // a PATH with node and nothing else
     const r = await run(["test/gateway/resp.test.ts", "test/npy"], { ...process.env, PATH: bin, SVC_TEST_REDIS_URL: dead, SVC_TEST_JOBS: "1" });
     t.equal(r.code, 1, "exit 1");
-    t.match(r.out, /^1 test file\(s\) need Redis and nothing answers at 127\.0\.0\.1:1: start one with `redis-server`/m, "names what is missing and how to start it");
+    t.match(
+      r.out,
+      /^1 test file\(s\) need Redis and nothing answers at 127\.0\.0\.1:1: start one with `redis-server`/m,
+      "names what is missing and how to start it",
+    );
     t.doesNotMatch(r.out, /^ok\s/m, "no test file ran");
     t.ok(r.ms < 20_000, `ended at once (${r.ms} ms; a hung Redis test would take minutes)`);
   } finally {
@@ -62,7 +66,10 @@ test("nothing on the Redis URL but redis-server installed: a throwaway server on
   const net = await import("node:net");
   const open = await new Promise<boolean>((resolve) => {
     const s = net.connect({ host: "127.0.0.1", port: Number(m[2]) });
-    s.once("connect", () => { s.destroy(); resolve(true); });
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once("error", () => resolve(false));
   });
   t.notOk(open, "the throwaway server was stopped");

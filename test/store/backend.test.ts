@@ -16,17 +16,23 @@ const dirs: string[] = [];
 const urls = new Map<StorageBackend, string>();
 const makers: [string, () => Promise<StorageBackend>][] = [
   ["memory", async () => new MemoryBackend()],
-  ["lmdb", async () => {
-    const d = mkdtempSync(join(tmpdir(), "svc-backend-"));
-    dirs.push(d);
-    return new LmdbBackend(d);
-  }],
-  ["postgres", async () => {
-    const url = await freshStoreUrl();
-    const b = await PostgresBackend.open(url);
-    urls.set(b, url);
-    return b;
-  }],
+  [
+    "lmdb",
+    async () => {
+      const d = mkdtempSync(join(tmpdir(), "svc-backend-"));
+      dirs.push(d);
+      return new LmdbBackend(d);
+    },
+  ],
+  [
+    "postgres",
+    async () => {
+      const url = await freshStoreUrl();
+      const b = await PostgresBackend.open(url);
+      urls.set(b, url);
+      return b;
+    },
+  ],
 ];
 
 const collect = async <T>(it: AsyncIterable<T>): Promise<T[]> => {
@@ -67,7 +73,10 @@ for (const [name, make] of makers) {
     });
     const got = await collect(b.range(["h", "t", "big", ""], ["h", "t", "big", "\uffff"]));
     t.equal(got.length, n, `${n} entries`);
-    t.ok(got.every((e, i) => (e.value as { i: number }).i === i), "in key order, each once");
+    t.ok(
+      got.every((e, i) => (e.value as { i: number }).i === i),
+      "in key order, each once",
+    );
     await b.close();
   });
 
@@ -134,10 +143,22 @@ test("postgres: payloads larger than a chunk are split over rows of at most CHUN
     tx.putPayload("t1", "big", big);
     tx.putPayload("t2", "big", big);
   });
-  const rows = await sql<{ tenant_id: string; n: string; max: number }>(urls.get(b)!,
-    "SELECT tenant_id, count(*) AS n, max(octet_length(data)) AS max FROM payload_chunks GROUP BY tenant_id ORDER BY tenant_id");
-  t.deepEqual(rows.map((r) => [r.tenant_id, Number(r.n)]), [["t1", 3], ["t2", 3]], "three chunks for each tenant (no row refers across tenants)");
-  t.ok(rows.every((r) => r.max <= CHUNK_BYTES), `no chunk above ${CHUNK_BYTES} bytes`);
+  const rows = await sql<{ tenant_id: string; n: string; max: number }>(
+    urls.get(b)!,
+    "SELECT tenant_id, count(*) AS n, max(octet_length(data)) AS max FROM payload_chunks GROUP BY tenant_id ORDER BY tenant_id",
+  );
+  t.deepEqual(
+    rows.map((r) => [r.tenant_id, Number(r.n)]),
+    [
+      ["t1", 3],
+      ["t2", 3],
+    ],
+    "three chunks for each tenant (no row refers across tenants)",
+  );
+  t.ok(
+    rows.every((r) => r.max <= CHUNK_BYTES),
+    `no chunk above ${CHUNK_BYTES} bytes`,
+  );
   t.equal(Buffer.compare((await b.getPayload("t1", "big"))!, Buffer.from(big)), 0, "reassembled bit-exact");
   t.equal(await b.getPayload("t3", "big"), undefined, "another tenant does not see it");
   await sql(urls.get(b)!, "DELETE FROM payload_chunks WHERE tenant_id = 't1' AND seq = 1");

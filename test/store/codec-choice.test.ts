@@ -15,16 +15,17 @@ const suite = storeSuite({ targets: ["memory", "lmdb", "postgres", "http"], name
 function photo(h: number, w: number, seed: number): Float32Array {
   const g = gaussian(seed);
   const u = rng(seed + 1);
-  const cx = w * (0.3 + 0.4 * u()), cy = h * (0.3 + 0.4 * u());
+  const cx = w * (0.3 + 0.4 * u()),
+    cy = h * (0.3 + 0.4 * u());
   return Float32Array.from({ length: h * w }, (_, q) => {
-    const y = Math.floor(q / w), x = q % w;
+    const y = Math.floor(q / w),
+      x = q % w;
     return (Math.hypot(x - cx, y - cy) < h / 4 ? 180 : 60) + 40 * Math.sin(x / 23) * Math.cos(y / 31) + (x > 0.7 * w ? 50 : 0) + 3 * g();
   });
 }
 /** Data spanning six decades: a wave whose scale changes by 1e6 between the halves, plus a small ripple. */
 const decades = (n: number, seed: number) =>
   Float64Array.from({ length: n }, (_, i) => (i < n / 2 ? 1e-3 : 1e3) * Math.sin(i / 97 + seed) + 1e-4 * Math.cos(i * 0.37));
-
 
 suite.test("auto: TT for a smooth field, pred for noise and a photograph, deflate for integers", async (t, s) => {
   const smooth = smoothField(32, 32, 32, false, 3) as Float32Array;
@@ -41,24 +42,48 @@ suite.test("auto: TT for a smooth field, pred for noise and a photograph, deflat
   const d = await s.put("ns", "ints", ints, { shape: [16384], codec: "pred", max_abs_error: 3 });
   t.deepEqual([d.verdict, d.fingerprint.codec, d.max_abs_error], ["lossless", "lossless", 0], "integers stay lossless whatever codec and bound are asked");
   t.deepEqual(Buffer.from((await s.serve("ns", "ints")).data.buffer), Buffer.from(ints.buffer), "integers serve bit-exact");
-  for (const [k, x, r] of [["smooth", smooth, a], ["noise", nz, b], ["photo", ph, c]] as const) {
+  for (const [k, x, r] of [
+    ["smooth", smooth, a],
+    ["noise", nz, b],
+    ["photo", ph, c],
+  ] as const) {
     const m = errors(x, values((await s.serve("ns", k)).data, "float32"));
-    t.ok(m.rel <= 1e-3 && close(m.rel, r.relative_error, 1e-6) && m.abs === r.max_abs_error,
-      `${k}: served errors ${m.rel.toExponential(3)} / ${m.abs.toExponential(3)} are the reported ones`);
+    t.ok(
+      m.rel <= 1e-3 && close(m.rel, r.relative_error, 1e-6) && m.abs === r.max_abs_error,
+      `${k}: served errors ${m.rel.toExponential(3)} / ${m.abs.toExponential(3)} are the reported ones`,
+    );
     const info = await s.get("ns", k);
-    t.deepEqual([info.fingerprint.codec, info.relative_error, info.max_abs_error], [r.fingerprint.codec, r.relative_error, r.max_abs_error], `${k}: get reports codec and errors`);
+    t.deepEqual(
+      [info.fingerprint.codec, info.relative_error, info.max_abs_error],
+      [r.fingerprint.codec, r.relative_error, r.max_abs_error],
+      `${k}: get reports codec and errors`,
+    );
   }
   const listed = await s.list("ns");
-  t.deepEqual(listed.keys.map((k) => [k.key, k.codec]), [["ints", "lossless"], ["noise", "pred"], ["photo", "pred"], ["smooth", "tt"]], "list names each codec");
-  t.ok(listed.keys.every((k) => k.relative_error !== null && k.max_abs_error !== null), "and each entry's errors");
+  t.deepEqual(
+    listed.keys.map((k) => [k.key, k.codec]),
+    [
+      ["ints", "lossless"],
+      ["noise", "pred"],
+      ["photo", "pred"],
+      ["smooth", "tt"],
+    ],
+    "list names each codec",
+  );
+  t.ok(
+    listed.keys.every((k) => k.relative_error !== null && k.max_abs_error !== null),
+    "and each entry's errors",
+  );
   // explicit codecs: each alone, or an exact entry where it cannot meet the bounds
   const tt = await s.put("ns", "noise-tt", nz, { shape: [32, 32, 32], codec: "tt" });
   t.deepEqual([tt.verdict, tt.fingerprint.codec], ["passthrough", "raw"], "noise under codec tt: no TT reaches the ratio, stored raw");
   const pr = await s.put("ns", "smooth-pred", smooth, { shape: [32, 32, 32], codec: "pred" });
   t.deepEqual([pr.verdict, pr.fingerprint.codec], ["compressed", "pred"], `smooth field under codec pred: pred at ratio ${pr.compression_ratio.toFixed(1)}`);
   const ll = await s.put("ns", "photo-exact", ph, { shape: [256, 256], codec: "lossless" });
-  t.ok(ll.verdict === "lossless" && ["pred", "lossless"].includes(ll.fingerprint.codec) && ll.relative_error === 0 && ll.max_abs_error === 0,
-    `codec lossless: exact, by ${ll.fingerprint.codec} at ratio ${ll.compression_ratio.toFixed(2)}`);
+  t.ok(
+    ll.verdict === "lossless" && ["pred", "lossless"].includes(ll.fingerprint.codec) && ll.relative_error === 0 && ll.max_abs_error === 0,
+    `codec lossless: exact, by ${ll.fingerprint.codec} at ratio ${ll.compression_ratio.toFixed(2)}`,
+  );
   t.deepEqual(Buffer.from((await s.serve("ns", "photo-exact")).data.buffer), Buffer.from(ph.buffer), "and bit-exact");
 });
 
@@ -67,7 +92,10 @@ suite.test("weak only under the caller's max_rank; otherwise within the toleranc
   const capped = await s.put("ns", "capped", x, { shape: [32, 32, 32], tolerance: 1e-5, max_rank: 1, codec: "tt" });
   t.deepEqual([capped.verdict, capped.fingerprint.codec], ["weak", "tt"], `codec tt with max_rank 1: weak (${capped.relative_error.toExponential(2)})`);
   const auto = await s.put("ns", "auto", x, { shape: [32, 32, 32], tolerance: 1e-5, max_rank: 1 });
-  t.ok(auto.verdict === "compressed" && auto.relative_error <= 1e-5, `auto under the same cap: ${auto.fingerprint.codec} within the tolerance (${auto.relative_error.toExponential(2)})`);
+  t.ok(
+    auto.verdict === "compressed" && auto.relative_error <= 1e-5,
+    `auto under the same cap: ${auto.fingerprint.codec} within the tolerance (${auto.relative_error.toExponential(2)})`,
+  );
   const tight = await s.put("ns", "tight", x, { shape: [32, 32, 32], tolerance: 1e-5, codec: "tt" });
   t.ok(tight.verdict !== "weak" && tight.relative_error <= 1e-5, `codec tt without a cap: ${tight.verdict} (${tight.fingerprint.codec}), never weak`);
 });
@@ -91,7 +119,14 @@ suite.test("tolerance and max_abs_error hold on the served values over 24 seeded
     const dtype = (["float32", "float64", "float16"] as const)[Math.floor(seed / 4) % 3]!;
     const shape = kind === "photo" ? [96, 128] : [24, 20, 28];
     const n = shape.reduce((a, b) => a * b, 1);
-    const dense = kind === "smooth" ? f64(smoothField(24, 20, 28, true, seed)) : kind === "noise" ? f64(noise(n, seed, true)) : kind === "photo" ? f64(photo(96, 128, seed)) : decades(n, seed);
+    const dense =
+      kind === "smooth"
+        ? f64(smoothField(24, 20, 28, true, seed))
+        : kind === "noise"
+          ? f64(noise(n, seed, true))
+          : kind === "photo"
+            ? f64(photo(96, 128, seed))
+            : decades(n, seed);
     const data = dtype === "float64" ? dense : dtype === "float32" ? Float32Array.from(dense) : Uint16Array.from(dense, floatToHalf);
     // the values as stored: float16 entries start from their rounded values
     const x = dtype === "float16" ? Float64Array.from(data as Uint16Array, halfToFloat) : f64(data as Float32Array);
@@ -102,10 +137,16 @@ suite.test("tolerance and max_abs_error hold on the served values over 24 seeded
     codecs.set(r.fingerprint.codec, (codecs.get(r.fingerprint.codec) ?? 0) + 1);
     const got = errors(x, values((await s.serve("ns", `case-${seed}`)).data, dtype));
     const tol = opts.tolerance ?? (opts.max_abs_error === undefined ? 1e-3 : Infinity);
-    const ok = got.rel <= tol && got.abs <= (opts.max_abs_error ?? Infinity) && close(got.rel, r.relative_error, 1e-6, 1e-15) && close(got.abs, r.max_abs_error, 1e-12, 0);
+    const ok =
+      got.rel <= tol &&
+      got.abs <= (opts.max_abs_error ?? Infinity) &&
+      close(got.rel, r.relative_error, 1e-6, 1e-15) &&
+      close(got.abs, r.max_abs_error, 1e-12, 0);
     if (!ok) {
       bad++;
-      t.fail(`case ${seed} (${kind}, ${dtype}, ${JSON.stringify(opts)}): ${r.verdict} ${r.fingerprint.codec}, served ${got.rel} / ${got.abs}, reported ${r.relative_error} / ${r.max_abs_error}`);
+      t.fail(
+        `case ${seed} (${kind}, ${dtype}, ${JSON.stringify(opts)}): ${r.verdict} ${r.fingerprint.codec}, served ${got.rel} / ${got.abs}, reported ${r.relative_error} / ${r.max_abs_error}`,
+      );
     }
   }
   t.equal(bad, 0, `every case within its bounds, errors as reported (codecs: ${JSON.stringify(Object.fromEntries(codecs))})`);

@@ -3,13 +3,33 @@
 // Store-only: byte-level helpers, not store methods.
 import test from "tape";
 import {
-  bf16ToFloat, extractBlock, floatToBf16, floatToHalf, halfToFloat, losslessDecode, losslessEncode, shuffle, unshuffle, denseNorm,
+  bf16ToFloat,
+  extractBlock,
+  floatToBf16,
+  floatToHalf,
+  halfToFloat,
+  losslessDecode,
+  losslessEncode,
+  shuffle,
+  unshuffle,
+  denseNorm,
 } from "../../lib/store/codec.js";
 
 test("codec: float16 conversion", (t) => {
   const cases: [number, number][] = [
-    [0, 0x0000], [-0, 0x8000], [1, 0x3c00], [-2, 0xc000], [65504, 0x7bff], [65520, 0x7c00], [1e6, 0x7c00],
-    [Infinity, 0x7c00], [-Infinity, 0xfc00], [2 ** -24, 0x0001], [2 ** -14, 0x0400], [2 ** -26, 0x0000], [0.1, 0x2e66],
+    [0, 0x0000],
+    [-0, 0x8000],
+    [1, 0x3c00],
+    [-2, 0xc000],
+    [65504, 0x7bff],
+    [65520, 0x7c00],
+    [1e6, 0x7c00],
+    [Infinity, 0x7c00],
+    [-Infinity, 0xfc00],
+    [2 ** -24, 0x0001],
+    [2 ** -14, 0x0400],
+    [2 ** -26, 0x0000],
+    [0.1, 0x2e66],
     [1 + 2 ** -11, 0x3c00], // halfway: ties to even (down)
     [1 + 3 * 2 ** -11, 0x3c02], // halfway: ties to even (up)
   ];
@@ -50,7 +70,16 @@ test("codec: shuffle, lossless round trip, norms", async (t) => {
 
 test("codec: block extraction", (t) => {
   const a = Int16Array.from({ length: 2 * 3 * 4 }, (_, i) => i);
-  const b = extractBlock(a, [2, 3, 4], [[1, 2], [0, 3], [1, 3]], "int16");
+  const b = extractBlock(
+    a,
+    [2, 3, 4],
+    [
+      [1, 2],
+      [0, 3],
+      [1, 3],
+    ],
+    "int16",
+  );
   t.deepEqual(Array.from(b as Int16Array), [13, 14, 17, 18, 21, 22], "a 1x3x2 block");
   t.deepEqual(Array.from(extractBlock(a, [24], [[5, 8]], "int16") as Int16Array), [5, 6, 7], "1-D block");
   t.end();

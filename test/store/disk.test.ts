@@ -74,7 +74,10 @@ if (process.env.SVC_DISK_CHILD === "crash") {
     return d;
   };
   const child = (mode: string, dir: string, extra: Record<string, string> = {}) =>
-    spawn(process.execPath, ["--import", "tsx", self], { env: { ...process.env, SVC_DISK_CHILD: mode, SVC_DISK_DIR: dir, ...extra }, stdio: ["ignore", "pipe", "pipe"] });
+    spawn(process.execPath, ["--import", "tsx", self], {
+      env: { ...process.env, SVC_DISK_CHILD: mode, SVC_DISK_DIR: dir, ...extra },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
 
   test("payloads of every size round-trip; bodies fill whole overflow pages, tails pack the stream", async (t) => {
     const b = new LmdbBackend(tmp());
@@ -87,8 +90,7 @@ if (process.env.SVC_DISK_CHILD === "crash") {
     for (let i = 0; i < sizes.length; i++) await b.transact({}, (tx) => tx.putPayload("", `a${i}`, payloads[i]!));
     await b.transact({}, (tx) => payloads.forEach((p, i) => tx.putPayload("", `b${i}`, p)));
     let ok = 0;
-    for (let i = 0; i < sizes.length; i++)
-      for (const id of [`a${i}`, `b${i}`]) if (Buffer.compare((await b.getPayload("", id))!, payloads[i]!) === 0) ok++;
+    for (let i = 0; i < sizes.length; i++) for (const id of [`a${i}`, `b${i}`]) if (Buffer.compare((await b.getPayload("", id))!, payloads[i]!) === 0) ok++;
     t.equal(ok, 2 * sizes.length, "every payload reads back byte for byte");
     const bodyPages = sizes.reduce((s, n) => s + Math.floor((n + PAGE_HEADER) / P), 0);
     const tails = sizes.reduce((s, n) => s + (n - Math.max(0, Math.floor((n + PAGE_HEADER) / P) * P - PAGE_HEADER)), 0);
@@ -165,12 +167,16 @@ if (process.env.SVC_DISK_CHILD === "crash") {
         off = 0;
       }
     }
-    const segs = [...env.openDB<Buffer, Buffer>({ name: "payload_stream", encoding: "binary", keyEncoding: "binary" }).getKeys({})].map((k) => k.readUIntBE(0, 6));
+    const segs = [...env.openDB<Buffer, Buffer>({ name: "payload_stream", encoding: "binary", keyEncoding: "binary" }).getKeys({})].map((k) =>
+      k.readUIntBE(0, 6),
+    );
     await env.close();
     const sparse = segs.slice(0, -1).filter((x) => (live.get(x) ?? 0) < seg * RELOCATE_BELOW);
     t.deepEqual(sparse, [], "no segment but the last is below the relocation threshold");
-    t.ok(segs.length < segBefore && segs.length <= Math.ceil(tailBytes / (seg * RELOCATE_BELOW)) + 1,
-      `stream segments ${segBefore} -> ${segs.length} for ${tailBytes} live tail bytes`);
+    t.ok(
+      segs.length < segBefore && segs.length <= Math.ceil(tailBytes / (seg * RELOCATE_BELOW)) + 1,
+      `stream segments ${segBefore} -> ${segs.length} for ${tailBytes} live tail bytes`,
+    );
     await b.close();
 
     // the freed pages are reused: putting the same amount again hardly grows the file (the
@@ -215,7 +221,11 @@ if (process.env.SVC_DISK_CHILD === "crash") {
     await s2.put("ns", "new", n);
     await s2.close();
     let b2 = new LmdbBackend(dir);
-    t.deepEqual([b2.stats().dbs.payloads!.entries, b2.stats().dbs.payload_index!.entries], [2, 1], "the duplicate is not stored again; the new payload goes to the new layout");
+    t.deepEqual(
+      [b2.stats().dbs.payloads!.entries, b2.stats().dbs.payload_index!.entries],
+      [2, 1],
+      "the duplicate is not stored again; the new payload goes to the new layout",
+    );
     await b2.close();
 
     const s3 = await createStore({ path: dir });
@@ -236,9 +246,19 @@ if (process.env.SVC_DISK_CHILD === "crash") {
     const s = await createStore({ path: dir });
     const f = Float32Array.from({ length: 64 * 64 }, (_, i) => Math.sin(i / 50) + Math.cos(i / 7));
     await s.put("ns", "f", f, { shape: [64, 64], tolerance: 1e-5, metadata: { kind: "tt", n: 1 } });
-    await s.put("ns", "f", f.map((x) => x * 2), { shape: [64, 64], tolerance: 1e-5, metadata: { kind: "tt", n: 2 } });
+    await s.put(
+      "ns",
+      "f",
+      f.map((x) => x * 2),
+      { shape: [64, 64], tolerance: 1e-5, metadata: { kind: "tt", n: 2 } },
+    );
     await s.put("ns", "r", noise(5000, 9), { metadata: { kind: "raw" } });
-    await s.put("ns", "i", Int32Array.from({ length: 4096 }, (_, i) => i >> 4), { shape: [4096], metadata: { kind: "lossless" } });
+    await s.put(
+      "ns",
+      "i",
+      Int32Array.from({ length: 4096 }, (_, i) => i >> 4),
+      { shape: [4096], metadata: { kind: "lossless" } },
+    );
     await s.delete("ns", "r");
     await s.put("ns", "r", noise(5000, 10), { metadata: { kind: "raw", again: true } });
     const observe = async (st: typeof s) => ({
@@ -350,16 +370,22 @@ if (process.env.SVC_DISK_CHILD === "crash") {
 
   test("two processes writing payloads of varied sizes at once: every payload intact", async (t) => {
     const dir = tmp();
-    const run = (tag: string) => new Promise<string>((resolve, reject) => {
-      const c = child("writer", dir, { SVC_DISK_TAG: tag });
-      let out = "";
-      let err = "";
-      c.stdout.on("data", (d) => (out += d));
-      c.stderr.on("data", (d) => (err += d));
-      c.on("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`writer ${tag} exited ${code}: ${err}`))));
-    });
+    const run = (tag: string) =>
+      new Promise<string>((resolve, reject) => {
+        const c = child("writer", dir, { SVC_DISK_TAG: tag });
+        let out = "";
+        let err = "";
+        c.stdout.on("data", (d) => (out += d));
+        c.stderr.on("data", (d) => (err += d));
+        c.on("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`writer ${tag} exited ${code}: ${err}`))));
+      });
     const outs = await Promise.all([run("a"), run("b")]);
-    const acks = outs.flatMap((o) => o.trim().split("\n").map((l) => JSON.parse(l) as { key: string; version: number; sha: string }));
+    const acks = outs.flatMap((o) =>
+      o
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { key: string; version: number; sha: string }),
+    );
     t.equal(acks.length, 60, "every put acknowledged");
     const s = await createStore({ path: dir });
     let ok = 0;

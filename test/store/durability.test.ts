@@ -38,7 +38,11 @@ test("two processes putting the same key: versions 1..2N, each exactly once", as
   const acks = [...a.trim().split("\n"), ...b.trim().split("\n")].map((l) => JSON.parse(l) as { version: number; tag: string; i: number });
   t.equal(acks.length, 2 * N, "every put acknowledged");
   const versions = acks.map((x) => x.version).sort((x, y) => x - y);
-  t.deepEqual(versions, Array.from({ length: 2 * N }, (_, i) => i + 1), "versions 1..2N, no duplicates, no gaps");
+  t.deepEqual(
+    versions,
+    Array.from({ length: 2 * N }, (_, i) => i + 1),
+    "versions 1..2N, no duplicates, no gaps",
+  );
   const store = await createStore({ path: dir });
   const info = await store.get("ns", "shared");
   t.equal(info.latest_version, 2 * N, "latest version is 2N");
@@ -48,7 +52,13 @@ test("two processes putting the same key: versions 1..2N, each exactly once", as
     const g = await store.get("ns", "shared", { version: ack.version });
     const d = await store.serve("ns", "shared", { version: ack.version });
     const want = Int32Array.from({ length: 256 }, (_, j) => j * 31 + ack.i);
-    if (g.metadata.tag === ack.tag && g.metadata.i === ack.i && (g.metadata[`f${ack.tag}${ack.i % 7}`] as { n: number })?.n === ack.i && Buffer.compare(Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength), Buffer.from(want.buffer)) === 0) ok++;
+    if (
+      g.metadata.tag === ack.tag &&
+      g.metadata.i === ack.i &&
+      (g.metadata[`f${ack.tag}${ack.i % 7}`] as { n: number })?.n === ack.i &&
+      Buffer.compare(Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength), Buffer.from(want.buffer)) === 0
+    )
+      ok++;
   }
   t.equal(ok, 2 * N, "each version holds the data and metadata its writer acknowledged");
   await store.close();
@@ -79,7 +89,12 @@ test("SIGKILL in the middle of a stream of puts: every acknowledged put survives
   let intact = 0;
   for (const a of acks) {
     const d = await store.serve("ns", a.key, { version: a.version });
-    if (createHash("sha256").update(Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength)).digest("hex") === a.sha) intact++;
+    if (
+      createHash("sha256")
+        .update(Buffer.from(d.data.buffer, d.data.byteOffset, d.data.byteLength))
+        .digest("hex") === a.sha
+    )
+      intact++;
   }
   t.equal(intact, acks.length, "every acknowledged version reads back with its sha256");
   // every version present at all (acknowledged or committed just before the kill) is whole

@@ -93,13 +93,29 @@ test("filter: bad filters are ValidationErrors naming the place", (t) => {
 test("filter: $in/$nin compiled to sets keep JSON equality (types apart, objects by structure)", (t) => {
   const f = compileFilter({ v: { $in: [1, "x", null, true, { b: 1, a: [2] }, [1, "1"], -0] } });
   const cases: [unknown, boolean][] = [
-    [1, true], ["1", false], [1.0, true], [0, true], ["x", true], ["X", false], [null, true], [true, true], [false, false],
-    [{ a: [2], b: 1 }, true], [{ a: [2] }, false], [[1, "1"], true], [["1", 1], false], [[1], false],
+    [1, true],
+    ["1", false],
+    [1.0, true],
+    [0, true],
+    ["x", true],
+    ["X", false],
+    [null, true],
+    [true, true],
+    [false, false],
+    [{ a: [2], b: 1 }, true],
+    [{ a: [2] }, false],
+    [[1, "1"], true],
+    [["1", 1], false],
+    [[1], false],
   ];
   for (const [v, want] of cases) t.equal(matchFilter(f, { v }), want, `$in ${JSON.stringify(v)} -> ${want}`);
   t.equal(matchFilter(f, {}), false, "$in on a missing field is false");
   const n = compileFilter({ v: { $nin: ["a", 2, false] } });
-  t.deepEqual([["a"], [2], [false], ["b"], [0], [true]].map(([v]) => matchFilter(n, { v })), [false, false, false, true, true, true], "$nin");
+  t.deepEqual(
+    [["a"], [2], [false], ["b"], [0], [true]].map(([v]) => matchFilter(n, { v })),
+    [false, false, false, true, true, true],
+    "$nin",
+  );
   t.equal(matchFilter(n, {}), true, "$nin on a missing field is true");
   t.end();
 });

@@ -14,8 +14,11 @@ function field(n: number, scale: number, Arr: typeof Float32Array | typeof Float
   for (let i = 0; i < n; i++)
     for (let j = 0; j < n; j++)
       for (let k = 0; k < n; k++) {
-        const x = i / n, y = j / n, z = k / n;
-        out[(i * n + j) * n + k] = scale * (Math.exp(-((x - 0.3) ** 2 + (y - 0.6) ** 2 + (z - 0.4) * (y - 0.2) + (z - 0.5) ** 2) * 6) + 0.5 * Math.sin(3 * x + 2 * y * z));
+        const x = i / n,
+          y = j / n,
+          z = k / n;
+        out[(i * n + j) * n + k] =
+          scale * (Math.exp(-((x - 0.3) ** 2 + (y - 0.6) ** 2 + (z - 0.4) * (y - 0.2) + (z - 0.5) ** 2) * 6) + 0.5 * Math.sin(3 * x + 2 * y * z));
       }
   return out;
 }
@@ -41,7 +44,10 @@ suite.test("a constant float32 array of 1e-45 is stored exactly, not weak and no
   const r = await s.put("ns", "sub", x, { shape: [32, 32, 32] });
   t.deepEqual([r.verdict, r.relative_error], ["compressed", 0], "compressed, error 0");
   const back = (await s.serve("ns", "sub")).data as Float32Array;
-  t.ok(back.every((v) => v === x[0]), "served back as 1e-45 everywhere");
+  t.ok(
+    back.every((v) => v === x[0]),
+    "served back as 1e-45 everywhere",
+  );
 });
 
 suite.test("float16 and bfloat16 entries served in their dtype stay within the tolerance", async (t, s) => {

@@ -58,7 +58,10 @@ export interface StoreOnlyCtx {
 }
 type StoreOnlyBody = (t: test.Test, ctx: StoreOnlyCtx) => Promise<void>;
 
-interface Outcome { call: string; out: unknown }
+interface Outcome {
+  call: string;
+  out: unknown;
+}
 
 const INSTANT_FIELDS = new Set(["created_at", "updated_at", "purge_after"]);
 
@@ -91,20 +94,32 @@ export function normalise(v: unknown): unknown {
 
 /** The recorded view of `api`: each call's outcome is pushed to `trace` in call order. */
 function recorded(api: StoreApi, trace: Outcome[], off: { n: number }): StoreApi {
-  const wrap = <A extends unknown[], R>(name: string, f: (...a: A) => Promise<R>) => (...args: A): Promise<R> => {
-    const where = args.filter((a) => typeof a === "string").slice(0, 3).join(" ");
-    const outcome: Outcome = { call: `${name} ${where}`, out: "<pending>" };
-    if (off.n === 0) trace.push(outcome);
-    let p: Promise<R>;
-    try {
-      p = f(...args);
-    } catch (e) {
-      outcome.out = { thrown_synchronously: normalise(e) }; // every method rejects instead: a difference
-      throw e;
-    }
-    p.then((r) => { outcome.out = normalise(r); }, (e) => { outcome.out = normalise(e); });
-    return p;
-  };
+  const wrap =
+    <A extends unknown[], R>(name: string, f: (...a: A) => Promise<R>) =>
+    (...args: A): Promise<R> => {
+      const where = args
+        .filter((a) => typeof a === "string")
+        .slice(0, 3)
+        .join(" ");
+      const outcome: Outcome = { call: `${name} ${where}`, out: "<pending>" };
+      if (off.n === 0) trace.push(outcome);
+      let p: Promise<R>;
+      try {
+        p = f(...args);
+      } catch (e) {
+        outcome.out = { thrown_synchronously: normalise(e) }; // every method rejects instead: a difference
+        throw e;
+      }
+      p.then(
+        (r) => {
+          outcome.out = normalise(r);
+        },
+        (e) => {
+          outcome.out = normalise(e);
+        },
+      );
+      return p;
+    };
   return {
     put: wrap("put", api.put.bind(api)),
     putCores: wrap("putCores", api.putCores.bind(api)),
@@ -132,14 +147,25 @@ export class Stack {
 
   #start() {
     return (this.#started ??= (async () => {
-      const engine = await startEngine(loadEngineConfig({
-        SVC_ENGINE_PORT: "0", SVC_ENGINE_DATA_DIR: join(this.dir, "engine"), SVC_ENGINE_API_KEYS: this.serviceKey, SVC_ENGINE_LOG_LEVEL: "silent",
-      }));
-      const gateway = await startGateway(loadGatewayConfig({
-        SVC_GATE_HOST: "127.0.0.1", SVC_GATE_PORT: "0", SVC_GATE_ENGINE_URL: engine.url, SVC_GATE_ENGINE_SERVICE_KEY: this.serviceKey,
-        SVC_GATE_DATA_DIR: join(this.dir, "gate"), SVC_GATE_AUDIT_LOG_PATH: join(this.dir, "audit.jsonl"),
-        SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
-      }));
+      const engine = await startEngine(
+        loadEngineConfig({
+          SVC_ENGINE_PORT: "0",
+          SVC_ENGINE_DATA_DIR: join(this.dir, "engine"),
+          SVC_ENGINE_API_KEYS: this.serviceKey,
+          SVC_ENGINE_LOG_LEVEL: "silent",
+        }),
+      );
+      const gateway = await startGateway(
+        loadGatewayConfig({
+          SVC_GATE_HOST: "127.0.0.1",
+          SVC_GATE_PORT: "0",
+          SVC_GATE_ENGINE_URL: engine.url,
+          SVC_GATE_ENGINE_SERVICE_KEY: this.serviceKey,
+          SVC_GATE_DATA_DIR: join(this.dir, "gate"),
+          SVC_GATE_AUDIT_LOG_PATH: join(this.dir, "audit.jsonl"),
+          SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
+        }),
+      );
       return { gateway, engine };
     })());
   }
@@ -153,7 +179,8 @@ export class Stack {
   async client(namespaces: string[], id = "t"): Promise<SvcClient> {
     const { gateway } = await this.#start();
     const res = await request(`${gateway.url}/gate/onboard/create`, {
-      method: "POST", headers: { authorization: `Bearer ${this.serviceKey}`, "content-type": "application/json" },
+      method: "POST",
+      headers: { authorization: `Bearer ${this.serviceKey}`, "content-type": "application/json" },
       body: JSON.stringify({ tenant_id: `${id}-${++this.#n}`, namespaces }),
     });
     const body = (await res.body.json()) as { api_key?: string };

@@ -64,7 +64,10 @@ test("a put that fails leaves nothing in payload_large", async (t) => {
   const store = await createStore({ path: dir });
   const s = store.forTenant("acme");
   await s.put("ns", "k", randomBytes(1000));
-  const err = await s.put("ns", "k", randomBytes(LARGE_BYTES * 2), { if_version: 0 }).then(() => null, (e: Error) => e);
+  const err = await s.put("ns", "k", randomBytes(LARGE_BYTES * 2), { if_version: 0 }).then(
+    () => null,
+    (e: Error) => e,
+  );
   t.equal((err as { code?: string } | null)?.code, "version_conflict", "if_version refused: 409");
   await store.close();
   t.deepEqual(await counts(dir), { large: 0, index: 1 }, "the staged value was removed");

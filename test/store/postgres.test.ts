@@ -14,13 +14,23 @@ test("postgres: the schema is created once, also when several stores connect at 
   const stores = await Promise.all(Array.from({ length: 5 }, () => createStore({ url })));
   t.equal(stores.length, 5, "five stores connected");
   const rows = await sql<{ version: number }>(url, "SELECT version FROM svc_schema");
-  t.deepEqual(rows.map((r) => r.version), [SCHEMA_VERSION], `one schema row, version ${SCHEMA_VERSION}`);
+  t.deepEqual(
+    rows.map((r) => r.version),
+    [SCHEMA_VERSION],
+    `one schema row, version ${SCHEMA_VERSION}`,
+  );
   const tables = await sql<{ table_name: string }>(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1");
-  t.deepEqual(tables.map((r) => r.table_name), ["heads", "idempotency", "payload_chunks", "payloads", "svc_schema", "versions"], "the store's tables");
-  const keys = await sql<{ table_name: string; first: string }>(url,
+  t.deepEqual(
+    tables.map((r) => r.table_name),
+    ["heads", "idempotency", "payload_chunks", "payloads", "svc_schema", "versions"],
+    "the store's tables",
+  );
+  const keys = await sql<{ table_name: string; first: string }>(
+    url,
     `SELECT tc.table_name, kcu.column_name AS first FROM information_schema.table_constraints tc
        JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_schema = tc.table_schema
-      WHERE tc.constraint_type = 'PRIMARY KEY' AND tc.table_schema = current_schema() AND kcu.ordinal_position = 1 AND tc.table_name <> 'svc_schema'`);
+      WHERE tc.constraint_type = 'PRIMARY KEY' AND tc.table_schema = current_schema() AND kcu.ordinal_position = 1 AND tc.table_name <> 'svc_schema'`,
+  );
   t.ok(keys.length === 5 && keys.every((k) => k.first === "tenant_id"), "every data table's primary key starts with tenant_id");
   const fks = await sql(url, "SELECT 1 FROM information_schema.table_constraints WHERE constraint_type = 'FOREIGN KEY' AND table_schema = current_schema()");
   t.equal(fks.length, 0, "no foreign keys (nothing refers across tenants or tables)");
@@ -38,7 +48,11 @@ test("postgres: a database of a newer schema version is refused with a sentence"
   await sql(url, "UPDATE svc_schema SET version = $1", [SCHEMA_VERSION + 1]);
   const e = await createStore({ url }).catch((x: unknown) => x);
   t.ok(e instanceof ValidationError, "ValidationError");
-  t.match((e as Error).message, new RegExp(`schema version ${SCHEMA_VERSION + 1}, newer than version ${SCHEMA_VERSION}.*upgrade svc-tensor`), (e as Error).message);
+  t.match(
+    (e as Error).message,
+    new RegExp(`schema version ${SCHEMA_VERSION + 1}, newer than version ${SCHEMA_VERSION}.*upgrade svc-tensor`),
+    (e as Error).message,
+  );
   const tables = await sql(url, "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema()");
   t.equal(tables.length, 6, "nothing was changed or dropped");
 });
@@ -100,7 +114,10 @@ test("postgres: six concurrent cold top-Ks on one store with a pool of 2 connect
   const url = await freshStoreUrl();
   const w = await createStore({ url });
   const core = (v: number) => ({ shape: [1, 6, 1] as [number, number, number], data: Float32Array.from({ length: 6 }, (_, i) => Math.cos(i * v + 1)) });
-  await w.putCoresBatch("ns", Array.from({ length: 600 }, (_, i) => ({ key: `k${i}`, cores: [core(i), core(i + 1)] })));
+  await w.putCoresBatch(
+    "ns",
+    Array.from({ length: 600 }, (_, i) => ({ key: `k${i}`, cores: [core(i), core(i + 1)] })),
+  );
   await w.close();
   const s = await createStore({ url, pool_size: 2 });
   let timer: NodeJS.Timeout | undefined;
@@ -108,6 +125,10 @@ test("postgres: six concurrent cold top-Ks on one store with a pool of 2 connect
   const outcome = await Promise.race([all, new Promise<"stuck">((r) => (timer = setTimeout(() => r("stuck"), 60_000)))]);
   clearTimeout(timer);
   t.notEqual(outcome, "stuck", "six concurrent cold top-Ks finished");
-  if (outcome !== "stuck") t.ok(outcome.every((r) => r.scanned === 599 && JSON.stringify(r.results) === JSON.stringify(outcome[0]!.results)), "each scanned 599 entries with the same answer");
+  if (outcome !== "stuck")
+    t.ok(
+      outcome.every((r) => r.scanned === 599 && JSON.stringify(r.results) === JSON.stringify(outcome[0]!.results)),
+      "each scanned 599 entries with the same answer",
+    );
   await s.close();
 });

@@ -28,8 +28,18 @@ const LONG_NS = "n".repeat(255);
 const suite = storeSuite({ targets: ["memory", "lmdb", "postgres", "http"], namespaces: ["ns", "other", "default", LONG_NS] });
 
 suite.test("versions increase by one, get reads any kept version", async (t, s) => {
-  const r1 = await s.put("ns", "k", ints(2048, (i) => i % 7), { shape: [32, 64], metadata: { n: 1 } });
-  const r2 = await s.put("ns", "k", ints(2048, (i) => i % 5), { shape: [2048], metadata: { n: 2 } });
+  const r1 = await s.put(
+    "ns",
+    "k",
+    ints(2048, (i) => i % 7),
+    { shape: [32, 64], metadata: { n: 1 } },
+  );
+  const r2 = await s.put(
+    "ns",
+    "k",
+    ints(2048, (i) => i % 5),
+    { shape: [2048], metadata: { n: 2 } },
+  );
   t.deepEqual([r1.version, r2.version], [1, 2], "versions 1 and 2");
   const g = await s.get("ns", "k");
   t.equal(g.version, 2, "latest by default");
@@ -59,17 +69,41 @@ suite.test("if_version gives optimistic concurrency", async (t, s, ctx) => {
   t.equal((await s.get("ns", "k")).latest_version, 2, "conflicts stored nothing");
   // many concurrent writers: no lost or duplicate versions (which put gets which version
   // depends on arrival order, so these calls are left out of the call-by-call comparison)
-  const rs = await ctx.untraced(() => Promise.all(Array.from({ length: 20 }, (_, i) => s.put("ns", "c", ints(8, () => i), { shape: [8] }))));
-  t.deepEqual(rs.map((r) => r.version).sort((a, b) => a - b), Array.from({ length: 20 }, (_, i) => i + 1), "20 concurrent puts get 1..20");
+  const rs = await ctx.untraced(() =>
+    Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        s.put(
+          "ns",
+          "c",
+          ints(8, () => i),
+          { shape: [8] },
+        ),
+      ),
+    ),
+  );
+  t.deepEqual(
+    rs.map((r) => r.version).sort((a, b) => a - b),
+    Array.from({ length: 20 }, (_, i) => i + 1),
+    "20 concurrent puts get 1..20",
+  );
   // the latest version holds whichever put came last: left out too
-  t.deepEqual((await ctx.untraced(() => s.get("ns", "c"))).versions, Array.from({ length: 20 }, (_, i) => i + 1), "all 20 versions kept");
+  t.deepEqual(
+    (await ctx.untraced(() => s.get("ns", "c"))).versions,
+    Array.from({ length: 20 }, (_, i) => i + 1),
+    "all 20 versions kept",
+  );
 });
 
 suite.test("delete is a soft delete; a put after it continues at last + 1", async (t, s) => {
   const big = ints(4096, (i) => i % 3);
   await s.put("ns", "k", big, { shape: [4096] });
   await s.put("ns", "k", big, { shape: [4096] });
-  await s.put("ns", "keep", ints(4096, (i) => i % 11), { shape: [4096] });
+  await s.put(
+    "ns",
+    "keep",
+    ints(4096, (i) => i % 11),
+    { shape: [4096] },
+  );
   const before = Date.now();
   const del = await s.delete("ns", "k");
   const after = Date.now();
@@ -81,8 +115,16 @@ suite.test("delete is a soft delete; a put after it continues at last + 1", asyn
   await rejects(t, s.delete("ns", "k"), NotFoundError, /No entry k/, "second delete is not_found");
   await rejects(t, s.serve("ns", "k"), NotFoundError, /No entry k/, "serve of deleted key is not_found");
   await rejects(t, s.delete("ns", "never"), NotFoundError, /No entry never/, "delete of a key that never was is not_found");
-  t.deepEqual((await s.list("ns")).keys.map((k) => k.key), ["keep"], "deleted keys are not listed");
-  t.deepEqual((await s.search("ns", {})).results.map((k) => k.key), ["keep"], "nor found by search");
+  t.deepEqual(
+    (await s.list("ns")).keys.map((k) => k.key),
+    ["keep"],
+    "deleted keys are not listed",
+  );
+  t.deepEqual(
+    (await s.search("ns", {})).results.map((k) => k.key),
+    ["keep"],
+    "nor found by search",
+  );
   await rejects(t, s.put("ns", "k", big, { shape: [4096], if_version: 2 }), VersionConflictError, /at version 0/, "a deleted key needs if_version 0 or none");
   const again = await s.put("ns", "k", big, { shape: [4096], if_version: 0 });
   t.equal(again.version, 3, "a put after delete continues at last + 1");
@@ -92,14 +134,21 @@ suite.test("delete is a soft delete; a put after it continues at last + 1", asyn
   t.deepEqual(Array.from((await s.serve("ns", "k")).data as Int32Array), Array.from(big), "the new version serves");
 });
 
-suite.storeOnly("compaction purges tombstones after 30 days and then unreferenced payloads",
-  "compact() takes an injected clock and is an operator task on the engine's store, with no HTTP call", async (t, { open }) => {
+suite.storeOnly(
+  "compaction purges tombstones after 30 days and then unreferenced payloads",
+  "compact() takes an injected clock and is an operator task on the engine's store, with no HTTP call",
+  async (t, { open }) => {
     const clock = new FakeClock(T0);
     const s = await open({ clock });
     const big = ints(4096, (i) => i % 3);
     await s.put("ns", "k", big, { shape: [4096] });
     await s.put("ns", "k", big, { shape: [4096] });
-    await s.put("ns", "keep", ints(4096, (i) => i % 11), { shape: [4096] });
+    await s.put(
+      "ns",
+      "keep",
+      ints(4096, (i) => i % 11),
+      { shape: [4096] },
+    );
     const del = await s.delete("ns", "k");
     t.equal(del.purge_after, new Date(T0 + 30 * DAY).toISOString(), "purge_after on the injected clock");
     clock.advance(DAY);
@@ -112,7 +161,12 @@ suite.storeOnly("compaction purges tombstones after 30 days and then unreference
     t.equal((await s.serve("ns", "k")).version, 3, "the live version survives compaction");
     const c2 = await s.compact({ now: T0 + 31 * DAY });
     t.deepEqual(c2, { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "fully expired key and its payload purged");
-    const fresh = await s.put("ns", "keep", ints(4, () => 1), { shape: [4] });
+    const fresh = await s.put(
+      "ns",
+      "keep",
+      ints(4, () => 1),
+      { shape: [4] },
+    );
     t.equal(fresh.version, 1, "a purged key starts again at version 1");
     clock.set(T0 + 100 * DAY);
     await s.delete("ns", "keep");
@@ -121,16 +175,36 @@ suite.storeOnly("compaction purges tombstones after 30 days and then unreference
     t.deepEqual(await s.compact(), { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "compact() after 30 days on the injected clock");
     await rejects(t, s.compact({ now: Number.NaN }), ValidationError, /now/, "bad now");
     await s.close();
-  });
+  },
+);
 
 suite.test("list and search paginate in byte order", async (t, s) => {
   const keys = ["b", "a/2", "a/10", "a/1", "A", "c:x", "a.b"];
-  for (const [i, k] of keys.entries()) await s.put("ns", k, ints(4, () => i), { shape: [4], metadata: { i, even: i % 2 === 0, name: k } });
-  await s.put("other", "zzz", ints(4, () => 0), { shape: [4] });
+  for (const [i, k] of keys.entries())
+    await s.put(
+      "ns",
+      k,
+      ints(4, () => i),
+      { shape: [4], metadata: { i, even: i % 2 === 0, name: k } },
+    );
+  await s.put(
+    "other",
+    "zzz",
+    ints(4, () => 0),
+    { shape: [4] },
+  );
   const all = await s.list("ns");
-  t.deepEqual(all.keys.map((k) => k.key), ["A", "a.b", "a/1", "a/10", "a/2", "b", "c:x"], "ascending byte order");
+  t.deepEqual(
+    all.keys.map((k) => k.key),
+    ["A", "a.b", "a/1", "a/10", "a/2", "b", "c:x"],
+    "ascending byte order",
+  );
   t.deepEqual([all.namespace, all.total, all.limit, all.offset, all.next_offset], ["ns", 7, 1000, 0, null], "defaults");
-  t.deepEqual(Object.keys(all.keys[0]!).sort(), ["codec", "dtype", "key", "max_abs_error", "relative_error", "shape", "updated_at", "verdict", "version"], "list item fields");
+  t.deepEqual(
+    Object.keys(all.keys[0]!).sort(),
+    ["codec", "dtype", "key", "max_abs_error", "relative_error", "shape", "updated_at", "verdict", "version"],
+    "list item fields",
+  );
   t.deepEqual([all.keys[0]!.codec, all.keys[0]!.relative_error, all.keys[0]!.max_abs_error], ["raw", 0, 0], "a small integer entry: raw, exact");
   const p1 = await s.list("ns", { prefix: "a/", limit: 2 });
   t.deepEqual([p1.keys.map((k) => k.key), p1.total, p1.next_offset], [["a/1", "a/10"], 3, 2], "prefix, first page");
@@ -138,10 +212,18 @@ suite.test("list and search paginate in byte order", async (t, s) => {
   t.deepEqual([p2.keys.map((k) => k.key), p2.next_offset], [["a/2"], null], "last page");
   const past = await s.list("ns", { offset: 100 });
   t.deepEqual([past.keys, past.total, past.next_offset], [[], 7, null], "past the end: empty page, total kept");
-  t.deepEqual((await s.list("other")).keys.map((k) => k.key), ["zzz"], "namespaces are apart");
+  t.deepEqual(
+    (await s.list("other")).keys.map((k) => k.key),
+    ["zzz"],
+    "namespaces are apart",
+  );
   t.equal((await s.list("default")).total, 0, "an empty namespace lists nothing");
   const sr = await s.search("ns", { even: true, i: { $gte: 2 } });
-  t.deepEqual(sr.results.map((r) => r.key), ["A", "a.b", "a/10"], "search on metadata, in byte order");
+  t.deepEqual(
+    sr.results.map((r) => r.key),
+    ["A", "a.b", "a/10"],
+    "search on metadata, in byte order",
+  );
   t.deepEqual(sr.results[0]!.metadata, { i: 4, even: true, name: "A" }, "search returns metadata");
   const sp = await s.search("ns", { even: true }, { limit: 1, offset: 1 });
   t.deepEqual([sp.results.length, sp.total, sp.next_offset, sp.limit], [1, 4, 2, 1], "search pagination");
@@ -161,7 +243,13 @@ suite.test("search: the filter language over stored metadata", async (t, s) => {
     ["run/3", { kind: "sim", run: { seed: 3, tag: "alpha-2" }, score: "high", none: null }],
     ["other/4", { kind: "scan", run: { seed: 4 } }],
   ];
-  for (const [k, m] of rows) await s.put("ns", k, ints(4, () => 1), { shape: [4], metadata: m });
+  for (const [k, m] of rows)
+    await s.put(
+      "ns",
+      k,
+      ints(4, () => 1),
+      { shape: [4], metadata: m },
+    );
   const keys = async (f: Record<string, unknown>, o = {}) => (await s.search("ns", f, o)).results.map((r) => r.key);
   t.deepEqual(await keys({ "run.seed": 3 }), ["run/3"], "equality on a dotted path");
   t.deepEqual(await keys({ "run.seed": "3" }), [], "a number never equals a string");
@@ -185,40 +273,111 @@ suite.test("search: the filter language over stored metadata", async (t, s) => {
 });
 
 suite.test("metadata: any JSON object round-trips, non-ASCII and up to 64 KiB", async (t, s) => {
-  const uni = { city: "Zürich", mark: "✓ 😀", "ключ": [1, "é", { deep: [null, true, 2.5] }], "quote\"back\\slash": "\u0001\n" };
-  await s.put("ns", "unicode", ints(8, (i) => i), { shape: [8], metadata: uni });
+  const uni = { city: "Zürich", mark: "✓ 😀", ключ: [1, "é", { deep: [null, true, 2.5] }], 'quote"back\\slash': "\u0001\n" };
+  await s.put(
+    "ns",
+    "unicode",
+    ints(8, (i) => i),
+    { shape: [8], metadata: uni },
+  );
   t.deepEqual((await s.get("ns", "unicode")).metadata, uni, "non-ASCII keys and values, control characters and nesting come back as put");
-  t.deepEqual((await s.search("ns", { city: "Zürich" })).results.map((r) => r.key), ["unicode"], "and are searchable");
+  t.deepEqual(
+    (await s.search("ns", { city: "Zürich" })).results.map((r) => r.key),
+    ["unicode"],
+    "and are searchable",
+  );
   const big = { blob: "é".repeat(30_000) };
-  await s.put("ns", "bigmeta", ints(8, (i) => i), { shape: [8], metadata: big });
+  await s.put(
+    "ns",
+    "bigmeta",
+    ints(8, (i) => i),
+    { shape: [8], metadata: big },
+  );
   t.deepEqual((await s.get("ns", "bigmeta")).metadata, big, "60 KiB of metadata comes back whole");
-  const none = await s.put("ns", "nometa", ints(8, (i) => i), { shape: [8] });
+  const none = await s.put(
+    "ns",
+    "nometa",
+    ints(8, (i) => i),
+    { shape: [8] },
+  );
   t.deepEqual([none.version, (await s.get("ns", "nometa")).metadata], [1, {}], "no metadata is an empty object");
   const wide = { blob: "é".repeat(5000) }; // 10 KiB as UTF-8, 30 KiB as an escaped header: travels as JSON
-  await s.put("ns", "wide", ints(8, (i) => i), { shape: [8], metadata: wide });
+  await s.put(
+    "ns",
+    "wide",
+    ints(8, (i) => i),
+    { shape: [8], metadata: wide },
+  );
   t.deepEqual((await s.get("ns", "wide")).metadata, wide, "5000 non-ASCII characters come back whole");
   const odd = { n: NaN, i: -Infinity, d: new Date(0), u: undefined, arr: [undefined, -0], m: new Map([[1, 2]]) };
-  await s.put("ns", "odd", ints(8, (i) => i), { shape: [8], metadata: odd });
+  await s.put(
+    "ns",
+    "odd",
+    ints(8, (i) => i),
+    { shape: [8], metadata: odd },
+  );
   odd.arr.push(1); // the store keeps its own copy
-  t.deepEqual((await s.get("ns", "odd")).metadata, { n: null, i: null, d: "1970-01-01T00:00:00.000Z", arr: [null, 0], m: {} }, "values outside JSON are stored as their JSON form");
-  await rejects(t, s.put("ns", "toobig", ints(8, (i) => i), { shape: [8], metadata: { blob: "x".repeat(70_000) } }), ValidationError, /64 KiB/, "over 64 KiB is refused");
-  await rejects(t, s.put("ns", "arr", ints(8, (i) => i), { shape: [8], metadata: [1, 2] as never }), ValidationError, /metadata/, "metadata must be an object");
+  t.deepEqual(
+    (await s.get("ns", "odd")).metadata,
+    { n: null, i: null, d: "1970-01-01T00:00:00.000Z", arr: [null, 0], m: {} },
+    "values outside JSON are stored as their JSON form",
+  );
+  await rejects(
+    t,
+    s.put(
+      "ns",
+      "toobig",
+      ints(8, (i) => i),
+      { shape: [8], metadata: { blob: "x".repeat(70_000) } },
+    ),
+    ValidationError,
+    /64 KiB/,
+    "over 64 KiB is refused",
+  );
+  await rejects(
+    t,
+    s.put(
+      "ns",
+      "arr",
+      ints(8, (i) => i),
+      { shape: [8], metadata: [1, 2] as never },
+    ),
+    ValidationError,
+    /metadata/,
+    "metadata must be an object",
+  );
 });
 
 suite.test("codecs: lossless when it pays, raw otherwise; serve is bit-exact", async (t, s) => {
   const smooth = ints(8192, (i) => i >> 4);
   const r = await s.put("ns", "lossless", smooth, { shape: [8192] });
   t.deepEqual([r.verdict, r.compressed, r.fingerprint.codec, r.relative_error], ["lossless", true, "lossless", 0], "compressible ints are lossless");
-  t.ok(r.compression_ratio > 10 && Math.abs(r.compression_ratio - r.bytes_in / r.bytes_stored) < 1e-12, `ratio = bytes_in/bytes_stored (${r.compression_ratio.toFixed(1)})`);
+  t.ok(
+    r.compression_ratio > 10 && Math.abs(r.compression_ratio - r.bytes_in / r.bytes_stored) < 1e-12,
+    `ratio = bytes_in/bytes_stored (${r.compression_ratio.toFixed(1)})`,
+  );
   t.equal(r.tt, null, "tt null for lossless");
   const rnd = noise(65536, 3);
   const p = await s.put("ns", "noise", rnd, { dtype: "uint8", shape: [256, 256] });
-  t.deepEqual([p.verdict, p.compressed, p.compression_ratio, p.bytes_stored, p.fingerprint.codec], ["passthrough", false, 1, 65536, "raw"], "random bytes are passthrough");
+  t.deepEqual(
+    [p.verdict, p.compressed, p.compression_ratio, p.bytes_stored, p.fingerprint.codec],
+    ["passthrough", false, 1, 65536, "raw"],
+    "random bytes are passthrough",
+  );
   t.equal(p.fingerprint.sha256, createHash("sha256").update(rnd).digest("hex"), "sha256 of the stored (raw) payload");
-  const small = await s.put("ns", "small", ints(100, () => 0), { shape: [100] });
+  const small = await s.put(
+    "ns",
+    "small",
+    ints(100, () => 0),
+    { shape: [100] },
+  );
   t.deepEqual([small.verdict, small.bytes_stored], ["passthrough", 400], "below min_compress_bytes: passthrough");
   const bytes = await s.put("ns", "blob", Buffer.from("x".repeat(10000)));
-  t.deepEqual([bytes.dtype, bytes.shape, bytes.verdict, bytes.fingerprint.norm], ["bytes", [10000], "lossless", null], "bytes: default dtype, shape, norm null");
+  t.deepEqual(
+    [bytes.dtype, bytes.shape, bytes.verdict, bytes.fingerprint.norm],
+    ["bytes", [10000], "lossless", null],
+    "bytes: default dtype, shape, norm null",
+  );
   const ab = await s.put("ns", "ab", new TextEncoder().encode("hello, world").buffer);
   t.deepEqual([ab.dtype, ab.shape], ["bytes", [12]], "an ArrayBuffer is bytes too");
   const i64 = BigInt64Array.from({ length: 1024 }, (_, i) => BigInt(i) * 10n ** 12n);
@@ -233,17 +392,58 @@ suite.test("codecs: lossless when it pays, raw otherwise; serve is bit-exact", a
   t.deepEqual(Array.from((await s.serve("ns", "i64")).data as BigInt64Array), Array.from(i64), "int64 round trip");
   t.equal(Buffer.from((await s.serve("ns", "blob")).data as Uint8Array).toString(), "x".repeat(10000), "bytes round trip");
   t.equal(Buffer.from((await s.serve("ns", "ab")).data as Uint8Array).toString(), "hello, world", "ArrayBuffer round trip");
-  const bs = await s.serve("ns", "bool", { slice: [[0, 1], [0, 10]] });
-  t.deepEqual([bs.dtype, bs.shape, bs.data instanceof Uint8Array, Array.from(bs.data as Uint8Array)], ["bool", [1, 10], true, [1, 0, 0, 1, 0, 0, 1, 0, 0, 1]], "bool slice as Uint8Array");
+  const bs = await s.serve("ns", "bool", {
+    slice: [
+      [0, 1],
+      [0, 10],
+    ],
+  });
+  t.deepEqual(
+    [bs.dtype, bs.shape, bs.data instanceof Uint8Array, Array.from(bs.data as Uint8Array)],
+    ["bool", [1, 10], true, [1, 0, 0, 1, 0, 0, 1, 0, 0, 1]],
+    "bool slice as Uint8Array",
+  );
   const us = await s.serve("ns", "u16", { slice: [[2995, 3000]] });
   t.ok(us.data instanceof Uint16Array && Array.from(us.data).join() === Array.from(u16.subarray(2995)).join(), "uint16 slice as Uint16Array");
-  const blk = await s.serve("ns", "i64", { slice: [[1, 3], [30, 32]] });
+  const blk = await s.serve("ns", "i64", {
+    slice: [
+      [1, 3],
+      [30, 32],
+    ],
+  });
   t.deepEqual([blk.shape, Array.from(blk.data as BigInt64Array)], [[2, 2], [62n, 63n, 94n, 95n].map((v) => v * 10n ** 12n)], "slice of a lossless entry");
-  const nb = await s.serve("ns", "noise", { slice: [[1, 2], [100, 120]] });
+  const nb = await s.serve("ns", "noise", {
+    slice: [
+      [1, 2],
+      [100, 120],
+    ],
+  });
   t.deepEqual(Buffer.from(nb.data as Uint8Array), Buffer.from(rnd.subarray(356, 376)), "slice of a raw entry");
-  await rejects(t, s.serve("ns", "i64", { slice: [[0, 33], [0, 1]] }), ValidationError, /slice\.0 stops at 33/, "slice beyond the shape");
+  await rejects(
+    t,
+    s.serve("ns", "i64", {
+      slice: [
+        [0, 33],
+        [0, 1],
+      ],
+    }),
+    ValidationError,
+    /slice\.0 stops at 33/,
+    "slice beyond the shape",
+  );
   await rejects(t, s.serve("ns", "i64", { slice: [[0, 1]] }), ValidationError, /slice has 1 pairs/, "slice of the wrong rank");
-  await rejects(t, s.serve("ns", "i64", { slice: [[2, 1], [0, 1]] }), ValidationError, /start < stop/, "empty slice");
+  await rejects(
+    t,
+    s.serve("ns", "i64", {
+      slice: [
+        [2, 1],
+        [0, 1],
+      ],
+    }),
+    ValidationError,
+    /start < stop/,
+    "empty slice",
+  );
   await rejects(t, s.serve("ns", "i64", { dtype: "float32" }), ValidationError, /floating data only/, "dtype conversion of ints");
   await rejects(t, s.serve("ns", "nope"), NotFoundError, /No entry nope/, "serve of an unknown key");
 });
@@ -251,7 +451,12 @@ suite.test("codecs: lossless when it pays, raw otherwise; serve is bit-exact", a
 suite.test("names: every allowed key character, the longest key and the longest namespace", async (t, s) => {
   const keys = ["a:b@c=d/e.f-g_h", "x=1", "@", ":", "=", "a..b/...", "-._", "UPPER/lower/0123456789", "k".repeat(512), `${"s/".repeat(255)}z`];
   for (const [i, k] of keys.entries()) {
-    const r = await s.put("ns", k, ints(4, () => i), { shape: [4], metadata: { i } });
+    const r = await s.put(
+      "ns",
+      k,
+      ints(4, () => i),
+      { shape: [4], metadata: { i } },
+    );
     t.deepEqual([r.key, r.version], [k, 1], `put ${k.slice(0, 40)}`);
   }
   for (const [i, k] of keys.entries()) {
@@ -259,15 +464,54 @@ suite.test("names: every allowed key character, the longest key and the longest 
     const d = await s.serve("ns", k);
     t.ok(g.key === k && g.metadata.i === i && d.key === k && (d.data as Int32Array)[0] === i, `get and serve ${k.slice(0, 40)}`);
   }
-  t.deepEqual((await s.list("ns")).keys.map((x) => x.key), [...keys].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))), "all listed, in byte order");
-  t.deepEqual((await s.list("ns", { prefix: "a:b@c=d/" })).keys.map((x) => x.key), ["a:b@c=d/e.f-g_h"], "a prefix with reserved URL characters");
+  t.deepEqual(
+    (await s.list("ns")).keys.map((x) => x.key),
+    [...keys].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+    "all listed, in byte order",
+  );
+  t.deepEqual(
+    (await s.list("ns", { prefix: "a:b@c=d/" })).keys.map((x) => x.key),
+    ["a:b@c=d/e.f-g_h"],
+    "a prefix with reserved URL characters",
+  );
   t.equal((await s.delete("ns", "a:b@c=d/e.f-g_h")).deleted, true, "delete of a key with reserved URL characters");
   t.equal((await s.query.similarity("ns", "x=1", "@", { metric: "dot" })).score, 1 * 2 * 4, "similarity between such keys");
-  const r = await s.put(LONG_NS, "k", ints(4, () => 1), { shape: [4] });
+  const r = await s.put(
+    LONG_NS,
+    "k",
+    ints(4, () => 1),
+    { shape: [4] },
+  );
   t.equal(r.namespace, LONG_NS, "a 255-character namespace");
-  t.deepEqual((await s.list(LONG_NS)).keys.map((x) => x.key), ["k"], "and it lists");
-  await rejects(t, s.put("ns", "k".repeat(513), ints(4, () => 1), { shape: [4] }), ValidationError, /at most 512/, "a 513-character key");
-  await rejects(t, s.put("n".repeat(256), "k", ints(4, () => 1), { shape: [4] }), ValidationError, /at most 255/, "a 256-character namespace");
+  t.deepEqual(
+    (await s.list(LONG_NS)).keys.map((x) => x.key),
+    ["k"],
+    "and it lists",
+  );
+  await rejects(
+    t,
+    s.put(
+      "ns",
+      "k".repeat(513),
+      ints(4, () => 1),
+      { shape: [4] },
+    ),
+    ValidationError,
+    /at most 512/,
+    "a 513-character key",
+  );
+  await rejects(
+    t,
+    s.put(
+      "n".repeat(256),
+      "k",
+      ints(4, () => 1),
+      { shape: [4] },
+    ),
+    ValidationError,
+    /at most 255/,
+    "a 256-character namespace",
+  );
   for (const bad of ["a b", "a%20b", "a?b", "a#b", "a+b", "é", "a\\b", "./a", "a/."]) {
     await rejects(t, s.get("ns", bad), ValidationError, /key/, `key ${JSON.stringify(bad)}`);
   }
@@ -296,11 +540,26 @@ suite.test("data: every typed array class, views at an offset, Buffers and DataV
     const back = await s.serve("ns", k);
     const want = Buffer.from(ArrayBuffer.isView(data) ? Buffer.from(data.buffer, data.byteOffset, data.byteLength) : Buffer.from(data));
     const got = Buffer.from(back.data.buffer, back.data.byteOffset, back.data.byteLength);
-    t.ok(r.dtype === dtype && back.dtype === dtype && back.data.constructor.name === cls && got.equals(want), `${k}: ${dtype}, served as ${back.data.constructor.name} with the same bytes`);
+    t.ok(
+      r.dtype === dtype && back.dtype === dtype && back.data.constructor.name === cls && got.equals(want),
+      `${k}: ${dtype}, served as ${back.data.constructor.name} with the same bytes`,
+    );
   }
-  await rejects(t, s.put("ns", "x", Int16Array.from([1, 2]), { shape: [2], dtype: "float16" }), ValidationError, /does not match/, "an Int16Array is not float16");
+  await rejects(
+    t,
+    s.put("ns", "x", Int16Array.from([1, 2]), { shape: [2], dtype: "float16" }),
+    ValidationError,
+    /does not match/,
+    "an Int16Array is not float16",
+  );
   await rejects(t, s.put("ns", "x", Float32Array.from([1, NaN]), { shape: [2] }), ValidationError, /NaN or infinite/, "NaN in a float32 put");
-  await rejects(t, s.put("ns", "x", Uint16Array.from([0x7c00, 0]), { shape: [2], dtype: "float16" }), ValidationError, /NaN or infinite/, "infinity in a float16 put");
+  await rejects(
+    t,
+    s.put("ns", "x", Uint16Array.from([0x7c00, 0]), { shape: [2], dtype: "float16" }),
+    ValidationError,
+    /NaN or infinite/,
+    "infinity in a float16 put",
+  );
   const f = await s.serve("ns", "f32", { dtype: "float64", slice: [[1, 3]] });
   t.deepEqual([f.dtype, Array.from(f.data as Float64Array)], ["float64", [-0, 3.4028234663852886e38]], "float32 served as float64, -0 kept");
 });
@@ -308,26 +567,68 @@ suite.test("data: every typed array class, views at an offset, Buffers and DataV
 suite.test("queries on integer entries: similarity, top-K and vector options", async (t, s) => {
   const base = ints(64, (i) => (i % 8) - 3);
   await s.put("ns", "q/a", base, { shape: [8, 8], metadata: { g: { n: 1 } } });
-  await s.put("ns", "q/b", ints(64, (i) => (i % 5) - 2), { shape: [8, 8], metadata: { g: { n: 2 } } });
-  await s.put("ns", "q/b", ints(64, (i) => (i % 8) - 3), { shape: [8, 8], metadata: { g: { n: 3 } } });
-  await s.put("ns", "q/c", ints(64, (i) => 64 - i), { shape: [8, 8] });
-  await s.put("ns", "q/flat", ints(64, (i) => i), { shape: [64] });
+  await s.put(
+    "ns",
+    "q/b",
+    ints(64, (i) => (i % 5) - 2),
+    { shape: [8, 8], metadata: { g: { n: 2 } } },
+  );
+  await s.put(
+    "ns",
+    "q/b",
+    ints(64, (i) => (i % 8) - 3),
+    { shape: [8, 8], metadata: { g: { n: 3 } } },
+  );
+  await s.put(
+    "ns",
+    "q/c",
+    ints(64, (i) => 64 - i),
+    { shape: [8, 8] },
+  );
+  await s.put(
+    "ns",
+    "q/flat",
+    ints(64, (i) => i),
+    { shape: [64] },
+  );
   const dotAB1 = Array.from(base).reduce((acc, x, i) => acc + x * ((i % 5) - 2), 0);
   t.equal((await s.query.similarity("ns", "q/a", "q/b", { metric: "dot", version_b: 1 })).score, dotAB1, "dot against version 1, exact on integers");
   t.equal((await s.query.similarity("ns", "q/a", "q/b", { metric: "l2" })).score, 0, "l2 against the equal latest version");
   t.equal((await s.query.similarity("ns", "q/a", "q/b", { metric: "cosine", version_a: 1, version_b: 2 })).score, 1, "cosine of equal tensors is 1");
   const all = await s.query.topk("ns", { key: "q/a", k: 100, metric: "l2", include_self: true });
-  t.deepEqual([all.results.map((r) => r.key), all.scanned, all.skipped], [["q/a", "q/b", "q/c"], 3, 1], "k above the candidates: all of them, self first; another shape skipped");
+  t.deepEqual(
+    [all.results.map((r) => r.key), all.scanned, all.skipped],
+    [["q/a", "q/b", "q/c"], 3, 1],
+    "k above the candidates: all of them, self first; another shape skipped",
+  );
   const nested = await s.query.topk("ns", { key: "q/a", filter: { "g.n": { $gte: 2 } } });
-  t.deepEqual(nested.results.map((r) => [r.key, r.version]), [["q/b", 2]], "a filter on a nested field, latest versions only");
+  t.deepEqual(
+    nested.results.map((r) => [r.key, r.version]),
+    [["q/b", 2]],
+    "a filter on a nested field, latest versions only",
+  );
   const view = new Float32Array(Float32Array.from([0, ...Array.from(base), 0]).buffer, 4, 64);
   const v = await s.query.vector("ns", { vector: view, shape: [8, 8], k: 1, metric: "l2" });
-  t.deepEqual(v.results.map((r) => [r.key, r.score]), [["q/a", 0]], "a Float32Array view at an offset");
+  t.deepEqual(
+    v.results.map((r) => [r.key, r.score]),
+    [["q/a", 0]],
+    "a Float32Array view at an offset",
+  );
   const v64 = await s.query.vector("ns", { vector: Array.from(base), shape: [8, 8], k: 10, dtype: "float64", metric: "dot" });
-  t.equal(v64.results.find((r) => r.key === "q/a")?.score, Array.from(base).reduce((acc, x) => acc + x * x, 0), "a list with dtype float64, exact");
+  t.equal(
+    v64.results.find((r) => r.key === "q/a")?.score,
+    Array.from(base).reduce((acc, x) => acc + x * x, 0),
+    "a list with dtype float64, exact",
+  );
   await rejects(t, s.query.vector("ns", { vector: new Float32Array(0) }), ValidationError, /vector must not be empty/, "an empty Float32Array");
   await rejects(t, s.query.vector("ns", { vector: new Float64Array(0), k: 3 }), ValidationError, /vector must not be empty/, "an empty Float64Array");
-  await rejects(t, s.query.vector("ns", { vector: new Float32Array(64), shape: [8, 8], dtype: "float64" }), ValidationError, /dtype|vector/, "a Float32Array declared float64");
+  await rejects(
+    t,
+    s.query.vector("ns", { vector: new Float32Array(64), shape: [8, 8], dtype: "float64" }),
+    ValidationError,
+    /dtype|vector/,
+    "a Float32Array declared float64",
+  );
   await rejects(t, s.query.vector("ns", { vector: [1, 2], vector_b64: "AAAA" } as never), ValidationError, /unknown field 'vector_b64'/, "a wire-only field");
   await rejects(t, s.query.topk("ns", { key: "q/a", filter: { $where: 1 } }), ValidationError, /unknown operator/, "a bad filter in top-K");
   await rejects(t, s.query.topk("ns", { key: "q/a", k: 1001 }), ValidationError, /k must be at most/, "k above the maximum");
@@ -337,10 +638,25 @@ suite.test("queries on integer entries: similarity, top-K and vector options", a
 });
 
 suite.test("odd arguments: null options, filters and metadata outside JSON", async (t, s) => {
-  await s.put("ns", "k", ints(16, (i) => i), { shape: [16], metadata: { a: 1, d: "1970-01-02T00:00:00.000Z" } });
+  await s.put(
+    "ns",
+    "k",
+    ints(16, (i) => i),
+    { shape: [16], metadata: { a: 1, d: "1970-01-02T00:00:00.000Z" } },
+  );
   const nul = null as never;
   const calls: [() => Promise<unknown>, RegExp, string][] = [
-    [() => s.put("ns", "k", ints(16, (i) => i), nul), /options: .*null/, "put"],
+    [
+      () =>
+        s.put(
+          "ns",
+          "k",
+          ints(16, (i) => i),
+          nul,
+        ),
+      /options: .*null/,
+      "put",
+    ],
     [() => s.get("ns", "k", nul), /options: .*null/, "get"],
     [() => s.list("ns", nul), /options: .*null/, "list"],
     [() => s.search("ns", {}, nul), /options: .*null/, "search options"],
@@ -353,7 +669,17 @@ suite.test("odd arguments: null options, filters and metadata outside JSON", asy
     [() => s.query.vector("ns", nul), /options: .*null/, "vector"],
     [() => s.putCores("ns", "c", [{ shape: [1, 2, 1], data: new Float32Array(2) }], nul), /options: .*null/, "putCores"],
     [() => s.query.similarity("ns", undefined as never, "k"), /key: is required/, "similarity without a"],
-    [() => s.put("ns", "k", ints(16, (i) => i), { shape: [16], metadata: { a: 1n } }), /no cycles, no BigInt/, "BigInt metadata"],
+    [
+      () =>
+        s.put(
+          "ns",
+          "k",
+          ints(16, (i) => i),
+          { shape: [16], metadata: { a: 1n } },
+        ),
+      /no cycles, no BigInt/,
+      "BigInt metadata",
+    ],
     [() => s.search("ns", { a: 1n }), /no cycles, no BigInt/, "a BigInt filter"],
     [() => s.search("ns", { a: { $gt: NaN } }), /\$gt takes a number or a string/, "NaN compares as null"],
   ];
@@ -362,7 +688,18 @@ suite.test("odd arguments: null options, filters and metadata outside JSON", asy
   cyclic.self = cyclic;
   await rejects(t, s.search("ns", cyclic), ValidationError, /no cycles/, "a cyclic filter");
   await rejects(t, s.query.topk("ns", { key: "k", filter: cyclic }), ValidationError, /no cycles/, "a cyclic top-K filter");
-  await rejects(t, s.put("ns", "k", ints(16, (i) => i), { shape: [16], metadata: cyclic }), ValidationError, /no cycles/, "cyclic metadata");
+  await rejects(
+    t,
+    s.put(
+      "ns",
+      "k",
+      ints(16, (i) => i),
+      { shape: [16], metadata: cyclic },
+    ),
+    ValidationError,
+    /no cycles/,
+    "cyclic metadata",
+  );
   const keys = async (f: Record<string, unknown>) => (await s.search("ns", f)).results.map((r) => r.key);
   t.deepEqual(await keys({ a: undefined, b: undefined }), ["k"], "undefined conditions are dropped, as in JSON");
   t.deepEqual(await keys({ d: { $gt: new Date(0) } }), ["k"], "a Date compares as its ISO string");
@@ -373,8 +710,18 @@ suite.test("odd arguments: null options, filters and metadata outside JSON", asy
 suite.test("tenants never see each other's entries", async (t, s, ctx) => {
   const a = await ctx.tenant("acme");
   const b = await ctx.tenant("bravo");
-  await a.put("default", "k", ints(4, () => 1), { shape: [4], metadata: { who: "a" } });
-  await b.put("default", "k", ints(4, () => 2), { shape: [4], metadata: { who: "b" } });
+  await a.put(
+    "default",
+    "k",
+    ints(4, () => 1),
+    { shape: [4], metadata: { who: "a" } },
+  );
+  await b.put(
+    "default",
+    "k",
+    ints(4, () => 2),
+    { shape: [4], metadata: { who: "b" } },
+  );
   t.deepEqual((await a.get("default", "k")).metadata, { who: "a" }, "acme sees its own");
   t.deepEqual((await b.get("default", "k")).metadata, { who: "b" }, "bravo sees its own");
   t.equal((await b.get("default", "k")).version, 1, "versions are per tenant");
@@ -386,14 +733,17 @@ suite.test("tenants never see each other's entries", async (t, s, ctx) => {
   await rejects(t, a.get("default", "k"), NotFoundError, /No entry/, "and is seen by its own tenant");
 });
 
-suite.storeOnly("forTenant: the default tenant is local; tenant ids are validated",
-  "forTenant exists only in-process: over HTTP the gateway takes the tenant from the API key", async (t, { open }) => {
+suite.storeOnly(
+  "forTenant: the default tenant is local; tenant ids are validated",
+  "forTenant exists only in-process: over HTTP the gateway takes the tenant from the API key",
+  async (t, { open }) => {
     const s = await open();
     t.equal(s.tenant, "local", "default tenant is local");
     t.equal(s.forTenant("acme").tenant, "acme", "a view of another tenant");
     t.throws(() => s.forTenant("Bad Tenant"), /tenant/, "tenant ids are validated");
     await s.close();
-  });
+  },
+);
 
 suite.test("every bad input is a ValidationError and stores nothing", async (t, s) => {
   const d = ints(16, (i) => i);
@@ -434,11 +784,18 @@ suite.test("every bad input is a ValidationError and stores nothing", async (t, 
   t.equal((await s.list("ns")).total, 0, "nothing was stored");
 });
 
-suite.storeOnly("get never reads the payload (it works with the payload gone; serve does not)",
-  "removes a payload through the LMDB backend underneath the store", async (t, { dir }) => {
+suite.storeOnly(
+  "get never reads the payload (it works with the payload gone; serve does not)",
+  "removes a payload through the LMDB backend underneath the store",
+  async (t, { dir }) => {
     const d = dir();
     const s = await createStore({ path: d });
-    const r = await s.put("ns", "k", ints(4096, (i) => i % 9), { shape: [4096], metadata: { m: 1 } });
+    const r = await s.put(
+      "ns",
+      "k",
+      ints(4096, (i) => i % 9),
+      { shape: [4096], metadata: { m: 1 } },
+    );
     await s.close();
     const raw = new LmdbBackend(d);
     await raw.transact({}, (tx) => tx.removePayload("", r.fingerprint.sha256));
@@ -448,22 +805,32 @@ suite.storeOnly("get never reads the payload (it works with the payload gone; se
     t.deepEqual([g.version, g.metadata, g.fingerprint.sha256], [1, { m: 1 }, r.fingerprint.sha256], "get answers from the records alone");
     await rejects(t, s2.serve("ns", "k"), NotFoundError, /payload is missing/, "serve needs the payload");
     await s2.close();
-  }, ["lmdb"]);
+  },
+  ["lmdb"],
+);
 
-suite.storeOnly("a directory whose name has a dot holds a store; a file in the way is a ValidationError",
-  "createStore's path is a directory on this machine's filesystem", async (t, { dir }) => {
+suite.storeOnly(
+  "a directory whose name has a dot holds a store; a file in the way is a ValidationError",
+  "createStore's path is a directory on this machine's filesystem",
+  async (t, { dir }) => {
     const d = dir();
     const dotted = join(d, "store.v2");
     const data = ints(4096, (i) => i % 9);
     const s = await createStore({ path: dotted });
     const r = await s.put("ns", "k", data, { shape: [4096] });
     await s.close();
-    t.ok(statSync(dotted).isDirectory() && existsSync(join(dotted, "data.mdb")) && existsSync(join(dotted, "lock.mdb")),
-      "store.v2 is a directory holding data.mdb and lock.mdb (lmdb-js would take it for the data file)");
+    t.ok(
+      statSync(dotted).isDirectory() && existsSync(join(dotted, "data.mdb")) && existsSync(join(dotted, "lock.mdb")),
+      "store.v2 is a directory holding data.mdb and lock.mdb (lmdb-js would take it for the data file)",
+    );
     t.notOk(existsSync(`${dotted}-lock`), "no single-file lock beside it");
     const again = await createStore({ path: dotted });
     const back = await again.serve("ns", "k");
-    t.deepEqual([back.version, Buffer.from(back.data.buffer, back.data.byteOffset, back.data.byteLength).equals(Buffer.from(data.buffer))], [r.version, true], "reopened, the entry reads back bit-exact");
+    t.deepEqual(
+      [back.version, Buffer.from(back.data.buffer, back.data.byteOffset, back.data.byteLength).equals(Buffer.from(data.buffer))],
+      [r.version, true],
+      "reopened, the entry reads back bit-exact",
+    );
     await again.close();
 
     // a store written under a plain name, then renamed to a dotted one, opens as it is
@@ -480,10 +847,22 @@ suite.storeOnly("a directory whose name has a dot holds a store; a file in the w
     writeFileSync(file, "not a store");
     const e = await createStore({ path: file }).catch((x: unknown) => x);
     t.ok(e instanceof ValidationError, `a regular file at path is a ValidationError: ${(e as Error).message}`);
-    t.equal((e as ValidationError).message, `path ${file} is a file, not a directory: a store needs a directory (created if absent).`, "one sentence naming the path");
+    t.equal(
+      (e as ValidationError).message,
+      `path ${file} is a file, not a directory: a store needs a directory (created if absent).`,
+      "one sentence naming the path",
+    );
     t.deepEqual([(e as ValidationError).code, (e as ValidationError).field], ["bad_request", "path"], "code bad_request, field path");
     t.equal(readFileSync(file, "utf8"), "not a store", "the file is left as it was");
-    await rejects(t, createStore({ path: join(file, "sub") }), ValidationError, /^path .*file\.bin\/sub lies under a file, not a directory: a store needs a directory \(created if absent\)\.$/, "a path under a regular file");
-  }, ["lmdb"]);
+    await rejects(
+      t,
+      createStore({ path: join(file, "sub") }),
+      ValidationError,
+      /^path .*file\.bin\/sub lies under a file, not a directory: a store needs a directory \(created if absent\)\.$/,
+      "a path under a regular file",
+    );
+  },
+  ["lmdb"],
+);
 
 suite.run();

@@ -24,15 +24,28 @@ test("topk: dense candidates scored in chunks keep their keys and scores", async
     const expected: { key: string; score: number }[] = [];
     for (let j = 0; j < entries; j++) {
       const x = make(j);
-      let dot = 0, nx = 0, nq = 0;
-      for (let i = 0; i < n; i++) { dot += x[i]! * q[i]!; nx += x[i]! * x[i]!; nq += q[i]! * q[i]!; }
+      let dot = 0,
+        nx = 0,
+        nq = 0;
+      for (let i = 0; i < n; i++) {
+        dot += x[i]! * q[i]!;
+        nx += x[i]! * x[i]!;
+        nq += q[i]! * q[i]!;
+      }
       expected.push({ key: `e${j}`, score: dot / Math.sqrt(nx * nq) });
     }
     expected.sort((a, b) => b.score - a.score);
     const r = await store.query.vector("default", { vector: q, shape: [n], k: entries });
     t.equal(r.scanned, entries, "every entry scanned");
-    t.deepEqual(r.results.map((x) => x.key), expected.map((x) => x.key), `order ${expected.map((x) => x.key).join(" ")}`);
-    t.ok(r.results.every((x, i) => Math.abs(x.score - expected[i]!.score) < 1e-9), "each score is its entry's cosine");
+    t.deepEqual(
+      r.results.map((x) => x.key),
+      expected.map((x) => x.key),
+      `order ${expected.map((x) => x.key).join(" ")}`,
+    );
+    t.ok(
+      r.results.every((x, i) => Math.abs(x.score - expected[i]!.score) < 1e-9),
+      "each score is its entry's cosine",
+    );
   } finally {
     await store.close();
   }

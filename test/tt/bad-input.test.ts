@@ -36,10 +36,20 @@ test("non-finite values in large cores: checked by the addon off the event loop,
   await rejects(t, () => tt.dotDenseBatch(new Float32Array(3 * 40_000 * 3), [nan]), "candidates[0].cores[1]", "dotDenseBatch candidate");
   // each call is started only when awaited: a second promise created early would reject with no
   // handler attached while the first is awaited (an unhandled rejection that ends the process)
-  const calls: Array<[string, () => Promise<unknown>]> = [["NaN", () => tt.reconstruct(nan)], ["-Infinity", () => tt.dot(ok, inf)]];
+  const calls: Array<[string, () => Promise<unknown>]> = [
+    ["NaN", () => tt.reconstruct(nan)],
+    ["-Infinity", () => tt.dot(ok, inf)],
+  ];
   for (const [what, call] of calls) {
-    const e = await call().then(() => null, (x: unknown) => x as Error);
-    t.match(e?.message ?? "", new RegExp(`must contain only finite numbers \\(found ${what.replace("+", "\\+")} at index 1[25]`), `${what}: the message names the value and its index`);
+    const e = await call().then(
+      () => null,
+      (x: unknown) => x as Error,
+    );
+    t.match(
+      e?.message ?? "",
+      new RegExp(`must contain only finite numbers \\(found ${what.replace("+", "\\+")} at index 1[25]`),
+      `${what}: the message names the value and its index`,
+    );
   }
   // the same TT without the bad value is fine
   t.ok(Number.isFinite(await tt.dot(ok, ok)), "a finite large TT passes");
@@ -87,9 +97,45 @@ test("TT arguments: mismatched cores, ranks, types and values", async (t) => {
   await rejects(t, () => tt.reconstruct({ ...g, cores: bad }), "cores[2]", "NaN in a core");
   await rejects(t, () => tt.reconstruct({ ...g, shape: [7, 3, 7] }), "shape", "shape not factored by modes");
   await rejects(t, () => tt.reconstruct(g, { slice: [[0, 4]] }), "slice", "slice arity");
-  await rejects(t, () => tt.reconstruct(g, { slice: [[0, 4], [0, 6], [0, 6]] }), "slice[1]", "slice past the end");
-  await rejects(t, () => tt.reconstruct(g, { slice: [[2, 2], [0, 5], [0, 6]] }), "slice[0]", "empty slice");
-  await rejects(t, () => tt.reconstruct(g, { slice: [[-1, 2], [0, 5], [0, 6]] }), "slice.0.0", "negative slice start");
+  await rejects(
+    t,
+    () =>
+      tt.reconstruct(g, {
+        slice: [
+          [0, 4],
+          [0, 6],
+          [0, 6],
+        ],
+      }),
+    "slice[1]",
+    "slice past the end",
+  );
+  await rejects(
+    t,
+    () =>
+      tt.reconstruct(g, {
+        slice: [
+          [2, 2],
+          [0, 5],
+          [0, 6],
+        ],
+      }),
+    "slice[0]",
+    "empty slice",
+  );
+  await rejects(
+    t,
+    () =>
+      tt.reconstruct(g, {
+        slice: [
+          [-1, 2],
+          [0, 5],
+          [0, 6],
+        ],
+      }),
+    "slice.0.0",
+    "negative slice start",
+  );
   const other = randomTT([5, 4, 6], [1, 2, 3, 1], 2);
   await rejects(t, () => tt.dot(g, other), "b.modes", "dot with different modes");
   await rejects(t, () => tt.dotDense(g, new Float64Array(10)), "x", "dense length mismatch");
@@ -131,9 +177,31 @@ test("the native backstop rejects bad calls with codes instead of crashing", asy
 });
 
 test("a dense result too large to allocate is refused before any work", async (t) => {
-  const big = { modes: [1 << 20, 1 << 20, 1 << 10], ranks: [1, 1, 1, 1], cores: [new Float32Array(1 << 20).fill(1), new Float32Array(1 << 20).fill(1), new Float32Array(1 << 10).fill(1)] };
+  const big = {
+    modes: [1 << 20, 1 << 20, 1 << 10],
+    ranks: [1, 1, 1, 1],
+    cores: [new Float32Array(1 << 20).fill(1), new Float32Array(1 << 20).fill(1), new Float32Array(1 << 10).fill(1)],
+  };
   await rejects(t, () => tt.reconstruct(big), "shape", "2^50-element reconstruction");
-  const block = await tt.reconstruct(big, { slice: [[0, 2], [5, 7], [0, 3]] });
+  const block = await tt.reconstruct(big, {
+    slice: [
+      [0, 2],
+      [5, 7],
+      [0, 3],
+    ],
+  });
   t.deepEqual(Array.from(block), new Array(12).fill(1), "a small block of it is fine");
-  await rejects(t, () => tt.reconstruct(big, { slice: [[0, 1 << 20], [0, 1 << 10], [0, 1 << 10]] }), "slice", "a block that is still too large");
+  await rejects(
+    t,
+    () =>
+      tt.reconstruct(big, {
+        slice: [
+          [0, 1 << 20],
+          [0, 1 << 10],
+          [0, 1 << 10],
+        ],
+      }),
+    "slice",
+    "a block that is still too large",
+  );
 });

@@ -14,7 +14,8 @@ const SPECTRA: Spectrum[] = ["exponential", "power", "flat", "lowrank", "noisefl
 
 /** Weights of the inner ranks of the generated TT. */
 function weights(kind: Spectrum, R: number, u: () => number): number[] {
-  const a = 0.3 + 1.5 * u(), p = 1 + 2 * u();
+  const a = 0.3 + 1.5 * u(),
+    p = 1 + 2 * u();
   return Array.from({ length: R }, (_, i) =>
     kind === "exponential" ? Math.exp(-a * i) : kind === "power" ? (i + 1) ** -p : kind === "lowrank" ? Math.exp(-0.5 * u() * i) : 1,
   );
@@ -22,17 +23,25 @@ function weights(kind: Spectrum, R: number, u: () => number): number[] {
 
 /** The test's input: a TT-built tensor whose bond weights follow `kind` (weights() at each bond). */
 function generate(shape: number[], kind: Spectrum, R: number, floor: number, seed: number): Float64Array {
-  return denseFromTT(shape, R, seed, (r, u) => {
-    const w = weights(kind, r, u);
-    return (i) => w[i]!;
-  }, kind === "noisefloor" ? floor : 0);
+  return denseFromTT(
+    shape,
+    R,
+    seed,
+    (r, u) => {
+      const w = weights(kind, r, u);
+      return (i) => w[i]!;
+    },
+    kind === "noisefloor" ? floor : 0,
+  );
 }
 
 /** Rotates row pair (a, b) of `M` (rows of length `len`) by (c, s). */
 function rotateRows(M: Float64Array, len: number, a: number, b: number, c: number, s: number): void {
-  const oa = a * len, ob = b * len;
+  const oa = a * len,
+    ob = b * len;
   for (let i = 0; i < len; i++) {
-    const x = M[oa + i]!, y = M[ob + i]!;
+    const x = M[oa + i]!,
+      y = M[ob + i]!;
     M[oa + i] = c * x - s * y;
     M[ob + i] = s * x + c * y;
   }
@@ -47,10 +56,14 @@ function orthogonalizeRows(M: Float64Array, p: number, q: number, J?: Float64Arr
     let rotated = false;
     for (let a = 0; a + 1 < p; a++)
       for (let b = a + 1; b < p; b++) {
-        let al = 0, be = 0, ga = 0;
-        const oa = a * q, ob = b * q;
+        let al = 0,
+          be = 0,
+          ga = 0;
+        const oa = a * q,
+          ob = b * q;
         for (let i = 0; i < q; i++) {
-          const x = M[oa + i]!, y = M[ob + i]!;
+          const x = M[oa + i]!,
+            y = M[ob + i]!;
           al += x * x;
           be += y * y;
           ga += x * y;
@@ -59,7 +72,8 @@ function orthogonalizeRows(M: Float64Array, p: number, q: number, J?: Float64Arr
         rotated = true;
         const zeta = (be - al) / (2 * ga);
         const t = Math.sign(zeta || 1) / (Math.abs(zeta) + Math.sqrt(1 + zeta * zeta));
-        const c = 1 / Math.sqrt(1 + t * t), s = c * t;
+        const c = 1 / Math.sqrt(1 + t * t),
+          s = c * t;
         rotateRows(M, q, a, b, c, s);
         if (J) rotateRows(J, p, a, b, c, s);
       }
@@ -71,12 +85,14 @@ function orthogonalizeRows(M: Float64Array, p: number, q: number, J?: Float64Arr
 function singularValues(A: Float64Array, m: number, N: number): { s: number[]; rows: Float64Array } {
   // Rotate the shorter side: work on the rows of A when m <= N, else on the columns (transpose).
   const wide = m <= N;
-  const p = wide ? m : N, q = wide ? N : m;
+  const p = wide ? m : N,
+    q = wide ? N : m;
   const V = new Float64Array(p * q);
-  for (let i = 0; i < m; i++) for (let j = 0; j < N; j++) {
-    if (wide) V[i * q + j] = A[i * N + j]!;
-    else V[j * q + i] = A[i * N + j]!;
-  }
+  for (let i = 0; i < m; i++)
+    for (let j = 0; j < N; j++) {
+      if (wide) V[i * q + j] = A[i * N + j]!;
+      else V[j * q + i] = A[i * N + j]!;
+    }
   orthogonalizeRows(V, p, q);
   const s: number[] = [];
   for (let a = 0; a < p; a++) {
@@ -99,11 +115,15 @@ function ttsvdRanks(x: Float64Array, modes: number[], tol: number): number[] {
   for (const v of x) norm2 += v * v;
   const delta2 = (tol * tol * norm2) / (d - 1);
   const ranks = [1];
-  let cur = x, rprev = 1, rest = x.length;
+  let cur = x,
+    rprev = 1,
+    rest = x.length;
   for (let k = 0; k + 1 < d; k++) {
-    const m = rprev * modes[k]!, N = rest / modes[k]!;
+    const m = rprev * modes[k]!,
+      N = rest / modes[k]!;
     const { s } = singularValues(cur, m, N);
-    let r = s.length, tail = 0;
+    let r = s.length,
+      tail = 0;
     while (r > 1 && tail + s[r - 1]! ** 2 <= delta2) {
       tail += s[r - 1]! ** 2;
       r--;
@@ -191,25 +211,62 @@ function cases(): Case[] {
     if (quant) shape[Math.floor(u() * d)] = pick([64, 72, 96, 128]);
     while (prod(shape) > 12000) shape = shape.map((s) => Math.max(2, Math.floor(s * 0.8)));
     const kind = pick(SPECTRA);
-    out.push({ shape, f64, kind, R: kind === "lowrank" ? 1 + Math.floor(u() * 5) : 4 + Math.floor(u() * 20), floor: 10 ** (-3 - 5 * u()), tol: tolFor(f64), modes: quant ? "quantized" : "plain", reference: true });
+    out.push({
+      shape,
+      f64,
+      kind,
+      R: kind === "lowrank" ? 1 + Math.floor(u() * 5) : 4 + Math.floor(u() * 20),
+      floor: 10 ** (-3 - 5 * u()),
+      tol: tolFor(f64),
+      modes: quant ? "quantized" : "plain",
+      reference: true,
+    });
   }
   // Larger tensors (up to 16 MB) on the randomized range finder's sizes: the bound only.
   const large: [number[], boolean][] = [
-    [[1024, 1024], false], [[2048, 512], false], [[512, 768], true], [[128, 128, 128], false], [[256, 256, 64], false],
-    [[64, 64, 64, 16], true], [[96, 96, 96], true], [[16, 16, 16, 16, 16], false], [[8, 8, 8, 8, 8, 8], true], [[640, 640], false],
-    [[1000, 600], true], [[2048, 1024], false], [[200, 200, 20], false], [[128, 64, 128], true], [[768, 768], false],
-    [[4096, 1024], false], [[1024, 512], true], [[300, 300, 20], false], [[512, 512, 16], false], [[48, 48, 24, 24], true],
+    [[1024, 1024], false],
+    [[2048, 512], false],
+    [[512, 768], true],
+    [[128, 128, 128], false],
+    [[256, 256, 64], false],
+    [[64, 64, 64, 16], true],
+    [[96, 96, 96], true],
+    [[16, 16, 16, 16, 16], false],
+    [[8, 8, 8, 8, 8, 8], true],
+    [[640, 640], false],
+    [[1000, 600], true],
+    [[2048, 1024], false],
+    [[200, 200, 20], false],
+    [[128, 64, 128], true],
+    [[768, 768], false],
+    [[4096, 1024], false],
+    [[1024, 512], true],
+    [[300, 300, 20], false],
+    [[512, 512, 16], false],
+    [[48, 48, 24, 24], true],
   ];
   for (const [shape, f64] of large) {
     const kind = pick(SPECTRA);
-    out.push({ shape, f64, kind, R: kind === "lowrank" ? 1 + Math.floor(u() * 5) : 6 + Math.floor(u() * 14), floor: 10 ** (-3 - 4 * u()), tol: Math.max(tolFor(f64), f64 ? 1e-9 : 1e-6), modes: u() < 0.5 ? "plain" : "quantized", reference: false });
+    out.push({
+      shape,
+      f64,
+      kind,
+      R: kind === "lowrank" ? 1 + Math.floor(u() * 5) : 6 + Math.floor(u() * 14),
+      floor: 10 ** (-3 - 4 * u()),
+      tol: Math.max(tolFor(f64), f64 ? 1e-9 : 1e-6),
+      modes: u() < 0.5 ? "plain" : "quantized",
+      reference: false,
+    });
   }
   return out;
 }
 
 test("compress: measured error within the tolerance on every path (seeded, 300 cases)", async (t) => {
   const all = cases();
-  let checked = 0, ranked = 0, violations = 0, rankExcess = 0;
+  let checked = 0,
+    ranked = 0,
+    violations = 0,
+    rankExcess = 0;
   for (const [i, c] of all.entries()) {
     const x64 = generate(c.shape, c.kind, c.R, c.floor, 1000 + i);
     const data = c.f64 ? x64 : Float32Array.from(x64);

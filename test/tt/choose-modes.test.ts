@@ -13,7 +13,11 @@ test("chooseModes: examples, determinism and grouping", (t) => {
   for (const shape of [[256, 256, 256], [1000, 3], [4096], [640, 480, 3], [1, 1, 1]]) {
     const m = tt.chooseModes(shape);
     t.deepEqual(tt.chooseModes([...shape]), m, `${shape}: deterministic`);
-    t.equal(m.reduce((a, b) => a * b, 1), shape.reduce((a, b) => a * b, 1), `${shape}: product kept`);
+    t.equal(
+      m.reduce((a, b) => a * b, 1),
+      shape.reduce((a, b) => a * b, 1),
+      `${shape}: product kept`,
+    );
   }
   t.end();
 });

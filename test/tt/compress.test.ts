@@ -19,7 +19,10 @@ test("compress: smooth float32 field keeps the bound at 1e-2, 1e-3, 1e-4 and com
   for (const tol of [1e-2, 1e-3, 1e-4]) {
     for (const modes of [[32, 32, 32], undefined]) {
       const r = (await tt.compress(x, [32, 32, 32], { tolerance: tol, modes }))!;
-      t.ok(r.cores.every((c) => c instanceof Float32Array), "float32 in, float32 cores out");
+      t.ok(
+        r.cores.every((c) => c instanceof Float32Array),
+        "float32 in, float32 cores out",
+      );
       const err = relErr(x, await tt.reconstruct(r));
       t.ok(err <= tol, `tol ${tol} modes ${r.modes}: error ${err.toExponential(3)} <= tol`);
       t.ok(ttSize(r) < x.length / 4, `tol ${tol} modes ${r.modes}: ratio ${(x.length / ttSize(r)).toFixed(1)} > 4`);
@@ -32,7 +35,10 @@ test("compress: exact recovery of a known TT-rank tensor at tol 1e-6", async (t)
   const x = denseOf(src);
   const r = (await tt.compress(x, [6, 7, 8, 5], { tolerance: 1e-6, modes: [6, 7, 8, 5] }))!;
   t.deepEqual(r.modes, [6, 7, 8, 5], "modes kept");
-  t.ok(r.ranks.every((v, i) => v <= src.ranks[i]!), `ranks ${r.ranks} <= ${src.ranks}`);
+  t.ok(
+    r.ranks.every((v, i) => v <= src.ranks[i]!),
+    `ranks ${r.ranks} <= ${src.ranks}`,
+  );
   t.ok(r.relative_error <= 1e-6, `error ${r.relative_error.toExponential(2)} <= 1e-6`);
   t.ok(relErr(x, denseOf(r)) <= 1e-6, "independent dense check agrees");
 });
@@ -50,7 +56,10 @@ test("compress: exactly low-rank float32 tensor with quantized modes keeps the b
 test("compress: max_rank caps every rank", async (t) => {
   const x = noise(16 * 16 * 16, 3);
   const r = (await tt.compress(x, [16, 16, 16], { tolerance: 1e-3, max_rank: 3, modes: [16, 16, 16] }))!;
-  t.ok(r.ranks.every((v) => v <= 3), `ranks ${r.ranks} <= 3`);
+  t.ok(
+    r.ranks.every((v) => v <= 3),
+    `ranks ${r.ranks} <= 3`,
+  );
   t.ok(r.relative_error > 1e-3 && r.relative_error < 1, "the cap binds and the error is reported honestly");
   t.ok(Math.abs(relErr(x, await tt.reconstruct(r)) - r.relative_error) < 1e-6, "reported error is the true error");
 });
@@ -101,10 +110,17 @@ test("compress: runs off the event loop", async (t) => {
 });
 
 test("compress: large unfoldings (randomized range finder) keep the bound and find the rank", async (t) => {
-  const m = 1500, n = 1200, r = 5;
-  const u = noise(m * r, 21, true), v = noise(r * n, 22, true);
+  const m = 1500,
+    n = 1200,
+    r = 5;
+  const u = noise(m * r, 21, true),
+    v = noise(r * n, 22, true);
   const x = new Float64Array(m * n);
-  for (let i = 0; i < m; i++) for (let k = 0; k < r; k++) { const a = u[i * r + k]! / (k + 1) ** 3; for (let j = 0; j < n; j++) x[i * n + j]! += a * v[k * n + j]!; }
+  for (let i = 0; i < m; i++)
+    for (let k = 0; k < r; k++) {
+      const a = u[i * r + k]! / (k + 1) ** 3;
+      for (let j = 0; j < n; j++) x[i * n + j]! += a * v[k * n + j]!;
+    }
   const e = (await tt.compress(x, [m, n], { tolerance: 1e-6, modes: [m, n] }))!;
   t.deepEqual(e.ranks, [1, r, 1], "exact rank found");
   t.ok(e.relative_error <= 1e-6, `error ${e.relative_error.toExponential(2)}`);
@@ -127,5 +143,8 @@ test("compress: concurrent calls share the native pool and give the same results
   }
   const dots = await Promise.all(par.map((r) => tt.dot(r!, r!)));
   const norms = await Promise.all(par.map((r) => tt.norm(r!)));
-  t.ok(dots.every((d, i) => Math.abs(Math.sqrt(d) - norms[i]!) <= 1e-9 * norms[i]!), "concurrent dots and norms agree");
+  t.ok(
+    dots.every((d, i) => Math.abs(Math.sqrt(d) - norms[i]!) <= 1e-9 * norms[i]!),
+    "concurrent dots and norms agree",
+  );
 });

@@ -7,7 +7,12 @@ const close = (a: number, b: number, rel: number) => Math.abs(a - b) <= rel * Ma
 
 test("dot: TT.TT equals the dense dot to 1e-5 relative, for each type pairing", async (t) => {
   const modes = [6, 5, 7, 4];
-  for (const [fa, fb] of [[true, true], [false, false], [true, false], [false, true]]) {
+  for (const [fa, fb] of [
+    [true, true],
+    [false, false],
+    [true, false],
+    [false, true],
+  ]) {
     const a = randomTT(modes, [1, 3, 4, 2, 1], 1, fa);
     const b = randomTT(modes, [1, 2, 5, 3, 1], 2, fb);
     const want = dotF64(denseOf(a), denseOf(b));

@@ -14,7 +14,8 @@ function field(scale: number, f64: boolean, seed = 3): Float32Array | Float64Arr
     for (let j = 0; j < 20; j++)
       for (let k = 0; k < 24; k++) {
         let v = 0;
-        for (const [a, b, c, s, w] of blobs) v += w! * Math.exp(-((i / 12 - a!) ** 2 + (j / 20 - b!) ** 2 + (k / 24 - c!) * (j / 20 - b!) + (k / 24 - c!) ** 2) / s! ** 2);
+        for (const [a, b, c, s, w] of blobs)
+          v += w! * Math.exp(-((i / 12 - a!) ** 2 + (j / 20 - b!) ** 2 + (k / 24 - c!) * (j / 20 - b!) + (k / 24 - c!) ** 2) / s! ** 2);
         x[(i * 20 + j) * 24 + k] = v * scale;
       }
   return x;
@@ -39,7 +40,10 @@ test("compress: data far from 1 in magnitude keep the bound and reconstruct righ
     for (const v of x) max = Math.max(max, Math.abs(v));
     t.ok(Number.isFinite(max) && max > 0, `${label}: data finite and non-zero (max ${max.toExponential(2)})`);
     const r = (await tt.compress(x, [12, 20, 24], { tolerance: tol }))!;
-    t.ok(r.cores.every((c) => c.every(Number.isFinite)), `${label}: finite cores`);
+    t.ok(
+      r.cores.every((c) => c.every(Number.isFinite)),
+      `${label}: finite cores`,
+    );
     const y = await tt.reconstruct(r);
     const err = scaledRelErr(x, y);
     t.ok(err <= tol, `${label}: measured error ${err.toExponential(2)} <= ${tol} (engine says ${r.relative_error.toExponential(2)}, ranks ${r.ranks})`);
@@ -53,7 +57,10 @@ test("compress: a constant float32 array of the smallest subnormal (1e-45) is ex
   t.deepEqual(r.ranks, [1, 1, 1, 1], "rank 1");
   t.equal(r.relative_error, 0, "error 0");
   const y = await tt.reconstruct(r);
-  t.ok(y.every((v) => v === x[0]), `every element reconstructs to ${x[0]}`);
+  t.ok(
+    y.every((v) => v === x[0]),
+    `every element reconstructs to ${x[0]}`,
+  );
 });
 
 test("compress: a float64 array of 1e-200 is compressed, not refused as zeros", async (t) => {
@@ -66,17 +73,24 @@ test("compress: a float64 array of 1e-200 is compressed, not refused as zeros", 
 });
 
 test("tolerance floors: float32 to 1e-6, float64 to 1e-12, and the sentence names the limit", async (t) => {
-  const x32 = field(1, false) as Float32Array, x64 = field(1, true) as Float64Array;
+  const x32 = field(1, false) as Float32Array,
+    x64 = field(1, true) as Float64Array;
   t.equal(tt.MIN_TOLERANCE_F32, 1e-6, "float32 floor");
   t.equal(tt.MIN_TOLERANCE_F64, 1e-12, "float64 floor");
-  for (const [x, tol] of [[x32, 1e-6], [x64, 1e-12]] as const) {
+  for (const [x, tol] of [
+    [x32, 1e-6],
+    [x64, 1e-12],
+  ] as const) {
     const r = (await tt.compress(x, [12, 20, 24], { tolerance: tol }))!;
     t.ok(scaledRelErr(x, await tt.reconstruct(r)) <= tol, `${x instanceof Float64Array ? "float64" : "float32"} at ${tol}`);
     const rr = await tt.round(r, { tolerance: tol });
     const er = scaledRelErr(await tt.reconstruct(r), await tt.reconstruct(rr));
     t.ok(er <= tol && rr.relative_error <= tol, `round at ${tol}: measured ${er.toExponential(2)}, reported ${rr.relative_error.toExponential(2)}`);
   }
-  for (const [x, tol, want] of [[x32, 9e-7, /at least 1e-6 for float32 data \(float32 carries about 7 significant digits\)/], [x64, 9e-13, /at least 1e-12 for float64 data/]] as const) {
+  for (const [x, tol, want] of [
+    [x32, 9e-7, /at least 1e-6 for float32 data \(float32 carries about 7 significant digits\)/],
+    [x64, 9e-13, /at least 1e-12 for float64 data/],
+  ] as const) {
     try {
       await tt.compress(x, [12, 20, 24], { tolerance: tol });
       t.fail(`tolerance ${tol} should be refused`);

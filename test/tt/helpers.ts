@@ -37,15 +37,16 @@ export function denseOf(t: TT): Float64Array {
   let cur = new Float64Array([1]);
   let rows = 1;
   for (let k = 0; k < t.modes.length; k++) {
-    const n = t.modes[k]!, r0 = t.ranks[k]!, r1 = t.ranks[k + 1]!;
+    const n = t.modes[k]!,
+      r0 = t.ranks[k]!,
+      r1 = t.ranks[k + 1]!;
     const c = t.cores[k]!;
     const next = new Float64Array(rows * n * r1);
     for (let p = 0; p < rows; p++)
       for (let a = 0; a < r0; a++) {
         const v = cur[p * r0 + a]!;
         if (v === 0) continue;
-        for (let i = 0; i < n; i++)
-          for (let b = 0; b < r1; b++) next[(p * n + i) * r1 + b]! += v * c[(a * n + i) * r1 + b]!;
+        for (let i = 0; i < n; i++) for (let b = 0; b < r1; b++) next[(p * n + i) * r1 + b]! += v * c[(a * n + i) * r1 + b]!;
       }
     cur = next;
     rows *= n;
@@ -61,7 +62,8 @@ export function dotF64(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 /** ‖a − b‖/‖a‖ accumulated in float64. */
 export function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
+  let num = 0,
+    den = 0;
   for (let i = 0; i < a.length; i++) {
     const d = a[i]! - b[i]!;
     num += d * d;
@@ -74,9 +76,11 @@ export function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
 export function scaledRelErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let s = 0;
   for (let i = 0; i < a.length; i++) s = Math.max(s, Math.abs(a[i]!));
-  let num = 0, den = 0;
+  let num = 0,
+    den = 0;
   for (let i = 0; i < a.length; i++) {
-    const x = a[i]! / s, y = b[i]! / s;
+    const x = a[i]! / s,
+      y = b[i]! / s;
     num += (x - y) ** 2;
     den += x * x;
   }
@@ -91,7 +95,9 @@ export function smoothField(n0: number, n1: number, n2: number, f64 = false, see
   for (let i = 0; i < n0; i++)
     for (let j = 0; j < n1; j++)
       for (let k = 0; k < n2; k++) {
-        const x = i / n0, y = j / n1, z = k / n2;
+        const x = i / n0,
+          y = j / n1,
+          z = k / n2;
         let v = 0;
         for (const [cx, cy, cz, s, w] of centers) {
           const r2 = (x - cx!) ** 2 + (y - cy!) ** 2 + (z - cz!) ** 2;
@@ -118,15 +124,19 @@ export const ttSize = (t: TT): number => t.cores.reduce((a, c) => a + c.length, 
  * right. The seeded inputs of the error-bound test and bench/tt-sweep.ts.
  */
 export function denseFromTT(shape: number[], R: number, seed: number, bond: (r: number, u: () => number) => (i: number) => number, floor = 0): Float64Array {
-  const u = rng(seed), g = gaussian(seed + 1);
-  const d = shape.length, n = prod(shape);
+  const u = rng(seed),
+    g = gaussian(seed + 1);
+  const d = shape.length,
+    n = prod(shape);
   const ranks = [1];
   for (let k = 1; k < d; k++) ranks.push(Math.max(1, Math.min(R, prod(shape.slice(0, k)), prod(shape.slice(k)))));
   ranks.push(1);
   let cur = new Float64Array([1]);
   let rows = 1;
   for (let k = 0; k < d; k++) {
-    const r0 = ranks[k]!, nk = shape[k]!, r1 = ranks[k + 1]!;
+    const r0 = ranks[k]!,
+      nk = shape[k]!,
+      r1 = ranks[k + 1]!;
     const w = bond(r1, u);
     const core = new Float64Array(r0 * nk * r1);
     for (let i = 0; i < core.length; i++) core[i] = (g() * w(i % r1)) / Math.sqrt(nk * r0);
@@ -135,7 +145,8 @@ export function denseFromTT(shape: number[], R: number, seed: number, bond: (r: 
       for (let a = 0; a < r0; a++) {
         const v = cur[p * r0 + a]!;
         if (v === 0) continue;
-        const off = a * nk * r1, out = p * nk * r1;
+        const off = a * nk * r1,
+          out = p * nk * r1;
         for (let j = 0; j < nk * r1; j++) next[out + j]! += v * core[off + j]!;
       }
     cur = next;

@@ -10,7 +10,8 @@ import { gaussian, relErr } from "./helpers.js";
 
 /** n x n matrix H1 H2 diag(s) H3 H4 (Hk = I - 2 v v^T / v^T v, random v): singular values s. */
 function withSpectrum(s: number[], seed: number): Float64Array {
-  const n = s.length, g = gaussian(seed);
+  const n = s.length,
+    g = gaussian(seed);
   const a = new Float64Array(n * n);
   for (let i = 0; i < n; i++) a[i * n + i] = s[i]!;
   const vec = () => Float64Array.from({ length: n }, () => g());
@@ -38,7 +39,8 @@ function deltaRank(s: number[], tol: number): number {
   let total = 0;
   for (const x of s) total += x * x;
   const delta2 = tol * tol * total;
-  let r = s.length, tail = 0;
+  let r = s.length,
+    tail = 0;
   while (r > 1 && tail + s[r - 1]! ** 2 <= delta2) {
     tail += s[r - 1]! ** 2;
     --r;
@@ -47,7 +49,8 @@ function deltaRank(s: number[], tol: number): number {
 }
 
 async function check(t: test.Test, label: string, s: number[], tol: number, seed: number) {
-  const n = s.length, a64 = withSpectrum(s, seed);
+  const n = s.length,
+    a64 = withSpectrum(s, seed);
   const want = deltaRank(s, tol);
   for (const x of [a64, Float32Array.from(a64)]) {
     const type = x instanceof Float64Array ? "float64" : "float32";

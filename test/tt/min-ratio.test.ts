@@ -32,7 +32,9 @@ async function lowRank(n: number): Promise<Float32Array> {
 }
 
 const same = (a: tt.CompressResult, b: tt.CompressResult) =>
-  a.ranks.join() === b.ranks.join() && a.relative_error === b.relative_error && a.cores.every((c, k) => c.length === b.cores[k]!.length && c.every((v, i) => v === b.cores[k]![i]));
+  a.ranks.join() === b.ranks.join() &&
+  a.relative_error === b.relative_error &&
+  a.cores.every((c, k) => c.length === b.cores[k]!.length && c.every((v, i) => v === b.cores[k]![i]));
 
 test("min_ratio: no false give-ups on compressible fields; null exactly above the reached ratio", async (t) => {
   const fields: [string, Float32Array | Float64Array][] = [
@@ -48,7 +50,11 @@ test("min_ratio: no false give-ups on compressible fields; null exactly above th
       t.ok(below !== null && same(below, full), `${name} tol ${tol}: min_ratio just below ${ratio.toFixed(1)} returns the same result`);
       const store = await tt.compress(x, [64, 64, 64], { tolerance: tol, max_rank: 256, min_ratio: 1.2 });
       t.ok(store !== null && same(store, full), `${name} tol ${tol}: the store's min_ratio 1.2 returns the same result`);
-      t.equal(await tt.compress(x, [64, 64, 64], { tolerance: tol, min_ratio: ratio * 1.001 }), null, `${name} tol ${tol}: min_ratio just above ${ratio.toFixed(1)} gives null`);
+      t.equal(
+        await tt.compress(x, [64, 64, 64], { tolerance: tol, min_ratio: ratio * 1.001 }),
+        null,
+        `${name} tol ${tol}: min_ratio just above ${ratio.toFixed(1)} gives null`,
+      );
     }
   }
 });
@@ -75,12 +81,19 @@ test("min_ratio: null when no TT within the tolerance reaches it, even where the
   const x = smoothField(64, 64, 64);
   const capped = (await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: 1 }))!;
   const ratio = x.length / ttSize(capped);
-  t.equal(await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: 1, min_ratio: ratio / 2 }), null, `rank-1 ratio ${ratio.toFixed(0)}, min_ratio ${(ratio / 2).toFixed(0)}: null`);
+  t.equal(
+    await tt.compress(x, [64, 64, 64], { tolerance: 1e-4, max_rank: 1, min_ratio: ratio / 2 }),
+    null,
+    `rank-1 ratio ${ratio.toFixed(0)}, min_ratio ${(ratio / 2).toFixed(0)}: null`,
+  );
   // Noise 128^3 with max_rank 256: the capped TT has a ratio about 3 (relative error about 0.8),
   // but within the tolerance nothing comes near 2.
   const y = noise(128 ** 3, 11);
   const full = (await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256, modes: tt.chooseModes([128, 128, 128]) }))!;
-  t.ok(y.length / ttSize(full) > 2 && full.relative_error > 0.5, `capped noise: ratio ${(y.length / ttSize(full)).toFixed(2)}, error ${full.relative_error.toFixed(2)}`);
+  t.ok(
+    y.length / ttSize(full) > 2 && full.relative_error > 0.5,
+    `capped noise: ratio ${(y.length / ttSize(full)).toFixed(2)}, error ${full.relative_error.toFixed(2)}`,
+  );
   // with the default modes the plain factorisation, which meets the tolerance, is kept instead
   const dflt = (await tt.compress(y, [128, 128, 128], { tolerance: 1e-3, max_rank: 256 }))!;
   t.ok(dflt.relative_error <= 1e-3 && dflt.modes.join() === "128,128,128", `default modes: plain, error ${dflt.relative_error.toExponential(2)}`);

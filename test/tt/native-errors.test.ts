@@ -12,7 +12,10 @@ const nativeError = (code: string | undefined, message: string, field?: string) 
 
 test("fromNative maps bad_request, internal, gpu_unavailable, out_of_memory and unknown errors", (t) => {
   const bad = fromNative(nativeError("bad_request", "modes must multiply to the length of data", "modes"));
-  t.ok(bad instanceof ValidationError && (bad as ValidationError).field === "modes" && (bad as SvcError).code === "bad_request", "bad_request -> ValidationError with its field");
+  t.ok(
+    bad instanceof ValidationError && (bad as ValidationError).field === "modes" && (bad as SvcError).code === "bad_request",
+    "bad_request -> ValidationError with its field",
+  );
   const internal = fromNative(nativeError("internal", "out of memory: could not allocate 8 bytes"));
   t.ok(internal instanceof InternalError && internal.message === "out of memory: could not allocate 8 bytes", "internal -> InternalError with the message");
   const gpu = fromNative(nativeError("gpu_unavailable", "no usable CUDA device"));

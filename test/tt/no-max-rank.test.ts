@@ -8,7 +8,8 @@ import { gaussian, noise, relErr } from "./helpers.js";
 /** rows x cols matrix with singular values (i + 1)^-p on random factors: a slowly decaying
  *  spectrum like a photograph's or a trained layer's, needing ranks far above 256 at 1e-2. */
 async function powerLaw(rows: number, cols: number, p: number, seed: number, f64 = false) {
-  const g = gaussian(seed), r = Math.min(rows, cols);
+  const g = gaussian(seed),
+    r = Math.min(rows, cols);
   const u = Float64Array.from({ length: rows * r }, (_, i) => g() * ((i % r) + 1) ** -p);
   const v = Float64Array.from({ length: r * cols }, () => g());
   const x = (await tt.reconstruct({ modes: [rows, cols], ranks: [1, r, 1], cores: [u, v] })) as Float64Array;
@@ -50,7 +51,10 @@ test("compress without max_rank: float64 data, tolerance 1e-8, and max_rank: und
     const r = (await tt.compress(x, [300, 400], opts))!;
     const err = relErr(x, await tt.reconstruct(r));
     t.ok(err <= 1e-8, `error ${err.toExponential(3)} <= 1e-8 (ranks ${r.ranks})`);
-    t.ok(r.cores.every((c) => c instanceof Float64Array), "float64 cores");
+    t.ok(
+      r.cores.every((c) => c instanceof Float64Array),
+      "float64 cores",
+    );
   }
 });
 

@@ -44,7 +44,10 @@ test("reconstruct: blocks equal the same block of the full reconstruction (plain
     const got = Array.from(await tt.reconstruct(src, { slice }));
     const want = block(full, src.modes, slice);
     t.deepEqual(got.length, want.length, `slice ${JSON.stringify(slice)}: size`);
-    t.ok(got.every((v, i) => Math.abs(v - want[i]!) <= 1e-12 * (1 + Math.abs(want[i]!))), `slice ${JSON.stringify(slice)}: values`);
+    t.ok(
+      got.every((v, i) => Math.abs(v - want[i]!) <= 1e-12 * (1 + Math.abs(want[i]!))),
+      `slice ${JSON.stringify(slice)}: values`,
+    );
   }
 });
 
@@ -56,17 +59,40 @@ test("reconstruct: blocks in dense coordinates with quantized modes", async (t) 
   t.ok(r.modes.length > shape.length, "more modes than dense dimensions");
   const full = await tt.reconstruct(r);
   const slices: [number, number][][] = [
-    [[0, 64], [0, 48], [0, 80]],
-    [[3, 4], [0, 48], [0, 80]],
-    [[10, 37], [5, 6], [17, 79]],
-    [[63, 64], [47, 48], [79, 80]],
-    [[0, 64], [20, 30], [1, 2]],
+    [
+      [0, 64],
+      [0, 48],
+      [0, 80],
+    ],
+    [
+      [3, 4],
+      [0, 48],
+      [0, 80],
+    ],
+    [
+      [10, 37],
+      [5, 6],
+      [17, 79],
+    ],
+    [
+      [63, 64],
+      [47, 48],
+      [79, 80],
+    ],
+    [
+      [0, 64],
+      [20, 30],
+      [1, 2],
+    ],
   ];
   for (const slice of slices) {
     const got = Array.from(await tt.reconstruct(r, { slice }));
     const want = block(full, shape, slice);
     t.equal(got.length, want.length, `slice ${JSON.stringify(slice)}: size`);
-    t.ok(got.every((v, i) => Math.abs(v - want[i]!) <= 1e-10 * (1 + Math.abs(want[i]!))), `slice ${JSON.stringify(slice)}: values`);
+    t.ok(
+      got.every((v, i) => Math.abs(v - want[i]!) <= 1e-10 * (1 + Math.abs(want[i]!))),
+      `slice ${JSON.stringify(slice)}: values`,
+    );
   }
 });
 
@@ -75,10 +101,16 @@ test("reconstruct: float32 quantized blocks match the full float32 reconstructio
   const x = smoothField(1, 128, 96).subarray(0, 128 * 96) as Float32Array;
   const r = (await tt.compress(x, shape, { tolerance: 1e-4 }))!;
   const full = await tt.reconstruct(r);
-  const slice: [number, number][] = [[17, 100], [3, 95]];
+  const slice: [number, number][] = [
+    [17, 100],
+    [3, 95],
+  ];
   const got = Array.from(await tt.reconstruct(r, { slice }));
   const want = block(full, shape, slice);
-  t.ok(got.every((v, i) => Math.abs(v - want[i]!) <= 1e-5 * (1 + Math.abs(want[i]!))), "values agree to float32 precision");
+  t.ok(
+    got.every((v, i) => Math.abs(v - want[i]!) <= 1e-5 * (1 + Math.abs(want[i]!))),
+    "values agree to float32 precision",
+  );
 });
 
 test("reconstruct: large results reuse freed native blocks and hold only their own values", async (t) => {
@@ -102,7 +134,11 @@ test("reconstruct: large results reuse freed native blocks and hold only their o
     gc();
     await new Promise((r) => setImmediate(r));
     // a block of 7/8 of the size fits in the freed 8 MiB block
-    const slice: [number, number][] = [[0, 112], [0, 128], [0, 128]];
+    const slice: [number, number][] = [
+      [0, 112],
+      [0, 128],
+      [0, 128],
+    ];
     check(await tt.reconstruct(src, { slice }), block(want, shape, slice), `7 MiB block, tensor ${seed}`);
     gc();
     await new Promise((r) => setImmediate(r));

@@ -18,11 +18,58 @@ function run(cmd, args, cwd) {
 }
 
 if (!existsSync(eslint)) run("npm", ["ci", "--no-audit", "--no-fund", "--loglevel=error"], tools);
-run(process.execPath, [
-  eslint, "-c", join(tools, "eslint.config.mjs"), "--max-warnings", "0",
-  "--cache", "--cache-strategy", "content", "--cache-location", join(root, "node_modules", ".cache", "eslint"),
-  "lib", "server", "bin", "test", "bench",
-], root);
+// Formatting of the TypeScript and the scripts, as .prettierrc.json says (`npm run format` writes it).
+const prettier = join(tools, "node_modules", "prettier", "bin", "prettier.cjs");
+const FORMATTED = [
+  "lib/**/*.ts",
+  "server/**/*.ts",
+  "bin/**/*.ts",
+  "test/**/*.ts",
+  "bench/**/*.ts",
+  "web/console/**/*.ts",
+  "scripts/**/*.mjs",
+  "tools/lint/*.mjs",
+];
+const write = process.argv.includes("--write");
+run(
+  process.execPath,
+  [
+    prettier,
+    write ? "--write" : "--check",
+    "--log-level",
+    write ? "warn" : "log",
+    "--cache",
+    "--cache-strategy",
+    "content",
+    "--cache-location",
+    join(root, "node_modules", ".cache", "prettier", ".prettier-cache"),
+    ...FORMATTED,
+  ],
+  root,
+);
+if (write) process.exit(0);
+
+run(
+  process.execPath,
+  [
+    eslint,
+    "-c",
+    join(tools, "eslint.config.mjs"),
+    "--max-warnings",
+    "0",
+    "--cache",
+    "--cache-strategy",
+    "content",
+    "--cache-location",
+    join(root, "node_modules", ".cache", "eslint"),
+    "lib",
+    "server",
+    "bin",
+    "test",
+    "bench",
+  ],
+  root,
+);
 
 // The web console: its own program (DOM, no Node), then its answer types against the server's
 // (web/console/server-types.check.ts), with the project's compiler.
@@ -34,7 +81,10 @@ for (const config of ["tsconfig.json", "tsconfig.check.json"]) {
 // The native sources: native/*.cc, native/*.h, native/cuda/*.cu, native/cuda/*.cuh.
 function nativeFiles() {
   const out = [];
-  for (const [dir, exts] of [["native", [".cc", ".h"]], [join("native", "cuda"), [".cu", ".cuh"]]]) {
+  for (const [dir, exts] of [
+    ["native", [".cc", ".h"]],
+    [join("native", "cuda"), [".cu", ".cuh"]],
+  ]) {
     if (!existsSync(join(root, dir))) continue;
     for (const name of readdirSync(join(root, dir)).sort()) {
       if (exts.some((e) => name.endsWith(e))) out.push(join(dir, name));

@@ -19,11 +19,12 @@ export function usageBars(breakdown: Record<string, number>): HTMLElement {
   requestAnimationFrame(() => {
     const xs = ops.map((_, i) => i);
     const opts: uPlot.Options = {
-      width: sized(wrap), height: 220,
+      width: sized(wrap),
+      height: 220,
       legend: { show: false },
       scales: { x: { time: false, range: [-0.5, ops.length - 0.5] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
       axes: [
-        { values: (_u, splits) => splits.map((s) => (Number.isInteger(s) ? ops[s] ?? "" : "")), space: 20, rotate: -30, size: 70 } as uPlot.Axis,
+        { values: (_u, splits) => splits.map((s) => (Number.isInteger(s) ? (ops[s] ?? "") : "")), space: 20, rotate: -30, size: 70 } as uPlot.Axis,
         { label: "CUs" },
       ],
       series: [{}, { label: "CUs", fill: ACCENT, stroke: ACCENT, paths: uPlot.paths.bars!({ size: [0.6, 60] }), points: { show: false } }],
@@ -40,11 +41,17 @@ export function lineChart(values: ArrayLike<number>): HTMLElement {
   wrap.append(host);
   requestAnimationFrame(() => {
     const xs = Array.from({ length: values.length }, (_, i) => i);
-    new uPlot({
-      width: sized(wrap), height: 260, legend: { show: false },
-      scales: { x: { time: false } },
-      series: [{}, { stroke: ACCENT, width: 1, points: { show: false } }],
-    }, [xs, Array.from(values)], host);
+    new uPlot(
+      {
+        width: sized(wrap),
+        height: 260,
+        legend: { show: false },
+        scales: { x: { time: false } },
+        series: [{}, { stroke: ACCENT, width: 1, points: { show: false } }],
+      },
+      [xs, Array.from(values)],
+      host,
+    );
   });
   return wrap;
 }

@@ -23,7 +23,8 @@ export function colorIndex(v: number, lo: number, hi: number): number {
 
 /** Finite minimum and maximum of the values. */
 export function range(values: ArrayLike<number>): { lo: number; hi: number } {
-  let lo = Infinity, hi = -Infinity;
+  let lo = Infinity,
+    hi = -Infinity;
   for (let i = 0; i < values.length; i++) {
     const v = values[i]!;
     if (v < lo) lo = v;
@@ -36,7 +37,16 @@ export function range(values: ArrayLike<number>): { lo: number; hi: number } {
  * Paints a rows×cols image of `values` (row-major, value of row r and column c at
  * r*rowStride + c*colStride) into RGBA `out`.
  */
-export function paint(values: ArrayLike<number>, rows: number, cols: number, rowStride: number, colStride: number, lo: number, hi: number, out: Uint8ClampedArray): void {
+export function paint(
+  values: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  rowStride: number,
+  colStride: number,
+  lo: number,
+  hi: number,
+  out: Uint8ClampedArray,
+): void {
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
       const k = colorIndex(values[r * rowStride + c * colStride]!, lo, hi) * 3;

@@ -48,7 +48,12 @@ export function saveSession(s: Session | null): void {
 
 /** An error answer of the API: its one-sentence detail, code and status. */
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, detail: string, readonly requestId?: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    detail: string,
+    readonly requestId?: string,
+  ) {
     super(detail);
   }
 }
@@ -203,7 +208,11 @@ export function dialog(title: string, body: Child[], buttons: { label: string; v
     d.append(
       h("h2", {}, title),
       ...body.filter((c): c is Node | string => c !== null && c !== undefined && c !== false).map((c) => (typeof c === "number" ? String(c) : c)),
-      h("div", { class: "actions" }, ...buttons.map((b) => h("button", { type: "button", class: b.danger ? "danger" : b.primary ? "primary" : "", onclick: () => done(b.value) }, b.label))),
+      h(
+        "div",
+        { class: "actions" },
+        ...buttons.map((b) => h("button", { type: "button", class: b.danger ? "danger" : b.primary ? "primary" : "", onclick: () => done(b.value) }, b.label)),
+      ),
     );
     d.addEventListener("cancel", (ev) => {
       ev.preventDefault();
@@ -219,21 +228,29 @@ export function dialog(title: string, body: Child[], buttons: { label: string; v
 export async function showKeyOnce(tenantId: string, key: string, title = `API key of ${tenantId}`, ifLost = "if it is lost, rotate the key"): Promise<void> {
   const field = h("input", { type: "text", readonly: true, value: key, class: "key", "aria-label": `API key of ${tenantId}`, "data-testid": "new-key" });
   const status = h("span", { class: "muted", role: "status" });
-  const copy = h("button", {
-    type: "button",
-    onclick: async () => {
-      field.select();
-      try {
-        await navigator.clipboard.writeText(key);
-        status.textContent = "Copied.";
-      } catch {
-        status.textContent = "Select the key and copy it with the keyboard.";
-      }
+  const copy = h(
+    "button",
+    {
+      type: "button",
+      onclick: async () => {
+        field.select();
+        try {
+          await navigator.clipboard.writeText(key);
+          status.textContent = "Copied.";
+        } catch {
+          status.textContent = "Select the key and copy it with the keyboard.";
+        }
+      },
     },
-  }, "Copy");
-  await dialog(title, [
-    h("p", { class: "warning" }, `This key is shown once and cannot be shown again. Store it now; ${ifLost}.`),
-    h("div", { class: "row" }, field, copy),
-    status,
-  ], [{ label: "I have stored the key", value: "ok", primary: true }]);
+    "Copy",
+  );
+  await dialog(
+    title,
+    [
+      h("p", { class: "warning" }, `This key is shown once and cannot be shown again. Store it now; ${ifLost}.`),
+      h("div", { class: "row" }, field, copy),
+      status,
+    ],
+    [{ label: "I have stored the key", value: "ok", primary: true }],
+  );
 }

@@ -8,66 +8,89 @@ import { signInHint } from "./signin-hint.js";
 const main = () => document.getElementById("main")!;
 
 function signIn(): void {
-  const form = h("form", {
-    class: "card signin", "aria-labelledby": "signin-h", "data-testid": "signin",
-    onsubmit: async (ev: Event) => {
-      ev.preventDefault();
-      const f = new FormData(ev.target as HTMLFormElement);
-      const key = String(f.get("key") ?? "").trim();
-      const kind = f.get("kind") === "admin" ? "admin" : "tenant";
-      const s: Session = { kind, key };
-      try {
-        if (kind === "tenant") s.tenantId = (await api<Account>("/gate/account", { session: s })).tenant_id;
-        else await api("/gate/admin/tenants", { session: s });
-      } catch (e) {
-        const hint = e instanceof ApiError && e.status === 401 ? signInHint(kind, key) : null;
-        showError(hint ? new Error(`${(e as Error).message} ${hint}`) : e);
-        return;
-      }
-      hideBanner();
-      saveSession(s);
-      setCurrent(s);
-      // One route per sign-in: a changed hash routes through hashchange, an unchanged one here.
-      const target = kind === "admin" ? "#/admin" : "#/";
-      if (location.hash !== target) location.hash = target;
-      else void route();
+  const form = h(
+    "form",
+    {
+      class: "card signin",
+      "aria-labelledby": "signin-h",
+      "data-testid": "signin",
+      onsubmit: async (ev: Event) => {
+        ev.preventDefault();
+        const f = new FormData(ev.target as HTMLFormElement);
+        const key = String(f.get("key") ?? "").trim();
+        const kind = f.get("kind") === "admin" ? "admin" : "tenant";
+        const s: Session = { kind, key };
+        try {
+          if (kind === "tenant") s.tenantId = (await api<Account>("/gate/account", { session: s })).tenant_id;
+          else await api("/gate/admin/tenants", { session: s });
+        } catch (e) {
+          const hint = e instanceof ApiError && e.status === 401 ? signInHint(kind, key) : null;
+          showError(hint ? new Error(`${(e as Error).message} ${hint}`) : e);
+          return;
+        }
+        hideBanner();
+        saveSession(s);
+        setCurrent(s);
+        // One route per sign-in: a changed hash routes through hashchange, an unchanged one here.
+        const target = kind === "admin" ? "#/admin" : "#/";
+        if (location.hash !== target) location.hash = target;
+        else void route();
+      },
     },
-  },
-  h("h1", { id: "signin-h" }, "Sign in"),
-  h("fieldset", {}, h("legend", {}, "Key"),
-    h("label", {}, h("input", { type: "radio", name: "kind", value: "tenant", checked: true }), " Tenant API key"),
-    h("label", {}, h("input", { type: "radio", name: "kind", value: "admin", "data-testid": "kind-admin" }), " Service key (admin)")),
-  h("label", {}, "Key ", h("input", { type: "password", name: "key", class: "key", required: true, autocomplete: "off", spellcheck: "false", "data-testid": "key" })),
-  h("p", { class: "muted small" }, "The key is kept in this tab only and sent to this gateway's API; signing out or closing the tab forgets it."),
-  h("button", { type: "submit", class: "primary" }, "Sign in"));
+    h("h1", { id: "signin-h" }, "Sign in"),
+    h(
+      "fieldset",
+      {},
+      h("legend", {}, "Key"),
+      h("label", {}, h("input", { type: "radio", name: "kind", value: "tenant", checked: true }), " Tenant API key"),
+      h("label", {}, h("input", { type: "radio", name: "kind", value: "admin", "data-testid": "kind-admin" }), " Service key (admin)"),
+    ),
+    h(
+      "label",
+      {},
+      "Key ",
+      h("input", { type: "password", name: "key", class: "key", required: true, autocomplete: "off", spellcheck: "false", "data-testid": "key" }),
+    ),
+    h("p", { class: "muted small" }, "The key is kept in this tab only and sent to this gateway's API; signing out or closing the tab forgets it."),
+    h("button", { type: "submit", class: "primary" }, "Sign in"),
+  );
   renderHeader(null);
   clear(main(), form);
   (form.querySelector("input[name=key]") as HTMLInputElement).focus();
 }
 
 function renderHeader(s: Session | null): void {
-  const nav = document.getElementById("nav")!, who = document.getElementById("who")!;
+  const nav = document.getElementById("nav")!,
+    who = document.getElementById("who")!;
   if (!s) {
     clear(nav);
     clear(who);
     return;
   }
-  const links = s.kind === "admin"
-    ? [h("a", { href: "#/admin" }, "Tenants"), h("a", { href: "#/admin/audit" }, "Audit log")]
-    : [h("a", { href: "#/" }, "Namespaces and usage")];
+  const links =
+    s.kind === "admin"
+      ? [h("a", { href: "#/admin" }, "Tenants"), h("a", { href: "#/admin/audit" }, "Audit log")]
+      : [h("a", { href: "#/" }, "Namespaces and usage")];
   clear(nav, ...links);
-  clear(who,
+  clear(
+    who,
     h("span", { "data-testid": "who" }, s.kind === "admin" ? "admin" : `tenant ${s.tenantId ?? ""}`),
-    h("button", {
-      type: "button", "data-testid": "signout",
-      onclick: () => {
-        saveSession(null);
-        setCurrent(null);
-        hideBanner();
-        history.replaceState(null, "", location.pathname); // no hashchange: sign-in is shown once
-        signIn();
+    h(
+      "button",
+      {
+        type: "button",
+        "data-testid": "signout",
+        onclick: () => {
+          saveSession(null);
+          setCurrent(null);
+          hideBanner();
+          history.replaceState(null, "", location.pathname); // no hashchange: sign-in is shown once
+          signIn();
+        },
       },
-    }, "Sign out"));
+      "Sign out",
+    ),
+  );
 }
 
 /** Splits "#/a/b?x=1" into decoded path segments and parameters. */
@@ -75,13 +98,16 @@ function parseHash(): { parts: string[]; params: URLSearchParams } {
   const raw = location.hash.replace(/^#\/?/, "");
   const qi = raw.indexOf("?");
   const path = qi < 0 ? raw : raw.slice(0, qi);
-  const parts = path.split("/").filter((p) => p.length).map((p) => {
-    try {
-      return decodeURIComponent(p);
-    } catch {
-      return p;
-    }
-  });
+  const parts = path
+    .split("/")
+    .filter((p) => p.length)
+    .map((p) => {
+      try {
+        return decodeURIComponent(p);
+      } catch {
+        return p;
+      }
+    });
   return { parts, params: new URLSearchParams(qi < 0 ? "" : raw.slice(qi + 1)) };
 }
 

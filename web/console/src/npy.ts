@@ -4,8 +4,18 @@
 // checks the two byte for byte.
 
 const DESCR: Readonly<Record<string, string>> = {
-  float16: "<f2", float32: "<f4", float64: "<f8", int8: "|i1", uint8: "|u1", int16: "<i2", uint16: "<u2",
-  int32: "<i4", uint32: "<u4", int64: "<i8", uint64: "<u8", bool: "|b1",
+  float16: "<f2",
+  float32: "<f4",
+  float64: "<f8",
+  int8: "|i1",
+  uint8: "|u1",
+  int16: "<i2",
+  uint16: "<u2",
+  int32: "<i4",
+  uint32: "<u4",
+  int64: "<i8",
+  uint64: "<u8",
+  bool: "|b1",
 };
 
 /** The header of a C-order .npy file of `dtype` and `shape`; data of that size follow it. */

@@ -31,7 +31,10 @@ export const viewable = (e: { dtype: string; shape: number[] | null }): boolean 
 export function sliceRequest(e: EntryRef, v: View): Record<string, unknown> {
   const slice = e.shape.map((n, ax) => (ax === v.rowAxis || ax === v.colAxis ? [0, Math.min(n, MAX_AXIS)] : [v.index[ax]!, v.index[ax]! + 1]));
   return {
-    namespace: e.namespace, key: e.key, version: e.version, slice,
+    namespace: e.namespace,
+    key: e.key,
+    version: e.version,
+    slice,
     ...(FLOATING.has(e.dtype) ? { dtype: "float32" } : {}),
   };
 }
@@ -39,22 +42,37 @@ export function sliceRequest(e: EntryRef, v: View): Record<string, unknown> {
 /** Decodes raw little-endian bytes of a dtype to numbers. */
 export function decode(bytes: ArrayBuffer, dtype: string): ArrayLike<number> {
   switch (dtype) {
-    case "float32": return new Float32Array(bytes);
-    case "float64": return new Float64Array(bytes);
-    case "int8": return new Int8Array(bytes);
-    case "uint8": case "bool": return new Uint8Array(bytes);
-    case "int16": return new Int16Array(bytes);
-    case "uint16": return new Uint16Array(bytes);
-    case "int32": return new Int32Array(bytes);
-    case "uint32": return new Uint32Array(bytes);
-    case "int64": return Float64Array.from(new BigInt64Array(bytes), Number);
-    case "uint64": return Float64Array.from(new BigUint64Array(bytes), Number);
-    default: throw new Error(`Values of dtype ${dtype} cannot be shown.`);
+    case "float32":
+      return new Float32Array(bytes);
+    case "float64":
+      return new Float64Array(bytes);
+    case "int8":
+      return new Int8Array(bytes);
+    case "uint8":
+    case "bool":
+      return new Uint8Array(bytes);
+    case "int16":
+      return new Int16Array(bytes);
+    case "uint16":
+      return new Uint16Array(bytes);
+    case "int32":
+      return new Int32Array(bytes);
+    case "uint32":
+      return new Uint32Array(bytes);
+    case "int64":
+      return Float64Array.from(new BigInt64Array(bytes), Number);
+    case "uint64":
+      return Float64Array.from(new BigUint64Array(bytes), Number);
+    default:
+      throw new Error(`Values of dtype ${dtype} cannot be shown.`);
   }
 }
 
 /** Fetches the plane of a view: its values and the strides of its rows and columns. */
-export async function fetchPlane(e: EntryRef, v: View): Promise<{ values: ArrayLike<number>; rows: number; cols: number; rowStride: number; colStride: number }> {
+export async function fetchPlane(
+  e: EntryRef,
+  v: View,
+): Promise<{ values: ArrayLike<number>; rows: number; cols: number; rowStride: number; colStride: number }> {
   const ans = await api<BinaryAnswer>("/v1/serve", { body: sliceRequest(e, v), binary: true });
   const values = decode(ans.bytes, ans.headers.get("x-svc-dtype") ?? e.dtype);
   const rows = Math.min(e.shape[v.rowAxis]!, MAX_AXIS);
@@ -67,7 +85,11 @@ export async function fetchPlane(e: EntryRef, v: View): Promise<{ values: ArrayL
 }
 
 /** Draws a plane into a canvas at one pixel per element; returns the scale used. */
-export function drawPlane(canvas: HTMLCanvasElement, p: Awaited<ReturnType<typeof fetchPlane>>, scale?: { lo: number; hi: number }): { lo: number; hi: number } {
+export function drawPlane(
+  canvas: HTMLCanvasElement,
+  p: Awaited<ReturnType<typeof fetchPlane>>,
+  scale?: { lo: number; hi: number },
+): { lo: number; hi: number } {
   const s = scale ?? range(p.values);
   canvas.width = p.cols;
   canvas.height = p.rows;
@@ -105,30 +127,42 @@ export function sliceViewer(e: EntryRef, report: (err: unknown) => void): Viewer
   const v: View = { rowAxis: 0, colAxis: nd > 1 ? 1 : 0, index: e.shape.map((n) => Math.floor(n / 2)) };
   const canvas = h("canvas", { class: "slice", "data-testid": "slice-canvas", tabindex: "0", "aria-label": "Slice of the entry" });
   const readout = h("output", { class: "readout", "data-testid": "readout" }, "Move the pointer over the image to read values.");
-  const lo = h("span", { "data-testid": "scale-lo" }), hi = h("span", { "data-testid": "scale-hi" });
+  const lo = h("span", { "data-testid": "scale-lo" }),
+    hi = h("span", { "data-testid": "scale-hi" });
   const note = h("p", { class: "muted small" });
   const sliders = h("div", { class: "sliders" });
   const listeners: ((v: View) => void)[] = [];
   let plane: Awaited<ReturnType<typeof fetchPlane>> | null = null;
-  let inFlight = false, pending = false, requestedAt = 0;
+  let inFlight = false,
+    pending = false,
+    requestedAt = 0;
 
   const axisSelect = (label: string, which: "rowAxis" | "colAxis") =>
-    h("label", {}, label, " ",
-      h("select", {
-        "data-testid": which === "rowAxis" ? "axis-rows" : "axis-cols",
-        onchange: (ev: Event) => {
-          const ax = Number((ev.target as HTMLSelectElement).value);
-          const other = which === "rowAxis" ? "colAxis" : "rowAxis";
-          if (v[other] === ax) v[other] = v[which];
-          v[which] = ax;
-          build();
-          request();
+    h(
+      "label",
+      {},
+      label,
+      " ",
+      h(
+        "select",
+        {
+          "data-testid": which === "rowAxis" ? "axis-rows" : "axis-cols",
+          onchange: (ev: Event) => {
+            const ax = Number((ev.target as HTMLSelectElement).value);
+            const other = which === "rowAxis" ? "colAxis" : "rowAxis";
+            if (v[other] === ax) v[other] = v[which];
+            v[which] = ax;
+            build();
+            request();
+          },
         },
-      }, ...e.shape.map((n, ax) => {
-        const o = h("option", { value: ax }, `axis ${ax} (${n})`);
-        o.selected = v[which] === ax;
-        return o;
-      })));
+        ...e.shape.map((n, ax) => {
+          const o = h("option", { value: ax }, `axis ${ax} (${n})`);
+          o.selected = v[which] === ax;
+          return o;
+        }),
+      ),
+    );
 
   const controls = h("div", { class: "row wrap" });
   function build(): void {
@@ -138,7 +172,13 @@ export function sliceViewer(e: EntryRef, report: (err: unknown) => void): Viewer
       if (ax === v.rowAxis || ax === v.colAxis) return;
       const val = h("output", {}, String(v.index[ax]));
       const input = h("input", {
-        type: "range", min: 0, max: n - 1, step: 1, value: v.index[ax]!, "data-testid": `slider-${ax}`, "aria-label": `Index along axis ${ax}`,
+        type: "range",
+        min: 0,
+        max: n - 1,
+        step: 1,
+        value: v.index[ax]!,
+        "data-testid": `slider-${ax}`,
+        "aria-label": `Index along axis ${ax}`,
         oninput: (ev: Event) => {
           v.index[ax] = Number((ev.target as HTMLInputElement).value);
           val.textContent = String(v.index[ax]);
@@ -199,7 +239,9 @@ export function sliceViewer(e: EntryRef, report: (err: unknown) => void): Viewer
 
   build();
   void request();
-  const element = h("section", { class: "viewer", "aria-label": "Slice viewer" },
+  const element = h(
+    "section",
+    { class: "viewer", "aria-label": "Slice viewer" },
     controls,
     h("div", { class: "canvas-wrap" }, canvas),
     h("div", { class: "scale" }, lo, colorbar(), hi),

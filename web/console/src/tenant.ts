@@ -52,23 +52,34 @@ export async function tenantHome(main: HTMLElement): Promise<void> {
   const rate = h("p", { "data-testid": "rate-state" }, rateText(lastRate));
   const stop = onRate((r) => (rate.textContent = rateText(r)));
   window.addEventListener("hashchange", () => stop(), { once: true });
-  const quota = u.monthly_quota === null
-    ? h("p", {}, `${u.cus_used} CUs used in ${u.period}; no quota applies.`)
-    : h("div", {},
-      h("p", {}, `${u.cus_used} of ${u.monthly_quota} CUs used in ${u.period} (${(u.utilization * 100).toFixed(1)}%).`),
-      h("meter", { min: 0, max: 1, value: Math.min(1, u.utilization), "aria-label": "Quota used", class: "quota" }));
-  clear(main,
+  const quota =
+    u.monthly_quota === null
+      ? h("p", {}, `${u.cus_used} CUs used in ${u.period}; no quota applies.`)
+      : h(
+          "div",
+          {},
+          h("p", {}, `${u.cus_used} of ${u.monthly_quota} CUs used in ${u.period} (${(u.utilization * 100).toFixed(1)}%).`),
+          h("meter", { min: 0, max: 1, value: Math.min(1, u.utilization), "aria-label": "Quota used", class: "quota" }),
+        );
+  clear(
+    main,
     h("h1", {}, `Tenant ${acct.tenant_id}`),
     h("p", { class: "muted" }, `Plan ${acct.plan} · rate limit ${acct.rate_limit.requests} requests per ${acct.rate_limit.window_s} s`),
-    h("section", { "aria-labelledby": "ns-h" },
+    h(
+      "section",
+      { "aria-labelledby": "ns-h" },
       h("h2", { id: "ns-h" }, "Namespaces"),
-      h("ul", { class: "links", "data-testid": "namespaces" }, ...acct.namespaces.map((ns) => h("li", {}, h("a", { href: nsLink(ns) }, ns))))),
-    h("section", { "aria-labelledby": "usage-h" },
+      h("ul", { class: "links", "data-testid": "namespaces" }, ...acct.namespaces.map((ns) => h("li", {}, h("a", { href: nsLink(ns) }, ns)))),
+    ),
+    h(
+      "section",
+      { "aria-labelledby": "usage-h" },
       h("h2", { id: "usage-h" }, `Usage in ${u.period}`),
       quota,
       usageBars(u.breakdown),
       h("h3", {}, "Rate limit"),
-      rate),
+      rate,
+    ),
   );
 }
 
@@ -76,12 +87,14 @@ export async function tenantHome(main: HTMLElement): Promise<void> {
 async function pool<T, R>(items: T[], n: number, fn: (t: T) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!);
+      }
+    }),
+  );
   return out;
 }
 
@@ -92,23 +105,39 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
   const prefix = params.get("prefix") ?? "";
   const filterText = params.get("filter") ?? "";
   const offset = Math.max(0, Number(params.get("offset") ?? 0) || 0);
-  const form = h("form", {
-    class: "search", role: "search",
-    onsubmit: (ev: Event) => {
-      ev.preventDefault();
-      const f = new FormData(ev.target as HTMLFormElement);
-      const q = new URLSearchParams();
-      const p = String(f.get("prefix") ?? ""), fl = String(f.get("filter") ?? "").trim();
-      if (p) q.set("prefix", p);
-      if (fl) q.set("filter", fl);
-      location.hash = `${nsLink(ns)}${q.size ? `?${q}` : ""}`;
+  const form = h(
+    "form",
+    {
+      class: "search",
+      role: "search",
+      onsubmit: (ev: Event) => {
+        ev.preventDefault();
+        const f = new FormData(ev.target as HTMLFormElement);
+        const q = new URLSearchParams();
+        const p = String(f.get("prefix") ?? ""),
+          fl = String(f.get("filter") ?? "").trim();
+        if (p) q.set("prefix", p);
+        if (fl) q.set("filter", fl);
+        location.hash = `${nsLink(ns)}${q.size ? `?${q}` : ""}`;
+      },
     },
-  },
-  h("label", {}, "Key prefix ", h("input", { name: "prefix", value: prefix, "data-testid": "prefix" })),
-  h("label", { class: "grow" }, "Metadata filter (JSON) ", h("input", { name: "filter", value: filterText, placeholder: '{"run.seed": {"$gte": 3}}', "data-testid": "filter" })),
-  h("button", { type: "submit", class: "primary" }, "Search"));
+    h("label", {}, "Key prefix ", h("input", { name: "prefix", value: prefix, "data-testid": "prefix" })),
+    h(
+      "label",
+      { class: "grow" },
+      "Metadata filter (JSON) ",
+      h("input", { name: "filter", value: filterText, placeholder: '{"run.seed": {"$gte": 3}}', "data-testid": "filter" }),
+    ),
+    h("button", { type: "submit", class: "primary" }, "Search"),
+  );
   const table = h("div", { class: "table-wrap" }, h("p", { class: "muted" }, "Loading…"));
-  clear(main, h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/" }, "Namespaces"), " / ", ns), h("h1", {}, `Namespace ${ns}`), form, table);
+  clear(
+    main,
+    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/" }, "Namespaces"), " / ", ns),
+    h("h1", {}, `Namespace ${ns}`),
+    form,
+    table,
+  );
 
   let keys: { key: string; version: number }[];
   let total: number, nextOffset: number | null;
@@ -119,7 +148,9 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
     } catch {
       throw new Error("The metadata filter is not valid JSON.");
     }
-    const r = await api<{ results: { key: string; version: number }[]; total: number; next_offset: number | null }>("/v1/search", { body: { namespace: ns, filter, ...(prefix ? { prefix } : {}), limit: PAGE, offset } });
+    const r = await api<{ results: { key: string; version: number }[]; total: number; next_offset: number | null }>("/v1/search", {
+      body: { namespace: ns, filter, ...(prefix ? { prefix } : {}), limit: PAGE, offset },
+    });
     keys = r.results;
     total = r.total;
     nextOffset = r.next_offset;
@@ -139,21 +170,53 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
     if (off) q.set("offset", String(off));
     return `${nsLink(ns)}${q.size ? `?${q}` : ""}`;
   };
-  clear(table,
+  clear(
+    table,
     h("p", { class: "muted", "data-testid": "total" }, total === 0 ? "No entries match." : `Entries ${offset + 1}–${offset + rows.length} of ${total}`),
-    rows.length === 0 ? null : h("table", { "data-testid": "entries" },
-      h("thead", {}, h("tr", {}, ...["Key", "Dtype", "Shape", "Verdict", "Ratio", "Rel. error", "Bytes in", "Stored", "Version", "Codec", "Max abs error"].map((c) => h("th", { scope: "col" }, c)))),
-      h("tbody", {}, ...rows.map((e) => h("tr", {},
-        h("td", {}, h("a", { href: entryLink(ns, e.key) }, e.key)),
-        h("td", {}, e.dtype), h("td", {}, fmt.shape(e.shape)),
-        h("td", {}, h("span", { class: `verdict ${e.verdict}` }, e.verdict)),
-        h("td", { class: "num" }, fmt.num(e.compression_ratio)), h("td", { class: "num" }, fmt.num(e.relative_error)),
-        h("td", { class: "num" }, fmt.bytes(e.bytes_in)), h("td", { class: "num" }, fmt.bytes(e.bytes_stored)),
-        h("td", { class: "num" }, e.version), h("td", {}, e.fingerprint.codec),
-        h("td", { class: "num" }, e.max_abs_error === null ? "–" : fmt.num(e.max_abs_error)))))),
-    h("div", { class: "pager" },
+    rows.length === 0
+      ? null
+      : h(
+          "table",
+          { "data-testid": "entries" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              ...["Key", "Dtype", "Shape", "Verdict", "Ratio", "Rel. error", "Bytes in", "Stored", "Version", "Codec", "Max abs error"].map((c) =>
+                h("th", { scope: "col" }, c),
+              ),
+            ),
+          ),
+          h(
+            "tbody",
+            {},
+            ...rows.map((e) =>
+              h(
+                "tr",
+                {},
+                h("td", {}, h("a", { href: entryLink(ns, e.key) }, e.key)),
+                h("td", {}, e.dtype),
+                h("td", {}, fmt.shape(e.shape)),
+                h("td", {}, h("span", { class: `verdict ${e.verdict}` }, e.verdict)),
+                h("td", { class: "num" }, fmt.num(e.compression_ratio)),
+                h("td", { class: "num" }, fmt.num(e.relative_error)),
+                h("td", { class: "num" }, fmt.bytes(e.bytes_in)),
+                h("td", { class: "num" }, fmt.bytes(e.bytes_stored)),
+                h("td", { class: "num" }, e.version),
+                h("td", {}, e.fingerprint.codec),
+                h("td", { class: "num" }, e.max_abs_error === null ? "–" : fmt.num(e.max_abs_error)),
+              ),
+            ),
+          ),
+        ),
+    h(
+      "div",
+      { class: "pager" },
       offset > 0 ? h("a", { href: pageLink(Math.max(0, offset - PAGE)), class: "button" }, "← Previous") : null,
-      nextOffset !== null ? h("a", { href: pageLink(nextOffset), class: "button", "data-testid": "next-page" }, "Next →") : null),
+      nextOffset !== null ? h("a", { href: pageLink(nextOffset), class: "button", "data-testid": "next-page" }, "Next →") : null,
+    ),
   );
 }
 
@@ -161,7 +224,16 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
 function neighbours(ns: string, base: EntryRef, results: { key: string; version: number; score: number }[]) {
   const cells = results.map((r) => {
     const c = h("canvas", { class: "thumb", "aria-hidden": "true" });
-    return { r, c, el: h("li", { "data-testid": "neighbour" }, h("a", { href: entryLink(ns, r.key) }, c, h("span", {}, r.key)), h("span", { class: "muted small" }, `score ${fmt.num(r.score, 5)}`)) };
+    return {
+      r,
+      c,
+      el: h(
+        "li",
+        { "data-testid": "neighbour" },
+        h("a", { href: entryLink(ns, r.key) }, c, h("span", {}, r.key)),
+        h("span", { class: "muted small" }, `score ${fmt.num(r.score, 5)}`),
+      ),
+    };
   });
   let timer: ReturnType<typeof setTimeout> | undefined;
   const draw = (v: View) => {
@@ -169,7 +241,10 @@ function neighbours(ns: string, base: EntryRef, results: { key: string; version:
     // After the slider rests, so the main slice keeps the connection to itself while it moves.
     timer = setTimeout(() => {
       for (const { r, c } of cells) {
-        void fetchPlane({ ...base, key: r.key, version: r.version }, v).then((p) => drawPlane(c, p), () => undefined);
+        void fetchPlane({ ...base, key: r.key, version: r.version }, v).then(
+          (p) => drawPlane(c, p),
+          () => undefined,
+        );
       }
     }, 150);
   };
@@ -180,7 +255,8 @@ function neighbours(ns: string, base: EntryRef, results: { key: string; version:
 /** The whole version served (floating data in float32 for bfloat16) and saved as KEY.npy. */
 async function downloadNpy(ns: string, key: string, e: EntryInfo): Promise<void> {
   const ans = await api<{ bytes: ArrayBuffer; headers: Headers }>("/v1/serve", {
-    body: { namespace: ns, key, version: e.version, ...(e.dtype === "bfloat16" ? { dtype: "float32" } : {}) }, binary: true,
+    body: { namespace: ns, key, version: e.version, ...(e.dtype === "bfloat16" ? { dtype: "float32" } : {}) },
+    binary: true,
   });
   const dtype = ans.headers.get("x-svc-dtype") ?? e.dtype;
   const shape = (ans.headers.get("x-svc-shape") ?? "").split(",").filter(Boolean).map(Number);
@@ -195,38 +271,73 @@ async function downloadNpy(ns: string, key: string, e: EntryInfo): Promise<void>
 export async function entryPage(main: HTMLElement, ns: string, key: string, params: URLSearchParams): Promise<void> {
   const v = params.get("v");
   const e = await api<EntryInfo>(`/v1/get/${enc(ns)}/${encKey(key)}${v ? `?version=${enc(v)}` : ""}`);
-  const versionSelect = h("select", {
-    "data-testid": "version", "aria-label": "Version",
-    onchange: (ev: Event) => (location.hash = entryLink(ns, key, Number((ev.target as HTMLSelectElement).value))),
-  }, ...[...e.versions].reverse().map((n) => {
-    const o = h("option", { value: n }, `version ${n}${n === e.latest_version ? " (latest)" : ""}`);
-    o.selected = n === e.version;
-    return o;
-  }));
+  const versionSelect = h(
+    "select",
+    {
+      "data-testid": "version",
+      "aria-label": "Version",
+      onchange: (ev: Event) => (location.hash = entryLink(ns, key, Number((ev.target as HTMLSelectElement).value))),
+    },
+    ...[...e.versions].reverse().map((n) => {
+      const o = h("option", { value: n }, `version ${n}${n === e.latest_version ? " (latest)" : ""}`);
+      o.selected = n === e.version;
+      return o;
+    }),
+  );
   const facts: [string, string][] = [
-    ["dtype", e.dtype], ["shape", fmt.shape(e.shape)], ["verdict", e.verdict],
-    ["compression ratio", fmt.num(e.compression_ratio)], ["relative error", fmt.num(e.relative_error)],
-    ["max abs error", e.max_abs_error === null ? "not measured" : fmt.num(e.max_abs_error)], ["codec", e.fingerprint.codec],
-    ["bytes in", fmt.bytes(e.bytes_in)], ["bytes stored", fmt.bytes(e.bytes_stored)], ["created", e.created_at],
+    ["dtype", e.dtype],
+    ["shape", fmt.shape(e.shape)],
+    ["verdict", e.verdict],
+    ["compression ratio", fmt.num(e.compression_ratio)],
+    ["relative error", fmt.num(e.relative_error)],
+    ["max abs error", e.max_abs_error === null ? "not measured" : fmt.num(e.max_abs_error)],
+    ["codec", e.fingerprint.codec],
+    ["bytes in", fmt.bytes(e.bytes_in)],
+    ["bytes stored", fmt.bytes(e.bytes_stored)],
+    ["created", e.created_at],
   ];
   const fp = e.fingerprint;
   const fpFacts: [string, string][] = [
-    ["sha256", fp.sha256], ["codec", fp.codec], ["norm", fmt.num(fp.norm, 6)],
-    ...(fp.tt ? [["TT modes", fp.tt.modes.join(", ")], ["TT ranks", fp.tt.ranks.join(", ")]] as [string, string][] : []),
+    ["sha256", fp.sha256],
+    ["codec", fp.codec],
+    ["norm", fmt.num(fp.norm, 6)],
+    ...(fp.tt
+      ? ([
+          ["TT modes", fp.tt.modes.join(", ")],
+          ["TT ranks", fp.tt.ranks.join(", ")],
+        ] as [string, string][])
+      : []),
   ];
-  const dl = (pairs: [string, string][], id?: string) => h("dl", { class: "facts", ...(id ? { "data-testid": id } : {}) }, ...pairs.flatMap(([k, val]) => [h("dt", {}, k), h("dd", {}, val)]));
+  const dl = (pairs: [string, string][], id?: string) =>
+    h("dl", { class: "facts", ...(id ? { "data-testid": id } : {}) }, ...pairs.flatMap(([k, val]) => [h("dt", {}, k), h("dd", {}, val)]));
   const viewerHost = h("div");
   const nbHost = h("div");
-  clear(main,
+  clear(
+    main,
     h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/" }, "Namespaces"), " / ", h("a", { href: nsLink(ns) }, ns), " / ", key),
     h("h1", {}, key),
-    h("div", { class: "row" }, versionSelect, h("span", { class: "muted" }, `${e.versions.length} version${e.versions.length === 1 ? "" : "s"} kept`),
-      h("button", { type: "button", "data-testid": "download-npy", onclick: () => void guarded(() => downloadNpy(ns, key, e)) }, "Download .npy")),
-    h("div", { class: "grid" },
-      h("section", { "aria-labelledby": "facts-h" }, h("h2", { id: "facts-h" }, "Entry"), dl(facts, "facts"),
-        h("h2", {}, "Fingerprint"), dl(fpFacts, "fingerprint"),
-        h("h2", {}, "Metadata"), h("pre", { class: "json", "data-testid": "metadata" }, JSON.stringify(e.metadata, null, 2))),
-      h("section", { "aria-labelledby": "view-h" }, h("h2", { id: "view-h" }, "Values"), viewerHost, nbHost)),
+    h(
+      "div",
+      { class: "row" },
+      versionSelect,
+      h("span", { class: "muted" }, `${e.versions.length} version${e.versions.length === 1 ? "" : "s"} kept`),
+      h("button", { type: "button", "data-testid": "download-npy", onclick: () => void guarded(() => downloadNpy(ns, key, e)) }, "Download .npy"),
+    ),
+    h(
+      "div",
+      { class: "grid" },
+      h(
+        "section",
+        { "aria-labelledby": "facts-h" },
+        h("h2", { id: "facts-h" }, "Entry"),
+        dl(facts, "facts"),
+        h("h2", {}, "Fingerprint"),
+        dl(fpFacts, "fingerprint"),
+        h("h2", {}, "Metadata"),
+        h("pre", { class: "json", "data-testid": "metadata" }, JSON.stringify(e.metadata, null, 2)),
+      ),
+      h("section", { "aria-labelledby": "view-h" }, h("h2", { id: "view-h" }, "Values"), viewerHost, nbHost),
+    ),
   );
   const shape = e.shape ?? [];
   if (!viewable({ dtype: e.dtype, shape: e.shape })) {
@@ -236,15 +347,24 @@ export async function entryPage(main: HTMLElement, ns: string, key: string, para
   const ref: EntryRef = { namespace: ns, key, version: e.version, dtype: e.dtype, shape };
   if (shape.length === 1) {
     const n = Math.min(shape[0]!, 100_000);
-    const ans = await api<{ bytes: ArrayBuffer; headers: Headers }>("/v1/serve", { body: { namespace: ns, key, version: e.version, slice: [[0, n]], ...(e.dtype.startsWith("float") || e.dtype === "bfloat16" ? { dtype: "float32" } : {}) }, binary: true });
-    clear(viewerHost, lineChart(decode(ans.bytes, ans.headers.get("x-svc-dtype") ?? e.dtype)), n < shape[0]! ? h("p", { class: "muted small" }, `The first ${n} of ${shape[0]} values.`) : null);
+    const ans = await api<{ bytes: ArrayBuffer; headers: Headers }>("/v1/serve", {
+      body: { namespace: ns, key, version: e.version, slice: [[0, n]], ...(e.dtype.startsWith("float") || e.dtype === "bfloat16" ? { dtype: "float32" } : {}) },
+      binary: true,
+    });
+    clear(
+      viewerHost,
+      lineChart(decode(ans.bytes, ans.headers.get("x-svc-dtype") ?? e.dtype)),
+      n < shape[0]! ? h("p", { class: "muted small" }, `The first ${n} of ${shape[0]} values.`) : null,
+    );
     return;
   }
   const viewer = sliceViewer(ref, showError);
   clear(viewerHost, viewer.element);
   // Neighbours: the latest versions of entries of the same shape, by cosine similarity.
   await guarded(async () => {
-    const top = await api<{ results: { key: string; version: number; score: number }[]; scanned: number }>("/v1/query/topk", { body: { namespace: ns, key, version: e.version, k: 6, metric: "cosine" } });
+    const top = await api<{ results: { key: string; version: number; score: number }[]; scanned: number }>("/v1/query/topk", {
+      body: { namespace: ns, key, version: e.version, k: 6, metric: "cosine" },
+    });
     if (top.results.length === 0) {
       clear(nbHost, h("h2", {}, "Nearest entries"), h("p", { class: "muted" }, "No other entry of this shape in the namespace."));
       return;

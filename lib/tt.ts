@@ -196,7 +196,8 @@ const ranksSchema = z.array(
 );
 
 /** Validates a TT given by a caller; `name` prefixes field names (e.g. "a.cores[2]"). */
-function checkTT(t: unknown, name: string): CheckedTT {
+/** scanFinite false: the cores' entries are left for the caller to check (dotBatch, after the products). */
+function checkTT(t: unknown, name: string, scanFinite = true): CheckedTT {
   const p = (f: string) => (name ? `${name}.${f}` : f);
   if (t === null || typeof t !== "object") throw new ValidationError(`${name || "t"} must be a TT object.`, name || "t");
   const o = t as Record<string, unknown>;
@@ -219,7 +220,7 @@ function checkTT(t: unknown, name: string): CheckedTT {
     if (c.length !== want) {
       throw new ValidationError(`${field} must have ranks[${k}]*modes[${k}]*ranks[${k + 1}] = ${want} elements, not ${c.length}.`, field);
     }
-    if (c.length <= FINITE_IN_JS) checkFinite(c, field);
+    if (scanFinite && c.length <= FINITE_IN_JS) checkFinite(c, field);
     cores.push(c);
   }
   let shape = modes;
@@ -463,12 +464,16 @@ export async function round(t: TT, opts?: RoundOptions): Promise<CompressResult>
 export async function dotBatch(q: TT, candidates: TT[]): Promise<Float64Array> {
   const x = checkTT(q, "q");
   if (!Array.isArray(candidates)) throw new ValidationError("candidates must be an array of TT objects.", "candidates");
+  // The candidates' entries are scanned only where a score comes back non-finite: every entry
+  // of every core enters a product, so a NaN or infinity in one makes its candidate's score NaN
+  // or infinite, and the scan then names it as the check before the call would have. (Scanning
+  // every small core first cost about as much as the dot products themselves.)
   const cs = candidates.map((c, i) => {
-    const y = checkTT(c, `candidates[${i}]`);
+    const y = checkTT(c, `candidates[${i}]`, false);
     sameModes(x, y, `candidates[${i}].modes`);
     return y;
   });
-  return call(() =>
+  const scores = await call(() =>
     native().dotBatch(
       x.cores,
       x.ranks,
@@ -477,6 +482,13 @@ export async function dotBatch(q: TT, candidates: TT[]): Promise<Float64Array> {
       x.modes,
     ),
   );
+  for (let i = 0; i < scores.length; i++) {
+    if (Number.isFinite(scores[i]!)) continue;
+    cs[i]!.cores.forEach((core, k) => {
+      if (core.length <= FINITE_IN_JS) checkFinite(core, `candidates[${i}].cores[${k}]`);
+    });
+  }
+  return scores;
 }
 
 /** ⟨x, c_i⟩ for every candidate, x dense over the candidates' dense shape. */

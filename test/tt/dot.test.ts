@@ -1,6 +1,7 @@
 // tt.dot, tt.norm, tt.dotDense and the batched forms against dense float64 dots.
 import test from "tape";
 import * as tt from "../../lib/tt.js";
+import { ValidationError } from "../../lib/errors.js";
 import { denseOf, dotF64, noise, randomTT, smoothField } from "./helpers.js";
 
 const close = (a: number, b: number, rel: number) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b), 1e-300);
@@ -59,4 +60,31 @@ test("denseDot accumulates in float64", async (t) => {
   t.ok(close(await tt.denseDot(a, b), dotF64(a, b), 1e-12), "mixed types");
   const ones = new Float32Array(1 << 20).fill(1 + 2 ** -20);
   t.ok(close(await tt.denseDot(ones, ones), (1 << 20) * (1 + 2 ** -20) ** 2, 1e-12), "no float32 accumulation loss");
+});
+
+test("dotBatch: a NaN or infinity in a candidate's small core is refused naming that core and index; finite cores whose score overflows give Infinity", async (t) => {
+  const modes = [6, 5, 7, 4],
+    ranks = [1, 3, 3, 3, 1];
+  const q = randomTT(modes, ranks, 71, false);
+  for (const [bad, cand, core, index] of [
+    [NaN, 3, 2, 7],
+    [-Infinity, 0, 0, 0],
+    [Infinity, 4, 3, 11],
+  ] as const) {
+    const cands = Array.from({ length: 5 }, (_, i) => randomTT(modes, ranks, 80 + i, false));
+    cands[cand]!.cores[core]![index] = bad;
+    try {
+      await tt.dotBatch(q, cands);
+      t.fail(`${bad} in candidates[${cand}].cores[${core}]: should have been rejected`);
+    } catch (e) {
+      t.ok(e instanceof ValidationError, `${bad}: ValidationError (${(e as Error).message})`);
+      t.equal((e as ValidationError).field, `candidates[${cand}].cores[${core}]`, `${bad}: names candidates[${cand}].cores[${core}]`);
+      t.ok((e as Error).message.includes(`at index ${index}`), `${bad}: gives index ${index}`);
+    }
+  }
+  const huge = { modes: [2, 2], ranks: [1, 1, 1], cores: [new Float64Array([1e200, 1e200]), new Float64Array([1e200, 1e200])] };
+  const tiny = { modes: [2, 2], ranks: [1, 1, 1], cores: [new Float64Array([1e-200, 2e-200]), new Float64Array([1e-200, 3e-200])] };
+  const scores = await tt.dotBatch(huge, [huge, tiny]);
+  t.equal(scores[0], Infinity, "finite entries whose dot overflows float64: Infinity, not an error");
+  t.ok(Math.abs(scores[1]! - 12) < 1e-12, `a candidate of tiny entries scores (1 + 2)(1 + 3) = 12: ${scores[1]}`);
 });

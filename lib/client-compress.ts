@@ -2,7 +2,7 @@
 // runs (lib/tt.ts), so that a tensor past the upload limit travels as its cores (put_cores) at a
 // few percent of its size. The tolerance guarantee is the engine's: the relative Frobenius error
 // is measured here on the whole tensor, and so is the largest element error.
-import type { Dtype } from "./names.js";
+import type { Dtype } from "./fields.js";
 
 /** The engine's defaults (SVC_ENGINE_DEFAULT_TOLERANCE, _MAX_RANK, _MIN_COMPRESSION_RATIO). */
 export const LOCAL_DEFAULT_TOLERANCE = 1e-3;

@@ -21,7 +21,7 @@ import {
   StorageFullError,
   StateUnavailableError,
 } from "./errors.js";
-import type { Dtype } from "./names.js";
+import type { Dtype } from "./fields.js";
 import { compressLocally, DEFAULT_LOCAL_COMPRESS_BYTES, locallyCompressible, type LocalTT } from "./client-compress.js";
 import type { GetOptions, ServeOptions } from "./schemas.js";
 import { keyProblem, namespaceProblem, quickOptions, type QuickKind } from "./client-names.js";

@@ -2,7 +2,7 @@
 // when a call is not covered by its quick checks (lib/client-names.ts): a put, a serve, an
 // option out of the common forms, or a bad name, whose sentence then comes from here.
 import { z } from "zod";
-import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow } from "./names.js";
+import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow } from "./fields.js";
 import {
   putOptionsSchema,
   putCoresOptionsSchema,
@@ -15,7 +15,7 @@ import {
   vectorOptionsSchema,
 } from "./schemas.js";
 
-export { itemsize, naturalDtype } from "./names.js";
+export { itemsize, naturalDtype } from "./fields.js";
 export { checkCores } from "./store/cores.js";
 export { parseOrThrow, dtypeSchema };
 

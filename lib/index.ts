@@ -79,7 +79,7 @@ export {
 export type { ErrorCode } from "./errors.js";
 
 /** Shared names and dtypes. */
-export { DTYPES, itemsize } from "./names.js";
-export type { Dtype } from "./names.js";
+export { DTYPES, itemsize } from "./fields.js";
+export type { Dtype } from "./fields.js";
 export type { Clock } from "./clock.js";
 export { FakeClock } from "./clock.js";

@@ -1,7 +1,7 @@
 // Scoped API keys' request fields (docs/api.md, admin routes), shared by the gateway's admin
 // API and the CLI: one set of rules and sentences for both (the console shows the gateway's).
 import { z } from "zod";
-import { namespaceSchema, tenantIdSchema } from "./names.js";
+import { namespaceSchema, tenantIdSchema } from "./fields.js";
 
 /** The key_id of the tenant's own key, the one issued at creation and rotation. */
 export const PRIMARY_KEY_ID = "primary";

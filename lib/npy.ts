@@ -4,7 +4,7 @@
 // to the little-endian order the store uses. bfloat16 and `bytes` have no numpy descr,
 // so writeNpy refuses them (serve bfloat16 entries as float32 instead).
 import { ValidationError } from "./errors.js";
-import type { Dtype } from "./names.js";
+import type { Dtype } from "./fields.js";
 
 /** Dtypes that have a numpy descr: every dtype of docs/api.md (names and data types) but bfloat16 and bytes. */
 export type NpyDtype = Exclude<Dtype, "bfloat16" | "bytes">;

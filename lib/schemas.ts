@@ -1,7 +1,7 @@
 // Request and option schemas of docs/api.md (data plane), shared by the library (options of
-// each store method) and the servers (JSON bodies and query strings). Built on lib/names.ts.
+// each store method) and the servers (JSON bodies and query strings). Built on lib/fields.ts.
 import { z } from "zod";
-import { namespaceSchema, keySchema, dtypeSchema, shapeSchema, metadataSchema } from "./names.js";
+import { namespaceSchema, keySchema, dtypeSchema, shapeSchema, metadataSchema } from "./fields.js";
 
 const B64_BAD = /[^A-Za-z0-9+/=]/;
 /**

@@ -5,7 +5,7 @@ import { constants as bufferConstants } from "node:buffer";
 import { totalmem } from "node:os";
 import { z } from "zod";
 import { ValidationError } from "./errors.js";
-import { parseFieldOrThrow, shapeSchema } from "./names.js";
+import { parseFieldOrThrow, shapeSchema } from "./fields.js";
 import { call, native } from "./native.js";
 
 export type FloatArray = Float32Array | Float64Array;

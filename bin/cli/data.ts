@@ -6,7 +6,7 @@ import { writeFile, rename, unlink } from "node:fs/promises";
 import { clientCore, type SvcClient } from "../../lib/client-core.js";
 import { keyProblem, namespaceProblem } from "../../lib/client-names.js";
 import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
-import type { Dtype } from "../../lib/names.js";
+import type { Dtype } from "../../lib/fields.js";
 import { ValidationError } from "../../lib/errors.js";
 import type { PutOptions } from "../../lib/schemas.js";
 import { transferBar, type TransferBar } from "./transfer.js";
@@ -117,7 +117,7 @@ export function checkName(kind: "namespace" | "key", v: string): string {
 
 async function dtypeFlag(v: string | undefined): Promise<Dtype | undefined> {
   if (v === undefined) return undefined;
-  const { DTYPES, dtypeSchema } = await import("../../lib/names.js");
+  const { DTYPES, dtypeSchema } = await import("../../lib/fields.js");
   const r = dtypeSchema.safeParse(v);
   if (!r.success) throw new UsageError(`--dtype must be one of ${DTYPES.join(", ")}.`);
   return r.data;

@@ -6,7 +6,7 @@
 // that an import of many small files does not spend the tenant's rate limit one file at a time.
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { keySchema } from "../../lib/names.js";
+import { keySchema } from "../../lib/fields.js";
 import type { SvcClient } from "../../lib/client-core.js";
 import { compressLocally, locallyCompressible, type LocalTT } from "../../lib/client-compress.js";
 import type { PutCoresItem } from "../../lib/store/put.js";

@@ -3,7 +3,7 @@
 // gateway's own schemas first, so a bad one is a usage error (exit 2) before any call.
 import type { z } from "zod";
 import { expiresAtSchema, keyIdSchema, keyNameSchema, scopesSchema } from "../../lib/key-schemas.js";
-import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
+import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { adminCall } from "./admin.js";
 import { parse, table, UsageError, type Io, type OptionSpec } from "./common.js";
 

@@ -7,7 +7,7 @@
 // that estimate: TT's sampled rank bounds give up early where no TT within the tolerance could
 // reach it, so data that are not low-rank cost a few samples of TT, not a TT-SVD.
 import { ValidationError } from "../errors.js";
-import { itemsize, type Dtype } from "../names.js";
+import { itemsize, type Dtype } from "../fields.js";
 import type { CodecChoice } from "../schemas.js";
 import { asBytes, fromWorkingFloat, toWorkingFloat } from "./codec.js";
 import type { StoreConfig } from "./context.js";

@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { promisify } from "node:util";
 import { deflateRaw, deflateRawSync, inflateRaw, constants as zc } from "node:zlib";
-import { itemsize, type Dtype } from "../names.js";
+import { itemsize, type Dtype } from "../fields.js";
 import type { ServeArray } from "./types.js";
 import { pacedScan } from "./pace.js";
 

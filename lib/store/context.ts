@@ -1,7 +1,7 @@
 // What every verb of the store shares: the open store (backend, options, core cache), the
 // tenant scope of a view, record keys, and the readers of heads, versions and payloads.
 import { NotFoundError, ValidationError } from "../errors.js";
-import { itemsize, keySchema, namespaceSchema, parseOrThrow } from "../names.js";
+import { itemsize, keySchema, namespaceSchema, parseOrThrow } from "../fields.js";
 import type { Clock } from "../clock.js";
 import type { RecordKey, StorageBackend } from "./backend.js";
 import { allocTyped, fromWorkingFloat, losslessDecode, product, typedView } from "./codec.js";

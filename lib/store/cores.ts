@@ -3,7 +3,7 @@
 // ValidationError (field and message), in the same order.
 import { z } from "zod";
 import { ValidationError } from "../errors.js";
-import { parseOrThrow } from "../names.js";
+import { parseOrThrow } from "../fields.js";
 import { coreDtypeSchema } from "../schemas.js";
 import { asBytes, hasNonFinite, typedView } from "./codec.js";
 

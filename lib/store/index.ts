@@ -5,7 +5,7 @@
 // (similarity, top-K), maintenance.ts (compact).
 import { z } from "zod";
 import { ValidationError } from "../errors.js";
-import { parseOrThrow, tenantIdSchema } from "../names.js";
+import { parseOrThrow, tenantIdSchema } from "../fields.js";
 import {
   idempotencyKeySchema,
   maxRankSchema,

@@ -4,7 +4,7 @@
 // version record and head (and, for an idempotent write, its stored response).
 import { z } from "zod";
 import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
-import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../names.js";
+import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../fields.js";
 import { putCoresOptionsSchema, putOptionsSchema, type PutCoresOptions, type PutOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
 import {

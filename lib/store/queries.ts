@@ -3,7 +3,7 @@
 // TT cores come from the core cache, and those not held yet are read in batches.
 import { NotFoundError, ValidationError } from "../errors.js";
 import { compileFilter, matchFilter, type FilterNode } from "../filter.js";
-import { isFloatDtype, parseOrThrow } from "../names.js";
+import { isFloatDtype, parseOrThrow } from "../fields.js";
 import {
   similarityOptionsSchema,
   topkOptionsSchema,

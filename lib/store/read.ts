@@ -2,7 +2,7 @@
 // serve on the CPU and serve on the GPU.
 import { GpuUnavailableError, ValidationError } from "../errors.js";
 import { compileFilter, matchFilter } from "../filter.js";
-import { isFloatDtype, parseOrThrow, type Dtype } from "../names.js";
+import { isFloatDtype, parseOrThrow, type Dtype } from "../fields.js";
 import {
   getOptionsSchema,
   listOptionsSchema,

@@ -1,6 +1,6 @@
 // Result and record types of the embedded store. Field names are the HTTP API's
 // (docs/api.md (data plane)) so one type describes both the library and the wire.
-import type { Dtype } from "../names.js";
+import type { Dtype } from "../fields.js";
 import type { Metric } from "../schemas.js";
 
 export type Verdict = "compressed" | "weak" | "lossless" | "passthrough";

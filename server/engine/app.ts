@@ -11,7 +11,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
-import { metadataSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { metadataSchema, parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import {
   getQuerySchema,
   idempotencyKeySchema,

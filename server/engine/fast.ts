@@ -10,7 +10,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { requestIdFrom } from "../http/request-id.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ValidationError } from "../../lib/errors.js";
-import { isFloatDtype, itemsize, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/names.js";
+import { isFloatDtype, itemsize, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/fields.js";
 import { getQuerySchema, serveBodySchema } from "../../lib/schemas.js";
 import type { Store } from "../../lib/store/index.js";
 import { readBody } from "../http/body.js";

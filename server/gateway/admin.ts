@@ -5,7 +5,7 @@ import express, { type Request, type Response, type Router } from "express";
 import { strictJsonBody } from "../http/json-body.js";
 import { z } from "zod";
 import { ConflictError, NotFoundError, ValidationError } from "../../lib/errors.js";
-import { namespaceSchema, parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { namespaceSchema, parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import { checkServiceKey, generateApiKey, sha256Hex } from "./auth.js";
 import type { Clock } from "./clock.js";
 import { OPERATIONS, PERIOD_RE, periodOf, toCus, type UsageStore } from "./meter.js";

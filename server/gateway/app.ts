@@ -4,7 +4,7 @@ import express, { type ErrorRequestHandler, type Express, type NextFunction, typ
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
 import { NotFoundError } from "../../lib/errors.js";
-import { tenantIdSchema } from "../../lib/names.js";
+import { tenantIdSchema } from "../../lib/fields.js";
 import { hasBody } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { sendError } from "../http/errors.js";

@@ -4,7 +4,7 @@
 // after `maxScanBytes` from the end, and the answer says whether it reached the start of the log.
 import { open } from "node:fs/promises";
 import { z } from "zod";
-import { tenantIdSchema } from "../../lib/names.js";
+import { tenantIdSchema } from "../../lib/fields.js";
 import type { AuditRecord } from "./audit.js";
 
 export const AUDIT_TAIL_MAX_LIMIT = 1000;

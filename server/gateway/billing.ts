@@ -15,7 +15,7 @@ import { dirname } from "node:path";
 import { performance } from "node:perf_hooks";
 import { z } from "zod";
 import { ConflictError, SvcError, STATUS_OF, UnsupportedMediaTypeError, ValidationError } from "../../lib/errors.js";
-import { parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import { sendError, toSvcError } from "../http/errors.js";
 import { requestIdOf } from "../http/request-id.js";
 import { readJsonBody } from "../http/json-body.js";

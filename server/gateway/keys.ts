@@ -7,7 +7,7 @@ import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { Request, Response, Router } from "express";
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../lib/errors.js";
 import { createKeySchema, PRIMARY_KEY_ID, revokeKeySchema } from "../../lib/key-schemas.js";
-import { parseOrThrow, tenantIdSchema } from "../../lib/names.js";
+import { parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import { generateApiKey, sha256Hex } from "./auth.js";
 import type { Clock } from "./clock.js";
 import type { KeyUsageTracker } from "./key-usage.js";

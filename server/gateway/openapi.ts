@@ -1,11 +1,11 @@
 // GET /openapi.json: an OpenAPI 3.1 description of every gateway endpoint, generated with
 // zod 4's z.toJSONSchema from the very schemas the engine and the gateway validate with
-// (lib/schemas.ts, lib/names.ts, the admin schemas), so the document cannot drift from
+// (lib/schemas.ts, lib/fields.ts, the admin schemas), so the document cannot drift from
 // the checks. OpenAPI 3.1 schemas are JSON Schema 2020-12, which is what zod emits.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { RequestHandler } from "express";
-import { namespaceSchema, keySchema, tenantIdSchema } from "../../lib/names.js";
+import { namespaceSchema, keySchema, tenantIdSchema } from "../../lib/fields.js";
 import {
   putBodySchema,
   putQuerySchema,

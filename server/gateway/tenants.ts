@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { ConflictError, NotFoundError } from "../../lib/errors.js";
-import { namespaceSchema, tenantIdSchema } from "../../lib/names.js";
+import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { planSchema, type Plan } from "./plans.js";
 import type { RateLimitSpec } from "./config.js";
 import { LuaScript, tenantTag } from "./redis.js";

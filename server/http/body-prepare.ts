@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
-import { parseOrThrow, validationErrorFrom } from "../../lib/names.js";
+import { parseOrThrow, validationErrorFrom } from "../../lib/fields.js";
 import { putBodySchema, putCoresBatchBodySchema, putCoresBodySchema, putCoresItemSchema, vectorBodySchema } from "../../lib/schemas.js";
 import { validateJsonBody } from "./routes.js";
 import type { Operation } from "./operations.js";

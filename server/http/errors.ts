@@ -4,7 +4,7 @@
 import type { ErrorRequestHandler, Response } from "express";
 import { z } from "zod";
 import { SvcError, STATUS_OF, type ErrorCode, RateLimitedError, QuotaExhaustedError, OverloadedError, DependencyError } from "../../lib/errors.js";
-import { validationErrorFrom } from "../../lib/names.js";
+import { validationErrorFrom } from "../../lib/fields.js";
 
 export interface ErrorBody {
   detail: string;

@@ -5,7 +5,7 @@
 // so a request the gateway lets through is one the engine accepts as well-formed.
 import { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
-import { keySchema, namespaceSchema, parseOrThrow } from "../../lib/names.js";
+import { keySchema, namespaceSchema, parseOrThrow } from "../../lib/fields.js";
 import * as S from "../../lib/schemas.js";
 import type { Operation } from "./operations.js";
 

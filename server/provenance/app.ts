@@ -18,7 +18,7 @@ import {
   SvcError,
   ValidationError,
 } from "../../lib/errors.js";
-import { parseOrThrow } from "../../lib/names.js";
+import { parseOrThrow } from "../../lib/fields.js";
 import { hasBody } from "../http/body.js";
 import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
 import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";

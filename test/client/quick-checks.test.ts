@@ -6,7 +6,7 @@ import test from "tape";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { keyProblem, namespaceProblem, quickOptions, tenantIdProblem, type QuickKind } from "../../lib/client-names.js";
-import { keySchema, namespaceSchema, tenantIdSchema } from "../../lib/names.js";
+import { keySchema, namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { getOptionsSchema, listOptionsSchema, searchOptionsSchema, topkOptionsSchema } from "../../lib/schemas.js";
 
 const NAMES = [

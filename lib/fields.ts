@@ -1,4 +1,4 @@
-// Names, dtypes and metadata of docs/api.md (names and data types), as zod schemas shared by
+// The fields of docs/api.md (names and data types): names, dtypes, shapes and metadata, as zod schemas shared by
 // the library and the servers, plus the helper that turns a zod failure into a ValidationError.
 import { z } from "zod";
 import { ValidationError } from "./errors.js";

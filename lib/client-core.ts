@@ -21,7 +21,7 @@ import {
   StorageFullError,
   StateUnavailableError,
 } from "./errors.js";
-import type { Dtype } from "./fields.js";
+import { itemsize, type Dtype } from "./dtypes.js";
 import { compressLocally, DEFAULT_LOCAL_COMPRESS_BYTES, locallyCompressible, type LocalTT } from "./client-compress.js";
 import type { GetOptions, ServeOptions } from "./schemas.js";
 import { keyProblem, namespaceProblem, quickOptions, type QuickKind } from "./client-names.js";
@@ -140,23 +140,7 @@ function compatible(natural: Dtype | "raw", dtype: Dtype): boolean {
 
 /** A typed array of `dtype` over `buf` (float16/bfloat16 as raw Uint16Array bits, bytes as Uint8Array). */
 export function typedArrayOf(dtype: Dtype, buf: Buffer): TypedArray {
-  const sizes: Record<Dtype, number> = {
-    float32: 4,
-    float64: 8,
-    float16: 2,
-    bfloat16: 2,
-    int8: 1,
-    uint8: 1,
-    int16: 2,
-    uint16: 2,
-    int32: 4,
-    uint32: 4,
-    int64: 8,
-    uint64: 8,
-    bool: 1,
-    bytes: 1,
-  };
-  const size = sizes[dtype];
+  const size = itemsize(dtype);
   if (buf.length % size !== 0) throw new ValidationError(`The ${buf.length} bytes are not a whole number of ${dtype} elements.`, "data");
   let b = buf;
   if (b.byteOffset % size !== 0) {

@@ -1,6 +1,7 @@
 // The fields of docs/api.md (names and data types): names, dtypes, shapes and metadata, as zod schemas shared by
 // the library and the servers, plus the helper that turns a zod failure into a ValidationError.
 import { z } from "zod";
+import { DTYPES, FLOAT_DTYPES, isFloatDtype, itemsize, type Dtype } from "./dtypes.js";
 import { ValidationError } from "./errors.js";
 
 export const namespaceSchema = z
@@ -22,46 +23,8 @@ export const tenantIdSchema = z
   .max(64, "tenant_id must be at most 64 characters")
   .regex(/^[a-z0-9_-]+$/, "tenant_id may contain only a-z, 0-9, - and _");
 
-export const DTYPES = [
-  "float32",
-  "float64",
-  "float16",
-  "bfloat16",
-  "int8",
-  "uint8",
-  "int16",
-  "uint16",
-  "int32",
-  "uint32",
-  "int64",
-  "uint64",
-  "bool",
-  "bytes",
-] as const;
-export type Dtype = (typeof DTYPES)[number];
+export { DTYPES, FLOAT_DTYPES, isFloatDtype, itemsize, type Dtype };
 export const dtypeSchema = z.enum(DTYPES);
-
-export const FLOAT_DTYPES: ReadonlySet<Dtype> = new Set(["float32", "float64", "float16", "bfloat16"]);
-export const isFloatDtype = (d: Dtype): boolean => FLOAT_DTYPES.has(d);
-
-const ITEMSIZE: Record<Dtype, number> = {
-  float32: 4,
-  float64: 8,
-  float16: 2,
-  bfloat16: 2,
-  int8: 1,
-  uint8: 1,
-  int16: 2,
-  uint16: 2,
-  int32: 4,
-  uint32: 4,
-  int64: 8,
-  uint64: 8,
-  bool: 1,
-  bytes: 1,
-};
-/** Bytes per element of a dtype (1 for `bytes`). */
-export const itemsize = (d: Dtype): number => ITEMSIZE[d];
 
 export const shapeSchema = z
   .array(

@@ -4,7 +4,7 @@
 // to the little-endian order the store uses. bfloat16 and `bytes` have no numpy descr,
 // so writeNpy refuses them (serve bfloat16 entries as float32 instead).
 import { ValidationError } from "./errors.js";
-import type { Dtype } from "./fields.js";
+import { itemsize, type Dtype } from "./dtypes.js";
 
 /** Dtypes that have a numpy descr: every dtype of docs/api.md (names and data types) but bfloat16 and bytes. */
 export type NpyDtype = Exclude<Dtype, "bfloat16" | "bytes">;
@@ -38,21 +38,6 @@ const DTYPE_OF: Readonly<Record<string, NpyDtype>> = Object.freeze({
   i8: "int64",
   u8: "uint64",
   b1: "bool",
-});
-
-const ITEMSIZE: Readonly<Record<NpyDtype, number>> = Object.freeze({
-  float16: 2,
-  float32: 4,
-  float64: 8,
-  int8: 1,
-  uint8: 1,
-  int16: 2,
-  uint16: 2,
-  int32: 4,
-  uint32: 4,
-  int64: 8,
-  uint64: 8,
-  bool: 1,
 });
 
 const MAGIC = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]); // \x93NUMPY
@@ -172,7 +157,7 @@ function dtypeOfDescr(descr: string): { dtype: NpyDtype; swap: boolean } {
     fail(`The .npy dtype '${descr}' is not supported; use one of float16, float32, float64, int8-int64, uint8-uint64 or bool.`);
   }
   const order = m[1] === "=" ? (osLittle ? "<" : ">") : m[1];
-  return { dtype, swap: order === ">" && ITEMSIZE[dtype] > 1 };
+  return { dtype, swap: order === ">" && itemsize(dtype) > 1 };
 }
 
 const osLittle = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -231,7 +216,7 @@ export function readNpyHeader(buf: Uint8Array): NpyHeader {
   }
   let count = 1;
   for (const n of shape) count *= n;
-  const dataBytes = count * ITEMSIZE[dtype];
+  const dataBytes = count * itemsize(dtype);
   if (!Number.isSafeInteger(dataBytes)) fail("The .npy shape describes more data than can be addressed.");
   return { version: [major, minor], dtype, shape, bigEndian: swap, dataOffset: start + headerLen, dataBytes };
 }
@@ -250,7 +235,7 @@ export function readNpy(buf: Uint8Array): NpyArray {
   if (have > h.dataBytes) fail(`The .npy file has ${have - h.dataBytes} bytes after the data its header announces.`);
   const data = Buffer.alloc(h.dataBytes);
   data.set(buf.subarray(h.dataOffset, h.dataOffset + h.dataBytes));
-  if (h.bigEndian) swapInPlace(data, ITEMSIZE[h.dtype]);
+  if (h.bigEndian) swapInPlace(data, itemsize(h.dtype));
   return { dtype: h.dtype, shape: h.shape, data };
 }
 
@@ -269,7 +254,7 @@ export function writeNpy(arr: { dtype: string; shape: readonly number[]; data: A
     fail("shape must be a list of non-negative integers.");
   }
   const bytes = arr.data instanceof ArrayBuffer ? Buffer.from(arr.data) : Buffer.from(arr.data.buffer, arr.data.byteOffset, arr.data.byteLength);
-  const expected = shape.reduce((a, n) => a * n, 1) * ITEMSIZE[dtype];
+  const expected = shape.reduce((a, n) => a * n, 1) * itemsize(dtype);
   if (bytes.length !== expected) {
     fail(`The data hold ${bytes.length} bytes but shape [${shape.join(", ")}] of ${dtype} needs ${expected}.`);
   }
@@ -299,7 +284,7 @@ export function writeNpy(arr: { dtype: string; shape: readonly number[]; data: A
 
 /** A typed array over `data` for `dtype` (copies only when `data` is misaligned). */
 export function npyTypedArray(dtype: NpyDtype, data: Buffer): NpyTypedArray {
-  const size = ITEMSIZE[dtype];
+  const size = itemsize(dtype);
   let src = data;
   if (data.byteOffset % size !== 0) {
     src = Buffer.alloc(data.length);

@@ -331,11 +331,10 @@ function errorOf(res: Res): SvcError {
 function retriable(res: Res): boolean {
   // 503 with Retry-After (overloaded, a store or the gateway's state down): not carried out,
   // or a write whose Idempotency-Key makes a repeat safe; the monthly quota is not retried
-  return (
-    res.status === 429 ||
-    res.status === 502 ||
-    (res.status === 503 && (errorOf(res).code === "overloaded" || (res.headers["retry-after"] !== undefined && errorOf(res).code !== "quota_exhausted")))
-  );
+  if (res.status === 429 || res.status === 502) return true;
+  if (res.status !== 503) return false;
+  const code = errorOf(res).code;
+  return code === "overloaded" || (res.headers["retry-after"] !== undefined && code !== "quota_exhausted");
 }
 
 function createTransport(options: ClientOptions): Transport {

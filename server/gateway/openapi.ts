@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { RequestHandler } from "express";
-import { namespaceSchema, keySchema, tenantIdSchema } from "../../lib/fields.js";
+import { dtypeSchema, namespaceSchema, keySchema, tenantIdSchema } from "../../lib/fields.js";
 import {
   putBodySchema,
   putQuerySchema,
@@ -32,22 +32,8 @@ type Json = Record<string, unknown>;
 // them (strict objects), so a field added, removed or retyped on the wire fails that test.
 const int = z.number().int();
 const instant = z.string().regex(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-const dtypeOut = z.enum([
-  "float32",
-  "float64",
-  "float16",
-  "bfloat16",
-  "int8",
-  "uint8",
-  "int16",
-  "uint16",
-  "int32",
-  "uint32",
-  "int64",
-  "uint64",
-  "bool",
-  "bytes",
-]);
+// the wire names every dtype as the put schemas do
+const dtypeOut = dtypeSchema;
 const verdict = z.enum(["compressed", "weak", "lossless", "passthrough"]);
 const metric = z.enum(["cosine", "dot", "l2"]);
 const codecOut = z.enum(["tt", "pred", "lossless", "raw"]);

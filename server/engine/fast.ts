@@ -15,7 +15,7 @@ import { getQuerySchema, serveBodySchema } from "../../lib/schemas.js";
 import type { Store } from "../../lib/store/index.js";
 import { readBody } from "../http/body.js";
 import type { BodyRate } from "../http/body-guard.js";
-import { retryAfterOf, statusOf, toSvcError } from "../http/errors.js";
+import { statusOf, toSvcError, writeErrorBody } from "../http/errors.js";
 import { checkJsonCharset } from "../http/json-body.js";
 import { bodyLimit } from "../http/limits.js";
 import { reservationOf, type MemoryBudget } from "../http/memory-budget.js";
@@ -216,14 +216,8 @@ export function engineFastPath(deps: {
   /** The error body of server/http/errors.ts sendError, and the log line of a 5xx. */
   const fail = (res: ServerResponse, id: string, err: unknown): void => {
     const e = toSvcError(err);
-    const status = statusOf(e);
-    const body = JSON.stringify({ detail: e.message, code: e.code, request_id: id });
-    const retry = retryAfterOf(e);
-    if (retry !== null) res.setHeader("Retry-After", String(retry));
-    if (res.headersSent) {
-      if (!res.writableEnded) res.destroy();
-    } else res.writeHead(status, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(body) }).end(body);
-    if (status >= 500) {
+    writeErrorBody(res, e, id);
+    if (statusOf(e) >= 500) {
       logger.error({ msg: "request failed", code: e.code, error: err instanceof Error ? err.message : String(err) });
       if (err instanceof Error) logger.debug({ msg: "stack", stack: err.stack });
     }

@@ -7,7 +7,7 @@ import { NotFoundError } from "../../lib/errors.js";
 import { tenantIdSchema } from "../../lib/fields.js";
 import { hasBody } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
-import { sendError } from "../http/errors.js";
+import { sendError, writeErrorBody } from "../http/errors.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
 import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
@@ -24,7 +24,7 @@ import type { Clock } from "./clock.js";
 import { DEFAULT_LIMITS, type GatewayLimits, type RateLimitSpec } from "./config.js";
 import { consoleRouter } from "./console.js";
 import { corsMiddleware } from "./cors.js";
-import { dataPlane, rateLimited, writeError, type GatewayContext } from "./data-plane.js";
+import { dataPlane, rateLimited, type GatewayContext } from "./data-plane.js";
 import { healthHandler } from "./health.js";
 import { KeyUsageTracker, MemoryKeyUsageStore } from "./key-usage.js";
 import { confirmKey } from "./keys.js";
@@ -148,7 +148,7 @@ function authScreen(gw: GatewayContext) {
     if (wait === 0) return go();
     const refuse = () => {
       if (hasBody(req)) res.setHeader("Connection", "close");
-      writeError(res, rateLimited(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
+      writeErrorBody(res, rateLimited(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
     };
     verifies(req).then((ok) => (ok ? go() : refuse()), refuse);
   };

@@ -18,7 +18,7 @@ import {
 } from "../../lib/errors.js";
 import { refuseBodyOfBodilessMethod } from "../http/body.js";
 import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
-import { retryAfterOf, toSvcError } from "../http/errors.js";
+import { toSvcError, writeErrorBody } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
 import { prepareGatewayBody } from "../http/offload.js";
 import { queryOf } from "../http/query.js";
@@ -141,18 +141,6 @@ export function rateLimited(message: string, retryAfterS: number): RateLimitedEr
   } finally {
     Error.stackTraceLimit = depth;
   }
-}
-
-/** The error body of docs/api.md (errors) on a plain Node response (as server/http/errors.ts writes it). */
-export function writeError(res: ServerResponse, e: SvcError, requestId: string): void {
-  const retry = retryAfterOf(e);
-  if (retry !== null) res.setHeader("Retry-After", String(retry));
-  if (res.headersSent) return void res.destroy();
-  const body = JSON.stringify({ detail: e.message, code: e.code, request_id: requestId });
-  res.statusCode = STATUS_OF[e.code];
-  res.setHeader("Content-Type", "application/json; charset=utf-8");
-  res.setHeader("Content-Length", Buffer.byteLength(body));
-  res.end(body);
 }
 
 const rateRefusal = (tenantId: string, state: RateLimitState): RateLimitedError =>
@@ -538,7 +526,7 @@ async function refuse(f: Flight, err: unknown): Promise<void> {
   if (clientGone) {
     res.statusCode = STATUS_OF[e.code]; // for the metrics, as in the audit record; nothing is sent
     res.destroy();
-  } else writeError(res, e, f.rid);
+  } else writeErrorBody(res, e, f.rid);
 }
 
 /** On every way out: the body lease, an octet body still flowing, an engine body not relayed, a reservation not settled. */

@@ -2,6 +2,7 @@
 // lib/errors.ts STATUS_OF gives its code; stack traces and messages of unexpected errors never
 // reach a response.
 import type { ErrorRequestHandler, Response } from "express";
+import type { ServerResponse } from "node:http";
 import { z } from "zod";
 import { SvcError, STATUS_OF, type ErrorCode, RateLimitedError, QuotaExhaustedError, OverloadedError, DependencyError } from "../../lib/errors.js";
 import { validationErrorFrom } from "../../lib/fields.js";
@@ -36,6 +37,21 @@ export function statusOf(err: SvcError): number {
 export function retryAfterOf(e: SvcError): number | null {
   const retryable = e instanceof RateLimitedError || e instanceof QuotaExhaustedError || e instanceof OverloadedError || e instanceof DependencyError;
   return retryable && e.retryAfterS > 0 ? Math.ceil(e.retryAfterS) : null;
+}
+
+/**
+ * The error body of docs/api.md (errors) on a plain node:http response (the servers' paths
+ * without express), with Retry-After where it applies; a response already started is cut off.
+ */
+export function writeErrorBody(res: ServerResponse, e: SvcError, requestId: string): void {
+  if (res.headersSent) {
+    if (!res.writableEnded) res.destroy();
+    return;
+  }
+  const retry = retryAfterOf(e);
+  if (retry !== null) res.setHeader("Retry-After", String(retry));
+  const body = JSON.stringify({ detail: e.message, code: e.code, request_id: requestId });
+  res.writeHead(statusOf(e), { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body) }).end(body);
 }
 
 /** Writes the error response (status, Retry-After where it applies, JSON body). */

@@ -20,7 +20,7 @@ import {
 } from "../../lib/errors.js";
 import { parseOrThrow } from "../../lib/fields.js";
 import { hasBody } from "../http/body.js";
-import { errorMiddleware, statusOf, toSvcError } from "../http/errors.js";
+import { errorMiddleware, toSvcError, writeErrorBody } from "../http/errors.js";
 import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { buildBundleFiles, writeZip } from "./bundle.js";
 import type { ReceiptChain } from "./chain.js";
@@ -463,9 +463,7 @@ function plainJson(
   };
   const fail = (err: unknown): void => {
     const e = toSvcError(err);
-    if (e instanceof RateLimitedError && !res.headersSent) res.setHeader("Retry-After", String(Math.ceil(e.retryAfterS)));
-    if (!res.headersSent) send(statusOf(e), JSON.stringify({ detail: e.message, code: e.code, request_id: id }));
-    else res.destroy();
+    writeErrorBody(res, e, id);
     ctx.logInternal(e, err);
   };
   if (admin && !ctx.isAdmin(req.headers.authorization)) return fail(new UnauthorizedError("Missing or invalid admin API key."));

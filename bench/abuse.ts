@@ -363,10 +363,16 @@ if (PATTERNS.has("unauthenticated_flood")) {
 
 // Large concurrent bodies: four 100 MiB JSON puts and two 100 MiB octet-stream puts at once
 // (all-zero data) from one tenant, while another reads, on `svc up` (one process) and on
-// `svc engine` + `svc gateway` (two processes); the peak RSS of each process is read.
+// `svc engine` + `svc gateway` (two processes); the peak RSS of each process is read. With
+// SVC_BENCH_LARGE_TENANTS=4 each JSON put comes from a tenant of its own, so that the per-tenant
+// share of the body budget refuses none of them and the gateway's whole budget is in use.
+const LARGE_TENANTS = Number(process.env.SVC_BENCH_LARGE_TENANTS ?? "1");
 async function largeBodies(layout: string, g: Stack, pids: Record<string, number>): Promise<void> {
   const sv = (await adminCall(g, "/gate/onboard/create", tenantBody("victim"))).json.api_key as string;
-  const sa = (await adminCall(g, "/gate/onboard/create", tenantBody("abuser"))).json.api_key as string;
+  const abusers: string[] = [];
+  for (let i = 0; i < Math.max(1, LARGE_TENANTS); i++)
+    abusers.push((await adminCall(g, "/gate/onboard/create", tenantBody(i === 0 ? "abuser" : `abuser${i}`))).json.api_key as string);
+  const sa = abusers[0]!;
   const vp = await http(VICTIM, `${g.gateway}/v1/put`, {
     headers: { "x-api-key": sv, "content-type": "application/json" },
     body: JSON.stringify({ namespace: "default", key: "v", data_b64: f32b64(64, (i) => Math.sin(i / 7)), dtype: "float32", shape: [64] }),
@@ -382,9 +388,11 @@ async function largeBodies(layout: string, g: Stack, pids: Record<string, number
   const send = async (kind: "json" | "octet", i: number) => {
     const r =
       kind === "json"
-        ? await http(ABUSER, `${g.gateway}/v1/put`, { headers: { "x-api-key": sa, "content-type": "application/json" }, body, timeoutMs: 600_000 }).catch(
-            (e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }),
-          )
+        ? await http(ABUSER, `${g.gateway}/v1/put`, {
+            headers: { "x-api-key": abusers[i % abusers.length]!, "content-type": "application/json" },
+            body,
+            timeoutMs: 600_000,
+          }).catch((e: Error) => ({ status: 0, text: JSON.stringify({ detail: e.message }) }))
         : await http(ABUSER, `${g.gateway}/v1/put?namespace=default&key=oct${i}&dtype=float32&shape=${n}`, {
             headers: { "x-api-key": sa, "content-type": "application/octet-stream" },
             body: raw,
@@ -413,6 +421,7 @@ async function largeBodies(layout: string, g: Stack, pids: Record<string, number
     JSON.stringify({
       pattern: "large_bodies",
       layout,
+      json_tenants: abusers.length,
       json_bodies: 4,
       octet_bodies: 2,
       json_body_mib: Math.round(body.length / MiB),

@@ -191,6 +191,11 @@ class WriteBatch {
   }
 }
 
+/** An entry's head and one version record (the latest without a version) in one statement. */
+const GET_ENTRY_SQL = `SELECT h.value AS head, (SELECT v.value FROM versions v WHERE v.tenant_id = $1 AND v.namespace = $2 AND v.key = $3
+    AND ($4::bigint IS NULL OR v.version = $4::bigint) ORDER BY v.version DESC LIMIT 1) AS rec
+   FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`;
+
 async function q<R extends pg.QueryResultRow = pg.QueryResultRow>(c: Queryable, text: string, values: unknown[] = []): Promise<R[]> {
   // text results (node-postgres decodes binary-format rows as UTF-8 text, which corrupts
   // bytea): bytea arrives as hex and pg-types turns it into a Buffer natively
@@ -439,12 +444,12 @@ export class PostgresBackend implements StorageBackend {
   async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
     // one statement: the head and the version record from the same snapshot. Without a
     // version, the highest stored one is the head's latest (both are written together).
-    const rows = await this.#q<{ head: Buffer; rec: Buffer | null }>(
-      `SELECT h.value AS head, (SELECT v.value FROM versions v WHERE v.tenant_id = $1 AND v.namespace = $2 AND v.key = $3
-          AND ($4::bigint IS NULL OR v.version = $4::bigint) ORDER BY v.version DESC LIMIT 1) AS rec
-         FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`,
-      [tenant, ns, key, version ?? null],
-    );
+    // a named statement: each connection parses and plans it once, not on every read
+    await this.#whenReady();
+    const r = await this.#pool
+      .query<{ head: Buffer; rec: Buffer | null }>({ name: "svc_get_entry", text: GET_ENTRY_SQL, values: [tenant, ns, key, version ?? null] })
+      .catch(rethrow);
+    const rows = r.rows;
     if (rows.length === 0) return { head: undefined, record: undefined };
     return { head: decodeValue(rows[0]!.head), record: rows[0]!.rec ? decodeValue(rows[0]!.rec) : undefined };
   }

@@ -26,7 +26,7 @@ import { mkdtemp, rm, writeFile, readFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 3;
 const SERVICE_KEY = randomBytes(32).toString("hex");
@@ -241,9 +241,38 @@ interface Child {
   proc: ChildProcess;
 }
 
+// The engine and the gateway run as users run them: the JavaScript that `npm install` compiles
+// into dist/ (compiled again here before the run, so the figures are of the sources in the
+// tree), with plain node. SVC_BENCH_SOURCES=1 runs the TypeScript sources through tsx instead,
+// which adds the loader's work to every request (tsx keeps function names with a helper call
+// per closure made).
+const FROM_SOURCES = process.env.SVC_BENCH_SOURCES === "1";
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+function compileProduct(): void {
+  const r = spawnSync(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", join(ROOT, "tsconfig.json")], { stdio: "inherit" });
+  if (r.status !== 0) throw new Error("tsc -p tsconfig.json failed: the servers cannot be compiled into dist/.");
+}
+
+/** Code for `node -e` that starts a compiled server and tells its URL on fd 3. */
+function distStarter(r: "engine" | "gateway"): string {
+  const m = (f: string) => JSON.stringify(pathToFileURL(join(ROOT, "dist", "server", r, f)).href);
+  const [load, start] = r === "engine" ? ["loadEngineConfig", "startEngine"] : ["loadGatewayConfig", "startGateway"];
+  return [
+    `import { writeSync } from "node:fs";`,
+    `const { ${load} } = await import(${m("config.js")});`,
+    `const { ${start} } = await import(${m("server.js")});`,
+    `const s = await ${start}(${load}(process.env));`,
+    `writeSync(3, JSON.stringify({ url: s.url }) + "\\n");`,
+    `process.once("SIGTERM", () => void s.close().then(() => process.exit(0)));`,
+  ].join("\n");
+}
+
 async function child(r: string, env: Record<string, string>): Promise<Child> {
   const prof = process.env.SVC_BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(process.env.SVC_BENCH_PROFILE, r)}`] : [];
-  const proc = spawn(process.execPath, [...prof, "--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`], {
+  const compiled = !FROM_SOURCES && (r === "engine" || r === "gateway");
+  const args = compiled ? ["--input-type=module", "-e", distStarter(r)] : ["--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`];
+  const proc = spawn(process.execPath, [...prof, ...args], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ["ignore", "ignore", "inherit", "pipe"],
   });
@@ -274,6 +303,7 @@ async function pgAdmin(sql: string): Promise<void> {
 }
 
 async function main() {
+  if (!FROM_SOURCES) compileProduct();
   const dir = await mkdtemp(join(tmpdir(), "svc-bench-serving-"));
   const children: Child[] = [];
   const pgDb = `svc_bench_serving_${randomBytes(4).toString("hex")}`;
@@ -496,7 +526,7 @@ async function main() {
     ratio("postgres_vs_lmdb", "pg:postgres", "pg:lmdb");
     const cpu = cpus();
     console.log(
-      `# serving bench: node ${process.version}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length}, load generator ${haveWrk ? "wrk -t1" : "undici Pool (child process)"}, ${SECONDS} s per figure after 1 s warm-up, access logs on (to /dev/null), load average ${loadavg()
+      `# serving bench: node ${process.version}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length}, load generator ${haveWrk ? "wrk -t1" : "undici Pool (child process)"}, servers ${FROM_SOURCES ? "from the TypeScript sources (tsx)" : "compiled (dist/)"}, ${SECONDS} s per figure after 1 s warm-up, access logs on (to /dev/null), load average ${loadavg()
         .map((x) => x.toFixed(2))
         .join(" ")}`,
     );

@@ -5,17 +5,29 @@
 // Debian's python3-zfpy at the accuracy whose achieved relative error is the largest not above
 // pred's achieved one (bisection), so the ratios compare at the same achieved error; without
 // python3-zfpy (apt-get install python3-zfpy) the zfp columns are skipped with a sentence.
-// Photographs come from python3-skimage and the T1 MRI volume from mricron-data (both Debian
-// packages, loaded at run time; skipped when absent). Each data set also gets a lossless row
+// Photographs come from python3-skimage, the T1 MRI volume from mricron-data and the elevation
+// model (USGS DEM of the Jacksboro fault, Tennessee, 3 arc-seconds) from python-matplotlib-data
+// (Debian packages, loaded at run time; skipped when absent). Trained weights come from the npm
+// package @vladmandic/human (its models/*.bin shards, float32 where the manifest names no
+// quantisation): fetched with `npm pack` into a cache under the OS temp directory at run time,
+// never a dependency of the product; skipped with a sentence when the registry is unreachable. Each data set also gets a lossless row
 // (max_abs_error 0, checked bit-exact) beside zlib's deflate of the raw bytes.
+// The data set `topk` times a top-K over a store namespace of pred entries (query.vector and
+// query.topk, k = 10) and checks its keys and scores against a reference computed here: every
+// entry served and its cosine taken in float64 in plain TypeScript; it prints the agreement
+// beside the speed, and the growth of the peak resident memory of a fresh process that opens
+// the store and runs only the queries.
 // Usage: node --import tsx bench/codecs.ts [dataset ...]
-//   (datasets: smooth turbulent shocks camera moon mri; SVC_BENCH_NO_TT=1 leaves TT out)
+//   (datasets: smooth turbulent shocks camera moon mri dem iris liveness topk; SVC_BENCH_NO_TT=1 leaves TT out;
+//   topk runs only when named: SVC_BENCH_TOPK_ENTRIES / SVC_BENCH_TOPK_SIDE size it, default
+//   16 entries of 2048 x 2048 float32)
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { deflateSync } from "node:zlib";
 import * as pred from "../lib/pred.js";
+import { createStore } from "../lib/store/index.js";
 import * as tt from "../lib/tt.js";
 import { readNpy, writeNpy } from "../lib/npy.js";
 import { gaussian, rng } from "../test/tt/helpers.js";
@@ -138,6 +150,68 @@ n = int(numpy.prod(shape))
 a = numpy.frombuffer(b[off:off + n * numpy.dtype(types[dt]).itemsize], dtype=types[dt]).reshape(shape[::-1])
 numpy.save(sys.argv[1], a.astype(numpy.float32))`;
 
+const DEM = "/usr/share/matplotlib/mpl-data/sample_data/jacksboro_fault_dem.npz";
+const demCode = `import sys, numpy
+numpy.save(sys.argv[1], numpy.load("${DEM}")["elevation"].astype(numpy.float32))`;
+
+// ---- trained weights from an npm package ------------------------------------------------------
+
+const WEIGHTS_PACKAGE = "@vladmandic/human@3.3.6";
+
+/** The package's folder in the cache (fetched with npm pack on first use), or null with a sentence. */
+function weightsPackage(): string | null {
+  const dir = join(tmpdir(), "svc-bench-npm", WEIGHTS_PACKAGE.replace(/[@/]/g, "_"));
+  const models = join(dir, "package", "models");
+  if (existsSync(join(models, "liveness.json"))) return models;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const r = spawnSync("npm", ["pack", WEIGHTS_PACKAGE, "--pack-destination", dir, "--silent"], { encoding: "utf8", timeout: 300_000 });
+  const tgz = readdirSync(dir).find((f) => f.endsWith(".tgz"));
+  if (r.status !== 0 || !tgz) {
+    out({ weights: `skipped: npm pack ${WEIGHTS_PACKAGE} failed (the npm registry is unreachable?): ${(r.stderr || "").trim().split("\n").pop()}` });
+    return null;
+  }
+  const x = spawnSync("tar", ["xzf", join(dir, tgz), "-C", dir], { encoding: "utf8" });
+  if (x.status !== 0 || !existsSync(join(models, "liveness.json"))) {
+    out({ weights: `skipped: could not unpack ${tgz}: ${(x.stderr || "").trim()}` });
+    return null;
+  }
+  return models;
+}
+
+interface ManifestWeight {
+  name: string;
+  shape: number[];
+  dtype: string;
+  quantization?: { dtype: string };
+}
+
+/** One float32 weight tensor of a TF.js model (model.json + one .bin shard), as stored. */
+function weights(name: string, model: string, weight: string): Dataset | null {
+  const models = weightsPackage();
+  if (!models) return null;
+  const manifest = JSON.parse(readFileSync(join(models, `${model}.json`), "utf8")) as { weightsManifest: { paths: string[]; weights: ManifestWeight[] }[] };
+  const group = manifest.weightsManifest[0]!;
+  const bin = readFileSync(join(models, group.paths[0]!));
+  let off = 0;
+  for (const w of group.weights) {
+    const n = w.shape.reduce((a, b) => a * b, 1);
+    const q = w.quantization?.dtype;
+    const size = q === "uint8" ? 1 : q === "uint16" || q === "float16" ? 2 : 4;
+    if (w.name === weight) {
+      if (q || w.dtype !== "float32") {
+        out({ dataset: name, skipped: `${weight} is stored as ${q ?? w.dtype}, not plain float32` });
+        return null;
+      }
+      const data = new Float32Array(n);
+      Buffer.from(data.buffer).set(bin.subarray(off, off + n * 4));
+      return { name, shape: w.shape.filter((d, i) => d !== 1 || i === w.shape.length - 1), data };
+    }
+    off += n * size;
+  }
+  out({ dataset: name, skipped: `${weight} is not in ${model}.json` });
+  return null;
+}
+
 const makers: Record<string, () => Dataset | null> = {
   smooth,
   turbulent,
@@ -152,6 +226,16 @@ const makers: Record<string, () => Dataset | null> = {
     const d = viaPython("mri", "numpy", mriCode);
     return d && { ...d, name: "mri (T1, Colin27)" };
   },
+  dem: () => {
+    if (!existsSync(DEM)) {
+      out({ dataset: "dem", skipped: `${DEM} is absent (Debian: apt-get install python-matplotlib-data, the USGS Jacksboro fault DEM).` });
+      return null;
+    }
+    const d = viaPython("dem", "numpy", demCode);
+    return d && { ...d, name: "dem (USGS, Jacksboro fault)" };
+  },
+  iris: () => weights("weights (human iris, conv kernel)", "iris", "unknown_344"),
+  liveness: () => weights("weights (human liveness, dense kernel)", "liveness", "StatefulPartitionedCall/sequential_1/dense_1/MatMul/ReadVariableOp"),
 };
 
 // ---- zfp through python3-zfpy ---------------------------------------------------------------
@@ -222,6 +306,118 @@ async function best<T>(reps: number, f: () => Promise<T>): Promise<{ s: number; 
   return { s, v };
 }
 
+// ---- top-K over pred entries --------------------------------------------------------------
+
+/** Cosine in float64 of two arrays (the reference the store's top-K is checked against). */
+function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let d = 0,
+    na = 0,
+    nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    d += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return na === 0 || nb === 0 ? 0 : d / Math.sqrt(na * nb);
+}
+
+const topkKey = (e: number) => `e${String(e).padStart(3, "0")}`;
+
+/**
+ * The top-K row: entries are put into an LMDB store here, then a fresh process (this file with
+ * SVC_BENCH_TOPK_QUERY set) opens it and runs the queries first, so the growth of its peak
+ * resident memory is the queries' own; then it computes the reference.
+ */
+async function topkBench(): Promise<number> {
+  const entries = Number(process.env.SVC_BENCH_TOPK_ENTRIES ?? 16);
+  const side = Number(process.env.SVC_BENCH_TOPK_SIDE ?? 2048);
+  const shape = [side, side];
+  const n = side * side;
+  const path = join(work, "topk-store");
+  const store = await createStore({ path });
+  let stored = 0;
+  const t0 = performance.now();
+  try {
+    // fields of shared smooth structure, a per-entry pattern and a little noise, so cosines
+    // spread; at tolerance 1e-2 the streams are small beside the dense data, whose handling the row measures
+    const g = gaussian(5);
+    const base = Float32Array.from({ length: n }, (_, q) => Math.sin((q % side) / 41) * Math.cos(Math.floor(q / side) / 53));
+    for (let e = 0; e < entries; e++) {
+      const w = 0.2 + (0.8 * e) / entries;
+      const x = Float32Array.from(base, (v, q) => w * v + (1 - w) * Math.sin(((q % side) * (e + 1)) / 97) + 0.002 * g());
+      stored += (await store.put("bench", topkKey(e), x, { shape, codec: "pred", tolerance: 1e-2 })).bytes_stored;
+    }
+  } finally {
+    await store.close();
+  }
+  const putS = (performance.now() - t0) / 1000;
+  const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, "topk"], {
+    encoding: "utf8",
+    env: { ...process.env, SVC_BENCH_TOPK_QUERY: JSON.stringify({ path, entries, side }) },
+    maxBuffer: 1 << 20,
+  });
+  const line = r.stdout.trim().split("\n").pop() ?? "";
+  if (r.status !== 0 || !line.startsWith("{")) {
+    out({ dataset: "topk over pred entries", error: (r.stderr || "no output").trim().split("\n").pop() });
+    return 1;
+  }
+  const row = JSON.parse(line) as Record<string, unknown>;
+  out({ ...row, stored_MB: +(stored / MB).toFixed(1), put_s: +putS.toFixed(2) });
+  return row.keys_agree === "ok" ? 0 : 1;
+}
+
+/** The query side of the top-K row (a fresh process): queries, then the reference; one JSON line. */
+async function topkQueries(spec: { path: string; entries: number; side: number }): Promise<void> {
+  const { path, entries, side } = spec;
+  const shape = [side, side];
+  const n = side * side;
+  const g = gaussian(6);
+  const q = Float32Array.from({ length: n }, (_, i) => Math.sin((i % side) / 41) * Math.cos(Math.floor(i / side) / 53) + 0.1 * g());
+  const store = await createStore({ path });
+  try {
+    const rss0 = process.resourceUsage().maxRSS;
+    const vq = await best(3, () => store.query.vector("bench", { vector: q, shape, k: 10 }));
+    const tq = await best(3, () => store.query.topk("bench", { key: topkKey(0), k: 10 }));
+    const rssGrowth = (process.resourceUsage().maxRSS - rss0) / 1024;
+    // the reference: every entry served (decoded whole) and its cosine taken in TypeScript
+    const r0 = performance.now();
+    const ref: { key: string; score: number }[] = [];
+    for (let e = 0; e < entries; e++) ref.push({ key: topkKey(e), score: cosine((await store.serve("bench", topkKey(e))).data as Float32Array, q) });
+    const refS = (performance.now() - r0) / 1000;
+    ref.sort((a, b) => b.score - a.score || (a.key < b.key ? -1 : 1));
+    const keysAgree =
+      vq.v.results.map((r) => r.key).join() ===
+      ref
+        .slice(0, 10)
+        .map((r) => r.key)
+        .join();
+    const scoreDiff = Math.max(...vq.v.results.map((r, i) => Math.abs(r.score - ref[i]!.score)));
+    const mbDense = (entries * n * 4) / MB;
+    out({
+      dataset: "topk over pred entries",
+      entries,
+      shape,
+      dense_MB: +mbDense.toFixed(0),
+      vector_topk_s: +vq.s.toFixed(3),
+      vector_topk_dense_MBs: +(mbDense / vq.s).toFixed(0),
+      key_topk_s: +tq.s.toFixed(3),
+      reference_serve_and_dot_s: +refS.toFixed(3),
+      keys_agree: keysAgree && scoreDiff <= 1e-9 ? "ok" : "DISAGREE",
+      max_score_diff: +scoreDiff.toExponential(2),
+      query_peak_rss_growth_MB: +rssGrowth.toFixed(1),
+      load: loadavg().map((l) => +l.toFixed(2)),
+    });
+  } finally {
+    await store.close();
+  }
+}
+
+if (process.env.SVC_BENCH_TOPK_QUERY) {
+  await topkQueries(JSON.parse(process.env.SVC_BENCH_TOPK_QUERY) as { path: string; entries: number; side: number });
+  rmSync(work, { recursive: true, force: true });
+  process.exit(0);
+}
+
 out({ bench: "codecs", cpus: cpus().length, cpu: cpus()[0]?.model, load: loadavg().map((l) => +l.toFixed(2)) });
 const names = want.length ? want : Object.keys(makers);
 const ratios: number[] = [];
@@ -229,9 +425,13 @@ const encTimes: number[] = [];
 const decTimes: number[] = [];
 let violations = 0;
 for (const name of names) {
+  if (name === "topk") {
+    violations += await topkBench();
+    continue;
+  }
   const make = makers[name];
   if (!make) {
-    out({ dataset: name, skipped: `unknown data set; known: ${Object.keys(makers).join(", ")}` });
+    out({ dataset: name, skipped: `unknown data set; known: ${Object.keys(makers).join(", ")}, topk` });
     continue;
   }
   const d = make();

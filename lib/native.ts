@@ -52,6 +52,8 @@ export interface NativeAddon {
     max_abs_error: number;
     lossless: boolean;
   };
+  /** ⟨decoded stream i, x⟩ (and ‖decoded − x‖ when distance) per stream, decoded block by block; rounds: 0 none, 1 float16, 2 bfloat16. */
+  predDot(streams: Uint8Array[], rounds: number[], x: NativeArray, distance: boolean): Promise<{ dot: Float64Array; distance: Float64Array | null }>;
   // GPU side (native/gpu.cc; lib/gpu.ts wraps it). Without CUDA or a device every call but
   // gpuBytesFor and gpuRelease rejects or throws with code gpu_unavailable.
   gpuLoad(cores: Float32Array[], ranks: number[], modes: number[]): Promise<{ handle: number; bytes: number; h2d_s: number }>;

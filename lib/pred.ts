@@ -164,6 +164,40 @@ export async function decompress(stream: Uint8Array, opts?: { slice?: Array<[num
   return call(() => native().predDecompress(s, flat));
 }
 
+export interface PredDotOptions {
+  /** Round each decoded value to this 2-byte float first (float32 streams), as entries of that dtype are served. */
+  round?: "float16" | "bfloat16";
+  /** Also compute ‖decoded − x‖ (scaled against overflow). */
+  distance?: boolean;
+}
+
+const dotOptionsSchema = z
+  .strictObject(
+    { round: z.enum(["float16", "bfloat16"], { error: "round must be float16 or bfloat16" }).optional(), distance: z.boolean().optional() },
+    { error: (iss) => (iss.code === "unrecognized_keys" ? `unknown option ${iss.keys.join(", ")}` : "options must be an object") },
+  )
+  .optional();
+
+const ROUND_CODE = { float16: 1, bfloat16: 2 } as const;
+
+/**
+ * ⟨decoded stream, x⟩ for each stream, with x in C order over the stream's shape, decoded
+ * block by block on the addon's threads: memory is one block per thread, never the array. With
+ * `distance`, ‖decoded − x‖ too. x must be finite (checked off the event loop); a corrupt stream
+ * is a ValidationError (field `stream`).
+ * @example
+ * const [{ dot }] = await pred.dot([r.stream], query);
+ */
+export async function dot(streams: Uint8Array[], x: PredArray, opts?: PredDotOptions): Promise<{ dot: number; distance?: number }[]> {
+  if (!Array.isArray(streams)) throw new ValidationError("streams must be an array of Uint8Array.", "streams");
+  streams.forEach(checkStream);
+  if (!(x instanceof Float32Array || x instanceof Float64Array)) throw new ValidationError("x must be a Float32Array or Float64Array.", "x");
+  const o = parseFieldOrThrow(dotOptionsSchema, opts, "") ?? {};
+  const rounds = streams.map(() => (o.round ? ROUND_CODE[o.round] : 0));
+  const r = await call(() => native().predDot(streams, rounds, x, o.distance === true));
+  return Array.from(r.dot, (d, i) => (r.distance ? { dot: d, distance: r.distance[i]! } : { dot: d }));
+}
+
 /**
  * A cheap estimate of the compression ratio from a few sampled blocks (no bound is verified).
  * @example

@@ -434,7 +434,7 @@ class DenseDotWorker : public Worker {
   double v_ = 0;
 };
 
-// ---- pred codec (native/pred.h): predCompress, predDecompress, predInfo, predEstimate ----
+// ---- pred codec (native/pred.h): predCompress, predDecompress, predInfo, predEstimate, predDot ----
 
 // NaN and infinities are refused on the worker thread (no scan on the event loop).
 void check_finite_data(const Arr& a) {
@@ -545,6 +545,61 @@ class PredDecompressWorker : public Worker {
   Buffer out_;
 };
 
+// predDot(streams, rounds, x, distance) -> {dot: Float64Array, distance: Float64Array | null}:
+// <decoded stream i, x> (and ||decoded - x||) for each stream, decoded block by block.
+class PredDotWorker : public Worker {
+ public:
+  PredDotWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
+    if (!info[0].IsArray()) throw bad("streams", "streams must be an array of Uint8Array");
+    auto arr = info[0].As<Napi::Array>();
+    std::vector<size_t> rounds = read_sizes(info[1], "rounds");
+    if (rounds.size() != arr.Length()) throw bad("rounds", "rounds must have one entry per stream");
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+      Napi::Value v = arr.Get(i);
+      auto b = read_bytes(v, "streams[" + std::to_string(i) + "]");
+      if (rounds[i] > 2) throw bad("rounds", "rounds entries must be 0 (none), 1 (float16) or 2 (bfloat16)");
+      items_.push_back({b.first, b.second, PredRound(rounds[i])});
+      keep(v);
+    }
+    x_ = read_array(info[2], "x");
+    keep(info[2]);
+    distance_ = info[3].ToBoolean().Value();
+  }
+
+ protected:
+  void run() override {
+    for (size_t i = 0; i < x_.n; ++i) {
+      double v = x_.f64 ? static_cast<const double*>(x_.p)[i] : double(static_cast<const float*>(x_.p)[i]);
+      if (!std::isfinite(v))
+        throw TTError(
+            "bad_request", "x",
+            "x must contain only finite numbers (found " + js_number(v) + " at index " + std::to_string(i) + ").");
+    }
+    res_ = x_.f64 ? pred_dot(items_, static_cast<const double*>(x_.p), x_.n, distance_)
+                  : pred_dot(items_, static_cast<const float*>(x_.p), x_.n, distance_);
+  }
+  Napi::Value result(Napi::Env env) override {
+    auto o = Napi::Object::New(env);
+    auto dot = Napi::Float64Array::New(env, res_.size());
+    for (size_t i = 0; i < res_.size(); ++i) dot[i] = res_[i].dot;
+    o.Set("dot", dot);
+    if (distance_) {
+      auto d = Napi::Float64Array::New(env, res_.size());
+      for (size_t i = 0; i < res_.size(); ++i) d[i] = res_[i].distance;
+      o.Set("distance", d);
+    } else {
+      o.Set("distance", env.Null());
+    }
+    return o;
+  }
+
+ private:
+  std::vector<PredDotItem> items_;
+  Arr x_;
+  bool distance_ = false;
+  std::vector<PredDotResult> res_;
+};
+
 Napi::Value PredInfoJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return sync_call(env, [&]() -> Napi::Value {
@@ -568,6 +623,7 @@ void register_pred(Napi::Env env, Napi::Object exports) {
   exports.Set("predDecompress", Napi::Function::New(env, start<PredDecompressWorker>));
   exports.Set("predEstimate", Napi::Function::New(env, start<PredEstimateWorker>));
   exports.Set("predInfo", Napi::Function::New(env, PredInfoJs));
+  exports.Set("predDot", Napi::Function::New(env, start<PredDotWorker>));
 }
 
 // ---- end of pred codec ----

@@ -45,4 +45,26 @@ PredInfo pred_info(const uint8_t* s, size_t n);
 // original shape, C order. Returns float32 or float64 elements (info.f64).
 Buffer pred_decompress(const uint8_t* s, size_t n, const std::vector<std::pair<size_t, size_t>>& ranges);
 
+// How decoded values are rounded before they meet the dense operand: as they are, or to the
+// float16 / bfloat16 values the store serves for entries of those dtypes (nearest even).
+enum class PredRound : uint8_t { kNone = 0, kFloat16 = 1, kBfloat16 = 2 };
+
+struct PredDotItem {
+  const uint8_t* stream = nullptr;
+  size_t size = 0;
+  PredRound round = PredRound::kNone;
+};
+
+struct PredDotResult {
+  double dot = 0;       // <decoded, x>, float64 accumulation
+  double distance = 0;  // ||decoded - x|| (scaled against overflow), when asked for
+};
+
+// <decoded stream, x> for each stream (x: nx elements, C order over each stream's shape),
+// decoded block by block on the pool's threads: a block's values are dropped once its rows have
+// met x's, so memory is one block per thread whatever the size of the arrays. Every stream is
+// parsed (and refused when corrupt) before any is decoded.
+template <typename TX>
+std::vector<PredDotResult> pred_dot(const std::vector<PredDotItem>& items, const TX* x, size_t nx, bool distance);
+
 }  // namespace svc

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
 
 #include "pred_internal.h"
 #include "threads.h"
+#include "tt_util.h"
 
 namespace svc {
 namespace pred_detail {
@@ -234,10 +237,156 @@ Buffer decompress_t(const Parsed& P, const std::vector<std::pair<size_t, size_t>
   return out;
 }
 
+// float32 -> IEEE half (nearest even) -> float32, bit for bit as the store rounds a float16
+// entry's values (lib/store/codec.ts floatToHalf, halfToFloat).
+float round_half(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  const uint32_t sign = (b >> 16) & 0x8000;
+  const int exp = int((b >> 23) & 0xff);
+  uint32_t mant = b & 0x7fffff;
+  uint32_t h;
+  if (exp == 0xff) {
+    h = sign | 0x7c00 | (mant ? 0x200 : 0);
+  } else {
+    const int e = exp - 127 + 15;
+    if (e >= 31) {
+      h = sign | 0x7c00;
+    } else if (e <= 0) {
+      if (e < -10) {
+        h = sign;
+      } else {
+        mant |= 0x800000;
+        const int shift = 14 - e;
+        uint32_t q = mant >> shift;
+        const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) ++q;
+        h = sign | q;
+      }
+    } else {
+      uint32_t q = (uint32_t(e) << 10) | (mant >> 13);
+      const uint32_t rem = mant & 0x1fff;
+      if (rem > 0x1000 || (rem == 0x1000 && (q & 1))) ++q;
+      h = sign | q;
+    }
+  }
+  const double s = (h & 0x8000) ? -1.0 : 1.0;
+  const int he = int((h >> 10) & 0x1f);
+  const uint32_t f = h & 0x3ff;
+  if (he == 0) return float(s * std::ldexp(double(f), -24));
+  if (he == 31) return f ? std::numeric_limits<float>::quiet_NaN() : float(s * HUGE_VAL);
+  return float(s * std::ldexp(1.0 + double(f) / 1024.0, he - 15));
+}
+
+// float32 -> bfloat16 (nearest even) -> float32 (lib/store/codec.ts floatToBf16).
+float round_bf16(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  uint32_t h;
+  if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x7fffff)) h = ((b >> 16) & 0x8000) | 0x7fc0;
+  else h = uint32_t(((uint64_t(b) + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff);
+  uint32_t o = h << 16;
+  float r;
+  std::memcpy(&r, &o, 4);
+  return r;
+}
+
+// One block's share of a dot product: sum of products, and the largest |decoded - x| with
+// the sum of squares of (decoded - x) / that largest.
+struct BlockDot {
+  double dot = 0, peak = 0, ssq = 0;
+};
+
+template <typename T, typename TX>
+BlockDot dot_block(const Parsed& P, size_t b, PredRound round, const TX* x, bool distance) {
+  const Geometry& g = P.g;
+  Box bx = block_box(g, b);
+  std::unique_ptr<T[]> buf = scratch<T>(bx.count());
+  decode_block(P.base + P.off[b], P.off[b + 1] - P.off[b], bx.ext, P.eb, P.info.lossless, buf.get());
+  if constexpr (std::is_same_v<T, float>) {
+    if (round == PredRound::kFloat16)
+      for (size_t i = 0, n = bx.count(); i < n; ++i) buf[i] = round_half(buf[i]);
+    else if (round == PredRound::kBfloat16)
+      for (size_t i = 0, n = bx.count(); i < n; ++i) buf[i] = round_bf16(buf[i]);
+  }
+  size_t ast[kDims], bst[kDims];
+  strides(g.n5, ast);
+  strides(bx.ext, bst);
+  const size_t row = bx.ext[4];
+  BlockDot r;
+  for (int pass = 0; pass < (distance ? 3 : 1); ++pass)
+    for (size_t i0 = 0; i0 < bx.ext[0]; ++i0)
+      for (size_t i1 = 0; i1 < bx.ext[1]; ++i1)
+        for (size_t i2 = 0; i2 < bx.ext[2]; ++i2)
+          for (size_t i3 = 0; i3 < bx.ext[3]; ++i3) {
+            const T* v = buf.get() + i0 * bst[0] + i1 * bst[1] + i2 * bst[2] + i3 * bst[3];
+            const TX* w = x + (bx.lo[0] + i0) * ast[0] + (bx.lo[1] + i1) * ast[1] + (bx.lo[2] + i2) * ast[2] +
+                          (bx.lo[3] + i3) * ast[3] + bx.lo[4];
+            if (pass == 0) {
+              r.dot += tt_detail::dot_mixed(v, w, row);
+            } else if (pass == 1) {
+              for (size_t i = 0; i < row; ++i) r.peak = std::max(r.peak, std::fabs(double(v[i]) - double(w[i])));
+            } else if (r.peak > 0) {
+              for (size_t i = 0; i < row; ++i) {
+                double d = (double(v[i]) - double(w[i])) / r.peak;
+                r.ssq += d * d;
+              }
+            }
+          }
+  return r;
+}
+
 }  // namespace
 }  // namespace pred_detail
 
 using namespace pred_detail;
+
+template <typename TX>
+std::vector<PredDotResult> pred_dot(const std::vector<PredDotItem>& items, const TX* x, size_t nx, bool distance) {
+  std::vector<Parsed> parsed;
+  parsed.reserve(items.size());
+  std::vector<std::pair<size_t, size_t>> tasks;  // (item, block)
+  for (size_t i = 0; i < items.size(); ++i) {
+    parsed.push_back(parse(items[i].stream, items[i].size));
+    const Parsed& P = parsed.back();
+    if (P.g.elems != nx)
+      throw TTError(
+          "bad_request", "x",
+          "x has " + std::to_string(nx) + " elements but the stream's array has " + std::to_string(P.g.elems) + ".");
+    if (items[i].round != PredRound::kNone && P.info.f64)
+      throw TTError("bad_request", "round", "rounding to a 2-byte float applies to float32 streams only.");
+    for (size_t b = 0; b < P.g.blocks; ++b) tasks.push_back({i, b});
+  }
+  std::vector<BlockDot> part(tasks.size());
+  parallel_for(tasks.size(), [&](size_t t) {
+    const size_t i = tasks[t].first, b = tasks[t].second;
+    const Parsed& P = parsed[i];
+    part[t] = P.info.f64 ? dot_block<double>(P, b, items[i].round, x, distance)
+                         : dot_block<float>(P, b, items[i].round, x, distance);
+  });
+  // Block shares summed in block order, so the result does not depend on the thread count.
+  std::vector<PredDotResult> out(items.size());
+  std::vector<double> peak(items.size(), 0.0);
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    out[tasks[t].first].dot += part[t].dot;
+    peak[tasks[t].first] = std::max(peak[tasks[t].first], part[t].peak);
+  }
+  if (distance) {
+    std::vector<double> ssq(items.size(), 0.0);
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      const size_t i = tasks[t].first;
+      if (part[t].peak > 0) {
+        double f = part[t].peak / peak[i];
+        ssq[i] += part[t].ssq * f * f;
+      }
+    }
+    for (size_t i = 0; i < items.size(); ++i) out[i].distance = peak[i] * std::sqrt(ssq[i]);
+  }
+  return out;
+}
+
+template std::vector<PredDotResult> pred_dot<float>(const std::vector<PredDotItem>&, const float*, size_t, bool);
+template std::vector<PredDotResult> pred_dot<double>(const std::vector<PredDotItem>&, const double*, size_t, bool);
 
 PredInfo pred_info(const uint8_t* s, size_t n) { return parse(s, n).info; }
 

@@ -1,6 +1,7 @@
 // The similarity verbs of the store: query_similarity, query_topk and query_vector. A top-K
 // reads the namespace's heads in key order and scores every live entry of the query's shape;
-// TT cores come from the core cache, and those not held yet are read in batches.
+// TT cores come from the core cache, and those not held yet are read in batches; prediction-codec
+// candidates stay streams, scored block by block against the query (never decoded whole).
 import { NotFoundError, ValidationError } from "../errors.js";
 import { compileFilter, matchFilter, type FilterNode } from "../filter.js";
 import { isFloatDtype, parseOrThrow } from "../fields.js";
@@ -14,7 +15,21 @@ import {
   type VectorOptions,
 } from "../schemas.js";
 import { denseNorm, hasNonFinite, product, toFloat64, toWorkingFloat } from "./codec.js";
-import { cachedTT, decodeTT, denseOf, keyName, liveHeads, namespace, open, readVersion, sameShape, ttOf, type Entry, type Scope } from "./context.js";
+import {
+  cachedTT,
+  decodeTT,
+  denseOf,
+  keyName,
+  liveHeads,
+  namespace,
+  open,
+  payloadOf,
+  readVersion,
+  sameShape,
+  ttOf,
+  type Entry,
+  type Scope,
+} from "./context.js";
 import { deviceScores } from "./gpu-query.js";
 import { Pace } from "./pace.js";
 import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity as scorePair, type Operand } from "./similarity.js";
@@ -29,9 +44,18 @@ function ttOperand(rec: Entry, tt: TT): Operand {
   return { kind: "tt", tt, norm: rec.fingerprint.norm!, coreDtype: layout.core_dtype };
 }
 
-async function operand(s: Scope, rec: Entry, what: string): Promise<Operand> {
+/**
+ * An entry as an operand: TT cores, or dense values; with `stream`, a pred entry stays its
+ * stream (a candidate, scored block by block) instead of being decoded whole.
+ */
+async function operand(s: Scope, rec: Entry, what: string, stream = false): Promise<Operand> {
   if (rec.dtype === "bytes") throw new ValidationError(`${what} holds bytes; similarity needs numeric data.`, what);
   if (rec.layout.codec === "tt") return ttOperand(rec, await ttOf(s, rec));
+  if (stream && rec.layout.codec === "pred") {
+    // the stream holds float32 for float16/bfloat16 entries, whose served values are rounded
+    const round = rec.dtype === "float16" ? 1 : rec.dtype === "bfloat16" ? 2 : 0;
+    return { kind: "pred", stream: await payloadOf(s, rec), norm: rec.fingerprint.norm!, round, f64: rec.dtype === "float64" };
+  }
   const dense = await denseOf(s, rec);
   const x =
     rec.dtype === "float64"
@@ -60,7 +84,7 @@ export async function similarity(s: Scope, ns: string, a: string, b: string, opt
     if (r.dtype === "bytes") throw new ValidationError(`Entry ${k} holds bytes; similarity needs numeric data.`, what);
   if (!sameShape(ra.shape, rb.shape))
     throw new ValidationError(`Entries ${a} [${ra.shape.join(", ")}] and ${b} [${rb.shape.join(", ")}] have different shapes.`, "b");
-  const score = await scorePair(o.metric, await operand(s, ra, "a"), await operand(s, rb, "b"));
+  const score = await scorePair(o.metric, await operand(s, ra, "a"), await operand(s, rb, "b", true));
   return { metric: o.metric, score, a: { key: a, version: ra.version }, b: { key: b, version: rb.version } };
 }
 
@@ -80,8 +104,9 @@ async function rank(
   const keys: string[] = [];
   const versions: number[] = [];
   const scores: number[] = [];
-  // Candidates are scored in chunks of at most RANK_DENSE_CHUNK_BYTES of dense data, so a
-  // namespace of dense entries is never held in memory whole (TT candidates cost their cores).
+  // Candidates are scored in chunks of at most RANK_DENSE_CHUNK_BYTES of dense data or pred
+  // streams, so a namespace of them is never held in memory whole (TT candidates cost their
+  // cores; a pred candidate costs its stream, and one block per thread while it is scored).
   let cands: (Operand | undefined)[] = [];
   let denseBytes = 0;
   // TT candidates whose cores the cache lacks: read together, PAYLOAD_BATCH per round trip
@@ -136,9 +161,10 @@ async function rank(
         if (pending.length >= PAYLOAD_BATCH) await fetch();
       }
     } else {
-      const op = await operand(s, head, key);
+      const op = await operand(s, head, key, true);
       cands.push(op);
-      if (op.kind === "dense" && (denseBytes += op.x.byteLength) >= RANK_DENSE_CHUNK_BYTES) await flush();
+      const bytes = op.kind === "dense" ? op.x.byteLength : op.kind === "pred" ? op.stream.byteLength : 0;
+      if ((denseBytes += bytes) >= RANK_DENSE_CHUNK_BYTES) await flush();
     }
   }
   await flush();

@@ -1,13 +1,59 @@
 // Similarity on the stored form: TT·TT with cores, TT·dense without densifying the TT,
-// dense·dense directly; norms come from put time. l2 is computed as
+// dense·dense directly, and a prediction-codec stream against the other side's dense form
+// block by block (the stream is never decoded whole); norms come from put time. l2 is computed as
 // sqrt(‖a‖² + ‖b‖² − 2⟨a,b⟩) and, where that cancels badly (near-equal tensors), exactly
 // from the difference (a TT of summed ranks, or dense arithmetic).
 import type { Metric } from "../schemas.js";
-import { denseNorm } from "./codec.js";
+import { denseNorm, fromWorkingFloat, toWorkingFloat } from "./codec.js";
 import { call, native } from "../native.js";
+import { loadPred } from "./predapi.js";
 import { loadTT, type TT, type FloatArray } from "./ttapi.js";
 
-export type Operand = { kind: "tt"; tt: TT; norm: number; coreDtype: "float32" | "float64" } | { kind: "dense"; x: Float32Array | Float64Array; norm: number };
+/**
+ * A prediction-codec entry held as its stream: `round` is the 2-byte type its values are served
+ * in (0 none, 1 float16, 2 bfloat16), `f64` whether the stream holds float64.
+ */
+export type PredOperand = { kind: "pred"; stream: Uint8Array; norm: number; round: 0 | 1 | 2; f64: boolean };
+
+export type Operand =
+  { kind: "tt"; tt: TT; norm: number; coreDtype: "float32" | "float64" } | { kind: "dense"; x: Float32Array | Float64Array; norm: number } | PredOperand;
+
+/** Dense forms of TT and pred operands met against a stream, one per operand (a query is densified once, not per candidate). */
+const denseForms = new WeakMap<Operand, Promise<FloatArray>>();
+
+/**
+ * The values of an operand as a dense array (TT reconstructed, a stream decoded and rounded as
+ * served); with `keep`, kept for the operand's lifetime (a query met by many candidates).
+ */
+function denseForm(o: Operand, keep = true): Promise<FloatArray> {
+  if (o.kind === "dense") return Promise.resolve(o.x);
+  let p = denseForms.get(o);
+  if (!p) {
+    p =
+      o.kind === "tt"
+        ? loadTT().then((tt) => tt.reconstruct(o.tt))
+        : loadPred().then(async (pred) => {
+            const x = await pred.decompress(o.stream);
+            if (o.round === 0) return x;
+            const dtype = o.round === 1 ? "float16" : "bfloat16";
+            return toWorkingFloat(fromWorkingFloat(x, dtype), dtype);
+          });
+    if (keep) denseForms.set(o, p);
+  }
+  return p;
+}
+
+/** ⟨stream, x⟩ (and ‖stream − x‖) for pred operands, decoded block by block in one native call. */
+async function predDots(cands: PredOperand[], x: FloatArray, distance: boolean): Promise<{ dot: Float64Array; distance: Float64Array | null }> {
+  return call(() =>
+    native().predDot(
+      cands.map((c) => c.stream),
+      cands.map((c) => c.round),
+      x,
+      distance,
+    ),
+  );
+}
 
 const sameModes = (a: TT, b: TT): boolean => a.modes.length === b.modes.length && a.modes.every((m, i) => m === b.modes[i]);
 
@@ -21,10 +67,12 @@ function withCoreType(t: TT, f64: boolean): TT {
 const asType = (x: Float32Array | Float64Array, f64: boolean): FloatArray =>
   f64 ? (x instanceof Float64Array ? x : Float64Array.from(x)) : x instanceof Float32Array ? x : Float32Array.from(x);
 
-const isF64 = (o: Operand): boolean => (o.kind === "tt" ? o.coreDtype === "float64" : o.x instanceof Float64Array);
+const isF64 = (o: Operand): boolean => (o.kind === "tt" ? o.coreDtype === "float64" : o.kind === "pred" ? o.f64 : o.x instanceof Float64Array);
 
 /** ⟨a, b⟩ on the stored forms. */
 export async function dotOf(a: Operand, b: Operand): Promise<number> {
+  if (b.kind === "pred") return (await predDots([b], await denseForm(a), false)).dot[0]!;
+  if (a.kind === "pred") return (await predDots([a], await denseForm(b), false)).dot[0]!;
   const tt = await loadTT();
   const f64 = isF64(a) || isF64(b);
   if (a.kind === "tt" && b.kind === "tt") {
@@ -79,11 +127,13 @@ export function ttDifference(a: TT, b: TT, f64: boolean): TT {
 
 /** ‖a − b‖ computed without cancellation. */
 export async function exactDistance(a: Operand, b: Operand): Promise<number> {
+  if (b.kind === "pred") return (await predDots([b], await denseForm(a), true)).distance![0]!;
+  if (a.kind === "pred") return (await predDots([a], await denseForm(b), true)).distance![0]!;
   const tt = await loadTT();
   const f64 = isF64(a) || isF64(b);
   if (a.kind === "tt" && b.kind === "tt" && sameModes(a.tt, b.tt)) return tt.norm(ttDifference(withCoreType(a.tt, f64), withCoreType(b.tt, f64), f64));
-  const xa = a.kind === "tt" ? await tt.reconstruct(a.tt) : a.x;
-  const xb = b.kind === "tt" ? await tt.reconstruct(b.tt) : b.x;
+  const xa = await denseForm(a, false);
+  const xb = await denseForm(b, false);
   const diff = new Float64Array(xa.length);
   for (let i = 0; i < diff.length; i++) diff[i] = xa[i]! - xb[i]!;
   return denseNorm(diff);
@@ -112,10 +162,25 @@ export async function similarity(metric: Metric, a: Operand, b: Operand): Promis
 
 /**
  * Scores one query against many candidates: TT candidates sharing the query's modes go
- * through one batched native call (dotBatch or dotDenseBatch), the rest pair by pair.
+ * through one batched native call (dotBatch or dotDenseBatch), pred candidates through one
+ * predDot call against the query's dense form, the rest pair by pair.
  */
 export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): Promise<number[]> {
   const dots = new Array<number>(cands.length);
+  const batched = new Set<number>();
+  const preds: number[] = [];
+  for (let i = 0; i < cands.length; i++) if (cands[i]!.kind === "pred") preds.push(i);
+  if (preds.length > 0) {
+    const r = await predDots(
+      preds.map((i) => cands[i] as PredOperand),
+      await denseForm(q),
+      false,
+    );
+    preds.forEach((i, j) => {
+      dots[i] = r.dot[j]!;
+      batched.add(i);
+    });
+  }
   const f64 = isF64(q) || cands.some((c) => c.kind === "tt" && c.coreDtype === "float64");
   // TT candidates grouped by modes: a TT query batches the group with its own modes, a dense
   // query batches every group; everything else goes pair by pair.
@@ -133,7 +198,7 @@ export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): 
     }
     last.group.push(i);
   }
-  const batched = new Set<number>();
+  const qDense = q.kind === "tt" || groups.size === 0 ? null : await denseForm(q);
   for (const idx of groups.values()) {
     const batch = idx.map((i) => withCoreType((cands[i] as Extract<Operand, { kind: "tt" }>).tt, f64));
     // Stored cores were validated (chain, sizes, finiteness) when they were put, so the
@@ -153,7 +218,7 @@ export async function scoreBatch(metric: Metric, q: Operand, cands: Operand[]): 
           )
         : await call(() =>
             native().dotDenseBatch(
-              asType(q.x, f64),
+              asType(qDense!, f64),
               batch.map((c) => c.cores),
               batch.map((c) => c.ranks),
               modes,

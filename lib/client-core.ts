@@ -22,8 +22,8 @@ import {
   StateUnavailableError,
 } from "./errors.js";
 import { itemsize, type Dtype } from "./dtypes.js";
-import { compressLocally, DEFAULT_LOCAL_COMPRESS_BYTES, locallyCompressible, type LocalTT } from "./client-compress.js";
-import type { GetOptions, ServeOptions } from "./schemas.js";
+import { chooseLocally, DEFAULT_LOCAL_COMPRESS_BYTES, LOCAL_MIN_COMPRESS_BYTES, locallyCompressible, predHeader, type LocalChoice } from "./client-compress.js";
+import type { GetOptions, PutPredOptions, ServeOptions } from "./schemas.js";
 import { keyProblem, namespaceProblem, quickOptions, type QuickKind } from "./client-names.js";
 import type { OptionKind, OptionsOf } from "./client-validate.js";
 import type {
@@ -120,6 +120,13 @@ export type TypedArray = ServeArray;
  * gateway decides the tenant from the API key).
  */
 export interface SvcClient extends TensorStore {
+  /**
+   * put of a stream of the prediction codec (lib/pred.ts) encoded here, sent as it is (a put
+   * with encoding pred); `relative_error` and `max_abs_error` are those measured against the
+   * original data (pred.compress returns them) and become the entry's errors. dtype and shape
+   * default to the stream's header.
+   */
+  putPred(ns: string, key: string, stream: Uint8Array, opts: PutPredOptions): Promise<PutResult>;
   /** serve on the engine's GPU: the engine's residency record, with `reconstruct` and `dot` as HTTP calls. */
   serveGpu(ns: string, key: string, opts?: GetOptions): Promise<RemoteGpuHandle>;
   /** Metadata of the latest HTTP response (null before the first call). */
@@ -448,10 +455,22 @@ const opt = async <K extends OptionKind>(kind: K, v: unknown): Promise<OptionsOf
   (await validate()).options(kind, v, "options");
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
+/** The sentence of a 413 for a compressed form: its size, the server's sentence, and the ways out. */
+function stillTooLarge(e: SvcError, what: string, stored: number, dense: number, shrink: string): SvcError {
+  const err = errorFromCode(
+    "payload_too_large",
+    `Even compressed to ${stored} bytes of ${what} (ratio ${(dense / stored).toFixed(1)}), the tensor is past the upload limit: ${e.message.replace(/\.$/, "")}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or ${shrink}.`,
+  );
+  Object.assign(err.extra, e.extra);
+  return err;
+}
+
 /**
- * A large float32/float64 put compressed here and stored with put_cores: the answer is put_cores'
- * with the verdict, relative_error and max_abs_error measured here (put_cores records them as a
- * given TT: compressed, 0). Null when the data do not compress (they then go as they are).
+ * A large float32/float64 put compressed here (client-compress.ts: the engine's codecs and its
+ * choice between them) and stored with put_cores (TT cores) or as a put with encoding pred (a
+ * prediction stream). The answer carries the verdict, relative_error and max_abs_error measured
+ * here; for TT they replace put_cores' (which records a given TT as compressed, error 0), for pred
+ * the engine recorded them as declared. Null when nothing compresses (the data then go as they are).
  */
 async function putLocallyCompressed(
   client: SvcClient,
@@ -472,29 +491,39 @@ async function putLocallyCompressed(
     if (!Number.isFinite(values[i]!)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
   }
   options.onProgress?.({ phase: "compress", done: 0, total: data.byteLength });
-  const tt: LocalTT | null = await compressLocally(values, o.shape, o.tolerance, o.max_rank);
-  if (tt === null) return null;
+  const choice: LocalChoice = await chooseLocally(values, o.shape, o);
+  if (choice === null) return null;
+  const common = defined({ shape: o.shape, metadata: o.metadata, if_version: o.if_version });
+  if (choice.kind === "pred") {
+    const p = choice.pred;
+    try {
+      return await client.putPred(n, k, p.stream, { ...common, dtype, relative_error: p.relative_error, max_abs_error: p.max_abs_error });
+    } catch (e) {
+      if (!(e instanceof SvcError) || e.code !== "payload_too_large") throw e;
+      throw stillTooLarge(e, "pred stream", p.stream.byteLength, data.byteLength, "allow a larger tolerance or max_abs_error");
+    }
+  }
+  const tt = choice.tt;
   const cores = tt.cores.map((c, i): CoreInput => ({ shape: [tt.ranks[i]!, tt.modes[i]!, tt.ranks[i + 1]!], data: c, dtype }));
   let r: PutResult;
   try {
-    r = await client.putCores(n, k, cores, defined({ shape: o.shape, metadata: o.metadata, if_version: o.if_version }));
+    r = await client.putCores(n, k, cores, common);
   } catch (e) {
     if (!(e instanceof SvcError) || e.code !== "payload_too_large") throw e;
     const stored = tt.cores.reduce((s, c) => s + c.byteLength, 0);
-    const err = errorFromCode(
-      "payload_too_large",
-      `Even compressed to ${stored} bytes of TT cores (ratio ${(data.byteLength / stored).toFixed(1)}), the tensor is past the upload limit: ${e.message.replace(/\.$/, "")}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or allow a larger tolerance or a smaller max_rank.`,
-    );
-    Object.assign(err.extra, e.extra);
-    throw err;
+    throw stillTooLarge(e, "TT cores", stored, data.byteLength, "allow a larger tolerance or a smaller max_rank");
   }
   return { ...r, verdict: tt.verdict, compressed: true, relative_error: tt.relative_error, max_abs_error: tt.max_abs_error };
 }
 
+/** Metadata as the X-SVC-Metadata header carries it (non-ASCII \u-escaped: header values are Latin-1), or undefined. */
+const metadataHeader = (m: Record<string, unknown> | undefined): string | undefined =>
+  m === undefined ? undefined : JSON.stringify(m).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+
 type Methods<K extends keyof SvcClient> = Pick<SvcClient, K>;
 
 /** put, putCores, putCoresBatch and delete: writes, each sent with one Idempotency-Key for all its attempts. */
-function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClient): Methods<"put" | "putCores" | "putCoresBatch" | "delete"> {
+function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClient): Methods<"put" | "putPred" | "putCores" | "putCoresBatch" | "delete"> {
   return {
     async put(n, k, data, opts = {}) {
       await ns(n);
@@ -507,7 +536,7 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
       const dtype: Dtype = o.dtype ?? (natural === "raw" ? "bytes" : natural);
       if (!compatible(natural, dtype)) throw new ValidationError(`dtype ${dtype} does not match the data's element type ${natural}.`, "dtype");
       const localFrom = options.localCompressBytes ?? DEFAULT_LOCAL_COMPRESS_BYTES;
-      if (localFrom !== false && data.byteLength >= localFrom && locallyCompressible(dtype, o as Record<string, unknown>)) {
+      if (localFrom !== false && data.byteLength >= Math.max(localFrom, LOCAL_MIN_COMPRESS_BYTES) && locallyCompressible(dtype, o as Record<string, unknown>)) {
         const local = await putLocallyCompressed(self(), options, n, k, data, dtype as "float32" | "float64", o);
         if (local) return local;
       }
@@ -523,10 +552,7 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
         if_version: o.if_version,
       };
       // header values must be Latin-1: everything else is escaped, so that any metadata travels
-      const meta =
-        o.metadata === undefined
-          ? undefined
-          : JSON.stringify(o.metadata).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+      const meta = metadataHeader(o.metadata);
       if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
         // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
         return t.json<PutResult>({
@@ -545,6 +571,46 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
         headers,
         write: true,
         query: { ...fields, shape: o.shape?.join(",") },
+      });
+    },
+
+    async putPred(n, k, stream, opts) {
+      await ns(n);
+      await key(k);
+      if (!(stream instanceof Uint8Array)) throw new ValidationError("stream must be a Uint8Array.", "stream");
+      const v = await validate();
+      const o = v.parseOrThrow(v.putPredOptionsSchema, opts, "options");
+      const h = predHeader(stream);
+      const dtype = o.dtype ?? h?.dtype;
+      const shape = o.shape ?? h?.shape;
+      // the engine checks the stream whole; a header unreadable here is refused without a request
+      if (!dtype || !shape) throw new ValidationError("stream is not a valid pred stream (bad header).", "stream");
+      const fields = {
+        namespace: n,
+        key: k,
+        dtype,
+        encoding: "pred",
+        declared_relative_error: o.relative_error,
+        declared_max_abs_error: o.max_abs_error,
+        if_version: o.if_version,
+      };
+      const body = Buffer.from(stream.buffer, stream.byteOffset, stream.byteLength);
+      const meta = metadataHeader(o.metadata);
+      if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
+        return t.json<PutResult>({
+          method: "POST",
+          path: "/v1/put",
+          write: true,
+          json: defined({ ...fields, shape, metadata: o.metadata, data_b64: body.toString("base64") }),
+        });
+      }
+      return t.json<PutResult>({
+        method: "POST",
+        path: "/v1/put",
+        raw: body,
+        headers: meta === undefined ? {} : { "x-svc-metadata": meta },
+        write: true,
+        query: { ...fields, shape: shape.join(",") },
       });
     },
 

@@ -6,6 +6,7 @@ import { dtypeSchema, keySchema, namespaceSchema, parseOrThrow } from "./fields.
 import {
   putOptionsSchema,
   putCoresOptionsSchema,
+  putPredOptionsSchema,
   getOptionsSchema,
   listOptionsSchema,
   searchOptionsSchema,
@@ -17,7 +18,7 @@ import {
 
 export { itemsize, naturalDtype } from "./fields.js";
 export { checkCores } from "./store/cores.js";
-export { parseOrThrow, dtypeSchema };
+export { parseOrThrow, dtypeSchema, putPredOptionsSchema };
 
 export const OPTION_SCHEMAS = {
   put: putOptionsSchema,

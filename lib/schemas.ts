@@ -133,11 +133,60 @@ export type VectorOptions = z.input<typeof vectorOptionsSchema>;
 
 // ---- HTTP bodies ----
 
-export const putBodySchema = putOptionsSchema.extend({
-  namespace: namespaceSchema,
-  key: keySchema,
-  data_b64: base64Schema,
+/** How the payload of a put is encoded: `pred`, a stream of the prediction codec (docs/api.md, "put of a pred stream"). */
+export const encodingSchema = z.enum(["pred"], { error: "encoding must be pred" });
+/** An error the client measured on its own data and declares with a pred stream: finite, at least 0. */
+const declaredErrorSchema = (name: string) =>
+  z
+    .number({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be a finite number`) })
+    .refine(Number.isFinite, `${name} must be a finite number`)
+    .refine((v) => v >= 0, `${name} must be at least 0`);
+
+/** Options of a put of a given pred stream (Store.putPred, SvcClient.putPred). */
+export const putPredOptionsSchema = z.strictObject({
+  shape: shapeSchema.optional(),
+  dtype: z.enum(["float32", "float64"], { error: "dtype must be float32 or float64 (the dtypes of a pred stream)" }).optional(),
+  /** ‖x − x̂‖_F / ‖x‖_F measured by the writer against its own data. */
+  relative_error: declaredErrorSchema("relative_error"),
+  /** max |x_i − x̂_i| measured by the writer against its own data. */
+  max_abs_error: declaredErrorSchema("max_abs_error"),
+  metadata: metadataSchema.optional(),
+  if_version: ifVersionSchema.optional(),
 });
+export type PutPredOptions = z.input<typeof putPredOptionsSchema>;
+
+/** The fields a put of a pred stream refuses: the stream carries its own coding and bounds. */
+const NOT_WITH_PRED = ["tolerance", "max_abs_error", "codec", "max_rank"] as const;
+const DECLARED = ["declared_relative_error", "declared_max_abs_error"] as const;
+
+/**
+ * The rules that tie a put's fields to `encoding`: with `encoding` pred, dtype (float32 or
+ * float64), shape and both declared errors are required and the compression options refused;
+ * without it, the declared errors are refused.
+ */
+function encodingRules(b: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  const issue = (path: string, message: string) => ctx.addIssue({ code: "custom", path: [path], message });
+  if (b.encoding !== "pred") {
+    for (const f of DECLARED) if (b[f] !== undefined) issue(f, `${f} applies only to a put with encoding pred`);
+    return;
+  }
+  for (const f of NOT_WITH_PRED)
+    if (b[f] !== undefined) issue(f, `${f} does not apply to a put with encoding pred, whose stream carries its own coding and bounds`);
+  if (b.dtype !== "float32" && b.dtype !== "float64") issue("dtype", "dtype must be float32 or float64 for a put with encoding pred");
+  if (b.shape === undefined) issue("shape", "shape is required for a put with encoding pred");
+  for (const f of DECLARED) if (b[f] === undefined) issue(f, `${f} is required for a put with encoding pred (the error measured against the original data)`);
+}
+
+export const putBodySchema = putOptionsSchema
+  .extend({
+    namespace: namespaceSchema,
+    key: keySchema,
+    data_b64: base64Schema,
+    encoding: encodingSchema.optional(),
+    declared_relative_error: declaredErrorSchema("declared_relative_error").optional(),
+    declared_max_abs_error: declaredErrorSchema("declared_max_abs_error").optional(),
+  })
+  .superRefine(encodingRules);
 
 // Numbers in query strings have one spelling: decimal digits, no sign, no spaces, no leading
 // zero (so "1", never "01", "+1", " 1", "0x1" or "1e3"); a tolerance may have a fraction and an
@@ -155,22 +204,27 @@ const queryDecimal = (name: string) =>
     .transform(Number);
 
 /** Query string of the application/octet-stream form of put (values arrive as text). */
-export const putQuerySchema = z.strictObject({
-  namespace: namespaceSchema,
-  key: keySchema,
-  dtype: dtypeSchema.optional(),
-  shape: z
-    .string()
-    .regex(/^(0|[1-9][0-9]{0,15})(,(0|[1-9][0-9]{0,15}))*$/, "shape must be a comma list of integers in decimal digits")
-    .transform((s) => s.split(",").map(Number))
-    .pipe(shapeSchema)
-    .optional(),
-  tolerance: queryDecimal("tolerance").pipe(putToleranceSchema).optional(),
-  max_abs_error: queryDecimal("max_abs_error").pipe(maxAbsErrorSchema).optional(),
-  codec: codecSchema.optional(),
-  max_rank: queryWhole("max_rank").pipe(maxRankSchema).optional(),
-  if_version: queryWhole("if_version").pipe(ifVersionSchema).optional(),
-});
+export const putQuerySchema = z
+  .strictObject({
+    namespace: namespaceSchema,
+    key: keySchema,
+    dtype: dtypeSchema.optional(),
+    shape: z
+      .string()
+      .regex(/^(0|[1-9][0-9]{0,15})(,(0|[1-9][0-9]{0,15}))*$/, "shape must be a comma list of integers in decimal digits")
+      .transform((s) => s.split(",").map(Number))
+      .pipe(shapeSchema)
+      .optional(),
+    tolerance: queryDecimal("tolerance").pipe(putToleranceSchema).optional(),
+    max_abs_error: queryDecimal("max_abs_error").pipe(maxAbsErrorSchema).optional(),
+    codec: codecSchema.optional(),
+    max_rank: queryWhole("max_rank").pipe(maxRankSchema).optional(),
+    if_version: queryWhole("if_version").pipe(ifVersionSchema).optional(),
+    encoding: encodingSchema.optional(),
+    declared_relative_error: queryDecimal("declared_relative_error").pipe(declaredErrorSchema("declared_relative_error")).optional(),
+    declared_max_abs_error: queryDecimal("declared_max_abs_error").pipe(declaredErrorSchema("declared_max_abs_error")).optional(),
+  })
+  .superRefine(encodingRules);
 
 export const coreBodySchema = z.strictObject({
   shape: z.tuple([z.number().int().min(1), z.number().int().min(1), z.number().int().min(1)], "core shape must be [r_prev, n_k, r_next]"),

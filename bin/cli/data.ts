@@ -73,7 +73,7 @@ export const DATA_HELP = [PUT_HELP, GET_HELP, LS_HELP, RM_HELP, SERVE_HELP, SEAR
  * The client of data commands; `patient` (bulk jobs) waits out long rate-limit windows, `bar`
  * shows a long put or serve on a terminal.
  */
-export function dataClient(io: Io, patient = false, bar?: TransferBar): SvcClient {
+export function dataClient(io: Io, patient = false, bar?: TransferBar, localCompress = true): SvcClient {
   const apiKey = io.env.SVC_API_KEY;
   if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
   // a wait of a second or more is said on stderr (the client records the answer before it sleeps),
@@ -105,6 +105,8 @@ export function dataClient(io: Io, patient = false, bar?: TransferBar): SvcClien
     sleep,
     ...(patient ? { maxRetries: 20, maxBackoffMs: 300_000 } : {}),
     ...(bar ? { onProgress: bar.onProgress } : {}),
+    // a bulk job that compresses its files itself sends what it could not compress as it is
+    ...(localCompress ? {} : { localCompressBytes: false as const }),
   });
   return client;
 }

@@ -1,22 +1,25 @@
 // `svc import NS DIR`: every .npy file under DIR, keyed by its path relative to DIR without
 // the extension (`runs/a/t0.npy` → key `runs/a/t0`). A file that fails (corrupt header, bad
 // key, refused by the service) is reported and the rest go on; the exit code is 1 when any
-// failed. Progress on standard error, summary on standard output. Smooth float32/float64 files
-// are compressed here with the engine's codec and sent many to a request (put_cores_batch), so
-// that an import of many small files does not spend the tenant's rate limit one file at a time.
+// failed. Progress on standard error, summary on standard output. float32/float64 files are
+// compressed here with the engine's codecs and its choice between them: TT cores are sent many
+// to a request (put_cores_batch), so that an import of many small smooth files does not spend the
+// tenant's rate limit one file at a time; prediction streams go one to a request (a put with
+// encoding pred), --concurrency at a time.
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { keySchema } from "../../lib/fields.js";
 import type { SvcClient } from "../../lib/client-core.js";
-import { compressLocally, locallyCompressible, type LocalTT } from "../../lib/client-compress.js";
+import { chooseLocally, LOCAL_MIN_COMPRESS_BYTES, locallyCompressible, type LocalOptions, type LocalTT } from "../../lib/client-compress.js";
 import type { PutCoresItem } from "../../lib/store/put.js";
 import type { PutResult } from "../../lib/store/index.js";
+import type { CodecChoice } from "../../lib/schemas.js";
 import { typedArrayOf } from "../../lib/client-core.js";
 import { checkName, dataClient, isNpy, preparePut } from "./data.js";
 import { Progress } from "./progress.js";
 import { fmtBytes, intFlag, numFlag, parse, ReportedFailure, UsageError, type Io } from "./common.js";
 
-export const IMPORT_HELP = `Usage: svc import NS DIR [--tolerance T] [--max-rank R] [--concurrency N] [--batch N] [--json]
+export const IMPORT_HELP = `Usage: svc import NS DIR [--tolerance T] [--max-abs-error E] [--codec C] [--max-rank R] [--concurrency N] [--batch N] [--json]
 
 Uploads every .npy file under DIR (recursively) to namespace NS; the key of a file is its path
 relative to DIR without .npy, with / between directories. Files are selected by their .npy
@@ -25,10 +28,12 @@ When the tenant's rate limit is reached the import waits for the window (Retry-A
 says so on standard error. Shows a progress bar on a terminal
 (plain lines otherwise) and ends with a summary: files, bytes in, bytes stored, ratio, verdicts
 and the failures with their reasons. A failed file does not stop the others; the exit code is 1
-when any failed. --concurrency (default 4) uploads that many files at once. Smooth float32 and
-float64 files are compressed here with the engine's codec (as svc put does past 64 MiB) and
-sent --batch at a time (default 100, at most 4 MiB of cores per request; 1 sends every file
-with its own put); other files go one per request.`;
+when any failed. --concurrency (default 4) uploads that many files at once. float32 and float64
+files are compressed here with the engine's codecs, chosen as the engine chooses them
+(--tolerance, --max-abs-error and --codec as for svc put): smooth files as TT cores, sent
+--batch at a time (default 100, at most 4 MiB of cores per request), others as prediction
+streams, one per request; --batch 1 sends every file with its own put. Other dtypes go one per
+request.`;
 
 export interface ImportFile {
   path: string;
@@ -76,10 +81,10 @@ interface Pending {
 }
 
 export async function importFiles(
-  client: Pick<SvcClient, "put" | "putCoresBatch">,
+  client: Pick<SvcClient, "put" | "putPred" | "putCoresBatch">,
   ns: string,
   files: ImportFile[],
-  opts: { tolerance?: number; max_rank?: number; concurrency: number; batch?: number },
+  opts: LocalOptions & { concurrency: number; batch?: number },
   progress: Progress,
 ): Promise<ImportSummary> {
   const t0 = performance.now();
@@ -130,19 +135,24 @@ export async function importFiles(
         // the same test as svc put: the magic bytes decide, the .npy name only selects the file
         if (!isNpy(buf)) throw new Error("named .npy but does not start with the NumPy magic bytes");
         const p = preparePut(buf, undefined, undefined, f.path);
-        const o = { dtype: p.dtype, shape: p.shape, tolerance: opts.tolerance, max_rank: opts.max_rank };
-        if (batch > 1 && p.shape && locallyCompressible(p.dtype, o)) {
+        const local: LocalOptions = { tolerance: opts.tolerance, max_abs_error: opts.max_abs_error, codec: opts.codec, max_rank: opts.max_rank };
+        const o = { dtype: p.dtype, shape: p.shape, ...local };
+        if (batch > 1 && p.shape && p.data.byteLength >= LOCAL_MIN_COMPRESS_BYTES && locallyCompressible(p.dtype, o)) {
           const values = typedArrayOf(p.dtype, p.data) as Float32Array | Float64Array;
-          const tt = values.every(Number.isFinite) ? await compressLocally(values, p.shape, opts.tolerance, opts.max_rank) : null;
-          if (tt) {
-            pending.push({ f, tt, shape: p.shape });
-            pendingBytes += tt.cores.reduce((a, c) => a + c.byteLength, 0);
+          const choice = values.every(Number.isFinite) ? await chooseLocally(values, p.shape, local) : null;
+          if (choice?.kind === "tt") {
+            pending.push({ f, tt: choice.tt, shape: p.shape });
+            pendingBytes += choice.tt.cores.reduce((a, c) => a + c.byteLength, 0);
             if (pending.length >= batch || pendingBytes >= BATCH_CORE_BYTES) await flush();
             continue;
           }
+          if (choice?.kind === "pred") {
+            const { stream, relative_error, max_abs_error } = choice.pred;
+            r = await client.putPred(ns, f.key, stream, { dtype: p.dtype as "float32" | "float64", shape: p.shape, relative_error, max_abs_error });
+          }
         }
         // not compressible here (or not floating): one put, which the engine answers in its own words
-        r = await client.put(ns, f.key, p.data, o);
+        r ??= await client.put(ns, f.key, p.data, o);
       } catch (e) {
         failed(f, e);
         continue;
@@ -181,6 +191,8 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
     argv,
     {
       tolerance: { type: "string" },
+      "max-abs-error": { type: "string" },
+      codec: { type: "string" },
       "max-rank": { type: "string" },
       concurrency: { type: "string" },
       batch: { type: "string" },
@@ -195,6 +207,17 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
   const [ns, dir] = positionals as [string, string];
   checkName("namespace", ns);
   const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
+  const maxAbs = numFlag(values["max-abs-error"] as string | undefined, "max-abs-error");
+  const codec = values.codec as string | undefined;
+  if (codec !== undefined && !["auto", "tt", "pred", "lossless"].includes(codec)) throw new UsageError("--codec must be one of auto, tt, pred, lossless.");
+  const { putToleranceSchema, maxAbsErrorSchema } = await import("../../lib/schemas.js");
+  for (const [flag, v, schema] of [
+    ["tolerance", tolerance, putToleranceSchema],
+    ["max-abs-error", maxAbs, maxAbsErrorSchema],
+  ] as const) {
+    const r = v === undefined ? null : schema.safeParse(v);
+    if (r && !r.success) throw new UsageError(`--${flag}: ${r.error.issues[0]!.message}.`);
+  }
   const maxRank = intFlag(values["max-rank"] as string | undefined, "max-rank", 1);
   const concurrency = intFlag(values.concurrency as string | undefined, "concurrency", 1, 64) ?? 4;
   const batch = intFlag(values.batch as string | undefined, "batch", 1, 1000) ?? 100;
@@ -207,7 +230,8 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
   if (!st.isDirectory()) throw new UsageError(`${dir} is not a directory.`);
   const files = await findNpyFiles(dir);
   // an import may outrun the tenant's rate limit: wait for the window (Retry-After) instead of failing files
-  const client = dataClient(io, true);
+  // files are compressed here (batch > 1); what is not compressible goes as it is
+  const client = dataClient(io, true, undefined, batch === 1);
   try {
     const progress = new Progress({
       write: io.err,
@@ -216,7 +240,8 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
       totalBytes: files.reduce((a, f) => a + f.size, 0),
       columns: process.stderr.columns || 100,
     });
-    const s = await importFiles(client, ns, files, { tolerance, max_rank: maxRank, concurrency, batch }, progress);
+    const local = { tolerance, max_abs_error: maxAbs, codec: codec as CodecChoice | undefined, max_rank: maxRank };
+    const s = await importFiles(client, ns, files, { ...local, concurrency, batch }, progress);
     io.out(values.json ? JSON.stringify(s, null, 2) + "\n" : formatSummary(s));
     if (s.failed > 0) throw new ReportedFailure();
     return 0;

@@ -14,6 +14,7 @@ import {
   type ListOptions,
   type PutCoresOptions,
   type PutOptions,
+  type PutPredOptions,
   type SearchOptions,
   type ServeOptions,
   type SimilarityOptions,
@@ -29,7 +30,7 @@ import { CoreCache, type Core, type Scope, type StoreObserver } from "./context.
 import { LmdbBackend } from "./lmdb.js";
 import { MemoryBackend } from "./memory.js";
 import { compact } from "./maintenance.js";
-import { put, putCores, putCoresBatch, remove, type PutCoresItem, type PutData } from "./put.js";
+import { put, putCores, putCoresBatch, putPred, remove, type PutCoresItem, type PutData } from "./put.js";
 import { get, list, search, serve, serveGpu } from "./read.js";
 import { similarity, topk, vector } from "./queries.js";
 import type { CoreInput } from "./cores.js";
@@ -161,6 +162,15 @@ export class Store implements TensorStore {
   /** put_cores: stores a TT given by its cores (verdict `compressed`, relative_error 0). */
   putCores(ns: string, key: string, cores: CoreInput[], opts: PutCoresOptions = {}): Promise<PutResult> {
     return putCores(this.#scope, ns, key, cores, opts);
+  }
+
+  /**
+   * put of a stream of the prediction codec (lib/pred.ts) encoded by the caller: checked and
+   * decoded in full, stored as it is; `relative_error` and `max_abs_error` are the caller's
+   * measurement against its own data and become the entry's errors.
+   */
+  putPred(ns: string, key: string, stream: Uint8Array, opts: PutPredOptions): Promise<PutResult> {
+    return putPred(this.#scope, ns, key, stream, opts);
   }
 
   /** put_cores_batch: every item is validated before any is stored; all are stored in one transaction. */

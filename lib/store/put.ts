@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
 import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../fields.js";
-import { putCoresOptionsSchema, putOptionsSchema, type PutCoresOptions, type PutOptions } from "../schemas.js";
+import { putCoresOptionsSchema, putOptionsSchema, putPredOptionsSchema, type PutCoresOptions, type PutOptions, type PutPredOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
 import {
   addScaledSquares,
@@ -28,6 +28,7 @@ import { loadTT, type TT } from "./ttapi.js";
 import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, ServeArray, VersionRecord } from "./types.js";
 import { pacedScan } from "./pace.js";
 import { exactAsked, exactRoute, lossyRoute, type Encoded, type FloatJob } from "./choose.js";
+import { loadPred } from "./predapi.js";
 
 /** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
 export type PutData = ArrayBufferView | ArrayBuffer;
@@ -245,6 +246,68 @@ export async function putCores(s: Scope, ns: string, key: string, cores: CoreInp
   const stored = await lookup(s);
   if (stored !== undefined) return stored as PutResult;
   const prepared = await prepareCores(cores, o.shape, "cores");
+  return commit(s, ns, [{ key, prepared, if_version: o.if_version, metadata: o.metadata ?? {} }], false, (r) => r[0]!);
+}
+
+/**
+ * The pointwise bound a declared max_abs_error may reach over the stream's own: the encoder keeps
+ * every element strictly within it, measured in float64, so only the rounding of that measure is allowed.
+ */
+const DECLARED_BOUND_SLACK = 1e-9;
+
+/**
+ * Checks a pred stream given by a writer as hostile data and prepares its record: the header
+ * (every length checked against the stream before anything is allocated), the request's dtype and
+ * shape against it, a full decode (native, off the event loop) whose values must be finite, and
+ * the declared errors against the stream's own pointwise bound. The stream is stored as it is.
+ */
+async function preparePred(stream: Uint8Array, o: ReturnType<typeof putPredOptionsSchema.parse>): Promise<Prepared> {
+  const pred = await loadPred();
+  const h = pred.info(stream);
+  if (o.dtype !== undefined && o.dtype !== h.dtype) throw new ValidationError(`dtype ${o.dtype} does not match the stream's ${h.dtype}.`, "dtype");
+  if (o.shape !== undefined && (o.shape.length !== h.shape.length || o.shape.some((n, i) => n !== h.shape[i])))
+    throw new ValidationError(`shape [${o.shape.join(", ")}] does not match the stream's [${h.shape.join(", ")}].`, "shape");
+  if (h.lossless && (o.relative_error !== 0 || o.max_abs_error !== 0))
+    throw new ValidationError("The stream is lossless, so both declared errors must be 0.", "max_abs_error");
+  if (o.max_abs_error > h.max_abs_error * (1 + DECLARED_BOUND_SLACK))
+    throw new ValidationError(`The declared max_abs_error ${o.max_abs_error} is above the stream's own pointwise bound ${h.max_abs_error}.`, "max_abs_error");
+  const decoded = await pred.decompress(stream);
+  if (await hasNonFinitePaced(decoded)) throw new ValidationError("The stream decodes to NaN or infinite values; floating data must be finite.", "stream");
+  const { norm } = await normAndMaxPaced(decoded);
+  if (!Number.isFinite(norm)) throw new ValidationError("The norm of the stream's values overflows.", "stream");
+  const bytesIn = decoded.byteLength;
+  return {
+    payload: stream,
+    record: base(
+      h.dtype,
+      [...h.shape],
+      h.lossless ? "lossless" : "compressed",
+      bytesIn / stream.byteLength,
+      o.relative_error,
+      bytesIn,
+      stream.byteLength,
+      { sha256: await sha256hex(stream), codec: "pred", tt: null, norm },
+      { codec: "pred", lossless: h.lossless },
+      o.max_abs_error,
+    ),
+  };
+}
+
+/**
+ * put of a pred stream (lib/pred.ts) encoded by the writer: validated and decoded in full, then
+ * stored as it is. relative_error and max_abs_error are the writer's own measurement against its
+ * data (the store cannot see that data) and become the entry's errors.
+ */
+export async function putPred(s: Scope, ns: string, key: string, stream: Uint8Array, opts: PutPredOptions): Promise<PutResult> {
+  open(s);
+  namespace(ns);
+  keyName(key);
+  if (!(stream instanceof Uint8Array)) throw new ValidationError("stream must be a Uint8Array.", "stream");
+  const o = parseOrThrow(putPredOptionsSchema, opts, "options");
+  const stored = await lookup(s);
+  if (stored !== undefined) return stored as PutResult;
+  // own copy: the caller may reuse its buffer, unless it handed it over
+  const prepared = await preparePred(handedOver.has(stream) ? stream : new Uint8Array(stream), o);
   return commit(s, ns, [{ key, prepared, if_version: o.if_version, metadata: o.metadata ?? {} }], false, (r) => r[0]!);
 }
 

@@ -260,8 +260,53 @@ function jsonBody(req: Request): unknown {
 
 const coresOf = (list: PreparedPutCores["cores"]): CoreInput[] => list.map((c) => ({ shape: c.shape, data: asBuffer(c.data), dtype: c.dtype }));
 
-/** POST /v1/put: raw bytes (octet-stream, options in the query, metadata in X-SVC-Metadata) or JSON. */
-function putRoute({ config }: EngineContext): Handler {
+/** The fields of a put with encoding pred (lib/schemas.ts checked that they belong together). */
+interface PredFields {
+  namespace: string;
+  key: string;
+  dtype?: string;
+  shape?: number[];
+  declared_relative_error?: number;
+  declared_max_abs_error?: number;
+  if_version?: number;
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * A put whose payload is a pred stream (encoding pred): the header is read first (lengths checked
+ * against the stream), its dtype and shape must be the request's, and the values it decodes to are
+ * reserved in the memory budget before the full decode (in the store, off the event loop); the
+ * stream is stored as it is, with the writer's declared errors.
+ */
+async function putPredStream({ budget }: EngineContext, req: Request, res: Response, f: PredFields, stream: Buffer): Promise<void> {
+  const pred = await import("../../lib/pred.js");
+  const h = pred.info(stream);
+  if (f.dtype !== h.dtype) throw new ValidationError(`dtype ${f.dtype} does not match the stream's ${h.dtype}.`, "dtype");
+  const shape = f.shape ?? [];
+  if (shape.length !== h.shape.length || shape.some((n, i) => n !== h.shape[i]))
+    throw new ValidationError(`shape [${shape.join(", ")}] does not match the stream's [${h.shape.join(", ")}].`, "shape");
+  const decoded = h.shape.reduce((a, b) => a * b, 1) * (h.dtype === "float64" ? 8 : 4);
+  if (decoded > budget.limitBytes)
+    throw new ValidationError(
+      `The stream decodes to ${decoded} bytes, more than the engine's memory budget of ${budget.limitBytes} bytes for requests in flight (SVC_ENGINE_MEMORY_BUDGET_BYTES), which its check needs; raise it or send the tensor in parts.`,
+      "shape",
+    );
+  reservationOf(res, budget, (res.locals.tenant as string | undefined) ?? null).grow(decoded, "The decoded stream");
+  const w = writer(req, res);
+  const opts = {
+    dtype: h.dtype,
+    shape,
+    relative_error: f.declared_relative_error!,
+    max_abs_error: f.declared_max_abs_error!,
+    ...(f.metadata !== undefined ? { metadata: f.metadata } : {}),
+    ...(f.if_version !== undefined ? { if_version: f.if_version } : {}),
+  };
+  answer(res, w, 201, await w.putPred(f.namespace, f.key, handOver(stream), opts));
+}
+
+/** POST /v1/put: raw bytes (octet-stream, options in the query, metadata in X-SVC-Metadata) or JSON; either may carry a pred stream (encoding pred). */
+function putRoute(ctx: EngineContext): Handler {
+  const { config } = ctx;
   const checkSize = (n: number) => {
     if (n > config.max_upload_bytes)
       throw new PayloadTooLargeError(
@@ -279,16 +324,19 @@ function putRoute({ config }: EngineContext): Handler {
       }
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       checkSize(body.byteLength);
-      const { namespace, key, ...opts } = q;
+      if (q.encoding === "pred") return putPredStream(ctx, req, res, { ...q, metadata }, body);
+      // without encoding pred the declared errors are absent (lib/schemas.ts refuses them)
+      const { namespace, key, encoding: _encoding, declared_relative_error: _rel, declared_max_abs_error: _abs, ...opts } = q;
       const w = writer(req, res);
       answer(res, w, 201, await w.put(namespace, key, handOver(body), { dtype: "bytes", ...opts, metadata }));
       return;
     }
     if (!req.is("application/json")) throw new UnsupportedMediaTypeError("put takes application/json or application/octet-stream.");
     // checked against the schema and decoded as it was read (step 7)
-    const { namespace, key, data: decoded, ...opts } = req.body as PreparedPut;
+    const { namespace, key, data: decoded, encoding, declared_relative_error, declared_max_abs_error, ...opts } = req.body as PreparedPut;
     const data = asBuffer(decoded);
     checkSize(data.byteLength);
+    if (encoding === "pred") return putPredStream(ctx, req, res, { namespace, key, ...opts, declared_relative_error, declared_max_abs_error }, data);
     const w = writer(req, res);
     answer(res, w, 201, await w.put(namespace, key, handOver(data), { dtype: "bytes", ...opts }));
   };

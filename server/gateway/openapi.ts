@@ -348,6 +348,15 @@ function billingOperations(b: BillingDoc): Op[] {
   ];
 }
 
+/** The put parameters of the pred-encoded form (docs/api.md, put of a pred stream); the JSON form has the same fields. */
+const PUT_PRED_PARAMS: Record<string, string> = {
+  encoding:
+    "pred: the body is a stream of the prediction codec, checked and decoded in full by the engine and stored as it is; dtype (float32 or float64), shape and both declared errors are then required, tolerance, max_abs_error, codec and max_rank refused.",
+  declared_relative_error: "With encoding pred: the relative Frobenius error the client measured against its own data; recorded as the entry's relative_error.",
+  declared_max_abs_error:
+    "With encoding pred: the largest element error the client measured against its own data, at most the stream's own bound; recorded as the entry's max_abs_error.",
+};
+
 /** The data plane (docs/api.md, data plane). */
 function dataPlaneOperations(): Op[] {
   const nsParam = pathParam("namespace", namespaceSchema, "Namespace.");
@@ -359,7 +368,7 @@ function dataPlaneOperations(): Op[] {
       method: "post",
       path: "/v1/put",
       id: "put",
-      summary: "Ingest, compress and store a tensor or blob (1.0 CU).",
+      summary: "Ingest, compress and store a tensor or blob, or store a prediction-codec stream encoded by the client (encoding pred) (1.0 CU).",
       kind: "data",
       body: {
         required: true,
@@ -372,7 +381,7 @@ function dataPlaneOperations(): Op[] {
         ...paramsOf(putQuerySchema, "query").map((p) => ({
           ...p,
           required: false,
-          description: "Octet-stream form only (required there for namespace and key).",
+          description: PUT_PRED_PARAMS[p.name as string] ?? "Octet-stream form only (required there for namespace and key).",
         })),
         { name: "X-SVC-Metadata", in: "header", required: false, description: "Octet-stream form: metadata as a JSON object.", schema: { type: "string" } },
         idempotencyKeyParam,

@@ -1,7 +1,8 @@
 // svc import sends smooth float32/float64 files many to a request (put_cores_batch) after
 // compressing them here: 40 files under a limit of 5 requests per minute import at once, with
-// no wait, each entry served back within the tolerance; integer, noisy and broken files go
-// one per request and are reported as before; --batch 1 puts every file on its own.
+// no wait, each entry served back within the tolerance; a file whose prediction stream is
+// smaller than its TT, integer and broken files go one per request and are reported as before;
+// --batch 1 puts every file on its own.
 import test from "tape";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -48,8 +49,8 @@ test("40 smooth files under 5 requests per minute: batched, no wait, served with
   t.deepEqual([s.files, s.imported, s.failed], [41, 40, 1], `41 files, 40 imported, the broken one failed (exit ${r.code})`);
   t.equal(r.code, 1, "exit 1: one file failed");
   t.match(s.failures[0]?.reason ?? "", /magic bytes/, "the broken file's reason");
-  t.equal(s.verdicts.compressed, 39, "39 TT entries");
-  t.doesNotMatch(r.err, /waiting/, "no rate-limit wait: 2 requests for 40 files");
+  t.equal(s.verdicts.compressed, 39, "39 compressed entries");
+  t.doesNotMatch(r.err, /waiting/, "no rate-limit wait: 3 requests for 40 files");
   const audit = readFileSync(join(stack.dir, "audit.jsonl"), "utf8")
     .trim()
     .split("\n")
@@ -57,8 +58,8 @@ test("40 smooth files under 5 requests per minute: batched, no wait, served with
     .filter((l) => l.tenant_id === "t1" && l.path.startsWith("/v1/"));
   t.deepEqual(
     audit.map((l) => `${l.path} ${l.status}`).sort(),
-    ["/v1/put 201", "/v1/put_cores_batch 201"],
-    "two requests: one batch, one put (the int32 file)",
+    ["/v1/put 201", "/v1/put 201", "/v1/put_cores_batch 201"],
+    "three requests: one batch, one put of the int32 file, one of the float64 file (a pred stream, smaller than its TT)",
   );
 });
 

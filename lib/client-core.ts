@@ -75,8 +75,9 @@ export interface ClientOptions {
   sleep?: (ms: number) => Promise<void>;
   /**
    * A put of float32 or float64 data of at least this many bytes is compressed here with the
-   * engine's TT codec and sent as its cores (put_cores), so that a tensor past the upload limit
-   * can be stored (default 64 MiB; false sends every put as it is).
+   * engine's codecs and sent as TT cores (put_cores) or a prediction stream (a put with encoding
+   * pred), so that a tensor past the upload limit can be stored (default 64 MiB; false sends
+   * every put as it is).
    */
   localCompressBytes?: number | false;
   /** Called as a large put or serve moves: compressing, then bytes sent or received of the total. */

@@ -25,7 +25,7 @@ export function transferBar(io: Io, columns = process.stderr.columns || 100): Tr
         end();
         phase = p.phase;
         if (p.phase === "compress") {
-          io.err(`Compressing ${fmtBytes(p.total)} here with the engine's TT codec before sending it…\n`);
+          io.err(`Compressing ${fmtBytes(p.total)} here with the engine's codecs before sending it…\n`);
           return;
         }
         bar = new Progress({ write: io.err, isTTY: true, totalItems: 1, totalBytes: p.total, columns, unit: p.phase === "upload" ? "sent" : "received" });

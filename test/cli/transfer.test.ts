@@ -54,7 +54,7 @@ test("the compress phase says what happens before the upload starts", (t) => {
   bar.onProgress({ phase: "upload", done: 1_048_576, total: 2_097_152 });
   bar.onProgress({ phase: "upload", done: 2_097_152, total: 2_097_152 });
   bar.finish();
-  t.match(err, /^Compressing 268 MB here with the engine's TT codec before sending it…\n/, "one line for the compression");
+  t.match(err, /^Compressing 268 MB here with the engine's codecs before sending it…\n/, "one line for the compression");
   t.match(err, /\rsent {2}2\.10 MB\/2\.10 MB \(100%\).*\n$/, "then the upload bar, ended by a newline");
   t.equal(transferBar({ out: () => undefined, err: () => undefined, env: {}, errIsTTY: false }), undefined, "no bar off a terminal");
   t.end();

@@ -18,6 +18,20 @@ struct Kernels {
   double (*dot_dd)(const double* a, const double* b, size_t n);
   double (*sqdiff_ff)(const float* a, const float* b, size_t n);
   double (*sqdiff_dd)(const double* a, const double* b, size_t n);
+  // Largest |x| (NaN when x holds NaN or infinities) and the sum of squares in float64.
+  void (*scan_f)(const float* x, size_t n, double* amax, double* ss);
+  void (*scan_d)(const double* x, size_t n, double* amax, double* ss);
+  // G (m x m, row-major) += C C^T over the first kc columns of the m rows of C (row stride ldc),
+  // in float64, upper triangle and diagonal only; X: scratch of (m + 12) * (kc rounded up to a
+  // multiple of 64, plus 8) doubles. With amax, also *amax = max(*amax, largest |entry|).
+  void (*gram_f)(size_t m, size_t kc, const float* C, size_t ldc, double* X, double* G, double* amax);
+  void (*gram_d)(size_t m, size_t kc, const double* C, size_t ldc, double* X, double* G, double* amax);
+  // Squared distance in float64 between D (m x w, row stride ldd) and L R (L: m x r, R: r x w,
+  // row strides ldl, ldr), the product formed in the working type.
+  double (*lr_sqdiff_f)(size_t m, size_t w, size_t r, const float* L, size_t ldl, const float* R, size_t ldr,
+                        const float* D, size_t ldd);
+  double (*lr_sqdiff_d)(size_t m, size_t w, size_t r, const double* L, size_t ldl, const double* R, size_t ldr,
+                        const double* D, size_t ldd);
 };
 
 const Kernels& kernels_scalar();

@@ -23,6 +23,8 @@ constexpr size_t kEigFull = 384;
 constexpr size_t kExactCap = 1024;
 // Gram matrices of at least this side get their eigenvalues before any eigenvector.
 constexpr size_t kValuesFirst = 192;
+// Largest side of a row Gram matrix formed by the gram kernels (above it, by the GEMM).
+constexpr size_t kGramRowsMax = 512;
 
 // The delta-rule cut of TT-SVD over the squared singular values e (descending): the smallest
 // rank whose discarded energy (the sum of the trailing e) is at most delta2, then at most rmax.
@@ -53,6 +55,8 @@ template <typename T>
 Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
 void basis_of(const T* A, size_t m, size_t n, const double* gram, std::vector<double>& Q);
+bool partial_vectors(const std::vector<double>& G, const SymTridiag& t, Factor& f, double delta2,
+                     std::vector<double>& Vr);
 
 // Rank-revealing factorisation of the m x N matrix C for TT-SVD: a float64 Gram matrix of the
 // shorter side, its eigen-decomposition, truncation to discarded energy <= delta2 and rank <= rmax.
@@ -62,33 +66,109 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax, b
   return factor_exact(C, m, N, delta2, rmax, last);
 }
 
+// G (m x m, row-major) = C C^T in float64 for the m x N matrix C (row-major, m <= N), and with
+// amax the largest magnitude in C (m <= kGramRowsMax only): blocks of
+// columns split over the pool, each block's rows converted to float64 once and multiplied in
+// register blocks of the upper triangle (the gram kernels), the partial sums added and mirrored.
 template <typename T>
-Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
-  size_t g = std::min(m, N);
-  std::vector<double> G(g * g), w(g), V(g * g);
-  if (m <= N) gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G.data(), m, false);
-  else gemm<T, T, double>(N, N, m, C, 1, N, C, N, 1, G.data(), N, false);
+void gram_rows(const T* C, size_t m, size_t N, double* G, double* amax) {
+  if (m > kGramRowsMax) {
+    gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G, m, false);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = i + 1; j < m; ++j) G[i * m + j] = G[j * m + i] = 0.5 * (G[i * m + j] + G[j * m + i]);
+    return;
+  }
+  const size_t kc = std::clamp<size_t>(65536 / std::max<size_t>(m, 1), 64, 2048) / 16 * 16;
+  const size_t blocks = (N + kc - 1) / kc;
+  const double work = double(m) * double(m) * double(N);
+  const size_t parts = work < 4e6 ? 1 : std::min(blocks, 4 * size_t(pool_threads()));
+  std::vector<double> acc(parts * m * m, 0.0), mx(parts, 0.0);
+  parallel_for(parts, [&](size_t t) {
+    const size_t b0 = blocks * t / parts, b1 = blocks * (t + 1) / parts;
+    std::vector<double> X((m + 12) * ((kc + 63) / 64 * 64 + 8));
+    double* Gt = acc.data() + t * m * m;
+    for (size_t b = b0; b < b1; ++b) {
+      const size_t c0 = b * kc;
+      gramk(m, std::min(kc, N - c0), C + c0, N, X.data(), Gt, amax ? &mx[t] : nullptr);
+    }
+  });
+  if (amax) *amax = *std::max_element(mx.begin(), mx.end());
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = i; j < m; ++j) {
+      double v = 0;
+      for (size_t t = 0; t < parts; ++t) v += acc[t * m * m + i * m + j];
+      G[i * m + j] = G[j * m + i] = v;
+    }
+}
+
+Factor factor_gram(std::vector<double>& G, size_t g, double delta2, size_t rmax) {
   for (size_t i = 0; i < g; ++i)
     for (size_t j = i + 1; j < g; ++j) {
       double s = 0.5 * (G[i * g + j] + G[j * g + i]);
       G[i * g + j] = G[j * g + i] = s;
     }
   // Large Gram matrices: eigenvalues first (about a sixth of the cost with vectors). When the
-  // cut keeps the whole row or column space, no eigenvector is needed: the core is the identity,
-  // or the orthonormal basis of C's own columns. High-rank data (noise, weights, ratios near 1)
-  // end here.
+  // cut keeps the whole row space, no eigenvector is needed: the core is the identity.
   if (g >= kValuesFirst) {
     SymTridiag t;
     sym_tridiag(g, G.data(), t);
-    w = t.w;
+    std::vector<double> w = t.w;
     for (double& x : w) x = std::max(x, 0.0);
     Factor f = truncate(w, delta2, rmax);
     f.kept_min = w[f.r - 1];
     if (f.r == g) {
-      if (m <= N) {
-        f.identity = true;
-        return f;
-      }
+      f.identity = true;
+      return f;
+    }
+    std::vector<double> B;
+    if (partial_vectors(G, t, f, delta2, B)) {
+      f.Q.swap(B);
+      return f;
+    }
+  }
+  std::vector<double> w(g), V(g * g);
+  sym_eig(g, G.data(), w.data(), V.data());
+  for (double& x : w) x = std::max(x, 0.0);  // the Gram matrix's eigenvalues, rounding below 0 cut
+  Factor f = truncate(w, delta2, rmax);
+  const size_t r = f.r;
+  f.kept_min = w[r - 1];
+  if (r == g) {
+    f.identity = true;
+    return f;
+  }
+  f.Q.resize(g * r);
+  for (size_t i = 0; i < g; ++i)
+    for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = V[j * g + i];
+  return f;
+}
+
+template <typename T>
+Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last) {
+  if (m <= N) {
+    std::vector<double> G(m * m);
+    gram_rows(C, m, N, G.data());
+    return factor_gram(G, m, delta2, rmax);
+  }
+  // Tall: the Gram matrix of the columns, C^T C.
+  const size_t g = N;
+  std::vector<double> G(g * g);
+  gemm<T, T, double>(N, N, m, C, 1, N, C, N, 1, G.data(), N, false);
+  for (size_t i = 0; i < g; ++i)
+    for (size_t j = i + 1; j < g; ++j) {
+      double s = 0.5 * (G[i * g + j] + G[j * g + i]);
+      G[i * g + j] = G[j * g + i] = s;
+    }
+  // Large Gram matrices: eigenvalues first. When the cut keeps the whole column space, no
+  // eigenvector is needed: the orthonormal basis of C's own columns (or, on the last step, the
+  // data itself as the core). High-rank data (noise, weights, ratios near 1) end here.
+  if (g >= kValuesFirst) {
+    SymTridiag t;
+    sym_tridiag(g, G.data(), t);
+    std::vector<double> w = t.w;
+    for (double& x : w) x = std::max(x, 0.0);
+    Factor f = truncate(w, delta2, rmax);
+    f.kept_min = w[f.r - 1];
+    if (f.r == g) {
       if (last) {
         f.right_identity = true;
         return f;
@@ -96,58 +176,22 @@ Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, 
       basis_of(C, m, N, G.data(), f.Q);
       return f;
     }
-    // Otherwise only the eigenvectors of the smaller side of the cut, by inverse iteration: the
-    // kept ones, or the discarded ones, whose orthogonal complement is the kept space (weights,
-    // photographs and noise keep most of the spectrum). What the subspace found discards is
-    // measured on G; should it exceed the budget, the full QL decomposition below decides.
-    const size_t r = f.r;
-    const bool kept_side = 2 * r <= g;
-    const size_t lo = kept_side ? 0 : r, hi = kept_side ? r : g, k = hi - lo;
-    std::vector<double> Z, Zt(g * k), B, GB(g * k);
-    sym_tridiag_vectors(t, lo, hi, Z);
-    for (size_t i = 0; i < g; ++i)
-      for (size_t j = 0; j < k; ++j) Zt[i * k + j] = Z[j * g + i];
-    // Orthonormal to rounding whatever inverse iteration left (Cholesky QR twice, Householder
-    // where that breaks down), so that what is measured below is the energy of a projection.
-    basis_of(Zt.data(), g, k, nullptr, B);
-    gemm<double, double, double>(g, k, g, G.data(), g, 1, B.data(), k, 1, GB.data(), k, false);
-    double span = 0, trace = 0;
-    for (size_t i = 0; i < g; ++i) {
-      trace += G[i * g + i];
-      for (size_t j = 0; j < k; ++j) span += B[i * k + j] * GB[i * k + j];
-    }
-    const double disc = kept_side ? trace - span : span;
-    const double allowed = (f.capped ? f.discarded : std::max(delta2, f.discarded)) + 1e-12 * trace;
-    if (disc <= allowed) {
-      f.discarded = std::max(f.discarded, disc);
-      std::vector<double> Vr;
-      if (kept_side) Vr.swap(B);
-      else complement_basis(g, k, B.data(), Vr);
-      if (m <= N) {
-        f.Q.swap(Vr);
-      } else {
-        // U = C V_r spans the kept column space; orthonormalised by QR.
-        std::vector<double> U(m * r);
-        gemm<T, double, double>(m, r, N, C, N, 1, Vr.data(), r, 1, U.data(), r, false);
-        basis_of(U.data(), m, r, nullptr, f.Q);
-      }
+    std::vector<double> Vr;
+    if (partial_vectors(G, t, f, delta2, Vr)) {
+      // U = C V_r spans the kept column space; orthonormalised by QR.
+      std::vector<double> U(m * f.r);
+      gemm<T, double, double>(m, f.r, N, C, N, 1, Vr.data(), f.r, 1, U.data(), f.r, false);
+      basis_of(U.data(), m, f.r, nullptr, f.Q);
       return f;
     }
   }
+  std::vector<double> w(g), V(g * g);
   sym_eig(g, G.data(), w.data(), V.data());
   for (double& x : w) x = std::max(x, 0.0);  // the Gram matrix's eigenvalues, rounding below 0 cut
   Factor f = truncate(w, delta2, rmax);
   size_t r = f.r;
   f.kept_min = w[r - 1];
-  if (m <= N) {
-    if (r == m) {
-      f.identity = true;
-      return f;
-    }
-    f.Q.resize(m * r);
-    for (size_t i = 0; i < m; ++i)
-      for (size_t j = 0; j < r; ++j) f.Q[i * r + j] = V[j * g + i];
-  } else if (last && r == N) {
+  if (last && r == N) {
     // Nothing to cut and no later step to protect: C = C * I exactly, without an m x r float64
     // basis (which would be twice the input for float32 data).
     f.right_identity = true;
@@ -158,6 +202,39 @@ Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, 
     basis_of(U.data(), m, r, nullptr, f.Q);
   }
   return f;
+}
+
+// The eigenvectors of the smaller side of the cut f made on the Gram matrix G (tridiagonal form
+// t), by inverse iteration: the kept ones, or the discarded ones, whose orthogonal complement is
+// the kept space (weights, photographs and noise keep most of the spectrum). What the subspace
+// found discards is measured on G; returns false, for the full QL decomposition to decide, should
+// it exceed the budget. Otherwise Vr (g x r) is an orthonormal basis of the kept space and
+// f.discarded includes what it discards.
+bool partial_vectors(const std::vector<double>& G, const SymTridiag& t, Factor& f, double delta2,
+                     std::vector<double>& Vr) {
+  const size_t g = t.n, r = f.r;
+  const bool kept_side = 2 * r <= g;
+  const size_t lo = kept_side ? 0 : r, hi = kept_side ? r : g, k = hi - lo;
+  std::vector<double> Z, Zt(g * k), B, GB(g * k);
+  sym_tridiag_vectors(t, lo, hi, Z);
+  for (size_t i = 0; i < g; ++i)
+    for (size_t j = 0; j < k; ++j) Zt[i * k + j] = Z[j * g + i];
+  // Orthonormal to rounding whatever inverse iteration left (Cholesky QR twice, Householder
+  // where that breaks down), so that what is measured below is the energy of a projection.
+  basis_of(Zt.data(), g, k, nullptr, B);
+  gemm<double, double, double>(g, k, g, G.data(), g, 1, B.data(), k, 1, GB.data(), k, false);
+  double span = 0, trace = 0;
+  for (size_t i = 0; i < g; ++i) {
+    trace += G[i * g + i];
+    for (size_t j = 0; j < k; ++j) span += B[i * k + j] * GB[i * k + j];
+  }
+  const double disc = kept_side ? trace - span : span;
+  const double allowed = (f.capped ? f.discarded : std::max(delta2, f.discarded)) + 1e-12 * trace;
+  if (disc > allowed) return false;
+  f.discarded = std::max(f.discarded, disc);
+  if (kept_side) Vr.swap(B);
+  else complement_basis(g, k, B.data(), Vr);
+  return true;
 }
 
 // Orthonormal basis of the columns of Y (g x K) by two rounds of Gram + eigen-decomposition
@@ -489,6 +566,7 @@ Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t
 }
 
 #define SVC_T(T)                                                                   \
+  template void gram_rows<T>(const T*, size_t, size_t, double*, double*);          \
   template Factor factor_step<T>(const T*, size_t, size_t, double, size_t, bool);  \
   template Factor factor_exact<T>(const T*, size_t, size_t, double, size_t, bool); \
   template Buffer project<T>(const Factor&, const T*, size_t, size_t);

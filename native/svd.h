@@ -30,6 +30,14 @@ Factor factor_step(const T* C, size_t m, size_t N, double delta2, size_t rmax) {
 template <typename T>
 Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 
+// G (m x m) = C C^T in float64 for the m x N matrix C, m <= N (row-major, both); with amax (m at
+// most 512), also the largest magnitude in C.
+template <typename T>
+void gram_rows(const T* C, size_t m, size_t N, double* G, double* amax = nullptr);
+// The Gram route's factorisation of an unfolding with m <= N from its row Gram matrix G (g x g,
+// overwritten): Q (g x r) spans the kept eigenvectors, or identity.
+Factor factor_gram(std::vector<double>& G, size_t g, double delta2, size_t rmax);
+
 // Truncated SVD of a small m x N float64 matrix by QR + one-sided Jacobi; the remainder Q^T C in rem.
 Factor factor_precise(const double* C, size_t m, size_t N, double delta2, size_t rmax, std::vector<double>& rem);
 

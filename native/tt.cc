@@ -27,41 +27,117 @@ constexpr size_t kMaxJacobi = 384;
 
 namespace {
 
-// Relative error of a TT against the dense data it came from, by a chunked reconstruction.
+// Squared difference of n entries in float64; data far from 1 in magnitude (scale_e != 0) have
+// their differences scaled by 2^scale_e before squaring (norm2 is of the scaled data), so that
+// neither overflows nor underflows.
+template <typename T>
+double sqdiff_scaled(const T* a, const T* b, size_t n, double f1, double f2, bool scaled) {
+  if (!scaled) return sqdiffk(a, b, n);
+  double acc = 0;
+  for (size_t j = 0; j < n; ++j) {
+    double dlt = (double(a[j]) - double(b[j])) * f1 * f2;
+    acc += dlt * dlt;
+  }
+  return acc;
+}
+
+// Relative error of a TT against the dense data it came from: the two dense halves L (P x r)
+// and R (r x Q) of the reconstruction (tt_chain.h) once, then tiles of L R of about 64K entries,
+// each compared with the data while it is in cache, split over the pool. Where the halves would
+// be larger than a quarter of the data (ranks near full), a chunked reconstruction (1/8 of the
+// first mode at a time) instead.
 template <typename T>
 double measure_error(const T* data, size_t n, const std::vector<const T*>& cores, const std::vector<size_t>& modes,
                      const std::vector<size_t>& ranks, double norm2, int scale_e = 0) {
   const double f1 = std::ldexp(1.0, scale_e / 2), f2 = std::ldexp(1.0, scale_e - scale_e / 2);
+  const bool scaled = scale_e != 0;
+  std::vector<CoreRef<T>> refs = full_refs(cores, modes, ranks);
+  // The split with the fewest products (each entry of L R costs r_s of them, plus a few for its
+  // store and comparison, and the halves their chains, whose small GEMMs run slower) among those
+  // whose halves fit in a quarter of the data.
+  size_t s = 0, rs = 0;
+  {
+    const size_t d = refs.size();
+    std::vector<double> P(d + 1, 1.0), Q(d + 1, 1.0), lc(d + 1, 0.0), rc(d + 1, 0.0);
+    for (size_t k = 0; k < d; ++k) P[k + 1] = P[k] * double(refs[k].n);
+    for (size_t k = d; k-- > 0;) Q[k] = Q[k + 1] * double(refs[k].n);
+    for (size_t k = 1; k < d; ++k) lc[k + 1] = lc[k] + P[k] * double(refs[k].r0) * double(refs[k].n * refs[k].r1);
+    for (size_t k = d - 1; k-- > 0;) rc[k] = rc[k + 1] + double(refs[k].r0 * refs[k].n) * double(refs[k].r1) * Q[k + 1];
+    double best = 0;
+    for (size_t k = 1; k < d; ++k) {
+      const double mem = (P[k] + Q[k]) * double(refs[k].r0);
+      if (mem > 0.25 * double(n)) continue;
+      // (short rows of L R make short, slow tiles: counted twice)
+      const double cost = (double(n) * double(refs[k].r0 + 4) + 4 * (lc[k] + rc[k])) * (Q[k] < 256 ? 2 : 1);
+      if (s == 0 || cost < best) {
+        s = k;
+        rs = refs[k].r0;
+        best = cost;
+      }
+    }
+  }
+  if (s > 0) {
+    {
+      size_t rows = 0, cols = 0;
+      std::vector<T> lbuf, rbuf;
+      const T* L;
+      const T* R;
+      L = left_chain(refs, s, lbuf, rows);
+      R = right_chain(refs, s, rbuf, cols);
+      // Tiles of 512 columns (their block of R stays in cache) by 64 rows; float32 differences
+      // cannot overflow or underflow in float64, so scaled float32 data are compared as they are
+      // and the sum scaled afterwards.
+      const size_t cb = std::min<size_t>(cols, 512), mb = std::max<size_t>(1, std::min(rows, 32768 / cb));
+      const size_t nrb = (rows + mb - 1) / mb, ncb = (cols + cb - 1) / cb, tiles = nrb * ncb;
+      const size_t parts = std::min(tiles, 8 * size_t(pool_threads()));
+      const bool direct = rs <= 256 && (std::is_same_v<T, float> || !scaled);
+      std::vector<double> part(parts, 0.0);
+      parallel_for(parts, [&](size_t t) {
+        std::vector<T> buf(direct ? 0 : mb * cb), rb;
+        size_t have = SIZE_MAX;
+        double acc = 0;
+        for (size_t b = tiles * t / parts; b < tiles * (t + 1) / parts; ++b) {
+          const size_t j0 = (b / nrb) * cb, i0 = (b % nrb) * mb;
+          const size_t len = std::min(mb, rows - i0), w = std::min(cb, cols - j0);
+          if (direct) {
+            // The block of R copied together: its rows, a power of two apart in R, would share
+            // cache sets.
+            if (have != j0) {
+              rb.resize(rs * w);
+              for (size_t p = 0; p < rs; ++p) std::memcpy(rb.data() + p * w, R + p * cols + j0, w * sizeof(T));
+              have = j0;
+            }
+            acc += lr_sqdiffk(len, w, rs, L + i0 * rs, rs, rb.data(), w, data + i0 * cols + j0, cols);
+            continue;
+          }
+          gemm<T, T, T>(len, w, rs, L + i0 * rs, rs, 1, R + j0, cols, 1, buf.data(), w, false, false);
+          for (size_t i = 0; i < len; ++i)
+            acc += sqdiff_scaled(data + (i0 + i) * cols + j0, buf.data() + i * w, w, f1, f2, scaled);
+        }
+        part[t] = direct && scaled ? std::ldexp(acc, 2 * scale_e) : acc;
+      });
+      double err2 = 0;
+      for (double v : part) err2 += v;
+      return std::sqrt(err2 / norm2);
+    }
+  }
   size_t n0 = modes[0], per = n / n0;
   size_t step = std::max<size_t>(1, std::min(n0, (size_t(1) << 22) / std::max<size_t>(per, 1)));
   if (n0 >= 8 && step > n0 / 8) step = std::max<size_t>(1, n0 / 8);
-  std::vector<CoreRef<T>> refs = full_refs(cores, modes, ranks);
-  std::vector<T> buf(step * per), first;
+  Buffer buf = alloc_buffer(step * per, sizeof(T));
   double err2 = 0;
   for (size_t a = 0; a < n0; a += step) {
     size_t len = std::min(step, n0 - a);
     size_t r1 = ranks[1];
     refs[0] = {cores[0] + a * r1, 1, len, r1};
-    contract_chain(refs, buf.data());
+    contract_chain(refs, buf.as<T>());
     const T* src = data + a * per;
     size_t cnt = len * per;
     size_t nb = (cnt + kChunk - 1) / kChunk;
     std::vector<double> part(nb);
     parallel_for(nb, [&](size_t i) {
       size_t s = i * kChunk;
-      size_t len2 = std::min(kChunk, cnt - s);
-      if (scale_e == 0) {
-        part[i] = sqdiffk(src + s, buf.data() + s, len2);
-      } else {
-        // data far from 1 in magnitude: differences are scaled before squaring (norm2 is of the
-        // scaled data), so that neither overflows nor underflows in float64
-        double acc = 0;
-        for (size_t j = 0; j < len2; ++j) {
-          double dlt = (double(src[s + j]) - double(buf[s + j])) * f1 * f2;
-          acc += dlt * dlt;
-        }
-        part[i] = acc;
-      }
+      part[i] = sqdiff_scaled(src + s, buf.as<T>() + s, std::min(kChunk, cnt - s), f1, f2, scaled);
     });
     for (double v : part) err2 += v;
   }
@@ -74,11 +150,111 @@ double measure_error(const T* data, size_t n, const std::vector<const T*>& cores
 // float64 remainders (relative accuracy, for tolerances below what the Gram matrix resolves).
 enum Route { kFast = 0, kExact = 1, kPrecise = 2 };
 
+// The first steps of a TT-SVD pass need no remainder of their own: with G = A A^T, the float64
+// Gram matrix of the data's unfolding with M_p = n_0 ... n_{p-1} rows, the Gram matrix of step
+// k < p is (F^T (x) I) G_{k+1} (F (x) I), where G_{k+1} is G summed over its last p - k - 1
+// digits (the Gram matrix of the unfolding with M_{k+1} rows) and F (M_k x r_k) is the product
+// of the earlier steps' cores (the frame: the remainder is F^T A). One pass over the data forms
+// G, one more the remainder after step p - 1; the steps in between cost nothing proportional to
+// the data.
+struct PrefixGram {
+  std::vector<double> G;  // Mp x Mp
+  size_t Mp = 0;
+  std::vector<double> F;  // frame of the steps done: M_k x r_k, row-major
+  bool identity = true;   // every step so far kept its whole row space (F = I)
+};
+
+// How many leading steps go through one Gram matrix: the most with M_p <= 128, M_p^2 <= n (every
+// one of those steps then has at most as many rows as columns) and p <= d - 2 (the last step
+// keeps its own route).
+size_t prefix_length(const std::vector<size_t>& modes, size_t n) {
+  size_t d = modes.size(), p = 0, M = 1;
+  while (p + 2 < d) {
+    size_t next = M * modes[p];
+    if (next > 128 || double(next) * double(next) > double(n)) break;
+    M = next;
+    ++p;
+  }
+  return p;
+}
+
+Factor prefix_step(PrefixGram& P, const std::vector<size_t>& modes, size_t k, double delta2, size_t max_rank) {
+  size_t Mk = 1;
+  for (size_t j = 0; j < k; ++j) Mk *= modes[j];
+  const size_t nk = modes[k], M1 = Mk * nk, T = P.Mp / M1;
+  const size_t R = P.identity ? Mk : P.F.size() / Mk, g = R * nk;
+  // G_{k+1}: the Gram matrix of the unfolding with M1 rows (the trailing T digits summed).
+  std::vector<double> G1(M1 * M1, 0.0);
+  for (size_t I = 0; I < M1; ++I)
+    for (size_t J = 0; J < M1; ++J) {
+      const double* gp = P.G.data() + (I * T) * P.Mp + J * T;
+      double s = 0;
+      for (size_t t = 0; t < T; ++t) s += gp[t * P.Mp + t];
+      G1[I * M1 + J] = s;
+    }
+  std::vector<double> H;
+  if (P.identity) {
+    H.swap(G1);
+  } else {
+    // Y[(a,j), (i',j')] = sum_i F[i,a] G1[(i,j), (i',j')]; H[(a,j), (a',j')] = sum_i' Y[(a,j), (i',j')] F[i',a'].
+    std::vector<double> Y(g * M1, 0.0);
+    for (size_t i = 0; i < Mk; ++i)
+      for (size_t a = 0; a < R; ++a) {
+        const double f = P.F[i * R + a];
+        if (f == 0.0) continue;
+        for (size_t j = 0; j < nk; ++j) {
+          const double* src = G1.data() + (i * nk + j) * M1;
+          double* dst = Y.data() + (a * nk + j) * M1;
+          for (size_t c = 0; c < M1; ++c) dst[c] += f * src[c];
+        }
+      }
+    H.assign(g * g, 0.0);
+    for (size_t row = 0; row < g; ++row) {
+      const double* y = Y.data() + row * M1;
+      double* h = H.data() + row * g;
+      for (size_t i = 0; i < Mk; ++i)
+        for (size_t j = 0; j < nk; ++j) {
+          const double v = y[i * nk + j];
+          const double* f = P.F.data() + i * R;
+          for (size_t a = 0; a < R; ++a) h[a * nk + j] += v * f[a];
+        }
+    }
+  }
+  Factor f = factor_gram(H, g, delta2, max_rank);
+  // The new frame: F'[(i,j), b] = sum_a F[i,a] Q[(a,j), b] (F' = F (x) I when the step keeps
+  // everything).
+  if (f.identity) {
+    if (!P.identity) {
+      std::vector<double> F2(M1 * g, 0.0);
+      for (size_t i = 0; i < Mk; ++i)
+        for (size_t j = 0; j < nk; ++j)
+          for (size_t a = 0; a < R; ++a) F2[(i * nk + j) * g + a * nk + j] = P.F[i * R + a];
+      P.F.swap(F2);
+    }
+  } else {
+    const size_t r = f.r;
+    std::vector<double> F2(M1 * r, 0.0);
+    for (size_t i = 0; i < Mk; ++i)
+      for (size_t j = 0; j < nk; ++j) {
+        double* dst = F2.data() + (i * nk + j) * r;
+        for (size_t a = 0; a < R; ++a) {
+          const double fa = P.identity ? (a == i ? 1.0 : 0.0) : P.F[i * R + a];
+          if (fa == 0.0) continue;
+          const double* q = f.Q.data() + (a * nk + j) * r;
+          for (size_t b = 0; b < r; ++b) dst[b] += fa * q[b];
+        }
+      }
+    P.F.swap(F2);
+    P.identity = false;
+  }
+  return f;
+}
+
 // One TT-SVD pass (kFast or kExact) in the working type. Returns false when min_ratio proved
 // unreachable (probe given); capped says whether max_rank bound at some step.
 template <typename T>
 bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double delta2, size_t max_rank, Route route,
-              RankProbe* probe, double min_ratio, TTResult& res, bool& capped) {
+              RankProbe* probe, double min_ratio, const std::vector<double>& gram, TTResult& res, bool& capped) {
   size_t d = modes.size();
   res = TTResult();
   res.ranks.assign(1, 1);
@@ -87,11 +263,31 @@ bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double 
   Buffer curbuf;
   size_t rprev = 1, rest = n;
   double discarded = 0;
+  // The first p steps from one Gram matrix of the data (see PrefixGram), when there are two or
+  // more of them (gram: that matrix, when the caller formed it).
+  PrefixGram pre;
+  size_t p = prefix_length(modes, n);
+  if (p >= 2) {
+    size_t Mp = 1;
+    for (size_t k = 0; k < p; ++k) Mp *= modes[k];
+    if (gram.size() == Mp * Mp) {
+      pre.G = gram;
+    } else {
+      pre.G.assign(Mp * Mp, 0.0);
+      gram_rows(data, Mp, n / Mp, pre.G.data());
+    }
+    pre.Mp = Mp;
+    pre.F.assign(1, 1.0);
+  } else {
+    p = 0;
+  }
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = rprev * modes[k], N = rest / modes[k];
     bool last = k + 2 == d;
-    Factor f = route == kFast ? factor_step(cur, m, N, delta2, max_rank, last)
-                              : factor_exact(cur, m, N, delta2, max_rank, last);
+    Factor f;
+    f = k < p            ? prefix_step(pre, modes, k, delta2, max_rank)
+        : route == kFast ? factor_step(cur, m, N, delta2, max_rank, last)
+                         : factor_exact(cur, m, N, delta2, max_rank, last);
     capped = capped || f.capped;
     discarded += f.discarded;
     if (probe) {
@@ -104,7 +300,23 @@ bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double 
     }
     Buffer core = alloc_buffer(m * f.r, sizeof(T));
     T* cp = core.as<T>();
-    if (f.right_identity) {
+    if (k < p) {
+      // The core now; the remainder once, after the last of these steps, from the data and the
+      // frame of the steps together.
+      if (f.identity) {
+        std::fill(cp, cp + m * f.r, T(0));
+        for (size_t i = 0; i < m; ++i) cp[i * f.r + i] = T(1);
+      } else {
+        for (size_t i = 0; i < m * f.r; ++i) cp[i] = static_cast<T>(f.Q[i]);
+      }
+      if (k + 1 == p && !pre.identity) {
+        Factor frame;
+        frame.r = f.r;
+        frame.Q.swap(pre.F);
+        curbuf = project(frame, data, pre.Mp, n / pre.Mp);
+        cur = curbuf.as<T>();
+      }
+    } else if (f.right_identity) {
       std::memcpy(cp, cur, m * N * sizeof(T));
       Buffer eye = alloc_buffer(N * N, sizeof(T));
       T* ep = eye.as<T>();
@@ -117,7 +329,8 @@ bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double 
       for (size_t i = 0; i < m; ++i) cp[i * f.r + i] = T(1);
     } else {
       for (size_t i = 0; i < m * f.r; ++i) cp[i] = static_cast<T>(f.Q[i]);
-      Buffer next = project(f, cur, m, N);
+      Buffer next;
+      next = project(f, cur, m, N);
       curbuf = std::move(next);
       cur = curbuf.as<T>();
     }
@@ -212,25 +425,30 @@ void exact_tt(const T* data, size_t n, const std::vector<size_t>& modes, TTResul
   }
 }
 
+// Largest magnitude (NaN when x holds NaN or infinities) and sum of squares (float64, which
+// overflows for float64 data beyond about 1e150) of x in one pass.
+template <typename T>
+void scan(const T* x, size_t n, double& amax, double& ss) {
+  size_t nb = (n + kChunk - 1) / kChunk;
+  std::vector<double> mx(nb), sq(nb);
+  parallel_for(nb, [&](size_t i) {
+    size_t s = i * kChunk;
+    scank(x + s, std::min(kChunk, n - s), &mx[i], &sq[i]);
+  });
+  amax = 0;
+  ss = 0;
+  for (size_t i = 0; i < nb; ++i) {
+    amax = std::isnan(mx[i]) || std::isnan(amax) ? mx[i] + amax : std::max(amax, mx[i]);
+    ss += sq[i];
+  }
+}
+
+// Largest magnitude of x, NaN when x is not finite.
 template <typename T>
 double max_abs(const T* x, size_t n) {
-  size_t nb = (n + kChunk - 1) / kChunk;
-  std::vector<double> part(nb);
-  parallel_for(nb, [&](size_t i) {
-    size_t s = i * kChunk, e = std::min(n, s + kChunk);
-    T m = 0;
-    bool bad = false;
-    for (size_t j = s; j < e; ++j) {
-      T a = std::fabs(x[j]);
-      m = a > m ? a : m;
-      bad |= !(a == a);
-    }
-    part[i] = bad ? std::numeric_limits<double>::quiet_NaN() : double(m);
-  });
-  double t = 0;
-  for (double v : part)
-    t = (std::isnan(v) || std::isnan(t)) ? std::numeric_limits<double>::quiet_NaN() : std::max(t, v);
-  return t;
+  double amax = 0, ss = 0;
+  scan(x, n, amax, ss);
+  return amax;
 }
 
 // x * 2^e, exact in the working type unless the result leaves its range (two factors so that
@@ -279,8 +497,23 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
   if (!(tol > 0 && tol < 1)) throw TTError("bad_request", "tolerance", "tolerance must be between 0 and 1");
   if (max_rank < 1) throw TTError("bad_request", "max_rank", "max_rank must be at least 1");
   const bool f32 = std::is_same_v<T, float>;
-  double amax = max_abs(data, n);
-  if (!std::isfinite(amax)) throw TTError("bad_request", "data", "data must contain only finite numbers");
+  // The largest magnitude and the norm. For float32 data with prefix steps, from the pass that
+  // forms their Gram matrix (float64 holds the squares of any float32 value, so the matrix needs
+  // no scaling): the norm is its trace.
+  double amax = 0, norm2 = 0;
+  std::vector<double> gram;
+  const size_t pre_p = prefix_length(modes, n);
+  if (f32 && pre_p >= 2) {
+    size_t Mp = 1;
+    for (size_t k = 0; k < pre_p; ++k) Mp *= modes[k];
+    gram.assign(Mp * Mp, 0.0);
+    gram_rows(data, Mp, n / Mp, gram.data(), &amax);
+    for (size_t i = 0; i < Mp; ++i) norm2 += gram[i * Mp + i];
+  } else {
+    scan(data, n, amax, norm2);
+  }
+  if (!std::isfinite(amax) || (!gram.empty() && !std::isfinite(norm2)))
+    throw TTError("bad_request", "data", "data must contain only finite numbers");
   if (amax == 0) throw TTError("bad_request", "data", "data must not be all zeros");
 
   TTResult res;
@@ -314,7 +547,10 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
   } else {
     e = 0;
   }
-  double norm2 = sumsq(work, n);
+  if (scaled) {
+    norm2 = sumsq(work, n);
+    gram.clear();
+  }
   if (!std::isfinite(norm2)) throw TTError("bad_request", "data", "data must contain only finite numbers");
 
   // The truncation budget leaves room for the rounding of the cores and of the reconstruction
@@ -352,7 +588,7 @@ TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, 
     if (route == kPrecise) {
       precise_pass(work, n, modes, delta2, max_rank, res, capped);
       ++precise_tries;
-    } else if (!svd_pass(work, n, modes, delta2, max_rank, route, pp, min_ratio, res, capped)) {
+    } else if (!svd_pass(work, n, modes, delta2, max_rank, route, pp, min_ratio, gram, res, capped)) {
       TTResult gave;
       gave.gave_up = true;
       return gave;

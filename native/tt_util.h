@@ -29,6 +29,24 @@ double dot_mixed(const TA* a, const TB* b, size_t n) {
   }
 }
 
+inline void scank(const float* x, size_t n, double* amax, double* ss) { K().scan_f(x, n, amax, ss); }
+inline void scank(const double* x, size_t n, double* amax, double* ss) { K().scan_d(x, n, amax, ss); }
+inline void gramk(size_t m, size_t kc, const float* C, size_t ldc, double* X, double* G, double* amax) {
+  K().gram_f(m, kc, C, ldc, X, G, amax);
+}
+inline void gramk(size_t m, size_t kc, const double* C, size_t ldc, double* X, double* G, double* amax) {
+  K().gram_d(m, kc, C, ldc, X, G, amax);
+}
+
+inline double lr_sqdiffk(size_t m, size_t w, size_t r, const float* L, size_t ldl, const float* R, size_t ldr,
+                         const float* D, size_t ldd) {
+  return K().lr_sqdiff_f(m, w, r, L, ldl, R, ldr, D, ldd);
+}
+inline double lr_sqdiffk(size_t m, size_t w, size_t r, const double* L, size_t ldl, const double* R, size_t ldr,
+                         const double* D, size_t ldd) {
+  return K().lr_sqdiff_d(m, w, r, L, ldl, R, ldr, D, ldd);
+}
+
 constexpr size_t kChunk = 1 << 18;
 
 template <typename T>

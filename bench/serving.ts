@@ -314,7 +314,11 @@ async function main() {
     return p;
   };
   try {
+    // SVC_ENGINE_* settings of this process reach the engines (a cache size, a budget); the
+    // bench's own address, port, directory, key and log level win
+    const passed = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("SVC_ENGINE_") && v !== undefined)) as Record<string, string>;
     const engineEnv = (extra: Record<string, string>) => ({
+      ...passed,
       SVC_ENGINE_HOST: "127.0.0.1",
       SVC_ENGINE_PORT: "0",
       SVC_ENGINE_DATA_DIR: join(dir, "engine"),

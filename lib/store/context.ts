@@ -21,6 +21,7 @@ export interface StoreConfig {
   default_tolerance: number;
   default_max_rank: number;
   core_cache_bytes: number;
+  payload_cache_bytes: number;
 }
 
 /** One open store, shared by every tenant view of it. */
@@ -29,6 +30,7 @@ export interface Core {
   config: StoreConfig;
   clock: Clock;
   cache: CoreCache;
+  payloads: PayloadCache;
   closed: boolean;
   gpu?: GpuServing;
   observer?: StoreObserver;
@@ -85,14 +87,19 @@ export const sameShape = (a: readonly number[], b: readonly number[]): boolean =
 /** What decoding needs: a version record, or a head (which carries its latest version's). */
 export type Entry = Pick<VersionRecord, "dtype" | "shape" | "fingerprint" | "layout">;
 
-/** Decoded TT cores by payload hash (content-addressed, so never stale), bounded in bytes. */
-export class CoreCache {
-  #map = new Map<string, TT>();
+/** Values by content address (so never stale), least recently used first out, bounded in bytes. */
+class ByteLru<V> {
+  #map = new Map<string, V>();
   #bytes = 0;
-  constructor(readonly limit: number) {}
-  get(id: string): TT | undefined {
+  constructor(
+    readonly limit: number,
+    readonly sizeOf: (v: V) => number,
+    /** The largest single value kept. */
+    readonly maxItem = limit,
+  ) {}
+  get(id: string): V | undefined {
     const t = this.#map.get(id);
-    if (t) {
+    if (t !== undefined) {
       this.#map.delete(id);
       this.#map.set(id, t);
     }
@@ -101,16 +108,39 @@ export class CoreCache {
   has(id: string): boolean {
     return this.#map.has(id);
   }
-  set(id: string, t: TT): void {
-    const size = t.cores.reduce((s, c) => s + c.byteLength, 0);
-    if (size > this.limit || this.#map.has(id)) return;
+  /** Bytes held. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+  set(id: string, t: V): void {
+    const size = this.sizeOf(t);
+    if (size > this.limit || size > this.maxItem || this.#map.has(id)) return;
     this.#map.set(id, t);
     this.#bytes += size;
     for (const [k, v] of this.#map) {
       if (this.#bytes <= this.limit) break;
       this.#map.delete(k);
-      this.#bytes -= v.cores.reduce((s, c) => s + c.byteLength, 0);
+      this.#bytes -= this.sizeOf(v);
     }
+  }
+}
+
+/** Decoded TT cores by payload hash, bounded in bytes. */
+export class CoreCache extends ByteLru<TT> {
+  constructor(limit: number) {
+    super(limit, (t) => t.cores.reduce((s, c) => s + c.byteLength, 0));
+  }
+}
+
+/**
+ * Stored payload bytes by tenant and payload hash, bounded in bytes, each at most an eighth of
+ * the bound and 8 MiB: a serve of an entry read recently copies its bytes from here instead of
+ * reading the database (and, on LMDB, instead of a round trip to the reader thread). Callers
+ * never write into a cached payload.
+ */
+export class PayloadCache extends ByteLru<Buffer> {
+  constructor(limit: number) {
+    super(limit, (b) => b.byteLength, Math.min(8 * 1024 * 1024, Math.floor(limit / 8)));
   }
 }
 
@@ -141,10 +171,25 @@ export async function* liveHeads(s: Scope, ns: string, prefix: string): AsyncIte
   }
 }
 
-export async function payloadOf(s: Scope, rec: Entry): Promise<Buffer> {
+/** A payload cache entry's name: payloads are deduplicated per tenant. */
+const payloadId = (s: Scope, rec: Entry) => `${s.tenant}\0${rec.fingerprint.sha256}`;
+
+/** The entry's stored payload; shared with the payload cache (never written into) when `cached`. */
+async function storedPayload(s: Scope, rec: Entry): Promise<{ bytes: Buffer; cached: boolean }> {
+  const id = payloadId(s, rec);
+  const hit = s.core.payloads.get(id);
+  if (hit) return { bytes: hit, cached: true };
   const p = await s.core.backend.getPayload(s.tenant, rec.fingerprint.sha256);
   if (!p) throw new NotFoundError("The entry's payload is missing.");
-  return p;
+  // a backend's own copy may be kept; one it keeps itself (the memory backend) is not
+  if (!s.core.backend.ownPayloads) return { bytes: p, cached: false };
+  s.core.payloads.set(id, p);
+  return { bytes: p, cached: s.core.payloads.has(id) };
+}
+
+/** The entry's stored payload, to be read only. */
+export async function payloadOf(s: Scope, rec: Entry): Promise<Buffer> {
+  return (await storedPayload(s, rec)).bytes;
 }
 
 const sameList = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
@@ -199,8 +244,8 @@ export function maxAbsErrorOf(rec: { max_abs_error?: number; relative_error?: nu
 }
 
 /** The dense values of an entry in its dtype (TT entries excepted: their cores are read with ttOf). */
-export async function denseOf(s: Scope, rec: Entry): Promise<ServeArray> {
-  const payload = await payloadOf(s, rec);
+export async function denseOf(s: Scope, rec: Entry, readOnly = false): Promise<ServeArray> {
+  const { bytes: payload, cached } = await storedPayload(s, rec);
   if (rec.layout.codec === "pred") {
     const work = await (await loadPred()).decompress(payload);
     if (rec.dtype !== "float16" && rec.dtype !== "bfloat16") return work;
@@ -212,6 +257,7 @@ export async function denseOf(s: Scope, rec: Entry): Promise<ServeArray> {
     return out;
   }
   if (rec.layout.codec === "lossless") return typedView(await losslessDecode(payload, rec.layout.shuffle, product(rec.shape) * itemsize(rec.dtype)), rec.dtype);
-  // the answer is the caller's: a payload the backend keeps is copied, one read for this call is not
-  return typedView(s.core.backend.ownPayloads ? payload : new Uint8Array(payload), rec.dtype);
+  // the answer is the caller's: a payload the backend or the payload cache keeps is copied, one
+  // read for this call alone is not; a caller that only reads it takes the cached bytes
+  return typedView(s.core.backend.ownPayloads && (!cached || readOnly) ? payload : new Uint8Array(payload), rec.dtype);
 }

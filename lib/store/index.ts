@@ -26,7 +26,7 @@ import type { TensorStore } from "../tensor-store.js";
 import type { StorageBackend } from "./backend.js";
 import { gpuServingFor } from "../gpu.js";
 import { type GpuHandle, type GpuServing } from "./gpu-cache.js";
-import { CoreCache, type Core, type Scope, type StoreObserver } from "./context.js";
+import { CoreCache, PayloadCache, type Core, type Scope, type StoreObserver } from "./context.js";
 import { LmdbBackend } from "./lmdb.js";
 import { MemoryBackend } from "./memory.js";
 import { compact } from "./maintenance.js";
@@ -69,6 +69,11 @@ const storeOptionsSchema = z
       .int()
       .min(0)
       .default(256 * 1024 * 1024),
+    payload_cache_bytes: z
+      .number()
+      .int()
+      .min(0)
+      .default(64 * 1024 * 1024),
     // GPU serving (lib/store/gpu-cache.ts); absent: decided on first use from the native backend
     gpu: z.custom<GpuServing>((g) => g !== null && typeof g === "object" && ("unavailable" in g || "cache" in g), "gpu must be a GpuServing").optional(),
   })
@@ -91,7 +96,18 @@ export async function createStore(options: StoreOptions): Promise<Store> {
     backend = await PostgresBackend.open(o.url, { poolSize: o.pool_size, timeoutMs: o.timeout_ms, lazy: o.lazy_connect });
   } else backend = o.path === ":memory:" ? new MemoryBackend() : new LmdbBackend(o.path!);
   const { path: _p, url: _u, pool_size: _s, timeout_ms: _t, lazy_connect: _l, tenant, clock, gpu, ...config } = o;
-  return new Store({ backend, config, clock: clock ?? systemClock, cache: new CoreCache(o.core_cache_bytes), closed: false, gpu }, tenant);
+  return new Store(
+    {
+      backend,
+      config,
+      clock: clock ?? systemClock,
+      cache: new CoreCache(o.core_cache_bytes),
+      payloads: new PayloadCache(o.payload_cache_bytes),
+      closed: false,
+      gpu,
+    },
+    tenant,
+  );
 }
 
 /**
@@ -201,6 +217,15 @@ export class Store implements TensorStore {
   /** serve (CPU): the dense tensor (or one block of it) as a typed array of the stored or requested dtype. */
   serve(ns: string, key: string, opts: ServeOptions = {}): Promise<ServeResult> {
     return serve(this.#scope, ns, key, opts);
+  }
+
+  /**
+   * serve for an answer that is only sent (a server writing it to a socket): the same result,
+   * except that its data may share memory with the store's payload cache, so the caller must
+   * never write into it. Saves the copy of a cached payload (about 0.4 ms per MiB).
+   */
+  serveReadOnly(ns: string, key: string, opts: ServeOptions = {}): Promise<ServeResult> {
+    return serve(this.#scope, ns, key, opts, true);
   }
 
   /** GPU serving of this store (every tenant view): set by the engine from SVC_ENGINE_DEVICE. */

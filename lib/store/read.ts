@@ -98,7 +98,7 @@ export async function search(s: Scope, ns: string, filter: Record<string, unknow
 }
 
 /** serve (CPU): the dense tensor (or one block of it) as a typed array of the stored or requested dtype. */
-export async function serve(s: Scope, ns: string, key: string, opts: ServeOptions = {}): Promise<ServeResult> {
+export async function serve(s: Scope, ns: string, key: string, opts: ServeOptions = {}, readOnly = false): Promise<ServeResult> {
   namespace(ns);
   keyName(key);
   const o = parseOrThrow(serveOptionsSchema, opts, "options");
@@ -126,7 +126,7 @@ export async function serve(s: Scope, ns: string, key: string, opts: ServeOption
     const work = await pred.decompress(await payloadOf(s, rec), { slice: slice.map(([a, b]) => [a, b] as [number, number]) });
     data = fromWorkingFloat(work, outDtype as "float32");
   } else {
-    const full = await denseOf(s, rec);
+    const full = await denseOf(s, rec, readOnly);
     const block = slice ? extractBlock(full, rec.shape, slice, rec.dtype) : full;
     data = isFloatDtype(rec.dtype) && outDtype !== rec.dtype ? fromWorkingFloat(toWorkingFloat(block, rec.dtype), outDtype as "float32") : block;
   }

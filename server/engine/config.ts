@@ -29,6 +29,8 @@ export interface EngineConfig {
   readonly device: string;
   /** null: decided from the device (half its free memory). */
   readonly gpu_cache_bytes: number | null;
+  /** Bytes of recently read payloads the store keeps in memory (lib/store/context.ts PayloadCache); 0 keeps none. */
+  readonly payload_cache_bytes: number;
   /** SHA-256 of SVC_ENGINE_METRICS_TOKEN (a bearer token that reads /metrics only), or null. */
   readonly metrics_token_digest: Buffer | null;
   /** Memory that request bodies and dense serve answers in flight may hold together (503 past it). */
@@ -102,6 +104,7 @@ const VARS = {
     .pipe(z.string().regex(/^(auto|cpu|cuda(:\d+)?)$/, "must be auto, cpu, cuda or cuda:N"))
     .default("auto"),
   SVC_ENGINE_GPU_CACHE_BYTES: int(0).optional(),
+  SVC_ENGINE_PAYLOAD_CACHE_BYTES: int(0).default(64 * 1024 * 1024),
   SVC_ENGINE_METRICS_TOKEN: z.string().trim().min(16, "must be at least 16 characters").max(512, "must be at most 512 characters").optional(),
   SVC_ENGINE_MEMORY_BUDGET_BYTES: int(16 * 1024 * 1024).optional(),
   SVC_ENGINE_MEMORY_TENANT_SHARE_PCT: int(1, 100).default(50),
@@ -161,6 +164,7 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     log_level: v.SVC_ENGINE_LOG_LEVEL as LogLevel,
     device: v.SVC_ENGINE_DEVICE as string,
     gpu_cache_bytes: (v.SVC_ENGINE_GPU_CACHE_BYTES as number | undefined) ?? null,
+    payload_cache_bytes: v.SVC_ENGINE_PAYLOAD_CACHE_BYTES as number,
     metrics_token_digest: v.SVC_ENGINE_METRICS_TOKEN === undefined ? null : digest(v.SVC_ENGINE_METRICS_TOKEN as string),
     memory_budget_bytes: (v.SVC_ENGINE_MEMORY_BUDGET_BYTES as number | undefined) ?? defaultMemoryBudgetBytes(),
     memory_tenant_share_pct: v.SVC_ENGINE_MEMORY_TENANT_SHARE_PCT as number,

@@ -90,7 +90,8 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
       "Accept",
     );
   reservationOf(res, deps.budget, tenant).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
-  const r = await st.serve(namespace, key, { ...opts, version: info.version });
+  // the answer is only written to the socket: it may be the payload cache's own bytes
+  const r = await st.serveReadOnly(namespace, key, { ...opts, version: info.version });
   const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
   if (octet) {
     res.writeHead(200, {

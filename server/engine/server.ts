@@ -41,6 +41,7 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     min_compression_ratio: config.min_compression_ratio,
     default_tolerance: config.compression_tol,
     default_max_rank: config.max_rank,
+    payload_cache_bytes: config.payload_cache_bytes,
   });
   const app = createApp({ store, config, logger, metrics: createEngineMetrics(store, { defaultMetrics: true }) });
   // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default.

@@ -23,6 +23,7 @@ test("config: defaults", (t) => {
   t.equal(c.log_level, "info", "log level");
   t.equal(c.device, "auto", "device");
   t.equal(c.gpu_cache_bytes, null, "gpu cache decided from the device");
+  t.equal(c.payload_cache_bytes, 64 * 1024 * 1024, "64 MiB payload cache");
   t.equal(c.memory_budget_bytes, Math.max(256 * 1024 * 1024, Math.floor(totalmem() / 4)), "memory budget: a quarter of the machine's memory");
   t.equal(c.max_json_serve_bytes, 16 * 1024 * 1024, "16 MiB JSON serves");
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.api_key_digests), "frozen");
@@ -46,6 +47,7 @@ test("config: values are parsed; keys are kept as SHA-256 digests only", (t) => 
     SVC_ENGINE_LOG_LEVEL: "DEBUG",
     SVC_ENGINE_DEVICE: "cuda:1",
     SVC_ENGINE_GPU_CACHE_BYTES: "1048576",
+    SVC_ENGINE_PAYLOAD_CACHE_BYTES: "0",
     SVC_ENGINE_MEMORY_BUDGET_BYTES: "1073741824",
     SVC_ENGINE_MAX_JSON_SERVE_BYTES: "4096",
   });
@@ -65,10 +67,11 @@ test("config: values are parsed; keys are kept as SHA-256 digests only", (t) => 
       c.log_level,
       c.device,
       c.gpu_cache_bytes,
+      c.payload_cache_bytes,
       c.memory_budget_bytes,
       c.max_json_serve_bytes,
     ],
-    ["0.0.0.0", 0, "/tmp/x", false, 1000, 2.5, 0, 1e-4, 32, "/c.pem", "/k.pem", "debug", "cuda:1", 1048576, 1073741824, 4096],
+    ["0.0.0.0", 0, "/tmp/x", false, 1000, 2.5, 0, 1e-4, 32, "/c.pem", "/k.pem", "debug", "cuda:1", 1048576, 0, 1073741824, 4096],
     "every variable read",
   );
   t.equal(c.api_key_digests.length, 2, "two keys, empty entries dropped");
@@ -93,6 +96,8 @@ test("config: a bad value is one sentence naming the variable", (t) => {
     [{ SVC_ENGINE_LOG_LEVEL: "loud" }, "SVC_ENGINE_LOG_LEVEL"],
     [{ SVC_ENGINE_DEVICE: "tpu" }, "SVC_ENGINE_DEVICE"],
     [{ SVC_ENGINE_GPU_CACHE_BYTES: "lots" }, "SVC_ENGINE_GPU_CACHE_BYTES"],
+    [{ SVC_ENGINE_PAYLOAD_CACHE_BYTES: "-1" }, "SVC_ENGINE_PAYLOAD_CACHE_BYTES"],
+    [{ SVC_ENGINE_PAYLOAD_CACHE_BYTES: "64M" }, "SVC_ENGINE_PAYLOAD_CACHE_BYTES"],
     [{ SVC_ENGINE_MEMORY_BUDGET_BYTES: "1000" }, "SVC_ENGINE_MEMORY_BUDGET_BYTES"],
     [{ SVC_ENGINE_MEMORY_BUDGET_BYTES: "6G" }, "SVC_ENGINE_MEMORY_BUDGET_BYTES"],
     [{ SVC_ENGINE_MAX_JSON_SERVE_BYTES: "-1" }, "SVC_ENGINE_MAX_JSON_SERVE_BYTES"],

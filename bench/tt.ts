@@ -3,13 +3,14 @@
 // with the error of the result it timed, measured here in float64 from tt.reconstruct; a figure
 // whose error exceeds its tolerance without max_rank binding is flagged "VIOLATION".
 // Usage: node --import tsx bench/tt.ts [name ...]
-//   (names: smooth128 smooth256 gaussians256 bumps2048 heat128 lowrank image noise small numpy topk early)
+//   (names: smooth128 smooth256 gaussians256 bumps2048 heat128 lowrank image noise small numpy topk early zfp)
 // Prints the backend/machine line first, then one JSON object per figure.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as tt from "../lib/tt.js";
+import { writeNpy } from "../lib/npy.js";
 import { gaussian, relErr, rng, smoothField } from "../test/tt/helpers.js"; // the seeded generators the TT tests use
 
 const TOLS = [1e-2, 1e-3, 1e-4];
@@ -93,6 +94,25 @@ function gaussians24(n: number) {
     addGaussian(x, n, c, l, a);
   }
   return x;
+}
+
+/** Wave-like n^3 field (bench/tt-sweep.ts's): `count` separable products of sines with random
+ *  frequencies and phases, amplitudes exp(-t/6). */
+function waves(n: number, count: number, seed: number) {
+  const u = rng(seed);
+  return separable(
+    n,
+    Array.from({ length: count }, (_, t) => {
+      const k = [1 + 8 * u(), 1 + 8 * u(), 1 + 8 * u()],
+        p = [6 * u(), 6 * u(), 6 * u()];
+      return {
+        a: Math.exp(-t / 6),
+        f: (x: number) => Math.sin(k[0]! * Math.PI * x + p[0]!),
+        g: (x: number) => Math.sin(k[1]! * Math.PI * x + p[1]!),
+        h: (x: number) => Math.sin(k[2]! * Math.PI * x + p[2]!),
+      };
+    }),
+  );
 }
 
 /** n x n matrix of `count` separable Gaussian bumps with weights exp(-q/8): rank `count`. */
@@ -498,6 +518,93 @@ async function vsNumpy() {
  * the store's modes) against a TT query: tt.dotBatch on the cores versus a single-threaded numpy
  * matmul over the dense entries, same run; the top-10 keys of both are compared.
  */
+// zfp 1.0 (Debian's python3-zfpy, fixed-accuracy mode) on the same data: the accuracy whose
+// relative Frobenius error (float64) is the largest not above the target, found by bisection,
+// then the best encode time of three calls at it.
+const zfpCode = `import sys, json, time, numpy, zfpy
+x = numpy.load(sys.argv[1])
+a = x.astype(numpy.float64)
+norm = float(numpy.linalg.norm(a))
+peak = float(numpy.abs(a).max())
+target = float(sys.argv[2])
+def run(acc):
+    t0 = time.perf_counter(); s = zfpy.compress_numpy(x, tolerance=acc); t1 = time.perf_counter()
+    y = zfpy.decompress_numpy(s)
+    return dict(acc=acc, ratio=x.nbytes / len(s), rel=float(numpy.linalg.norm(y.astype(numpy.float64) - a)) / norm, enc_s=t1 - t0)
+lo, hi = peak * 1e-9, peak
+best = run(lo)
+for _ in range(20):
+    mid = (lo * hi) ** 0.5
+    r = run(mid)
+    if r["rel"] <= target: lo, best = mid, r
+    else: hi = mid
+for _ in range(3):
+    best["enc_s"] = min(best["enc_s"], run(best["acc"])["enc_s"])
+print(json.dumps(best))`;
+
+function zfpPython(): string | null {
+  for (const py of ["/usr/bin/python3", "python3"]) if (spawnSync(py, ["-c", "import zfpy"], { stdio: "ignore" }).status === 0) return py;
+  return null;
+}
+
+/** Compression of the 256^3 fields (24 rotated Gaussians, 30 waves) at 1e-3 with the default
+ *  modes: best and median MB/s of 7 calls, beside zfp's encode speed at the same relative error
+ *  bound in the same run (skipped with a sentence without python3-zfpy). */
+async function vsZfp() {
+  const py = zfpPython();
+  if (!py) out({ zfp: "skipped: python3-zfpy is not installed (Debian: apt-get install zfp python3-zfpy); the zfp columns are left out." });
+  const dir = mkdtempSync(join(tmpdir(), "svc-tt-zfp-"));
+  try {
+    for (const [name, make] of [
+      ["rotated_gaussians_24", () => gaussians24(256)],
+      ["waves_30", () => waves(256, 30, 2)],
+    ] as const) {
+      const data = make(),
+        shape = [256, 256, 256],
+        tol = 1e-3,
+        mb = (data.length * 4) / MB;
+      const times: number[] = [];
+      let r: tt.CompressResult | null = null;
+      for (let i = 0; i < 7; i++) {
+        const t0 = performance.now();
+        r = await tt.compress(data, shape, { tolerance: tol });
+        times.push((performance.now() - t0) / 1000);
+      }
+      times.sort((a, b) => a - b);
+      const res = r!;
+      let zfp: { ratio: number; rel: number; enc_s: number } | null = null;
+      if (py) {
+        const file = join(dir, `${name}.npy`);
+        writeFileSync(file, writeNpy({ dtype: "float32", shape, data }));
+        const z = spawnSync(py, ["-c", zfpCode, file, String(tol)], { encoding: "utf8", maxBuffer: 1 << 20 });
+        if (z.status === 0) zfp = JSON.parse(z.stdout);
+        else out({ name, zfp: `failed: ${(z.stderr || "").trim().split("\n").pop()}` });
+        rmSync(file, { force: true });
+      }
+      out({
+        name,
+        shape,
+        modes: res.modes,
+        tolerance: tol,
+        ranks: res.ranks,
+        ratio: +(data.length / size(res)).toFixed(2),
+        relative_error: +res.relative_error.toExponential(3),
+        ...(await checked(data, res, tol)),
+        compress_best_MBps: +(mb / times[0]!).toFixed(1),
+        compress_median_MBps: +(mb / times[3]!).toFixed(1),
+        zfp_ratio: zfp ? +zfp.ratio.toFixed(2) : null,
+        zfp_error: zfp ? +zfp.rel.toExponential(3) : null,
+        zfp_encode_MBps: zfp ? +(mb / zfp.enc_s).toFixed(1) : null,
+        speed_over_zfp: zfp ? +(zfp.enc_s / times[0]!).toFixed(2) : null,
+        median_speed_over_zfp: zfp ? +(zfp.enc_s / times[3]!).toFixed(2) : null,
+        loadavg_1m: +loadavg()[0]!.toFixed(2),
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function topk() {
   const n = 64,
     size3 = n * n * n,
@@ -608,6 +715,7 @@ const sets: Record<string, () => Promise<void>> = {
   small,
   numpy: vsNumpy,
   topk,
+  zfp: vsZfp,
   early: async () => {
     await early("white_noise_128", noise(128 ** 3), [128, 128, 128]);
     await early("synthetic_image_2048", image(2048), [2048, 2048]);

@@ -288,7 +288,7 @@ async function putPredStream({ budget }: EngineContext, req: Request, res: Respo
   const decoded = h.shape.reduce((a, b) => a * b, 1) * (h.dtype === "float64" ? 8 : 4);
   if (decoded > budget.limitBytes)
     throw new ValidationError(
-      `The stream decodes to ${decoded} bytes, more than the engine's memory budget of ${budget.limitBytes} bytes for requests in flight (SVC_ENGINE_MEMORY_BUDGET_BYTES), which its check needs; raise it or send the tensor in parts.`,
+      `The stream decodes to ${decoded} bytes, more than the engine's memory budget of ${budget.limitBytes} bytes for requests in flight (SVC_ENGINE_MEMORY_BUDGET_BYTES), which its check needs; raise it, or store the tensor as several entries.`,
       "shape",
     );
   reservationOf(res, budget, (res.locals.tenant as string | undefined) ?? null).grow(decoded, "The decoded stream");

@@ -67,6 +67,9 @@ void pack_b(size_t kc, size_t nc, const TS* B, ptrdiff_t rs, ptrdiff_t cs, size_
     if (cs == 1) {
       for (size_t p = 0; p < kc; ++p) {
         const TS* src = B + p * rs + j0;
+        // Two panels ahead in the same row: the rows of B are as many streams as kc, more than
+        // the hardware prefetchers follow.
+        if (j0 + 3 * NR <= nc) __builtin_prefetch(src + 2 * NR, 0, 2);
         for (size_t j = 0; j < nr; ++j) d[p * NR + j] = static_cast<TD>(src[j]);
         for (size_t j = nr; j < NR; ++j) d[p * NR + j] = TD(0);
       }

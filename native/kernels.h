@@ -23,7 +23,8 @@ struct Kernels {
   void (*scan_d)(const double* x, size_t n, double* amax, double* ss);
   // G (m x m, row-major) += C C^T over the first kc columns of the m rows of C (row stride ldc),
   // in float64, upper triangle and diagonal only; X: scratch of (m + 12) * (kc rounded up to a
-  // multiple of 64, plus 8) doubles. With amax, also *amax = max(*amax, largest |entry|).
+  // multiple of 64, plus 8) doubles whose rows m and above are zero. With amax, also *amax =
+  // max(*amax, largest |entry|).
   void (*gram_f)(size_t m, size_t kc, const float* C, size_t ldc, double* X, double* G, double* amax);
   void (*gram_d)(size_t m, size_t kc, const double* C, size_t ldc, double* X, double* G, double* amax);
   // Squared distance in float64 between D (m x w, row stride ldd) and L R (L: m x r, R: r x w,

@@ -78,14 +78,19 @@ void gram_rows(const T* C, size_t m, size_t N, double* G, double* amax) {
       for (size_t j = i + 1; j < m; ++j) G[i * m + j] = G[j * m + i] = 0.5 * (G[i * m + j] + G[j * m + i]);
     return;
   }
-  const size_t kc = std::clamp<size_t>(65536 / std::max<size_t>(m, 1), 64, 2048) / 16 * 16;
+  // Blocks of 16K entries (at least 256 columns): the converted rows stay in L2.
+  const size_t kc = std::clamp<size_t>(16384 / std::max<size_t>(m, 1), 256, 2048) / 16 * 16;
   const size_t blocks = (N + kc - 1) / kc;
   const double work = double(m) * double(m) * double(N);
   const size_t parts = work < 4e6 ? 1 : std::min(blocks, 4 * size_t(pool_threads()));
   std::vector<double> acc(parts * m * m, 0.0), mx(parts, 0.0);
+  const size_t kp = (kc + 63) / 64 * 64 + 8;
   parallel_for(parts, [&](size_t t) {
     const size_t b0 = blocks * t / parts, b1 = blocks * (t + 1) / parts;
-    std::vector<double> X((m + 12) * ((kc + 63) / 64 * 64 + 8));
+    // The converted rows, reused by the thread from call to call; the rows past m must be zero.
+    thread_local std::vector<double> X;
+    if (X.size() < (m + 12) * kp) X.resize((m + 12) * kp);
+    std::fill(X.begin() + m * kp, X.begin() + (m + 12) * kp, 0.0);
     double* Gt = acc.data() + t * m * m;
     for (size_t b = b0; b < b1; ++b) {
       const size_t c0 = b * kc;

@@ -284,10 +284,9 @@ bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double 
   for (size_t k = 0; k + 1 < d; ++k) {
     size_t m = rprev * modes[k], N = rest / modes[k];
     bool last = k + 2 == d;
-    Factor f;
-    f = k < p            ? prefix_step(pre, modes, k, delta2, max_rank)
-        : route == kFast ? factor_step(cur, m, N, delta2, max_rank, last)
-                         : factor_exact(cur, m, N, delta2, max_rank, last);
+    Factor f = k < p            ? prefix_step(pre, modes, k, delta2, max_rank)
+               : route == kFast ? factor_step(cur, m, N, delta2, max_rank, last)
+                                : factor_exact(cur, m, N, delta2, max_rank, last);
     capped = capped || f.capped;
     discarded += f.discarded;
     if (probe) {
@@ -329,8 +328,7 @@ bool svd_pass(const T* data, size_t n, const std::vector<size_t>& modes, double 
       for (size_t i = 0; i < m; ++i) cp[i * f.r + i] = T(1);
     } else {
       for (size_t i = 0; i < m * f.r; ++i) cp[i] = static_cast<T>(f.Q[i]);
-      Buffer next;
-      next = project(f, cur, m, N);
+      Buffer next = project(f, cur, m, N);
       curbuf = std::move(next);
       cur = curbuf.as<T>();
     }

@@ -8,6 +8,7 @@ import type {
   GetOptions,
   ListOptions,
   PutCoresOptions,
+  PutPredOptions,
   PutOptions,
   SearchOptions,
   ServeOptions,
@@ -63,6 +64,8 @@ export interface TensorStore {
   put: (ns: string, key: string, data: PutData, opts?: PutOptions) => Promise<PutResult>;
   /** put_cores: stores a TT given by its cores. */
   putCores: (ns: string, key: string, cores: CoreInput[], opts?: PutCoresOptions) => Promise<PutResult>;
+  /** put of a `pred` stream encoded by the caller (lib/pred.ts): checked, stored as it is; the errors are the caller's measurement. */
+  putPred: (ns: string, key: string, stream: Uint8Array, opts: PutPredOptions) => Promise<PutResult>;
   /** put_cores_batch: all items validated first, then stored together. */
   putCoresBatch: (ns: string, items: PutCoresItem[]) => Promise<{ results: PutResult[] }>;
   /** get: metadata and fingerprint of a version (latest by default), without the payload. */

@@ -88,13 +88,15 @@ void gram_rows(const T* C, size_t m, size_t N, double* G, double* amax) {
   parallel_for(parts, [&](size_t t) {
     const size_t b0 = blocks * t / parts, b1 = blocks * (t + 1) / parts;
     // The converted rows, reused by the thread from call to call; the rows past m must be zero.
-    thread_local std::vector<double> X;
-    if (X.size() < (m + 12) * kp) X.resize((m + 12) * kp);
-    std::fill(X.begin() + m * kp, X.begin() + (m + 12) * kp, 0.0);
+    // 64-byte aligned, so that no load of a row splits a cache line.
+    thread_local std::vector<double> Xs;
+    if (Xs.size() < (m + 12) * kp + 8) Xs.resize((m + 12) * kp + 8);
+    double* X = Xs.data() + (8 - (reinterpret_cast<uintptr_t>(Xs.data()) / sizeof(double)) % 8) % 8;
+    std::fill(X + m * kp, X + (m + 12) * kp, 0.0);
     double* Gt = acc.data() + t * m * m;
     for (size_t b = b0; b < b1; ++b) {
       const size_t c0 = b * kc;
-      gramk(m, std::min(kc, N - c0), C + c0, N, X.data(), Gt, amax ? &mx[t] : nullptr);
+      gramk(m, std::min(kc, N - c0), C + c0, N, X, Gt, amax ? &mx[t] : nullptr);
     }
   });
   if (amax) *amax = *std::max_element(mx.begin(), mx.end());

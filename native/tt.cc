@@ -93,7 +93,8 @@ double measure_error(const T* data, size_t n, const std::vector<const T*>& cores
       const bool direct = rs <= 256 && (std::is_same_v<T, float> || !scaled);
       std::vector<double> part(parts, 0.0);
       parallel_for(parts, [&](size_t t) {
-        std::vector<T> buf(direct ? 0 : mb * cb), rb;
+        std::vector<T> buf(direct ? 0 : mb * cb), rbs;
+        T* rb = nullptr;
         size_t have = SIZE_MAX;
         double acc = 0;
         for (size_t b = tiles * t / parts; b < tiles * (t + 1) / parts; ++b) {
@@ -102,12 +103,15 @@ double measure_error(const T* data, size_t n, const std::vector<const T*>& cores
           if (direct) {
             // The block of R copied together: its rows, a power of two apart in R, would share
             // cache sets.
+            // (64-byte aligned, so that its vector loads do not split cache lines)
             if (have != j0) {
-              rb.resize(rs * w);
-              for (size_t p = 0; p < rs; ++p) std::memcpy(rb.data() + p * w, R + p * cols + j0, w * sizeof(T));
+              const size_t align = 64 / sizeof(T);
+              rbs.resize(rs * w + align);
+              rb = rbs.data() + (align - (reinterpret_cast<uintptr_t>(rbs.data()) / sizeof(T)) % align) % align;
+              for (size_t p = 0; p < rs; ++p) std::memcpy(rb + p * w, R + p * cols + j0, w * sizeof(T));
               have = j0;
             }
-            acc += lr_sqdiffk(len, w, rs, L + i0 * rs, rs, rb.data(), w, data + i0 * cols + j0, cols);
+            acc += lr_sqdiffk(len, w, rs, L + i0 * rs, rs, rb, w, data + i0 * cols + j0, cols);
             continue;
           }
           gemm<T, T, T>(len, w, rs, L + i0 * rs, rs, 1, R + j0, cols, 1, buf.data(), w, false, false);

@@ -523,6 +523,38 @@ const metadataHeader = (m: Record<string, unknown> | undefined): string | undefi
 
 type Methods<K extends keyof SvcClient> = Pick<SvcClient, K>;
 
+/**
+ * POST /v1/put of `body` with `fields`: the octet-stream form (fields in the query, metadata in
+ * X-SVC-Metadata), or the JSON form (data_b64) when the metadata is too large for a header.
+ */
+function sendPut(
+  t: Transport,
+  fields: Record<string, unknown>,
+  shape: number[] | undefined,
+  metadata: Record<string, unknown> | undefined,
+  body: Buffer,
+): Promise<PutResult> {
+  // header values must be Latin-1: everything else is escaped, so that any metadata travels
+  const meta = metadataHeader(metadata);
+  if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
+    // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
+    return t.json<PutResult>({
+      method: "POST",
+      path: "/v1/put",
+      write: true,
+      json: defined({ ...fields, shape, metadata, data_b64: body.toString("base64") }),
+    });
+  }
+  return t.json<PutResult>({
+    method: "POST",
+    path: "/v1/put",
+    raw: body,
+    headers: meta === undefined ? {} : { "x-svc-metadata": meta },
+    write: true,
+    query: { ...fields, shape: shape?.join(",") },
+  });
+}
+
 /** put, putCores, putCoresBatch and delete: writes, each sent with one Idempotency-Key for all its attempts. */
 function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClient): Methods<"put" | "putPred" | "putCores" | "putCoresBatch" | "delete"> {
   return {
@@ -552,27 +584,7 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
         max_rank: o.max_rank,
         if_version: o.if_version,
       };
-      // header values must be Latin-1: everything else is escaped, so that any metadata travels
-      const meta = metadataHeader(o.metadata);
-      if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
-        // servers cap request headers (Node: 16 KiB in all), metadata may reach 64 KiB: use the JSON form
-        return t.json<PutResult>({
-          method: "POST",
-          path: "/v1/put",
-          write: true,
-          json: defined({ ...fields, metadata: o.metadata, data_b64: bytesOf(data).toString("base64") }),
-        });
-      }
-      const headers: Record<string, string> = {};
-      if (meta !== undefined) headers["x-svc-metadata"] = meta;
-      return t.json<PutResult>({
-        method: "POST",
-        path: "/v1/put",
-        raw: bytesOf(data),
-        headers,
-        write: true,
-        query: { ...fields, shape: o.shape?.join(",") },
-      });
+      return sendPut(t, fields, o.shape, o.metadata, bytesOf(data));
     },
 
     async putPred(n, k, stream, opts) {
@@ -595,24 +607,7 @@ function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClien
         declared_max_abs_error: o.max_abs_error,
         if_version: o.if_version,
       };
-      const body = Buffer.from(stream.buffer, stream.byteOffset, stream.byteLength);
-      const meta = metadataHeader(o.metadata);
-      if (meta !== undefined && meta.length > METADATA_HEADER_MAX) {
-        return t.json<PutResult>({
-          method: "POST",
-          path: "/v1/put",
-          write: true,
-          json: defined({ ...fields, shape, metadata: o.metadata, data_b64: body.toString("base64") }),
-        });
-      }
-      return t.json<PutResult>({
-        method: "POST",
-        path: "/v1/put",
-        raw: body,
-        headers: meta === undefined ? {} : { "x-svc-metadata": meta },
-        write: true,
-        query: { ...fields, shape: shape.join(",") },
-      });
+      return sendPut(t, fields, shape, o.metadata, Buffer.from(stream.buffer, stream.byteOffset, stream.byteLength));
     },
 
     async putCores(n, k, cores, opts = {}) {

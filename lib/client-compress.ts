@@ -4,6 +4,7 @@
 // put with encoding pred, so that a tensor past the upload limit travels at a fraction of its
 // size. Every candidate is measured here against the caller's data before it is kept: its
 // relative Frobenius error and its largest element error, both in float64 over the whole tensor.
+import { TT_CLEAR_WIN, TT_FIRST_RATIO, TT_SHARE_OF_ESTIMATE } from "./auto-codec.js";
 import { ValidationError } from "./errors.js";
 import type { Dtype } from "./fields.js";
 import type { CodecChoice } from "./schemas.js";
@@ -16,14 +17,6 @@ export const LOCAL_MIN_COMPRESS_BYTES = 4096;
 
 /** Floating data of this many bytes or more is compressed by the client (64 MiB). */
 export const DEFAULT_LOCAL_COMPRESS_BYTES = 64 * 1024 * 1024;
-
-// As the engine's codec: auto, a TT this many times smaller than the data is kept without asking
-// the prediction codec; TT runs again only where its sampled ranks allow this share of the
-// prediction codec's estimated ratio; a TT this many times over the estimate is kept without a
-// full prediction encode.
-const TT_FIRST_RATIO = 64;
-const TT_SHARE_OF_ESTIMATE = 0.8;
-const TT_CLEAR_WIN = 2;
 
 export interface LocalTT {
   cores: Array<Float32Array | Float64Array>;

@@ -6,6 +6,7 @@
 // estimates the prediction codec's ratio from samples and runs TT again under a min_ratio near
 // that estimate: TT's sampled rank bounds give up early where no TT within the tolerance could
 // reach it, so data that are not low-rank cost a few samples of TT, not a TT-SVD.
+import { TT_CLEAR_WIN, TT_FIRST_RATIO, TT_SHARE_OF_ESTIMATE } from "../auto-codec.js";
 import { ValidationError } from "../errors.js";
 import { itemsize, type Dtype } from "../fields.js";
 import type { CodecChoice } from "../schemas.js";
@@ -53,14 +54,6 @@ export const exactAsked = (j: Pick<FloatJob, "tolerance" | "maxAbs" | "codec">):
 
 /** Half a unit in the last place of the served type, relative: the rounding a serve adds. */
 const unitOf = (dtype: Dtype): number => (dtype === "float16" ? 2 ** -11 : dtype === "bfloat16" ? 2 ** -8 : 0);
-
-// An auto put runs TT only where the sampled ranks do not rule out this share of the
-// prediction codec's estimated ratio, and skips the full prediction encode where TT's measured
-// ratio exceeds the estimate this many times (the estimate comes from samples, so it is a guide).
-const TT_SHARE_OF_ESTIMATE = 0.8;
-/** A TT this many times smaller than the data is kept without asking the prediction codec. */
-const TT_FIRST_RATIO = 64;
-const TT_CLEAR_WIN = 2;
 
 interface Measured {
   relative_error: number;

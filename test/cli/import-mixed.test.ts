@@ -29,7 +29,9 @@ const smooth = (t: number) => {
 };
 function noisy(len: number, seed: number, Arr: Float32ArrayConstructor | Float64ArrayConstructor = Float32Array): Float32Array | Float64Array {
   const g = gaussian(seed);
-  return Arr.from({ length: len }, (_, i) => Math.sin(i / 500) + 0.05 * g());
+  const out = new Arr(len);
+  for (let i = 0; i < len; i++) out[i] = Math.sin(i / 500) + 0.05 * g();
+  return out;
 }
 const noise: Record<string, Float32Array | Float64Array> = {};
 

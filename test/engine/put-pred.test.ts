@@ -117,7 +117,9 @@ test("an octet-stream put of a pred stream is stored as it is, with the put's fi
     });
     const bytes = Buffer.from(await served.arrayBuffer());
     t.ok(bytes.equals(Buffer.from(dec.buffer, dec.byteOffset, dec.byteLength)), "serve gives back exactly what the stream decodes to");
-    const err = await pred.decompress(enc.stream).then((d) => d.reduce((m, v, i) => Math.max(m, Math.abs(v - data[i]!)), 0));
+    const decoded = await pred.decompress(enc.stream);
+    let err = 0;
+    for (let i = 0; i < decoded.length; i++) err = Math.max(err, Math.abs(decoded[i]! - data[i]!));
     t.ok(err <= enc.max_abs_error, `the served values are within the declared max_abs_error of the original (${err})`);
     const slice = await call(e.url, "/v1/serve", {
       body: JSON.stringify({

@@ -32,6 +32,7 @@ const asHandle = (h: Awaited<ReturnType<Store["serveGpu"]>> | Awaited<ReturnType
 const MEMBERS = [
   "put",
   "putCores",
+  "putPred",
   "putCoresBatch",
   "get",
   "list",

@@ -123,6 +123,7 @@ function recorded(api: StoreApi, trace: Outcome[], off: { n: number }): StoreApi
   return {
     put: wrap("put", api.put.bind(api)),
     putCores: wrap("putCores", api.putCores.bind(api)),
+    putPred: wrap("putPred", api.putPred.bind(api)),
     putCoresBatch: wrap("putCoresBatch", api.putCoresBatch.bind(api)),
     get: wrap("get", api.get.bind(api)),
     list: wrap("list", api.list.bind(api)),

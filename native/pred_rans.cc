@@ -243,6 +243,208 @@ void rans_decode_ctx(Reader& r, size_t n, uint16_t* out) {
   if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
 }
 
+// ---- wide codes ----------------------------------------------------------------------------
+// Where the codes spread over thousands of values (noise-like data at tight bounds), tables of
+// every value cost more than they save. A code then becomes a token, coded with the context model
+// above, and raw bits: the code's distance from the middle, zigzagged to u (0, -1, 1, -2, ... ->
+// 0, 1, 2, 3, ...); u below 16 is its own token, a larger u is its leading bit's position with
+// the next three bits in the token and the bits below them raw. Tokens keep the codes' layout
+// (0 = unpredictable, kRadius + t otherwise), so the context of a token is that of a code of
+// about its magnitude.
+
+constexpr uint32_t kDirect = 16;  // u below this is a token by itself
+constexpr uint32_t kMant = 3;     // bits after the leading one that go into the token
+constexpr uint32_t kTokens = kDirect + (16 - 4) * (1u << kMant);
+
+inline uint16_t token_of(uint16_t c, uint32_t& nb, uint32_t& raw) {
+  nb = 0;
+  raw = 0;
+  if (c == 0) return 0;
+  const int32_t d = int32_t(c) - kRadius;
+  const uint32_t u = d >= 0 ? uint32_t(d) << 1 : (uint32_t(-d) << 1) - 1;
+  if (u < kDirect) return uint16_t(kRadius + u);
+  const uint32_t e = 31 - uint32_t(__builtin_clz(u));  // 4..15
+  nb = e - kMant;
+  raw = u & ((1u << nb) - 1);
+  return uint16_t(kRadius + kDirect + (e - 4) * (1u << kMant) + ((u >> nb) & ((1u << kMant) - 1)));
+}
+
+struct BitWriter {
+  std::vector<uint8_t> b;
+  uint64_t acc = 0;
+  uint32_t n = 0;
+  void put(uint32_t v, uint32_t bits) {
+    acc |= uint64_t(v) << n;
+    n += bits;
+    while (n >= 8) {
+      b.push_back(uint8_t(acc));
+      acc >>= 8;
+      n -= 8;
+    }
+  }
+  void flush() {
+    if (n > 0) b.push_back(uint8_t(acc));
+    acc = 0;
+    n = 0;
+  }
+};
+
+struct BitReader {
+  const uint8_t* p;
+  const uint8_t* end;
+  uint64_t acc = 0;
+  uint32_t n = 0;
+  uint32_t get(uint32_t bits) {
+    if (n < bits) {
+      if (end - p >= 8) {
+        // a whole word at once: the bytes that fit above the bits held
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        acc |= w << n;
+        p += (63 - n) >> 3;
+        n |= 56;
+      } else {
+        while (n < bits) {
+          if (p == end) corrupt("truncated raw bits");
+          acc |= uint64_t(*p++) << n;
+          n += 8;
+        }
+      }
+    }
+    const uint32_t v = uint32_t(acc & ((uint64_t(1) << bits) - 1));
+    acc >>= bits;
+    n -= bits;
+    return v;
+  }
+};
+
+void encode_wide(const uint16_t* sym, size_t n, Writer& w) {
+  std::unique_ptr<uint16_t[]> tok = scratch<uint16_t>(n);
+  BitWriter bits;
+  bits.b.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t nb, raw;
+    tok[i] = token_of(sym[i], nb, raw);
+    if (nb) bits.put(raw, nb);
+  }
+  bits.flush();
+  rans_encode_ctx(tok.get(), n, w);
+  w.var(bits.b.size());
+  w.raw(bits.b.data(), bits.b.size());
+}
+
+// The token decoder of rans_decode_ctx with each token turned back into its code as it comes
+// (raw bits read from their own stream, refilled a byte at a time).
+void decode_wide(Reader& r, size_t n, uint16_t* out) {
+  const uint8_t* ctx = ctx_lut().c;
+  DecTable t[kCtx];
+  for (int c = 0; c < kCtx; ++c) {
+    const uint64_t nsym = r.var();
+    t[c] = DecTable(read_table(r, nsym, 65536));
+  }
+  const uint8_t *p, *end;
+  uint32_t x = read_state(r, p, end);
+  // the raw bits follow the rANS bytes
+  const uint64_t nbytes = r.var();
+  if (nbytes > r.left()) corrupt("truncated raw bits");
+  const uint8_t* bp = r.take(size_t(nbytes));
+  BitReader bits{bp, bp + nbytes};
+  int c = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (t[c].empty()) corrupt("a code in a context with no table");
+    const uint32_t s = x & (kScale - 1);
+    const DecTable::Entry& en = t[c].find(s);
+    x = en.f * (x >> kScaleBits) + s - en.cum;
+    while (x < kRansL) {
+      if (p == end) corrupt("truncated entropy section");
+      x = (x << 8) | *p++;
+    }
+    const uint32_t tk = en.sym;
+    c = ctx[tk];
+    if (tk == 0) {
+      out[i] = 0;
+      continue;
+    }
+    if (tk < uint32_t(kRadius) || tk - kRadius >= kTokens) corrupt("bad token");
+    uint32_t u = tk - kRadius;
+    if (u >= kDirect) {
+      const uint32_t k = u - kDirect, e = 4 + (k >> kMant), nb = e - kMant;
+      u = (1u << e) | ((k & ((1u << kMant) - 1)) << nb) | bits.get(nb);
+    }
+    const int32_t d = (u & 1) ? -int32_t((u + 1) >> 1) : int32_t(u >> 1);
+    if (d <= -kRadius) corrupt("bad token");
+    out[i] = uint16_t(kRadius + d);
+  }
+  if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
+  if (bits.p != bits.end) corrupt("raw bits do not end where they should");
+}
+
+// Distinct codes in sym, counted up to `cap`.
+size_t distinct_codes(const uint16_t* sym, size_t n, size_t cap) {
+  std::vector<uint8_t> seen(65536, 0);
+  size_t k = 0;
+  for (size_t i = 0; i < n && k < cap; ++i)
+    if (!seen[sym[i]]) {
+      seen[sym[i]] = 1;
+      ++k;
+    }
+  return k;
+}
+
+inline double varint_bytes(uint64_t v) { return v < 128 ? 1 : v < 16384 ? 2 : 3; }
+
+// Bytes the context model spends on a sequence with these per-context counts (span symbols per
+// context): the entropy of each context's symbols plus its table (a byte of symbol gap and the
+// frequency's varint per used symbol).
+double ctx_cost(const std::vector<uint32_t>& count, size_t span, const size_t total[kCtx]) {
+  double bits = 0, table = 0;
+  for (int c = 0; c < kCtx; ++c) {
+    if (total[c] == 0) continue;
+    const double tc = double(total[c]);
+    bits += tc * std::log2(tc);
+    for (size_t k = 0; k < span; ++k) {
+      const uint32_t v = count[size_t(c) * span + k];
+      if (!v) continue;
+      bits -= double(v) * std::log2(double(v));
+      table += 1 + varint_bytes(std::max<uint64_t>(1, uint64_t(double(v) * kScale / tc)) - 1);
+    }
+  }
+  return bits / 8 + table;
+}
+
+// Whether tokens and raw bits (mode 2) come out smaller than the context model over the codes
+// (mode 1), estimated from one count of the codes per context (the tokens' counts follow from
+// the codes'; both are taken under the codes' contexts, close to the tokens' own).
+bool wide_is_smaller(const uint16_t* sym, size_t n) {
+  const uint8_t* ctx = ctx_lut().c;
+  uint32_t lo = sym[0], hi = sym[0];
+  for (size_t i = 1; i < n; ++i) {
+    lo = std::min<uint32_t>(lo, sym[i]);
+    hi = std::max<uint32_t>(hi, sym[i]);
+  }
+  const size_t span = hi - lo + 1;
+  std::vector<uint32_t> c1(size_t(kCtx) * span, 0), c2(size_t(kCtx) * (kTokens + 1), 0);
+  size_t t1[kCtx] = {};
+  c1[sym[0] - lo]++;
+  t1[0]++;
+  for (size_t i = 1; i < n; ++i) {
+    const int a = ctx[sym[i - 1]];
+    c1[size_t(a) * span + sym[i] - lo]++;
+    t1[a]++;
+  }
+  double raw_bits = 0;
+  for (int c = 0; c < kCtx; ++c)
+    for (size_t k = 0; k < span; ++k) {
+      const uint32_t v = c1[size_t(c) * span + k];
+      if (!v) continue;
+      uint32_t nb, raw;
+      const uint16_t tk = token_of(uint16_t(lo + k), nb, raw);
+      c2[size_t(c) * (kTokens + 1) + (tk == 0 ? 0 : tk - kRadius + 1)] += v;
+      raw_bits += double(v) * nb;
+    }
+  return ctx_cost(c2, kTokens + 1, t1) + raw_bits / 8 + 4 < ctx_cost(c1, span, t1);
+}
+
 }  // namespace
 
 template <typename S>
@@ -314,13 +516,19 @@ template void rans_encode<uint16_t>(const uint16_t*, size_t, Writer&);
 template void rans_decode<uint8_t>(Reader&, size_t, uint32_t, uint8_t*);
 template void rans_decode<uint16_t>(Reader&, size_t, uint32_t, uint16_t*);
 
+// Codes of a section: order 0 below 2,048 codes; from there the context model over the codes
+// (mode 1), or over tokens and raw bits (mode 2) where the codes spread wide: from 256 distinct
+// codes the one whose estimated size (entropy and tables, from counts) is smaller.
 void encode_codes(const uint16_t* sym, size_t n, Writer& w) {
-  if (n >= 2048) {
-    w.u8(1);
-    rans_encode_ctx(sym, n, w);
-  } else {
+  if (n < 2048) {
     w.u8(0);
     rans_encode(sym, n, w);
+  } else if (distinct_codes(sym, n, 256) >= 256 && wide_is_smaller(sym, n)) {
+    w.u8(2);
+    encode_wide(sym, n, w);
+  } else {
+    w.u8(1);
+    rans_encode_ctx(sym, n, w);
   }
 }
 
@@ -328,6 +536,7 @@ void decode_codes(Reader& r, size_t n, uint16_t* out) {
   uint8_t mode = r.u8();
   if (mode == 0) rans_decode(r, n, 65536, out);
   else if (mode == 1 && n > 0) rans_decode_ctx(r, n, out);
+  else if (mode == 2 && n > 0) decode_wide(r, n, out);
   else corrupt("unknown entropy coding");
 }
 

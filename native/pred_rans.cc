@@ -269,6 +269,47 @@ inline uint16_t token_of(uint16_t c, uint32_t& nb, uint32_t& raw) {
   return uint16_t(kRadius + kDirect + (e - 4) * (1u << kMant) + ((u >> nb) & ((1u << kMant) - 1)));
 }
 
+// Each code's token and count of raw bits, looked up rather than computed per code.
+struct TokenLut {
+  uint16_t tok[65536];
+  uint8_t nb[65536];
+  TokenLut() {
+    for (uint32_t c = 0; c < 65536; ++c) {
+      uint32_t b, raw;
+      tok[c] = token_of(uint16_t(c), b, raw);
+      nb[c] = uint8_t(b);
+    }
+  }
+};
+const TokenLut& token_lut() {
+  static const TokenLut lut;
+  return lut;
+}
+
+// What a token gives back: code 0 (unpredictable), or the zigzagged distance u's high part and
+// the count of raw bits below it.
+struct TokenBase {
+  uint32_t base;
+  uint32_t nb;
+};
+struct TokenBases {
+  TokenBase t[kTokens];
+  TokenBases() {
+    for (uint32_t v = 0; v < kTokens; ++v) {
+      if (v < kDirect) {
+        t[v] = {v, 0};
+      } else {
+        const uint32_t k = v - kDirect, e = 4 + (k >> kMant), nb = e - kMant;
+        t[v] = {(1u << e) | ((k & ((1u << kMant) - 1)) << nb), nb};
+      }
+    }
+  }
+};
+const TokenBases& token_bases() {
+  static const TokenBases tb;
+  return tb;
+}
+
 struct BitWriter {
   std::vector<uint8_t> b;
   uint64_t acc = 0;
@@ -322,10 +363,16 @@ void encode_wide(const uint16_t* sym, size_t n, Writer& w) {
   std::unique_ptr<uint16_t[]> tok = scratch<uint16_t>(n);
   BitWriter bits;
   bits.b.reserve(n);
+  const TokenLut& lut = token_lut();
   for (size_t i = 0; i < n; ++i) {
-    uint32_t nb, raw;
-    tok[i] = token_of(sym[i], nb, raw);
-    if (nb) bits.put(raw, nb);
+    const uint16_t c = sym[i];
+    tok[i] = lut.tok[c];
+    const uint32_t nb = lut.nb[c];
+    if (nb) {
+      const int32_t d = int32_t(c) - kRadius;
+      const uint32_t u = d >= 0 ? uint32_t(d) << 1 : (uint32_t(-d) << 1) - 1;
+      bits.put(u & ((1u << nb) - 1), nb);
+    }
   }
   bits.flush();
   rans_encode_ctx(tok.get(), n, w);
@@ -349,6 +396,7 @@ void decode_wide(Reader& r, size_t n, uint16_t* out) {
   if (nbytes > r.left()) corrupt("truncated raw bits");
   const uint8_t* bp = r.take(size_t(nbytes));
   BitReader bits{bp, bp + nbytes};
+  const TokenBase* bases = token_bases().t;
   int c = 0;
   for (size_t i = 0; i < n; ++i) {
     if (t[c].empty()) corrupt("a code in a context with no table");
@@ -366,12 +414,9 @@ void decode_wide(Reader& r, size_t n, uint16_t* out) {
       continue;
     }
     if (tk < uint32_t(kRadius) || tk - kRadius >= kTokens) corrupt("bad token");
-    uint32_t u = tk - kRadius;
-    if (u >= kDirect) {
-      const uint32_t k = u - kDirect, e = 4 + (k >> kMant), nb = e - kMant;
-      u = (1u << e) | ((k & ((1u << kMant) - 1)) << nb) | bits.get(nb);
-    }
-    const int32_t d = (u & 1) ? -int32_t((u + 1) >> 1) : int32_t(u >> 1);
+    const TokenBase& tb = bases[tk - kRadius];
+    const uint32_t u = tb.base | bits.get(tb.nb);
+    const int32_t d = int32_t(u >> 1) ^ -int32_t(u & 1);
     if (d <= -kRadius) corrupt("bad token");
     out[i] = uint16_t(kRadius + d);
   }

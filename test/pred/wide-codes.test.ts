@@ -19,14 +19,19 @@ test("pred: wide codes hold every bound on noise at tight tolerances", async (t)
     for (const f64 of [false, true]) {
       const n = shape.reduce((a, b) => a * b, 1);
       const x = uniform(n, 0.056, seed++, f64);
-      for (const bound of [{ tolerance: 1e-4 }, { tolerance: 1e-5 }, { max_abs_error: 1e-6 }, { tolerance: 1e-4, max_abs_error: 2e-6 }]) {
+      for (const bound of <{ tolerance?: number; max_abs_error?: number }[]>[
+        { tolerance: 1e-4 },
+        { tolerance: 1e-5 },
+        { max_abs_error: 1e-6 },
+        { tolerance: 1e-4, max_abs_error: 2e-6 },
+      ]) {
         const r = await pred.compress(x, { shape, ...bound });
         const y = await pred.decompress(r.stream);
         const e = errors(x, y);
         const eb = pred.info(r.stream).max_abs_error;
         const ok =
-          ("tolerance" in bound ? e.rel <= bound.tolerance : true) &&
-          ("max_abs_error" in bound ? e.maxAbs <= bound.max_abs_error! : true) &&
+          (bound.tolerance !== undefined ? e.rel <= bound.tolerance : true) &&
+          (bound.max_abs_error !== undefined ? e.maxAbs <= bound.max_abs_error : true) &&
           e.maxAbs <= eb &&
           e.maxAbs === r.max_abs_error;
         t.ok(

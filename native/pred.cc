@@ -16,9 +16,18 @@ namespace {
 
 template <typename T>
 double max_abs_of(const T* x, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(x[i])));
-  return m;
+  // four independent maxima (the same result: max is exact in any order), so the loop is not one
+  // chain of dependent comparisons
+  double m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    m0 = std::max(m0, std::fabs(double(x[i])));
+    m1 = std::max(m1, std::fabs(double(x[i + 1])));
+    m2 = std::max(m2, std::fabs(double(x[i + 2])));
+    m3 = std::max(m3, std::fabs(double(x[i + 3])));
+  }
+  for (; i < n; ++i) m0 = std::max(m0, std::fabs(double(x[i])));
+  return std::max(std::max(m0, m1), std::max(m2, m3));
 }
 
 // The data's peak |x| and sum of (x / peak)^2 (scaled so float64 extremes do not overflow).
@@ -26,11 +35,24 @@ template <typename T>
 void norms(const T* data, size_t n, double& scale, double& xsq) {
   scale = max_abs_of(data, n);
   xsq = 0;
-  if (scale > 0)
-    for (size_t i = 0; i < n; ++i) {
-      double v = double(data[i]) / scale;
-      xsq += v * v;
-    }
+  if (!(scale > 0)) return;
+  // four partial sums of (x * (1 / peak))^2: independent chains of additions, no division
+  const double inv = 1 / scale;
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const double v0 = double(data[i]) * inv, v1 = double(data[i + 1]) * inv;
+    const double v2 = double(data[i + 2]) * inv, v3 = double(data[i + 3]) * inv;
+    s0 += v0 * v0;
+    s1 += v1 * v1;
+    s2 += v2 * v2;
+    s3 += v3 * v3;
+  }
+  for (; i < n; ++i) {
+    const double v = double(data[i]) * inv;
+    s0 += v * v;
+  }
+  xsq = (s0 + s1) + (s2 + s3);
 }
 
 // `count` sub-boxes (fewer for small data) of 2^12..2^15 elements, together about an eighth of

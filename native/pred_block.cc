@@ -133,7 +133,8 @@ void quantise_block(const T* x, const size_t e[kDims], double eb, int pick, doub
   out.seg1 = out.kind == kLorenzo ? 0 : c2;
   size_t ci = 0;
   double err = 0, maxe = 0;
-  auto q = [&](size_t idx, double pred, int lev) {
+  // returns the value stored at idx: the Lorenzo walk carries it to the next element
+  auto q = [&](size_t idx, double pred, int lev) -> T {
     const T v = x[idx];
     const double t = (double(v) - pred) * inv[lev];
     if (std::fabs(t) < kRadius - 1) {
@@ -148,12 +149,13 @@ void quantise_block(const T* x, const size_t e[kDims], double eb, int pick, doub
         const double ds = d * inv_scale;
         err += ds * ds;
         maxe = std::max(maxe, d);
-        return;
+        return rv;
       }
     }
     r[idx] = v;
     codes[ci++] = 0;
     out.unpred.push_back(v);
+    return v;
   };
   walk(out.kind, e, static_cast<const T*>(r), q);
   out.st = Stats{err, maxe};

@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "pred_internal.h"
 
@@ -131,6 +132,10 @@ void walk_interp(const size_t e[kDims], const T* buf, bool cubic, Q&& q) {
 // Lorenzo over the last three dimensions (the first two of the padded five are independent).
 template <typename T, typename Q>
 void walk_lorenzo(const size_t e[kDims], const T* buf, Q&& q) {
+  // A q that returns the value it stored at idx (the encoder's quantiser) lets the walk carry the
+  // previous element of a row in a register instead of reading it back from buf: the same
+  // predictions to the bit, without a store and a load on the row's chain of dependencies.
+  constexpr bool kCarry = !std::is_void_v<std::invoke_result_t<Q&, size_t, double, int>>;
   size_t st[kDims];
   strides(e, st);
   const size_t sa = st[2], sb = st[3];
@@ -141,24 +146,43 @@ void walk_lorenzo(const size_t e[kDims], const T* buf, Q&& q) {
           size_t row = i0 * st[0] + i1 * st[1] + a * sa + b * sb;
           const T* p = buf + row;
           if (a > 0 && b > 0) {
-            q(row, double(p[-ptrdiff_t(sa)]) + double(p[-ptrdiff_t(sb)]) - double(p[-ptrdiff_t(sa + sb)]), 1);
-            for (size_t c = 1; c < e[4]; ++c) {
-              const T* r = p + c;
-              q(row + c,
-                double(r[-1]) + double(r[-ptrdiff_t(sa)]) + double(r[-ptrdiff_t(sb)]) - double(r[-ptrdiff_t(sa) - 1]) -
-                    double(r[-ptrdiff_t(sb) - 1]) - double(r[-ptrdiff_t(sa + sb)]) + double(r[-ptrdiff_t(sa + sb) - 1]),
-                1);
+            const double first = double(p[-ptrdiff_t(sa)]) + double(p[-ptrdiff_t(sb)]) - double(p[-ptrdiff_t(sa + sb)]);
+            // the 3-D Lorenzo predictor from the previous element `left` (as stored) and the two earlier rows
+            auto pred3 = [&](const T* r, double left) {
+              return left + double(r[-ptrdiff_t(sa)]) + double(r[-ptrdiff_t(sb)]) - double(r[-ptrdiff_t(sa) - 1]) -
+                     double(r[-ptrdiff_t(sb) - 1]) - double(r[-ptrdiff_t(sa + sb)]) +
+                     double(r[-ptrdiff_t(sa + sb) - 1]);
+            };
+            if constexpr (kCarry) {
+              double left = double(q(row, first, 1));
+              for (size_t c = 1; c < e[4]; ++c) left = double(q(row + c, pred3(p + c, left), 1));
+            } else {
+              q(row, first, 1);
+              for (size_t c = 1; c < e[4]; ++c) q(row + c, pred3(p + c, double(p[c - 1])), 1);
             }
           } else if (a > 0 || b > 0) {
             const ptrdiff_t o = a > 0 ? ptrdiff_t(sa) : ptrdiff_t(sb);
-            q(row, double(p[-o]), 1);
-            for (size_t c = 1; c < e[4]; ++c) {
-              const T* r = p + c;
-              q(row + c, double(r[-1]) + double(r[-o]) - double(r[-o - 1]), 1);
+            if constexpr (kCarry) {
+              double left = double(q(row, double(p[-o]), 1));
+              for (size_t c = 1; c < e[4]; ++c) {
+                const T* r = p + c;
+                left = double(q(row + c, left + double(r[-o]) - double(r[-o - 1]), 1));
+              }
+            } else {
+              q(row, double(p[-o]), 1);
+              for (size_t c = 1; c < e[4]; ++c) {
+                const T* r = p + c;
+                q(row + c, double(r[-1]) + double(r[-o]) - double(r[-o - 1]), 1);
+              }
             }
           } else {
-            q(row, 0.0, 1);
-            for (size_t c = 1; c < e[4]; ++c) q(row + c, double(p[c - 1]), 1);
+            if constexpr (kCarry) {
+              double left = double(q(row, 0.0, 1));
+              for (size_t c = 1; c < e[4]; ++c) left = double(q(row + c, left, 1));
+            } else {
+              q(row, 0.0, 1);
+              for (size_t c = 1; c < e[4]; ++c) q(row + c, double(p[c - 1]), 1);
+            }
           }
         }
 }

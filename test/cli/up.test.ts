@@ -4,7 +4,7 @@
 // the tenants and data; an environment key wins over the file; a run that fails to start saves
 // no key, so the first run that starts prints it; with SVC_ENGINE_TLS_* the engine is https.
 import test from "tape";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { svc } from "./helpers.js";
 import { writeNpy, readNpy, npyTypedArray } from "../../lib/npy.js";
 import { createClient } from "../../lib/client.js";
+import { selfSignedCert } from "../lib/self-signed.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
@@ -224,39 +225,14 @@ test("svc up: a port in use is a one-sentence failure with exit 1, nothing is le
 
 test("svc up with SVC_ENGINE_TLS_*: the engine serves https and the gateway reaches it, trusting the engine's certificate", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-up-tls-"));
-  const cert = join(dir, "cert.pem");
-  const key = join(dir, "key.pem");
-  try {
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-      ],
-      { stdio: "ignore" },
-    );
-  } catch {
-    /* checked below */
-  }
+  const made = selfSignedCert(dir);
   let up: Up | null = null;
   try {
-    if (!existsSync(cert)) {
+    if (!made) {
       t.skip("openssl is not available to make a test certificate");
       return;
     }
+    const { cert, key } = made;
     up = await startUp(join(dir, "data"), { SVC_ENGINE_TLS_CERT_PATH: cert, SVC_ENGINE_TLS_KEY_PATH: key });
     t.match(up.engine, /^https:\/\/127\.0\.0\.1:\d+$/, `the engine URL is https: ${up.engine}`);
     const health = await fetch(`${up.gateway}/health`).then((r) => r.json() as Promise<{ engine_reachable: boolean }>);

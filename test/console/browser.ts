@@ -2,14 +2,8 @@
 // (file audit log) on ephemeral ports, smooth float32 fields put through the gateway, and
 // Debian's Chromium driven by playwright-core (no browser download).
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { chromium, type Browser } from "playwright-core";
-import { loadEngineConfig } from "../../server/engine/config.js";
-import { startEngine } from "../../server/engine/server.js";
-import { loadGatewayConfig } from "../../server/gateway/config.js";
-import { startGateway } from "../../server/gateway/server.js";
+import { startRealStack } from "../gateway/helpers.js";
 
 export const CHROMIUM = process.env.SVC_TEST_CHROMIUM ?? "/usr/bin/chromium";
 export const SERVICE_KEY = "console-test-service-key-0123456789abcdef0123456789";
@@ -41,38 +35,11 @@ export interface Stack {
 }
 
 export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
-  const dir = await mkdtemp(join(tmpdir(), "svc-console-"));
-  const engine = await startEngine(
-    loadEngineConfig({
-      SVC_ENGINE_HOST: "127.0.0.1",
-      SVC_ENGINE_PORT: "0",
-      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-      SVC_ENGINE_API_KEYS: SERVICE_KEY,
-      SVC_ENGINE_LOG_LEVEL: "silent",
-    }),
-  );
-  const gw = await startGateway(
-    loadGatewayConfig({
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-      SVC_GATE_HOST: "127.0.0.1",
-      SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: engine.url,
-      SVC_GATE_DATA_DIR: join(dir, "gate"),
-      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-      SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "100000",
-      SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "60",
-      ...env,
-    }),
-  );
-  return {
-    url: gw.url,
-    dir,
-    close: async () => {
-      await gw.close();
-      await engine.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
+  const stack = await startRealStack("svc-console-", {
+    serviceKey: SERVICE_KEY,
+    gatewayEnv: { SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "100000", SVC_GATE_DEFAULT_RATE_LIMIT_WINDOW_S: "60", ...env },
+  });
+  return { url: stack.gateway.url, dir: stack.dir, close: () => stack.close() };
 }
 
 export async function adminCall(url: string, path: string, body?: unknown): Promise<any> {

@@ -3,14 +3,14 @@
 // from Content-Length and while streaming, 415, error bodies, access logs, and TLS.
 import test from "tape";
 import http from "node:http";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, fetch as ufetch } from "undici";
 import { loadEngineConfig } from "../../server/engine/config.js";
 import { startEngine, type RunningEngine } from "../../server/engine/server.js";
 import type { Logger } from "../../server/engine/app.js";
+import { selfSignedCert } from "../lib/self-signed.js";
 
 const KEY = "svc-service-key-" + "0123456789abcdef".repeat(3);
 const dirs: string[] = [];
@@ -457,38 +457,12 @@ test("engine: one access-log line per request, without keys or payloads", async 
 
 test("engine: TLS with a self-signed certificate", async (t) => {
   const dir = tmp();
-  const cert = join(dir, "cert.pem");
-  const key = join(dir, "key.pem");
-  try {
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-      ],
-      { stdio: "ignore" },
-    );
-  } catch {
+  const made = selfSignedCert(dir);
+  if (!made) {
     t.skip("openssl is not available to make a test certificate");
     return;
   }
-  if (!existsSync(cert)) {
-    t.skip("openssl did not write a certificate");
-    return;
-  }
+  const { cert, key } = made;
   const e = await start({ SVC_ENGINE_TLS_CERT_PATH: cert, SVC_ENGINE_TLS_KEY_PATH: key });
   t.ok(e.url.startsWith("https://"), `https url ${e.url}`);
   const { readFileSync } = await import("node:fs");

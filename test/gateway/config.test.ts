@@ -1,10 +1,10 @@
 // loadGatewayConfig: defaults, every variable parsed, one sentence naming a bad variable.
 import test from "tape";
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, DEFAULT_LIMITS, loadGatewayConfig } from "../../server/gateway/config.js";
+import { selfSignedCert } from "../lib/self-signed.js";
 
 const KEY = "k".repeat(40);
 
@@ -193,17 +193,8 @@ test("a bad value stops start-up with one sentence naming the variable", (t) => 
 test("SVC_GATE_ENGINE_CA_PATH: read and parsed once; an unreadable file or one without a certificate stops start-up naming the variable", (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-gate-ca-"));
   try {
-    const cert = join(dir, "ca.pem");
-    try {
-      execFileSync(
-        "openssl",
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"],
-        { stdio: "ignore" },
-      );
-    } catch {
-      /* checked below */
-    }
-    if (existsSync(cert)) {
+    const cert = selfSignedCert(dir, "ca.pem")?.cert;
+    if (cert) {
       const c = loadGatewayConfig({ SVC_GATE_ENGINE_SERVICE_KEY: KEY, SVC_GATE_ENGINE_URL: "https://127.0.0.1:8000", SVC_GATE_ENGINE_CA_PATH: cert });
       t.match(c.engineCa ?? "", /^-----BEGIN CERTIFICATE-----\n[\s\S]+-----END CERTIFICATE-----\n$/, "the certificates' PEM text is kept");
       t.equal(c.engineUrl, "https://127.0.0.1:8000");

@@ -2,8 +2,6 @@
 // forwarding, tenant scoping by X-SVC-Tenant, streaming both ways and error pass-through; and
 // an https engine with a self-signed certificate trusted through SVC_GATE_ENGINE_CA_PATH.
 import test from "tape";
-import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,29 +10,12 @@ import { startEngine } from "../../server/engine/server.js";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { startGateway } from "../../server/gateway/server.js";
 import { OFFLOAD_MIN_BYTES, offloadStats } from "../../server/http/offload.js";
-import { admin, call, SERVICE_KEY } from "./helpers.js";
+import { admin, call, SERVICE_KEY, startRealStack } from "./helpers.js";
+import { selfSignedCert } from "../lib/self-signed.js";
 
 test("gateway in front of the real engine", async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), "svc-gate-e2e-"));
-  const engine = await startEngine(
-    loadEngineConfig({
-      SVC_ENGINE_HOST: "127.0.0.1",
-      SVC_ENGINE_PORT: "0",
-      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-      SVC_ENGINE_API_KEYS: SERVICE_KEY,
-      SVC_ENGINE_LOG_LEVEL: "silent",
-    }),
-  );
-  const gw = await startGateway(
-    loadGatewayConfig({
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-      SVC_GATE_HOST: "127.0.0.1",
-      SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: engine.url,
-      SVC_GATE_DATA_DIR: join(dir, "gate"),
-      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-    }),
-  );
+  const stack = await startRealStack("svc-gate-e2e-");
+  const gw = stack.gateway;
   try {
     const acme = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
     const beta = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "beta" })).json.api_key as string;
@@ -113,46 +94,19 @@ test("gateway in front of the real engine", async (t) => {
     const h = await call(gw.url, "/health");
     t.deepEqual([h.json.engine_reachable, h.json.store_connected], [true, true], "health with the real engine");
   } finally {
-    await gw.close();
-    await engine.close();
-    await rm(dir, { recursive: true, force: true });
+    await stack.close();
   }
 });
 
 test("gateway in front of a TLS engine with a self-signed certificate, trusted through SVC_GATE_ENGINE_CA_PATH", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-tls-"));
-  const cert = join(dir, "cert.pem");
-  const key = join(dir, "key.pem");
-  try {
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-      ],
-      { stdio: "ignore" },
-    );
-  } catch {
-    /* checked below */
-  }
-  if (!existsSync(cert)) {
+  const made = selfSignedCert(dir);
+  if (!made) {
     t.skip("openssl is not available to make a test certificate");
     await rm(dir, { recursive: true, force: true });
     return;
   }
+  const { cert, key } = made;
   const engine = await startEngine(
     loadEngineConfig({
       SVC_ENGINE_HOST: "127.0.0.1",

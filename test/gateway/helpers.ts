@@ -189,3 +189,62 @@ export async function redisFor(prefix: string): Promise<{ redis: Redis; cleanup(
     },
   };
 }
+
+export interface RealStack {
+  /** The temporary directory holding the engine's LMDB store, the gateway's state and its audit log. */
+  dir: string;
+  engine: import("../../server/engine/server.js").RunningEngine;
+  gateway: import("../../server/gateway/server.js").RunningGateway;
+  /** Stops both servers and removes the directory. */
+  close(): Promise<void>;
+}
+
+/**
+ * The real engine (LMDB in a temporary directory, `prefix` naming it) and the real gateway in
+ * front of it, both in this process on ephemeral loopback ports; `gatewayEnv` adds or overrides
+ * SVC_GATE_* settings. The servers are loaded on first use, so tests of the fake engine do not
+ * load the store.
+ */
+export async function startRealStack(prefix: string, opts: { serviceKey?: string; gatewayEnv?: Record<string, string> } = {}): Promise<RealStack> {
+  const [{ loadEngineConfig }, { startEngine }, { loadGatewayConfig }, { startGateway }] = await Promise.all([
+    import("../../server/engine/config.js"),
+    import("../../server/engine/server.js"),
+    import("../../server/gateway/config.js"),
+    import("../../server/gateway/server.js"),
+  ]);
+  const key = opts.serviceKey ?? SERVICE_KEY;
+  const { mkdtemp, rm } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  const engine = await startEngine(
+    loadEngineConfig({
+      SVC_ENGINE_HOST: "127.0.0.1",
+      SVC_ENGINE_PORT: "0",
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      SVC_ENGINE_API_KEYS: key,
+      SVC_ENGINE_LOG_LEVEL: "silent",
+    }),
+  );
+  const gateway = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: key,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      ...opts.gatewayEnv,
+    }),
+  );
+  return {
+    dir,
+    engine,
+    gateway,
+    close: async () => {
+      await gateway.close();
+      await engine.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -4,14 +4,7 @@
 // error body from both, over raw sockets against a real engine and a real gateway in front of it.
 import test from "tape";
 import net from "node:net";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { loadEngineConfig } from "../../server/engine/config.js";
-import { startEngine, type RunningEngine } from "../../server/engine/server.js";
-import { loadGatewayConfig } from "../../server/gateway/config.js";
-import { startGateway } from "../../server/gateway/server.js";
-import { admin, call, SERVICE_KEY } from "../gateway/helpers.js";
+import { admin, call, SERVICE_KEY, startRealStack } from "../gateway/helpers.js";
 
 interface Answer {
   status: number;
@@ -49,25 +42,8 @@ function rawRequest(port: number, head: string, body: string | Buffer = ""): Pro
 const isErrorBody = (j: any) => j && typeof j.detail === "string" && typeof j.code === "string" && /^[0-9a-f-]{36}$/.test(j.request_id);
 
 test("engine and gateway agree on hostile query strings, framing and bodies of GET and DELETE", async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), "svc-agree-"));
-  const engine: RunningEngine = await startEngine(
-    loadEngineConfig({
-      SVC_ENGINE_PORT: "0",
-      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-      SVC_ENGINE_API_KEYS: SERVICE_KEY,
-      SVC_ENGINE_LOG_LEVEL: "silent",
-    }),
-  );
-  const gw = await startGateway(
-    loadGatewayConfig({
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-      SVC_GATE_HOST: "127.0.0.1",
-      SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: engine.url,
-      SVC_GATE_DATA_DIR: join(dir, "gate"),
-      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-    }),
-  );
+  const stack = await startRealStack("svc-agree-");
+  const { engine, gateway: gw } = stack;
   try {
     const key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
     const put = await call(gw.url, "/v1/put", { key, body: { namespace: "default", key: "k", data_b64: Buffer.from("abc").toString("base64") } });
@@ -221,8 +197,6 @@ test("engine and gateway agree on hostile query strings, framing and bodies of G
     t.ok(e!.status === 400 && /names the member "key" twice/.test(e!.json.detail), "engine: duplicate member refused");
     t.ok(g!.status === 400 && g!.json.detail === e!.json.detail, "gateway: the same sentence");
   } finally {
-    await gw.close();
-    await engine.close();
-    await rm(dir, { recursive: true, force: true });
+    await stack.close();
   }
 });

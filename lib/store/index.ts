@@ -31,7 +31,7 @@ import { LmdbBackend } from "./lmdb.js";
 import { MemoryBackend } from "./memory.js";
 import { compact } from "./maintenance.js";
 import { put, putCores, putCoresBatch, putPred, remove, type PutCoresItem, type PutData } from "./put.js";
-import { get, list, search, serve, serveGpu } from "./read.js";
+import { get, list, search, serve, serveGpu, type ServeEntry } from "./read.js";
 import { similarity, topk, vector } from "./queries.js";
 import type { CoreInput } from "./cores.js";
 import type { CompactResult, DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, ServeResult, SimilarityResult, TopkResult } from "./types.js";
@@ -223,9 +223,10 @@ export class Store implements TensorStore {
    * serve for an answer that is only sent (a server writing it to a socket): the same result,
    * except that its data may share memory with the store's payload cache, so the caller must
    * never write into it. Saves the copy of a cached payload (about 0.4 ms per MiB).
+   * `beforeDecode` gets the version read, its dtype and shape, before anything is decoded.
    */
-  serveReadOnly(ns: string, key: string, opts: ServeOptions = {}): Promise<ServeResult> {
-    return serve(this.#scope, ns, key, opts, true);
+  serveReadOnly(ns: string, key: string, opts: ServeOptions = {}, beforeDecode?: (entry: ServeEntry) => void): Promise<ServeResult> {
+    return serve(this.#scope, ns, key, opts, true, beforeDecode);
   }
 
   /** GPU serving of this store (every tenant view): set by the engine from SVC_ENGINE_DEVICE. */

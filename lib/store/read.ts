@@ -97,8 +97,27 @@ export async function search(s: Scope, ns: string, filter: Record<string, unknow
   return { namespace: ns, results, total, limit: o.limit, offset: o.offset, next_offset: o.offset + results.length < total ? o.offset + results.length : null };
 }
 
-/** serve (CPU): the dense tensor (or one block of it) as a typed array of the stored or requested dtype. */
-export async function serve(s: Scope, ns: string, key: string, opts: ServeOptions = {}, readOnly = false): Promise<ServeResult> {
+/** What `serve` read of the entry before decoding it: enough to size the answer. */
+export interface ServeEntry {
+  version: number;
+  dtype: Dtype;
+  shape: number[];
+}
+
+/**
+ * serve (CPU): the dense tensor (or one block of it) as a typed array of the stored or requested
+ * dtype. `readOnly`: the data may be the payload cache's own bytes. `beforeDecode` is called with
+ * the version read, once the request is checked and before anything is decoded (a server sizes
+ * and reserves the answer there); what it throws is the call's error.
+ */
+export async function serve(
+  s: Scope,
+  ns: string,
+  key: string,
+  opts: ServeOptions = {},
+  readOnly = false,
+  beforeDecode?: (entry: ServeEntry) => void,
+): Promise<ServeResult> {
   namespace(ns);
   keyName(key);
   const o = parseOrThrow(serveOptionsSchema, opts, "options");
@@ -112,6 +131,7 @@ export async function serve(s: Scope, ns: string, key: string, opts: ServeOption
     });
   }
   if (o.dtype && !isFloatDtype(rec.dtype)) throw new ValidationError(`dtype conversion applies to floating data only; the entry is ${rec.dtype}.`, "dtype");
+  beforeDecode?.({ version: rec.version, dtype: rec.dtype, shape: rec.shape });
   const outShape = slice ? slice.map(([a, b]) => b - a) : rec.shape;
   const outDtype = (o.dtype ?? rec.dtype) as Dtype;
   const t0 = process.hrtime.bigint();

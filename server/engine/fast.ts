@@ -82,16 +82,17 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
     res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) }).end(text);
     return;
   }
-  const info = await st.get(namespace, key, { version: opts.version });
-  const size = serveSize(info.shape, info.dtype, opts);
-  if (!octet && size.bytes > deps.config.max_json_serve_bytes)
-    throw new ValidationError(
-      `The answer of ${size.bytes} bytes is larger than the ${deps.config.max_json_serve_bytes}-byte limit of JSON serves; ask for it with Accept: application/octet-stream, or serve a slice.`,
-      "Accept",
-    );
-  reservationOf(res, deps.budget, tenant).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
-  // the answer is only written to the socket: it may be the payload cache's own bytes
-  const r = await st.serveReadOnly(namespace, key, { ...opts, version: info.version });
+  // one read of the entry: its size is checked and its memory reserved before it is decoded; the
+  // answer is only written to the socket, so it may be the payload cache's own bytes
+  const r = await st.serveReadOnly(namespace, key, opts, (entry) => {
+    const size = serveSize(entry.shape, entry.dtype, opts);
+    if (!octet && size.bytes > deps.config.max_json_serve_bytes)
+      throw new ValidationError(
+        `The answer of ${size.bytes} bytes is larger than the ${deps.config.max_json_serve_bytes}-byte limit of JSON serves; ask for it with Accept: application/octet-stream, or serve a slice.`,
+        "Accept",
+      );
+    reservationOf(res, deps.budget, tenant).grow(octet ? size.octetPeak : size.jsonPeak, "The answer");
+  });
   const bytes = Buffer.from(r.data.buffer, r.data.byteOffset, r.data.byteLength);
   if (octet) {
     res.writeHead(200, {

@@ -38,7 +38,6 @@ import type {
   ServeArray,
   SimilarityResult,
   TopkResult,
-  TtInfo,
 } from "./store/index.js";
 import { compileFilter } from "./filter.js";
 import type { TensorStore, TensorStoreGpuHandle } from "./tensor-store.js";
@@ -93,16 +92,8 @@ export interface TransferProgress {
 
 export type Data = PutData;
 
-/** A GPU-resident entry on the server: what `serveGpu` returns over HTTP. */
-export interface GpuServeInfo {
-  namespace: string;
-  key: string;
-  version: number;
-  device: string;
-  resident: boolean;
-  bytes_on_device: number;
-  tt: TtInfo | null;
-}
+/** A GPU-resident entry on the server: what `serveGpu` returns over HTTP (the handle's fields). */
+export type GpuServeInfo = Pick<TensorStoreGpuHandle, "namespace" | "key" | "version" | "device" | "resident" | "bytes_on_device" | "tt">;
 export interface RemoteGpuHandle extends GpuServeInfo, TensorStoreGpuHandle {
   /** Dense reconstruction (a CPU serve of the same version). */
   reconstruct(opts?: Omit<ServeOptions, "version">): Promise<ServeResult>;

@@ -3,6 +3,8 @@
 import { adminCall } from "./admin.js";
 import { parse, table, UsageError, type Io } from "./common.js";
 import { tenantIdProblem } from "../../lib/client-names.js";
+// a type only: nothing of the gateway is loaded
+import type { AuditRecord } from "../../server/gateway/audit.js";
 
 export const AUDIT_HELP = `Usage: svc audit [--tenant ID] [--status CODE] [--limit N] [--json] [--data DIR]
 
@@ -41,16 +43,7 @@ export async function auditCommand(argv: string[], io: Io): Promise<number> {
     io.out(JSON.stringify(r, null, 2) + "\n");
     return 0;
   }
-  const recs = (r.records ?? []) as Array<{
-    ts: string;
-    tenant_id: string;
-    method: string;
-    path: string;
-    namespace: string;
-    status: number;
-    cus: number;
-    latency_ms: number;
-  }>;
+  const recs = (r.records ?? []) as AuditRecord[];
   if (!recs.length) {
     io.out("No matching audit records.\n");
     return 0;

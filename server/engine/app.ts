@@ -50,13 +50,31 @@ export interface Logger {
 
 const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 99 };
 
+let isoMs = -1;
+let isoText = "";
+/** The time now in ISO 8601, formatted once per millisecond. */
+function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== isoMs) {
+    isoMs = ms;
+    isoText = new Date(ms).toISOString();
+  }
+  return isoText;
+}
+
 /**
  * One JSON object per line on `write` (by default stdout, the lines of one event-loop turn in
  * one write: server/http/log-batch.ts), at or above `level`.
  */
 export function jsonLogger(level: LogLevel, write: (line: string) => void = stdoutLines()): Logger {
-  const at = (lv: Exclude<LogLevel, "silent">) => (fields: Record<string, unknown>) => {
-    if (LEVELS[lv] >= LEVELS[level]) write(JSON.stringify({ ts: new Date().toISOString(), level: lv, ...fields }) + "\n");
+  const at = (lv: Exclude<LogLevel, "silent">) => {
+    const head = `","level":"${lv}"`;
+    return (fields: Record<string, unknown>) => {
+      if (LEVELS[lv] < LEVELS[level]) return;
+      // the caller's object as it is (no copy): its members follow ts and level
+      const rest = JSON.stringify(fields);
+      write(`{"ts":"${isoNow()}${head}${rest.length > 2 ? "," + rest.slice(1) : "}"}\n`);
+    };
   };
   return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }

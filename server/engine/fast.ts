@@ -167,14 +167,20 @@ export function engineFastPath(deps: {
     return v;
   };
   const digests = config.api_key_digests;
+  // Authorization headers that passed, compared in constant time instead of hashed again (the
+  // gateway sends the same header on every request); as many as the engine has keys
+  const passed: Buffer[] = [];
   const authorised = (h: string | undefined): boolean => {
     if (!config.require_auth) return true;
     if (h === undefined) return false;
+    const header = Buffer.from(h, "latin1");
+    for (const p of passed) if (p.byteLength === header.byteLength && timingSafeEqual(p, header)) return true;
     const m = BEARER.exec(h);
     if (!m) return false;
     const given = createHash("sha256").update(m[1]!, "utf8").digest();
     let ok = false;
     for (const d of digests) ok = timingSafeEqual(given, d) || ok;
+    if (ok && passed.length < digests.length) passed.push(header);
     return ok;
   };
 
@@ -240,37 +246,77 @@ export function engineFastPath(deps: {
   return (req, res) => {
     const taken = take(req);
     if (!taken) return false;
-    const t0 = process.hrtime.bigint();
-    const given = req.headers["x-request-id"];
-    const id = requestIdFrom(given);
-    const path = req.url!.split("?", 1)[0]!;
+    const t0 = performance.now();
+    const id = requestIdFrom(req.headers["x-request-id"]);
+    const url = req.url!;
+    const q = url.indexOf("?");
+    const path = q < 0 ? url : url.slice(0, q);
     const method = req.method!;
     let done = false;
     // counted once answered or abandoned; logged once answered (as the Express chain does)
-    const counted = (answered: boolean) => () => {
+    const count = (answered: boolean): void => {
       if (done) return;
       done = true;
-      const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-      metrics.http.observe(method, metrics.route(path), res.statusCode, seconds);
-      if (answered) logger.info({ msg: "request", method, path, status: res.statusCode, latency_ms: seconds * 1000, request_id: id, tenant: taken.tenant });
+      const ms = performance.now() - t0;
+      metrics.http.observe(method, metrics.route(path), res.statusCode, ms / 1000);
+      if (answered) logger.info({ msg: "request", method, path, status: res.statusCode, latency_ms: ms, request_id: id, tenant: taken.tenant });
     };
-    res.once("finish", counted(true));
-    res.once("close", counted(false));
-    res.setHeader("X-Request-Id", id);
     if (taken.route === "serve") {
+      res.once("finish", () => count(true));
+      res.once("close", () => count(false));
+      res.setHeader("X-Request-Id", id);
       serve(req, res, taken.tenant, taken.octet).catch((err: unknown) => fail(res, id, err));
       return true;
     }
+    // a GET answers at once when its entry is read: no listeners on the response; a client gone
+    // by then is counted as abandoned and sent nothing
     viewOf(taken.tenant)
       .get(taken.ns, taken.key, taken.version === undefined ? {} : { version: taken.version })
       .then(
-        (info) => {
-          const body = JSON.stringify(info);
-          res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(body) });
-          res.end(body);
-        },
-        (err: unknown) => fail(res, id, err),
+        (info) =>
+          answerLater(res, () => {
+            if (gone(res)) return count(false);
+            const body = JSON.stringify(info);
+            res.writeHead(200, { "X-Request-Id": id, "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(body) });
+            res.end(body);
+            count(true);
+          }),
+        (err: unknown) =>
+          answerLater(res, () => {
+            if (gone(res)) return count(false);
+            res.setHeader("X-Request-Id", id);
+            fail(res, id, err);
+            count(true);
+          }),
       );
     return true;
   };
+}
+
+/** Whether the client of a response has gone (its socket closed or the response destroyed). */
+const gone = (res: ServerResponse): boolean => res.destroyed || !res.socket || res.socket.destroyed;
+
+const answers: [ServerResponse, () => void][] = [];
+/**
+ * Runs `write` in the check phase of this turn of the event loop, with the other answers ready
+ * by then: answers written together after the poll phase has read every request that arrived,
+ * instead of one write between reads. On this machine's loopback that took 35-40 us of CPU
+ * off each small answer of the engine (bench/serving.ts).
+ */
+function answerLater(res: ServerResponse, write: () => void): void {
+  if (answers.push([res, write]) === 1) setImmediate(writeAnswers);
+}
+function writeAnswers(): void {
+  // answers queued while writing (none today: writes queue nothing) wait for the next turn
+  const n = answers.length;
+  for (let i = 0; i < n; i++) {
+    const [res, write] = answers[i]!;
+    try {
+      write();
+    } catch {
+      // an answer that cannot be written ends its connection; the others go out
+      res.destroy();
+    }
+  }
+  answers.splice(0, n);
 }

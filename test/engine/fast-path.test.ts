@@ -93,6 +93,9 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     const cases: Array<[string, string, Record<string, string>, number]> = [
       ["no key", "/v1/get/ns/k", { "x-svc-tenant": "acme" }, 401],
       ["wrong key", "/v1/get/ns/k", auth("acme", { authorization: `Bearer x${KEY}` }), 401],
+      // a header the length of one that passed before, one character off
+      ["wrong key of a passed header's length", "/v1/get/ns/k", auth("acme", { authorization: `Bearer ${KEY.slice(0, -1)}x` }), 401],
+      ["a passed header with its key's case changed", "/v1/get/ns/k", auth("acme", { authorization: `Bearer ${KEY.toUpperCase()}` }), 401],
       ["not a bearer", "/v1/get/ns/k", auth("acme", { authorization: `Basic ${KEY}` }), 401],
       ["no tenant", "/v1/get/ns/k", { authorization: `Bearer ${KEY}` }, 400],
       ["bad tenant", "/v1/get/ns/k", auth("Bad Tenant!"), 400],
@@ -117,6 +120,21 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
       t.ok(typeof j.detail === "string" && j.detail.length > 0 && j.request_id === r.headers["x-request-id"], `${what}: the error body with the request id`);
       t.notOk(r.body.includes(KEY), `${what}: no key in the answer`);
     }
+    // headers that passed are remembered (not hashed again): every key and every spelling of
+    // the header still passes, alternated, and a wrong key still fails after them
+    for (let round = 0; round < 3; round++)
+      for (const h of [`Bearer ${KEY}`, `Bearer other-${KEY}`, `bearer   ${KEY}`, `Bearer other-${KEY} `]) {
+        t.equal(
+          (await raw(port, "GET", "/v1/get/ns/k", auth("acme", { authorization: h }))).status,
+          200,
+          `round ${round}: ${JSON.stringify(h.replace(KEY, "KEY"))} passes`,
+        );
+        t.equal(
+          (await raw(port, "GET", "/v1/get/ns/k", auth("acme", { authorization: h.replace(KEY, KEY.slice(1) + "x") }))).status,
+          401,
+          `round ${round}: its wrong twin fails`,
+        );
+      }
     const withBody = await raw(port, "GET", "/v1/get/ns/k", { ...auth(), "content-type": "application/json" }, "{}");
     t.equal(withBody.status, 400, "a GET with a body: 400");
     const chunked = await raw(port, "GET", "/v1/get/ns/k", { ...auth(), "transfer-encoding": "chunked" }, "abc");

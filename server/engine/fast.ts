@@ -19,6 +19,7 @@ import { statusOf, toSvcError, writeErrorBody } from "../http/errors.js";
 import { checkJsonCharset } from "../http/json-body.js";
 import { bodyLimit } from "../http/limits.js";
 import { reservationOf, type MemoryBudget } from "../http/memory-budget.js";
+import { answerLater, gone } from "../http/answer-later.js";
 import { base64Bytes, prepareEngineBody } from "../http/offload.js";
 import { parseQueryString } from "../http/query.js";
 import type { EngineConfig } from "./config.js";
@@ -49,34 +50,6 @@ function serveSize(shape: number[], dtype: Dtype, opts: { slice?: [number, numbe
   // floating data may pass through float64 (reconstruction, conversion); other data through one decoded copy
   const octetPeak = bytes + (isFloatDtype(dtype) ? elems * 8 : elems * itemsize(dtype));
   return { bytes, octetPeak, jsonPeak: octetPeak + 3 * 4 * Math.ceil(bytes / 3) };
-}
-
-/** Whether the client of a response has gone (its socket closed or the response destroyed). */
-const gone = (res: ServerResponse): boolean => res.destroyed || !res.socket || res.socket.destroyed;
-
-const answers: [ServerResponse, () => void][] = [];
-/**
- * Runs `write` in the check phase of this turn of the event loop, with the other answers ready
- * by then: answers written together after the poll phase has read every request that arrived,
- * instead of one write between reads. On this machine's loopback that took 35-40 us of CPU
- * off each small answer of the engine (bench/serving.ts).
- */
-function answerLater(res: ServerResponse, write: () => void): void {
-  if (answers.push([res, write]) === 1) setImmediate(writeAnswers);
-}
-function writeAnswers(): void {
-  // answers queued while writing (none today: writes queue nothing) wait for the next turn
-  const n = answers.length;
-  for (let i = 0; i < n; i++) {
-    const [res, write] = answers[i]!;
-    try {
-      write();
-    } catch {
-      // an answer that cannot be written ends its connection; the others go out
-      res.destroy();
-    }
-  }
-  answers.splice(0, n);
 }
 
 export interface ServeDeps {
@@ -307,7 +280,7 @@ export function engineFastPath(deps: {
       .then(
         (info) =>
           answerLater(res, () => {
-            if (gone(res)) return count(false);
+            if (gone(req, res)) return count(false);
             const body = JSON.stringify(info);
             res.writeHead(200, { "X-Request-Id": id, "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(body) });
             res.end(body);
@@ -315,7 +288,7 @@ export function engineFastPath(deps: {
           }),
         (err: unknown) =>
           answerLater(res, () => {
-            if (gone(res)) return count(false);
+            if (gone(req, res)) return count(false);
             res.setHeader("X-Request-Id", id);
             fail(res, id, err);
             count(true);

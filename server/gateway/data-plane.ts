@@ -16,6 +16,7 @@ import {
   UnsupportedMediaTypeError,
   ValidationError,
 } from "../../lib/errors.js";
+import { answerLater, gone } from "../http/answer-later.js";
 import { refuseBodyOfBodilessMethod } from "../http/body.js";
 import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
 import { toSvcError, writeErrorBody } from "../http/errors.js";
@@ -76,15 +77,6 @@ function drop(body: Readable): void {
 }
 
 /**
- * Whether the client of `res` has gone. A pipelined request's response has no socket of its
- * own until the ones before it are sent, so the request's connection is looked at.
- */
-function clientLeft(req: IncomingMessage, res: ServerResponse): boolean {
-  const sock = res.socket ?? req.socket;
-  return res.destroyed || !sock || sock.destroyed;
-}
-
-/**
  * Streams the engine's body to the client. Plain pipe() rather than stream.pipeline: the
  * latter allocates an AbortController and a DOMException (with a stack) per call, which is
  * measurable per request. A failure on either side tears both down; a client that has gone,
@@ -92,7 +84,7 @@ function clientLeft(req: IncomingMessage, res: ServerResponse): boolean {
  */
 function relay(body: Readable, req: IncomingMessage, res: ServerResponse): Promise<void> {
   // Gone already: its close events have fired, and waiting for them would hold the body for good.
-  if (res.writableEnded || clientLeft(req, res)) {
+  if (res.writableEnded || gone(req, res)) {
     drop(body);
     return Promise.resolve();
   }
@@ -472,15 +464,45 @@ async function answer(f: Flight, upstream: Upstream, milli: number): Promise<voi
   }
   f.res.statusCode = upstream.status;
   for (const [k, value] of Object.entries(responseHeadersToCopy(upstream.headers))) f.res.setHeader(k, value);
+  const len = upstream.headers["content-length"];
+  const size = typeof len === "string" ? Number(len) : NaN;
+  if (size <= SMALL_ANSWER_BYTES) {
+    // a small answer is read whole (the engine's connection is then free) and written in one
+    // piece in the check phase (server/http/answer-later.ts)
+    const bytes = await readSmall(upstream.body, size);
+    f.unrelayed = null;
+    if (bytes === null) return void f.res.destroy();
+    answerLater(f.res, () => {
+      if (!gone(f.req, f.res)) f.res.end(bytes);
+    });
+    return;
+  }
   f.unrelayed = null;
   await relay(upstream.body, f.req, f.res);
+}
+
+// Engine answers up to this size (a Content-Length) are read whole, then written at once.
+const SMALL_ANSWER_BYTES = 64 * 1024;
+
+/** The `size` bytes of an engine body; null when it fails or its length is not `size`. */
+function readSmall(body: Readable, size: number): Promise<Buffer | null> {
+  return new Promise((resolve) => {
+    const parts: Buffer[] = [];
+    let got = 0;
+    body.on("data", (c: Buffer) => {
+      parts.push(c);
+      got += c.byteLength;
+    });
+    body.once("end", () => resolve(got === size ? (parts.length === 1 ? parts[0]! : Buffer.concat(parts, got)) : null));
+    body.once("error", () => resolve(null));
+  });
 }
 
 /** A refusal or failure at any step: counted against the tenant, audited, answered with the error body. */
 async function refuse(f: Flight, err: unknown): Promise<void> {
   const { gw, req, res } = f;
   // A client that went away mid-request is recorded as the bad request it is, not as a 502.
-  const clientGone = !res.headersSent && clientLeft(req, res);
+  const clientGone = !res.headersSent && gone(req, res);
   let e = clientGone ? new ValidationError("The request was aborted by the client.") : toSvcError(err);
   if (e.code === "internal") gw.reportInternal("data plane", f.rid, err);
   gw.metrics.refused(e.code);
@@ -523,10 +545,10 @@ async function refuse(f: Flight, err: unknown): Promise<void> {
   } catch {
     // An audit log that cannot be written must not leave the client hanging.
   }
-  if (clientGone) {
-    res.statusCode = STATUS_OF[e.code]; // for the metrics, as in the audit record; nothing is sent
-    res.destroy();
-  } else writeErrorBody(res, e, f.rid);
+  res.statusCode = STATUS_OF[e.code]; // for the metrics, as in the audit record
+  if (clientGone)
+    res.destroy(); // nothing is sent
+  else answerLater(res, () => writeErrorBody(res, e, f.rid));
 }
 
 /** On every way out: the body lease, an octet body still flowing, an engine body not relayed, a reservation not settled. */

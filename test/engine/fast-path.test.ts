@@ -8,7 +8,7 @@
 // kept. Over real HTTP on LMDB.
 import test from "tape";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import { connect, type AddressInfo } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -142,6 +142,24 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     const head = await raw(port, "HEAD", "/v1/get/ns/k", auth());
     t.equal(head.status, 200, "HEAD is answered (by Express)");
     t.equal(head.body, "", "without a body");
+
+    // pipelined GETs on one connection (a response waits its turn without a socket of its own):
+    // every one answered, in order
+    const pipelined = await new Promise<string>((resolve, reject) => {
+      const sock = connect(port, "127.0.0.1");
+      let text = "";
+      sock.setEncoding("latin1");
+      sock.on("data", (d: string) => (text += d));
+      sock.on("end", () => resolve(text));
+      sock.on("error", reject);
+      const h = `Authorization: Bearer ${KEY}\r\nX-SVC-Tenant: acme\r\nHost: x\r\n`;
+      const paths = ["/v1/get/ns/k", "/v1/get/ns/k?version=1", "/v1/get/ns/missing", "/v1/get/ns/k"];
+      sock.end(paths.map((p, i) => `GET ${p} HTTP/1.1\r\n${h}${i === paths.length - 1 ? "Connection: close\r\n" : ""}\r\n`).join(""));
+    });
+    const statuses = [...pipelined.matchAll(/HTTP\/1\.1 (\d+)/g)].map((m) => Number(m[1]));
+    t.deepEqual(statuses, [200, 200, 404, 200], "four pipelined GETs: four answers in order");
+    const versions = [...pipelined.matchAll(/"version":(\d+),"latest_version"/g)].map((m) => Number(m[1]));
+    t.deepEqual(versions, [2, 1, 2], "each with its own entry");
 
     // serves: octet-stream and JSON, the fast path against Express's negotiation of the same Accept
     const floats = new Float32Array(4096).map((_, i) => Math.sin(i / 10));

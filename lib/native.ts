@@ -27,6 +27,8 @@ export interface NativeBackend {
 /** The addon's functions. Arguments are already validated and defaulted by lib/tt.ts. */
 export interface NativeAddon {
   backend(): NativeBackend;
+  /** Order-0 entropy of the bytes in bits per byte, and the share of positions whose next 4 bytes occurred before. */
+  byteStats(bytes: Uint8Array): { bits: number; repeated: number };
   compress(data: NativeArray, modes: number[], tolerance: number, maxRank: number, minRatio: number): Promise<NativeTTResult | null>;
   reconstruct(cores: NativeArray[], ranks: number[], modes: number[], shape: number[], groups: number[], slice: number[] | null): Promise<NativeArray>;
   dot(aCores: NativeArray[], aRanks: number[], bCores: NativeArray[], bRanks: number[], modes: number[]): Promise<number>;

@@ -628,6 +628,45 @@ void register_pred(Napi::Env env, Napi::Object exports) {
 
 // ---- end of pred codec ----
 
+// The compressibility sample of puts (lib/store/codec.ts deflateMayPay): the bytes' order-0
+// entropy in bits per byte, and the share of positions whose next 4 bytes occurred before
+// (the last position of each value under a 14-bit hash, a hit checked byte for byte).
+Napi::Value ByteStatsJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return sync_call(env, [&]() -> Napi::Value {
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      throw bad("bytes", "bytes must be a Uint8Array");
+    auto a = info[0].As<Napi::Uint8Array>();
+    const uint8_t* b = a.Data();
+    const size_t n = a.ElementLength();
+    uint32_t counts[256] = {};
+    std::vector<uint16_t> seen(size_t(1) << 13, 0);
+    size_t repeats = 0;
+    for (size_t i = 0; i < n; i++) {
+      counts[b[i]]++;
+      if (i + 3 >= n) continue;
+      uint32_t v;
+      std::memcpy(&v, b + i, 4);
+      const uint32_t h = (v * 0x9e3779b1u) >> 19;
+      const uint32_t at = seen[h];
+      uint32_t w = ~v;
+      if (at > 0) std::memcpy(&w, b + at - 1, 4);
+      repeats += w == v;
+      seen[h] = uint16_t(i + 1);
+    }
+    double bits = 0;
+    for (uint32_t c : counts)
+      if (c > 0) {
+        const double p = double(c) / double(n);
+        bits -= p * std::log2(p);
+      }
+    auto o = Napi::Object::New(env);
+    o.Set("bits", Napi::Number::New(env, bits));
+    o.Set("repeated", Napi::Number::New(env, n > 3 ? double(repeats) / double(n - 3) : 0.0));
+    return o;
+  });
+}
+
 Napi::Value Backend(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   static DeviceInfo dev = cuda_probe();
@@ -649,6 +688,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
 #endif
   exports.Set("backend", Napi::Function::New(env, Backend));
+  exports.Set("byteStats", Napi::Function::New(env, ByteStatsJs));
   exports.Set("compress", Napi::Function::New(env, start<CompressWorker>));
   exports.Set("reconstruct", Napi::Function::New(env, start<ReconstructWorker>));
   exports.Set("dot", Napi::Function::New(env, start<DotWorker>));

@@ -6,6 +6,7 @@ import test from "tape";
 import { randomBytes } from "node:crypto";
 import { deflateMayPay } from "../../lib/store/codec.js";
 import { createStore } from "../../lib/store/index.js";
+import { native } from "../../lib/native.js";
 
 test("deflate sample: verdicts on typical and awkward data", (t) => {
   const random = randomBytes(64 * 1024);
@@ -28,6 +29,34 @@ test("deflate sample: verdicts on typical and awkward data", (t) => {
   t.end();
 });
 
+test("deflate sample: the byte statistics that decide clear cases without deflate", (t) => {
+  const { byteStats } = native();
+  const zeros = byteStats(Buffer.alloc(4096));
+  t.equal(zeros.bits, 0, "zeros: 0 bits per byte");
+  t.ok(zeros.repeated > 0.99, `zeros: every position repeats (${zeros.repeated})`);
+  const two = byteStats(Buffer.from("ab".repeat(2048)));
+  t.ok(Math.abs(two.bits - 1) < 1e-12, "two values in equal shares: 1 bit per byte");
+  const random = byteStats(randomBytes(16 * 1024));
+  t.ok(random.bits > 7.9 && random.bits <= 8, `random: ${random.bits.toFixed(3)} bits per byte`);
+  t.ok(random.repeated < 0.001, `random: next to no repeats (${random.repeated})`);
+  // random 1 KiB blocks repeated: every byte value about equally common, yet deflate matches them
+  const blocks = byteStats(Buffer.concat(Array.from({ length: 16 }, () => randomBytes(1024))));
+  t.ok(blocks.bits > 7.5, "distinct random blocks: high entropy");
+  const same = randomBytes(1024);
+  const rep = byteStats(Buffer.concat(Array.from({ length: 16 }, () => same)));
+  t.ok(
+    rep.bits > 7.5 && rep.repeated > 0.5,
+    `one random block repeated: high entropy (${rep.bits.toFixed(2)}), most positions repeat (${rep.repeated.toFixed(2)})`,
+  );
+  t.deepEqual(byteStats(new Uint8Array(0)), { bits: 0, repeated: 0 }, "no bytes");
+  t.deepEqual(byteStats(new Uint8Array(3).fill(9)), { bits: 0, repeated: 0 }, "fewer than 4 bytes: no 4-byte repeats");
+  for (const bad of [new Float32Array(4), "text", null, [1, 2, 3]])
+    t.throws(() => byteStats(bad as unknown as Uint8Array), /Uint8Array/, `refused: ${Object.prototype.toString.call(bad)}`);
+  // a repeated random block is decided by the deflate sample, which finds the repeats
+  t.equal(deflateMayPay(Buffer.concat(Array.from({ length: 64 }, () => same)), "bytes", 1.2), true, "64 copies of a random 1 KiB block: worth deflating");
+  t.end();
+});
+
 test("deflate sample: puts of random and compressible bytes store what they should", async (t) => {
   const store = await createStore({ path: ":memory:" });
   try {
@@ -43,6 +72,14 @@ test("deflate sample: puts of random and compressible bytes store what they shou
     t.ok(c.compression_ratio > 10, `ratio ${c.compression_ratio.toFixed(1)} above 10`);
     const tb = await store.serve("ns", "text");
     t.ok(Buffer.from(tb.data.buffer, tb.data.byteOffset, tb.data.byteLength).equals(text), "deflated entry read back byte for byte");
+
+    // copies of one random block: the byte statistics alone would say random; the repeats say otherwise
+    const block = randomBytes(2048);
+    const copies = Buffer.concat(Array.from({ length: 64 }, () => block));
+    const cp = await store.put("ns", "copies", copies, { dtype: "bytes" });
+    t.equal(cp.verdict, "lossless", "copies of a random block deflated");
+    const cb = await store.serve("ns", "copies");
+    t.ok(Buffer.from(cb.data.buffer, cb.data.byteOffset, cb.data.byteLength).equals(copies), "copies read back byte for byte");
 
     // random bytes with a long zero stretch in the middle: the sample sees it, the put deflates
     const mixed = randomBytes(256 * 1024);

@@ -79,8 +79,10 @@ test("kill -9 during a stream of issuance: every acknowledged receipt is in the 
   const home = join(dir, "home");
   const env = { ...process.env, SVC_PROVENANCE_HOME: home, SVC_PROVENANCE_CONFIG: join(dir, "etc", "service.env"), SVC_PROVENANCE_PORT: "0" };
   let s = await serve(env);
-  await new Promise((r) => setTimeout(r, 200)); // the key line follows the listen
-  const key = /^SVC_PROVENANCE_ADMIN_KEY=(\S+)$/m.exec(s.stdout())?.[1];
+  // the key line follows the listening line: waited for, not assumed to be there after a pause
+  const keyLine = /^SVC_PROVENANCE_ADMIN_KEY=(\S+)$/m;
+  for (const end = Date.now() + 30_000; !keyLine.test(s.stdout()) && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+  const key = keyLine.exec(s.stdout())?.[1];
   t.ok(key, "first boot printed the admin key");
   const all: any[] = [];
   for (const round of [1, 2]) {

@@ -82,9 +82,10 @@ test("svc-provenance serve: prints the admin key once, logs JSON lines without s
       }
     });
   });
-  // the key line is written before listening, but stdout and stderr are separate pipes
-  await new Promise((r) => setTimeout(r, 200));
-  const key = /^SVC_PROVENANCE_ADMIN_KEY=(\S+)$/m.exec(stdout)?.[1];
+  // the key line is written before listening, but stdout and stderr are separate pipes: waited for
+  const keyLine = /^SVC_PROVENANCE_ADMIN_KEY=(\S+)$/m;
+  for (const end = Date.now() + 30_000; !keyLine.test(stdout) && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+  const key = keyLine.exec(stdout)?.[1];
   t.ok(key, "the admin key line is on stdout");
   const url = `http://127.0.0.1:${port}`;
   const r = await post(`${url}/v1/provenance/exact`, { artifact: sampleArtifact }, key);

@@ -603,10 +603,8 @@ class PredDotWorker : public Worker {
 Napi::Value PredInfoJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return sync_call(env, [&]() -> Napi::Value {
-    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-      throw bad("stream", "stream must be a Uint8Array");
-    auto a = info[0].As<Napi::Uint8Array>();
-    PredInfo pi = pred_info(a.Data(), a.ElementLength());
+    const auto [data, size] = read_bytes(info[0], "stream");
+    PredInfo pi = pred_info(data, size);
     auto o = Napi::Object::New(env);
     o.Set("dtype", Napi::String::New(env, pi.f64 ? "float64" : "float32"));
     o.Set("shape", sizes_js(env, pi.shape));
@@ -634,11 +632,7 @@ void register_pred(Napi::Env env, Napi::Object exports) {
 Napi::Value ByteStatsJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return sync_call(env, [&]() -> Napi::Value {
-    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-      throw bad("bytes", "bytes must be a Uint8Array");
-    auto a = info[0].As<Napi::Uint8Array>();
-    const uint8_t* b = a.Data();
-    const size_t n = a.ElementLength();
+    const auto [b, n] = read_bytes(info[0], "bytes");
     uint32_t counts[256] = {};
     std::vector<uint16_t> seen(size_t(1) << 13, 0);
     size_t repeats = 0;

@@ -140,6 +140,17 @@ struct DecTable {
     while (p[1].cum <= slot) ++p;
     return *p;
   }
+  // Decodes one symbol from state x, which is advanced and refilled from [p, end).
+  inline uint32_t next(uint32_t& x, const uint8_t*& p, const uint8_t* end) const {
+    const uint32_t slot = x & (kScale - 1);
+    const Entry& en = find(slot);
+    x = en.f * (x >> kScaleBits) + slot - en.cum;
+    while (x < kRansL) {
+      if (p == end) corrupt("truncated entropy section");
+      x = (x << 8) | *p++;
+    }
+    return en.sym;
+  }
 };
 
 inline uint32_t read_state(Reader& r, const uint8_t*& p, const uint8_t*& end) {
@@ -218,27 +229,26 @@ void rans_encode_ctx(const uint16_t* sym, size_t n, Writer& w) {
   finish(x, p, end, w);
 }
 
-void rans_decode_ctx(Reader& r, size_t n, uint16_t* out) {
-  const uint8_t* ctx = ctx_lut().c;
-  DecTable t[kCtx];
+// The tables of the context model, one per context, as rans_encode_ctx wrote them.
+void read_ctx_tables(Reader& r, DecTable (&t)[kCtx]) {
   for (int c = 0; c < kCtx; ++c) {
     const uint64_t nsym = r.var();
     t[c] = DecTable(read_table(r, nsym, 65536));
   }
+}
+
+void rans_decode_ctx(Reader& r, size_t n, uint16_t* out) {
+  const uint8_t* ctx = ctx_lut().c;
+  DecTable t[kCtx];
+  read_ctx_tables(r, t);
   const uint8_t *p, *end;
   uint32_t x = read_state(r, p, end);
   int c = 0;
   for (size_t i = 0; i < n; ++i) {
     if (t[c].empty()) corrupt("a code in a context with no table");
-    const uint32_t s = x & (kScale - 1);
-    const DecTable::Entry& en = t[c].find(s);
-    out[i] = uint16_t(en.sym);
-    x = en.f * (x >> kScaleBits) + s - en.cum;
-    while (x < kRansL) {
-      if (p == end) corrupt("truncated entropy section");
-      x = (x << 8) | *p++;
-    }
-    c = ctx[en.sym];
+    const uint32_t sym = t[c].next(x, p, end);
+    out[i] = uint16_t(sym);
+    c = ctx[sym];
   }
   if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
 }
@@ -385,10 +395,7 @@ void encode_wide(const uint16_t* sym, size_t n, Writer& w) {
 void decode_wide(Reader& r, size_t n, uint16_t* out) {
   const uint8_t* ctx = ctx_lut().c;
   DecTable t[kCtx];
-  for (int c = 0; c < kCtx; ++c) {
-    const uint64_t nsym = r.var();
-    t[c] = DecTable(read_table(r, nsym, 65536));
-  }
+  read_ctx_tables(r, t);
   const uint8_t *p, *end;
   uint32_t x = read_state(r, p, end);
   // the raw bits follow the rANS bytes
@@ -400,14 +407,7 @@ void decode_wide(Reader& r, size_t n, uint16_t* out) {
   int c = 0;
   for (size_t i = 0; i < n; ++i) {
     if (t[c].empty()) corrupt("a code in a context with no table");
-    const uint32_t s = x & (kScale - 1);
-    const DecTable::Entry& en = t[c].find(s);
-    x = en.f * (x >> kScaleBits) + s - en.cum;
-    while (x < kRansL) {
-      if (p == end) corrupt("truncated entropy section");
-      x = (x << 8) | *p++;
-    }
-    const uint32_t tk = en.sym;
+    const uint32_t tk = t[c].next(x, p, end);
     c = ctx[tk];
     if (tk == 0) {
       out[i] = 0;
@@ -543,16 +543,7 @@ void rans_decode(Reader& r, size_t n, uint32_t alpha, S* out) {
   DecTable t(read_table(r, nsym, alpha));
   const uint8_t *p, *end;
   uint32_t x = read_state(r, p, end);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t slot = x & (kScale - 1);
-    const DecTable::Entry& en = t.find(slot);
-    out[i] = S(en.sym);
-    x = en.f * (x >> kScaleBits) + slot - en.cum;
-    while (x < kRansL) {
-      if (p == end) corrupt("truncated entropy section");
-      x = (x << 8) | *p++;
-    }
-  }
+  for (size_t i = 0; i < n; ++i) out[i] = S(t.next(x, p, end));
   if (x != kRansL || p != end) corrupt("entropy section does not end where it should");
 }
 

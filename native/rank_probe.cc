@@ -58,8 +58,7 @@ bool probe_gives_up(const T* data, RankProbe& P, double min_ratio) {
     std::vector<double> G(g * g), w(g);
     if (sr <= sc) gemm<double, double, double>(sr, sr, sc, sub.data(), sc, 1, sub.data(), 1, sc, G.data(), g, false);
     else gemm<double, double, double>(sc, sc, sr, sub.data(), 1, sc, sub.data(), sc, 1, G.data(), g, false);
-    for (size_t i = 0; i < g; ++i)
-      for (size_t j = i + 1; j < g; ++j) G[i * g + j] = G[j * g + i] = 0.5 * (G[i * g + j] + G[j * g + i]);
+    symmetrize(G.data(), g);
     sym_eig(g, G.data(), w.data(), nullptr);
     P.w[k] = w;
     size_t r = P.rho(k, double(k) * P.delta2);

@@ -51,6 +51,18 @@ std::vector<double> squares(const std::vector<double>& S) {
   return e;
 }
 
+// The cut of the symmetric g x g Gram matrix G from its eigenvalues alone (clamped at 0, where
+// rounding takes them below), with kept_min; t keeps the tridiagonal form for the eigenvectors
+// wanted later.
+Factor cut_by_values(const std::vector<double>& G, size_t g, double delta2, size_t rmax, SymTridiag& t) {
+  sym_tridiag(g, G.data(), t);
+  std::vector<double> w = t.w;
+  for (double& x : w) x = std::max(x, 0.0);
+  Factor f = truncate(w, delta2, rmax);
+  f.kept_min = w[f.r - 1];
+  return f;
+}
+
 template <typename T>
 Factor factor_random(const T* C, size_t m, size_t N, double delta2, size_t rmax, bool last);
 template <typename T>
@@ -74,8 +86,7 @@ template <typename T>
 void gram_rows(const T* C, size_t m, size_t N, double* G, double* amax) {
   if (m > kGramRowsMax) {
     gemm<T, T, double>(m, m, N, C, N, 1, C, 1, N, G, m, false);
-    for (size_t i = 0; i < m; ++i)
-      for (size_t j = i + 1; j < m; ++j) G[i * m + j] = G[j * m + i] = 0.5 * (G[i * m + j] + G[j * m + i]);
+    symmetrize(G, m);
     return;
   }
   // Blocks of 16K entries (at least 256 columns): the converted rows stay in L2.
@@ -109,20 +120,12 @@ void gram_rows(const T* C, size_t m, size_t N, double* G, double* amax) {
 }
 
 Factor factor_gram(std::vector<double>& G, size_t g, double delta2, size_t rmax) {
-  for (size_t i = 0; i < g; ++i)
-    for (size_t j = i + 1; j < g; ++j) {
-      double s = 0.5 * (G[i * g + j] + G[j * g + i]);
-      G[i * g + j] = G[j * g + i] = s;
-    }
+  symmetrize(G.data(), g);
   // Large Gram matrices: eigenvalues first (about a sixth of the cost with vectors). When the
   // cut keeps the whole row space, no eigenvector is needed: the core is the identity.
   if (g >= kValuesFirst) {
     SymTridiag t;
-    sym_tridiag(g, G.data(), t);
-    std::vector<double> w = t.w;
-    for (double& x : w) x = std::max(x, 0.0);
-    Factor f = truncate(w, delta2, rmax);
-    f.kept_min = w[f.r - 1];
+    Factor f = cut_by_values(G, g, delta2, rmax, t);
     if (f.r == g) {
       f.identity = true;
       return f;
@@ -160,21 +163,13 @@ Factor factor_exact(const T* C, size_t m, size_t N, double delta2, size_t rmax, 
   const size_t g = N;
   std::vector<double> G(g * g);
   gemm<T, T, double>(N, N, m, C, 1, N, C, N, 1, G.data(), N, false);
-  for (size_t i = 0; i < g; ++i)
-    for (size_t j = i + 1; j < g; ++j) {
-      double s = 0.5 * (G[i * g + j] + G[j * g + i]);
-      G[i * g + j] = G[j * g + i] = s;
-    }
+  symmetrize(G.data(), g);
   // Large Gram matrices: eigenvalues first. When the cut keeps the whole column space, no
   // eigenvector is needed: the orthonormal basis of C's own columns (or, on the last step, the
   // data itself as the core). High-rank data (noise, weights, ratios near 1) end here.
   if (g >= kValuesFirst) {
     SymTridiag t;
-    sym_tridiag(g, G.data(), t);
-    std::vector<double> w = t.w;
-    for (double& x : w) x = std::max(x, 0.0);
-    Factor f = truncate(w, delta2, rmax);
-    f.kept_min = w[f.r - 1];
+    Factor f = cut_by_values(G, g, delta2, rmax, t);
     if (f.r == g) {
       if (last) {
         f.right_identity = true;
@@ -255,8 +250,7 @@ size_t orthonormalize(size_t g, size_t K, const std::vector<double>& Y, std::vec
     w.assign(k, 0.0);
     V.assign(k * k, 0.0);
     gemm<double, double, double>(k, k, g, cur.data(), 1, k, cur.data(), k, 1, G.data(), k, false);
-    for (size_t i = 0; i < k; ++i)
-      for (size_t j = i + 1; j < k; ++j) G[i * k + j] = G[j * k + i] = 0.5 * (G[i * k + j] + G[j * k + i]);
+    symmetrize(G.data(), k);
     sym_eig(k, G.data(), w.data(), V.data());
     size_t keep = 0;
     while (keep < k && w[keep] > 1e-13 * std::max(w[0], 1e-300)) ++keep;
@@ -451,8 +445,7 @@ void jacobi_preconditioned(size_t rows, size_t cols, const double* A, std::vecto
                            std::vector<double>& V) {
   std::vector<double> G(cols * cols), w(cols), E(cols * cols), P(cols * cols), A1(rows * cols), V1;
   gemm<double, double, double>(cols, cols, rows, A, 1, cols, A, cols, 1, G.data(), cols, false);
-  for (size_t i = 0; i < cols; ++i)
-    for (size_t j = i + 1; j < cols; ++j) G[i * cols + j] = G[j * cols + i] = 0.5 * (G[i * cols + j] + G[j * cols + i]);
+  symmetrize(G.data(), cols);
   sym_eig(cols, G.data(), w.data(), E.data());
   for (size_t i = 0; i < cols; ++i)
     for (size_t j = 0; j < cols; ++j) P[i * cols + j] = E[j * cols + i];

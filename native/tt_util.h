@@ -14,6 +14,13 @@
 namespace svc {
 namespace tt_detail {
 
+// G (g x g) = (G + G^T) / 2: a Gram matrix summed by gemm or in parts, made symmetric to the
+// last bit before an eigensolver that assumes it.
+inline void symmetrize(double* G, size_t g) {
+  for (size_t i = 0; i < g; ++i)
+    for (size_t j = i + 1; j < g; ++j) G[i * g + j] = G[j * g + i] = 0.5 * (G[i * g + j] + G[j * g + i]);
+}
+
 inline double dotk(const float* a, const float* b, size_t n) { return K().dot_ff(a, b, n); }
 inline double dotk(const double* a, const double* b, size_t n) { return K().dot_dd(a, b, n); }
 inline double sqdiffk(const float* a, const float* b, size_t n) { return K().sqdiff_ff(a, b, n); }

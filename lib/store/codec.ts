@@ -239,7 +239,7 @@ export function deflateMayPay(bytes: Uint8Array, dtype: Dtype, minRatio: number)
   const need = 1 + (minRatio - 1) / 2;
   const { bits, repeated } = native().byteStats(sample);
   // Huffman coding of the bytes alone reaches about 8 / bits; a quarter bit per byte of margin
-  if (bits === 0 || 8 / (bits + 0.25) >= need) return true;
+  if (8 / (bits + 0.25) >= need) return true;
   if (8 / bits < need && repeated < (need - 1) / 4) return false;
   const packed = deflateRawSync(sample, { level: 1 }).byteLength;
   return sample.byteLength / packed >= need;

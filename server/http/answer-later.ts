@@ -26,7 +26,7 @@ export function answerLater(res: ServerResponse, write: () => void): void {
   if (answers.push([res, write]) === 1) setImmediate(writeAnswers);
 }
 function writeAnswers(): void {
-  // answers queued while writing (none today: writes queue nothing) wait for the next turn
+  // an answer queued by a write waits for the next turn
   const n = answers.length;
   for (let i = 0; i < n; i++) {
     const [res, write] = answers[i]!;

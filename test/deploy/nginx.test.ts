@@ -17,6 +17,7 @@ import { loadEngineConfig } from "../../server/engine/config.js";
 import { startEngine } from "../../server/engine/server.js";
 import { createTenant, SERVICE_KEY, startTestGateway } from "../gateway/helpers.js";
 import { ROOT } from "./files.js";
+import { selfSignedCert } from "../lib/self-signed.js";
 
 const doc = readFileSync(join(ROOT, "docs/operations.md"), "utf8");
 const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1] ?? "";
@@ -80,26 +81,8 @@ test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with 
   let nginx: ChildProcess | null = null;
   const agent = new Agent({ connect: { rejectUnauthorized: false } });
   try {
-    const cert = spawnSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=svc.example.com",
-        "-keyout",
-        join(dir, "key.pem"),
-        "-out",
-        join(dir, "cert.pem"),
-      ],
-      { encoding: "utf8" },
-    );
-    t.equal(cert.status, 0, "a self-signed certificate");
+    const cert = selfSignedCert(dir);
+    t.ok(cert, "a self-signed certificate");
     const [https, http] = [await freePort(), await freePort()];
     const gw = new URL(g.url).host;
     const conf = block
@@ -107,8 +90,8 @@ test("nginx config: nginx -t accepts it and nginx proxies TLS to a gateway with 
       .replace(/^\s*listen \[::\].*$/gm, "")
       .replace(/listen 443 ssl http2;/, `listen 127.0.0.1:${https} ssl http2;`)
       .replace(/listen 80;/, `listen 127.0.0.1:${http};`)
-      .replace(/\/etc\/letsencrypt\/live\/svc\.example\.com\/fullchain\.pem/, join(dir, "cert.pem"))
-      .replace(/\/etc\/letsencrypt\/live\/svc\.example\.com\/privkey\.pem/, join(dir, "key.pem"));
+      .replace(/\/etc\/letsencrypt\/live\/svc\.example\.com\/fullchain\.pem/, cert!.cert)
+      .replace(/\/etc\/letsencrypt\/live\/svc\.example\.com\/privkey\.pem/, cert!.key);
     const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((k) => `${k}_temp_path ${join(dir, k)};`).join("\n");
     writeFileSync(
       join(dir, "nginx.conf"),

@@ -273,8 +273,8 @@ export function engineFastPath(deps: {
       serve(req, res, taken.tenant, taken.octet).catch((err: unknown) => fail(res, id, err));
       return true;
     }
-    // a GET answers at once when its entry is read: no listeners on the response; a client gone
-    // by then is counted as abandoned and sent nothing
+    // a GET is answered in the check phase after its entry is read (answer-later.ts), with no
+    // listeners on the response: a client gone by then is counted as abandoned and sent nothing
     viewOf(taken.tenant)
       .get(taken.ns, taken.key, taken.version === undefined ? {} : { version: taken.version })
       .then(

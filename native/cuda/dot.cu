@@ -1,6 +1,7 @@
 // TT x TT inner products on the device: one warp per (query, candidate) pair carries the
-// r_q x r_c interface matrix W through the modes in shared memory (float64), W <- sum_i
-// A_i^T W B_i, reading the candidate's ranks from its resident header. dot() is a batch of one.
+// r_q x r_c interface matrix W through the modes, W <- sum_i A_i^T W B_i, reading the candidate's
+// ranks from its resident header: on the float64 tensor cores with W in registers when every rank
+// is at most 16, else in shared memory (float64). dot() is a batch of one.
 #include <algorithm>
 #include <cmath>
 
@@ -187,6 +188,150 @@ __global__ void tt_dot_warp(const float* __restrict__ q, const int* __restrict__
   if (lane == 0) out[pair] = W[0];
 }
 
+// Ranks up to 16 everywhere: the float64 tensor cores (DMMA, mma.m8n8k4.f64, sm_80 and later).
+// One warp per pair again, but W stays in registers in the MMA accumulator layout for the whole
+// chain: lane (g = lane / 4, j = lane % 4) holds W[pb * 8 + g][cb * 8 + 2j + e] for the P/8 x P/8
+// blocks (pb, cb) and e = 0, 1; ranks below P are zero-padded. The shared index of every product
+// is visited in the order kperm: k-step kk of lane j takes index (kk / 2) * 8 + 2j + kk % 2, which
+// is exactly an element the lane already holds of an accumulator, so a result feeds the next
+// product as its B operand with no shuffle and no shared memory. Per middle slice i:
+//   M^T (cb1 x qa) = B_i^T W^T   then   Wn (qa1 x cb1) += A_i^T M,
+// 2 (P/8)^2 (P/4) DMMAs; the first mode is Wn = A^T B over its n slices and the last closes with
+// sum(W o A B^T), both with n as the shared index.
+constexpr int kMmaWarps = 4;
+
+__device__ __forceinline__ void dmma(double (&c)[2], double a, double b) {
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
+      : "+d"(c[0]), "+d"(c[1])
+      : "d"(a), "d"(b));
+}
+
+__device__ __forceinline__ int kperm(int kk, int j) { return (kk >> 1) * 8 + 2 * j + (kk & 1); }
+
+template <int P>
+__global__ void __launch_bounds__(32 * kMmaWarps)
+    tt_dot_mma(const float* __restrict__ q, const int* __restrict__ qr, const long long* __restrict__ qoff,
+               const int* __restrict__ modes, int d, const char* const* __restrict__ cands, int header,
+               long long npairs, double* __restrict__ out) {
+  constexpr int NB = P / 8, KS = P / 4;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long pair = (long long)blockIdx.x * kMmaWarps + warp;
+  if (pair >= npairs) return;  // whole warps leave: every mma.sync below has its 32 lanes
+  const int g = lane >> 2, j = lane & 3;
+  const char* base = cands[pair];
+  const int* cr = reinterpret_cast<const int*>(base);
+  const float* cc = reinterpret_cast<const float*>(base + header);
+  double W[NB][NB][2];
+#pragma unroll
+  for (int x = 0; x < NB; ++x)
+#pragma unroll
+    for (int y = 0; y < NB; ++y) W[x][y][0] = W[x][y][1] = 0.0;
+  if (lane == 0) W[0][0][0] = 1.0;  // W = 1 (1 x 1): row 0, column 0
+  long long coff = 0;
+  double score = 0;
+  for (int k = 0; k < d; ++k) {
+    const int n = modes[k], qa = qr[k], qa1 = qr[k + 1], cb = cr[k], cb1 = cr[k + 1];
+    const float* A = q + qoff[k];
+    const float* B = cc + coff;
+    coff += (long long)cb * n * cb1;
+    if (k == d - 1) {
+      // the last mode (qa1 = cb1 = 1): C[a][b] = sum_i A[a][i] B[b][i], the score sum(W o C)
+      double C[NB][NB][2];
+#pragma unroll
+      for (int x = 0; x < NB; ++x)
+#pragma unroll
+        for (int y = 0; y < NB; ++y) C[x][y][0] = C[x][y][1] = 0.0;
+      for (int i0 = 0; i0 < n; i0 += 4) {
+        const int i = i0 + j;
+        double af[NB], bf[NB];
+#pragma unroll
+        for (int x = 0; x < NB; ++x) {
+          const int r = x * 8 + g;
+          af[x] = i < n && r < qa ? double(A[size_t(r) * n + i]) : 0.0;
+          bf[x] = i < n && r < cb ? double(B[size_t(r) * n + i]) : 0.0;
+        }
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+#pragma unroll
+          for (int y = 0; y < NB; ++y) dmma(C[x][y], af[x], bf[y]);
+      }
+      double part = 0;
+#pragma unroll
+      for (int x = 0; x < NB; ++x)
+#pragma unroll
+        for (int y = 0; y < NB; ++y) part = fma(W[x][y][0], C[x][y][0], fma(W[x][y][1], C[x][y][1], part));
+      score = warp_sum(part);
+      break;
+    }
+    double Wn[NB][NB][2];
+#pragma unroll
+    for (int x = 0; x < NB; ++x)
+#pragma unroll
+      for (int y = 0; y < NB; ++y) Wn[x][y][0] = Wn[x][y][1] = 0.0;
+    if (k == 0) {
+      // the first mode (qa = cb = 1, W = 1): Wn[p][c] = sum_i A[i][p] B[i][c]
+      for (int i0 = 0; i0 < n; i0 += 4) {
+        const int i = i0 + j;
+        double af[NB], bf[NB];
+#pragma unroll
+        for (int x = 0; x < NB; ++x) {
+          const int r = x * 8 + g;
+          af[x] = i < n && r < qa1 ? double(A[size_t(i) * qa1 + r]) : 0.0;
+          bf[x] = i < n && r < cb1 ? double(B[size_t(i) * cb1 + r]) : 0.0;
+        }
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+#pragma unroll
+          for (int y = 0; y < NB; ++y) dmma(Wn[x][y], af[x], bf[y]);
+      }
+    } else {
+      // B_i^T[c][b] = B[(b * n + i) * cb1 + c], A_i^T[p][a] = A[(a * n + i) * qa1 + p]; this lane's
+      // elements of a slice, one slice ahead so their loads overlap the products
+      const size_t bs = size_t(n) * cb1, as = size_t(n) * qa1;
+      float bv[NB][KS], av[NB][KS];
+      auto fetch = [&](int i) {
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+#pragma unroll
+          for (int kk = 0; kk < KS; ++kk) {
+            const int r = x * 8 + g, s = kperm(kk, j);
+            bv[x][kk] = i < n && s < cb && r < cb1 ? B[s * bs + size_t(i) * cb1 + r] : 0.f;
+            av[x][kk] = i < n && s < qa && r < qa1 ? A[s * as + size_t(i) * qa1 + r] : 0.f;
+          }
+      };
+      fetch(0);
+      for (int i = 0; i < n; ++i) {
+        float bc[NB][KS], ac[NB][KS];
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+#pragma unroll
+          for (int kk = 0; kk < KS; ++kk) bc[x][kk] = bv[x][kk], ac[x][kk] = av[x][kk];
+        fetch(i + 1);
+        double MT[NB][NB][2];  // M^T[c][a]: block (c / 8, a / 8)
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+#pragma unroll
+          for (int y = 0; y < NB; ++y) {
+            MT[x][y][0] = MT[x][y][1] = 0.0;
+#pragma unroll
+            for (int kk = 0; kk < KS; ++kk) dmma(MT[x][y], double(bc[x][kk]), W[y][kk >> 1][kk & 1]);
+          }
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+#pragma unroll
+          for (int y = 0; y < NB; ++y)
+#pragma unroll
+            for (int kk = 0; kk < KS; ++kk) dmma(Wn[x][y], double(ac[x][kk]), MT[y][kk >> 1][kk & 1]);
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < NB; ++x)
+#pragma unroll
+      for (int y = 0; y < NB; ++y) W[x][y][0] = Wn[x][y][0], W[x][y][1] = Wn[x][y][1];
+  }
+  if (lane == 0) out[pair] = score;
+}
+
 }  // namespace
 
 // Scores <query, cand_j> into host `out` (cands.size() doubles).
@@ -203,20 +348,26 @@ void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out)
     maxr = std::max(maxr, cs[j]->max_rank);
   }
   if (cands.empty()) return;
-  int dev = 0, optin = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
-  // slice groups a warp can split into at the largest ranks (at least 1), and the shared memory
-  const int gmax = std::max(1, 32 / tiles_of(int(maxr), int(maxr)));
-  const size_t per_warp = (1 + 2 * size_t(gmax)) * maxr * (maxr + 1) * sizeof(double);
-  if (per_warp > size_t(optin))
-    throw TTError("bad_request", "ranks",
-                  "TT ranks above " + std::to_string(size_t(std::sqrt(optin / 24.0)) - 1) +
-                      " do not fit the device's shared memory for inner products");
-  const size_t wpb = std::max<size_t>(1, std::min<size_t>(kMaxWarps, size_t(optin) / per_warp));
-  const size_t smem = wpb * per_warp;
-  check(cudaFuncSetAttribute(tt_dot_warp, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-        "cudaFuncSetAttribute");
+  // ranks up to 16: the tensor-core kernel; above, the shared-memory kernel and its limit
+  const bool mma = maxr <= 16;
+  int gmax = 1;
+  size_t wpb = kMmaWarps, smem = 0;
+  if (!mma) {
+    int dev = 0, optin = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+    // slice groups a warp can split into at the largest ranks (at least 1), and the shared memory
+    gmax = std::max(1, 32 / tiles_of(int(maxr), int(maxr)));
+    const size_t per_warp = (1 + 2 * size_t(gmax)) * maxr * (maxr + 1) * sizeof(double);
+    if (per_warp > size_t(optin))
+      throw TTError("bad_request", "ranks",
+                    "TT ranks above " + std::to_string(size_t(std::sqrt(optin / 24.0)) - 1) +
+                        " do not fit the device's shared memory for inner products");
+    wpb = std::max<size_t>(1, std::min<size_t>(kMaxWarps, size_t(optin) / per_warp));
+    smem = wpb * per_warp;
+    check(cudaFuncSetAttribute(tt_dot_warp, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+          "cudaFuncSetAttribute");
+  }
   size_t d = qt->modes.size();
   std::vector<int> qr(qt->ranks.begin(), qt->ranks.end()), modes(qt->modes.begin(), qt->modes.end());
   std::vector<long long> qoff(qt->offsets.begin(), qt->offsets.end());
@@ -239,10 +390,19 @@ void dot_scores(uint64_t query, const std::vector<uint64_t>& cands, double* out)
   const size_t per_launch = size_t(0x7fffffff) * wpb;
   for (size_t j0 = 0; j0 < ptrs.size(); j0 += per_launch) {
     const size_t np = std::min(ptrs.size() - j0, per_launch);
-    tt_dot_warp<<<unsigned((np + wpb - 1) / wpb), unsigned(32 * wpb), smem, st.s>>>(
-        qt->cores(), d_qr, d_qoff, d_modes, int(d), d_ptrs.as<const char*>() + j0, int(qt->header), int(maxr), gmax,
-        (long long)np, d_out.as<double>() + j0);
-    check(cudaGetLastError(), "tt_dot_warp launch");
+    const unsigned blocks = unsigned((np + wpb - 1) / wpb), threads = unsigned(32 * wpb);
+    const char* const* cp = d_ptrs.as<const char*>() + j0;
+    double* op = d_out.as<double>() + j0;
+    if (!mma)
+      tt_dot_warp<<<blocks, threads, smem, st.s>>>(qt->cores(), d_qr, d_qoff, d_modes, int(d), cp, int(qt->header),
+                                                   int(maxr), gmax, (long long)np, op);
+    else if (maxr <= 8)
+      tt_dot_mma<8><<<blocks, threads, 0, st.s>>>(qt->cores(), d_qr, d_qoff, d_modes, int(d), cp, int(qt->header),
+                                                  (long long)np, op);
+    else
+      tt_dot_mma<16><<<blocks, threads, 0, st.s>>>(qt->cores(), d_qr, d_qoff, d_modes, int(d), cp, int(qt->header),
+                                                   (long long)np, op);
+    check(cudaGetLastError(), "tt_dot launch");
   }
   check(cudaMemcpyAsync(out, d_out.p, sizeof(double) * ptrs.size(), cudaMemcpyDeviceToHost, st.s), "cudaMemcpyAsync");
   st.sync();

@@ -208,6 +208,63 @@ cudaTest("cuda: inner products at ranks of several tiles per lane, and batches t
   for (const h of [hq, ...hs]) dev.free(h);
 });
 
+cudaTest("cuda: tensor-core inner products (every rank up to 16) equal the CPU for TTs of 1 to 6 modes", async (t) => {
+  const dev = new CudaDevice();
+  // ranks up to 8 and up to 16 take the two tensor-core widths; modes not multiples of 4 leave
+  // partial k-steps in the first and last modes; 17 takes the shared-memory kernel
+  for (const [s, [modes, inner]] of (
+    [
+      [[7], []],
+      [[5, 9], [6]],
+      [
+        [3, 17, 6],
+        [3, 9],
+      ],
+      [
+        [4, 5, 6, 7],
+        [8, 16, 5],
+      ],
+      [
+        [3, 4, 5, 3, 2],
+        [3, 12, 15, 2],
+      ],
+      [
+        [2, 130, 1, 3, 2, 2],
+        [2, 1, 1, 6, 4],
+      ],
+      [
+        [6, 6, 6],
+        [16, 17],
+      ],
+    ] as [number[], number[]][]
+  ).entries()) {
+    const q = randomTT(modes, inner, 3000 + s);
+    // candidates of every smaller rank profile, and one as large as the query
+    const cands = Array.from({ length: 9 }, (_, i) =>
+      randomTT(
+        modes,
+        inner.map((r, k) => (i === 8 ? r : Math.max(1, Math.min(r, 1 + ((i * 5 + k * 3) % 16))))),
+        3100 + 10 * s + i,
+      ),
+    );
+    const hq = await dev.load(q);
+    const hs: number[] = [];
+    for (const c of cands) hs.push(await dev.load(c));
+    const raw = await tt.dotBatch(q, cands);
+    const got = await dev.topk(hq, hs, null, "dot", cands.length);
+    const byIndex = new Float64Array(cands.length);
+    got.index.forEach((j, i) => (byIndex[j] = got.score[i]!));
+    // relative to the score, or to 1e-3 of the norms' product where a score is near zero by chance
+    const qn = await tt.norm(q);
+    const cn = await Promise.all(cands.map((c) => tt.norm(c)));
+    const worst = Math.max(...Array.from(raw, (v, j) => Math.abs(byIndex[j]! - v) / Math.max(Math.abs(v), 1e-3 * qn * cn[j]!)));
+    t.ok(worst <= 1e-5, `modes [${modes}] ranks [${q.ranks}]: every score equals the CPU's (worst ${worst.toExponential(2)})`);
+    const one = await dev.dot(hq, hs[8]!);
+    t.ok(relErr(one, raw[8]!) <= 1e-5, `modes [${modes}]: dot of one pair ${one} vs ${raw[8]}`);
+    for (const h of [hq, ...hs]) dev.free(h);
+  }
+});
+
 cudaTest("cuda: bad handles, released handles and mismatched modes are clear errors", async (t) => {
   const dev = new CudaDevice();
   const a = randomTT([8, 8], [4], 600);

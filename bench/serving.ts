@@ -269,7 +269,7 @@ function distStarter(r: "engine" | "gateway"): string {
 }
 
 async function child(r: string, env: Record<string, string>): Promise<Child> {
-  const prof = process.env.SVC_BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(process.env.SVC_BENCH_PROFILE, r)}`] : [];
+  const prof = process.env.SVC_BENCH_PROFILE ? ["--cpu-prof", "--cpu-prof-interval=100", `--cpu-prof-dir=${join(process.env.SVC_BENCH_PROFILE, r)}`] : [];
   const compiled = !FROM_SOURCES && (r === "engine" || r === "gateway");
   const args = compiled ? ["--input-type=module", "-e", distStarter(r)] : ["--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`];
   const proc = spawn(process.execPath, [...prof, ...args], {

@@ -31,7 +31,7 @@ import { checkJsonCharset } from "../http/json-body.js";
 import { parseStrictJson } from "../http/json.js";
 import { asBuffer, hashBody, prepareEngineBody } from "../http/offload.js";
 import { stdoutLines } from "../http/log-batch.js";
-import { answerServe, engineFastPath, JSON_BODY_FACTOR } from "./fast.js";
+import { answerServe, engineFastPath, JSON_BODY_FACTOR, OCTET_BODY_FACTOR } from "./fast.js";
 import { sendJsonList } from "../http/json-stream.js";
 import { bodyLimit } from "../http/limits.js";
 import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
@@ -88,11 +88,6 @@ export interface EngineDeps {
   /** Prometheus metrics; default: a registry of this app's own, without process metrics. */
   metrics?: EngineMetrics;
 }
-
-// Bytes of memory a request holds per body byte while it is handled: a JSON body is held as
-// bytes, as text and parsed (its base64 string), then decoded, and compression works on a copy
-// (JSON_BODY_FACTOR, 4); a raw body is held and worked on. Estimates of the peak, for the memory budget.
-const OCTET_BODY_FACTOR = 3;
 
 type Handler = (req: Request, res: Response) => Promise<void>;
 const wrap = (h: Handler) => (req: Request, res: Response, next: NextFunction) => h(req, res).catch(next);

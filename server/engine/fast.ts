@@ -1,21 +1,23 @@
-// The engine's hottest requests, GET /v1/get/{ns}/{key} and POST /v1/serve, answered without
-// Express: the same steps as the middleware chain of app.ts (request id, metrics, access log,
-// service key, tenant, query string, body limits and memory budget, strict JSON, the route)
-// done in one function over node:http. Only a request whose headers pass every check is taken
-// here; anything else (a bad key, tenant or query, a body on GET, HEAD, an unusual path,
-// content type or Accept) goes to the Express app, which answers it as before, so those
+// The engine's hottest requests, GET /v1/get/{ns}/{key}, POST /v1/serve and the octet-stream
+// POST /v1/put, answered without Express: the same steps as the middleware chain of app.ts
+// (request id, metrics, access log, service key, tenant, query string, body limits and memory
+// budget, strict JSON, the route) done in one function over node:http. Only a request whose
+// headers pass every check is taken here; anything else (a bad key, tenant, query or
+// X-SVC-Metadata, a body on GET, HEAD, an unusual path, content type or Accept, an
+// Idempotency-Key, a pred stream) goes to the Express app, which answers it as before, so those
 // refusals keep one implementation. Nothing is read, written or kept before a request is taken.
 // The serve route's answer (answerServe) is shared with the Express route.
 import { createHash, timingSafeEqual } from "node:crypto";
 import { requestIdFrom } from "../http/request-id.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ValidationError } from "../../lib/errors.js";
-import { isFloatDtype, itemsize, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/fields.js";
-import { getQuerySchema, serveBodySchema } from "../../lib/schemas.js";
-import type { Store } from "../../lib/store/index.js";
+import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/fields.js";
+import { getQuerySchema, putQuerySchema, serveBodySchema } from "../../lib/schemas.js";
+import { handOver, type Store } from "../../lib/store/index.js";
 import { readBody } from "../http/body.js";
 import type { BodyRate } from "../http/body-guard.js";
 import { statusOf, toSvcError, writeErrorBody } from "../http/errors.js";
+import { parseStrictJson } from "../http/json.js";
 import { checkJsonCharset } from "../http/json-body.js";
 import { bodyLimit } from "../http/limits.js";
 import { reservationOf, type MemoryBudget } from "../http/memory-budget.js";
@@ -30,13 +32,22 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const GET_PREFIX = "/v1/get/";
 const JSON_TYPE = "application/json; charset=utf-8";
 const JSON_CONTENT = /^application\/json\s*(;|$)/i;
-// Bytes of memory a JSON body holds per body byte while handled (app.ts JSON_BODY_FACTOR)
+// Bytes of memory a request holds per body byte while it is handled, estimates of the peak for
+// the memory budget: a JSON body is held as bytes, as text and parsed (its base64 string), then
+// decoded, and compression works on a copy; a raw body is held and worked on.
 export const JSON_BODY_FACTOR = 4;
+export const OCTET_BODY_FACTOR = 3;
+const PUT_PREFIX = "/v1/put?";
 // tenant views of the store, one per tenant seen, so that a request does not build one; bounded
 const MAX_VIEWS = 10_000;
 
-/** A request taken: a GET of an entry, or a serve whose body is yet to be read. */
-type Taken = { route: "get"; tenant: string; ns: string; key: string; version: number | undefined } | { route: "serve"; tenant: string; octet: boolean };
+type PutQuery = ReturnType<typeof putQuerySchema.parse>;
+
+/** A request taken: a GET of an entry, or a serve or octet-stream put whose body is yet to be read. */
+type Taken =
+  | { route: "get"; tenant: string; ns: string; key: string; version: number | undefined }
+  | { route: "serve"; tenant: string; octet: boolean }
+  | { route: "put"; tenant: string; query: PutQuery; metadata: Record<string, unknown> };
 
 /**
  * The dense answer of a serve and estimates of the memory it holds at its peak: the answer, a
@@ -149,6 +160,25 @@ function parseGet(url: string): { ns: string; key: string; version: number | und
   return { ns, key, version };
 }
 
+/** The options and metadata of an octet-stream put the fast path takes (plain bytes, no pred stream), else null. */
+function parsePut(url: string, metadataHeader: string | undefined): { query: PutQuery; metadata: Record<string, unknown> } | null {
+  let parsed: unknown;
+  try {
+    parsed = parseQueryString(url.slice(PUT_PREFIX.length));
+  } catch {
+    return null;
+  }
+  const q = putQuerySchema.safeParse(parsed);
+  if (!q.success || q.data.encoding !== undefined) return null;
+  if (metadataHeader === undefined) return { query: q.data, metadata: {} };
+  try {
+    const m = metadataSchema.safeParse(parseStrictJson(metadataHeader, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" }));
+    return m.success ? { query: q.data, metadata: m.data } : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * The fast path of the engine: returns a handler that answers a request it takes and returns
  * true, or returns false having done nothing.
@@ -217,6 +247,18 @@ export function engineFastPath(deps: {
       const tenant = tenantOf(req);
       return tenant === null ? null : { route: "serve", tenant, octet };
     }
+    if (req.method === "POST" && url.startsWith(PUT_PREFIX)) {
+      // raw bytes of a stated length, sent as they are, without an Idempotency-Key
+      const len = h["content-length"];
+      if (len === undefined || len === "0" || h["transfer-encoding"] !== undefined || h["content-encoding"] !== undefined) return null;
+      if (h["content-type"] !== "application/octet-stream" || h["idempotency-key"] !== undefined || url.includes("#")) return null;
+      const tenant = tenantOf(req);
+      if (tenant === null) return null;
+      const mh = h["x-svc-metadata"];
+      if (Array.isArray(mh)) return null;
+      const p = parsePut(url, mh);
+      return p === null ? null : { route: "put", tenant, ...p };
+    }
     if (req.method !== "GET") return null;
     if (!url.startsWith(GET_PREFIX) || url.includes("#")) return null;
     if (h["content-length"] !== undefined || h["transfer-encoding"] !== undefined) return null;
@@ -248,6 +290,25 @@ export function engineFastPath(deps: {
     await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res);
   };
 
+  /** An octet-stream put: the body within the upload limit and the memory budget, stored, answered 201. */
+  const put = async (req: IncomingMessage, res: ServerResponse, taken: Extract<Taken, { route: "put" }>): Promise<void> => {
+    const body = await readBody(req, {
+      limit: bodyLimit(config.max_upload_bytes, true),
+      reservation: reservationOf(res, budget, taken.tenant),
+      factor: OCTET_BODY_FACTOR,
+      res,
+      rate: bodyRate,
+    });
+    const { namespace, key, ...opts } = taken.query;
+    const info = await viewOf(taken.tenant).put(namespace, key, handOver(body), { dtype: "bytes", ...opts, metadata: taken.metadata });
+    const text = JSON.stringify(info);
+    answerLater(res, () => {
+      if (gone(req, res)) return;
+      res.writeHead(201, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) });
+      res.end(text);
+    });
+  };
+
   return (req, res) => {
     const taken = take(req);
     if (!taken) return false;
@@ -266,11 +327,12 @@ export function engineFastPath(deps: {
       metrics.http.observe(method, metrics.route(path), res.statusCode, ms / 1000);
       if (answered) logger.info({ msg: "request", method, path, status: res.statusCode, latency_ms: ms, request_id: id, tenant: taken.tenant });
     };
-    if (taken.route === "serve") {
+    if (taken.route !== "get") {
       res.once("finish", () => count(true));
       res.once("close", () => count(false));
       res.setHeader("X-Request-Id", id);
-      serve(req, res, taken.tenant, taken.octet).catch((err: unknown) => fail(res, id, err));
+      const work = taken.route === "serve" ? serve(req, res, taken.tenant, taken.octet) : put(req, res, taken);
+      work.catch((err: unknown) => fail(res, id, err));
       return true;
     }
     // a GET is answered in the check phase after its entry is read (answer-later.ts), with no

@@ -324,3 +324,157 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("engine fast path: octet-stream puts answer as the Express route; hostile puts refused", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-fast-put-"));
+  const store = await createStore({ path: dir });
+  const config = loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_MAX_UPLOAD_BYTES: "65536" });
+  const server = http.createServer(createApp({ store, config, logger, gpu: { unavailable: "no GPU in this test" } }));
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  const OCTET = "application/octet-stream";
+  // a parameter on the content type sends the same put through Express
+  const VIA_EXPRESS = "application/octet-stream; x=1";
+  /** A request with a binary body; the answer's body as bytes and as text. */
+  const send = (method: string, path: string, headers: Record<string, string>, body?: Buffer): Promise<Raw & { bytes: Buffer }> =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ host: "127.0.0.1", port, method, path, headers, agent: false }, (res) => {
+        const parts: Buffer[] = [];
+        res.on("data", (d: Buffer) => parts.push(d));
+        res.on("end", () => {
+          const bytes = Buffer.concat(parts);
+          resolve({ status: res.statusCode!, headers: res.headers, body: bytes.toString("utf8"), bytes });
+        });
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+  const put = (query: string, body: Buffer, headers: Record<string, string> = {}, type = OCTET) =>
+    send("POST", `/v1/put?${query}`, { ...auth(), "content-type": type, ...headers }, body);
+  const bin = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + ((i * i) >> 3)) & 0xff));
+  const floats = Buffer.from(new Float32Array(Array.from({ length: 256 }, (_, i) => Math.sin(i / 7) + i / 100)).buffer);
+  try {
+    for (const [what, query, body, headers] of [
+      ["plain bytes", "namespace=ns&key=b", bin(5000, 1), {}],
+      ["float32 with a shape and a tolerance", "namespace=ns&key=f&dtype=float32&shape=16,16&tolerance=0.001", floats, {}],
+      ["exact floats", "namespace=ns&key=e&dtype=float32&shape=256&codec=lossless", floats, {}],
+      ["metadata", "namespace=ns&key=m", bin(300, 2), { "x-svc-metadata": JSON.stringify({ label: "x", n: [1, 2] }) }],
+      ["if_version 0 on a new key", "namespace=ns&key=iv&if_version=0", bin(64, 3), {}],
+    ] as [string, string, Buffer, Record<string, string>][]) {
+      const fast = await put(query, body, headers);
+      const slow = await put(query.replace("key=", "key=x"), body, headers, VIA_EXPRESS);
+      t.equal(fast.status, 201, `${what}: 201`);
+      t.equal(slow.status, 201, `${what}: 201 through Express`);
+      t.equal(fast.headers["content-type"], slow.headers["content-type"], `${what}: the same content type`);
+      const a = JSON.parse(fast.body) as Record<string, unknown>;
+      const b = JSON.parse(slow.body) as Record<string, unknown>;
+      t.deepEqual(Object.keys(a).sort(), Object.keys(b).sort(), `${what}: the same fields`);
+      const differ = Object.keys(a).filter((k) => k !== "key" && !k.endsWith("_at") && JSON.stringify(a[k]) !== JSON.stringify(b[k]));
+      t.deepEqual(differ, [], `${what}: the same values but the key and times`);
+      t.ok(typeof fast.headers["x-request-id"] === "string", `${what}: a request id`);
+      const back = await send(
+        "POST",
+        "/v1/serve",
+        { ...auth(), "content-type": "application/json", accept: OCTET },
+        Buffer.from(JSON.stringify({ namespace: "ns", key: String(a.key) })),
+      );
+      if (!query.includes("tolerance")) t.ok(back.bytes.equals(body), `${what}: the bytes read back`);
+      else t.equal(back.status, 200, `${what}: served back`);
+    }
+    const meta = JSON.parse((await raw(port, "GET", "/v1/get/ns/m", auth())).body) as { metadata: unknown };
+    t.deepEqual(meta.metadata, { label: "x", n: [1, 2] }, "X-SVC-Metadata is stored");
+    const second = JSON.parse((await put("namespace=ns&key=b", bin(10, 4))).body) as { version: number };
+    t.equal(second.version, 2, "a second put: version 2");
+
+    // hostile puts: the documented refusals, on whichever path takes them
+    const hostile: Array<[string, string, Buffer, Record<string, string>, number]> = [
+      ["no key", "namespace=ns&key=h", bin(10, 5), { authorization: "" }, 401],
+      ["wrong key", "namespace=ns&key=h", bin(10, 5), { authorization: `Bearer x${KEY}` }, 401],
+      ["bad tenant", "namespace=ns&key=h", bin(10, 5), { "x-svc-tenant": "Bad Tenant!" }, 400],
+      ["no namespace", "key=h", bin(10, 5), {}, 400],
+      ["unknown parameter", "namespace=ns&key=h&colour=red", bin(10, 5), {}, 400],
+      ["__proto__ parameter", "namespace=ns&key=h&__proto__=1", bin(10, 5), {}, 400],
+      ["parameter twice", "namespace=ns&key=h&key=i", bin(10, 5), {}, 400],
+      ["bad percent-encoding", "namespace=ns&key=%E0%A4%A", bin(10, 5), {}, 400],
+      ["shape that does not fit the bytes", "namespace=ns&key=h&dtype=float32&shape=3", bin(10, 5), {}, 400],
+      ["negative tolerance", "namespace=ns&key=h&dtype=float32&shape=4&tolerance=-1", floats.subarray(0, 16), {}, 400],
+      ["metadata not JSON", "namespace=ns&key=h", bin(10, 5), { "x-svc-metadata": "{label:" }, 400],
+      ["metadata not an object", "namespace=ns&key=h", bin(10, 5), { "x-svc-metadata": "[1,2]" }, 400],
+      ["metadata with a duplicate member", "namespace=ns&key=h", bin(10, 5), { "x-svc-metadata": '{"a":1,"a":2}' }, 400],
+      ["a compressed body", "namespace=ns&key=h", bin(10, 5), { "content-encoding": "gzip" }, 415],
+      ["a version that is not the latest", "namespace=ns&key=b&if_version=1", bin(10, 5), {}, 409],
+      ["a body past the upload limit", "namespace=ns&key=h", bin(65537, 6), {}, 413],
+    ];
+    for (const [what, query, body, headers, status] of hostile) {
+      const h = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== ""));
+      const r = await send(
+        "POST",
+        `/v1/put?${query}`,
+        { ...(headers.authorization === "" ? { "x-svc-tenant": "acme" } : auth()), "content-type": OCTET, ...h },
+        body,
+      );
+      t.equal(r.status, status, `${what}: ${status}`);
+      const j = JSON.parse(r.body) as { code: string; detail: string; request_id: string };
+      t.ok(typeof j.detail === "string" && j.detail.length > 0 && j.request_id === r.headers["x-request-id"], `${what}: the error body with the request id`);
+      t.notOk(r.body.includes(KEY), `${what}: no key in the answer`);
+    }
+    t.equal((await raw(port, "GET", "/v1/get/ns/h", auth())).status, 404, "no refused put stored anything");
+
+    // with an Idempotency-Key (Express): a repeat is answered from the first
+    const once = await put("namespace=ns&key=idem", bin(100, 7), { "idempotency-key": "k-1" });
+    const again = await put("namespace=ns&key=idem", bin(100, 7), { "idempotency-key": "k-1" });
+    t.equal(again.headers["idempotent-replayed"], "true", "an idempotent repeat is replayed");
+    t.equal(JSON.parse(again.body).version, JSON.parse(once.body).version, "with the first answer's version");
+
+    // a Content-Length longer than the body sent, then the client leaves: nothing stored, the engine goes on
+    await new Promise<void>((resolve) => {
+      const req = http.request({
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path: "/v1/put?namespace=ns&key=cut",
+        headers: { ...auth(), "content-type": OCTET, "content-length": "4000" },
+        agent: false,
+      });
+      req.on("error", () => resolve());
+      req.write(bin(1000, 8));
+      setImmediate(() => {
+        req.destroy();
+        resolve();
+      });
+    });
+    const puts = await Promise.all(Array.from({ length: 8 }, (_, i) => put(`namespace=ns&key=after${i}`, bin(60_000, i))));
+    t.deepEqual(
+      puts.map((r) => r.status),
+      Array(8).fill(201),
+      "eight large puts at once after a client left mid-body: the budget it held is free",
+    );
+    t.equal((await raw(port, "GET", "/v1/get/ns/cut", auth())).status, 404, "the cut put stored nothing");
+
+    // one access-log line per put, the same fields as Express's; the route counted
+    logs.length = 0;
+    await put("namespace=ns&key=log", bin(10, 9));
+    await put("namespace=ns&key=log", bin(10, 9), {}, VIA_EXPRESS);
+    const lines = logs.filter((l) => l.msg === "request");
+    t.equal(lines.length, 2, "two puts, two lines");
+    t.deepEqual(Object.keys(lines[0]!).sort(), Object.keys(lines[1]!).sort(), "the same fields as the Express line");
+    t.deepEqual(
+      lines.map((l) => [l.status, l.tenant, l.path]),
+      [
+        [201, "acme", "/v1/put"],
+        [201, "acme", "/v1/put"],
+      ],
+      "status, tenant and path",
+    );
+    t.notOk(JSON.stringify(logs).includes(KEY), "no key in the logs");
+    const m = await raw(port, "GET", "/metrics", { authorization: `Bearer ${KEY}` });
+    const line = m.body
+      .split("\n")
+      .find((l) => l.startsWith("svc_engine_http_requests_total{") && l.includes('method="POST"') && l.includes('status="201"') && l.includes("/v1/put"));
+    t.ok(line !== undefined && Number(line.split(" ").pop()) >= 14, `201s of POST /v1/put counted: ${line}`);
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

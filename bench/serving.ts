@@ -16,7 +16,9 @@
 // SVC_BENCH_SECONDS (default 3) per figure after 1 s of warm-up; SVC_BENCH_SERVING narrows the
 // run to some figures (comma-separated names above); SVC_BENCH_LOADGEN=undici forces the undici
 // generator; SVC_BENCH_PROFILE=DIR writes a CPU profile of each server child there (node
-// --cpu-prof). The machine may be shared: the load average is printed with the figures.
+// --cpu-prof, one sample every 100 us); SVC_BENCH_NODE_FLAGS passes more flags to the server
+// children (for example --perf-basic-prof, for `perf record -p`). The machine may be shared:
+// the load average is printed with the figures.
 //   node --import tsx bench/serving.ts            (or: npm run bench -- serving)
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
@@ -272,7 +274,8 @@ async function child(r: string, env: Record<string, string>): Promise<Child> {
   const prof = process.env.SVC_BENCH_PROFILE ? ["--cpu-prof", "--cpu-prof-interval=100", `--cpu-prof-dir=${join(process.env.SVC_BENCH_PROFILE, r)}`] : [];
   const compiled = !FROM_SOURCES && (r === "engine" || r === "gateway");
   const args = compiled ? ["--input-type=module", "-e", distStarter(r)] : ["--import", "tsx", fileURLToPath(import.meta.url), `--role=${r}`];
-  const proc = spawn(process.execPath, [...prof, ...args], {
+  const extra = process.env.SVC_BENCH_NODE_FLAGS ? process.env.SVC_BENCH_NODE_FLAGS.split(" ") : [];
+  const proc = spawn(process.execPath, [...extra, ...prof, ...args], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ["ignore", "ignore", "inherit", "pipe"],
   });

@@ -138,10 +138,11 @@ test("quick checks: options accepted quickly are the schemas' output; the rest i
   t.end();
 });
 
-// a module hook that names on standard error every module the process loads
+// a module hook that names on standard error every module the process loads (writeSync from
+// the hooks' thread: no line is left in a buffer when the process exits)
 const TRACE = `data:text/javascript,${encodeURIComponent(`
   import { register } from "node:module";
-  register("data:text/javascript," + encodeURIComponent("export async function load(u, c, next) { process.stderr.write('loaded ' + u + '\\\\n'); return next(u, c); }"));
+  register("data:text/javascript," + encodeURIComponent("import { writeSync } from 'node:fs'; export async function load(u, c, next) { writeSync(2, 'loaded ' + u + '\\\\n'); return next(u, c); }"));
 `)}`;
 
 test("quick checks: svc get, ls, search, topk, rm, usage --mine and tenant list load neither zod nor undici", (t) => {

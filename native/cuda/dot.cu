@@ -208,6 +208,34 @@ __device__ __forceinline__ void dmma(double (&c)[2], double a, double b) {
 
 __device__ __forceinline__ int kperm(int kk, int j) { return (kk >> 1) * 8 + 2 * j + (kk & 1); }
 
+// NB x NB blocks of 8 x 8 in the accumulator layout: element [x][y][e] of lane (g, j) is row
+// x * 8 + g, column y * 8 + 2j + e. Value-initialised (Tile<NB> t{}) it is zero.
+template <int NB>
+struct Tile {
+  double v[NB][NB][2];
+};
+
+// acc += a b^T over a mode's n slices (n the shared index, 4 per k-step): a(r, i) =
+// a[r * ar + i * ai] for r < na, likewise b; rows past na or nb are zero.
+template <int NB>
+__device__ __forceinline__ void over_slices(Tile<NB>& acc, int n, int g, int j, const float* a, int na, size_t ar,
+                                            size_t ai, const float* b, int nb, size_t br, size_t bi) {
+  for (int i0 = 0; i0 < n; i0 += 4) {
+    const int i = i0 + j;
+    double af[NB], bf[NB];
+#pragma unroll
+    for (int x = 0; x < NB; ++x) {
+      const int r = x * 8 + g;
+      af[x] = i < n && r < na ? double(a[r * ar + i * ai]) : 0.0;
+      bf[x] = i < n && r < nb ? double(b[r * br + i * bi]) : 0.0;
+    }
+#pragma unroll
+    for (int x = 0; x < NB; ++x)
+#pragma unroll
+      for (int y = 0; y < NB; ++y) dmma(acc.v[x][y], af[x], bf[y]);
+  }
+}
+
 template <int P>
 __global__ void __launch_bounds__(32 * kMmaWarps)
     tt_dot_mma(const float* __restrict__ q, const int* __restrict__ qr, const long long* __restrict__ qoff,
@@ -221,12 +249,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   const char* base = cands[pair];
   const int* cr = reinterpret_cast<const int*>(base);
   const float* cc = reinterpret_cast<const float*>(base + header);
-  double W[NB][NB][2];
-#pragma unroll
-  for (int x = 0; x < NB; ++x)
-#pragma unroll
-    for (int y = 0; y < NB; ++y) W[x][y][0] = W[x][y][1] = 0.0;
-  if (lane == 0) W[0][0][0] = 1.0;  // W = 1 (1 x 1): row 0, column 0
+  Tile<NB> W{};
+  if (lane == 0) W.v[0][0][0] = 1.0;  // W = 1 (1 x 1): row 0, column 0
   long long coff = 0;
   double score = 0;
   for (int k = 0; k < d; ++k) {
@@ -236,54 +260,20 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
     coff += (long long)cb * n * cb1;
     if (k == d - 1) {
       // the last mode (qa1 = cb1 = 1): C[a][b] = sum_i A[a][i] B[b][i], the score sum(W o C)
-      double C[NB][NB][2];
-#pragma unroll
-      for (int x = 0; x < NB; ++x)
-#pragma unroll
-        for (int y = 0; y < NB; ++y) C[x][y][0] = C[x][y][1] = 0.0;
-      for (int i0 = 0; i0 < n; i0 += 4) {
-        const int i = i0 + j;
-        double af[NB], bf[NB];
-#pragma unroll
-        for (int x = 0; x < NB; ++x) {
-          const int r = x * 8 + g;
-          af[x] = i < n && r < qa ? double(A[size_t(r) * n + i]) : 0.0;
-          bf[x] = i < n && r < cb ? double(B[size_t(r) * n + i]) : 0.0;
-        }
-#pragma unroll
-        for (int x = 0; x < NB; ++x)
-#pragma unroll
-          for (int y = 0; y < NB; ++y) dmma(C[x][y], af[x], bf[y]);
-      }
+      Tile<NB> C{};
+      over_slices(C, n, g, j, A, qa, n, 1, B, cb, n, 1);
       double part = 0;
 #pragma unroll
       for (int x = 0; x < NB; ++x)
 #pragma unroll
-        for (int y = 0; y < NB; ++y) part = fma(W[x][y][0], C[x][y][0], fma(W[x][y][1], C[x][y][1], part));
+        for (int y = 0; y < NB; ++y) part = fma(W.v[x][y][0], C.v[x][y][0], fma(W.v[x][y][1], C.v[x][y][1], part));
       score = warp_sum(part);
       break;
     }
-    double Wn[NB][NB][2];
-#pragma unroll
-    for (int x = 0; x < NB; ++x)
-#pragma unroll
-      for (int y = 0; y < NB; ++y) Wn[x][y][0] = Wn[x][y][1] = 0.0;
+    Tile<NB> Wn{};
     if (k == 0) {
       // the first mode (qa = cb = 1, W = 1): Wn[p][c] = sum_i A[i][p] B[i][c]
-      for (int i0 = 0; i0 < n; i0 += 4) {
-        const int i = i0 + j;
-        double af[NB], bf[NB];
-#pragma unroll
-        for (int x = 0; x < NB; ++x) {
-          const int r = x * 8 + g;
-          af[x] = i < n && r < qa1 ? double(A[size_t(i) * qa1 + r]) : 0.0;
-          bf[x] = i < n && r < cb1 ? double(B[size_t(i) * cb1 + r]) : 0.0;
-        }
-#pragma unroll
-        for (int x = 0; x < NB; ++x)
-#pragma unroll
-          for (int y = 0; y < NB; ++y) dmma(Wn[x][y], af[x], bf[y]);
-      }
+      over_slices(Wn, n, g, j, A, qa1, 1, qa1, B, cb1, 1, cb1);
     } else {
       // B_i^T[c][b] = B[(b * n + i) * cb1 + c], A_i^T[p][a] = A[(a * n + i) * qa1 + p]; this lane's
       // elements of a slice, one slice ahead so their loads overlap the products
@@ -307,27 +297,22 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
 #pragma unroll
           for (int kk = 0; kk < KS; ++kk) bc[x][kk] = bv[x][kk], ac[x][kk] = av[x][kk];
         fetch(i + 1);
-        double MT[NB][NB][2];  // M^T[c][a]: block (c / 8, a / 8)
-#pragma unroll
-        for (int x = 0; x < NB; ++x)
-#pragma unroll
-          for (int y = 0; y < NB; ++y) {
-            MT[x][y][0] = MT[x][y][1] = 0.0;
-#pragma unroll
-            for (int kk = 0; kk < KS; ++kk) dmma(MT[x][y], double(bc[x][kk]), W[y][kk >> 1][kk & 1]);
-          }
+        Tile<NB> MT{};  // M^T[c][a]: block (c / 8, a / 8)
 #pragma unroll
         for (int x = 0; x < NB; ++x)
 #pragma unroll
           for (int y = 0; y < NB; ++y)
 #pragma unroll
-            for (int kk = 0; kk < KS; ++kk) dmma(Wn[x][y], double(ac[x][kk]), MT[y][kk >> 1][kk & 1]);
+            for (int kk = 0; kk < KS; ++kk) dmma(MT.v[x][y], double(bc[x][kk]), W.v[y][kk >> 1][kk & 1]);
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+#pragma unroll
+          for (int y = 0; y < NB; ++y)
+#pragma unroll
+            for (int kk = 0; kk < KS; ++kk) dmma(Wn.v[x][y], double(ac[x][kk]), MT.v[y][kk >> 1][kk & 1]);
       }
     }
-#pragma unroll
-    for (int x = 0; x < NB; ++x)
-#pragma unroll
-      for (int y = 0; y < NB; ++y) W[x][y][0] = Wn[x][y][0], W[x][y][1] = Wn[x][y][1];
+    W = Wn;
   }
   if (lane == 0) out[pair] = score;
 }

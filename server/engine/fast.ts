@@ -278,27 +278,19 @@ export function engineFastPath(deps: {
     }
   };
 
+  /** A request's body within `limit`, held in the tenant's share of the memory budget (`factor` bytes per byte). */
+  const bodyOf = (req: IncomingMessage, res: ServerResponse, tenant: string, limit: number, factor: number): Promise<Buffer> =>
+    readBody(req, { limit, reservation: reservationOf(res, budget, tenant), factor, res, rate: bodyRate });
+
   const serve = async (req: IncomingMessage, res: ServerResponse, tenant: string, octet: boolean): Promise<void> => {
-    const raw = await readBody(req, {
-      limit: bodyLimit(config.max_upload_bytes, false, "/v1/serve"),
-      reservation: reservationOf(res, budget, tenant),
-      factor: JSON_BODY_FACTOR,
-      res,
-      rate: bodyRate,
-    });
+    const raw = await bodyOf(req, res, tenant, bodyLimit(config.max_upload_bytes, false, "/v1/serve"), JSON_BODY_FACTOR);
     const { value } = await prepareEngineBody("/v1/serve", raw);
     await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res);
   };
 
   /** An octet-stream put: the body within the upload limit and the memory budget, stored, answered 201. */
   const put = async (req: IncomingMessage, res: ServerResponse, taken: Extract<Taken, { route: "put" }>): Promise<void> => {
-    const body = await readBody(req, {
-      limit: bodyLimit(config.max_upload_bytes, true),
-      reservation: reservationOf(res, budget, taken.tenant),
-      factor: OCTET_BODY_FACTOR,
-      res,
-      rate: bodyRate,
-    });
+    const body = await bodyOf(req, res, taken.tenant, bodyLimit(config.max_upload_bytes, true), OCTET_BODY_FACTOR);
     const { namespace, key, ...opts } = taken.query;
     const info = await viewOf(taken.tenant).put(namespace, key, handOver(body), { dtype: "bytes", ...opts, metadata: taken.metadata });
     const text = JSON.stringify(info);

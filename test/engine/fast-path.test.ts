@@ -12,7 +12,7 @@ import { connect, type AddressInfo } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createStore } from "../../lib/store/index.js";
+import { createStore, type Store } from "../../lib/store/index.js";
 import { createApp, type Logger } from "../../server/engine/app.js";
 import { loadEngineConfig } from "../../server/engine/config.js";
 
@@ -28,31 +28,66 @@ const logger: Logger = {
 interface Raw {
   status: number;
   headers: http.IncomingHttpHeaders;
+  /** The answer's body as UTF-8 text, and as it came. */
   body: string;
+  bytes: Buffer;
 }
 
-function raw(port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Raw> {
+function raw(port: number, method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Promise<Raw> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: "127.0.0.1", port, method, path, headers, agent: false }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (text += d));
-      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+      const parts: Buffer[] = [];
+      res.on("data", (d: Buffer) => parts.push(d));
+      res.on("end", () => {
+        const bytes = Buffer.concat(parts);
+        resolve({ status: res.statusCode!, headers: res.headers, body: bytes.toString("utf8"), bytes });
+      });
     });
     req.on("error", reject);
     req.end(body);
   });
 }
 
+/** A request whose Content-Length is longer than the part of the body sent, then the client leaves. */
+function leaveMidBody(port: number, path: string, headers: Record<string, string>, part: string | Buffer): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const req = http.request({ host: "127.0.0.1", port, method: "POST", path, headers, agent: false });
+    req.on("error", () => resolve());
+    req.write(part);
+    setImmediate(() => {
+      req.destroy();
+      resolve();
+    });
+  });
+}
+
+/** The engine's request counter line for a method, a status and a route, from GET /metrics. */
+async function countedLine(port: number, method: string, status: number, route: string): Promise<string | undefined> {
+  const m = await raw(port, "GET", "/metrics", { authorization: `Bearer ${KEY}` });
+  return m.body
+    .split("\n")
+    .find((l) => l.startsWith("svc_engine_http_requests_total{") && l.includes(`method="${method}"`) && l.includes(`status="${status}"`) && l.includes(route));
+}
+
+/** An engine over LMDB in a directory of its own, listening on a free loopback port. */
+async function startEngine(prefix: string, env: Record<string, string>): Promise<{ port: number; store: Store; close: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const store = await createStore({ path: dir });
+  const config = loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_LOG_LEVEL: "silent", ...env });
+  const server = http.createServer(createApp({ store, config, logger, gpu: { unavailable: "no GPU in this test" } }));
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const close = async () => {
+    await new Promise<void>((r) => server.close(() => r()));
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { port: (server.address() as AddressInfo).port, store, close };
+}
+
 const auth = (tenant = "acme", extra: Record<string, string> = {}) => ({ authorization: `Bearer ${KEY}`, "x-svc-tenant": tenant, ...extra });
 
 test("engine fast path: same answers as the Express chain, hostile requests refused", async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "svc-fast-get-"));
-  const store = await createStore({ path: dir });
-  const config = loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_API_KEYS: `other-${KEY},${KEY}`, SVC_ENGINE_LOG_LEVEL: "silent" });
-  const server = http.createServer(createApp({ store, config, logger, gpu: { unavailable: "no GPU in this test" } }));
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as AddressInfo).port;
+  const { port, store, close } = await startEngine("svc-fast-get-", { SVC_ENGINE_API_KEYS: `other-${KEY},${KEY}` });
   try {
     const acme = store.forTenant("acme");
     await acme.put("ns", "k", new Uint8Array([1, 2, 3, 4]), { dtype: "bytes", metadata: { label: "first" } });
@@ -264,22 +299,7 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     );
     t.equal(noAuth.status, 401, "a serve without the key: 401");
     // a Content-Length longer than the body sent, then the client leaves: no answer owed, the server goes on
-    await new Promise<void>((resolve) => {
-      const req = http.request({
-        host: "127.0.0.1",
-        port,
-        method: "POST",
-        path: "/v1/serve",
-        headers: { ...auth(), "content-type": "application/json", "content-length": "500" },
-        agent: false,
-      });
-      req.on("error", () => resolve());
-      req.write('{"namespace":"ns"');
-      setImmediate(() => {
-        req.destroy();
-        resolve();
-      });
-    });
+    await leaveMidBody(port, "/v1/serve", { ...auth(), "content-type": "application/json", "content-length": "500" }, '{"namespace":"ns"');
     t.equal((await raw(port, "GET", "/v1/get/ns/k", auth())).status, 200, "the engine serves on after a client left mid-body");
 
     // the request id: a given UUID is kept (lower case), anything else replaced
@@ -313,44 +333,20 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     t.notOk(JSON.stringify(logs).includes(KEY), "no key in the logs");
 
     // metrics: the route template counted
-    const m = await raw(port, "GET", "/metrics", { authorization: `Bearer ${KEY}` });
-    const line = m.body
-      .split("\n")
-      .find((l) => l.startsWith("svc_engine_http_requests_total{") && l.includes('method="GET"') && l.includes('status="404"') && l.includes("/v1/get/"));
+    const line = await countedLine(port, "GET", 404, "/v1/get/");
     t.ok(line !== undefined && Number(line.split(" ").pop()) >= 3, `404s of GET /v1/get counted: ${line}`);
   } finally {
-    await new Promise<void>((r) => server.close(() => r()));
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await close();
   }
 });
 
 test("engine fast path: octet-stream puts answer as the Express route; hostile puts refused", async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "svc-fast-put-"));
-  const store = await createStore({ path: dir });
-  const config = loadEngineConfig({ SVC_ENGINE_PORT: "0", SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_LOG_LEVEL: "silent", SVC_ENGINE_MAX_UPLOAD_BYTES: "65536" });
-  const server = http.createServer(createApp({ store, config, logger, gpu: { unavailable: "no GPU in this test" } }));
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as AddressInfo).port;
+  const { port, close } = await startEngine("svc-fast-put-", { SVC_ENGINE_API_KEYS: KEY, SVC_ENGINE_MAX_UPLOAD_BYTES: "65536" });
   const OCTET = "application/octet-stream";
   // a parameter on the content type sends the same put through Express
   const VIA_EXPRESS = "application/octet-stream; x=1";
-  /** A request with a binary body; the answer's body as bytes and as text. */
-  const send = (method: string, path: string, headers: Record<string, string>, body?: Buffer): Promise<Raw & { bytes: Buffer }> =>
-    new Promise((resolve, reject) => {
-      const req = http.request({ host: "127.0.0.1", port, method, path, headers, agent: false }, (res) => {
-        const parts: Buffer[] = [];
-        res.on("data", (d: Buffer) => parts.push(d));
-        res.on("end", () => {
-          const bytes = Buffer.concat(parts);
-          resolve({ status: res.statusCode!, headers: res.headers, body: bytes.toString("utf8"), bytes });
-        });
-      });
-      req.on("error", reject);
-      req.end(body);
-    });
   const put = (query: string, body: Buffer, headers: Record<string, string> = {}, type = OCTET) =>
-    send("POST", `/v1/put?${query}`, { ...auth(), "content-type": type, ...headers }, body);
+    raw(port, "POST", `/v1/put?${query}`, { ...auth(), "content-type": type, ...headers }, body);
   const bin = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + ((i * i) >> 3)) & 0xff));
   const floats = Buffer.from(new Float32Array(Array.from({ length: 256 }, (_, i) => Math.sin(i / 7) + i / 100)).buffer);
   try {
@@ -372,7 +368,8 @@ test("engine fast path: octet-stream puts answer as the Express route; hostile p
       const differ = Object.keys(a).filter((k) => k !== "key" && !k.endsWith("_at") && JSON.stringify(a[k]) !== JSON.stringify(b[k]));
       t.deepEqual(differ, [], `${what}: the same values but the key and times`);
       t.ok(typeof fast.headers["x-request-id"] === "string", `${what}: a request id`);
-      const back = await send(
+      const back = await raw(
+        port,
         "POST",
         "/v1/serve",
         { ...auth(), "content-type": "application/json", accept: OCTET },
@@ -407,7 +404,8 @@ test("engine fast path: octet-stream puts answer as the Express route; hostile p
     ];
     for (const [what, query, body, headers, status] of hostile) {
       const h = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== ""));
-      const r = await send(
+      const r = await raw(
+        port,
         "POST",
         `/v1/put?${query}`,
         { ...(headers.authorization === "" ? { "x-svc-tenant": "acme" } : auth()), "content-type": OCTET, ...h },
@@ -427,22 +425,7 @@ test("engine fast path: octet-stream puts answer as the Express route; hostile p
     t.equal(JSON.parse(again.body).version, JSON.parse(once.body).version, "with the first answer's version");
 
     // a Content-Length longer than the body sent, then the client leaves: nothing stored, the engine goes on
-    await new Promise<void>((resolve) => {
-      const req = http.request({
-        host: "127.0.0.1",
-        port,
-        method: "POST",
-        path: "/v1/put?namespace=ns&key=cut",
-        headers: { ...auth(), "content-type": OCTET, "content-length": "4000" },
-        agent: false,
-      });
-      req.on("error", () => resolve());
-      req.write(bin(1000, 8));
-      setImmediate(() => {
-        req.destroy();
-        resolve();
-      });
-    });
+    await leaveMidBody(port, "/v1/put?namespace=ns&key=cut", { ...auth(), "content-type": OCTET, "content-length": "4000" }, bin(1000, 8));
     const puts = await Promise.all(Array.from({ length: 8 }, (_, i) => put(`namespace=ns&key=after${i}`, bin(60_000, i))));
     t.deepEqual(
       puts.map((r) => r.status),
@@ -467,14 +450,9 @@ test("engine fast path: octet-stream puts answer as the Express route; hostile p
       "status, tenant and path",
     );
     t.notOk(JSON.stringify(logs).includes(KEY), "no key in the logs");
-    const m = await raw(port, "GET", "/metrics", { authorization: `Bearer ${KEY}` });
-    const line = m.body
-      .split("\n")
-      .find((l) => l.startsWith("svc_engine_http_requests_total{") && l.includes('method="POST"') && l.includes('status="201"') && l.includes("/v1/put"));
+    const line = await countedLine(port, "POST", 201, "/v1/put");
     t.ok(line !== undefined && Number(line.split(" ").pop()) >= 14, `201s of POST /v1/put counted: ${line}`);
   } finally {
-    await new Promise<void>((r) => server.close(() => r()));
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await close();
   }
 });

@@ -8,6 +8,7 @@ import { CudaDevice, gpuServingFor } from "../../lib/gpu.js";
 import { createStore } from "../../lib/store/index.js";
 import { deviceBytesOf, gpuServing, rankScores } from "../../lib/store/gpu-cache.js";
 import * as tt from "../../lib/tt.js";
+import type { TT } from "../../lib/store/ttapi.js";
 import { coresOf, randomTT, relDiff, relErr } from "./helpers.js";
 
 const b = tt.backend();
@@ -20,6 +21,25 @@ function cudaTest(name: string, fn: (t: test.Test) => Promise<void>): void {
     t.skip(`no CUDA device: ${b.reason}`);
     t.end();
   });
+}
+
+/**
+ * The query and candidates loaded, every candidate scored by one device top-K and by the CPU's
+ * dotBatch: the number scored, the CPU's scores, and the worst difference, relative to the score
+ * or to 1e-3 of the norms' product where a score is near zero by chance. The caller frees the handles.
+ */
+async function scoreAll(dev: CudaDevice, q: TT, cands: TT[]): Promise<{ hq: number; hs: number[]; raw: Float64Array; scored: number; worst: number }> {
+  const hq = await dev.load(q);
+  const hs: number[] = [];
+  for (const c of cands) hs.push(await dev.load(c));
+  const raw = await tt.dotBatch(q, cands);
+  const got = await dev.topk(hq, hs, null, "dot", cands.length);
+  const byIndex = new Float64Array(cands.length);
+  got.index.forEach((j, i) => (byIndex[j] = got.score[i]!));
+  const qn = await tt.norm(q);
+  const cn = await Promise.all(cands.map((c) => tt.norm(c)));
+  const worst = Math.max(...Array.from(raw, (v, j) => Math.abs(byIndex[j]! - v) / Math.max(Math.abs(v), 1e-3 * qn * cn[j]!)));
+  return { hq, hs, raw, scored: got.index.length, worst };
 }
 
 const CASES: [number[], number[]][] = [
@@ -192,20 +212,10 @@ cudaTest("cuda: inner products at ranks of several tiles per lane, and batches t
   const modes = [12, 10, 8];
   const q = randomTT(modes, [11, 9], 950);
   const cands = Array.from({ length: 1001 }, (_, i) => randomTT(modes, [1 + (i % 13), 1 + ((i * 7) % 11)], 2000 + i));
-  const hq = await dev.load(q);
-  const hs: number[] = [];
-  for (const c of cands) hs.push(await dev.load(c));
-  const raw = await tt.dotBatch(q, cands);
-  const got = await dev.topk(hq, hs, null, "dot", cands.length);
-  const byIndex = new Float64Array(cands.length);
-  got.index.forEach((j, i) => (byIndex[j] = got.score[i]!));
-  // relative to the score, or to 1e-3 of the norms' product where a score is near zero by chance
-  const qn = await tt.norm(q);
-  const cn = await Promise.all(cands.map((c) => tt.norm(c)));
-  const worst = Math.max(...Array.from(raw, (v, j) => Math.abs(byIndex[j]! - v) / Math.max(Math.abs(v), 1e-3 * qn * cn[j]!)));
-  t.equal(got.index.length, 1001, "every one of 1,001 candidates scored");
-  t.ok(worst <= 1e-5, `every score equals the CPU's (worst relative difference ${worst.toExponential(2)})`);
-  for (const h of [hq, ...hs]) dev.free(h);
+  const all = await scoreAll(dev, q, cands);
+  t.equal(all.scored, 1001, "every one of 1,001 candidates scored");
+  t.ok(all.worst <= 1e-5, `every score equals the CPU's (worst relative difference ${all.worst.toExponential(2)})`);
+  for (const h of [all.hq, ...all.hs]) dev.free(h);
 });
 
 cudaTest("cuda: tensor-core inner products (every rank up to 16) equal the CPU for TTs of 1 to 6 modes", async (t) => {
@@ -247,17 +257,7 @@ cudaTest("cuda: tensor-core inner products (every rank up to 16) equal the CPU f
         3100 + 10 * s + i,
       ),
     );
-    const hq = await dev.load(q);
-    const hs: number[] = [];
-    for (const c of cands) hs.push(await dev.load(c));
-    const raw = await tt.dotBatch(q, cands);
-    const got = await dev.topk(hq, hs, null, "dot", cands.length);
-    const byIndex = new Float64Array(cands.length);
-    got.index.forEach((j, i) => (byIndex[j] = got.score[i]!));
-    // relative to the score, or to 1e-3 of the norms' product where a score is near zero by chance
-    const qn = await tt.norm(q);
-    const cn = await Promise.all(cands.map((c) => tt.norm(c)));
-    const worst = Math.max(...Array.from(raw, (v, j) => Math.abs(byIndex[j]! - v) / Math.max(Math.abs(v), 1e-3 * qn * cn[j]!)));
+    const { hq, hs, raw, worst } = await scoreAll(dev, q, cands);
     t.ok(worst <= 1e-5, `modes [${modes}] ranks [${q.ranks}]: every score equals the CPU's (worst ${worst.toExponential(2)})`);
     const one = await dev.dot(hq, hs[8]!);
     t.ok(relErr(one, raw[8]!) <= 1e-5, `modes [${modes}]: dot of one pair ${one} vs ${raw[8]}`);

@@ -196,6 +196,29 @@ const GET_ENTRY_SQL = `SELECT h.value AS head, (SELECT v.value FROM versions v W
     AND ($4::bigint IS NULL OR v.version = $4::bigint) ORDER BY v.version DESC LIMIT 1) AS rec
    FROM heads h WHERE h.tenant_id = $1 AND h.namespace = $2 AND h.key = $3`;
 
+/**
+ * Entry reads that arrived together, in one statement (one round trip, one snapshot taken after
+ * the last of them arrived): row i answers the i-th (tenant, namespace, key, version) of the arrays.
+ */
+const GET_ENTRIES_SQL = `SELECT q.i::integer AS i, h.value AS head, (SELECT v.value FROM versions v WHERE v.tenant_id = q.t AND v.namespace = q.n AND v.key = q.k
+    AND (q.ver IS NULL OR v.version = q.ver) ORDER BY v.version DESC LIMIT 1) AS rec
+   FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS q(t, n, k, ver, i)
+   JOIN heads h ON h.tenant_id = q.t AND h.namespace = q.n AND h.key = q.k`;
+/** Entry reads in one statement at most. */
+const MAX_ENTRY_BATCH = 256;
+
+interface EntryAsk {
+  tenant: string;
+  ns: string;
+  key: string;
+  version: number | null;
+  resolve: (e: { head: unknown; record: unknown }) => void;
+  reject: (e: unknown) => void;
+}
+
+const entryOf = (head: Buffer | undefined, rec: Buffer | null | undefined) =>
+  head === undefined ? { head: undefined, record: undefined } : { head: decodeValue(head), record: rec ? decodeValue(rec) : undefined };
+
 async function q<R extends pg.QueryResultRow = pg.QueryResultRow>(c: Queryable, text: string, values: unknown[] = []): Promise<R[]> {
   // text results (node-postgres decodes binary-format rows as UTF-8 text, which corrupts
   // bytea): bytea arrives as hex and pg-types turns it into a Buffer natively
@@ -299,8 +322,12 @@ export class PostgresBackend implements StorageBackend {
   #ready: Promise<void> | null;
   readonly #url: string;
 
+  /** Entry-read statements in flight at once: half the pool, the rest left to writes. */
+  readonly #maxReads: number;
+
   private constructor(pool: pg.Pool, url: string, ready: boolean) {
     this.#pool = pool;
+    this.#maxReads = Math.max(1, Math.floor(pool.options.max / 2));
     this.#url = url;
     this.#ready = ready ? Promise.resolve() : null;
   }
@@ -441,17 +468,61 @@ export class PostgresBackend implements StorageBackend {
     return out;
   }
 
+  /**
+   * One statement: the head and the version record from the same snapshot. Without a version,
+   * the highest stored one is the head's latest (both are written together). Reads that arrive
+   * while earlier ones hold their share of the pool wait and then go together, in one
+   * statement: a read is always sent after it arrived, so it sees every write committed before.
+   */
   async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
-    // one statement: the head and the version record from the same snapshot. Without a
-    // version, the highest stored one is the head's latest (both are written together).
-    // a named statement: each connection parses and plans it once, not on every read
     await this.#whenReady();
-    const r = await this.#pool
-      .query<{ head: Buffer; rec: Buffer | null }>({ name: "svc_get_entry", text: GET_ENTRY_SQL, values: [tenant, ns, key, version ?? null] })
-      .catch(rethrow);
-    const rows = r.rows;
-    if (rows.length === 0) return { head: undefined, record: undefined };
-    return { head: decodeValue(rows[0]!.head), record: rows[0]!.rec ? decodeValue(rows[0]!.rec) : undefined };
+    return new Promise((resolve, reject) => {
+      this.#asks.push({ tenant, ns, key, version: version ?? null, resolve, reject });
+      this.#sendReads();
+    });
+  }
+
+  /** Entry reads waiting to be sent, and the statements of them in flight. */
+  #asks: EntryAsk[] = [];
+  #readsInFlight = 0;
+
+  #sendReads(): void {
+    while (this.#asks.length > 0 && this.#readsInFlight < this.#maxReads) {
+      const batch = this.#asks.length <= MAX_ENTRY_BATCH ? this.#asks : this.#asks.slice(0, MAX_ENTRY_BATCH);
+      this.#asks = this.#asks.length <= MAX_ENTRY_BATCH ? [] : this.#asks.slice(MAX_ENTRY_BATCH);
+      this.#readsInFlight++;
+      void this.#readEntries(batch).finally(() => {
+        this.#readsInFlight--;
+        this.#sendReads();
+      });
+    }
+  }
+
+  async #readEntries(asks: EntryAsk[]): Promise<void> {
+    try {
+      if (asks.length === 1) {
+        // a named statement: each connection parses and plans it once, not on every read
+        const a = asks[0]!;
+        const r = await this.#pool.query<{ head: Buffer; rec: Buffer | null }>({
+          name: "svc_get_entry",
+          text: GET_ENTRY_SQL,
+          values: [a.tenant, a.ns, a.key, a.version],
+        });
+        a.resolve(entryOf(r.rows[0]?.head, r.rows[0]?.rec));
+        return;
+      }
+      const r = await this.#pool.query<{ i: number; head: Buffer; rec: Buffer | null }>({
+        name: "svc_get_entries",
+        text: GET_ENTRIES_SQL,
+        values: [asks.map((a) => a.tenant), asks.map((a) => a.ns), asks.map((a) => a.key), asks.map((a) => a.version)],
+      });
+      const found = new Array<{ head: Buffer; rec: Buffer | null } | undefined>(asks.length);
+      for (const row of r.rows) found[row.i - 1] = row;
+      asks.forEach((a, i) => a.resolve(entryOf(found[i]?.head, found[i]?.rec)));
+    } catch (e) {
+      const failure = pgFailure(e) ?? e;
+      for (const a of asks) a.reject(failure);
+    }
   }
 
   async hasPayload(tenant: string, id: string): Promise<boolean> {

@@ -7,6 +7,7 @@ import test from "tape";
 import { ValidationError } from "../../lib/errors.js";
 import { createStore } from "../../lib/store/index.js";
 import { SCHEMA_VERSION } from "../../lib/store/postgres.js";
+import pg from "pg";
 import { freshStoreUrl, sql } from "./pg-db.js";
 
 test("postgres: the schema is created once, also when several stores connect at once", async (t) => {
@@ -130,5 +131,66 @@ test("postgres: six concurrent cold top-Ks on one store with a pool of 2 connect
       outcome.every((r) => r.scanned === 599 && JSON.stringify(r.results) === JSON.stringify(outcome[0]!.results)),
       "each scanned 599 entries with the same answer",
     );
+  await s.close();
+});
+
+test("postgres: reads that arrive together go in one statement, each answered with its own entry", async (t) => {
+  const url = await freshStoreUrl();
+  // a pool of 2: one read statement in flight, the reads arriving meanwhile wait and go together
+  const s = await createStore({ url, pool_size: 2 });
+  const a = s.forTenant("ta");
+  const b = s.forTenant("tb");
+  // keys an array literal must quote: the word NULL, every punctuation a key may hold, the longest key
+  const keys = ["NULL", "null", "a/b:c@d=e.f", "-_", "k".repeat(512), "plain"];
+  for (const [i, k] of keys.entries()) {
+    await a.put("ns", k, new Int32Array([i]), { shape: [1] });
+    await a.put("ns", k, new Int32Array([i, i]), { shape: [2] });
+    await b.put("ns", k, new Float64Array([i / 2]), { shape: [1] });
+  }
+  type Ask = { view: typeof a; key: string; version?: number };
+  const asks: Ask[] = [];
+  for (const k of keys)
+    asks.push({ view: a, key: k }, { view: a, key: k, version: 1 }, { view: b, key: k }, { view: a, key: k, version: 3 }, { view: b, key: `${k}x` });
+  const one = (q: Ask) =>
+    q.view.get("ns", q.key, q.version === undefined ? {} : { version: q.version }).then(
+      (e) => ({ version: e.version, shape: e.shape, dtype: e.dtype }),
+      (e: Error) => e.name,
+    );
+  const alone: unknown[] = [];
+  for (const q of asks) alone.push(await one(q));
+  let statements = 0;
+  const proto = pg.Pool.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const query = proto.query;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const name = (args[0] as { name?: string } | null)?.name;
+    if (name === "svc_get_entry" || name === "svc_get_entries") statements++;
+    return query.apply(this, args);
+  };
+  let together: unknown[];
+  try {
+    together = await Promise.all(asks.map(one));
+  } finally {
+    proto.query = query;
+  }
+  t.deepEqual(together, alone, `${asks.length} reads at once: each the same answer as alone (entries of two tenants, versions, missing keys and versions)`);
+  t.ok(statements >= 1 && statements <= 3, `${asks.length} reads at once in ${statements} statements`);
+  t.deepEqual(
+    alone.slice(0, 5),
+    [
+      { version: 2, shape: [2], dtype: "int32" },
+      { version: 1, shape: [1], dtype: "int32" },
+      { version: 1, shape: [1], dtype: "float64" },
+      "NotFoundError",
+      "NotFoundError",
+    ],
+    "one key's five reads: the latest, version 1, the other tenant's, a version never written, a key never written",
+  );
+  // a write, then reads at once: every one of them sees it
+  await a.put("ns", "plain", new Int32Array([7, 7, 7]), { shape: [3] });
+  const after = await Promise.all(Array.from({ length: 20 }, () => a.get("ns", "plain")));
+  t.ok(
+    after.every((e) => e.version === 3 && e.shape[0] === 3),
+    "20 reads at once after a write all see its version 3",
+  );
   await s.close();
 });

@@ -36,7 +36,7 @@ import { checkGrant, confirmKey, PRIMARY_KEY_ID, type KeyGrant } from "./keys.js
 import type { GatewayMetrics } from "./metrics.js";
 import { milliCusOf, periodEndMs, periodOf, toCus } from "./meter.js";
 import { effectiveRateLimit, enforcedQuota } from "./plans.js";
-import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
+import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, SMALL_BODY_BYTES, type EngineClient } from "./proxy.js";
 import type { RateLimitState, WindowSpec } from "./ratelimit.js";
 import type { TenantRecord } from "./tenants.js";
 
@@ -466,23 +466,20 @@ async function answer(f: Flight, upstream: Upstream, milli: number): Promise<voi
   for (const [k, value] of Object.entries(responseHeadersToCopy(upstream.headers))) f.res.setHeader(k, value);
   const len = upstream.headers["content-length"];
   const size = typeof len === "string" ? Number(len) : NaN;
-  if (size <= SMALL_ANSWER_BYTES) {
-    // a small answer is read whole (the engine's connection is then free) and written in one
-    // piece in the check phase (server/http/answer-later.ts)
-    const bytes = await readSmall(upstream.body, size);
-    f.unrelayed = null;
+  // a small answer, read whole (the engine's connection is then free), is written in one piece
+  // in the check phase (server/http/answer-later.ts)
+  const bytes = upstream.bytes ?? (upstream.body !== null && size <= SMALL_BODY_BYTES ? await readSmall(upstream.body, size) : undefined);
+  f.unrelayed = null;
+  if (bytes !== undefined) {
     if (bytes === null) return void f.res.destroy();
     answerLater(f.res, () => {
       if (!gone(f.req, f.res)) f.res.end(bytes);
     });
     return;
   }
-  f.unrelayed = null;
+  if (upstream.body === null) return void f.res.destroy();
   await relay(upstream.body, f.req, f.res);
 }
-
-// Engine answers up to this size (a Content-Length) are read whole, then written at once.
-const SMALL_ANSWER_BYTES = 64 * 1024;
 
 /** The `size` bytes of an engine body; null when it fails or its length is not `size`. */
 function readSmall(body: Readable, size: number): Promise<Buffer | null> {

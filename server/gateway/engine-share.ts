@@ -106,6 +106,11 @@ export class SharedEngineClient implements EngineClient {
       released = true;
       this.release(r.tenantId);
     };
+    // a body read whole has freed its connection already
+    if (res.body === null) {
+      done();
+      return res;
+    }
     res.body.once("close", done);
     res.body.once("end", done);
     res.body.once("error", done);

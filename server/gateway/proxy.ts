@@ -1,9 +1,9 @@
 // Forwarding (step 7 of the order of checks, docs/api.md): an undici Pool to the engine. The gateway adds the service key,
 // X-SVC-Tenant and X-Request-Id; a client's own X-SVC-Tenant and credentials never pass. JSON
-// bodies go as the bytes already read (never re-serialised); octet-stream bodies and all
-// responses are streamed.
-import { Pool, type Dispatcher } from "undici";
-import type { Readable } from "node:stream";
+// bodies go as the bytes already read (never re-serialised); octet-stream bodies are streamed,
+// and so are answers larger than SMALL_BODY_BYTES (smaller ones are read whole: Exchange).
+import { Pool, util as undiciUtil, type Dispatcher } from "undici";
+import { Readable } from "node:stream";
 import { EngineUnreachableError, SvcError } from "../../lib/errors.js";
 
 export interface ForwardRequest {
@@ -54,8 +54,14 @@ export async function readEngineHealth(res: Dispatcher.ResponseData): Promise<En
 export interface EngineResponse {
   status: number;
   headers: Record<string, string | string[]>;
-  body: Readable;
+  /** The body, streaming; null when `bytes` holds it whole. */
+  body: Readable | null;
+  /** A small body (a Content-Length of at most SMALL_BODY_BYTES), read whole before the response was returned. */
+  bytes?: Buffer;
 }
+
+/** Engine bodies up to this size (a Content-Length) are read whole before the response is returned. */
+export const SMALL_BODY_BYTES = 64 * 1024;
 
 export interface EngineClient {
   /** Sends the request; EngineUnreachableError when the engine cannot be reached or times out. */
@@ -120,6 +126,94 @@ export function responseHeadersToCopy(h: Record<string, string | string[] | unde
   return out;
 }
 
+/**
+ * One request's exchange with the engine, on undici's dispatch interface (no per-request stream,
+ * async resource or header copy that its request() makes): a small body is gathered into one
+ * Buffer and the response returned once it is complete, which frees the engine connection
+ * before the answer is written; a larger one streams, paced by its reader.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  #abort: ((err?: Error) => void) | null = null;
+  #settled = false;
+  #status = 0;
+  #headers: Record<string, string | string[]> = {};
+  #parts: Buffer[] | null = null;
+  #got = 0;
+  #body: Readable | null = null;
+
+  constructor(
+    private readonly resolve: (r: EngineResponse) => void,
+    private readonly reject: (e: unknown) => void,
+  ) {}
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.#abort = abort;
+  }
+
+  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (status < 200) return true;
+    this.#status = status;
+    this.#headers = undiciUtil.parseHeaders(rawHeaders) as Record<string, string | string[]>;
+    const len = this.#headers["content-length"];
+    if (typeof len === "string" && Number(len) <= SMALL_BODY_BYTES) {
+      this.#parts = [];
+      return true;
+    }
+    const abort = this.#abort;
+    this.#body = new Readable({
+      read: () => resume(),
+      // the reader gave up (the client went away): the engine's connection is not kept
+      destroy: (err, cb) => {
+        abort?.(err ?? new Error("The engine's answer was dropped."));
+        cb(err);
+      },
+    });
+    this.#settle();
+    this.resolve({ status, headers: this.#headers, body: this.#body });
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.#parts !== null) {
+      this.#parts.push(chunk);
+      this.#got += chunk.byteLength;
+      return true;
+    }
+    return this.#body!.push(chunk);
+  }
+
+  onComplete(): void {
+    if (this.#parts !== null) {
+      const parts = this.#parts;
+      const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts, this.#got);
+      this.#settle();
+      // a body shorter than its Content-Length is an exchange that failed
+      if (bytes.byteLength !== Number(this.#headers["content-length"])) return this.reject(new EngineFailure("exchange"));
+      this.resolve({ status: this.#status, headers: this.#headers, body: null, bytes });
+      return;
+    }
+    this.#body?.push(null);
+  }
+
+  onError(err: Error): void {
+    if (this.#body !== null) {
+      this.#body.destroy(err);
+      return;
+    }
+    if (!this.#settle()) return;
+    // The request body's own failure (for example the upload limit while streaming) is the
+    // answer, not the engine's reachability.
+    this.reject(err instanceof SvcError ? err : new EngineFailure(failurePhase(err)));
+  }
+
+  /** Marks the response returned (or failed); false when it already was. */
+  #settle(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    return true;
+  }
+}
+
 export interface EngineTls {
   /** PEM CA certificates trusted for an https engine (SVC_GATE_ENGINE_CA_PATH), in place of the system's. */
   readonly ca?: string;
@@ -127,6 +221,7 @@ export interface EngineTls {
 
 export class UndiciEngineClient implements EngineClient {
   private readonly pool: Pool;
+  private readonly authorization: string;
   constructor(
     private readonly engineUrl: string,
     private readonly serviceKey: string,
@@ -134,6 +229,7 @@ export class UndiciEngineClient implements EngineClient {
     connections = 128,
     tls: EngineTls = {},
   ) {
+    this.authorization = `Bearer ${serviceKey}`;
     this.pool = new Pool(engineUrl, {
       connections,
       pipelining: 1,
@@ -145,24 +241,17 @@ export class UndiciEngineClient implements EngineClient {
     });
   }
 
-  async forward(r: ForwardRequest): Promise<EngineResponse> {
+  forward(r: ForwardRequest): Promise<EngineResponse> {
     const headers: Record<string, string> = {
       ...r.headers,
-      authorization: `Bearer ${this.serviceKey}`,
+      authorization: this.authorization,
       "x-svc-tenant": r.tenantId,
       "x-request-id": r.requestId,
     };
     if (Buffer.isBuffer(r.body)) headers["content-length"] = String(r.body.length);
-    let res: Dispatcher.ResponseData;
-    try {
-      res = await this.pool.request({ method: r.method as Dispatcher.HttpMethod, path: r.path, headers, body: r.body });
-    } catch (e) {
-      // The request body's own failure (for example the upload limit while streaming) is the
-      // answer, not the engine's reachability.
-      if (e instanceof SvcError) throw e;
-      throw new EngineFailure(failurePhase(e));
-    }
-    return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body };
+    return new Promise((resolve, reject) => {
+      this.pool.dispatch({ method: r.method as Dispatcher.HttpMethod, path: r.path, headers, body: r.body }, new Exchange(resolve, reject));
+    });
   }
 
   async ping(): Promise<boolean> {

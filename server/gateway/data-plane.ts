@@ -466,15 +466,16 @@ async function answer(f: Flight, upstream: Upstream, milli: number): Promise<voi
   for (const [k, value] of Object.entries(responseHeadersToCopy(upstream.headers))) f.res.setHeader(k, value);
   const len = upstream.headers["content-length"];
   const size = typeof len === "string" ? Number(len) : NaN;
-  // a small answer, read whole (the engine's connection is then free), is written in one piece
-  // in the check phase (server/http/answer-later.ts)
+  // a small answer, read whole (the engine's connection is then free), is written in one piece,
+  // at once: the audit record's group commit resolves in the check phase, after the poll phase
+  // has read every request that arrived, so the answers of one commit go out together there
+  // (deferring them once more, server/http/answer-later.ts, added a turn of the event loop:
+  // 0.08 ms of p50 at one connection)
   const bytes = upstream.bytes ?? (upstream.body !== null && size <= SMALL_BODY_BYTES ? await readSmall(upstream.body, size) : undefined);
   f.unrelayed = null;
   if (bytes !== undefined) {
-    if (bytes === null) return void f.res.destroy();
-    answerLater(f.res, () => {
-      if (!gone(f.req, f.res)) f.res.end(bytes);
-    });
+    if (bytes === null || gone(f.req, f.res)) return void f.res.destroy();
+    f.res.end(bytes);
     return;
   }
   if (upstream.body === null) return void f.res.destroy();
@@ -545,7 +546,15 @@ async function refuse(f: Flight, err: unknown): Promise<void> {
   res.statusCode = STATUS_OF[e.code]; // for the metrics, as in the audit record
   if (clientGone)
     res.destroy(); // nothing is sent
-  else answerLater(res, () => writeErrorBody(res, e, f.rid));
+  // after an audit record, at once (as answer() does); a repeated 429, never audited, in the
+  // check phase with the other answers of this turn
+  else if (!f.quiet) {
+    try {
+      writeErrorBody(res, e, f.rid);
+    } catch {
+      res.destroy(); // an answer that cannot be written ends its connection
+    }
+  } else answerLater(res, () => writeErrorBody(res, e, f.rid));
 }
 
 /** On every way out: the body lease, an octet body still flowing, an engine body not relayed, a reservation not settled. */

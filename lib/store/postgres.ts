@@ -478,13 +478,27 @@ export class PostgresBackend implements StorageBackend {
     await this.#whenReady();
     return new Promise((resolve, reject) => {
       this.#asks.push({ tenant, ns, key, version: version ?? null, resolve, reject });
-      this.#sendReads();
+      this.#scheduleReads();
     });
   }
 
   /** Entry reads waiting to be sent, and the statements of them in flight. */
   #asks: EntryAsk[] = [];
   #readsInFlight = 0;
+  #readsScheduled = false;
+
+  /**
+   * Sends the waiting reads in the check phase of this turn of the event loop, after the poll
+   * phase has read every request that arrived: the reads of one turn go together.
+   */
+  #scheduleReads(): void {
+    if (this.#readsScheduled) return;
+    this.#readsScheduled = true;
+    setImmediate(() => {
+      this.#readsScheduled = false;
+      this.#sendReads();
+    });
+  }
 
   #sendReads(): void {
     while (this.#asks.length > 0 && this.#readsInFlight < this.#maxReads) {
@@ -493,7 +507,7 @@ export class PostgresBackend implements StorageBackend {
       this.#readsInFlight++;
       void this.#readEntries(batch).finally(() => {
         this.#readsInFlight--;
-        this.#sendReads();
+        if (this.#asks.length > 0) this.#scheduleReads();
       });
     }
   }

@@ -216,8 +216,14 @@ interface EntryAsk {
   reject: (e: unknown) => void;
 }
 
-const entryOf = (head: Buffer | undefined, rec: Buffer | null | undefined) =>
-  head === undefined ? { head: undefined, record: undefined } : { head: decodeValue(head), record: rec ? decodeValue(rec) : undefined };
+/** Answers one read with its row (none: no such entry); a row that cannot be decoded fails that read alone. */
+function settle(a: EntryAsk, row: { head: Buffer; rec: Buffer | null } | undefined): void {
+  try {
+    a.resolve(row === undefined ? { head: undefined, record: undefined } : { head: decodeValue(row.head), record: row.rec ? decodeValue(row.rec) : undefined });
+  } catch (e) {
+    a.reject(e);
+  }
+}
 
 async function q<R extends pg.QueryResultRow = pg.QueryResultRow>(c: Queryable, text: string, values: unknown[] = []): Promise<R[]> {
   // text results (node-postgres decodes binary-format rows as UTF-8 text, which corrupts
@@ -470,9 +476,10 @@ export class PostgresBackend implements StorageBackend {
 
   /**
    * One statement: the head and the version record from the same snapshot. Without a version,
-   * the highest stored one is the head's latest (both are written together). Reads that arrive
-   * while earlier ones hold their share of the pool wait and then go together, in one
-   * statement: a read is always sent after it arrived, so it sees every write committed before.
+   * the highest stored one is the head's latest (both are written together). The reads of one
+   * turn of the event loop go together, in one statement sent in its check phase; while half
+   * the pool holds reads, more wait and go together next. A read is always sent after it
+   * arrived, so it sees every write committed before it.
    */
   async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
     await this.#whenReady();
@@ -522,7 +529,7 @@ export class PostgresBackend implements StorageBackend {
           text: GET_ENTRY_SQL,
           values: [a.tenant, a.ns, a.key, a.version],
         });
-        a.resolve(entryOf(r.rows[0]?.head, r.rows[0]?.rec));
+        settle(a, r.rows[0]);
         return;
       }
       const r = await this.#pool.query<{ i: number; head: Buffer; rec: Buffer | null }>({
@@ -532,7 +539,7 @@ export class PostgresBackend implements StorageBackend {
       });
       const found = new Array<{ head: Buffer; rec: Buffer | null } | undefined>(asks.length);
       for (const row of r.rows) found[row.i - 1] = row;
-      asks.forEach((a, i) => a.resolve(entryOf(found[i]?.head, found[i]?.rec)));
+      asks.forEach((a, i) => settle(a, found[i]));
     } catch (e) {
       const failure = pgFailure(e) ?? e;
       for (const a of asks) a.reject(failure);

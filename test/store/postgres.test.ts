@@ -185,6 +185,17 @@ test("postgres: reads that arrive together go in one statement, each answered wi
     ],
     "one key's five reads: the latest, version 1, the other tenant's, a version never written, a key never written",
   );
+  // a head that cannot be decoded fails its own read, not the others of its statement
+  await sql(url, "UPDATE heads SET value = $1 WHERE tenant_id = 'tb' AND key = 'plain'", [Buffer.from([0x92, 0x01])]); // msgpack cut short
+  const mixed = await Promise.all(
+    [a.get("ns", "plain"), b.get("ns", "plain"), b.get("ns", "NULL")].map((p) =>
+      p.then(
+        () => "ok",
+        () => "failed",
+      ),
+    ),
+  );
+  t.deepEqual(mixed, ["ok", "failed", "ok"], "a corrupt head among reads at once: only its read fails");
   // a write, then reads at once: every one of them sees it
   await a.put("ns", "plain", new Int32Array([7, 7, 7]), { shape: [3] });
   const after = await Promise.all(Array.from({ length: 20 }, () => a.get("ns", "plain")));

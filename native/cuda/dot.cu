@@ -236,6 +236,19 @@ __device__ __forceinline__ void over_slices(Tile<NB>& acc, int n, int g, int j, 
   }
 }
 
+// acc += op x^T over the shared index in kperm order: op[x][kk] is this lane's element of row
+// x * 8 + g at k-step kk, and x's element at that k-step is one it holds already,
+// x.v[y][kk / 2][kk % 2] (the accumulator layout), so a product's result is the next one's operand.
+template <int NB, int KS>
+__device__ __forceinline__ void times_tile(Tile<NB>& acc, const float (&op)[NB][KS], const Tile<NB>& x) {
+#pragma unroll
+  for (int r = 0; r < NB; ++r)
+#pragma unroll
+    for (int c = 0; c < NB; ++c)
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) dmma(acc.v[r][c], double(op[r][kk]), x.v[c][kk >> 1][kk & 1]);
+}
+
 template <int P>
 __global__ void __launch_bounds__(32 * kMmaWarps)
     tt_dot_mma(const float* __restrict__ q, const int* __restrict__ qr, const long long* __restrict__ qoff,
@@ -298,18 +311,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
           for (int kk = 0; kk < KS; ++kk) bc[x][kk] = bv[x][kk], ac[x][kk] = av[x][kk];
         fetch(i + 1);
         Tile<NB> MT{};  // M^T[c][a]: block (c / 8, a / 8)
-#pragma unroll
-        for (int x = 0; x < NB; ++x)
-#pragma unroll
-          for (int y = 0; y < NB; ++y)
-#pragma unroll
-            for (int kk = 0; kk < KS; ++kk) dmma(MT.v[x][y], double(bc[x][kk]), W.v[y][kk >> 1][kk & 1]);
-#pragma unroll
-        for (int x = 0; x < NB; ++x)
-#pragma unroll
-          for (int y = 0; y < NB; ++y)
-#pragma unroll
-            for (int kk = 0; kk < KS; ++kk) dmma(Wn.v[x][y], double(ac[x][kk]), MT.v[y][kk >> 1][kk & 1]);
+        times_tile(MT, bc, W);
+        times_tile(Wn, ac, MT);
       }
     }
     W = Wn;

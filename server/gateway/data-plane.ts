@@ -36,7 +36,7 @@ import { checkGrant, confirmKey, PRIMARY_KEY_ID, type KeyGrant } from "./keys.js
 import type { GatewayMetrics } from "./metrics.js";
 import { milliCusOf, periodEndMs, periodOf, toCus } from "./meter.js";
 import { effectiveRateLimit, enforcedQuota } from "./plans.js";
-import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, SMALL_BODY_BYTES, type EngineClient } from "./proxy.js";
+import { FORWARDED_REQUEST_HEADERS, responseHeadersToCopy, type EngineClient } from "./proxy.js";
 import type { RateLimitState, WindowSpec } from "./ratelimit.js";
 import type { TenantRecord } from "./tenants.js";
 
@@ -464,36 +464,19 @@ async function answer(f: Flight, upstream: Upstream, milli: number): Promise<voi
   }
   f.res.statusCode = upstream.status;
   for (const [k, value] of Object.entries(responseHeadersToCopy(upstream.headers))) f.res.setHeader(k, value);
-  const len = upstream.headers["content-length"];
-  const size = typeof len === "string" ? Number(len) : NaN;
   // a small answer, read whole (the engine's connection is then free), is written in one piece,
   // at once: the audit record's group commit resolves in the check phase, after the poll phase
   // has read every request that arrived, so the answers of one commit go out together there
-  // (deferring them once more, server/http/answer-later.ts, added a turn of the event loop:
-  // 0.08 ms of p50 at one connection)
-  const bytes = upstream.bytes ?? (upstream.body !== null && size <= SMALL_BODY_BYTES ? await readSmall(upstream.body, size) : undefined);
+  // (deferring them once more, server/http/answer-later.ts, added a turn of the event loop to
+  // every answer); a larger one streams
   f.unrelayed = null;
-  if (bytes !== undefined) {
-    if (bytes === null || gone(f.req, f.res)) return void f.res.destroy();
-    f.res.end(bytes);
+  if (upstream.bytes !== undefined) {
+    if (gone(f.req, f.res)) return void f.res.destroy();
+    f.res.end(upstream.bytes);
     return;
   }
   if (upstream.body === null) return void f.res.destroy();
   await relay(upstream.body, f.req, f.res);
-}
-
-/** The `size` bytes of an engine body; null when it fails or its length is not `size`. */
-function readSmall(body: Readable, size: number): Promise<Buffer | null> {
-  return new Promise((resolve) => {
-    const parts: Buffer[] = [];
-    let got = 0;
-    body.on("data", (c: Buffer) => {
-      parts.push(c);
-      got += c.byteLength;
-    });
-    body.once("end", () => resolve(got === size ? (parts.length === 1 ? parts[0]! : Buffer.concat(parts, got)) : null));
-    body.once("error", () => resolve(null));
-  });
 }
 
 /** A refusal or failure at any step: counted against the tenant, audited, answered with the error body. */

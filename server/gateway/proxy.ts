@@ -56,7 +56,7 @@ export interface EngineResponse {
   headers: Record<string, string | string[]>;
   /** The body, streaming; null when `bytes` holds it whole. */
   body: Readable | null;
-  /** A small body (a Content-Length of at most SMALL_BODY_BYTES), read whole before the response was returned. */
+  /** A body of a Content-Length of at most SMALL_BODY_BYTES, always read whole before the response is returned. */
   bytes?: Buffer;
 }
 
@@ -134,11 +134,11 @@ export function responseHeadersToCopy(h: Record<string, string | string[] | unde
  */
 class Exchange implements Dispatcher.DispatchHandler {
   #abort: ((err?: Error) => void) | null = null;
-  #settled = false;
   #status = 0;
   #headers: Record<string, string | string[]> = {};
+  /** A small answer's chunks, until it is complete. */
   #parts: Buffer[] | null = null;
-  #got = 0;
+  /** A larger answer, streaming: the response has been returned with it. */
   #body: Readable | null = null;
 
   constructor(
@@ -168,49 +168,28 @@ class Exchange implements Dispatcher.DispatchHandler {
         cb(err);
       },
     });
-    this.#settle();
     this.resolve({ status, headers: this.#headers, body: this.#body });
     return true;
   }
 
   onData(chunk: Buffer): boolean {
-    if (this.#parts !== null) {
-      this.#parts.push(chunk);
-      this.#got += chunk.byteLength;
-      return true;
-    }
-    return this.#body!.push(chunk);
+    if (this.#parts === null) return this.#body!.push(chunk);
+    this.#parts.push(chunk);
+    return true;
   }
 
   onComplete(): void {
-    if (this.#parts !== null) {
-      const parts = this.#parts;
-      const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts, this.#got);
-      this.#settle();
-      // a body shorter than its Content-Length is an exchange that failed
-      if (bytes.byteLength !== Number(this.#headers["content-length"])) return this.reject(new EngineFailure("exchange"));
-      this.resolve({ status: this.#status, headers: this.#headers, body: null, bytes });
-      return;
-    }
-    this.#body?.push(null);
+    if (this.#parts === null) return void this.#body?.push(null);
+    // undici has held the body to its Content-Length: a shorter one is an error (onError)
+    const parts = this.#parts;
+    this.resolve({ status: this.#status, headers: this.#headers, body: null, bytes: parts.length === 1 ? parts[0]! : Buffer.concat(parts) });
   }
 
   onError(err: Error): void {
-    if (this.#body !== null) {
-      this.#body.destroy(err);
-      return;
-    }
-    if (!this.#settle()) return;
+    if (this.#body !== null) return void this.#body.destroy(err);
     // The request body's own failure (for example the upload limit while streaming) is the
     // answer, not the engine's reachability.
     this.reject(err instanceof SvcError ? err : new EngineFailure(failurePhase(err)));
-  }
-
-  /** Marks the response returned (or failed); false when it already was. */
-  #settle(): boolean {
-    if (this.#settled) return false;
-    this.#settled = true;
-    return true;
   }
 }
 

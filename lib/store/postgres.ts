@@ -490,7 +490,7 @@ export class PostgresBackend implements StorageBackend {
   }
 
   /** Entry reads waiting to be sent, and the statements of them in flight. */
-  #asks: EntryAsk[] = [];
+  readonly #asks: EntryAsk[] = [];
   #readsInFlight = 0;
   #readsScheduled = false;
 
@@ -509,8 +509,7 @@ export class PostgresBackend implements StorageBackend {
 
   #sendReads(): void {
     while (this.#asks.length > 0 && this.#readsInFlight < this.#maxReads) {
-      const batch = this.#asks.length <= MAX_ENTRY_BATCH ? this.#asks : this.#asks.slice(0, MAX_ENTRY_BATCH);
-      this.#asks = this.#asks.length <= MAX_ENTRY_BATCH ? [] : this.#asks.slice(MAX_ENTRY_BATCH);
+      const batch = this.#asks.splice(0, MAX_ENTRY_BATCH);
       this.#readsInFlight++;
       void this.#readEntries(batch).finally(() => {
         this.#readsInFlight--;

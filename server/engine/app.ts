@@ -11,7 +11,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError, ValidationError, type SvcError } from "../../lib/errors.js";
-import { metadataSchema, parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
+import { parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import {
   getQuerySchema,
   idempotencyKeySchema,
@@ -28,10 +28,9 @@ import { errorMiddleware, statusOf } from "../http/errors.js";
 import { readBody, refuseBodyOfBodilessMethod } from "../http/body.js";
 import { requestHash, type PreparedPut, type PreparedPutCores, type PreparedPutCoresBatch, type PreparedVector } from "../http/body-prepare.js";
 import { checkJsonCharset } from "../http/json-body.js";
-import { parseStrictJson } from "../http/json.js";
 import { asBuffer, hashBody, prepareEngineBody } from "../http/offload.js";
 import { stdoutLines } from "../http/log-batch.js";
-import { answerServe, engineFastPath, JSON_BODY_FACTOR, OCTET_BODY_FACTOR } from "./fast.js";
+import { answerServe, engineFastPath, headerMetadata, JSON_BODY_FACTOR, OCTET_BODY_FACTOR } from "./fast.js";
 import { sendJsonList } from "../http/json-stream.js";
 import { bodyLimit } from "../http/limits.js";
 import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
@@ -329,12 +328,7 @@ function putRoute(ctx: EngineContext): Handler {
   return async (req, res) => {
     if (req.is("application/octet-stream")) {
       const q = parseOrThrow(putQuerySchema, req.query, "query");
-      const mh = req.get("x-svc-metadata");
-      let metadata: Record<string, unknown> = {};
-      if (mh !== undefined) {
-        const parsed = parseStrictJson(mh, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" });
-        metadata = parseOrThrow(metadataSchema, parsed, "X-SVC-Metadata");
-      }
+      const metadata = headerMetadata(req.get("x-svc-metadata"));
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       checkSize(body.byteLength);
       if (q.encoding === "pred") return putPredStream(ctx, req, res, { ...q, metadata }, body);

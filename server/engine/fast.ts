@@ -160,20 +160,18 @@ function parseGet(url: string): { ns: string; key: string; version: number | und
   return { ns, key, version };
 }
 
+/** An octet-stream put's metadata from its X-SVC-Metadata header ({} without one); a ValidationError naming the header when it is not valid. */
+export function headerMetadata(header: string | undefined): Record<string, unknown> {
+  if (header === undefined) return {};
+  return parseOrThrow(metadataSchema, parseStrictJson(header, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" }), "X-SVC-Metadata");
+}
+
 /** The options and metadata of an octet-stream put the fast path takes (plain bytes, no pred stream), else null. */
 function parsePut(url: string, metadataHeader: string | undefined): { query: PutQuery; metadata: Record<string, unknown> } | null {
-  let parsed: unknown;
   try {
-    parsed = parseQueryString(url.slice(PUT_PREFIX.length));
-  } catch {
-    return null;
-  }
-  const q = putQuerySchema.safeParse(parsed);
-  if (!q.success || q.data.encoding !== undefined) return null;
-  if (metadataHeader === undefined) return { query: q.data, metadata: {} };
-  try {
-    const m = metadataSchema.safeParse(parseStrictJson(metadataHeader, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" }));
-    return m.success ? { query: q.data, metadata: m.data } : null;
+    const q = putQuerySchema.safeParse(parseQueryString(url.slice(PUT_PREFIX.length)));
+    if (!q.success || q.data.encoding !== undefined) return null;
+    return { query: q.data, metadata: headerMetadata(metadataHeader) };
   } catch {
     return null;
   }

@@ -418,7 +418,7 @@ function mountRoutes(app: express.Express, ctx: EngineContext): void {
     "/v1/serve",
     wrap(async (req, res) => {
       const octet = req.accepts(["application/json", "application/octet-stream"]) === "application/octet-stream";
-      await answerServe({ config: ctx.config, budget: ctx.budget }, st(res), res.locals.tenant as string, jsonBody(req), octet, res);
+      await answerServe({ config: ctx.config, budget: ctx.budget }, st(res), res.locals.tenant as string, jsonBody(req), octet, res, requestIdOf(res));
     }),
   );
 

@@ -8,7 +8,7 @@
 // refusals keep one implementation. Nothing is read, written or kept before a request is taken.
 // The serve route's answer (answerServe) is shared with the Express route.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { requestIdFrom } from "../http/request-id.js";
+import { noteRequestId, requestIdFrom } from "../http/request-id.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ValidationError } from "../../lib/errors.js";
 import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/fields.js";
@@ -73,9 +73,17 @@ export interface ServeDeps {
  * a GPU residency answer, or the dense data as octet-stream (X-SVC-Dtype, X-SVC-Shape,
  * X-SVC-Version) or JSON with data_b64. The answer's size is known from the entry before
  * anything is decoded: a JSON answer past its limit is refused, and the memory the answer will
- * hold is reserved first. Headers already set on `res` (the request id) are kept.
+ * hold is reserved first. Its headers, X-Request-Id first, go to one writeHead.
  */
-export async function answerServe(deps: ServeDeps, st: Store, tenant: string, body: unknown, octet: boolean, res: ServerResponse): Promise<void> {
+export async function answerServe(
+  deps: ServeDeps,
+  st: Store,
+  tenant: string,
+  body: unknown,
+  octet: boolean,
+  res: ServerResponse,
+  requestId: string,
+): Promise<void> {
   const { namespace, key, device, ...opts } = parseOrThrow(serveBodySchema, body, "body");
   if (device === "gpu") {
     if (opts.slice || opts.dtype) throw new ValidationError("slice and dtype apply to device cpu only.", opts.slice ? "slice" : "dtype");
@@ -91,7 +99,7 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
       bytes_on_device: h.bytes_on_device,
       tt: h.tt,
     });
-    res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) }).end(text);
+    res.writeHead(200, { "X-Request-Id": requestId, "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) }).end(text);
     return;
   }
   // one read of the entry: its size is checked and its memory reserved before it is decoded; the
@@ -109,6 +117,7 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
   if (octet) {
     answerLater(res, () => {
       res.writeHead(200, {
+        "X-Request-Id": requestId,
         "X-SVC-Dtype": r.dtype,
         "X-SVC-Shape": r.shape.join(","),
         "X-SVC-Version": String(r.version),
@@ -124,7 +133,7 @@ export async function answerServe(deps: ServeDeps, st: Store, tenant: string, bo
   const head = JSON.stringify({ namespace: r.namespace, key: r.key, version: r.version, dtype: r.dtype, shape: r.shape, data_b64: "" }).slice(0, -2);
   const text = await base64Bytes(bytes);
   answerLater(res, () => {
-    res.writeHead(200, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(head) + text.byteLength + 2 });
+    res.writeHead(200, { "X-Request-Id": requestId, "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(head) + text.byteLength + 2 });
     res.write(head);
     res.write(text);
     res.end('"}');
@@ -280,21 +289,21 @@ export function engineFastPath(deps: {
   const bodyOf = (req: IncomingMessage, res: ServerResponse, tenant: string, limit: number, factor: number): Promise<Buffer> =>
     readBody(req, { limit, reservation: reservationOf(res, budget, tenant), factor, res, rate: bodyRate });
 
-  const serve = async (req: IncomingMessage, res: ServerResponse, tenant: string, octet: boolean): Promise<void> => {
+  const serve = async (req: IncomingMessage, res: ServerResponse, id: string, tenant: string, octet: boolean): Promise<void> => {
     const raw = await bodyOf(req, res, tenant, bodyLimit(config.max_upload_bytes, false, "/v1/serve"), JSON_BODY_FACTOR);
     const { value } = await prepareEngineBody("/v1/serve", raw);
-    await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res);
+    await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res, id);
   };
 
   /** An octet-stream put: the body within the upload limit and the memory budget, stored, answered 201. */
-  const put = async (req: IncomingMessage, res: ServerResponse, taken: Extract<Taken, { route: "put" }>): Promise<void> => {
+  const put = async (req: IncomingMessage, res: ServerResponse, id: string, taken: Extract<Taken, { route: "put" }>): Promise<void> => {
     const body = await bodyOf(req, res, taken.tenant, bodyLimit(config.max_upload_bytes, true), OCTET_BODY_FACTOR);
     const { namespace, key, ...opts } = taken.query;
     const info = await viewOf(taken.tenant).put(namespace, key, handOver(body), { dtype: "bytes", ...opts, metadata: taken.metadata });
     const text = JSON.stringify(info);
     answerLater(res, () => {
       if (gone(req, res)) return;
-      res.writeHead(201, { "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) });
+      res.writeHead(201, { "X-Request-Id": id, "Content-Type": JSON_TYPE, "Content-Length": Buffer.byteLength(text) });
       res.end(text);
     });
   };
@@ -320,8 +329,8 @@ export function engineFastPath(deps: {
     if (taken.route !== "get") {
       res.once("finish", () => count(true));
       res.once("close", () => count(false));
-      res.setHeader("X-Request-Id", id);
-      const work = taken.route === "serve" ? serve(req, res, taken.tenant, taken.octet) : put(req, res, taken);
+      noteRequestId(res, id);
+      const work = taken.route === "serve" ? serve(req, res, id, taken.tenant, taken.octet) : put(req, res, id, taken);
       work.catch((err: unknown) => fail(res, id, err));
       return true;
     }
@@ -341,7 +350,6 @@ export function engineFastPath(deps: {
         (err: unknown) =>
           answerLater(res, () => {
             if (gone(req, res)) return count(false);
-            res.setHeader("X-Request-Id", id);
             fail(res, id, err);
             count(true);
           }),

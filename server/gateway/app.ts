@@ -10,7 +10,7 @@ import { answerClientErrors } from "../http/client-error.js";
 import { sendError, writeErrorBody } from "../http/errors.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
-import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
+import { noteRequestId, requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { accountRouter } from "./account.js";
 import { adminRouter } from "./admin.js";
 import { directAdmission, type Admission } from "./admission.js";
@@ -94,11 +94,18 @@ export const stderrLog = (entry: Record<string, unknown>): void => {
 
 const DATA_PLANE = /^\/v1(\/|\?|$)/;
 
-/** Step 1 on a plain Node request (same rule as server/http/request-id.ts). */
-function takeRequestId(req: IncomingMessage, res: ServerResponse): string {
-  const given = headerOf(req, "x-request-id");
-  const id = requestIdFrom(given);
-  res.setHeader("X-Request-Id", id);
+/**
+ * Step 1 on a plain Node request (same rule as server/http/request-id.ts). The data plane writes
+ * X-Request-Id and X-SVC-CUs with the rest of its answer's headers; with CORS on, they are set
+ * here for the preflights answered before it.
+ */
+function takeRequestId(req: IncomingMessage, res: ServerResponse, setNow: boolean): string {
+  const id = requestIdFrom(headerOf(req, "x-request-id"));
+  noteRequestId(res, id);
+  if (setNow) {
+    res.setHeader("X-Request-Id", id);
+    res.setHeader("X-SVC-CUs", "0");
+  }
   return id;
 }
 
@@ -147,8 +154,8 @@ function authScreen(gw: GatewayContext) {
     const wait = throttle.blockedFor(addr);
     if (wait === 0) return go();
     const refuse = () => {
-      if (hasBody(req)) res.setHeader("Connection", "close");
-      writeErrorBody(res, rateLimited(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid);
+      const close = hasBody(req) ? ["Connection", "close"] : [];
+      writeErrorBody(res, rateLimited(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid, close);
     };
     verifies(req).then((ok) => (ok ? go() : refuse()), refuse);
   };
@@ -258,6 +265,7 @@ export function createApp(deps: GatewayDeps): Express {
   const gw = contextOf(deps);
   const screened = authScreen(gw);
   const cors = corsMiddleware(deps.corsOrigins ?? []);
+  const corsOn = (deps.corsOrigins ?? []).length > 0;
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -277,11 +285,8 @@ export function createApp(deps: GatewayDeps): Express {
   // The fast path: the same steps for /v1/* without the express router.
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!DATA_PLANE.test(req.url ?? "")) return void app(req, res);
-    const rid = takeRequestId(req, res);
-    screened(req, res, rid, () => {
-      res.setHeader("X-SVC-CUs", "0");
-      cors(req, res, () => void dataPlane(gw, req, res, rid));
-    });
+    const rid = takeRequestId(req, res, corsOn);
+    screened(req, res, rid, () => cors(req, res, () => void dataPlane(gw, req, res, rid)));
   };
   // The engine's header limit (X-SVC-Metadata may carry 64 KiB), and requests Node cannot parse
   // answered with the JSON error body (400, Connection: close) rather than a bare status line.

@@ -2,7 +2,7 @@
 // request not received in time) never reach the app; Node answers them with a bare status line.
 // Here they get the error body of docs/api.md (errors) instead: 400 bad_request, Connection: close.
 import { randomUUID } from "node:crypto";
-import { requestIdFrom } from "./request-id.js";
+import { requestIdFrom, requestIdOfResponse } from "./request-id.js";
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { STATUS_OF } from "../../lib/errors.js";
@@ -93,8 +93,7 @@ export function answerClientErrors<S extends Server>(server: S, maxHeaderBytes: 
 }
 
 function answerThrough(res: ServerResponse, socket: Socket, err: NodeJS.ErrnoException, maxHeaderBytes: number): void {
-  const given = res.getHeader("x-request-id");
-  const requestId = requestIdFrom(given);
+  const requestId = requestIdFrom(requestIdOfResponse(res));
   const text = errorText(err, maxHeaderBytes, requestId);
   const timer = setTimeout(() => socket.destroy(), LINGER_MS);
   timer.unref();

@@ -41,17 +41,21 @@ export function retryAfterOf(e: SvcError): number | null {
 
 /**
  * The error body of docs/api.md (errors) on a plain node:http response (the servers' paths
- * without express), with Retry-After where it applies; a response already started is cut off.
+ * without express), with X-Request-Id, the pairs of `head` (name, value, name, value...) and
+ * Retry-After where it applies, all given to one writeHead (headers set before are kept, and
+ * overridden by these); a response already started is cut off.
  */
-export function writeErrorBody(res: ServerResponse, e: SvcError, requestId: string): void {
+export function writeErrorBody(res: ServerResponse, e: SvcError, requestId: string, head: readonly string[] = []): void {
   if (res.headersSent) {
     if (!res.writableEnded) res.destroy();
     return;
   }
-  const retry = retryAfterOf(e);
-  if (retry !== null) res.setHeader("Retry-After", String(retry));
   const body = JSON.stringify({ detail: e.message, code: e.code, request_id: requestId });
-  res.writeHead(statusOf(e), { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body) }).end(body);
+  const headers = ["X-Request-Id", requestId, ...head];
+  const retry = retryAfterOf(e);
+  if (retry !== null) headers.push("Retry-After", String(retry));
+  headers.push("Content-Type", "application/json; charset=utf-8", "Content-Length", String(Buffer.byteLength(body)));
+  res.writeHead(statusOf(e), headers).end(body);
 }
 
 /** Writes the error response (status, Retry-After where it applies, JSON body). */

@@ -146,6 +146,34 @@ test("headers: 120 KiB of headers, or a request that is not HTTP, is a JSON 400 
   t.equal((await call(gw.url, "/v1/get/default/meta", { key })).status, 200, "and the data plane too");
 });
 
+test("a chunked body that breaks its framing mid-request is a JSON 400 carrying the request's own X-Request-Id", async (t) => {
+  const given = "5A1B2C3D-0000-4000-8000-00000000ABCD";
+  for (const [name, path, auth] of [
+    ["a JSON put to the gateway", "/v1/put", `X-Api-Key: ${key}`],
+    ["a search on the engine", "/v1/search", `Authorization: Bearer ${SERVICE_KEY}\r\nX-SVC-Tenant: acme`],
+  ] as const) {
+    for (const id of [given, undefined]) {
+      const r = await rawHttp(
+        name.includes("gateway") ? gw.url : engine.url,
+        `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${auth}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n` +
+          (id ? `X-Request-Id: ${id}\r\n` : "") +
+          `\r\n5\r\n{"nam\r\nZZ-not-a-size\r\n\r\n`,
+      );
+      const body = JSON.parse(r.body) as { code: string; detail: string; request_id: string };
+      t.deepEqual(
+        [r.status, body.code, body.detail],
+        [400, "bad_request", "The request's chunked body is malformed."],
+        `${name}: a JSON 400 that names the framing`,
+      );
+      t.equal(r.headers["connection"], "close", `${name}: Connection: close`);
+      t.equal(r.headers["x-request-id"], body.request_id, `${name}: X-Request-Id and the body's request_id agree`);
+      if (id) t.equal(body.request_id, id.toLowerCase(), `${name}: the id the client gave, in lower case`);
+      else t.match(body.request_id, UUID, `${name}: the id given to the request`);
+    }
+  }
+  t.equal((await call(gw.url, "/v1/get/default/meta", { key })).status, 200, "the data plane still serves afterwards");
+});
+
 test("upload limit: a JSON put whose decoded payload is within the limit passes the gateway; above it the engine says 413", async (t) => {
   const atLimit = Buffer.alloc(LIMIT, 7);
   const body = { namespace: "default", key: "json-at-limit", data_b64: atLimit.toString("base64") };

@@ -70,6 +70,13 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
     closeAfter(res);
     return Promise.reject(e);
   }
+  // A body that has arrived whole is taken as it is, without listeners or a timer: a small one
+  // comes in the packet of its headers, and once its handler has let a microtask pass, the
+  // parser has buffered all of it (its Content-Length says no more body can follow).
+  if (len !== null && len > 0 && req.readableLength === len) {
+    const b = req.read(len) as Buffer | null;
+    if (b !== null && b.byteLength === len) return Promise.resolve(b);
+  }
   return new Promise<Buffer>((resolve, reject) => {
     // a declared length is read into one buffer; chunked bodies are gathered, then joined
     const whole = len !== null ? Buffer.allocUnsafe(len) : null;

@@ -1,0 +1,158 @@
+// readBody (server/http/body.ts) over real sockets: a body that arrived with its headers is taken
+// whole from the request's buffer (the stream never flows), one that arrives in pieces is read as
+// it comes, and both give the bytes sent; the limits, a short body and pipelined requests behave
+// as before. No waits on time: the pieces of a split body are sent once the server has seen the
+// first one.
+import test from "tape";
+import { createHash, randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
+import { readBody } from "../../server/http/body.js";
+import { MemoryBudget, reservationOf } from "../../server/http/memory-budget.js";
+
+const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+const reply = (res: ServerResponse, status: number, text: string) =>
+  res.writeHead(status, { "content-type": "text/plain", "content-length": Buffer.byteLength(text) }).end(text);
+
+interface Seen {
+  /** Whether the request's stream was never switched to flowing (the body was taken whole). */
+  whole: boolean;
+  len: number;
+}
+
+/** A server whose handler lets a microtask pass, then reads the body; answers its SHA-256 or the error's status and message. */
+async function serve(limit: number, budgetBytes?: number): Promise<{ port: number; server: Server; seen: Seen[]; arrived: Promise<void> }> {
+  const seen: Seen[] = [];
+  let arrivedNow: () => void = () => undefined;
+  const arrived = new Promise<void>((r) => (arrivedNow = r));
+  const budget = budgetBytes === undefined ? undefined : new MemoryBudget(budgetBytes, 100);
+  const server = createServer((req: IncomingMessage, res) => {
+    arrivedNow();
+    void (async () => {
+      await Promise.resolve();
+      try {
+        const b = await readBody(req, { limit, res, ...(budget ? { reservation: reservationOf(res, budget, "t"), factor: 1 } : {}) });
+        seen.push({ whole: req.readableFlowing === null, len: b.byteLength });
+        reply(res, 200, sha(b));
+      } catch (e) {
+        const err = e as Error & { code?: string };
+        reply(res, err.code === "payload_too_large" ? 413 : 400, `${err.code ?? "error"}: ${err.message}`);
+      }
+    })();
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { port: (server.address() as AddressInfo).port, server, seen, arrived };
+}
+
+const head = (len: number | null, extra = "") =>
+  `POST / HTTP/1.1\r\nHost: x\r\n${len === null ? "Transfer-Encoding: chunked" : `Content-Length: ${len}`}\r\n${extra}\r\n`;
+
+/** Reads answers off a socket until `n` have come (or the socket closes), splitting on the Content-Length of each. */
+function answers(s: Socket, n: number): Promise<{ status: number; body: string }[]> {
+  return new Promise((resolve) => {
+    let buf = Buffer.alloc(0);
+    const out: { status: number; body: string }[] = [];
+    const parse = () => {
+      for (;;) {
+        const end = buf.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const h = buf.subarray(0, end).toString("latin1");
+        const len = Number(/content-length: (\d+)/i.exec(h)?.[1] ?? 0);
+        if (buf.length < end + 4 + len) return;
+        out.push({ status: Number(h.split(" ")[1]), body: buf.subarray(end + 4, end + 4 + len).toString("utf8") });
+        buf = buf.subarray(end + 4 + len);
+        if (out.length === n) return resolve(out);
+      }
+    };
+    s.on("data", (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      parse();
+    });
+    s.on("close", () => resolve(out));
+  });
+}
+
+const open = (port: number) =>
+  new Promise<Socket>((resolve, reject) => {
+    const s = connect(port, "127.0.0.1", () => resolve(s));
+    s.on("error", reject);
+  });
+
+test("a body sent with its headers is taken whole; two pipelined in one write, each whole", async (t) => {
+  const { port, server, seen } = await serve(1 << 20);
+  const a = randomBytes(300),
+    b = randomBytes(5000);
+  const s = await open(port);
+  const got = answers(s, 2);
+  s.write(Buffer.concat([Buffer.from(head(a.length)), a, Buffer.from(head(b.length)), b]));
+  const [ra, rb] = await got;
+  t.deepEqual([ra?.status, ra?.body], [200, sha(a)], "the first body, byte for byte");
+  t.deepEqual([rb?.status, rb?.body], [200, sha(b)], "the second, pipelined behind it in the same write");
+  t.deepEqual(
+    seen.map((x) => x.whole),
+    [true, true],
+    "both taken from the buffer without the stream flowing",
+  );
+  s.destroy();
+  server.close();
+});
+
+test("a body that arrives in pieces is read as it comes, and gives the same bytes", async (t) => {
+  const { port, server, seen, arrived } = await serve(1 << 20);
+  const body = randomBytes(40_000);
+  const s = await open(port);
+  const got = answers(s, 1);
+  s.write(Buffer.concat([Buffer.from(head(body.length)), body.subarray(0, 1000)]));
+  await arrived;
+  s.write(body.subarray(1000));
+  const [r] = await got;
+  t.deepEqual([r?.status, r?.body], [200, sha(body)], "the whole body, byte for byte");
+  t.deepEqual(seen, [{ whole: false, len: body.length }], "read from the stream: its first piece alone was not the body");
+  s.destroy();
+  server.close();
+});
+
+test("limits and short bodies: 413 past the limit, a body cut short is an abort, the memory budget refuses before reading", async (t) => {
+  const { port, server } = await serve(1000);
+  const s1 = await open(port);
+  const over = answers(s1, 1);
+  s1.write(Buffer.concat([Buffer.from(head(1001)), randomBytes(1001)]));
+  const [r1] = await over;
+  t.equal(r1?.status, 413, "a whole body one byte past the limit: 413 from its Content-Length");
+  s1.destroy();
+
+  const s2 = await open(port);
+  const short = answers(s2, 1);
+  s2.end(Buffer.concat([Buffer.from(head(500)), randomBytes(200)]));
+  const [r2] = await short;
+  t.ok(r2 === undefined || r2.status === 400, "200 of 500 bytes, then the client's end: no 200 (the request is aborted)");
+  server.close();
+
+  const tight = await serve(1 << 20, 100);
+  const s3 = await open(tight.port);
+  const budget = answers(s3, 1);
+  s3.write(Buffer.concat([Buffer.from(head(400)), randomBytes(400)]));
+  const [r3] = await budget;
+  t.notEqual(r3?.status, 200, `a body larger than the memory budget, arrived whole: refused (${r3?.status})`);
+  t.equal(tight.seen.length, 0, "and never read");
+  s3.destroy();
+  tight.server.close();
+});
+
+test("framing: a chunked body is read from the stream; bytes past a Content-Length are the next request", async (t) => {
+  const { port, server, seen } = await serve(1 << 20);
+  const body = randomBytes(700),
+    next = randomBytes(90);
+  const s = await open(port);
+  const got = answers(s, 3);
+  const chunked = Buffer.concat([Buffer.from(head(null)), Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from("\r\n0\r\n\r\n")]);
+  s.write(Buffer.concat([chunked, Buffer.from(head(body.length)), body, Buffer.from(head(next.length)), next]));
+  const [r1, r2, r3] = await got;
+  t.deepEqual([r1?.status, r1?.body], [200, sha(body)], "chunked: the body, byte for byte");
+  t.deepEqual([r2?.status, r2?.body], [200, sha(body)], "sized: exactly its Content-Length");
+  t.deepEqual([r3?.status, r3?.body], [200, sha(next)], "the bytes after it: the next request, with its own body");
+  t.equal(seen[0]?.whole, false, "the chunked body through the stream");
+  s.destroy();
+  server.close();
+});

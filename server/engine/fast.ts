@@ -290,8 +290,6 @@ export function engineFastPath(deps: {
     readBody(req, { limit, reservation: reservationOf(res, budget, tenant), factor, res, rate: bodyRate });
 
   const serve = async (req: IncomingMessage, res: ServerResponse, id: string, tenant: string, octet: boolean): Promise<void> => {
-    // the parser reads the rest of the packet before a microtask runs: a small body is then whole (readBody)
-    await Promise.resolve();
     const raw = await bodyOf(req, res, tenant, bodyLimit(config.max_upload_bytes, false, "/v1/serve"), JSON_BODY_FACTOR);
     const { value } = await prepareEngineBody("/v1/serve", raw);
     await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res, id);

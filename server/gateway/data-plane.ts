@@ -484,11 +484,11 @@ async function answer(f: Flight, upstream: Upstream, milli: number): Promise<voi
   f.unrelayed = null;
   if (upstream.bytes !== undefined) {
     if (gone(f.req, f.res)) return void f.res.destroy();
-    f.res.writeHead(upstream.status, head as string[]).end(upstream.bytes);
+    f.res.writeHead(upstream.status, head).end(upstream.bytes);
     return;
   }
   if (upstream.body === null) return void f.res.destroy();
-  f.res.writeHead(upstream.status, head as string[]);
+  f.res.writeHead(upstream.status, head);
   await relay(upstream.body, f.req, f.res);
 }
 

@@ -70,13 +70,23 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
     closeAfter(res);
     return Promise.reject(e);
   }
-  // A body that has arrived whole is taken as it is, without listeners or a timer: a small one
-  // comes in the packet of its headers, and once its handler has let a microtask pass, the
-  // parser has buffered all of it (its Content-Length says no more body can follow).
-  if (len !== null && len > 0 && req.readableLength === len) {
-    const b = req.read(len) as Buffer | null;
-    if (b !== null && b.byteLength === len) return Promise.resolve(b);
-  }
+  if (len === null || len === 0) return streamBody(req, opts, len);
+  // A body that has arrived whole is taken as it is, without listeners or a timer. A small one
+  // comes in the packet of its headers: one microtask on, the parser's callback for the headers
+  // has returned and all of it is buffered (its Content-Length says no more body can follow).
+  return Promise.resolve().then(() => {
+    if (req.readableLength === len) {
+      const b = req.read(len) as Buffer | null;
+      if (b !== null && b.byteLength === len) return b;
+    }
+    return streamBody(req, opts, len);
+  });
+}
+
+/** readBody's reading of a body as it arrives (`len`: its Content-Length, null when chunked), its checks made. */
+function streamBody(req: IncomingMessage, opts: ReadBodyOptions, len: number | null): Promise<Buffer> {
+  const { limit, reservation, res } = opts;
+  const factor = opts.factor ?? 1;
   return new Promise<Buffer>((resolve, reject) => {
     // a declared length is read into one buffer; chunked bodies are gathered, then joined
     const whole = len !== null ? Buffer.allocUnsafe(len) : null;

@@ -21,7 +21,7 @@ interface Seen {
   len: number;
 }
 
-/** A server whose handler lets a microtask pass, then reads the body; answers its SHA-256 or the error's status and message. */
+/** A server whose handler reads the body at once; answers its SHA-256 or the error's status and message. */
 async function serve(limit: number, budgetBytes?: number): Promise<{ port: number; server: Server; seen: Seen[]; arrived: Promise<void> }> {
   const seen: Seen[] = [];
   let arrivedNow: () => void = () => undefined;
@@ -30,7 +30,6 @@ async function serve(limit: number, budgetBytes?: number): Promise<{ port: numbe
   const server = createServer((req: IncomingMessage, res) => {
     arrivedNow();
     void (async () => {
-      await Promise.resolve();
       try {
         const b = await readBody(req, { limit, res, ...(budget ? { reservation: reservationOf(res, budget, "t"), factor: 1 } : {}) });
         seen.push({ whole: req.readableFlowing === null, len: b.byteLength });
@@ -79,14 +78,21 @@ const open = (port: number) =>
     s.on("error", reject);
   });
 
+/** Sends `parts` in one write on a new connection and reads `n` answers off it. */
+async function oneWrite(port: number, n: number, parts: (string | Buffer)[]): Promise<{ status: number; body: string }[]> {
+  const s = await open(port);
+  const got = answers(s, n);
+  s.write(Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p))));
+  const out = await got;
+  s.destroy();
+  return out;
+}
+
 test("a body sent with its headers is taken whole; two pipelined in one write, each whole", async (t) => {
   const { port, server, seen } = await serve(1 << 20);
   const a = randomBytes(300),
     b = randomBytes(5000);
-  const s = await open(port);
-  const got = answers(s, 2);
-  s.write(Buffer.concat([Buffer.from(head(a.length)), a, Buffer.from(head(b.length)), b]));
-  const [ra, rb] = await got;
+  const [ra, rb] = await oneWrite(port, 2, [head(a.length), a, head(b.length), b]);
   t.deepEqual([ra?.status, ra?.body], [200, sha(a)], "the first body, byte for byte");
   t.deepEqual([rb?.status, rb?.body], [200, sha(b)], "the second, pipelined behind it in the same write");
   t.deepEqual(
@@ -94,7 +100,6 @@ test("a body sent with its headers is taken whole; two pipelined in one write, e
     [true, true],
     "both taken from the buffer without the stream flowing",
   );
-  s.destroy();
   server.close();
 });
 
@@ -144,15 +149,11 @@ test("framing: a chunked body is read from the stream; bytes past a Content-Leng
   const { port, server, seen } = await serve(1 << 20);
   const body = randomBytes(700),
     next = randomBytes(90);
-  const s = await open(port);
-  const got = answers(s, 3);
-  const chunked = Buffer.concat([Buffer.from(head(null)), Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from("\r\n0\r\n\r\n")]);
-  s.write(Buffer.concat([chunked, Buffer.from(head(body.length)), body, Buffer.from(head(next.length)), next]));
-  const [r1, r2, r3] = await got;
+  const chunked = [head(null), `${body.length.toString(16)}\r\n`, body, "\r\n0\r\n\r\n"];
+  const [r1, r2, r3] = await oneWrite(port, 3, [...chunked, head(body.length), body, head(next.length), next]);
   t.deepEqual([r1?.status, r1?.body], [200, sha(body)], "chunked: the body, byte for byte");
   t.deepEqual([r2?.status, r2?.body], [200, sha(body)], "sized: exactly its Content-Length");
   t.deepEqual([r3?.status, r3?.body], [200, sha(next)], "the bytes after it: the next request, with its own body");
   t.equal(seen[0]?.whole, false, "the chunked body through the stream");
-  s.destroy();
   server.close();
 });

@@ -14,11 +14,17 @@ namespace {
 constexpr int TILE = 64;  // output tile per block
 constexpr int KT = 16;    // K per shared-memory step
 constexpr int TPB = 16;   // threads per block side; each thread computes 4 x 4 outputs
+constexpr int THREADS = TPB * TPB;
 
-__global__ void gemm_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, size_t M,
-                            size_t N, size_t K, size_t gx) {
-  __shared__ float As[KT][TILE + 1];
-  __shared__ float Bs[KT][TILE];
+// at most 64 registers, so that four blocks of 256 threads share a multiprocessor: the kernel
+// waits on its tile loads more than it computes, and more blocks in flight hide that
+__global__ void __launch_bounds__(THREADS, 4)
+    gemm_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, size_t M, size_t N,
+                size_t K, size_t gx) {
+  // the tiles in float64: each element is converted once, as it is loaded, not by each of the
+  // 16 threads that multiply it (float-to-double conversion issues at a quarter of the FMA rate)
+  __shared__ double As[KT][TILE + 1];
+  __shared__ double Bs[KT][TILE];
   const int tx = threadIdx.x, ty = threadIdx.y;
   // a 1-D grid of tiles (either side of C may exceed the 65535 limit of gridDim.y)
   const size_t row0 = (blockIdx.x / gx) * TILE, col0 = (blockIdx.x % gx) * TILE;
@@ -27,15 +33,18 @@ __global__ void gemm_kernel(const float* __restrict__ A, const float* __restrict
     for (int i = ty * TPB + tx; i < TILE * KT; i += TPB * TPB) {
       int r = i / KT, c = i % KT;  // A tile: TILE rows x KT columns
       size_t gr = row0 + r, gc = k0 + c;
-      As[c][r] = (gr < M && gc < K) ? A[gr * K + gc] : 0.f;
+      As[c][r] = (gr < M && gc < K) ? double(A[gr * K + gc]) : 0.0;
       int br = i / TILE, bc = i % TILE;  // B tile: KT rows x TILE columns
       size_t hr = k0 + br, hc = col0 + bc;
-      Bs[br][bc] = (hr < K && hc < N) ? B[hr * N + hc] : 0.f;
+      Bs[br][bc] = (hr < K && hc < N) ? double(B[hr * N + hc]) : 0.0;
     }
     __syncthreads();
+    // the last step of a K that is not a multiple of KT (a rank of 8: every step) skips the zero rows
+    const int kmax = int(K - k0 < size_t(KT) ? K - k0 : size_t(KT));
 #pragma unroll
     for (int kk = 0; kk < KT; ++kk) {
-      float a[4], b[4];
+      if (kk >= kmax) break;
+      double a[4], b[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + TPB * i];
 #pragma unroll
@@ -43,7 +52,7 @@ __global__ void gemm_kernel(const float* __restrict__ A, const float* __restrict
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fma(double(a[i]), double(b[j]), acc[i][j]);
+        for (int j = 0; j < 4; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
     }
     __syncthreads();
   }

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { performance } from "node:perf_hooks";
 import { NotFoundError } from "../../lib/errors.js";
 import { tenantIdSchema } from "../../lib/fields.js";
-import { hasBody } from "../http/body.js";
+import { hasBody, lingerOnClose } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { sendError, writeErrorBody } from "../http/errors.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
@@ -155,6 +155,7 @@ function authScreen(gw: GatewayContext) {
     if (wait === 0) return go();
     const refuse = () => {
       const close = hasBody(req) ? ["Connection", "close"] : [];
+      if (close.length) lingerOnClose(res);
       writeErrorBody(res, rateLimited(`Too many failed authentications from this address; retry after ${wait} seconds.`, wait), rid, close);
     };
     verifies(req).then((ok) => (ok ? go() : refuse()), refuse);

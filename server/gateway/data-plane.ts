@@ -17,7 +17,7 @@ import {
   ValidationError,
 } from "../../lib/errors.js";
 import { answerLater, gone } from "../http/answer-later.js";
-import { refuseBodyOfBodilessMethod } from "../http/body.js";
+import { lingerOnClose, refuseBodyOfBodilessMethod } from "../http/body.js";
 import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
 import { toSvcError, writeErrorBody } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
@@ -533,6 +533,9 @@ async function refuse(f: Flight, err: unknown): Promise<void> {
     rest.resume();
   }
   f.close = close;
+  // a connection that closes after this answer (too large, or the client asked it to) reads and
+  // drops what the client still sends meanwhile, so that the client reads the answer, not a reset
+  if (!req.complete && !(e instanceof SlowBodyError) && !e.message.startsWith("The request was aborted")) lingerOnClose(res);
   try {
     if (!f.quiet) await f.record(STATUS_OF[e.code], 0);
   } catch {

@@ -1,6 +1,7 @@
 // Reading request bodies within a size limit and the memory budget, and the one rule for bodies
 // sent where none is taken (GET, HEAD, DELETE), shared by the engine and the gateway.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import { PayloadTooLargeError, UnsupportedMediaTypeError, ValidationError, SvcError } from "../../lib/errors.js";
 import type { Reservation } from "./memory-budget.js";
 import { joinPaced } from "../../lib/store/pace.js";
@@ -23,9 +24,59 @@ function lengthOf(req: IncomingMessage): number | null {
   return len === undefined ? null : Number(len);
 }
 
-/** Marks the response to close its connection: the unread rest of a refused body is not read. */
-function closeAfter(res: ServerResponse | undefined): void {
-  if (res && !res.headersSent) res.setHeader("Connection", "close");
+/**
+ * How a connection whose answer refused a body still arriving is closed: the rest is read and
+ * dropped until the client closes its side, sends nothing for `idleMs`, has sent `maxBytes`
+ * more, or `maxMs` have passed (lingerOnClose).
+ */
+export const LINGER = { idleMs: 2_000, maxMs: 10_000, maxBytes: 64 * 1024 * 1024 };
+
+/**
+ * Closes the connection of `res` gently once its `Connection: close` answer is written. Node
+ * closes such a connection as soon as the answer is out; if the client is still sending a body,
+ * the bytes left unread make the kernel reset the connection, and the reset can reach a client
+ * that is still writing before it has read the answer (it then sees EPIPE or ECONNRESET instead
+ * of the refusal). Here our side is ended after the answer and what the client still sends is
+ * read and dropped (never held), within LINGER, before the connection is closed.
+ */
+export function lingerOnClose(res: ServerResponse): void {
+  const sock = res.socket;
+  const req = res.req as IncomingMessage | undefined;
+  if (!sock || !req || sock.destroyed) return;
+  // Node's HTTP server calls the socket's destroySoon once a `Connection: close` answer is finished
+  sock.destroySoon = function lingeringClose(this: Socket): void {
+    if (this.destroyed) return;
+    let read = 0;
+    const close = () => {
+      clearTimeout(cap);
+      clearTimeout(idle);
+      req.off("data", onData);
+      this.destroy();
+    };
+    const onData = (chunk: Buffer) => {
+      read += chunk.byteLength;
+      if (read > LINGER.maxBytes) close();
+      else idle.refresh();
+    };
+    const cap = setTimeout(close, LINGER.maxMs).unref();
+    const idle = setTimeout(close, LINGER.idleMs).unref();
+    this.once("end", close);
+    this.once("close", close);
+    req.on("data", onData);
+    req.resume();
+    if (this.writable) this.end();
+  };
+}
+
+/**
+ * Marks the response to close its connection: the unread rest of a refused body is not kept.
+ * With `linger` (every refusal but one for a body's pace) the rest is read and dropped while
+ * the connection closes, so that the client reads the answer rather than a reset (lingerOnClose).
+ */
+function closeAfter(res: ServerResponse | undefined, linger = true): void {
+  if (!res || res.headersSent) return;
+  res.setHeader("Connection", "close");
+  if (linger) lingerOnClose(res);
 }
 
 export interface ReadBodyOptions {
@@ -121,7 +172,8 @@ function streamBody(req: IncomingMessage, opts: ReadBodyOptions, len: number | n
       req.off("close", onClose);
       unpaceBody(req);
       if (err) {
-        closeAfter(res);
+        // a body refused for its pace is not waited for; nor is one its client aborted
+        closeAfter(res, !(err instanceof SlowBodyError) && !(err instanceof SvcError && err.message.startsWith("The request was aborted")));
         req.pause();
         reject(err instanceof Error ? err : new Error(String(err)));
       } else resolve(body!);

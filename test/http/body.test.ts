@@ -7,7 +7,7 @@ import test from "tape";
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
-import { readBody } from "../../server/http/body.js";
+import { LINGER, readBody } from "../../server/http/body.js";
 import { MemoryBudget, reservationOf } from "../../server/http/memory-budget.js";
 
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
@@ -72,9 +72,9 @@ function answers(s: Socket, n: number): Promise<{ status: number; body: string }
   });
 }
 
-const open = (port: number) =>
+const open = (port: number, allowHalfOpen = false) =>
   new Promise<Socket>((resolve, reject) => {
-    const s = connect(port, "127.0.0.1", () => resolve(s));
+    const s = connect({ port, host: "127.0.0.1", allowHalfOpen }, () => resolve(s));
     s.on("error", reject);
   });
 
@@ -156,4 +156,52 @@ test("framing: a chunked body is read from the stream; bytes past a Content-Leng
   t.deepEqual([r3?.status, r3?.body], [200, sha(next)], "the bytes after it: the next request, with its own body");
   t.equal(seen[0]?.whole, false, "the chunked body through the stream");
   server.close();
+});
+
+test("a body refused from its headers: the client reads the answer, sends the rest of its body, and the connection closes without a reset", async (t) => {
+  const sized = await serve(1000);
+  const tight = await serve(8 << 20, 100);
+  for (const [what, port, status, len] of [
+    ["413 from the Content-Length", sized.port, 413, 4 << 20],
+    ["the memory budget's refusal", tight.port, 400, 4 << 20],
+  ] as const) {
+    // a client that keeps sending after the answer (as curl does): our side stays open for it
+    const s = await open(port, true);
+    const errors: string[] = [];
+    s.on("error", (e: NodeJS.ErrnoException) => errors.push(e.code ?? e.message));
+    const got = answers(s, 1);
+    s.write(head(len));
+    const [r] = await got;
+    t.equal(r?.status, status, `${what}: answered before the body was sent`);
+    const closed = new Promise<boolean>((resolve) => s.once("close", resolve));
+    // the body after the answer: read and dropped by the server, so no reset comes back
+    await new Promise<void>((resolve) => s.end(randomBytes(len), () => resolve()));
+    t.equal(await closed, false, `${what}: ${len} bytes sent after it, then the connection closed cleanly`);
+    t.deepEqual(errors, [], `${what}: no EPIPE or ECONNRESET`);
+  }
+  t.equal(tight.seen.length + sized.seen.length, 0, "no body was read into memory");
+  sized.server.close();
+  tight.server.close();
+});
+
+test("a lingering connection whose client sends nothing more is closed by the server after LINGER.idleMs", async (t) => {
+  const idle = LINGER.idleMs;
+  LINGER.idleMs = 100;
+  try {
+    const { port, server } = await serve(1000);
+    const serverSide = new Promise<Socket>((resolve) => server.once("connection", resolve));
+    const s = await open(port, true);
+    const got = answers(s, 1);
+    s.write(head(1 << 20));
+    const [r] = await got;
+    t.equal(r?.status, 413, "413 from the Content-Length");
+    // neither the body nor an end from the client: the server closes its socket on its own
+    const sock = await serverSide;
+    if (!sock.destroyed) await new Promise((resolve) => sock.once("close", resolve));
+    t.ok(sock.destroyed, "the server's socket is closed");
+    s.destroy();
+    server.close();
+  } finally {
+    LINGER.idleMs = idle;
+  }
 });

@@ -128,6 +128,18 @@ class OverAGateway(unittest.TestCase):
         self.assertEqual((e.exception.code, e.exception.status), ("unauthorized", 401))
         self.assertRegex(e.exception.request_id or "", UUID)
 
+    def test_a_body_past_the_upload_limit_is_refused_with_its_sentence(self) -> None:
+        limit = int(os.environ.get("SVC_TEST_MAX_UPLOAD_BYTES") or 0)
+        if limit <= 0:
+            self.skipTest("SVC_TEST_MAX_UPLOAD_BYTES names no upload limit")
+        # http.client sends the whole body before it reads the answer: the refusal, sent when the
+        # headers arrived, is still read (the server drops the rest of the body, no reset)
+        with self.assertRaises(SvcError) as e:
+            self.c.put(NS, "too-big", bytes(2 * limit))
+        self.assertEqual((e.exception.code, e.exception.status), ("payload_too_large", 413))
+        self.assertIn(f"larger than the upload limit of {limit} bytes", str(e.exception))
+        self.assertEqual(self.c.put(NS, "after-too-big", b"ok")["key"], "after-too-big", "the next call works")
+
     def test_bad_arguments_send_nothing(self) -> None:
         self.c.list(NS)
         before = self.c.last_response

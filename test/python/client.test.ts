@@ -7,7 +7,9 @@ import { findNumpyPython, requirePython, runPythonTests } from "./helpers.js";
 test("python client over a gateway and an engine", async (t) => {
   const py = findNumpyPython();
   if (!requirePython(t, py, "python3 (3.11 or later) with numpy")) return;
-  const stack = new Stack();
+  // a small upload limit, so that a refusal by size can be sent from Python at little cost
+  const maxUpload = 8 * 1024 * 1024;
+  const stack = new Stack({ SVC_ENGINE_MAX_UPLOAD_BYTES: String(maxUpload) });
   try {
     const url = await stack.url();
     const res = await fetch(`${url}/gate/onboard/create`, {
@@ -17,7 +19,11 @@ test("python client over a gateway and an engine", async (t) => {
     });
     const body = (await res.json()) as { api_key?: string };
     t.equal(res.status, 201, "a tenant for the Python client");
-    await runPythonTests(t, py, [], ["tests.test_client"], { SVC_TEST_GATEWAY_URL: url, SVC_TEST_API_KEY: body.api_key ?? "" });
+    await runPythonTests(t, py, [], ["tests.test_client"], {
+      SVC_TEST_GATEWAY_URL: url,
+      SVC_TEST_API_KEY: body.api_key ?? "",
+      SVC_TEST_MAX_UPLOAD_BYTES: String(maxUpload),
+    });
   } finally {
     await stack.close();
   }

@@ -146,6 +146,9 @@ export class Stack {
   readonly dir = mkdtempSync(join(tmpdir(), "svc-parity-"));
   readonly serviceKey = "p".repeat(64);
 
+  /** `gatewayEnv`: settings of the gateway beside the stack's own (an upload limit, say). */
+  constructor(readonly gatewayEnv: Record<string, string> = {}) {}
+
   #start() {
     return (this.#started ??= (async () => {
       const engine = await startEngine(
@@ -165,6 +168,7 @@ export class Stack {
           SVC_GATE_DATA_DIR: join(this.dir, "gate"),
           SVC_GATE_AUDIT_LOG_PATH: join(this.dir, "audit.jsonl"),
           SVC_GATE_DEFAULT_RATE_LIMIT_REQUESTS: "1000000",
+          ...this.gatewayEnv,
         }),
       );
       return { gateway, engine };

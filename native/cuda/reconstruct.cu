@@ -16,15 +16,18 @@ constexpr int KT = 16;    // K per shared-memory step
 constexpr int TPB = 16;   // threads per block side; each thread computes 4 x 4 outputs
 constexpr int THREADS = TPB * TPB;
 
-// at most 64 registers, so that four blocks of 256 threads share a multiprocessor: the kernel
-// waits on its tile loads more than it computes, and more blocks in flight hide that
-__global__ void __launch_bounds__(THREADS, 4)
+// Two forms, one per range of K (gemm() picks): T is the type the tiles are held in, MINB the
+// blocks that must fit a multiprocessor. For K above one step (ranks above 16) the tiles are
+// float64, each element converted once as it is loaded rather than by each of the 16 threads
+// that multiply it, and at most 64 registers let four blocks share a multiprocessor to hide the
+// tile loads; for K of one step, float32 tiles and no register bound were faster on an H100 and
+// an H200 (docs/gpu.md). Both accumulate in float64 in the same order: the same results.
+template <typename T, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
     gemm_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, size_t M, size_t N,
                 size_t K, size_t gx) {
-  // the tiles in float64: each element is converted once, as it is loaded, not by each of the
-  // 16 threads that multiply it (float-to-double conversion issues at a quarter of the FMA rate)
-  __shared__ double As[KT][TILE + 1];
-  __shared__ double Bs[KT][TILE];
+  __shared__ T As[KT][TILE + 1];
+  __shared__ T Bs[KT][TILE];
   const int tx = threadIdx.x, ty = threadIdx.y;
   // a 1-D grid of tiles (either side of C may exceed the 65535 limit of gridDim.y)
   const size_t row0 = (blockIdx.x / gx) * TILE, col0 = (blockIdx.x % gx) * TILE;
@@ -33,10 +36,10 @@ __global__ void __launch_bounds__(THREADS, 4)
     for (int i = ty * TPB + tx; i < TILE * KT; i += TPB * TPB) {
       int r = i / KT, c = i % KT;  // A tile: TILE rows x KT columns
       size_t gr = row0 + r, gc = k0 + c;
-      As[c][r] = (gr < M && gc < K) ? double(A[gr * K + gc]) : 0.0;
+      As[c][r] = (gr < M && gc < K) ? T(A[gr * K + gc]) : T(0);
       int br = i / TILE, bc = i % TILE;  // B tile: KT rows x TILE columns
       size_t hr = k0 + br, hc = col0 + bc;
-      Bs[br][bc] = (hr < K && hc < N) ? double(B[hr * N + hc]) : 0.0;
+      Bs[br][bc] = (hr < K && hc < N) ? T(B[hr * N + hc]) : T(0);
     }
     __syncthreads();
     // the last step of a K that is not a multiple of KT (a rank of 8: every step) skips the zero rows
@@ -44,7 +47,7 @@ __global__ void __launch_bounds__(THREADS, 4)
 #pragma unroll
     for (int kk = 0; kk < KT; ++kk) {
       if (kk >= kmax) break;
-      double a[4], b[4];
+      T a[4], b[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + TPB * i];
 #pragma unroll
@@ -52,7 +55,7 @@ __global__ void __launch_bounds__(THREADS, 4)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < 4; ++j) acc[i][j] = fma(double(a[i]), double(b[j]), acc[i][j]);
     }
     __syncthreads();
   }
@@ -95,7 +98,12 @@ void gemm(const float* A, const float* B, float* C, size_t M, size_t N, size_t K
   if (M == 0 || N == 0) return;
   size_t gx = (N + TILE - 1) / TILE, gy = (M + TILE - 1) / TILE;
   if (gx * gy > 0x7fffffffu) throw TTError("bad_request", "modes", "the tensor is too large for the device GEMM grid");
-  gemm_kernel<<<unsigned(gx * gy), dim3(TPB, TPB), 0, s>>>(A, B, C, M, N, K, gx);
+  const unsigned blocks = unsigned(gx * gy);
+  if (K > size_t(KT)) {
+    gemm_kernel<double, 4><<<blocks, dim3(TPB, TPB), 0, s>>>(A, B, C, M, N, K, gx);
+  } else {
+    gemm_kernel<float, 3><<<blocks, dim3(TPB, TPB), 0, s>>>(A, B, C, M, N, K, gx);
+  }
   check(cudaGetLastError(), "gemm_kernel launch");
 }
 

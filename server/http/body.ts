@@ -43,8 +43,15 @@ export function lingerOnClose(res: ServerResponse): void {
   const sock = res.socket;
   const req = res.req as IncomingMessage | undefined;
   if (!sock || !req || sock.destroyed) return;
-  // Node's HTTP server calls the socket's destroySoon once a `Connection: close` answer is finished
+  // Node's HTTP server calls the socket's destroySoon once a `Connection: close` answer is
+  // finished, in its own listener of the answer's finish, which runs before the one below: a
+  // connection that stays open after this answer gets Node's destroySoon back for later ones
+  let used = false;
+  res.once("finish", () => {
+    if (!used) Reflect.deleteProperty(sock, "destroySoon");
+  });
   sock.destroySoon = function lingeringClose(this: Socket): void {
+    used = true;
     if (this.destroyed) return;
     let read = 0;
     const close = () => {

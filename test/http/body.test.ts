@@ -7,7 +7,7 @@ import test from "tape";
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
-import { LINGER, readBody } from "../../server/http/body.js";
+import { LINGER, lingerOnClose, readBody } from "../../server/http/body.js";
 import { MemoryBudget, reservationOf } from "../../server/http/memory-budget.js";
 
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
@@ -204,4 +204,20 @@ test("a lingering connection whose client sends nothing more is closed by the se
   } finally {
     LINGER.idleMs = idle;
   }
+});
+
+test("lingerOnClose on an answer that keeps its connection: Node's own close is back for the next answer", async (t) => {
+  const own: boolean[] = [];
+  const server = createServer((req, res) => {
+    lingerOnClose(res);
+    res.once("finish", () => own.push(Object.hasOwn(req.socket, "destroySoon")));
+    req.resume();
+    req.once("end", () => reply(res, 200, "ok"));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  const [a, b] = await oneWrite(port, 2, [head(3), "abc", head(3), "def"]);
+  t.deepEqual([a?.status, b?.status], [200, 200], "two answers on one kept-alive connection");
+  t.deepEqual(own, [false, false], "after each, the socket has no lingering close of its own");
+  server.close();
 });

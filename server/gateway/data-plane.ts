@@ -17,8 +17,8 @@ import {
   ValidationError,
 } from "../../lib/errors.js";
 import { answerLater, gone } from "../http/answer-later.js";
-import { lingerOnClose, refuseBodyOfBodilessMethod } from "../http/body.js";
-import { guardBody, readGuarded, SlowBodyError, type BodyRate } from "../http/body-guard.js";
+import { bodyStopped, lingerOnClose, refuseBodyOfBodilessMethod } from "../http/body.js";
+import { guardBody, readGuarded, type BodyRate } from "../http/body-guard.js";
 import { toSvcError, writeErrorBody } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
 import { prepareGatewayBody } from "../http/offload.js";
@@ -195,10 +195,6 @@ class Flight {
     return ok.tenant;
   }
 
-  rateHeaders(state: RateLimitState): void {
-    this.rate = state;
-  }
-
   /**
    * The headers of this request's answer besides X-Request-Id and the engine's, as name, value
    * pairs: they go to the one writeHead of the answer (no setHeader before it, which puts
@@ -264,7 +260,7 @@ async function authenticate(f: Flight): Promise<void> {
   if (!state.allowed) {
     f.quiet = over.audited;
     over.audited = true;
-    f.rateHeaders(state);
+    f.rate = state;
     throw rateRefusal(tenant.tenant_id, state);
   }
   gw.overLimit.delete(tenant.tenant_id);
@@ -336,7 +332,7 @@ async function readJsonBody(f: Flight, route: RouteMatch, limit: number, size: n
     const state = await gw.deps.limiter.peek(tenant.tenant_id, windowOf(gw, tenant));
     if (!state.allowed) {
       noteWindow(gw, tenant.tenant_id, state);
-      f.rateHeaders(state);
+      f.rate = state;
       throw rateRefusal(tenant.tenant_id, state);
     }
   }
@@ -380,7 +376,7 @@ async function admit(f: Flight, v: Validated): Promise<number> {
   const tenant = f.tenant!;
   const { rate, usedMilli: used } = admitted;
   f.reservation = admitted.reservation;
-  f.rateHeaders(rate);
+  f.rate = rate;
   if (!rate.allowed) {
     noteWindow(gw, tenant.tenant_id, rate);
     throw rateRefusal(tenant.tenant_id, rate);
@@ -526,7 +522,8 @@ async function refuse(f: Flight, err: unknown): Promise<void> {
   // so that the client reads this answer rather than a reset; a body that falls behind or grows
   // past that has its connection destroyed. Too large, too slow or aborted: the connection
   // closes after the answer.
-  const close = e.code === "payload_too_large" || e instanceof SlowBodyError || e.message.startsWith("The request was aborted");
+  const stopped = bodyStopped(e);
+  const close = e.code === "payload_too_large" || stopped;
   if (!close && !req.complete) {
     const rest = guardBody(req, jsonBodyLimit(gw.deps.maxUploadBytes), gw.bodyRate);
     rest.once("error", () => req.socket?.destroy());
@@ -535,7 +532,7 @@ async function refuse(f: Flight, err: unknown): Promise<void> {
   f.close = close;
   // a connection that closes after this answer (too large, or the client asked it to) reads and
   // drops what the client still sends meanwhile, so that the client reads the answer, not a reset
-  if (!req.complete && !(e instanceof SlowBodyError) && !e.message.startsWith("The request was aborted")) lingerOnClose(res);
+  if (!req.complete && !stopped) lingerOnClose(res);
   try {
     if (!f.quiet) await f.record(STATUS_OF[e.code], 0);
   } catch {

@@ -76,6 +76,14 @@ export function lingerOnClose(res: ServerResponse): void {
 }
 
 /**
+ * Whether a body's reading ended because it fell behind the minimum rate or its client left:
+ * such a body is not waited for when its connection closes (no lingerOnClose).
+ */
+export function bodyStopped(e: unknown): boolean {
+  return e instanceof SlowBodyError || (e instanceof SvcError && e.message.startsWith("The request was aborted"));
+}
+
+/**
  * Marks the response to close its connection: the unread rest of a refused body is not kept.
  * With `linger` (every refusal but one for a body's pace) the rest is read and dropped while
  * the connection closes, so that the client reads the answer rather than a reset (lingerOnClose).
@@ -179,8 +187,7 @@ function streamBody(req: IncomingMessage, opts: ReadBodyOptions, len: number | n
       req.off("close", onClose);
       unpaceBody(req);
       if (err) {
-        // a body refused for its pace is not waited for; nor is one its client aborted
-        closeAfter(res, !(err instanceof SlowBodyError) && !(err instanceof SvcError && err.message.startsWith("The request was aborted")));
+        closeAfter(res, !bodyStopped(err));
         req.pause();
         reject(err instanceof Error ? err : new Error(String(err)));
       } else resolve(body!);

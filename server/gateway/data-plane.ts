@@ -88,6 +88,11 @@ function relay(body: Readable, req: IncomingMessage, res: ServerResponse): Promi
     drop(body);
     return Promise.resolve();
   }
+  // Failed while the answer waited for its charge and record: the client's connection is cut.
+  if (body.destroyed) {
+    res.destroy();
+    return Promise.resolve();
+  }
   const sock = req.socket;
   return new Promise((resolve) => {
     let settled = false;

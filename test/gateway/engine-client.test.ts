@@ -8,7 +8,8 @@ import test from "tape";
 import { createServer, type Server, type Socket } from "node:net";
 import { PassThrough, type Readable } from "node:stream";
 import { PayloadTooLargeError } from "../../lib/errors.js";
-import { EngineFailure, SMALL_BODY_BYTES, UndiciEngineClient, type EngineResponse, type ForwardRequest } from "../../server/gateway/proxy.js";
+import { EngineFailure, SMALL_BODY_BYTES, UndiciEngineClient, type EngineResponse } from "../../server/gateway/proxy.js";
+import { ask, failure } from "./engine-requests.js";
 
 /** A raw engine: `answer` writes what it likes on the socket of each request it reads. */
 async function rawEngine(
@@ -37,27 +38,11 @@ async function rawEngine(
   return { url: `http://127.0.0.1:${port}`, server, heads, closed: () => closed, connections: () => connections };
 }
 
-const ask = (extra: Partial<ForwardRequest> = {}): ForwardRequest => ({
-  method: "GET",
-  path: "/v1/get/ns/k",
-  headers: { accept: "application/json" },
-  body: null,
-  tenantId: "acme",
-  requestId: "0b5a6f3e-6f0d-4c41-9f55-1f0f2d9c4a11",
-  ...extra,
-});
-
 async function all(body: Readable): Promise<Buffer> {
   const parts: Buffer[] = [];
   for await (const c of body) parts.push(c as Buffer);
   return Buffer.concat(parts);
 }
-
-const failure = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: unknown) => e,
-  );
 
 test("engine client: a small answer comes whole, with the engine's headers; the request carries the service key, tenant and request id", async (t) => {
   const body = Buffer.from(JSON.stringify({ key: "k", version: 3 }));

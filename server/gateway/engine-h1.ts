@@ -242,7 +242,8 @@ export class H1Client {
       if (status === 101) throw new Malformed();
       return false;
     }
-    const headers: Record<string, string | string[]> = {};
+    // no prototype: a header named like one of Object's members ("constructor", "__proto__") is a header
+    const headers = Object.create(null) as Record<string, string | string[]>;
     for (let i = 1; i < lines.length; i++) {
       const l = lines[i]!;
       const colon = l.indexOf(":");

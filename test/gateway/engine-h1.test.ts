@@ -82,7 +82,7 @@ async function dribble(sock: Socket, bytes: Buffer, piece: number): Promise<void
 
 test("engine h1: the request's head and body as sent; an answer split into single bytes; an interim answer skipped", async (t) => {
   const answer = Buffer.from(
-    'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}',
+    'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Type: application/json\r\nConstructor: c\r\n__proto__: p\r\nToString: t\r\nContent-Length: 11\r\n\r\n{"ok":true}',
   );
   const e = await rawEngine((sock) => void dribble(sock, answer, 1));
   const c = new UndiciEngineClient(e.url, "svc-key", 5000, 2);
@@ -99,6 +99,11 @@ test("engine h1: the request's head and body as sent; an answer split into singl
   t.equal(r.bytes?.toString(), '{"ok":true}', "its body");
   t.equal(r.headers["content-type"], "application/json", "its headers");
   t.equal(r.headers.link, undefined, "nothing of the interim answer");
+  t.deepEqual(
+    [r.headers.constructor, Object.getOwnPropertyDescriptor(r.headers, "__proto__")?.value, r.headers.tostring],
+    ["c", "p", "t"],
+    "headers named like Object's members are headers",
+  );
   const head = e.heads[0]!.toLowerCase();
   t.ok(head.startsWith("post /v1/serve http/1.1\r\n"), "request line");
   t.ok(head.includes(`\r\nhost: ${new URL(e.url).host}`) && !head.includes("evil"), "the engine's host, not the client's");

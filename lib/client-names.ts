@@ -5,6 +5,8 @@
 // anything else goes to the schemas (lib/client-validate.ts), which give the sentence.
 const NAMESPACE = /^[A-Za-z0-9_-]+$/;
 const KEY = /^[A-Za-z0-9_\-.:/@=]+$/;
+// an empty, "." or ".." path segment
+const KEY_BAD_SEGMENT = /(?:^|\/)\.{0,2}(?:\/|$)/;
 const PREFIX = /^[A-Za-z0-9_\-.:/@=]*$/;
 
 /** Why `v` is not a namespace (the schema's first sentence), or null when it is one. */
@@ -22,7 +24,7 @@ export function keyProblem(v: unknown): string | null {
   if (v.length < 1) return "key must not be empty";
   if (v.length > 512) return "key must be at most 512 characters";
   if (!KEY.test(v)) return "key may contain only A-Z a-z 0-9 - _ . : / @ =";
-  if (!v.split("/").every((s) => s !== "" && s !== "." && s !== "..")) return "key must not have an empty, '.' or '..' path segment";
+  if (KEY_BAD_SEGMENT.test(v)) return "key must not have an empty, '.' or '..' path segment";
   return null;
 }
 

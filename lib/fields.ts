@@ -1,6 +1,7 @@
 // The fields of docs/api.md (names and data types): names, dtypes, shapes and metadata, as zod schemas shared by
 // the library and the servers, plus the helper that turns a zod failure into a ValidationError.
 import { z } from "zod";
+import { keyProblem, namespaceProblem, tenantIdProblem } from "./client-names.js";
 import { DTYPES, FLOAT_DTYPES, isFloatDtype, itemsize, type Dtype } from "./dtypes.js";
 import { ValidationError } from "./errors.js";
 
@@ -22,6 +23,15 @@ export const tenantIdSchema = z
   .min(1, "tenant_id must not be empty")
   .max(64, "tenant_id must be at most 64 characters")
   .regex(/^[a-z0-9_-]+$/, "tenant_id may contain only a-z, 0-9, - and _");
+
+// The request paths check names on every request: the quick checks of lib/client-names.ts (no
+// zod; each accepts exactly what its schema accepts) first, the schema for a refusal's sentence.
+/** `v` as a namespace; a ValidationError naming `what` when namespaceSchema refuses it. */
+export const namespaceOf = (v: unknown, what = "namespace"): string => (namespaceProblem(v) === null ? (v as string) : parseOrThrow(namespaceSchema, v, what));
+/** `v` as a key; a ValidationError naming `what` when keySchema refuses it. */
+export const keyOf = (v: unknown, what = "key"): string => (keyProblem(v) === null ? (v as string) : parseOrThrow(keySchema, v, what));
+/** Whether tenantIdSchema accepts `v`. */
+export const isTenantId = (v: unknown): v is string => tenantIdProblem(v) === null;
 
 export { DTYPES, FLOAT_DTYPES, isFloatDtype, itemsize, type Dtype };
 export const dtypeSchema = z.enum(DTYPES);

@@ -1,7 +1,7 @@
 // What every verb of the store shares: the open store (backend, options, core cache), the
 // tenant scope of a view, record keys, and the readers of heads, versions and payloads.
 import { NotFoundError, ValidationError } from "../errors.js";
-import { itemsize, keySchema, namespaceSchema, parseOrThrow } from "../fields.js";
+import { itemsize, keyOf, namespaceOf } from "../fields.js";
 import type { Clock } from "../clock.js";
 import type { RecordKey, StorageBackend } from "./backend.js";
 import { allocTyped, fromWorkingFloat, losslessDecode, product, typedView } from "./codec.js";
@@ -77,10 +77,10 @@ export function open(s: Scope): Core {
 }
 
 export function namespace(ns: unknown): void {
-  parseOrThrow(namespaceSchema, ns, "namespace");
+  namespaceOf(ns);
 }
 export function keyName(key: unknown): void {
-  parseOrThrow(keySchema, key, "key");
+  keyOf(key);
 }
 export const sameShape = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 

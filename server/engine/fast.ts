@@ -11,7 +11,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { noteRequestId, requestIdFrom } from "../http/request-id.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ValidationError } from "../../lib/errors.js";
-import { isFloatDtype, itemsize, metadataSchema, parseOrThrow, tenantIdSchema, type Dtype } from "../../lib/fields.js";
+import { isFloatDtype, isTenantId, itemsize, metadataSchema, parseOrThrow, type Dtype } from "../../lib/fields.js";
 import { getQuerySchema, putQuerySchema, serveBodySchema } from "../../lib/schemas.js";
 import { handOver, type Store } from "../../lib/store/index.js";
 import { readBody } from "../http/body.js";
@@ -231,7 +231,7 @@ export function engineFastPath(deps: {
     const h = req.headers;
     if (!authorised(h.authorization)) return null;
     const t = h["x-svc-tenant"];
-    return typeof t === "string" && tenantIdSchema.safeParse(t).success ? t : null;
+    return isTenantId(t) ? t : null;
   };
 
   const take = (req: IncomingMessage): Taken | null => {

@@ -123,6 +123,20 @@ class Conn {
 /** An answer the engine framed wrongly: the connection is closed and the exchange fails. */
 class Malformed extends Error {}
 
+// header names as sent, checked and lower-cased once: an engine sends the same few every time
+const NAMES = new Map<string, string>();
+const MAX_NAMES = 256;
+
+/** A header's name in lower case; Malformed when it is not an HTTP token. */
+function headerName(raw: string): string {
+  const known = NAMES.get(raw);
+  if (known !== undefined) return known;
+  if (!TOKEN.test(raw)) throw new Malformed();
+  const name = raw.toLowerCase();
+  if (NAMES.size < MAX_NAMES) NAMES.set(raw, name);
+  return name;
+}
+
 export class H1Client {
   readonly #host: string;
   readonly #port: number;
@@ -234,8 +248,9 @@ export class H1Client {
 
   /** Parses an answer's head; false for an interim (1xx) one. Sets up how its body is read. */
   #head(c: Conn, text: string): boolean {
-    const lines = text.split("\r\n");
-    const m = STATUS_LINE.exec(lines[0]!);
+    let eol = text.indexOf("\r\n");
+    if (eol < 0) eol = text.length;
+    const m = STATUS_LINE.exec(text.slice(0, eol));
     if (!m) throw new Malformed();
     const status = Number(m[2]);
     if (status < 200) {
@@ -244,13 +259,13 @@ export class H1Client {
     }
     // no prototype: a header named like one of Object's members ("constructor", "__proto__") is a header
     const headers = Object.create(null) as Record<string, string | string[]>;
-    for (let i = 1; i < lines.length; i++) {
-      const l = lines[i]!;
-      const colon = l.indexOf(":");
-      if (colon <= 0) throw new Malformed();
-      const name = l.slice(0, colon).toLowerCase();
-      if (!TOKEN.test(name)) throw new Malformed();
-      const value = l.slice(colon + 1).trim();
+    for (let at = eol + 2; at < text.length; at = eol + 2) {
+      eol = text.indexOf("\r\n", at);
+      if (eol < 0) eol = text.length;
+      const colon = text.indexOf(":", at);
+      if (colon <= at || colon > eol) throw new Malformed();
+      const name = headerName(text.slice(at, colon));
+      const value = text.slice(colon + 1, eol).trim();
       const was = headers[name];
       if (was === undefined) headers[name] = value;
       else if (typeof was === "string") headers[name] = [was, value];

@@ -121,9 +121,12 @@ const DROPPED_RESPONSE_HEADERS = new Set([
   "date",
 ]);
 
-export function responseHeadersToCopy(h: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(h)) if (v !== undefined && !DROPPED_RESPONSE_HEADERS.has(k.toLowerCase())) out[k] = v;
+/** The engine's response headers that reach the client, as name, value pairs appended to `out`. */
+export function responseHeadersToCopy(h: Record<string, string | string[] | undefined>, out: (string | string[])[] = []): (string | string[])[] {
+  for (const k in h) {
+    const v = h[k];
+    if (v !== undefined && Object.hasOwn(h, k) && !DROPPED_RESPONSE_HEADERS.has(k.toLowerCase())) out.push(k, v);
+  }
   return out;
 }
 

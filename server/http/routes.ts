@@ -5,7 +5,7 @@
 // so a request the gateway lets through is one the engine accepts as well-formed.
 import { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
-import { keySchema, namespaceSchema, parseOrThrow } from "../../lib/fields.js";
+import { keyOf, namespaceOf, parseOrThrow } from "../../lib/fields.js";
 import * as S from "../../lib/schemas.js";
 import type { Operation } from "./operations.js";
 
@@ -36,6 +36,9 @@ const QUERY: Partial<Record<Operation, z.ZodType>> = {
   list: S.listQuerySchema,
   delete: z.strictObject({}),
 };
+
+/** The routes whose query schema accepts an empty query: most requests have none, and it is not parsed. */
+const EMPTY_QUERY_OK = new Set(Object.keys(QUERY).filter((op) => QUERY[op as Operation]!.safeParse({}).success));
 
 const POST_ROUTES: Record<string, Operation> = {
   "/v1/put": "put",
@@ -70,15 +73,15 @@ export function matchRoute(method: string, path: string, query: Record<string, s
   if (!m) return null;
   const verb = m[1]!;
   if ((verb === "delete") !== (method === "DELETE") || (verb !== "delete" && method !== "GET")) return null;
-  const ns = parseOrThrow(namespaceSchema, decode(m[2]!, "namespace"), "namespace");
+  const ns = namespaceOf(decode(m[2]!, "namespace"));
   if (verb === "list") {
     if (m[3] !== undefined) return null;
   } else {
     if (m[3] === undefined) throw new ValidationError("key is required in the path after the namespace.", "key");
-    parseOrThrow(keySchema, decode(m[3], "key"), "key");
+    keyOf(decode(m[3], "key"));
   }
   const op = verb as Operation;
-  parseOrThrow(QUERY[op]!, query, "query");
+  if (!EMPTY_QUERY_OK.has(op) || Object.keys(query).length > 0) parseOrThrow(QUERY[op]!, query, "query");
   return { op, body: "none", pathNamespaces: [ns] };
 }
 

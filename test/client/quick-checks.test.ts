@@ -27,6 +27,11 @@ const NAMES = [
   "./a",
   "a/..",
   "a/.b",
+  "...",
+  "a/./b",
+  "a/.../b",
+  "//",
+  "a/b/..",
   "run=3:x@y.z",
   "a\nb",
   "..",
@@ -52,6 +57,21 @@ test("quick checks: namespaces, keys and tenant ids as the schemas, with the sch
       if (!r.success) t.equal(p, r.error.issues[0]!.message, `${what} ${JSON.stringify(v.slice(0, 20))}: the same sentence`);
     }
   }
+  t.end();
+});
+
+test("quick checks: every key of up to six characters of a, . and / is accepted as keySchema accepts it", (t) => {
+  const keys = [""];
+  for (let n = 1, last = [""]; n <= 6; n++) {
+    last = last.flatMap((k) => ["a", ".", "/"].map((c) => k + c));
+    keys.push(...last);
+  }
+  const differ = keys.filter((k) => (keyProblem(k) === null) !== keySchema.safeParse(k).success);
+  t.deepEqual(differ, [], `${keys.length} keys, none judged otherwise`);
+  t.ok(
+    keys.some((k) => keyProblem(k) === null),
+    "some accepted",
+  );
   t.end();
 });
 

@@ -1,7 +1,8 @@
 // The engine's Prometheus metrics: HTTP requests by route template and status (server/http/
 // metrics.ts), compression and reconstruction time and bytes by codec, the decoded-core
 // cache's hits and misses (hooks on the store), and the store's size, read at each scrape.
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { Gauge, type Registry } from "prom-client";
+import { FastCounter, FastHistogram } from "../http/fast-metric.js";
 import type { Store } from "../../lib/store/index.js";
 import { createHttpMetrics, DATA_PLANE_ROUTES, routeLabeler, type HttpMetrics } from "../http/metrics.js";
 
@@ -19,40 +20,40 @@ export function createEngineMetrics(store: Store, opts: { defaultMetrics?: boole
   const http = createHttpMetrics("svc_engine_", opts);
   const registers = [http.registry];
   const codec = ["codec"] as const;
-  const compressSeconds = new Histogram({
+  const compressSeconds = new FastHistogram({
     name: "svc_engine_compress_seconds",
     help: "Time to encode a put's data, by the codec chosen (tt, pred, lossless, raw).",
     labelNames: codec,
     buckets: WORK_BUCKETS,
     registers,
   });
-  const compressIn = new Counter({
+  const compressIn = new FastCounter({
     name: "svc_engine_compress_input_bytes_total",
     help: "Bytes given to put, by the codec chosen.",
     labelNames: codec,
     registers,
   });
-  const compressStored = new Counter({
+  const compressStored = new FastCounter({
     name: "svc_engine_compress_stored_bytes_total",
     help: "Bytes stored for them, by codec.",
     labelNames: codec,
     registers,
   });
-  const reconstructSeconds = new Histogram({
+  const reconstructSeconds = new FastHistogram({
     name: "svc_engine_reconstruct_seconds",
     help: "Time to produce the dense data of a CPU serve, by the stored codec.",
     labelNames: codec,
     buckets: WORK_BUCKETS,
     registers,
   });
-  const reconstructBytes = new Counter({
+  const reconstructBytes = new FastCounter({
     name: "svc_engine_reconstruct_bytes_total",
     help: "Dense bytes produced by CPU serves, by the stored codec.",
     labelNames: codec,
     registers,
   });
-  const hits = new Counter({ name: "svc_engine_core_cache_hits_total", help: "Lookups of decoded TT cores found in the core cache.", registers });
-  const misses = new Counter({ name: "svc_engine_core_cache_misses_total", help: "Lookups of decoded TT cores that decoded the payload.", registers });
+  const hits = new FastCounter({ name: "svc_engine_core_cache_hits_total", help: "Lookups of decoded TT cores found in the core cache.", registers });
+  const misses = new FastCounter({ name: "svc_engine_core_cache_misses_total", help: "Lookups of decoded TT cores that decoded the payload.", registers });
   const sizeOf = () => {
     try {
       return store.sizeBytes();

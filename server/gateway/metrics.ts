@@ -2,7 +2,8 @@
 // metrics.ts), CUs charged by operation, and the data-plane requests refused by the rate
 // limit (429) and by the monthly quota (503). No label carries a tenant: tenants are many,
 // and their usage is what GET /gate/admin/usage reports.
-import { Counter, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
+import { FastCounter, type CounterChild } from "../http/fast-metric.js";
 import { createHttpMetrics, DATA_PLANE_ROUTES, routeLabeler, type HttpMetrics } from "../http/metrics.js";
 
 export interface GatewayMetrics {
@@ -38,15 +39,19 @@ export const GATEWAY_ROUTES = [
 export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): GatewayMetrics {
   const http = createHttpMetrics("svc_gate_", opts);
   const registers = [http.registry];
-  const cus = new Counter({ name: "svc_gate_cus_charged_total", help: "Compute units charged to tenants, by operation.", labelNames: ["op"], registers });
-  const rateLimited = new Counter({ name: "svc_gate_rate_limit_rejections_total", help: "Data-plane requests refused by the rate limit (429).", registers });
-  const quota = new Counter({
+  const cus = new FastCounter({ name: "svc_gate_cus_charged_total", help: "Compute units charged to tenants, by operation.", labelNames: ["op"], registers });
+  const rateLimited = new FastCounter({
+    name: "svc_gate_rate_limit_rejections_total",
+    help: "Data-plane requests refused by the rate limit (429).",
+    registers,
+  });
+  const quota = new FastCounter({
     name: "svc_gate_quota_rejections_total",
     help: "Data-plane requests refused because the monthly CU quota is used up (503).",
     registers,
   });
   // per-op children found once (the operations are the data plane's, a fixed set)
-  const perOp = new Map<string, { inc(v: number): void }>();
+  const perOp = new Map<string, CounterChild>();
   return {
     registry: http.registry,
     http,

@@ -5,17 +5,18 @@
 // app's route templates (or "other"), a method one of the HTTP methods (or "other").
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Registry, collectDefaultMetrics } from "prom-client";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { UnauthorizedError } from "../../lib/errors.js";
+import { FastCounter, FastHistogram, type CounterChild, type HistogramChild } from "./fast-metric.js";
 import { offloadStats } from "./offload.js";
 
 export type HttpLabels = "method" | "route" | "status";
 
 export interface HttpMetrics {
   readonly registry: Registry;
-  readonly requests: Counter<HttpLabels>;
-  readonly duration: Histogram<HttpLabels>;
+  readonly requests: FastCounter<HttpLabels>;
+  readonly duration: FastHistogram<HttpLabels>;
   /** Counts one finished request and its latency. */
   observe(method: string, route: string, status: number, seconds: number): void;
 }
@@ -34,13 +35,14 @@ export const methodLabel = (m: string | undefined): string => (m !== undefined &
 export function createHttpMetrics(prefix: string, opts: { defaultMetrics?: boolean } = {}): HttpMetrics {
   const registry = new Registry();
   if (opts.defaultMetrics) collectDefaultMetrics({ register: registry, prefix });
-  const requests = new Counter<HttpLabels>({
+  // counted on every request: the request paths' metrics (fast-metric.ts), read as prom-client's
+  const requests = new FastCounter<HttpLabels>({
     name: `${prefix}http_requests_total`,
     help: "HTTP requests by method, route template and status.",
     labelNames: ["method", "route", "status"],
     registers: [registry],
   });
-  const duration = new Histogram<HttpLabels>({
+  const duration = new FastHistogram<HttpLabels>({
     name: `${prefix}http_request_duration_seconds`,
     help: "HTTP request durations by method, route template and status.",
     labelNames: ["method", "route", "status"],
@@ -68,7 +70,7 @@ export function createHttpMetrics(prefix: string, opts: { defaultMetrics?: boole
   });
   // the children per (method, route, status), found once: prom-client hashes the labels on
   // every call otherwise (the label set is bounded, so is this map)
-  const children = new Map<string, { count: { inc(): void }; time: { observe(v: number): void } }>();
+  const children = new Map<string, { count: CounterChild; time: HistogramChild }>();
   return {
     registry,
     requests,

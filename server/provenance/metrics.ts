@@ -1,6 +1,7 @@
 // Prometheus metrics of the appliance, in a registry of its own (no global state, so
 // several apps can live in one test process); the HTTP part is server/http/metrics.ts.
-import { Counter, type Histogram, type Registry } from "prom-client";
+import { Counter, type Registry } from "prom-client";
+import type { FastHistogram } from "../http/fast-metric.js";
 import { createHttpMetrics, type HttpMetrics } from "../http/metrics.js";
 
 export interface ProvenanceMetrics {
@@ -8,7 +9,7 @@ export interface ProvenanceMetrics {
   readonly receiptsIssued: Counter;
   readonly verifications: Counter<"verdict">;
   readonly bundlesExported: Counter;
-  readonly requestDuration: Histogram<"method" | "route" | "status">;
+  readonly requestDuration: FastHistogram<"method" | "route" | "status">;
   /** Requests and their durations by method, route and status. */
   readonly http: HttpMetrics;
 }

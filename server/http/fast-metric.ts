@@ -65,6 +65,19 @@ abstract class FastMetric<L extends string> {
     return s;
   }
 
+  /** A child's way to its series: found once, and again after a reset (which drops every series). */
+  protected seriesOf(labels: Partial<Record<L, string | number>>): () => Series {
+    let s: Series | null = null;
+    let gen = -1;
+    return () => {
+      if (s === null || gen !== this.generation) {
+        s = this.find(labels);
+        gen = this.generation;
+      }
+      return s;
+    };
+  }
+
   /** Forgets every series. */
   reset(): void {
     this.generation++;
@@ -92,17 +105,8 @@ export class FastCounter<L extends string = string> extends FastMetric<L> {
   }
 
   labels(labels: Partial<Record<L, string | number>>): CounterChild {
-    let s: Series | null = null;
-    let gen = -1;
-    return {
-      inc: (n = 1) => {
-        if (s === null || gen !== this.generation) {
-          s = this.find(labels);
-          gen = this.generation;
-        }
-        add(s, n);
-      },
-    };
+    const series = this.seriesOf(labels);
+    return { inc: (n = 1) => add(series(), n) };
   }
 
   inc(labels?: Partial<Record<L, string | number>> | number, n = 1): void {
@@ -152,17 +156,8 @@ export class FastHistogram<L extends string = string> extends FastMetric<L> {
   }
 
   labels(labels: Partial<Record<L, string | number>>): HistogramChild {
-    let s: Series | null = null;
-    let gen = -1;
-    return {
-      observe: (v) => {
-        if (s === null || gen !== this.generation) {
-          s = this.find(labels);
-          gen = this.generation;
-        }
-        this.#record(s, v);
-      },
-    };
+    const series = this.seriesOf(labels);
+    return { observe: (v) => this.#record(series(), v) };
   }
 
   observe(labels: Partial<Record<L, string | number>> | number, v?: number): void {

@@ -180,6 +180,7 @@ function runOne(file) {
   return new Promise((resolve) => {
     const rel = relative(root, file);
     const limitMs = timeoutOf(file);
+    const t0 = performance.now();
     const child = spawn(process.execPath, ["--import", "tsx", file], {
       cwd: root,
       env: { ...process.env, ...serviceEnv, NODE_ENV: "test" },
@@ -194,6 +195,7 @@ function runOne(file) {
     }, limitMs);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
+      const seconds = ((performance.now() - t0) / 1000).toFixed(1);
       const pass = Number(/^# pass\s+(\d+)/m.exec(out)?.[1] ?? 0);
       const fail = Number(/^# fail\s+(\d+)/m.exec(out)?.[1] ?? 0);
       const skip = (out.match(/^ok \d+ .*# SKIP/gm) ?? []).length;
@@ -204,9 +206,9 @@ function runOne(file) {
       if (bad) {
         if (fail === 0) failed += 1; // a crash, a timeout or a file that ran nothing counts as a failure
         broken.push(rel);
-        process.stdout.write(`\n=== FAIL ${rel} (exit ${code ?? signal})\n${out}\n`);
+        process.stdout.write(`\n=== FAIL ${rel} (exit ${code ?? signal}, ${seconds} s)\n${out}\n`);
       } else {
-        process.stdout.write(`ok   ${rel}  (${pass - skip} passed${skip ? `, ${skip} skipped` : ""})\n`);
+        process.stdout.write(`ok   ${rel}  (${pass - skip} passed${skip ? `, ${skip} skipped` : ""}, ${seconds} s)\n`);
       }
       resolve();
     });

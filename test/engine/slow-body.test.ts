@@ -44,15 +44,15 @@ test("engine: a trickled body is cut off after the grace time; others are served
         }, 300);
       });
       sock.on("data", (d) => (got += d.toString("latin1")));
+      // a bound on the test itself, never reached when the limit works
+      const bound = setTimeout(() => sock.destroy(), 60_000);
       const done = () => {
         clearInterval(timer);
+        clearTimeout(bound);
         resolve(got);
       };
       sock.on("close", done);
       sock.on("error", done);
-      setTimeout(() => {
-        sock.destroy();
-      }, 60_000); // a bound on the test itself, never reached when the limit works
     });
     // while the trickle runs, the engine serves another request
     const other = await fetch(`${engine.url}/v1/put?namespace=ns&key=fast&dtype=bytes`, {

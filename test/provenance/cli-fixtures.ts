@@ -1,6 +1,7 @@
 // Fixtures of the verifier CLI tests: a home with keys, receipts and bundles (good and
 // tampered) on disk, and a helper that runs the CLIs as child processes.
 import { spawn } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import yazl from "yazl";
@@ -15,10 +16,37 @@ export interface Run {
   stdout: string;
   stderr: string;
 }
-/** Runs `bin/<bin>.ts`; `preload` files are imported first (e.g. no-network.mjs). */
+/** The newest modification time of the TypeScript under bin/, server/ and lib/ (what dist/ is built from). */
+function newestSource(): number {
+  let newest = 0;
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const f = join(d, e.name);
+      if (e.isDirectory()) walk(f);
+      else if (e.name.endsWith(".ts")) newest = Math.max(newest, statSync(f).mtimeMs);
+    }
+  };
+  for (const d of ["bin", "server", "lib"]) walk(d);
+  return newest;
+}
+let sources: number | null = null;
+
+/**
+ * What runs `bin`: its compiled form, as `npm install` links it, when dist/ holds one newer than
+ * every source (npm ci builds it); else the TypeScript through tsx, so that an edit is tested
+ * without a build. The compiled one starts in a third of the time.
+ */
+function entryOf(bin: string): string[] {
+  const compiled = `dist/bin/${bin}.js`;
+  sources ??= newestSource();
+  return existsSync(compiled) && statSync(compiled).mtimeMs > sources ? [compiled] : ["--import", "tsx", `bin/${bin}.ts`];
+}
+
+/** Runs the CLI `bin` (entryOf); `preload` files are imported first (e.g. no-network.mjs). */
 export function run(bin: string, args: string[], preload: string[] = []): Promise<Run> {
+  const entry = entryOf(bin);
   return new Promise((resolve) => {
-    const c = spawn(process.execPath, ["--import", "tsx", ...preload.flatMap((f) => ["--import", f]), `bin/${bin}.ts`, ...args], {
+    const c = spawn(process.execPath, [...preload.flatMap((f) => ["--import", f]), ...entry, ...args], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, SVC_ENGINE_LOG_LEVEL: "" },
     });

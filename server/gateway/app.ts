@@ -8,6 +8,7 @@ import { tenantIdSchema } from "../../lib/fields.js";
 import { hasBody, lingerOnClose } from "../http/body.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { sendError, writeErrorBody } from "../http/errors.js";
+import { holdContinue } from "../http/expect-continue.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
 import { noteRequestId, requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
@@ -293,6 +294,13 @@ export function createApp(deps: GatewayDeps): Express {
   // answered with the JSON error body (400, Connection: close) rather than a bare status line.
   app.listen = ((...args: unknown[]): Server => {
     const server = answerClientErrors(createServer({ maxHeaderSize: MAX_HEADER_BYTES }, handler), MAX_HEADER_BYTES);
+    // Expect: 100-continue: the data plane sends 100 Continue right before it reads the body,
+    // so that a request refused before that is not sent; other routes get it at once, as from Node.
+    server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+      if (DATA_PLANE.test(req.url ?? "")) holdContinue(res);
+      else res.writeContinue();
+      handler(req, res);
+    });
     return server.listen(...(args as Parameters<Server["listen"]>));
   }) as unknown as Express["listen"];
   mountRoutes(app, gw);

@@ -18,6 +18,7 @@ import {
 } from "../../lib/errors.js";
 import { answerLater, gone } from "../http/answer-later.js";
 import { bodyStopped, lingerOnClose, refuseBodyOfBodilessMethod } from "../http/body.js";
+import { continueOwed, sendContinue } from "../http/expect-continue.js";
 import { guardBody, readGuarded, type BodyRate } from "../http/body-guard.js";
 import { toSvcError, writeErrorBody } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
@@ -326,14 +327,15 @@ async function validate(f: Flight): Promise<Validated> {
 
 /**
  * A JSON body, read within the tenant's share of the bodies in flight. Checked before a large
- * body is read: a tenant over its rate limit (the window is only looked at; step 5 counts the
- * request). Parsed and checked against the engine's schema; a large body in a worker thread
+ * body, or one whose client waits for 100 Continue, is read: a tenant over its rate limit (the
+ * window is only looked at; step 5 counts the request). Parsed and checked against the engine's schema; a large body in a worker thread
  * (server/http/offload.ts), its bytes moved there and back.
  */
 async function readJsonBody(f: Flight, route: RouteMatch, limit: number, size: number | undefined) {
   const { gw } = f;
   const tenant = f.tenant!;
-  if (size === undefined || size > DRAIN_BYTES) {
+  // a large body, or one the client sends only after 100 Continue, is not asked for in vain
+  if (size === undefined || size > DRAIN_BYTES || continueOwed(f.res)) {
     const state = await gw.deps.limiter.peek(tenant.tenant_id, windowOf(gw, tenant));
     if (!state.allowed) {
       noteWindow(gw, tenant.tenant_id, state);
@@ -343,6 +345,7 @@ async function readJsonBody(f: Flight, route: RouteMatch, limit: number, size: n
   }
   const who = tenant.tenant_id;
   if (size !== undefined) f.lease.take(size, who);
+  sendContinue(f.res);
   const raw = await readGuarded(guardBody(f.req, limit, gw.bodyRate, size === undefined ? (n) => f.lease.take(n, who) : undefined), size);
   return prepareGatewayBody(route.op, raw);
 }
@@ -408,7 +411,10 @@ async function forward(f: Flight, v: Validated): Promise<Upstream> {
   }
   let body = v.body;
   // An octet-stream body starts flowing only now, under the same rate and size guard.
-  if (v.octetLimit > 0) body = f.guard = guardBody(f.req, v.octetLimit, f.gw.bodyRate);
+  if (v.octetLimit > 0) {
+    sendContinue(f.res);
+    body = f.guard = guardBody(f.req, v.octetLimit, f.gw.bodyRate);
+  }
   // With several engines a failed connection is retried once on another when that cannot
   // apply the request twice (engines.ts).
   const replayable = replayableOp(v.route.op, v.idempotencyKey);
@@ -528,7 +534,8 @@ async function refuse(f: Flight, err: unknown): Promise<void> {
   // past that has its connection destroyed. Too large, too slow or aborted: the connection
   // closes after the answer.
   const stopped = bodyStopped(e);
-  const close = e.code === "payload_too_large" || stopped;
+  // a client still waiting for 100 Continue is not asked for its body: the connection closes
+  const close = e.code === "payload_too_large" || stopped || continueOwed(res);
   if (!close && !req.complete) {
     const rest = guardBody(req, jsonBodyLimit(gw.deps.maxUploadBytes), gw.bodyRate);
     rest.once("error", () => req.socket?.destroy());

@@ -7,6 +7,7 @@ import type { Reservation } from "./memory-budget.js";
 import { joinPaced } from "../../lib/store/pace.js";
 import { SlowBodyError, type BodyRate } from "./body-guard.js";
 import { pacedBody, paceBody, unpaceBody } from "./body-pace.js";
+import { continueOwed } from "./expect-continue.js";
 
 /** Bytes of a body sent with a GET, HEAD or DELETE that are read (and dropped) so that the 400 reaches the client. */
 export const MAX_IGNORED_BODY_BYTES = 64 * 1024;
@@ -251,7 +252,8 @@ export async function refuseBodyOfBodilessMethod(req: IncomingMessage, res?: Ser
   if ((m !== "GET" && m !== "HEAD" && m !== "DELETE") || !hasBody(req)) return;
   const refusal = new ValidationError(`A ${m} request takes no body.`, "body");
   const len = lengthOf(req);
-  if (len !== null && len > MAX_IGNORED_BODY_BYTES) {
+  // a client waiting for 100 Continue has sent no body: it is refused unread, as one too large is
+  if ((res !== undefined && continueOwed(res)) || (len !== null && len > MAX_IGNORED_BODY_BYTES)) {
     closeAfter(res);
     throw refusal;
   }

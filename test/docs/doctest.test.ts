@@ -34,11 +34,12 @@
 // tenant created twice, a key overwritten, a file missing fails the session.
 import test from "tape";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { distIsCurrent } from "../dist.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const BLOCK_TIMEOUT_MS = 120_000;
@@ -104,13 +105,7 @@ function docFiles(): string[] {
 
 /** Rebuilds dist/ when a source file of the package is newer than it (the blocks run the built package). */
 function ensureBuilt(): void {
-  const built = join(root, "dist/lib/index.js");
-  const newest = (dir: string): number =>
-    readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
-      const p = join(dir, e.name);
-      return Math.max(m, e.isDirectory() ? newest(p) : e.name.endsWith(".ts") ? statSync(p).mtimeMs : 0);
-    }, 0);
-  if (existsSync(built) && statSync(built).mtimeMs >= Math.max(newest(join(root, "lib")), newest(join(root, "bin")), newest(join(root, "server")))) return;
+  if (distIsCurrent("dist/lib/index.js")) return;
   const r = spawnSync(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: root, encoding: "utf8" });
   if (r.status !== 0) throw new Error(`building dist/ failed:\n${r.stdout}${r.stderr}`);
 }

@@ -7,6 +7,7 @@
 // waiting is answered as before.
 import test from "tape";
 import net from "node:net";
+import { wholeAnswers } from "../http/raw-answers.js";
 import { SERVICE_KEY, admin, startRealStack, type RealStack } from "./helpers.js";
 
 interface Exchange {
@@ -20,25 +21,6 @@ interface Exchange {
   json: any;
   /** Whether the gateway closed the connection (it was not kept open for another request). */
   closed: boolean;
-}
-
-/** The whole answers in `raw`, interim (1xx) ones left out; an answer is whole by its Content-Length. */
-function answersIn(raw: string): { status: number; text: string }[] {
-  const out: { status: number; text: string }[] = [];
-  let off = 0;
-  for (;;) {
-    const end = raw.indexOf("\r\n\r\n", off);
-    if (end < 0) return out;
-    const status = Number(raw.slice(off + 9, off + 12));
-    if (status >= 100 && status < 200) {
-      off = end + 4;
-      continue;
-    }
-    const length = /\r\ncontent-length: *(\d+)\r\n/i.exec(raw.slice(off, end + 2));
-    if (!length || raw.length < end + 4 + Number(length[1])) return out;
-    out.push({ status, text: raw.slice(end + 4, end + 4 + Number(length[1])) });
-    off = end + 4 + Number(length[1]);
-  }
 }
 
 /**
@@ -67,7 +49,7 @@ function exchange(port: number, head: string, body: Buffer | string, opts: { eag
     s.on("data", (d: Buffer) => {
       raw += d.toString("latin1");
       if (raw.startsWith("HTTP/1.1 100 Continue\r\n\r\n")) send();
-      const got = answersIn(raw).length;
+      const got = wholeAnswers(raw).length;
       if (got >= 1 && opts.probe !== undefined && !probed) {
         probed = true;
         s.write(opts.probe);
@@ -77,7 +59,7 @@ function exchange(port: number, head: string, body: Buffer | string, opts: { eag
     s.on("error", () => undefined);
     s.on("close", () => {
       clearTimeout(ceiling);
-      const f = answersIn(raw)[0];
+      const f = wholeAnswers(raw)[0];
       let json: any = null;
       try {
         json = f ? JSON.parse(f.text) : null;

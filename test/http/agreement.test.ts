@@ -5,25 +5,12 @@
 import test from "tape";
 import net from "node:net";
 import { admin, call, SERVICE_KEY, startRealStack } from "../gateway/helpers.js";
+import { wholeAnswers } from "./raw-answers.js";
 
 interface Answer {
   status: number;
   json: any;
   raw: string;
-}
-
-/** How many whole answers framed by Content-Length `raw` holds (an answer framed otherwise ends at the close). */
-function wholeAnswers(raw: Buffer): number {
-  let n = 0;
-  let off = 0;
-  for (;;) {
-    const end = raw.indexOf("\r\n\r\n", off);
-    if (end < 0) return n;
-    const length = /\r\ncontent-length: *(\d+)\r\n/i.exec(raw.subarray(off, end + 2).toString("latin1"));
-    if (!length || end + 4 + Number(length[1]) > raw.length) return n;
-    n++;
-    off = end + 4 + Number(length[1]);
-  }
 }
 
 /**
@@ -51,7 +38,7 @@ function rawRequest(port: number, head: string, body: string | Buffer = "", answ
     s.on("data", (d: Buffer) => {
       chunks.push(d);
       // a kept-alive connection is not waited on once the answers asked for are whole
-      if (wholeAnswers(Buffer.concat(chunks)) >= answers) s.destroy();
+      if (wholeAnswers(Buffer.concat(chunks).toString("latin1")).length >= answers) s.destroy();
     });
     s.on("error", () => undefined);
     s.on("close", done);

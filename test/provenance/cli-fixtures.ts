@@ -1,7 +1,6 @@
 // Fixtures of the verifier CLI tests: a home with keys, receipts and bundles (good and
 // tampered) on disk, and a helper that runs the CLIs as child processes.
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import yazl from "yazl";
@@ -9,6 +8,7 @@ import { buildBundleFiles, writeZip } from "../../server/provenance/bundle.js";
 import { bootstrap, publicKeyDocument } from "../../server/provenance/keys.js";
 import { artifactDigest, buildReceipt, verifyReceipt, type Receipt } from "../../server/provenance/receipt.js";
 import { createBackend, createSigner, type Signer } from "../../server/provenance/signer.js";
+import { distIsCurrent, newestSourceMs } from "../dist.js";
 import { configFor, tempDir } from "./helpers.js";
 
 export interface Run {
@@ -16,30 +16,23 @@ export interface Run {
   stdout: string;
   stderr: string;
 }
-/** The newest modification time of the TypeScript under bin/, server/ and lib/ (what dist/ is built from). */
-function newestSource(): number {
-  let newest = 0;
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const f = join(d, e.name);
-      if (e.isDirectory()) walk(f);
-      else if (e.name.endsWith(".ts")) newest = Math.max(newest, statSync(f).mtimeMs);
-    }
-  };
-  for (const d of ["bin", "server", "lib"]) walk(d);
-  return newest;
-}
+const entries = new Map<string, string[]>();
 let sources: number | null = null;
 
 /**
- * What runs `bin`: its compiled form, as `npm install` links it, when dist/ holds one newer than
- * every source (npm ci builds it); else the TypeScript through tsx, so that an edit is tested
- * without a build. The compiled one starts in a third of the time.
+ * What runs `bin`: its compiled form, as `npm install` links it, when dist/ holds one no older
+ * than every source (npm ci builds it); else the TypeScript through tsx, so that an edit is
+ * tested without a build. The compiled one starts in a third of the time. Decided once per CLI.
  */
 function entryOf(bin: string): string[] {
-  const compiled = `dist/bin/${bin}.js`;
-  sources ??= newestSource();
-  return existsSync(compiled) && statSync(compiled).mtimeMs > sources ? [compiled] : ["--import", "tsx", `bin/${bin}.ts`];
+  let entry = entries.get(bin);
+  if (entry === undefined) {
+    sources ??= newestSourceMs();
+    const compiled = `dist/bin/${bin}.js`;
+    entry = distIsCurrent(compiled, sources) ? [compiled] : ["--import", "tsx", `bin/${bin}.ts`];
+    entries.set(bin, entry);
+  }
+  return entry;
 }
 
 /** Runs the CLI `bin` (entryOf); `preload` files are imported first (e.g. no-network.mjs). */

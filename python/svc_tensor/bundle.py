@@ -17,10 +17,12 @@ import struct
 import zlib
 
 from . import mldsa
-from .ijson import JS_WHITESPACE, JsonSyntaxError, JsonTooManyValuesError, js_string, problem_sentence, read_json, utf16_len, utf16_slice
+from .ijson import (
+    JS_WHITESPACE, JsonSyntaxError, JsonTooManyValuesError, js_string, js_stringify, problem_sentence, read_json, utf16_len, utf16_slice,
+)
 from .receipt import (
     ALGORITHM, CANONICALIZATION, HEX64, MAX_RECEIPT_TEXT_BYTES, RECEIPT_PAYLOAD_TYPE, RECEIPT_SCHEMA, KnownKey, _Issue,
-    check_artifact, fingerprint_of, is_number, js_eq, node_b64decode, pae, sha256_hex, verify_receipt,
+    check_artifact, fingerprint_of, js_eq, node_b64decode, pae, sha256_hex, verify_receipt,
 )
 
 EVIDENCE_VERSION = 1
@@ -236,7 +238,7 @@ def read_zip(buf: bytes, max_total: int = MAX_TOTAL_BYTES, max_member: int = MAX
     return out
 
 
-def _read_bounded(path: str, limit: int) -> bytes:
+def _read_bounded(path: bytes, limit: int) -> bytes:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         chunks = []
@@ -253,24 +255,29 @@ def _read_bounded(path: str, limit: int) -> bytes:
 
 
 def read_json_dir(path: str, max_total: int = MAX_TOTAL_BYTES) -> dict[str, bytes]:
-    """A json-dir bundle: plain files only, no links, no subdirectories."""
+    """A json-dir bundle: plain files only, no links, no subdirectories. A name that is not
+    UTF-8 is shown and matched as its UTF-8 decoding (invalid bytes replaced, as in a ZIP
+    entry's name) and read by its own bytes."""
     try:
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode):
             raise NotADirectoryError(path)
-        names = sorted(os.listdir(path), key=lambda s: s.encode("utf-16-be", "surrogatepass"))
+        entries = [(raw.decode("utf-8", errors="replace"), raw) for raw in os.listdir(os.fsencode(path))]
     except OSError:
         raise BundleError("unreadable", "The bundle directory cannot be read.") from None
-    if len(names) > MAX_ENTRIES:
+    entries.sort(key=lambda e: e[0].encode("utf-16-be", "surrogatepass"))
+    if len(entries) > MAX_ENTRIES:
         raise BundleError("refused", f"The bundle has more than {MAX_ENTRIES} entries.")
     out: dict[str, bytes] = {}
     total = 0
-    for name in names:
+    for name, raw in entries:
         shown = _shown(name)
         why = unsafe_name(name)
         if why:
             raise BundleError("refused", f"The bundle entry {shown} {why}.")
-        full = os.path.join(path, name)
+        if name in out:
+            raise BundleError("refused", f"The bundle has the entry {shown} twice.")
+        full = os.path.join(os.fsencode(path), raw)
         try:
             st = os.lstat(full)
         except OSError:
@@ -326,12 +333,11 @@ _SIG_B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 def _strict_doc(v: object, spec: dict) -> bool:
-    """A strict object of exactly these members (zod's strictObject, which takes no notice
-    of a member named "__proto__")."""
+    """A strict object of exactly these members (zod's strictObject, which refuses any other
+    member, one named "__proto__" included)."""
     if not isinstance(v, dict):
         return False
-    keys = [k for k in v if k != "__proto__"]
-    if set(keys) - set(spec):
+    if set(v) - set(spec):
         return False
     return all(k in v and check(v[k]) for k, check in spec.items())
 
@@ -368,7 +374,7 @@ def verify_bundle(files: dict[str, bytes], pinned_keys: list[KnownKey] | None, e
         ev = meta.get("evidence_version") if isinstance(meta, dict) else None
         if not (isinstance(meta, dict) and "evidence_version" in meta and js_eq(ev, float(EVIDENCE_VERSION))):
             state["unsupported"] = True
-            shown = "undefined" if not (isinstance(meta, dict) and "evidence_version" in meta) else utf16_slice(_js_json(ev), 40)
+            shown = "undefined" if not (isinstance(meta, dict) and "evidence_version" in meta) else utf16_slice(js_stringify(ev), 40)
             return False, f"Evidence version {shown} is not supported; this verifier reads version {EVIDENCE_VERSION}."
         if not js_eq(meta.get("schema"), RECEIPT_SCHEMA):
             state["unsupported"] = True
@@ -500,23 +506,3 @@ def verify_bundle(files: dict[str, bytes], pinned_keys: list[KnownKey] | None, e
         "signer_fingerprint": rv["signer_fingerprint"],
         "issuer_authenticated": trusted is not None,
     }
-
-
-def _js_json(v: object) -> str:
-    """JSON.stringify of a parsed JSON value (member order as parsed)."""
-    from .ijson import js_number
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if is_number(v):
-        return js_number(float(v)) if v == v and abs(float(v)) != float("inf") else "null"  # type: ignore[arg-type]
-    if isinstance(v, str):
-        return js_string(v)
-    if isinstance(v, list):
-        return "[" + ",".join(_js_json(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{js_string(k)}:{_js_json(x)}" for k, x in v.items()) + "}"
-    return "null"

@@ -81,7 +81,9 @@ def parse_args(argv: list[str], strings: tuple[str, ...], booleans: tuple[str, .
 
 def _read_regular(path: str, limit: int) -> bytes | None:
     """A regular file's bytes, or None when it is over `limit` (read at most limit + 1)."""
-    with open(path, "rb") as f:
+    # opened without blocking, so that a FIFO with no writer is refused rather than waited on
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with open(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise IsADirectoryError(path)

@@ -68,6 +68,16 @@ def utf16_len(s: str) -> int:
     return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
 
 
+def code_point_len(s: str) -> int:
+    """The length zod gives a string's max and min checks: Unicode code points, a surrogate
+    pair one and a lone surrogate one (Python holds a pair read from JSON as one character)."""
+    n = len(s)
+    for i in range(n - 1):
+        if 0xD800 <= ord(s[i]) <= 0xDBFF and 0xDC00 <= ord(s[i + 1]) <= 0xDFFF:
+            n -= 1
+    return n
+
+
 def utf16_slice(s: str, end: int, start: int = 0) -> str:
     """s.slice(start, end) as ECMAScript does it (may leave a lone surrogate)."""
     if all(ord(ch) <= 0xFFFF for ch in s):
@@ -139,7 +149,15 @@ def _decimal_key(text: str) -> str:
     digits = (m.group(2) + frac).lstrip("0")
     if digits == "":
         return "0"
-    exp = int(m.group(4) or "0") - len(frac)
+    exp_text = (m.group(4) or "0").lstrip("+")
+    negative = exp_text.startswith("-")
+    exp_digits = exp_text.lstrip("-").lstrip("0") or "0"
+    # An exponent of more digits than the text is long puts the value at 0 or past every double
+    # whatever its digits (such text never equals a double's canonical form); int() of it would
+    # also meet Python's limit on the digits of an integer.
+    if len(exp_digits) > 20:
+        return text
+    exp = (-int(exp_digits) if negative else int(exp_digits)) - len(frac)
     stripped = digits.rstrip("0")
     exp += len(digits) - len(stripped)
     return f"{m.group(1)}{stripped}e{exp}"
@@ -420,13 +438,18 @@ def ijson_problem(v: object, depth: int = 0) -> str | None:
 _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
+def _array_index(k: str) -> bool:
+    """Whether JavaScript orders the member name k as an array index (0 to 2^32 - 2)."""
+    return len(k) <= 10 and _ARRAY_INDEX.fullmatch(k) is not None and int(k) < 2**32 - 1
+
+
 def _js_entries(d: dict) -> list:
     """Object.entries order: integer-like names ascending first, then insertion order."""
-    idx = [k for k in d if _ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1]
+    idx = [k for k in d if _array_index(k)]
     if not idx:
         return list(d.items())
     idx.sort(key=int)
-    rest = [k for k in d if not (_ARRAY_INDEX.fullmatch(k) and int(k) < 2**32 - 1)]
+    rest = [k for k in d if not _array_index(k)]
     return [(k, d[k]) for k in idx + rest]
 
 
@@ -435,6 +458,19 @@ def canonical_string(v: object) -> str:
     problem = ijson_problem(v)
     if problem:
         raise ValueError(problem)
+    return _json_text(v, True)
+
+
+def js_stringify(v: object) -> str:
+    """JSON.stringify of a parsed JSON value: members in Object.entries order."""
+    return _json_text(v, False)
+
+
+def _json_text(v: object, sort_members: bool) -> str:
+    """JSON.stringify of v, with every object's members in UTF-16 order when `sort_members`
+    (RFC 8785 for an I-JSON value), else in Object.entries order; a number that is not finite
+    is written null and a lone surrogate escaped, as JSON.stringify writes them. Iterative, so
+    that no nesting depth meets Python's recursion limit."""
     out: list[str] = []
     # explicit stack: ("v", value) writes a value, ("s", text) writes text
     work: list[tuple[str, object]] = [("v", v)]
@@ -449,7 +485,7 @@ def canonical_string(v: object) -> str:
         elif x is False:
             out.append("false")
         elif isinstance(x, (int, float)):
-            out.append(js_number(float(x)))
+            out.append("null" if isinstance(x, float) and not math.isfinite(x) else js_number(float(x)))
         elif isinstance(x, str):
             out.append(js_string(x))
         elif isinstance(x, list):
@@ -462,11 +498,12 @@ def canonical_string(v: object) -> str:
             work.extend(reversed(items))
         elif isinstance(x, dict):
             items = [("s", "{")]
-            for j, k in enumerate(sorted(x, key=utf16_key)):
+            members = [(k, x[k]) for k in sorted(x, key=utf16_key)] if sort_members else _js_entries(x)
+            for j, (k, e) in enumerate(members):
                 if j:
                     items.append(("s", ","))
                 items.append(("s", js_string(k) + ":"))
-                items.append(("v", x[k]))
+                items.append(("v", e))
             items.append(("s", "}"))
             work.extend(reversed(items))
         else:
@@ -480,4 +517,4 @@ def canonical_bytes(v: object) -> bytes:
 
 def stringify_len(v: object) -> int:
     """Bytes of JSON.stringify(v) in UTF-8 (member order does not change the length)."""
-    return len(canonical_bytes(v))
+    return len(_json_text(v, False).encode("utf-8"))

@@ -13,7 +13,7 @@ import re
 from . import mldsa
 from .ijson import (
     JS_WS_CLASS, JsonProblem, canonical_bytes, ijson_problem, js_string, problem_sentence,
-    stringify_len, utf16_len, utf16_slice,
+    code_point_len, stringify_len, utf16_len, utf16_slice,
 )
 
 ALGORITHM = "ML-DSA-65"
@@ -99,15 +99,15 @@ class _Issue(Exception):
     """One schema issue: the first one found is the check's detail."""
 
 
-def _strict_keys(obj: object, keys: tuple, where: str, refuse_proto: bool = True) -> dict:
+def _strict_keys(obj: object, keys: tuple, where: str) -> dict:
     if not isinstance(obj, dict):
         raise _Issue(f"{where}: expected object" if where else "expected object")
-    if refuse_proto and "__proto__" in obj:
+    if "__proto__" in obj:
         raise _Issue("unknown field '__proto__'")
     for k in keys:
         if k not in obj:
             raise _Issue(f"{where + '.' if where else ''}{k}: required")
-    extra = [k for k in obj if k not in keys and not (k == "__proto__" and not refuse_proto)]
+    extra = [k for k in obj if k not in keys]
     if extra:
         raise _Issue(f"{where + ': ' if where else ''}unrecognized key: {js_string(extra[0])}")
     return obj
@@ -145,14 +145,15 @@ def check_artifact(a: object, where: str = "artifact") -> dict:
     """The artifact block's schema; raises _Issue with the first problem."""
     a = _strict_keys(a, ARTIFACT_KEYS, where)
     name = _string(a["name"], f"{where}.name")
-    if utf16_len(name) < 1:
+    # zod counts a string's length in code points
+    if code_point_len(name) < 1:
         raise _Issue("artifact.name must not be empty")
-    if utf16_len(name) > 1024:
+    if code_point_len(name) > 1024:
         raise _Issue("artifact.name must be at most 1024 characters")
     _regex(a["sha256"], HEX64, f"{where}.sha256", "artifact.sha256 must be 64 lower-case hex characters")
     _int(a["size_bytes"], 0, f"{where}.size_bytes", "artifact.size_bytes must be an integer")
     mt = _string(a["media_type"], f"{where}.media_type")
-    if utf16_len(mt) > 255:
+    if code_point_len(mt) > 255:
         raise _Issue("artifact.media_type must be at most 255 characters")
     if not MEDIA_TYPE.fullmatch(mt):
         raise _Issue("artifact.media_type must be a media type such as application/octet-stream")

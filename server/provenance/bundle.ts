@@ -226,22 +226,33 @@ export function readZip(buf: Buffer, maxTotal = MAX_TOTAL_BYTES, maxMember = MAX
 
 /** Reads a json-dir bundle: plain files only, no links, no subdirectories. */
 export async function readJsonDir(dir: string, maxTotal = MAX_TOTAL_BYTES): Promise<Map<string, Buffer>> {
-  let names: string[];
+  // names as the bytes on disk: one that is not UTF-8 is shown and matched as its UTF-8
+  // decoding (invalid bytes replaced, as in a ZIP entry's name), and read by its own bytes
+  let entries: { name: string; raw: Buffer }[];
   try {
     const st = await lstat(dir);
     if (!st.isDirectory()) throw new Error("not a directory");
-    names = (await readdir(dir)).sort();
+    entries = (await readdir(dir, { encoding: "buffer" })).map((raw) => ({ name: raw.toString("utf8"), raw }));
   } catch {
     throw new BundleError("unreadable", "The bundle directory cannot be read.");
   }
-  if (names.length > MAX_ENTRIES) throw new BundleError("refused", `The bundle has more than ${MAX_ENTRIES} entries.`);
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  if (entries.length > MAX_ENTRIES) throw new BundleError("refused", `The bundle has more than ${MAX_ENTRIES} entries.`);
+  const base = Buffer.from(join(dir, "/"));
   const out = new Map<string, Buffer>();
   let total = 0;
-  for (const name of names) {
+  for (const { name, raw } of entries) {
     const shown = JSON.stringify(name.slice(0, 80));
     const why = unsafeName(name);
     if (why) throw new BundleError("refused", `The bundle entry ${shown} ${why}.`);
-    const st = await lstat(join(dir, name));
+    if (out.has(name)) throw new BundleError("refused", `The bundle has the entry ${shown} twice.`);
+    const path = Buffer.concat([base, raw]);
+    let st;
+    try {
+      st = await lstat(path);
+    } catch {
+      throw new BundleError("unreadable", `The bundle file ${shown} cannot be read.`);
+    }
     if (st.isSymbolicLink()) throw new BundleError("refused", `The bundle entry ${shown} is a symbolic link.`);
     if (!st.isFile()) throw new BundleError("refused", `The bundle entry ${shown} is not a regular file.`);
     if (st.size > MAX_MEMBER_BYTES)
@@ -250,7 +261,7 @@ export async function readJsonDir(dir: string, maxTotal = MAX_TOTAL_BYTES): Prom
     if (total > maxTotal) throw new BundleError("refused", `The bundle's files add up to more than the ${maxTotal / MIB} MiB limit for a bundle.`);
     let data: Buffer;
     try {
-      data = await readBounded(join(dir, name), MAX_MEMBER_BYTES);
+      data = await readBounded(path, MAX_MEMBER_BYTES);
     } catch {
       throw new BundleError("unreadable", `The bundle file ${shown} cannot be read.`);
     }
@@ -263,7 +274,7 @@ export async function readJsonDir(dir: string, maxTotal = MAX_TOTAL_BYTES): Prom
 }
 
 /** At most `max` + 1 bytes of a file: enough to tell that it is over `max`. */
-async function readBounded(path: string, max: number): Promise<Buffer> {
+async function readBounded(path: Buffer, max: number): Promise<Buffer> {
   const fh = await open(path, "r");
   try {
     const buf = Buffer.alloc(max + 1);

@@ -9,8 +9,10 @@ import { spawnSync } from "node:child_process";
 import { deflateRawSync } from "node:zlib";
 import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { dir, p, fp, otherSigner, run as runNode, cleanup } from "../provenance/cli-fixtures.js";
+import { dir, p, fp, otherSigner, signer, run as runNode, cleanup } from "../provenance/cli-fixtures.js";
 import { post, startApp, get } from "../provenance/helpers.js";
+import { MANIFEST_PAYLOAD_TYPE, readJsonDir } from "../../server/provenance/bundle.js";
+import { pae, sha256Hex } from "../../server/provenance/receipt.js";
 import { PY_ROOT, findPython, requirePython, runPy, type PyRun } from "./helpers.js";
 
 const py = findPython();
@@ -250,6 +252,11 @@ async function buildCases(): Promise<Case[]> {
       ["too many values", text.replace('"claims":{', `"claims":{"many":[${"0,".repeat(100_001)}0],`)],
       ["deep array nesting", "[".repeat(50_000) + "]".repeat(50_000)],
       ["a raw control character", text.replace("art-numbers", "art-\u0001numbers")],
+      ["an exponent of 5,000 digits (same value)", text.replace(/"serial":(\d+)/, `"serial":$1e${"0".repeat(5000)}`)],
+      ["an exponent of 5,000 digits, past a double", text.replace("1e+300", `1e${"9".repeat(5000)}`)],
+      ["an exponent of 5,000 digits, below a double", text.replace("1e+300", `1e-${"9".repeat(5000)}`)],
+      ["a member name of 5,000 digits", text.replace('"claims":{', `"claims":{"${"9".repeat(5000)}":1,`)],
+      ["an artifact name of 1,025 astral characters", text.replace('"art-numbers.bin"', `"${"😀".repeat(1025)}"`)],
     ];
     let v = 0;
     for (const [label, body] of variants) {
@@ -263,6 +270,28 @@ async function buildCases(): Promise<Case[]> {
       cases.push(R(`receipt: ${label}`, "--receipt", f, ...appPin));
     }
     cases.push(R("receipt with the artifact's digest", "--receipt", join(x, "app-unicode.json"), ...appPin, "--artifact", p("artifact.bin")));
+    // zod counts a string's length in code points: 1,024 astral characters are a valid name
+    const astral = await post(
+      `${app.url}/v1/provenance/exact`,
+      {
+        artifact: {
+          name: "😀".repeat(1024),
+          sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+          size_bytes: 4,
+          media_type: "application/octet-stream",
+        },
+        claims: {},
+      },
+      app.adminKey,
+    );
+    if (astral.status !== 201) throw new Error(`the appliance refused the astral name: ${astral.status}`);
+    await writeFile(join(x, "app-astral.json"), astral.buf);
+    const astralBundle = await post(`${app.url}/v1/provenance/evidence-bundle`, { receipt: astral.json }, app.adminKey);
+    await writeFile(join(x, "app-astral.zip"), astralBundle.buf);
+    cases.push(
+      R("appliance receipt, an artifact name of 1,024 astral characters", "--receipt", join(x, "app-astral.json"), ...appPin),
+      B("appliance bundle, an artifact name of 1,024 astral characters", "--bundle", join(x, "app-astral.zip"), ...appPin),
+    );
 
     // ---- the command line and the key file ----
     const keyText = JSON.stringify(pubDoc);
@@ -275,6 +304,9 @@ async function buildCases(): Promise<Case[]> {
     );
     await writeFile(join(x, "key-spaced.b64"), `\ufeff  ${pubDoc.public_key.replace(/(.{76})/g, "$1\n")}\n\n`);
     await writeFile(join(x, "key-short.b64"), pubDoc.public_key.slice(0, 100));
+    await writeFile(join(x, "key-exp.json"), keyText.replace("{", `{"extra":1e${"0".repeat(5000)},`));
+    const fifo = join(x, "key.fifo");
+    if (spawnSync("mkfifo", [fifo]).status !== 0) throw new Error("mkfifo failed");
     await writeFile(join(x, "big-receipt.json"), Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
     const rcpt = join(x, "app-unicode.json");
     cases.push(
@@ -283,6 +315,9 @@ async function buildCases(): Promise<Case[]> {
       R("signer among the retired keys", "--receipt", rcpt, "--public-key", join(x, "key-retired.json")),
       R("raw key with a BOM, spaces and line breaks", "--receipt", rcpt, "--public-key", join(x, "key-spaced.b64")),
       R("raw key too short", "--receipt", rcpt, "--public-key", join(x, "key-short.b64")),
+      R("key file with an exponent of 5,000 digits", "--receipt", rcpt, "--public-key", join(x, "key-exp.json")),
+      R("key file is a FIFO", "--receipt", rcpt, "--public-key", fifo),
+      B("key file is a FIFO", "--bundle", join(x, "app-unicode.zip"), "--public-key", fifo),
       R("--receipt=PATH form", `--receipt=${rcpt}`, `--public-key=${join(x, "app-pub.json")}`),
       R("a value for a boolean option", "--receipt", rcpt, ...appPin, "--integrity-only=yes"),
       R("a positional argument", "--receipt", rcpt, ...appPin, "extra"),
@@ -392,6 +427,43 @@ async function buildCases(): Promise<Case[]> {
       good.map((e) => (e.name === "signer-public-key.json" ? { ...e, data: Buffer.from(e.data.toString().replace("{", '{"algorithm":"x",')) } : e)),
     );
     cases.push(B("json-dir: duplicate member in the key file (integrity only)", "--bundle", dupMeta, "--integrity-only"));
+    // files changed and the manifest signed again by the fixture's signer (pinned by pub.json)
+    const fixture = await readJsonDir(p("bundle-dir"));
+    const resigned = async (label: string, file: string, edit: (text: string) => string) => {
+      const files = new Map(fixture);
+      files.set(file, Buffer.from(edit(files.get(file)!.toString())));
+      const manifest = Buffer.from(
+        [...files.keys()]
+          .filter((n) => !n.startsWith("MANIFEST"))
+          .sort()
+          .map((n) => `${sha256Hex(files.get(n)!)}  ${n}\n`)
+          .join(""),
+      );
+      files.set("MANIFEST.sha256", manifest);
+      files.set("MANIFEST.sha256.sig", Buffer.from(Buffer.from(signer.signDeterministic(pae(MANIFEST_PAYLOAD_TYPE, manifest))).toString("base64") + "\n"));
+      const d = await writeDir(
+        join(x, `dir-resigned-${label}`),
+        [...files].map(([name, data]) => ({ name, data })),
+      );
+      cases.push(B(`json-dir, manifest signed again: ${label}`, "--bundle", d, "--public-key", p("pub.json")));
+    };
+    await resigned("nothing changed (valid)", "receipt.json", (s) => s);
+    await resigned("__proto__ in the signature metadata", "signature-metadata.json", (s) => s.replace("{", '{"__proto__":{},'));
+    await resigned("__proto__ in the key file", "signer-public-key.json", (s) => s.replace("{", '{"__proto__":null,'));
+    await resigned("evidence version nested 3,000 deep", "signature-metadata.json", (s) =>
+      s.replace(/"evidence_version": \d+/, `"evidence_version": ${"[".repeat(3000)}${"]".repeat(3000)}`),
+    );
+    await resigned("evidence version with integer-like names", "signature-metadata.json", (s) =>
+      s.replace(/"evidence_version": \d+/, '"evidence_version": {"b":1,"2":1,"a":1,"1":1}'),
+    );
+    // names that are not UTF-8: shown and matched as their decoding, read by their own bytes
+    const notUtf8 = await writeDir(join(x, "dir-not-utf8"), good);
+    const rawName = (d: string, last: number) => Buffer.concat([Buffer.from(join(d, "x")), Buffer.from([last])]);
+    await writeFile(rawName(notUtf8, 0xff), "x");
+    cases.push(B("json-dir: a name that is not UTF-8", "--bundle", notUtf8, ...appPin));
+    const twice = await writeDir(join(x, "dir-not-utf8-twice"), good);
+    for (const b of [0xfe, 0xff]) await writeFile(rawName(twice, b), "x");
+    cases.push(B("json-dir: two names with the same decoding", "--bundle", twice, ...appPin));
     const big = await writeDir(join(x, "dir-big"), [...good, { name: "big", data: Buffer.alloc(4 * 1024 * 1024 + 1) }]);
     cases.push(B("json-dir: a file over 4 MiB", "--bundle", big, ...appPin));
     const linkTarget = await writeDir(join(x, "dir-target"), good);

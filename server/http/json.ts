@@ -215,23 +215,24 @@ export function findJsonProblem(text: string, rules: JsonRules): JsonProblem | n
   }
 }
 
-// The shape of this loop is kept on purpose (a throw at the first problem, the problem built
-// out of line by found(), push and pop, one closure over the stack): variants that returned
-// the problem or built it inline ran 100 times slower (4 s for 400 KB of small members) on
-// some optimised runs under Node 20.
+// The next \u escape is looked for inside the loop, at a string, never before it: Node 20's
+// optimising compiler scheduled a loop-invariant text.indexOf("\\u") made before the loop
+// into the loop's every turn, so that a long text without escapes cost one search of the rest
+// of the text per character (37 s for 2 MB of small values once the function was optimised
+// on small texts). test/http/json.test.ts scans large texts after such a warm-up.
 function scan(text: string, numbers: NumberRule, refuseProto: boolean, maxDepth: number): null {
   const stack: Frame[] = [];
   let expectName = false;
   const n = text.length;
-  // Where the next \u escape is: found once per escape, not once per string.
-  let nextEscape = text.indexOf("\\u");
+  // Where the next \u escape is (-2: not looked for yet): found once per escape, not once per string.
+  let nextEscape = -2;
   const depthNow = (): number => stack.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
       const end = stringEnd(text, i);
       const top = stack.length > 0 ? stack[stack.length - 1]! : null;
-      if (nextEscape !== -1 && nextEscape < i) nextEscape = text.indexOf("\\u", i);
+      if (nextEscape === -2 || (nextEscape !== -1 && nextEscape < i)) nextEscape = text.indexOf("\\u", i);
       const escaped = nextEscape !== -1 && nextEscape < end;
       if (expectName && top?.names) {
         const raw = text.slice(i + 1, end);

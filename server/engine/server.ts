@@ -7,6 +7,7 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { createStore, type Store } from "../../lib/store/index.js";
 import { ValidationError } from "../../lib/errors.js";
+import { requestEntry } from "../http/entry.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { createApp, jsonLogger, type Logger } from "./app.js";
@@ -47,7 +48,14 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
   // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default.
   // Requests Node cannot parse get the JSON error body too (400, Connection: close).
   const maxHeaderSize = MAX_HEADER_BYTES;
-  const server = answerClientErrors(tls ? https.createServer({ ...tls, maxHeaderSize }, app) : http.createServer({ maxHeaderSize }, app), maxHeaderSize);
+  // Pipelined requests in turn and a missing Host in JSON (server/http/entry.ts).
+  const entry = requestEntry(app);
+  const server = answerClientErrors(
+    tls
+      ? https.createServer({ ...tls, maxHeaderSize, requireHostHeader: false }, entry)
+      : http.createServer({ maxHeaderSize, requireHostHeader: false }, entry),
+    maxHeaderSize,
+  );
   server.requestTimeout = 0; // large uploads are bounded by size, not time
   try {
     await new Promise<void>((resolve, reject) => {

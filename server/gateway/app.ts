@@ -6,6 +6,7 @@ import { performance } from "node:perf_hooks";
 import { NotFoundError } from "../../lib/errors.js";
 import { tenantIdSchema } from "../../lib/fields.js";
 import { hasBody, lingerOnClose } from "../http/body.js";
+import { requestEntry } from "../http/entry.js";
 import { answerClientErrors } from "../http/client-error.js";
 import { sendError, writeErrorBody } from "../http/errors.js";
 import { holdContinue } from "../http/expect-continue.js";
@@ -293,14 +294,18 @@ export function createApp(deps: GatewayDeps): Express {
   // The engine's header limit (X-SVC-Metadata may carry 64 KiB), and requests Node cannot parse
   // answered with the JSON error body (400, Connection: close) rather than a bare status line.
   app.listen = ((...args: unknown[]): Server => {
-    const server = answerClientErrors(createServer({ maxHeaderSize: MAX_HEADER_BYTES }, handler), MAX_HEADER_BYTES);
+    // Pipelined requests in turn and a missing Host in JSON (server/http/entry.ts).
+    const server = answerClientErrors(createServer({ maxHeaderSize: MAX_HEADER_BYTES, requireHostHeader: false }, requestEntry(handler)), MAX_HEADER_BYTES);
     // Expect: 100-continue: the data plane sends 100 Continue right before it reads the body,
     // so that a request refused before that is not sent; other routes get it at once, as from Node.
-    server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
-      if (DATA_PLANE.test(req.url ?? "")) holdContinue(res);
-      else res.writeContinue();
-      handler(req, res);
-    });
+    server.on(
+      "checkContinue",
+      requestEntry((req: IncomingMessage, res: ServerResponse) => {
+        if (DATA_PLANE.test(req.url ?? "")) holdContinue(res);
+        else res.writeContinue();
+        handler(req, res);
+      }),
+    );
     return server.listen(...(args as Parameters<Server["listen"]>));
   }) as unknown as Express["listen"];
   mountRoutes(app, gw);

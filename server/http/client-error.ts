@@ -5,8 +5,8 @@ import { randomUUID } from "node:crypto";
 import { requestIdFrom, requestIdOfResponse } from "./request-id.js";
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { STATUS_OF } from "../../lib/errors.js";
-import type { ErrorBody } from "./errors.js";
+import { STATUS_OF, ValidationError, type ErrorCode } from "../../lib/errors.js";
+import { writeErrorBody, type ErrorBody } from "./errors.js";
 
 // How long a socket that was answered may wait for its peer to close before it is destroyed.
 const LINGER_MS = 2000;
@@ -34,11 +34,11 @@ function errorText(err: NodeJS.ErrnoException, maxHeaderBytes: number, requestId
   return JSON.stringify(body);
 }
 
-/** The raw HTTP/1.1 response for a request that could not be parsed. */
-export function clientErrorResponse(err: NodeJS.ErrnoException, maxHeaderBytes: number): string {
-  const requestId = randomUUID();
-  const status = STATUS_OF.bad_request;
-  const text = errorText(err, maxHeaderBytes, requestId);
+/** A raw HTTP/1.1 answer with the error body of docs/api.md (errors), Connection: close. */
+function rawErrorResponse(code: ErrorCode, detail: string, requestId: string = randomUUID()): string {
+  const status = STATUS_OF[code];
+  const body: ErrorBody = { detail, code, request_id: requestId };
+  const text = JSON.stringify(body);
   return [
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}`,
     "Content-Type: application/json; charset=utf-8",
@@ -48,6 +48,19 @@ export function clientErrorResponse(err: NodeJS.ErrnoException, maxHeaderBytes: 
     "",
     text,
   ].join("\r\n");
+}
+
+/** The raw HTTP/1.1 response for a request that could not be parsed. */
+export function clientErrorResponse(err: NodeJS.ErrnoException, maxHeaderBytes: number): string {
+  return rawErrorResponse("bad_request", detailOf(err, maxHeaderBytes));
+}
+
+/** Ends a socket with `text`, destroying it if the peer has not closed within LINGER_MS. */
+function endWith(socket: Socket, text: string): void {
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
+  socket.end(text);
 }
 
 /**
@@ -84,10 +97,19 @@ export function answerClientErrors<S extends Server>(server: S, maxHeaderBytes: 
     }
     // end() rather than destroy(): the answer is sent before FIN, and unread request bytes
     // do not turn the close into a reset that could discard it at the client.
-    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
-    timer.unref();
-    socket.once("close", () => clearTimeout(timer));
-    socket.end(clientErrorResponse(err, maxHeaderBytes));
+    endWith(socket, clientErrorResponse(err, maxHeaderBytes));
+  });
+  // An Expect other than 100-continue (Node answers a bare 417) and CONNECT (Node closes the
+  // connection without a word): the JSON error body, and the connection closes.
+  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+    res.shouldKeepAlive = false;
+    req.resume();
+    const e = new ValidationError("The request's Expect header is not supported; only 100-continue is.", "Expect");
+    writeErrorBody(res, e, requestIdFrom(req.headers["x-request-id"]), ["Connection", "close"]);
+  });
+  server.on("connect", (req: IncomingMessage, socket: Socket) => {
+    socket.on("error", () => socket.destroy());
+    endWith(socket, rawErrorResponse("not_found", `No endpoint CONNECT ${String(req.url ?? "").slice(0, 200)}.`, requestIdFrom(req.headers["x-request-id"])));
   });
   return server;
 }

@@ -1,10 +1,12 @@
 // Starts the appliance: backend, first boot, chain, app, listener.
 import { existsSync, readFileSync } from "node:fs";
 import { open, readFile, unlink } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
+import { createServer, maxHeaderSize as NODE_HEADER_BYTES, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { answerClientErrors } from "../http/client-error.js";
+import { requestEntry } from "../http/entry.js";
 import { createApp, type LogFn } from "./app.js";
 import { LogChainStore, ReceiptChain } from "./chain.js";
 import { ConfigError, type ProvenanceConfig } from "./config.js";
@@ -138,7 +140,9 @@ export async function startProvenance(
   let server: Server;
   try {
     server = await new Promise<Server>((resolve, reject) => {
-      const s = createServer(app);
+      // pipelined requests in turn, and what Node answers bare (a missing Host, a request it
+      // cannot parse, an unknown Expect, CONNECT) with the JSON error body, as the engine does
+      const s = answerClientErrors(createServer({ requireHostHeader: false }, requestEntry(app)), NODE_HEADER_BYTES);
       s.once("error", reject); // EADDRINUSE, EACCES
       s.listen(config.port, config.host, () => {
         s.off("error", reject);

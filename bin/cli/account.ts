@@ -2,7 +2,7 @@
 // tenant key of SVC_API_KEY (no service key needed).
 import { errorFromCode, SvcError } from "../../lib/errors.js";
 import { fmtCus, fmtUtil } from "./admin.js";
-import { gatewayCall, gatewayUrl, table, UsageError, type Io } from "./common.js";
+import { apiKeyOf, gatewayCall, gatewayUrl, table, type Io } from "./common.js";
 
 interface Account {
   tenant_id: string;
@@ -14,8 +14,7 @@ interface Account {
 
 /** The account view of SVC_API_KEY's tenant; a non-2xx answer is thrown as the library's error. */
 export async function fetchAccount(io: Io, period?: string): Promise<Account> {
-  const apiKey = io.env.SVC_API_KEY;
-  if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
+  const apiKey = apiKeyOf(io);
   const base = gatewayUrl(io);
   const res = await gatewayCall(base, `/gate/account${period ? `?period=${period}` : ""}`, "GET", { "x-api-key": apiKey, accept: "application/json" });
   let body: Record<string, unknown> | undefined;

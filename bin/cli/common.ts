@@ -95,12 +95,12 @@ export function reportError(e: unknown, io: Io, usageHint: string): number {
     return 2;
   }
   if (e instanceof ReportedFailure) return 1;
-  const refused = e instanceof SvcError ? /^The (?:service|gateway) at (\S+) could not be reached \(ECONNREFUSED\)\.$/.exec(e.message) : null;
-  if (refused) {
-    io.err(`svc: Nothing answers at ${refused[1]} (connection refused): is \`svc up\` running at ${refused[1]}? (SVC_GATE_URL sets another address.)\n`);
+  const transport = transportSentence(e, io);
+  if (transport !== null) {
+    io.err(`svc: ${transport}\n`);
   } else if (e instanceof SvcError) {
     const rid = (e.extra.request_id as string | undefined) ?? undefined;
-    io.err(`svc: ${e.message}${rid ? ` (request ${rid})` : ""}\n`);
+    io.err(`svc: ${e.message.trim().split("\n")[0]}${rid ? ` (request ${rid})` : ""}\n`);
   } else if ((e as { variable?: string })?.variable !== undefined || (e as Error)?.name === "ConfigError") {
     io.err(`svc: ${(e as Error).message}\n`);
   } else if (e instanceof Error && (e as NodeJS.ErrnoException).code && (e as NodeJS.ErrnoException).syscall) {
@@ -111,6 +111,67 @@ export function reportError(e: unknown, io: Io, usageHint: string): number {
   }
   if (debug && e instanceof Error && e.stack) io.err(`${e.stack}\n`);
   return 1;
+}
+
+const UNTRUSTED = new Set([
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_UNTRUSTED",
+  "CERT_SIGNATURE_FAILURE",
+]);
+
+/**
+ * The sentence, with its way out, of a failure to talk to the gateway at all: the client's
+ * "The service at URL could not be reached (CODE)." (and the admin commands' "The gateway at
+ * URL …"), or the raw OpenSSL text the client passes on for a TLS protocol error (EPROTO, no
+ * URL: SVC_GATE_URL's). Null for anything else.
+ */
+export function transportSentence(e: unknown, io: Io): string | null {
+  if (!(e instanceof SvcError)) return null;
+  let url: string;
+  let code: string;
+  let detail = "";
+  const reached = /^The (?:service|gateway) at (\S+) could not be reached \(([A-Z0-9_]+)\)\.$/.exec(e.message);
+  if (reached) [, url, code] = reached as unknown as [string, string, string];
+  else if (e.code === "internal" && /\bEPROTO\b|SSL routines/.test(e.message)) {
+    url = (io.env.SVC_GATE_URL || "http://127.0.0.1:8080").replace(/\/+$/, "");
+    code = "EPROTO";
+    // "…:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:…" → "wrong version number"
+    detail = /SSL routines:[^:]*:([^:]+)/.exec(e.message)?.[1]?.trim() ?? "";
+  } else return null;
+  let host = url;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    /* the URL as given */
+  }
+  const https = url.startsWith("https:");
+  switch (code) {
+    case "ECONNREFUSED":
+      return `Nothing answers at ${url} (connection refused): is \`svc up\` running at ${url}? (SVC_GATE_URL sets another address.)`;
+    case "EPROTO":
+    case "ERR_SSL_WRONG_VERSION_NUMBER":
+      if (https && (detail === "" || /wrong version number|packet length too long|http request/i.test(detail)))
+        return `The server at ${url} does not answer in TLS${detail ? ` (${detail})` : ""}: if it serves plain http, set SVC_GATE_URL to ${url.replace(/^https:/, "http:")}.`;
+      return `The TLS handshake with ${url} failed${detail ? ` (${detail})` : ""}: check that SVC_GATE_URL is the gateway's https address.`;
+    case "ERR_TLS_CERT_ALTNAME_INVALID":
+      return `The TLS certificate of ${url} does not name ${host} (ERR_TLS_CERT_ALTNAME_INVALID): use in SVC_GATE_URL a host name that the certificate names.`;
+    case "CERT_HAS_EXPIRED":
+    case "CERT_NOT_YET_VALID":
+      return `The TLS certificate of ${url} is out of its validity dates (${code}): the server needs a current certificate.`;
+    case "ECONNRESET":
+      return `The server at ${url} closed the connection without an answer (ECONNRESET): ${https ? "check that the gateway runs there" : `if it serves https, set SVC_GATE_URL to ${url.replace(/^http:/, "https:")}`}.`;
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `No host named ${host} was found (${code}): check the address in SVC_GATE_URL.`;
+    default:
+      if (UNTRUSTED.has(code))
+        return `The TLS certificate of ${url} is not trusted (${code}): set NODE_EXTRA_CA_CERTS to the PEM file of the CA that signed it (of the certificate itself when it is self-signed).`;
+      return null;
+  }
 }
 
 function describeErrno(e: NodeJS.ErrnoException): string {
@@ -182,18 +243,37 @@ export function gatewayUrl(io: Io): string {
   return u.replace(/\/+$/, "");
 }
 
+/**
+ * `key` as it goes into a request header: svc's keys are printable ASCII, and anything else (a
+ * non-ASCII or control character, often from a copy and paste) is a usage error naming `where`
+ * (the variable or file it came from), never Node's "Invalid character in header content".
+ */
+export function headerKey(key: string, where: string, wayOut: string): string {
+  if (!/^[\x20-\x7e]+$/.test(key)) throw new UsageError(`${where} holds a character that no svc key has (non-ASCII or a control character): ${wayOut}.`);
+  return key;
+}
+
+/** The tenant key of data commands and `svc usage --mine`: SVC_API_KEY, set and sendable. */
+export function apiKeyOf(io: Io): string {
+  const k = io.env.SVC_API_KEY;
+  if (!k) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
+  return headerKey(k, "SVC_API_KEY", "export the tenant key as 'svc tenant create' or 'svc key create' printed it (SVC_API_KEY=svc_live_…)");
+}
+
 /** The service key: SVC_GATE_ENGINE_SERVICE_KEY, else DIR/service.key of `svc up`. */
 export function serviceKey(io: Io, dataDir: string | undefined): string {
   const env = io.env.SVC_GATE_ENGINE_SERVICE_KEY;
-  if (env) return env;
+  const printed = "set it to the key 'svc up' printed (SVC_GATE_ENGINE_SERVICE_KEY=…) or to the content of its service.key";
+  if (env) return headerKey(env, "SVC_GATE_ENGINE_SERVICE_KEY", printed);
   const dir = dataDir ?? "./svc-data";
   const file = join(dir, "service.key");
+  let k = "";
   try {
-    const k = readFileSync(file, "utf8").trim();
-    if (k) return k;
+    k = readFileSync(file, "utf8").trim();
   } catch {
     /* fall through */
   }
+  if (k) return headerKey(k, file, "it is not a key written by 'svc up'; set SVC_GATE_ENGINE_SERVICE_KEY instead");
   throw new UsageError(`No service key: set SVC_GATE_ENGINE_SERVICE_KEY or run 'svc up' so that ${file} exists (or pass --data DIR).`);
 }
 

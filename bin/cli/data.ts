@@ -2,15 +2,18 @@
 // SVC_API_KEY and the gateway from SVC_GATE_URL. `.npy` files are recognised by their magic
 // bytes, whatever their name. A command that only reads and prints (get, ls, search, topk, rm)
 // loads no zod: names are checked by lib/client-names.ts and the client is lib/client-core.ts.
-import { writeFile, rename, unlink } from "node:fs/promises";
+import { writeFile, rename, stat, unlink } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { clientCore, type SvcClient } from "../../lib/client-core.js";
-import { keyProblem, namespaceProblem } from "../../lib/client-names.js";
+import { keyProblem, namespaceProblem, quickOptions } from "../../lib/client-names.js";
 import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
 import type { Dtype } from "../../lib/fields.js";
 import { ValidationError } from "../../lib/errors.js";
+import { compileFilter } from "../../lib/filter.js";
 import type { PutOptions } from "../../lib/schemas.js";
+import type { DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, TopkResult } from "../../lib/store/types.js";
 import { transferBar, type TransferBar } from "./transfer.js";
-import { fmtBytes, gatewayUrl, readInput, intFlag, numFlag, parse, UsageError, type Io } from "./common.js";
+import { apiKeyOf, fmtBytes, gatewayUrl, readInput, intFlag, numFlag, parse, UsageError, type Io, type Values } from "./common.js";
 
 const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default http://127.0.0.1:8080).";
 
@@ -47,7 +50,8 @@ export const SERVE_HELP = `Usage: svc serve NS KEY -o OUT.npy [--slice 0:16,:,:]
 
 Reconstructs an entry, or a block of it, to a .npy file. --slice takes one start:stop per
 dimension, python-style: a bare index i means i:i+1, negative indices count from the end
-(--slice -1,:,: works), missing trailing dimensions are whole. --dtype float16, float32 or
+(--slice -1,:,: works), missing trailing dimensions are whole (--slice 0:8, as numpy's
+a[0:8,]) and : is a whole dimension; an empty part is refused. --dtype float16, float32 or
 float64 converts floating data; bfloat16 entries are written as float32, bytes entries as a
 uint8 vector. ${ENV_LINE}`;
 
@@ -74,8 +78,7 @@ export const DATA_HELP = [PUT_HELP, GET_HELP, LS_HELP, RM_HELP, SERVE_HELP, SEAR
  * shows a long put or serve on a terminal.
  */
 export function dataClient(io: Io, patient = false, bar?: TransferBar, localCompress = true): SvcClient {
-  const apiKey = io.env.SVC_API_KEY;
-  if (!apiKey) throw new UsageError("SVC_API_KEY is not set: export the tenant API key printed by 'svc tenant create'.");
+  const apiKey = apiKeyOf(io);
   // a wait of a second or more is said on stderr (the client records the answer before it sleeps),
   // so that a job held back by the rate limit does not look hung; once per window, however many
   // uploads of a bulk job wait on it, and for a bulk job on a terminal in place of its progress line
@@ -184,12 +187,28 @@ export function parseMeta(v: string | undefined): Record<string, unknown> | unde
   return m as Record<string, unknown>;
 }
 
+/** The comma-separated parts of a --slice spec: one trailing comma dropped; an empty spec or part refused. */
+export function sliceParts(spec: string): string[] {
+  if (spec.trim() === "")
+    throw new UsageError("--slice is empty: give one start:stop per dimension, for example 0:16,:,: (or leave out --slice for the whole entry).");
+  const parts = spec.split(",").map((p) => p.trim());
+  if (parts.length > 1 && parts[parts.length - 1] === "") parts.pop();
+  const empty = parts.indexOf("");
+  if (empty >= 0) {
+    const fixed = parts.map((p) => p || ":").join(",");
+    throw new UsageError(`--slice '${spec}' has an empty dimension ${empty}: write : for a whole dimension (--slice ${fixed}).`);
+  }
+  return parts;
+}
+
 /**
  * `--slice 0:16,:,-4:` against a shape: one [start, stop) pair per dimension, python-style
- * (negative indices count from the end; a bare index i means i:i+1; missing trailing dims are whole).
+ * (negative indices count from the end; a bare index i means i:i+1; missing trailing dims are
+ * whole; one trailing comma is allowed, as in numpy's a[0:8,]). An empty spec or an empty part
+ * between commas is a usage error: ':' is the whole dimension.
  */
 export function parseSlice(spec: string, shape: number[]): Array<[number, number]> {
-  const parts = spec.split(",");
+  const parts = sliceParts(spec);
   if (parts.length > shape.length) throw new UsageError(`--slice has ${parts.length} dimensions but the entry has ${shape.length}.`);
   const out: Array<[number, number]> = [];
   for (let i = 0; i < shape.length; i++) {
@@ -216,6 +235,105 @@ export function parseSlice(spec: string, shape: number[]): Array<[number, number
     out.push([a, b]);
   }
   return out;
+}
+
+/** The options of a put that come from flags (svc put; svc import takes the first four). */
+/** The fields of a put's answer that svc put and svc import print. */
+export const PUT_ANSWER: Record<string, Want> = {
+  namespace: "string",
+  key: "string",
+  version: "number",
+  verdict: "string",
+  "fingerprint.codec": "string",
+  bytes_in: "number",
+  bytes_stored: "number",
+  compression_ratio: "number",
+  relative_error: "number",
+  max_abs_error: "number",
+};
+
+export type PutFlags = Pick<PutOptions, "tolerance" | "max_abs_error" | "codec" | "max_rank" | "metadata" | "if_version">;
+
+const FLAG_OF: Record<string, string> = {
+  tolerance: "tolerance",
+  max_abs_error: "max-abs-error",
+  codec: "codec",
+  max_rank: "max-rank",
+  metadata: "meta",
+  if_version: "if-version",
+};
+
+/**
+ * --tolerance, --max-abs-error, --codec, --max-rank, --meta and --if-version, checked with the
+ * store's own rules (its put options schema) before any file is read or request made: a value
+ * the store would refuse is a usage error naming the flag, for svc put and svc import alike.
+ */
+export async function putFlags(values: Values): Promise<PutFlags> {
+  const codec = values.codec as string | undefined;
+  if (codec !== undefined && !["auto", "tt", "pred", "lossless"].includes(codec)) throw new UsageError("--codec must be one of auto, tt, pred, lossless.");
+  const o: PutFlags = {
+    tolerance: numFlag(values.tolerance as string | undefined, "tolerance"),
+    max_abs_error: numFlag(values["max-abs-error"] as string | undefined, "max-abs-error"),
+    codec: codec as PutOptions["codec"],
+    max_rank: intFlag(values["max-rank"] as string | undefined, "max-rank", 1),
+    metadata: parseMeta(values.meta as string | undefined),
+    if_version: intFlag(values["if-version"] as string | undefined, "if-version", 0),
+  };
+  const given = Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+  if (Object.keys(given).length > 0) {
+    const { putOptionsSchema } = await import("../../lib/schemas.js");
+    const r = putOptionsSchema.safeParse(given);
+    if (!r.success) {
+      const issue = r.error.issues[0]!;
+      throw new UsageError(`--${FLAG_OF[String(issue.path[0])] ?? String(issue.path[0])}: ${issue.message.replace(/\.$/, "")}.`);
+    }
+  }
+  return o;
+}
+
+type Want = "string" | "number" | "number|null" | "array" | "array|null" | "object";
+const IS: Record<Want, (x: unknown) => boolean> = {
+  string: (x) => typeof x === "string",
+  number: (x) => typeof x === "number",
+  "number|null": (x) => x === null || typeof x === "number",
+  array: Array.isArray,
+  "array|null": (x) => x === null || Array.isArray(x),
+  object: (x) => x !== null && typeof x === "object" && !Array.isArray(x),
+};
+
+/**
+ * `v`, an answer of the gateway, when it has the fields this command prints (`want`: dotted
+ * paths; `items` checks every element of a list field the same way); otherwise one sentence
+ * saying that the server at SVC_GATE_URL did not answer as svc does (another program there),
+ * instead of a TypeError from reading a field that is missing.
+ */
+export function svcAnswer<T>(io: Io, what: string, v: unknown, want: Record<string, Want>, items?: [string, Record<string, Want>]): T {
+  const at = (o: unknown, path: string) =>
+    path.split(".").reduce<unknown>((x, k) => (x !== null && typeof x === "object" ? (x as Record<string, unknown>)[k] : undefined), o);
+  const bad = (o: unknown, w: Record<string, Want>) => Object.entries(w).find(([path, kind]) => !IS[kind](at(o, path)))?.[0];
+  let missing = IS.object(v) ? bad(v, want) : "a JSON object";
+  if (missing === undefined && items) {
+    const list = at(v, items[0]) as unknown[];
+    for (const item of list) {
+      const m = IS.object(item) ? bad(item, items[1]) : "an object";
+      if (m !== undefined) {
+        missing = `${items[0]}[].${m}`;
+        break;
+      }
+    }
+  }
+  if (missing === undefined) return v as T;
+  throw new NotSvcAnswer(
+    `The server at ${gatewayUrl(io)} answered ${what} with JSON that is not svc's (no ${missing}): check that SVC_GATE_URL is the address of an svc gateway.`,
+  );
+}
+
+/** An answer of another program than svc's gateway (exit 1). */
+export class NotSvcAnswer extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NotSvcAnswer";
+  }
 }
 
 const pct = (x: number) => (x === 0 ? "0" : x.toExponential(2));
@@ -246,26 +364,12 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   checkName("key", key);
   const dtype = await dtypeFlag(values.dtype as string | undefined);
   const shape = shapeFlag(values.shape as string | undefined);
-  const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
-  const maxAbsError = numFlag(values["max-abs-error"] as string | undefined, "max-abs-error");
-  const codec = values.codec as PutOptions["codec"] | undefined;
-  const maxRank = intFlag(values["max-rank"] as string | undefined, "max-rank", 1);
-  const ifVersion = intFlag(values["if-version"] as string | undefined, "if-version", 0);
-  const metadata = parseMeta(values.meta as string | undefined);
+  const flags = await putFlags(values);
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);
   try {
     const p = preparePut(await readInput(file), dtype, shape, file, Boolean(values.bytes));
-    const r = await client.put(ns, key, p.data, {
-      dtype: p.dtype,
-      shape: p.shape,
-      tolerance,
-      max_abs_error: maxAbsError,
-      codec,
-      max_rank: maxRank,
-      metadata,
-      if_version: ifVersion,
-    });
+    const r = svcAnswer<PutResult>(io, "the put", await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, ...flags }), PUT_ANSWER);
     bar?.finish();
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {
@@ -293,7 +397,8 @@ export async function getCommand(argv: string[], io: Io): Promise<number> {
   const version = intFlag(values.version as string | undefined, "version", 1);
   const client = dataClient(io);
   try {
-    io.out(JSON.stringify(await client.get(ns, key, { version }), null, 2) + "\n");
+    const info = svcAnswer(io, "the get", await client.get(ns, key, { version }), { key: "string", version: "number", dtype: "string" });
+    io.out(JSON.stringify(info, null, 2) + "\n");
     return 0;
   } finally {
     await client.close();
@@ -307,12 +412,16 @@ export async function lsCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   const ns = checkName("namespace", positionals[0]!);
+  const prefix = await prefixFlag(values.prefix as string | undefined);
   const client = dataClient(io);
   try {
     const all = [];
     let offset: number | null = 0;
     while (offset !== null) {
-      const page = await client.list(ns, { prefix: values.prefix as string | undefined, offset });
+      const page: ListResult = svcAnswer<ListResult>(io, "the list", await client.list(ns, { prefix, offset }), { keys: "array", next_offset: "number|null" }, [
+        "keys",
+        { key: "string", version: "number" },
+      ]);
       all.push(...page.keys);
       offset = page.next_offset;
     }
@@ -345,7 +454,12 @@ export async function rmCommand(argv: string[], io: Io): Promise<number> {
   checkName("key", key);
   const client = dataClient(io);
   try {
-    const r = await client.delete(ns, key);
+    const r = svcAnswer<DeleteResult>(io, "the delete", await client.delete(ns, key), {
+      namespace: "string",
+      key: "string",
+      version: "number",
+      purge_after: "string",
+    });
     io.out(values.json ? JSON.stringify(r, null, 2) + "\n" : `Deleted ${r.namespace}/${r.key} (last version ${r.version}); purged after ${r.purge_after}.\n`);
     return 0;
   } finally {
@@ -380,16 +494,22 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     throw new UsageError("--dtype must be float16, float32 or float64 (a conversion of floating data).");
   }
   let dtype = want as (typeof SERVE_DTYPES)[number] | undefined;
+  if (values.slice !== undefined) sliceParts(values.slice as string); // its syntax before any request
+  await checkOutput(out, key);
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);
   try {
     let slice: Array<[number, number]> | undefined;
     // the slice syntax needs the shape, and bfloat16 entries need a float32 serve: read the metadata first
-    const info = await client.get(ns, key, { version });
+    const info = svcAnswer<EntryInfo>(io, "the get", await client.get(ns, key, { version }), { version: "number", dtype: "string", shape: "array|null" });
     version = info.version;
     if (values.slice !== undefined) slice = parseSlice(values.slice as string, info.shape ?? []);
     if (dtype === undefined && info.dtype === "bfloat16") dtype = "float32";
-    const r = await client.serve(ns, key, { version, slice, dtype });
+    const r = await client.serve(ns, key, { version, slice, dtype }).catch((e: unknown) => {
+      // the client builds the array from the answer's fields: another program's answer fails there
+      if (e instanceof TypeError || e instanceof RangeError) svcAnswer(io, "the serve", null, {});
+      throw e;
+    });
     bar?.finish();
     const arr = r.dtype === "bytes" ? { dtype: "uint8", shape: [r.data.byteLength], data: r.data } : { dtype: r.dtype, shape: r.shape, data: r.data };
     if (!isNpyDtype(arr.dtype)) throw new ValidationError(`The served dtype ${arr.dtype} cannot be written to a .npy file.`);
@@ -401,13 +521,50 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
       await rename(tmp, out);
     } catch (e) {
       await unlink(tmp).catch(() => undefined);
-      throw e;
+      throw outputError(e, out, key);
     }
     io.out(`Wrote ${out}: ${arr.dtype} [${arr.shape.join(", ")}], version ${r.version}, ${fmtBytes(file.length)}.\n`);
     return 0;
   } finally {
     bar?.finish();
     await client.close();
+  }
+}
+
+const npyNameOf = (key: string) => `${key.split("/").pop()}.npy`;
+
+/**
+ * -o OUT of svc serve, before any request: a directory, or a file in a directory that does not
+ * exist, is a usage error naming OUT (not the temporary file the write goes through).
+ */
+async function checkOutput(out: string, key: string): Promise<void> {
+  const st = await stat(out).catch(() => null);
+  if (st?.isDirectory()) throw new UsageError(`-o ${out} is a directory: name the file to write, for example -o ${join(out, npyNameOf(key))}.`);
+  const dir = dirname(out);
+  const ds = await stat(dir).catch(() => null);
+  if (ds === null) throw new UsageError(`-o ${out}: the directory ${dir} does not exist; create it first (mkdir -p ${dir}) or write elsewhere.`);
+  if (!ds.isDirectory()) throw new UsageError(`-o ${out}: ${dir} is not a directory.`);
+}
+
+/** A failure to write OUT, named by OUT and said as one sentence. */
+function outputError(e: unknown, out: string, key: string): unknown {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (typeof code !== "string") return e;
+  switch (code) {
+    case "EISDIR":
+      return new UsageError(`-o ${out} is a directory: name the file to write, for example -o ${join(out, npyNameOf(key))}.`);
+    case "ENOENT":
+    case "ENOTDIR":
+      return new UsageError(`-o ${out}: the directory ${dirname(out)} does not exist; create it first (mkdir -p ${dirname(out)}) or write elsewhere.`);
+    case "EACCES":
+    case "EPERM":
+    case "EROFS":
+      return new Error(`${out} cannot be written (${code}): write it somewhere you may write, with -o.`);
+    case "ENOSPC":
+    case "EDQUOT":
+      return new Error(`${out} could not be written: no space left on its device (${code}).`);
+    default:
+      return new Error(`${out} could not be written (${code}).`);
   }
 }
 
@@ -421,7 +578,23 @@ function filterFlag(v: string | undefined): Record<string, unknown> | undefined 
     f = undefined;
   }
   if (f === null || typeof f !== "object" || Array.isArray(f)) throw new UsageError(`--filter must be a JSON object, for example '{"run": {"$gte": 3}}'.`);
+  // the store's own check of the filter language (loaded with the client, no zod)
+  try {
+    compileFilter(f);
+  } catch (e) {
+    if (!(e instanceof ValidationError)) throw e;
+    throw new UsageError(`--filter: ${e.message.replace(/\.$/, "")} (the filter language is in docs/api.md).`);
+  }
   return f as Record<string, unknown>;
+}
+
+/** --prefix: the key alphabet; the store's sentence (its schema, loaded only for a bad prefix) when it is not. */
+async function prefixFlag(v: string | undefined): Promise<string | undefined> {
+  if (v === undefined || quickOptions("list", { prefix: v }) !== null) return v;
+  const { prefixSchema } = await import("../../lib/schemas.js");
+  const r = prefixSchema.safeParse(v);
+  if (!r.success) throw new UsageError(`--prefix '${v}': ${r.error.issues[0]!.message.replace(/\.$/, "")}.`);
+  return v;
 }
 
 export async function searchCommand(argv: string[], io: Io): Promise<number> {
@@ -442,11 +615,18 @@ export async function searchCommand(argv: string[], io: Io): Promise<number> {
   }
   const ns = checkName("namespace", positionals[0]!);
   const filter = filterFlag(values.filter as string | undefined) ?? {};
+  const prefix = await prefixFlag(values.prefix as string | undefined);
   const limit = intFlag(values.limit as string | undefined, "limit", 1, 1000);
   const offset = intFlag(values.offset as string | undefined, "offset", 0);
   const client = dataClient(io);
   try {
-    const r = await client.search(ns, filter, { prefix: values.prefix as string | undefined, limit, offset });
+    const r = svcAnswer<SearchResult>(
+      io,
+      "the search",
+      await client.search(ns, filter, { prefix, limit, offset }),
+      { results: "array", total: "number", next_offset: "number|null" },
+      ["results", { key: "string", version: "number" }],
+    );
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {
       for (const e of r.results) io.out(`${e.key}\tv${e.version}\t${JSON.stringify(e.metadata)}\n`);
@@ -486,7 +666,7 @@ export async function topkCommand(argv: string[], io: Io): Promise<number> {
   const filter = filterFlag(values.filter as string | undefined);
   const client = dataClient(io);
   try {
-    const r = await client.query.topk(ns, {
+    const answer = await client.query.topk(ns, {
       key,
       k,
       version,
@@ -494,6 +674,10 @@ export async function topkCommand(argv: string[], io: Io): Promise<number> {
       metric: metric as "cosine" | undefined,
       include_self: Boolean(values["include-self"]),
     });
+    const r = svcAnswer<TopkResult>(io, "the top-k query", answer, { metric: "string", results: "array", scanned: "number", skipped: "number" }, [
+      "results",
+      { key: "string", version: "number", score: "number" },
+    ]);
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");
     else {
       for (const e of r.results) io.out(`${e.score.toPrecision(6)}\t${e.key}\tv${e.version}\n`);

@@ -13,17 +13,18 @@ import type { SvcClient } from "../../lib/client-core.js";
 import { chooseLocally, LOCAL_MIN_COMPRESS_BYTES, locallyCompressible, type LocalOptions, type LocalTT } from "../../lib/client-compress.js";
 import type { PutCoresItem } from "../../lib/store/put.js";
 import type { PutResult } from "../../lib/store/index.js";
-import type { CodecChoice } from "../../lib/schemas.js";
 import { typedArrayOf } from "../../lib/client-core.js";
-import { checkName, dataClient, isNpy, preparePut } from "./data.js";
+import { checkName, dataClient, isNpy, preparePut, putFlags, svcAnswer } from "./data.js";
 import { Progress } from "./progress.js";
-import { fmtBytes, intFlag, numFlag, parse, ReportedFailure, UsageError, type Io } from "./common.js";
+import { fmtBytes, intFlag, parse, ReportedFailure, UsageError, type Io } from "./common.js";
 
 export const IMPORT_HELP = `Usage: svc import NS DIR [--tolerance T] [--max-abs-error E] [--codec C] [--max-rank R] [--concurrency N] [--batch N] [--json]
 
 Uploads every .npy file under DIR (recursively) to namespace NS; the key of a file is its path
 relative to DIR without .npy, with / between directories. Files are selected by their .npy
 name and must start with the NumPy magic bytes, as for svc put; others are reported as failed.
+A symbolic link to a file is read as that file (links to directories are not followed); a
+dangling link, a FIFO or another path named .npy that is not a file is reported as failed.
 When the tenant's rate limit is reached the import waits for the window (Retry-After) and
 says so on standard error. Shows a progress bar on a terminal
 (plain lines otherwise) and ends with a summary: files, bytes in, bytes stored, ratio, verdicts
@@ -39,20 +40,56 @@ export interface ImportFile {
   path: string;
   key: string;
   size: number;
+  /** Why a path named .npy cannot be read as a file (a dangling link, a FIFO): it fails with this reason. */
+  problem?: string;
 }
 
-/** The .npy files under `dir`, sorted by key. */
+/** What a directory entry that is not a regular file is, in words. */
+function kindOf(e: { isFIFO(): boolean; isSocket(): boolean; isBlockDevice(): boolean; isCharacterDevice(): boolean; isDirectory(): boolean }): string {
+  if (e.isFIFO()) return "a FIFO";
+  if (e.isSocket()) return "a socket";
+  if (e.isBlockDevice() || e.isCharacterDevice()) return "a device";
+  if (e.isDirectory()) return "a directory";
+  return "not a regular file";
+}
+
+/**
+ * The .npy files under `dir`, sorted by key. A symbolic link to a regular file is read as that
+ * file (keyed by the link's path); links to directories are not followed. A path named .npy that
+ * is not a file (a dangling link, a link to a directory, a FIFO, a socket, a device) is listed
+ * with its `problem`, so that the import reports it as failed instead of skipping it unsaid.
+ */
 export async function findNpyFiles(dir: string): Promise<ImportFile[]> {
   const out: ImportFile[] = [];
   async function walk(d: string): Promise<void> {
     const entries = await readdir(d, { withFileTypes: true });
     for (const e of entries) {
       const p = join(d, e.name);
-      if (e.isDirectory()) await walk(p);
-      else if (e.isFile() && e.name.toLowerCase().endsWith(".npy")) {
-        const rel = relative(dir, p).split(sep).join("/");
-        out.push({ path: p, key: rel.slice(0, -4), size: (await stat(p)).size });
+      if (e.isDirectory()) {
+        await walk(p);
+        continue;
       }
+      if (!e.name.toLowerCase().endsWith(".npy")) continue;
+      const key = relative(dir, p).split(sep).join("/").slice(0, -4);
+      if (e.isFile()) {
+        out.push({ path: p, key, size: (await stat(p)).size });
+        continue;
+      }
+      let problem: string;
+      if (e.isSymbolicLink()) {
+        const target = await stat(p).catch((err: NodeJS.ErrnoException) => err);
+        if (!(target instanceof Error) && target.isFile()) {
+          out.push({ path: p, key, size: target.size });
+          continue;
+        }
+        problem =
+          target instanceof Error
+            ? target.code === "ENOENT"
+              ? "a symbolic link to nothing (its target does not exist)"
+              : `a symbolic link whose target cannot be read (${target.code ?? target.message})`
+            : `a symbolic link to ${kindOf(target)}, not to a file`;
+      } else problem = `${kindOf(e)}, not a file`;
+      out.push({ path: p, key, size: 0, problem });
     }
   }
   await walk(dir);
@@ -129,6 +166,7 @@ export async function importFiles(
     for (let f = queue.shift(); f; f = queue.shift()) {
       let r: PutResult | undefined;
       try {
+        if (f.problem !== undefined) throw new Error(f.problem);
         const k = keySchema.safeParse(f.key);
         if (!k.success) throw new Error(`the key '${f.key}' derived from the path is invalid: ${k.error.issues[0]!.message}`);
         const buf = await readFile(f.path);
@@ -206,19 +244,7 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
   }
   const [ns, dir] = positionals as [string, string];
   checkName("namespace", ns);
-  const tolerance = numFlag(values.tolerance as string | undefined, "tolerance");
-  const maxAbs = numFlag(values["max-abs-error"] as string | undefined, "max-abs-error");
-  const codec = values.codec as string | undefined;
-  if (codec !== undefined && !["auto", "tt", "pred", "lossless"].includes(codec)) throw new UsageError("--codec must be one of auto, tt, pred, lossless.");
-  const { putToleranceSchema, maxAbsErrorSchema } = await import("../../lib/schemas.js");
-  for (const [flag, v, schema] of [
-    ["tolerance", tolerance, putToleranceSchema],
-    ["max-abs-error", maxAbs, maxAbsErrorSchema],
-  ] as const) {
-    const r = v === undefined ? null : schema.safeParse(v);
-    if (r && !r.success) throw new UsageError(`--${flag}: ${r.error.issues[0]!.message}.`);
-  }
-  const maxRank = intFlag(values["max-rank"] as string | undefined, "max-rank", 1);
+  const { tolerance, max_abs_error: maxAbs, codec, max_rank: maxRank } = await putFlags(values);
   const concurrency = intFlag(values.concurrency as string | undefined, "concurrency", 1, 64) ?? 4;
   const batch = intFlag(values.batch as string | undefined, "batch", 1, 1000) ?? 100;
   let st;
@@ -240,8 +266,15 @@ export async function importCommand(argv: string[], io: Io): Promise<number> {
       totalBytes: files.reduce((a, f) => a + f.size, 0),
       columns: process.stderr.columns || 100,
     });
-    const local = { tolerance, max_abs_error: maxAbs, codec: codec as CodecChoice | undefined, max_rank: maxRank };
-    const s = await importFiles(client, ns, files, { ...local, concurrency, batch }, progress);
+    const local = { tolerance, max_abs_error: maxAbs, codec, max_rank: maxRank };
+    // answers another program than svc's gateway gives fail their files with one sentence
+    const stored = { verdict: "string", compression_ratio: "number", bytes_in: "number", bytes_stored: "number" } as const;
+    const checked: Pick<SvcClient, "put" | "putPred" | "putCoresBatch"> = {
+      put: async (...a) => svcAnswer(io, "a put", await client.put(...a), stored),
+      putPred: async (...a) => svcAnswer(io, "a put", await client.putPred(...a), stored),
+      putCoresBatch: async (...a) => svcAnswer(io, "a batch put", await client.putCoresBatch(...a), { results: "array" }, ["results", stored]),
+    };
+    const s = await importFiles(checked, ns, files, { ...local, concurrency, batch }, progress);
     io.out(values.json ? JSON.stringify(s, null, 2) + "\n" : formatSummary(s));
     if (s.failed > 0) throw new ReportedFailure();
     return 0;

@@ -65,7 +65,7 @@ test("svc put: a raw file without flags is refused with what to pass; --dtype/--
   }
 });
 
-test("svc serve --slice -1,:,: (no '='): negative indices work; --tolerance -1 reaches the validation, not the parser", async (t) => {
+test("svc serve --slice -1,:,: (no '='): negative indices work; --tolerance -1 reaches the validation (a usage error), not the parser", async (t) => {
   const stack = await startStack();
   const env = { SVC_GATE_URL: stack.gateway, SVC_API_KEY: stack.apiKey };
   try {
@@ -83,8 +83,12 @@ test("svc serve --slice -1,:,: (no '='): negative indices work; --tolerance -1 r
     t.equal(r2.code, 0, "--slice -2:,-1 before -o");
     t.deepEqual(readNpy(await readFile(join(stack.dir, "b.npy"))).shape, [2, 1, 2], "shape of -2:,-1");
     const tol = await svc(["put", "ns", "b", f, "--tolerance", "-1"], env);
-    t.equal(tol.code, 1, "--tolerance -1 is parsed and refused by the service");
+    t.equal(tol.code, 2, "--tolerance -1 is parsed and refused as a usage error");
     t.doesNotMatch(tol.err, /ambiguous/i, `not an ambiguity error: ${tol.err.trim()}`);
+    t.match(tol.err, /^svc: --tolerance: tolerance must be at least 0\.\nRun 'svc put --help' for usage\.\n$/, "the store's rule, and the hint");
+    const s0 = await svc(["serve", "ns", "a", "-o", out, "--slice", "0:2,"], env);
+    t.equal(s0.code, 0, `--slice 0:2, (a trailing comma) exits 0 ${s0.err}`);
+    t.deepEqual(readNpy(await readFile(out)).shape, [2, 3, 2], "the dimensions after the comma are whole, as numpy's a[0:2,]");
   } finally {
     await stack.close();
   }
@@ -134,8 +138,12 @@ test("svc search and svc topk against a real gateway", async (t) => {
     const s2 = JSON.parse((await svc(["search", "ns", "--filter", '{"kind": "even"}', "--limit", "1", "--json"], env)).out);
     t.deepEqual([s2.results.map((r: { key: string }) => r.key), s2.total, s2.next_offset], [["f/0"], 2, 1], "--limit pages, --json");
     const bad = await svc(["search", "ns", "--filter", '{"run": {"$regex": "x"}}'], env);
-    t.equal(bad.code, 1, "an unknown operator is refused (checked by the client with the service's schema)");
-    t.match(bad.err, /^svc: filter\.run\.\$regex: unknown operator '\$regex'\.\n$/, `one sentence: ${bad.err.trim()}`);
+    t.equal(bad.code, 2, "an unknown operator is a usage error (checked with the service's filter rules)");
+    t.match(
+      bad.err,
+      /^svc: --filter: filter\.run\.\$regex: unknown operator '\$regex' \(the filter language is in docs\/api\.md\)\.\n/,
+      `one sentence: ${bad.err.trim()}`,
+    );
     const notObj = await svc(["search", "ns", "--filter", "[1]"], env);
     t.equal(notObj.code, 2, "a filter that is not an object is a usage error");
 

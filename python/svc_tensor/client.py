@@ -7,14 +7,19 @@ again (never the monthly quota) are retried with exponential backoff that honour
 Retry-After, at most `max_retries` times and never waiting longer than `max_backoff`
 seconds; every write carries an Idempotency-Key, the same on its retries, so a retried write
 is applied at most once. numpy is the only dependency; HTTP is the standard library's, one
-keep-alive connection per client.
+keep-alive connection per client. `timeout` bounds each exchange as a whole (connecting,
+sending, the answer's headers and body), and an answer is read in chunks up to what its
+request can produce: a malformed, oversized or late answer is an SvcError of one sentence.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import email.utils
+import functools
 import http.client
+import io
 import json
 import math
 import random
@@ -37,6 +42,14 @@ METRICS = ("cosine", "dot", "l2")
 # the store's dtypes by numpy's names (bfloat16 where ml_dtypes provides it)
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool")
 METADATA_HEADER_MAX = 8 * 1024
+# the server's shape rules (lib/fields.ts): 1 to 32 dimensions of 1 to 2**31 - 1 each
+MAX_DIMS = 32
+MAX_DIM = 2**31 - 1
+# what the client reads of an answer: an error body is one sentence; a JSON answer (and a
+# bytes entry's serve) up to max_answer_bytes; a dense serve exactly what its headers imply
+ERROR_ANSWER_MAX = 1024 * 1024
+ANSWER_MAX_DEFAULT = 256 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
 _CODE_OF_STATUS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "version_conflict",
                    413: "payload_too_large", 415: "unsupported_media_type", 422: "idempotency_key_reused", 429: "rate_limited",
                    501: "gpu_unavailable", 502: "engine_unreachable", 503: "overloaded"}
@@ -62,6 +75,84 @@ class SvcError(Exception):
 
 def _invalid(field: str, detail: str) -> SvcError:
     return SvcError("validation_error", detail, field=field)
+
+
+def _shape_problem(shape: tuple[int, ...], what: str) -> str | None:
+    """The server's shape rules as a sentence about `what`, or None when the shape keeps them."""
+    if not shape:
+        return f"{what} must have at least one dimension."
+    if len(shape) > MAX_DIMS:
+        return f"{what} must have at most {MAX_DIMS} dimensions (it has {len(shape)})."
+    if 0 in shape:
+        return f"{what} must not be empty (its shape is {list(shape)}); the store keeps no zero-size arrays."
+    if max(shape) > MAX_DIM:
+        return f"{what} must have at most {MAX_DIM} elements along each dimension."
+    return None
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket's bytes for a response, each receive waiting only until the exchange's deadline."""
+
+    def __init__(self, sock: Any, deadline: Callable[[], float]) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def readinto(self, b: Any) -> int:
+        left = self._deadline() - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline passed")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(b)
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    def __init__(self, sock: Any, *args: Any, deadline: Callable[[], float], **kw: Any) -> None:
+        super().__init__(sock, *args, **kw)
+        self.fp.close()  # the socket's own reader, unused: nothing was read from it
+        self.fp = io.BufferedReader(_DeadlineReader(sock, deadline))
+
+
+class _Deadline:
+    """An HTTP connection whose every step (connect, each send, each receive of the answer's
+    headers and body) waits only until `deadline` (time.monotonic()): `timeout` bounds the
+    exchange as a whole, not each socket operation."""
+
+    deadline = math.inf
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)  # type: ignore[call-arg]
+        self.response_class = functools.partial(_DeadlineResponse, deadline=lambda: self.deadline)
+
+    def _left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline passed")
+        return left
+
+    def connect(self) -> None:
+        self.timeout = self._left()
+        super().connect()  # type: ignore[misc]
+        self._left()
+
+    def send(self, data: Any) -> None:
+        if self.sock is None:  # type: ignore[attr-defined]
+            self.connect()
+        self.sock.settimeout(self._left())  # type: ignore[attr-defined]
+        super().send(data)  # type: ignore[misc]
+
+
+class _HTTPConnection(_Deadline, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Deadline, http.client.HTTPSConnection):
+    pass
 
 
 def parse_retry_after(v: str | None, now: float | None = None) -> float | None:
@@ -91,6 +182,8 @@ def _dumps(v: Any) -> str:
         return json.dumps(v, default=_json_default, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as e:
         raise _invalid("json", f"A value cannot be sent as JSON: {e}.") from None
+    except RecursionError:
+        raise _invalid("json", "A value cannot be sent as JSON: it is nested too deeply.") from None
 
 
 def _dtype_name(dt: np.dtype) -> str | None:
@@ -114,7 +207,8 @@ class Client:
     """`Client(base_url, api_key)`: the store's data plane over HTTP, arrays as ndarrays."""
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 120.0, max_retries: int = 3,
-                 backoff: float = 0.25, max_backoff: float = 30.0, sleep: Callable[[float], None] = time.sleep) -> None:
+                 backoff: float = 0.25, max_backoff: float = 30.0, max_answer_bytes: int = ANSWER_MAX_DEFAULT,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         if not isinstance(base_url, str):
             raise _invalid("base_url", "base_url must be a string such as http://127.0.0.1:8080.")
         u = urllib.parse.urlsplit(base_url)
@@ -127,6 +221,8 @@ class Client:
                 raise _invalid(name, f"{name} must be a number from {lo} to {hi} seconds.")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 20:
             raise _invalid("max_retries", "max_retries must be an integer from 0 to 20.")
+        if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int) or not 1024 <= max_answer_bytes <= 2**48:
+            raise _invalid("max_answer_bytes", "max_answer_bytes must be an integer from 1024 to 2**48.")
         self._scheme = u.scheme
         self._host = u.hostname
         self._port = u.port
@@ -136,6 +232,7 @@ class Client:
         self._max_retries = max_retries
         self._backoff = float(backoff)
         self._max_backoff = float(max_backoff)
+        self._max_answer = max_answer_bytes
         self._sleep = sleep
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
@@ -157,23 +254,30 @@ class Client:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            cls = _HTTPSConnection if self._scheme == "https" else _HTTPConnection
             self._conn = cls(self._host, self._port, timeout=self._timeout)
         return self._conn
 
-    def _once(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    def _once(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
+              limit: Callable[[int, dict[str, str]], int]) -> tuple[int, dict[str, str], bytes]:
+        # `timeout` bounds the whole exchange: connecting, sending, the answer's headers and body
+        deadline = time.monotonic() + self._timeout
         # a kept-alive connection the server closed meanwhile fails at once: one fresh try
         for fresh in (False, True):
             conn = self._connection()
+            conn.deadline = deadline  # type: ignore[attr-defined]
             reused = conn.sock is not None
             try:
                 conn.request(method, self._prefix + path, body=body, headers=headers)
                 res = conn.getresponse()
-                data = res.read()
                 hdrs = {k.lower(): v for k, v in res.getheaders()}
+                data = self._read_answer(res, limit(res.status, hdrs))
                 if res.will_close:
                     self.close_connection()
                 return res.status, hdrs, data
+            except SvcError:
+                self.close_connection()
+                raise
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
                 self.close_connection()
                 if reused and not fresh:
@@ -182,10 +286,37 @@ class Client:
             except TimeoutError:
                 self.close_connection()
                 raise SvcError("engine_unreachable", f"The service at {self._base()} did not answer within {self._timeout:g} s.") from None
+            except http.client.IncompleteRead:
+                self.close_connection()
+                raise SvcError("engine_unreachable", f"The service at {self._base()} closed the connection before the end of its answer.") from None
             except (OSError, http.client.HTTPException) as e:
                 self.close_connection()
                 raise SvcError("engine_unreachable", f"The service at {self._base()} could not be reached ({type(e).__name__}).") from None
         raise AssertionError("unreachable")
+
+    def _read_answer(self, res: http.client.HTTPResponse, limit: int) -> bytearray:
+        """The answer's body, read in chunks and refused past `limit` bytes: a Content-Length is
+        never allocated before its bytes arrive."""
+        declared = res.length
+        if declared is not None and declared > limit:
+            raise SvcError("internal", f"The service announced an answer of {declared} bytes, more than the {limit} bytes the client reads for this request.",
+                           res.headers.get("x-request-id"), res.status)
+        buf = bytearray()
+        while True:
+            chunk = res.read(min(READ_CHUNK, limit + 1 - len(buf)))
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > limit:
+                raise SvcError("internal", f"The service answered more than the {limit} bytes the client reads for this request.",
+                               res.headers.get("x-request-id"), res.status)
+        if declared is not None and len(buf) != declared:
+            raise http.client.IncompleteRead(bytes(buf[:0]), declared - len(buf))
+        return buf
+
+    def _limit(self, status: int, headers: dict[str, str]) -> int:
+        """The most bytes an answer of a JSON route can hold."""
+        return ERROR_ANSWER_MAX if status >= 300 else self._max_answer
 
     def close_connection(self) -> None:
         if self._conn is not None:
@@ -209,15 +340,15 @@ class Client:
                     code = b["code"]
                 if isinstance(b.get("request_id"), str):
                     request_id = b["request_id"]
-        except (ValueError, UnicodeDecodeError):
-            pass
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            pass  # not an error body: the status's sentence and code
         if code == "internal" and status != 500:
             code = _CODE_OF_STATUS.get(status, "internal")
         return SvcError(code, detail, request_id, status, parse_retry_after(headers.get("retry-after")))
 
     def _call(self, method: str, path: str, *, query: dict | None = None, json_body: Any = None, raw: bytes | None = None,
               headers: dict[str, str] | None = None, octet: bool = False, write: bool = False,
-              idempotency_key: str | None = None) -> tuple[dict[str, str], bytes]:
+              idempotency_key: str | None = None, limit: Callable[[int, dict[str, str]], int] | None = None) -> tuple[dict[str, str], bytearray]:
         h = {"X-Api-Key": self._api_key, "Accept": "application/octet-stream" if octet else "application/json",
              "User-Agent": "svc-tensor-python"}
         h.update(headers or {})
@@ -237,7 +368,7 @@ class Client:
         with self._lock:
             while True:
                 attempt += 1
-                status, rh, data = self._once(method, path, body, h)
+                status, rh, data = self._once(method, path, body, h, limit or self._limit)
                 self.last_response = {
                     "status": status, "request_id": rh.get("x-request-id"), "cus": _float_or_none(rh.get("x-svc-cus")),
                     "retry_after": parse_retry_after(rh.get("retry-after")), "headers": rh, "attempts": attempt,
@@ -256,12 +387,25 @@ class Client:
                         continue
                 raise err
 
-    def _json(self, *args: Any, **kw: Any) -> Any:
+    def _json(self, *args: Any, **kw: Any) -> dict:
         _, data = self._call(*args, **kw)
+        b = self._loads(data, "The service answered with a body that is not JSON.")
+        if not isinstance(b, dict):
+            raise self._bad_answer("The service answered with JSON that is not an object.")
+        return b
+
+    def _bad_answer(self, detail: str) -> SvcError:
+        """A 2xx answer the client cannot use: code "internal", with the answer's status and request id."""
+        last = self.last_response or {}
+        return SvcError("internal", detail, last.get("request_id"), last.get("status"))
+
+    def _loads(self, data: bytes | bytearray, detail: str) -> Any:
         try:
             return json.loads(data.decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
-            raise SvcError("internal", "The service answered with a body that is not JSON.") from None
+            raise self._bad_answer(detail) from None
+        except RecursionError:
+            raise self._bad_answer("The service answered with JSON nested too deeply to read.") from None
 
     # ---- arguments ---------------------------------------------------------------------
 
@@ -353,8 +497,9 @@ class Client:
             dtype = _dtype_name(array.dtype)
             if dtype is None:
                 raise _invalid("array", f"The array's dtype {array.dtype} is not one the store keeps ({', '.join(DTYPES)}).")
-            if array.ndim == 0:
-                raise _invalid("array", "array must have at least one dimension.")
+            problem = _shape_problem(array.shape, "array")
+            if problem:
+                raise _invalid("array", problem)
             if array.dtype.kind == "f" and array.size and not np.isfinite(array).all():
                 raise _invalid("array", "array contains NaN or infinite values; floating data must be finite.")
             le = array.dtype if array.dtype.itemsize == 1 or dtype == "bfloat16" else array.dtype.newbyteorder("<")
@@ -399,35 +544,52 @@ class Client:
                 pairs = [list(p) for p in slice]
             except TypeError:
                 raise _invalid("slice", "slice must be a list of (start, stop) pairs, one per dimension.") from None
+            if not 1 <= len(pairs) <= MAX_DIMS:
+                raise _invalid("slice", f"slice must have one (start, stop) pair per dimension, 1 to {MAX_DIMS} of them.")
             for p in pairs:
-                if len(p) != 2 or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0 for x in p) or p[0] > p[1]:
-                    raise _invalid("slice", "slice must be a list of (start, stop) pairs of integers with 0 <= start <= stop.")
+                if len(p) != 2 or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0 for x in p) or p[0] >= p[1]:
+                    raise _invalid("slice", "slice must be a list of (start, stop) pairs of integers with 0 <= start < stop.")
             body["slice"] = [[int(a), int(b)] for a, b in pairs]
         if dtype is not None:
             if dtype not in ("float32", "float64", "float16", "bfloat16"):
                 raise _invalid("dtype", "dtype must be one of float32, float64, float16, bfloat16.")
             body["dtype"] = dtype
-        headers, data = self._call("POST", "/v1/serve", json_body=body, octet=True)
+
+        def limit(status: int, h: dict[str, str]) -> int:
+            # a raw dense answer is exactly as long as its X-SVC-Dtype and X-SVC-Shape say
+            if status >= 300:
+                return ERROR_ANSWER_MAX
+            if not h.get("content-type", "").startswith("application/octet-stream") or h.get("x-svc-dtype") == "bytes":
+                return self._max_answer
+            shape = _answer_shape(h.get("x-svc-dtype", ""), h.get("x-svc-shape", ""))
+            if shape is None:
+                raise SvcError("internal", _BAD_SERVE_HEADERS, h.get("x-request-id"), status)
+            return math.prod(shape) * _itemsize(h["x-svc-dtype"])
+
+        headers, data = self._call("POST", "/v1/serve", json_body=body, octet=True, limit=limit)
         if headers.get("content-type", "").startswith("application/octet-stream"):
             out_dtype = headers.get("x-svc-dtype", "")
             shape_text = headers.get("x-svc-shape", "")
         else:
+            b = self._loads(data, _BAD_SERVE_JSON)
+            if not isinstance(b, dict) or not isinstance(b.get("dtype"), str) or not isinstance(b.get("data_b64"), str) \
+                    or not isinstance(b.get("shape") or [], list):
+                raise self._bad_answer(_BAD_SERVE_JSON)
+            out_dtype, shape_text = b["dtype"], ",".join(str(d) for d in b.get("shape") or [])
             try:
-                b = json.loads(data.decode("utf-8"))
-                out_dtype, shape_text = b["dtype"], ",".join(str(d) for d in b.get("shape") or [])
-                data = base64.b64decode(b["data_b64"])
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-                raise SvcError("internal", "The service answered a serve with a body that is not its JSON form.") from None
+                data = bytearray(base64.b64decode(b["data_b64"], validate=True))
+            except (binascii.Error, ValueError):
+                raise self._bad_answer(_BAD_SERVE_JSON) from None
         if out_dtype == "bytes":
-            return data
-        if out_dtype not in DTYPES or not re.fullmatch(r"(\d+(,\d+)*)?", shape_text):
-            raise SvcError("internal", "The service answered a serve without valid X-SVC-Dtype and X-SVC-Shape headers.")
-        shape = tuple(int(d) for d in shape_text.split(",") if d)
+            return bytes(data)
+        shape = _answer_shape(out_dtype, shape_text)
+        if shape is None:
+            raise self._bad_answer(_BAD_SERVE_HEADERS)
         dt = _np_dtype(out_dtype)
         if math.prod(shape) * dt.itemsize != len(data):
-            raise SvcError("internal", f"The service answered {len(data)} bytes for shape {list(shape)} of {out_dtype}.")
-        # a bytearray, so that the caller gets a writable array
-        arr = np.frombuffer(bytearray(data), dtype=dt).reshape(shape)
+            raise self._bad_answer(f"The service answered {len(data)} bytes for shape {list(shape)} of {out_dtype}.")
+        # the bytearray read from the socket, so that the caller gets a writable array without a copy
+        arr = np.frombuffer(data, dtype=dt).reshape(shape)
         return arr.astype(arr.dtype.newbyteorder("="), copy=False) if arr.dtype.byteorder not in ("=", "|") else arr
 
     def list(self, ns: str, prefix: str | None = None, limit: int | None = None, offset: int | None = None) -> dict:  # noqa: A003
@@ -469,6 +631,9 @@ class Client:
         v = np.asarray(vector)
         if v.dtype.kind not in "fiu" or v.ndim == 0 or v.size == 0:
             raise _invalid("vector", "vector must be a non-empty array of numbers.")
+        problem = _shape_problem(v.shape, "vector")
+        if problem:
+            raise _invalid("vector", problem)
         if v.dtype != np.float32:
             v = v.astype(np.float64)
         if not np.isfinite(v).all():
@@ -490,6 +655,22 @@ class Client:
         self._ns(ns)
         self._key(key)
         return self._json("DELETE", f"/v1/delete/{ns}/{_enc_path(key)}", write=True, idempotency_key=self._idem(idempotency_key))
+
+
+_BAD_SERVE_JSON = "The service answered a serve with a body that is not its JSON form."
+_BAD_SERVE_HEADERS = "The service answered a serve without valid X-SVC-Dtype and X-SVC-Shape headers."
+
+
+def _itemsize(name: str) -> int:
+    return 2 if name == "bfloat16" else np.dtype(name).itemsize
+
+
+def _answer_shape(dtype: str, shape_text: str) -> tuple[int, ...] | None:
+    """The shape of a dense serve answer, or None when its dtype or shape break the server's rules."""
+    if dtype not in DTYPES or not re.fullmatch(r"\d{1,10}(,\d{1,10})*", shape_text):
+        return None
+    shape = tuple(int(d) for d in shape_text.split(","))
+    return None if _shape_problem(shape, "shape") else shape
 
 
 def _enc_path(key: str) -> str:

@@ -144,6 +144,9 @@ class OverAGateway(unittest.TestCase):
         self.c.list(NS)
         before = self.c.last_response
         a = np.zeros(4, dtype=np.float32)
+        deep: dict = {}
+        for _ in range(100_000):
+            deep = {"x": deep}
         bad_calls = [
             lambda: self.c.put("bad ns", "k", a),
             lambda: self.c.put(NS, "../k", a),
@@ -178,6 +181,16 @@ class OverAGateway(unittest.TestCase):
             lambda: self.c.search(NS, filter="kind=a"),
             lambda: self.c.list(NS, limit=1001),
             lambda: self.c.get(NS, "k", version=0),
+            # shapes the server refuses whatever the entry (lib/fields.ts)
+            lambda: self.c.put(NS, "k", np.zeros((3, 0), dtype=np.float32)),
+            lambda: self.c.put(NS, "k", np.zeros(0, dtype=np.uint8)),
+            lambda: self.c.put(NS, "k", np.zeros((1,) * 33, dtype=np.uint8)),
+            lambda: self.c.put(NS, "k", np.broadcast_to(np.zeros(1, dtype=np.bool_), (2**31,))),
+            lambda: self.c.serve(NS, "k", slice=[(1, 1)]),
+            lambda: self.c.serve(NS, "k", slice=[]),
+            lambda: self.c.serve(NS, "k", slice=[(0, 1)] * 33),
+            lambda: self.c.topk(NS, vector=np.ones((1,) * 33)),
+            lambda: self.c.search(NS, filter=deep),
         ]
         for i, call in enumerate(bad_calls):
             with self.subTest(case=i):
@@ -187,9 +200,33 @@ class OverAGateway(unittest.TestCase):
                 self.assertTrue(e.exception.detail.endswith("."), e.exception.detail)
         self.assertIs(self.c.last_response, before, "no request was sent")
         for bad in (lambda: Client("ftp://x", "k"), lambda: Client("http://127.0.0.1:1", ""), lambda: Client("http://h", "k", max_retries=-1),
-                    lambda: Client("http://h", "k", timeout=0), lambda: Client(None, "k")):  # type: ignore[arg-type]
+                    lambda: Client("http://h", "k", timeout=0), lambda: Client(None, "k"),  # type: ignore[arg-type]
+                    lambda: Client("http://h", "k", max_answer_bytes=0), lambda: Client("http://h", "k", max_answer_bytes=2.0**20)):  # type: ignore[arg-type]
             with self.assertRaises(SvcError):
                 bad()
+
+    def test_the_server_refuses_the_shapes_the_client_refuses(self) -> None:
+        # the local checks of zero-size arrays, 33 dimensions and empty slices copy server rules: sent
+        # past the client's checks, each is a 400
+        self.c.put(NS, "shape-rules", np.zeros((2, 2), dtype=np.uint8))
+        raw_puts = [("3,0", b""), ("0", b""), (",".join(["1"] * 33), b"\x00"), (",".join(["1"] * 32), b"\x00")]
+        for shape, data in raw_puts:
+            with self.subTest(shape=shape):
+                call = lambda: self.c._json("POST", "/v1/put", query={"namespace": NS, "key": "shape-rules/raw", "dtype": "uint8", "shape": shape},  # noqa: E731
+                                            raw=data, write=True)
+                if shape.count(",") == 31:
+                    self.assertEqual(call()["shape"], [1] * 32, "32 dimensions are kept")
+                    continue
+                with self.assertRaises(SvcError) as e:
+                    call()
+                self.assertEqual((e.exception.code, e.exception.status), ("bad_request", 400), e.exception.detail)
+        for sl in ([[1, 1], [0, 2]], [], [[0, 1]] * 33):
+            with self.subTest(slice=sl):
+                with self.assertRaises(SvcError) as e:
+                    self.c._call("POST", "/v1/serve", json_body={"namespace": NS, "key": "shape-rules", "slice": sl}, octet=True)
+                self.assertEqual((e.exception.code, e.exception.status), ("bad_request", 400), e.exception.detail)
+        np.testing.assert_array_equal(self.c.serve(NS, "shape-rules", slice=[(1, 2), (0, 2)]), np.zeros((1, 2), np.uint8))
+        np.testing.assert_array_equal(self.c.serve(NS, "shape-rules/raw"), np.zeros((1,) * 32, np.uint8))
 
     def test_one_connection_is_kept_alive(self) -> None:
         self.c.list(NS)

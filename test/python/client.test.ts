@@ -1,5 +1,6 @@
 // The numpy client (python/svc_tensor/client.py) against a real gateway and engine: the
-// Python tests of python/tests/test_client.py, one tape assertion each.
+// Python tests of python/tests/test_client.py, one tape assertion each, and those of
+// python/tests/test_client_answers.py against a local server that answers badly on purpose.
 import test from "tape";
 import { Stack } from "../store/harness.js";
 import { findNumpyPython, requirePython, runPythonTests } from "./helpers.js";
@@ -19,7 +20,7 @@ test("python client over a gateway and an engine", async (t) => {
     });
     const body = (await res.json()) as { api_key?: string };
     t.equal(res.status, 201, "a tenant for the Python client");
-    await runPythonTests(t, py, [], ["tests.test_client"], {
+    await runPythonTests(t, py, [], ["tests.test_client", "tests.test_client_answers"], {
       SVC_TEST_GATEWAY_URL: url,
       SVC_TEST_API_KEY: body.api_key ?? "",
       SVC_TEST_MAX_UPLOAD_BYTES: String(maxUpload),

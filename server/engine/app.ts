@@ -221,6 +221,7 @@ function readBodies({ config, budget }: EngineContext) {
       factor: octet ? OCTET_BODY_FACTOR : JSON_BODY_FACTOR,
       res,
       rate,
+      path: octet ? undefined : req.path,
     };
     const read = async (): Promise<unknown> => {
       const prefix = hashPrefixOf(req);

@@ -286,11 +286,11 @@ export function engineFastPath(deps: {
   };
 
   /** A request's body within `limit`, held in the tenant's share of the memory budget (`factor` bytes per byte). */
-  const bodyOf = (req: IncomingMessage, res: ServerResponse, tenant: string, limit: number, factor: number): Promise<Buffer> =>
-    readBody(req, { limit, reservation: reservationOf(res, budget, tenant), factor, res, rate: bodyRate });
+  const bodyOf = (req: IncomingMessage, res: ServerResponse, tenant: string, limit: number, factor: number, path?: string): Promise<Buffer> =>
+    readBody(req, { limit, reservation: reservationOf(res, budget, tenant), factor, res, rate: bodyRate, path });
 
   const serve = async (req: IncomingMessage, res: ServerResponse, id: string, tenant: string, octet: boolean): Promise<void> => {
-    const raw = await bodyOf(req, res, tenant, bodyLimit(config.max_upload_bytes, false, "/v1/serve"), JSON_BODY_FACTOR);
+    const raw = await bodyOf(req, res, tenant, bodyLimit(config.max_upload_bytes, false, "/v1/serve"), JSON_BODY_FACTOR, "/v1/serve");
     const { value } = await prepareEngineBody("/v1/serve", raw);
     await answerServe({ config, budget }, viewOf(tenant), tenant, value, octet, res, id);
   };

@@ -440,7 +440,7 @@ export function billingRouter(deps: BillingDeps): Router {
       const tenant = await admitTenantCall(deps, req, res, "full");
       tenantId = tenant.tenant_id;
       if (!/^application\/json\s*(;|$)/i.test(req.get("content-type") ?? "")) throw new UnsupportedMediaTypeError("The request body must be application/json.");
-      const b = parseOrThrow(checkoutBodySchema, (await readJsonBody(req, { limit: 16 * 1024, res })) ?? {});
+      const b = parseOrThrow(checkoutBodySchema, (await readJsonBody(req, { limit: 16 * 1024, res, path: req.path })) ?? {});
       if (tenant.plan === b.plan) throw new ConflictError(`Tenant ${tenant.tenant_id} is already on plan ${b.plan}.`);
       if (tenant.plan === "enterprise") throw new ConflictError(`Tenant ${tenant.tenant_id} is on plan enterprise, which is not sold through checkout.`);
       const s = await deps.provider.createCheckoutSession({

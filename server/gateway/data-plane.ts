@@ -21,7 +21,7 @@ import { bodyStopped, lingerOnClose, refuseBodyOfBodilessMethod } from "../http/
 import { continueOwed, sendContinue } from "../http/expect-continue.js";
 import { guardBody, readGuarded, type BodyRate } from "../http/body-guard.js";
 import { toSvcError, writeErrorBody } from "../http/errors.js";
-import { bodyLimit, jsonBodyLimit } from "../http/limits.js";
+import { bodyLimit, jsonBodyLimit, limitText } from "../http/limits.js";
 import { prepareGatewayBody } from "../http/offload.js";
 import { queryOf } from "../http/query.js";
 import { matchRoute, validatePutQuery, type RouteMatch } from "../http/routes.js";
@@ -299,7 +299,7 @@ async function validate(f: Flight): Promise<Validated> {
     const limit = bodyLimit(gw.deps.maxUploadBytes, isOctet(ct), f.path);
     const len = headerOf(req, "content-length");
     if (len !== undefined && Number(len) > limit) {
-      throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`);
+      throw new PayloadTooLargeError(`The request body of ${len} bytes is larger than ${limitText(limit, isOctet(ct) ? undefined : f.path)}.`);
     }
     if (route.body === "json-or-octet" && isOctet(ct)) {
       // Streamed to the engine (never held whole here); its namespace is in the query, so

@@ -8,6 +8,7 @@ import { joinPaced } from "../../lib/store/pace.js";
 import { SlowBodyError, type BodyRate } from "./body-guard.js";
 import { pacedBody, paceBody, unpaceBody } from "./body-pace.js";
 import { continueOwed } from "./expect-continue.js";
+import { limitText } from "./limits.js";
 
 /** Bytes of a body sent with a GET, HEAD or DELETE that are read (and dropped) so that the 400 reaches the client. */
 export const MAX_IGNORED_BODY_BYTES = 64 * 1024;
@@ -106,6 +107,8 @@ export interface ReadBodyOptions {
   res?: ServerResponse;
   /** The minimum rate the body must keep up after a grace time (400, SlowBodyError, past it). */
   rate?: BodyRate;
+  /** The request's path (no query), so that a refusal by size names the limit that applies. */
+  path?: string;
 }
 
 /**
@@ -126,9 +129,7 @@ export function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<B
   const len = lengthOf(req);
   if (len !== null && len > limit) {
     closeAfter(res);
-    return Promise.reject(
-      new PayloadTooLargeError(`The request body of ${len} bytes is larger than the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`),
-    );
+    return Promise.reject(new PayloadTooLargeError(`The request body of ${len} bytes is larger than ${limitText(limit, opts.path)}.`));
   }
   try {
     // a declared length is reserved whole before the first byte is read
@@ -198,11 +199,7 @@ function streamBody(req: IncomingMessage, opts: ReadBodyOptions, len: number | n
       last = Date.now();
       const next = got + chunk.byteLength;
       if (next > limit || (whole && next > whole.byteLength))
-        return finish(
-          new PayloadTooLargeError(
-            `The request body is larger than the upload limit of ${whole ? whole.byteLength : limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES).`,
-          ),
-        );
+        return finish(new PayloadTooLargeError(`The request body is larger than ${limitText(whole ? whole.byteLength : limit, opts.path)}.`));
       if (paced) paceBody(req, chunk.byteLength);
       if (whole) chunk.copy(whole, got);
       else {

@@ -33,7 +33,7 @@ export function strictJsonBody({ limit, budget, factor }: { limit: number; budge
   return (req, res, next) => {
     if (!req.is("application/json")) return next();
     const reservation = budget ? reservationOf(res, budget) : undefined;
-    readJsonBody(req, { limit, reservation, factor, res }).then((body) => {
+    readJsonBody(req, { limit, reservation, factor, res, path: req.path }).then((body) => {
       req.body = body;
       next();
     }, next);

@@ -42,3 +42,14 @@ export const SMALL_JSON_BODY_BYTES = 1024 * 1024;
 export function jsonBodyLimitFor(path: string, maxUploadBytes: number): number {
   return PAYLOAD_JSON_ROUTES.has(path) ? jsonBodyLimit(maxUploadBytes) : Math.min(SMALL_JSON_BODY_BYTES, jsonBodyLimit(maxUploadBytes));
 }
+
+/**
+ * What a refusal by size names: the upload limit and its variable, or, for the JSON body of a
+ * route that carries no payload (`path` given), the limit of that body.
+ * @example limitText(1024 * 1024, "/v1/search") === "the limit of 1048576 bytes for this request's JSON body"
+ */
+export function limitText(limit: number, path?: string): string {
+  return path !== undefined && !PAYLOAD_JSON_ROUTES.has(path)
+    ? `the limit of ${limit} bytes for this request's JSON body`
+    : `the upload limit of ${limit} bytes (SVC_ENGINE_MAX_UPLOAD_BYTES)`;
+}

@@ -93,7 +93,7 @@ function parseHeaderDict(text: string): Record<string, PyValue> {
     i = end + 1;
     return s;
   };
-  const value = (): PyValue => {
+  const value = (key: string): PyValue => {
     ws();
     const c = text[i];
     if (c === "'" || c === '"') return str();
@@ -108,9 +108,12 @@ function parseHeaderDict(text: string): Record<string, PyValue> {
     if (c === "(") {
       i++;
       const dims: number[] = [];
+      let comma = false;
       for (;;) {
         ws();
         if (text[i] === ")") {
+          // (12) is the number 12 in Python, not a tuple: numpy writes a single dimension (12,)
+          if (dims.length === 1 && !comma) fail(`The .npy header's ${key} (${dims[0]}) is not a tuple; one dimension is written (${dims[0]},).`);
           i++;
           return dims;
         }
@@ -121,11 +124,15 @@ function parseHeaderDict(text: string): Record<string, PyValue> {
         dims.push(n);
         i += m[0].length;
         ws();
-        if (text[i] === ",") i++;
+        comma = text[i] === ",";
+        if (comma) i++;
         else if (text[i] !== ")") fail("The .npy header's shape must be a tuple of non-negative integers.");
       }
     }
-    if (c === "[") fail("Structured .npy dtypes (a descr list) are not supported; save a plain numeric array.");
+    if (c === "[") {
+      if (key === "descr") fail("Structured .npy dtypes (a descr list) are not supported; save a plain numeric array.");
+      fail(`The .npy header's ${key} is a list; numpy writes a tuple there, such as (3, 4).`);
+    }
     return fail(`The .npy header is malformed: unexpected value at character ${i}.`);
   };
   const out: Record<string, PyValue> = {};
@@ -138,7 +145,7 @@ function parseHeaderDict(text: string): Record<string, PyValue> {
     }
     const k = str();
     expect(":");
-    out[k] = value();
+    out[k] = value(k);
     ws();
     if (text[i] === ",") i++;
     else if (text[i] !== "}") fail(`The .npy header is malformed: expected ',' or '}' at character ${i}.`);
@@ -192,6 +199,8 @@ export function readNpyHeader(buf: Uint8Array): NpyHeader {
   const minor = b[7]!;
   let headerLen: number;
   let start: number;
+  // numpy writes and reads 1.0, 2.0 and 3.0 only
+  if (minor !== 0) return fail(`The .npy format version ${major}.${minor} is not supported (1.0, 2.0 and 3.0 are).`);
   if (major === 1) {
     headerLen = b.readUInt16LE(8);
     start = 10;

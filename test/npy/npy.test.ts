@@ -149,6 +149,21 @@ test("npy: Fortran order, object arrays, structured and unknown dtypes are refus
     ["fortran", handMade("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", d), /Fortran-ordered/],
     ["object", handMade("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", d), /Object arrays/],
     ["structured", handMade("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", d), /Structured/],
+    ["a list for the shape", handMade("{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", d), /shape is a list; numpy writes a tuple/],
+    [
+      "(6) for the shape",
+      handMade("{'descr': '<f4', 'fortran_order': False, 'shape': (6), }", d),
+      /shape \(6\) is not a tuple; one dimension is written \(6,\)/,
+    ],
+    [
+      "version 1.5",
+      (() => {
+        const f = handMade("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", d);
+        f[7] = 5;
+        return f;
+      })(),
+      /format version 1\.5 is not supported/,
+    ],
     ["complex", handMade("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", d), /'<c8' is not supported/],
     ["unicode", handMade("{'descr': '<U3', 'fortran_order': False, 'shape': (2,), }", d), /'<U3' is not supported/],
     ["bad magic", Buffer.concat([Buffer.from("NOTNPY"), d]), /bad magic/],

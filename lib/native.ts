@@ -31,12 +31,13 @@ export interface NativeAddon {
   byteStats(bytes: Uint8Array): { bits: number; repeated: number };
   compress(data: NativeArray, modes: number[], tolerance: number, maxRank: number, minRatio: number): Promise<NativeTTResult | null>;
   reconstruct(cores: NativeArray[], ranks: number[], modes: number[], shape: number[], groups: number[], slice: number[] | null): Promise<NativeArray>;
-  dot(aCores: NativeArray[], aRanks: number[], bCores: NativeArray[], bRanks: number[], modes: number[]): Promise<number>;
-  dotDense(cores: NativeArray[], ranks: number[], modes: number[], x: NativeArray): Promise<number>;
+  // The inner products come scaled (lib/scaled.ts): [m, e] for one, [m_0.., e_0..] for several; the value is m · 2^e.
+  dot(aCores: NativeArray[], aRanks: number[], bCores: NativeArray[], bRanks: number[], modes: number[]): Promise<Float64Array>;
+  dotDense(cores: NativeArray[], ranks: number[], modes: number[], x: NativeArray): Promise<Float64Array>;
   round(cores: NativeArray[], ranks: number[], modes: number[], tolerance: number, maxRank: number): Promise<NativeTTResult>;
   dotBatch(qCores: NativeArray[], qRanks: number[], cCores: NativeArray[][], cRanks: number[][], modes: number[]): Promise<Float64Array>;
   dotDenseBatch(x: NativeArray, cCores: NativeArray[][], cRanks: number[][], modes: number[]): Promise<Float64Array>;
-  denseDot(a: NativeArray, b: NativeArray): Promise<number>;
+  denseDot(a: NativeArray, b: NativeArray): Promise<Float64Array>;
   // The pred codec (native/pred.cc; lib/pred.ts wraps it). tolerance / maxAbs of -1 mean "not given".
   predCompress(
     data: NativeArray,
@@ -54,7 +55,7 @@ export interface NativeAddon {
     max_abs_error: number;
     lossless: boolean;
   };
-  /** ⟨decoded stream i, x⟩ (and ‖decoded − x‖ when distance) per stream, decoded block by block; rounds: 0 none, 1 float16, 2 bfloat16. */
+  /** ⟨decoded stream i, x⟩ (and ‖decoded − x‖ when distance) per stream, decoded block by block, scaled as [m_0.., e_0..]; rounds: 0 none, 1 float16, 2 bfloat16. */
   predDot(streams: Uint8Array[], rounds: number[], x: NativeArray, distance: boolean): Promise<{ dot: Float64Array; distance: Float64Array | null }>;
   // GPU side (native/gpu.cc; lib/gpu.ts wraps it). Without CUDA or a device every call but
   // gpuBytesFor and gpuRelease rejects or throws with code gpu_unavailable.

@@ -8,6 +8,7 @@ import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { parseFieldOrThrow, shapeSchema } from "./fields.js";
 import { call, fromNative, native } from "./native.js";
+import { unpack, value } from "./scaled.js";
 
 export type PredArray = Float32Array | Float64Array;
 export type PredDtype = "float32" | "float64";
@@ -184,7 +185,8 @@ const ROUND_CODE = { float16: 1, bfloat16: 2 } as const;
  * ⟨decoded stream, x⟩ for each stream, with x in C order over the stream's shape, decoded
  * block by block on the addon's threads: memory is one block per thread, never the array. With
  * `distance`, ‖decoded − x‖ too. x must be finite (checked off the event loop); a corrupt stream
- * is a ValidationError (field `stream`).
+ * is a ValidationError (field `stream`). Sums are scaled where they would overflow, so a result
+ * is finite wherever it is a float64, else ±Infinity.
  * @example
  * const [{ dot }] = await pred.dot([r.stream], query);
  */
@@ -195,7 +197,9 @@ export async function dot(streams: Uint8Array[], x: PredArray, opts?: PredDotOpt
   const o = parseFieldOrThrow(dotOptionsSchema, opts, "") ?? {};
   const rounds = streams.map(() => (o.round ? ROUND_CODE[o.round] : 0));
   const r = await call(() => native().predDot(streams, rounds, x, o.distance === true));
-  return Array.from(r.dot, (d, i) => (r.distance ? { dot: d, distance: r.distance[i]! } : { dot: d }));
+  const dots = unpack(r.dot);
+  const dist = r.distance ? unpack(r.distance) : null;
+  return dots.map((d, i) => (dist ? { dot: value(d), distance: value(dist[i]!) } : { dot: value(d) }));
 }
 
 /**

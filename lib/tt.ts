@@ -7,6 +7,7 @@ import { z } from "zod";
 import { ValidationError } from "./errors.js";
 import { parseFieldOrThrow, shapeSchema } from "./fields.js";
 import { call, native } from "./native.js";
+import { sqrt as scaledSqrt, unpack, value, type Scaled } from "./scaled.js";
 
 export type FloatArray = Float32Array | Float64Array;
 
@@ -421,31 +422,52 @@ function sameModes(a: CheckedTT, b: CheckedTT, field: string): void {
   }
 }
 
-/** Inner product ⟨a, b⟩ computed on the cores (float64 accumulation); a and b need equal modes. */
-export async function dot(a: TT, b: TT): Promise<number> {
+/**
+ * ⟨a, b⟩ computed on the cores (float64 accumulation, scaled where it would overflow or
+ * underflow, lib/scaled.ts); a and b need equal modes.
+ */
+export async function dotScaled(a: TT, b: TT): Promise<Scaled> {
   const x = checkTT(a, "a");
   const y = checkTT(b, "b");
   sameModes(x, y, "b.modes");
-  return call(() => native().dot(x.cores, x.ranks, y.cores, y.ranks, x.modes));
+  return unpack(await call(() => native().dot(x.cores, x.ranks, y.cores, y.ranks, x.modes)))[0]!;
 }
 
-/** Frobenius norm computed on the cores. */
-export async function norm(a: TT): Promise<number> {
+/**
+ * Inner product ⟨a, b⟩ computed on the cores (float64 accumulation, no overflow on the way);
+ * a and b need equal modes. A product beyond float64's range (about 1.8e308) is ±Infinity.
+ */
+export async function dot(a: TT, b: TT): Promise<number> {
+  return value(await dotScaled(a, b));
+}
+
+/** Frobenius norm computed on the cores, kept scaled (lib/scaled.ts): finite for any finite cores. */
+export async function normScaled(a: TT): Promise<Scaled> {
   const x = checkTT(a, "a");
-  const v = await call(() => native().dot(x.cores, x.ranks, x.cores, x.ranks, x.modes));
-  return Math.sqrt(Math.max(0, v));
+  const v = unpack(await call(() => native().dot(x.cores, x.ranks, x.cores, x.ranks, x.modes)))[0]!;
+  return scaledSqrt({ m: Math.max(0, v.m), e: v.e });
 }
 
-/** ⟨t, x⟩ with x dense C-order over t.shape ?? t.modes, without densifying t. */
-export async function dotDense(t: TT, x: FloatArray): Promise<number> {
+/** Frobenius norm computed on the cores: finite wherever the norm is a float64, else Infinity. */
+export async function norm(a: TT): Promise<number> {
+  return value(await normScaled(a));
+}
+
+/** ⟨t, x⟩ with x dense C-order over t.shape ?? t.modes, without densifying t, kept scaled. */
+export async function dotDenseScaled(t: TT, x: FloatArray): Promise<Scaled> {
   const c = checkTT(t, "t");
   const dense = floatArray(x, "x");
   if (dense.length !== product(c.modes)) {
     throw new ValidationError(`x must have ${product(c.modes)} elements (the dense size of t), not ${dense.length}.`, "x");
   }
-  const v = await call(() => native().dotDense(c.cores, c.ranks, c.modes, dense));
-  if (!Number.isFinite(v)) throw new ValidationError("x must contain only finite numbers.", "x");
+  const v = unpack(await call(() => native().dotDense(c.cores, c.ranks, c.modes, dense)))[0]!;
+  if (Number.isNaN(v.m)) throw new ValidationError("x must contain only finite numbers.", "x");
   return v;
+}
+
+/** ⟨t, x⟩ with x dense C-order over t.shape ?? t.modes, without densifying t (±Infinity beyond float64's range). */
+export async function dotDense(t: TT, x: FloatArray): Promise<number> {
+  return value(await dotDenseScaled(t, x));
 }
 
 /** TT rounding: recompression to a relative tolerance and rank cap; reports the measured error. */
@@ -473,22 +495,24 @@ export async function dotBatch(q: TT, candidates: TT[]): Promise<Float64Array> {
     sameModes(x, y, `candidates[${i}].modes`);
     return y;
   });
-  const scores = await call(() =>
-    native().dotBatch(
-      x.cores,
-      x.ranks,
-      cs.map((c) => c.cores),
-      cs.map((c) => c.ranks),
-      x.modes,
+  const scaled = unpack(
+    await call(() =>
+      native().dotBatch(
+        x.cores,
+        x.ranks,
+        cs.map((c) => c.cores),
+        cs.map((c) => c.ranks),
+        x.modes,
+      ),
     ),
   );
-  for (let i = 0; i < scores.length; i++) {
-    if (Number.isFinite(scores[i]!)) continue;
+  for (let i = 0; i < scaled.length; i++) {
+    if (!Number.isNaN(scaled[i]!.m)) continue;
     cs[i]!.cores.forEach((core, k) => {
       if (core.length <= FINITE_IN_JS) checkFinite(core, `candidates[${i}].cores[${k}]`);
     });
   }
-  return scores;
+  return Float64Array.from(scaled, value);
 }
 
 /** ⟨x, c_i⟩ for every candidate, x dense over the candidates' dense shape. */
@@ -502,26 +526,33 @@ export async function dotDenseBatch(x: FloatArray, candidates: TT[]): Promise<Fl
   if (dense.length !== product(first.modes)) {
     throw new ValidationError(`x must have ${product(first.modes)} elements (the candidates' dense size), not ${dense.length}.`, "x");
   }
-  const v = await call(() =>
-    native().dotDenseBatch(
-      dense,
-      cs.map((c) => c.cores),
-      cs.map((c) => c.ranks),
-      first.modes,
+  const v = unpack(
+    await call(() =>
+      native().dotDenseBatch(
+        dense,
+        cs.map((c) => c.cores),
+        cs.map((c) => c.ranks),
+        first.modes,
+      ),
     ),
   );
-  if (v.some((s) => !Number.isFinite(s))) throw new ValidationError("x must contain only finite numbers.", "x");
-  return v;
+  if (v.some((s) => Number.isNaN(s.m))) throw new ValidationError("x must contain only finite numbers.", "x");
+  return Float64Array.from(v, value);
 }
 
-/** ⟨a, b⟩ of two dense arrays of the same length, accumulated in float64. */
-export async function denseDot(a: FloatArray, b: FloatArray): Promise<number> {
+/** ⟨a, b⟩ of two dense arrays of the same length, accumulated in float64, kept scaled. */
+export async function denseDotScaled(a: FloatArray, b: FloatArray): Promise<Scaled> {
   const x = floatArray(a, "a");
   const y = floatArray(b, "b");
   if (x.length !== y.length) throw new ValidationError(`b must have the same length as a (${x.length}), not ${y.length}.`, "b");
-  const v = await call(() => native().denseDot(x, y));
-  if (!Number.isFinite(v)) throw new ValidationError("a and b must contain only finite numbers.", "a");
+  const v = unpack(await call(() => native().denseDot(x, y)))[0]!;
+  if (Number.isNaN(v.m)) throw new ValidationError("a and b must contain only finite numbers.", "a");
   return v;
+}
+
+/** ⟨a, b⟩ of two dense arrays of the same length, accumulated in float64 (±Infinity beyond float64's range). */
+export async function denseDot(a: FloatArray, b: FloatArray): Promise<number> {
+  return value(await denseDotScaled(a, b));
 }
 
 /** The native backend: instruction set, threads, CUDA build and device. */

@@ -229,20 +229,44 @@ class ReconstructWorker : public Worker {
 };
 
 template <typename TA, typename TB>
-double dot_of(const TTArg& a, const TTArg& b, const std::vector<size_t>& modes) {
+Scaled dot_of(const TTArg& a, const TTArg& b, const std::vector<size_t>& modes) {
   return tt_dot(ptrs<TA>(a), a.ranks, ptrs<TB>(b), b.ranks, modes);
 }
-double dot_any(const TTArg& a, const TTArg& b, const std::vector<size_t>& modes) {
+Scaled dot_any(const TTArg& a, const TTArg& b, const std::vector<size_t>& modes) {
   if (a.f64) return b.f64 ? dot_of<double, double>(a, b, modes) : dot_of<double, float>(a, b, modes);
   return b.f64 ? dot_of<float, double>(a, b, modes) : dot_of<float, float>(a, b, modes);
 }
+// x scaled once per call, for the candidates whose product with x needs it (tt.h).
+struct XCopies {
+  ScaledCopy<float> f;
+  ScaledCopy<double> d;
+};
 template <typename TC, typename TX>
-double dd_of(const TTArg& t, const std::vector<size_t>& modes, const Arr& x) {
-  return tt_dot_dense(ptrs<TC>(t), t.ranks, modes, static_cast<const TX*>(x.p));
+Scaled dd_of(const TTArg& t, const std::vector<size_t>& modes, const Arr& x, ScaledCopy<TX>* cache) {
+  return tt_dot_dense(ptrs<TC>(t), t.ranks, modes, static_cast<const TX*>(x.p), cache);
 }
-double dot_dense_any(const TTArg& t, const std::vector<size_t>& modes, const Arr& x) {
-  if (t.f64) return x.f64 ? dd_of<double, double>(t, modes, x) : dd_of<double, float>(t, modes, x);
-  return x.f64 ? dd_of<float, double>(t, modes, x) : dd_of<float, float>(t, modes, x);
+Scaled dot_dense_any(const TTArg& t, const std::vector<size_t>& modes, const Arr& x, XCopies* xc = nullptr) {
+  ScaledCopy<float>* cf = xc ? &xc->f : nullptr;
+  ScaledCopy<double>* cd = xc ? &xc->d : nullptr;
+  if (t.f64) return x.f64 ? dd_of<double, double>(t, modes, x, cd) : dd_of<double, float>(t, modes, x, cf);
+  return x.f64 ? dd_of<float, double>(t, modes, x, cd) : dd_of<float, float>(t, modes, x, cf);
+}
+// A Scaled result as [m, e] (lib/scaled.ts).
+Napi::Value scaled_pair(Napi::Env env, Scaled v) {
+  auto o = Napi::Float64Array::New(env, 2);
+  o[0] = v.m;
+  o[1] = double(v.e);
+  return o;
+}
+// n Scaled results as [m_0 .. m_{n-1}, e_0 .. e_{n-1}] (lib/scaled.ts).
+Buffer scaled_buffer(const std::vector<Scaled>& v) {
+  Buffer b = alloc_buffer(std::max<size_t>(2 * v.size(), 1), sizeof(double));
+  double* o = b.as<double>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    o[i] = v[i].m;
+    o[v.size() + i] = double(v[i].e);
+  }
+  return b;
 }
 size_t prod(const std::vector<size_t>& v) {
   double p = 1;
@@ -251,7 +275,7 @@ size_t prod(const std::vector<size_t>& v) {
   return static_cast<size_t>(p);
 }
 
-// dot(aCores, aRanks, bCores, bRanks, modes) -> number
+// dot(aCores, aRanks, bCores, bRanks, modes) -> Float64Array [m, e]: the product is m * 2^e (tt.h Scaled)
 class DotWorker : public Worker {
  public:
   DotWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
@@ -268,15 +292,15 @@ class DotWorker : public Worker {
     check_large_cores(b_, named("b."));
     v_ = dot_any(a_, b_, modes_);
   }
-  Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
+  Napi::Value result(Napi::Env env) override { return scaled_pair(env, v_); }
 
  private:
   TTArg a_, b_;
   std::vector<size_t> modes_;
-  double v_ = 0;
+  Scaled v_;
 };
 
-// dotDense(cores, ranks, modes, x) -> number
+// dotDense(cores, ranks, modes, x) -> Float64Array [m, e]
 class DotDenseWorker : public Worker {
  public:
   DotDenseWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
@@ -293,13 +317,13 @@ class DotDenseWorker : public Worker {
     check_large_cores(t_, named("t."));
     v_ = dot_dense_any(t_, modes_, x_);
   }
-  Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
+  Napi::Value result(Napi::Env env) override { return scaled_pair(env, v_); }
 
  private:
   TTArg t_;
   Arr x_;
   std::vector<size_t> modes_;
-  double v_ = 0;
+  Scaled v_;
 };
 
 // round(cores, ranks, modes, tolerance, max_rank) -> {ranks, cores, relative_error}
@@ -343,9 +367,7 @@ std::vector<TTArg> read_candidates(const Napi::Value& cores_v, const Napi::Value
   return out;
 }
 
-Buffer scores_buffer(size_t n) { return alloc_buffer(std::max<size_t>(n, 1), sizeof(double)); }
-
-// dotBatch(qCores, qRanks, candCores[], candRanks[], modes) -> Float64Array
+// dotBatch(qCores, qRanks, candCores[], candRanks[], modes) -> Float64Array [m_0.., e_0..]
 class DotBatchWorker : public Worker {
  public:
   DotBatchWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
@@ -360,9 +382,9 @@ class DotBatchWorker : public Worker {
   void run() override {
     check_large_cores(q_, named("q."));
     check_candidates(cands_);
-    out_ = scores_buffer(cands_.size());
-    double* o = out_.as<double>();
-    parallel_for(cands_.size(), [&](size_t i) { o[i] = dot_any(q_, cands_[i], modes_); });
+    std::vector<Scaled> v(cands_.size());
+    parallel_for(cands_.size(), [&](size_t i) { v[i] = dot_any(q_, cands_[i], modes_); });
+    out_ = scaled_buffer(v);
   }
   Napi::Value result(Napi::Env env) override {
     if (cands_.empty()) return Napi::Float64Array::New(env, 0);
@@ -376,7 +398,7 @@ class DotBatchWorker : public Worker {
   Buffer out_;
 };
 
-// dotDenseBatch(x, candCores[], candRanks[], modes) -> Float64Array
+// dotDenseBatch(x, candCores[], candRanks[], modes) -> Float64Array [m_0.., e_0..]
 class DotDenseBatchWorker : public Worker {
  public:
   DotDenseBatchWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
@@ -391,9 +413,10 @@ class DotDenseBatchWorker : public Worker {
  protected:
   void run() override {
     check_candidates(cands_);
-    out_ = scores_buffer(cands_.size());
-    double* o = out_.as<double>();
-    for (size_t i = 0; i < cands_.size(); ++i) o[i] = dot_dense_any(cands_[i], modes_, x_);
+    std::vector<Scaled> v(cands_.size());
+    XCopies xc;
+    for (size_t i = 0; i < cands_.size(); ++i) v[i] = dot_dense_any(cands_[i], modes_, x_, &xc);
+    out_ = scaled_buffer(v);
   }
   Napi::Value result(Napi::Env env) override {
     if (cands_.empty()) return Napi::Float64Array::New(env, 0);
@@ -407,7 +430,7 @@ class DotDenseBatchWorker : public Worker {
   Buffer out_;
 };
 
-// denseDot(a, b) -> number (float64 accumulation)
+// denseDot(a, b) -> Float64Array [m, e] (float64 accumulation)
 class DenseDotWorker : public Worker {
  public:
   DenseDotWorker(const Napi::CallbackInfo& info) : Worker(info.Env()) {
@@ -427,11 +450,11 @@ class DenseDotWorker : public Worker {
       v_ = b_.f64 ? dense_dot(static_cast<const float*>(a_.p), static_cast<const double*>(b_.p), a_.n)
                   : dense_dot(static_cast<const float*>(a_.p), static_cast<const float*>(b_.p), a_.n);
   }
-  Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, v_); }
+  Napi::Value result(Napi::Env env) override { return scaled_pair(env, v_); }
 
  private:
   Arr a_, b_;
-  double v_ = 0;
+  Scaled v_;
 };
 
 // ---- pred codec (native/pred.h): predCompress, predDecompress, predInfo, predEstimate, predDot ----
@@ -545,7 +568,8 @@ class PredDecompressWorker : public Worker {
   Buffer out_;
 };
 
-// predDot(streams, rounds, x, distance) -> {dot: Float64Array, distance: Float64Array | null}:
+// predDot(streams, rounds, x, distance) -> {dot: Float64Array, distance: Float64Array | null}, each
+// [m_0.., e_0..] (tt.h Scaled):
 // <decoded stream i, x> (and ||decoded - x||) for each stream, decoded block by block.
 class PredDotWorker : public Worker {
  public:
@@ -580,12 +604,19 @@ class PredDotWorker : public Worker {
   }
   Napi::Value result(Napi::Env env) override {
     auto o = Napi::Object::New(env);
-    auto dot = Napi::Float64Array::New(env, res_.size());
-    for (size_t i = 0; i < res_.size(); ++i) dot[i] = res_[i].dot;
+    const size_t n = res_.size();
+    auto dot = Napi::Float64Array::New(env, 2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      dot[i] = res_[i].dot.m;
+      dot[n + i] = double(res_[i].dot.e);
+    }
     o.Set("dot", dot);
     if (distance_) {
-      auto d = Napi::Float64Array::New(env, res_.size());
-      for (size_t i = 0; i < res_.size(); ++i) d[i] = res_[i].distance;
+      auto d = Napi::Float64Array::New(env, 2 * n);
+      for (size_t i = 0; i < n; ++i) {
+        d[i] = res_[i].distance.m;
+        d[n + i] = double(res_[i].distance.e);
+      }
       o.Set("distance", d);
     } else {
       o.Set("distance", env.Null());

@@ -56,8 +56,8 @@ struct PredDotItem {
 };
 
 struct PredDotResult {
-  double dot = 0;       // <decoded, x>, float64 accumulation
-  double distance = 0;  // ||decoded - x|| (scaled against overflow), when asked for
+  Scaled dot;       // <decoded, x>, float64 accumulation (scaled where it leaves float64's range)
+  Scaled distance;  // ||decoded - x|| (scaled against overflow), when asked for
 };
 
 // <decoded stream, x> for each stream (x: nx elements, C order over each stream's shape),

@@ -294,7 +294,8 @@ float round_bf16(float v) {
 // One block's share of a dot product: sum of products, and the largest |decoded - x| with
 // the sum of squares of (decoded - x) / that largest.
 struct BlockDot {
-  double dot = 0, peak = 0, ssq = 0;
+  Scaled dot;
+  double peak = 0, ssq = 0;  // of the halved differences (0.5 v - 0.5 w cannot overflow)
 };
 
 template <typename T, typename TX>
@@ -313,26 +314,61 @@ BlockDot dot_block(const Parsed& P, size_t b, PredRound round, const TX* x, bool
   strides(g.n5, ast);
   strides(bx.ext, bst);
   const size_t row = bx.ext[4];
-  BlockDot r;
-  for (int pass = 0; pass < (distance ? 3 : 1); ++pass)
+  // fn(v, w) for each row of the block and the matching row of x
+  auto rows = [&](auto&& fn) {
     for (size_t i0 = 0; i0 < bx.ext[0]; ++i0)
       for (size_t i1 = 0; i1 < bx.ext[1]; ++i1)
         for (size_t i2 = 0; i2 < bx.ext[2]; ++i2)
-          for (size_t i3 = 0; i3 < bx.ext[3]; ++i3) {
-            const T* v = buf.get() + i0 * bst[0] + i1 * bst[1] + i2 * bst[2] + i3 * bst[3];
-            const TX* w = x + (bx.lo[0] + i0) * ast[0] + (bx.lo[1] + i1) * ast[1] + (bx.lo[2] + i2) * ast[2] +
-                          (bx.lo[3] + i3) * ast[3] + bx.lo[4];
-            if (pass == 0) {
-              r.dot += tt_detail::dot_mixed(v, w, row);
-            } else if (pass == 1) {
-              for (size_t i = 0; i < row; ++i) r.peak = std::max(r.peak, std::fabs(double(v[i]) - double(w[i])));
-            } else if (r.peak > 0) {
-              for (size_t i = 0; i < row; ++i) {
-                double d = (double(v[i]) - double(w[i])) / r.peak;
-                r.ssq += d * d;
-              }
-            }
-          }
+          for (size_t i3 = 0; i3 < bx.ext[3]; ++i3)
+            fn(buf.get() + i0 * bst[0] + i1 * bst[1] + i2 * bst[2] + i3 * bst[3],
+               x + (bx.lo[0] + i0) * ast[0] + (bx.lo[1] + i1) * ast[1] + (bx.lo[2] + i2) * ast[2] +
+                   (bx.lo[3] + i3) * ast[3] + bx.lo[4]);
+  };
+  BlockDot r;
+  double dot = 0;
+  rows([&](const T* v, const TX* w) { dot += tt_detail::dot_mixed(v, w, row); });
+  if (std::isfinite(dot) && std::fabs(dot) >= 0x1.0p-900) {
+    r.dot = {dot, 0};
+  } else {
+    // Again with both sides scaled by the powers of two that bring their largest magnitudes in
+    // the block into [1, 2): the sum overflowed, or fell where float64 loses digits.
+    double mv = 0, mw = 0;
+    bool bad = false;
+    rows([&](const T* v, const TX* w) {
+      for (size_t i = 0; i < row; ++i) {
+        const double av = std::fabs(double(v[i])), aw = std::fabs(double(w[i]));
+        bad |= !(av <= std::numeric_limits<double>::max() && aw <= std::numeric_limits<double>::max());
+        mv = std::max(mv, av);
+        mw = std::max(mw, aw);
+      }
+    });
+    if (bad) {
+      r.dot = {std::numeric_limits<double>::quiet_NaN(), 0};
+    } else if (mv == 0 || mw == 0) {
+      r.dot = {0.0, 0};
+    } else {
+      const int ev = std::ilogb(mv), ew = std::ilogb(mw);
+      const double v1 = std::ldexp(1.0, -ev / 2), v2 = std::ldexp(1.0, -ev - (-ev / 2));
+      const double w1 = std::ldexp(1.0, -ew / 2), w2 = std::ldexp(1.0, -ew - (-ew / 2));
+      double acc = 0;
+      rows([&](const T* v, const TX* w) {
+        for (size_t i = 0; i < row; ++i) acc += (double(v[i]) * v1 * v2) * (double(w[i]) * w1 * w2);
+      });
+      r.dot = fold(acc, long(ev) + ew);
+    }
+  }
+  if (distance) {
+    rows([&](const T* v, const TX* w) {
+      for (size_t i = 0; i < row; ++i) r.peak = std::max(r.peak, std::fabs(0.5 * double(v[i]) - 0.5 * double(w[i])));
+    });
+    if (r.peak > 0)
+      rows([&](const T* v, const TX* w) {
+        for (size_t i = 0; i < row; ++i) {
+          double d = (0.5 * double(v[i]) - 0.5 * double(w[i])) / r.peak;
+          r.ssq += d * d;
+        }
+      });
+  }
   return r;
 }
 
@@ -364,13 +400,22 @@ std::vector<PredDotResult> pred_dot(const std::vector<PredDotItem>& items, const
     part[t] = P.info.f64 ? dot_block<double>(P, b, items[i].round, x, distance)
                          : dot_block<float>(P, b, items[i].round, x, distance);
   });
-  // Block shares summed in block order, so the result does not depend on the thread count.
+  // Block shares summed in block order, so the result does not depend on the thread count; at
+  // the largest exponent among them (0 unless a block's share left float64's range).
   std::vector<PredDotResult> out(items.size());
-  std::vector<double> peak(items.size(), 0.0);
+  std::vector<double> peak(items.size(), 0.0), sum(items.size(), 0.0);
+  std::vector<int> top(items.size(), std::numeric_limits<int>::min());
   for (size_t t = 0; t < tasks.size(); ++t) {
-    out[tasks[t].first].dot += part[t].dot;
-    peak[tasks[t].first] = std::max(peak[tasks[t].first], part[t].peak);
+    const size_t i = tasks[t].first;
+    if (part[t].dot.m != 0) top[i] = std::max(top[i], part[t].dot.e);
+    peak[i] = std::max(peak[i], part[t].peak);
   }
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const size_t i = tasks[t].first;
+    if (part[t].dot.m != 0) sum[i] += std::ldexp(part[t].dot.m, part[t].dot.e - top[i]);
+  }
+  for (size_t i = 0; i < items.size(); ++i)
+    out[i].dot = top[i] == std::numeric_limits<int>::min() ? Scaled{} : fold(sum[i], top[i]);
   if (distance) {
     std::vector<double> ssq(items.size(), 0.0);
     for (size_t t = 0; t < tasks.size(); ++t) {
@@ -380,7 +425,12 @@ std::vector<PredDotResult> pred_dot(const std::vector<PredDotItem>& items, const
         ssq[i] += part[t].ssq * f * f;
       }
     }
-    for (size_t i = 0; i < items.size(); ++i) out[i].distance = peak[i] * std::sqrt(ssq[i]);
+    // ||d|| = 2 * peak * sqrt(ssq) of the halved differences
+    for (size_t i = 0; i < items.size(); ++i) {
+      int pe = 0;
+      const double pm = std::frexp(peak[i], &pe);
+      out[i].distance = fold(pm * std::sqrt(ssq[i]), long(pe) + 1);
+    }
   }
   return out;
 }

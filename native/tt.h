@@ -26,6 +26,15 @@ struct TTResult {
   double relative_error = 0;
 };
 
+// A result kept as m * 2^e, for inner products and norms of data near float64's limits: the value
+// itself, or the sums on the way to it, may lie outside float64's range. e is 0 and m the value
+// wherever the value is a normal float64 between 2^-1000 and 2^1000; else |m| is in [0.5, 1).
+// m is NaN when an input holds NaN or infinities.
+struct Scaled {
+  double m = 0;
+  int e = 0;
+};
+
 template <typename T>
 TTResult tt_compress(const T* data, size_t n, const std::vector<size_t>& modes, double tol, size_t max_rank,
                      double min_ratio);
@@ -37,19 +46,37 @@ Buffer tt_reconstruct(const std::vector<const T*>& cores, const std::vector<size
                       const std::vector<size_t>& ranks, const std::vector<size_t>& shape,
                       const std::vector<size_t>& groups, const std::vector<std::pair<size_t, size_t>>& ranges);
 
+// The inner products below run on the data as they are, and again on copies scaled by powers of
+// two (exact) where that first pass overflows or comes out below 2^-900.
 template <typename TA, typename TB>
-double tt_dot(const std::vector<const TA*>& a, const std::vector<size_t>& ra, const std::vector<const TB*>& b,
+Scaled tt_dot(const std::vector<const TA*>& a, const std::vector<size_t>& ra, const std::vector<const TB*>& b,
               const std::vector<size_t>& rb, const std::vector<size_t>& modes);
 
+// x scaled to a largest magnitude in [1, 2), made once and shared by the candidates of a batch
+// (only where one of them needs it).
+template <typename TX>
+struct ScaledCopy {
+  bool ready = false;
+  std::vector<TX> x;
+  int e = 0;
+  bool zero = false, nonfinite = false;
+};
+
 template <typename TC, typename TX>
-double tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_t>& ranks,
-                    const std::vector<size_t>& modes, const TX* x);
+Scaled tt_dot_dense(const std::vector<const TC*>& cores, const std::vector<size_t>& ranks,
+                    const std::vector<size_t>& modes, const TX* x, ScaledCopy<TX>* cache = nullptr);
 
 template <typename T>
 TTResult tt_round(const std::vector<const T*>& cores, const std::vector<size_t>& ranks,
                   const std::vector<size_t>& modes, double tol, size_t max_rank);
 
 template <typename TA, typename TB>
-double dense_dot(const TA* a, const TB* b, size_t n);
+Scaled dense_dot(const TA* a, const TB* b, size_t n);
+
+// m * 2^e in the form described at Scaled.
+Scaled fold(double m, long e);
+
+// The value of s as one double (infinite or zero where it lies outside float64's range).
+double unfold(Scaled s);
 
 }  // namespace svc

@@ -15,6 +15,7 @@ import type { StoreConfig } from "./context.js";
 import { pacedScan } from "./pace.js";
 import { loadPred, type PredApi } from "./predapi.js";
 import { loadTT } from "./ttapi.js";
+import { value } from "../scaled.js";
 import type { PayloadLayout, TtInfo, Verdict } from "./types.js";
 
 /** A floating put to encode: the data as float32/float64 (half types widened) and the caller's bounds. */
@@ -32,8 +33,11 @@ export interface FloatJob {
   /** The caller gave max_rank: a TT above the tolerance under that cap is kept as `weak`. */
   capped: boolean;
   config: StoreConfig;
-  /** The data's Frobenius norm and largest magnitude (computed once, where a route needs them). */
-  stats(): Promise<{ norm: number; max: number }>;
+  /**
+   * The data's Frobenius norm and largest magnitude (computed once, where a route needs them);
+   * `rms` is the norm / (max · √n), which stays a float64 where the norm itself does not.
+   */
+  stats(): Promise<{ norm: number; max: number; rms: number }>;
 }
 
 /** A lossy or exact encoding that met the bounds, with what was measured on its decoded values. */
@@ -42,12 +46,15 @@ export interface Encoded {
   verdict: Verdict;
   relative_error: number;
   max_abs_error: number;
-  /** Frobenius norm of the values a serve gives back. */
-  norm: number;
+  /** Frobenius norm of the values a serve gives back; null where it exceeds float64's range. */
+  norm: number | null;
   codec: "tt" | "pred" | "lossless";
   tt: TtInfo | null;
   layout: PayloadLayout;
 }
+
+/** A norm as a fingerprint holds it: null where it exceeds float64's range (docs/store.md). */
+export const finiteNorm = (n: number): number | null => (Number.isFinite(n) ? n : null);
 
 /** Whether a zero bound asks for an exact entry. */
 export const exactAsked = (j: Pick<FloatJob, "tolerance" | "maxAbs" | "codec">): boolean => j.codec === "lossless" || j.tolerance === 0 || j.maxAbs === 0;
@@ -58,7 +65,7 @@ const unitOf = (dtype: Dtype): number => (dtype === "float16" ? 2 ** -11 : dtype
 interface Measured {
   relative_error: number;
   max_abs_error: number;
-  norm: number;
+  norm: number | null;
 }
 
 // The two passes of measure() keep their running values in locals of plain functions: a
@@ -119,13 +126,11 @@ async function measure(x: ArrayLike<number>, dec: ArrayLike<number>): Promise<Me
   const s = new Float64Array(3);
   await pacedScan(x.length, (a, b) => maxima(x, dec, a, b, m));
   await pacedScan(x.length, (a, b) => scaledSquares(x, dec, a, b, m, s));
-  const diffNorm = m[0]! * Math.sqrt(s[0]!);
-  const normX = m[2]! * Math.sqrt(s[2]!);
-  return {
-    relative_error: normX > 0 ? diffNorm / normX : diffNorm > 0 ? 1 : 0,
-    max_abs_error: m[0]!,
-    norm: m[1]! * Math.sqrt(s[1]!),
-  };
+  // the ratio of the two norms from their scaled parts: either norm may exceed float64's range
+  // (float64 data near 1e308) while their ratio does not
+  const relative_error = m[2]! > 0 ? (m[0]! / m[2]!) * Math.sqrt(s[0]! / s[2]!) : m[0]! > 0 ? 1 : 0;
+  const norm = m[1]! * Math.sqrt(s[1]!);
+  return { relative_error, max_abs_error: m[0]!, norm: Number.isFinite(norm) ? norm : null };
 }
 
 /** Decoded working floats as a serve gives them back: rounded to float16/bfloat16, widened again. */
@@ -173,7 +178,13 @@ async function ttRoute(j: FloatJob, minRatio: number): Promise<{ enc: Encoded | 
   if (!b) return { enc: null, final: true };
   // TT bounds the relative Frobenius error only; with an L∞ bound alone it aims at an RMS
   // error a quarter of that bound and the decoded values are checked against it
-  const rms = b.max_abs_error === undefined ? Infinity : (b.max_abs_error * Math.sqrt(j.work.length)) / (await j.stats()).norm;
+  const rms =
+    b.max_abs_error === undefined
+      ? Infinity
+      : await (async () => {
+          const st = await j.stats();
+          return b.max_abs_error! / st.max / st.rms;
+        })();
   let tol = b.tolerance ?? Math.min(0.5, rms / 4);
   if (b.tolerance !== undefined) tol = Math.min(tol, rms);
   const floor = f64 ? tt.MIN_TOLERANCE_F64 : tt.MIN_TOLERANCE_F32;
@@ -206,8 +217,8 @@ async function ttRoute(j: FloatJob, minRatio: number): Promise<{ enc: Encoded | 
     verdict: weak ? "weak" : "compressed",
     relative_error: m.relative_error,
     max_abs_error: m.max_abs_error,
-    // the norm on the cores, as similarity contracts them
-    norm: await tt.norm(res),
+    // the norm on the cores, as similarity contracts them; null beyond float64's range
+    norm: finiteNorm(value(await tt.normScaled(res))),
     codec: "tt",
     tt: info,
     layout: { codec: "tt", core_dtype: f64 ? "float64" : "float32", ...info },
@@ -235,7 +246,7 @@ export async function exactRoute(
   j: Pick<FloatJob, "work" | "dtype" | "shape" | "bytesIn">,
   deflated: { payload: Uint8Array; shuffle: number },
   minRatio: number,
-  norm: number,
+  norm: number | null,
 ): Promise<Encoded | null> {
   let best: Encoded | null = null;
   const p = j.dtype === "float32" || j.dtype === "float64" ? await loadPred() : null;

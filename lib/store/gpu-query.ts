@@ -5,7 +5,12 @@
 import type { Metric } from "../schemas.js";
 import { GpuUnavailableError } from "../errors.js";
 import type { EntryId, GpuServing, Lease } from "./gpu-cache.js";
+import type { Scaled } from "../scaled.js";
 import { exactDistance, l2NeedsExact, scoreOf, type Operand } from "./similarity.js";
+
+// The device's products run in float32/float64 without scaling: operands whose norms lie far
+// from 1 (data near float64's limits) are scored on the CPU, which keeps them scaled.
+const onDeviceNorm = (n: Scaled): boolean => n.e === 0 && (n.m === 0 || (n.m > 2 ** -60 && n.m < 2 ** 60));
 
 const sameModes = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((m, i) => m === b[i]);
 
@@ -17,10 +22,11 @@ export async function deviceScores(
   qid: EntryId | null,
   cands: Operand[],
   ids: EntryId[],
-): Promise<number[] | null> {
+): Promise<Scaled[] | null> {
   if (!gpu || "unavailable" in gpu || !gpu.queries || q.kind !== "tt" || qid === null || cands.length === 0) return null;
   const modes = q.tt.modes;
   if (!cands.every((c) => c.kind === "tt" && sameModes(c.tt.modes, modes))) return null;
+  if (!onDeviceNorm(q.norm) || !cands.every((c) => onDeviceNorm(c.norm))) return null;
   const leases: Lease<unknown>[] = [];
   try {
     try {
@@ -40,9 +46,10 @@ export async function deviceScores(
       "dot",
       cands.length,
     );
-    const dots = new Array<number>(cands.length);
-    r.index.forEach((pos, j) => (dots[pos] = r.score[j]!));
-    const scores = new Array<number>(cands.length);
+    const dots = new Array<Scaled>(cands.length);
+    r.index.forEach((pos, j) => (dots[pos] = { m: r.score[j]!, e: 0 }));
+    if (dots.some((d) => !Number.isFinite(d.m))) return null;
+    const scores = new Array<Scaled>(cands.length);
     for (let i = 0; i < cands.length; i++) {
       const c = cands[i]!;
       scores[i] = metric === "l2" && l2NeedsExact(dots[i]!, q.norm, c.norm) ? await exactDistance(q, c) : scoreOf(metric, dots[i]!, q.norm, c.norm);

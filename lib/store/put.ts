@@ -27,7 +27,8 @@ import { packRecord, unpackRecord } from "./records.js";
 import { loadTT, type TT } from "./ttapi.js";
 import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, ServeArray, VersionRecord } from "./types.js";
 import { pacedScan } from "./pace.js";
-import { exactAsked, exactRoute, lossyRoute, type Encoded, type FloatJob } from "./choose.js";
+import { exactAsked, exactRoute, finiteNorm, lossyRoute, type Encoded, type FloatJob } from "./choose.js";
+import { describe, value } from "../scaled.js";
 import { loadPred } from "./predapi.js";
 
 /** Data accepted by put: a typed array, a Buffer or an ArrayBuffer (bytes, little-endian, C order). */
@@ -122,8 +123,8 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
     // the passes over the data below run in slices (pacedScan): 100 MiB of floats is 25 million values
     const work = await workingFloatPaced(view, dtype);
     if (await hasNonFinitePaced(work)) throw new ValidationError("data contains NaN or infinite values; floating data must be finite.", "data");
-    if (bytesIn < config.min_compress_bytes) return raw(await denseNormPaced(work));
-    let stats: Promise<{ norm: number; max: number }> | undefined;
+    if (bytesIn < config.min_compress_bytes) return raw(finiteNorm(await denseNormPaced(work)));
+    let stats: Promise<{ norm: number; max: number; rms: number }> | undefined;
     const job: FloatJob = {
       work,
       dtype,
@@ -154,7 +155,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
       ),
     });
     const exact = async (): Promise<Prepared> => {
-      const { norm } = await job.stats();
+      const norm = finiteNorm((await job.stats()).norm);
       const e = await exactRoute(job, await losslessEncode(bytes, dtype), config.min_compression_ratio, norm);
       return e ? encoded(e) : raw(norm);
     };
@@ -183,9 +184,9 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
       });
     }
     const e = await lossyRoute(job);
-    return e ? encoded(e) : job.codec === "tt" ? raw((await job.stats()).norm) : exact();
+    return e ? encoded(e) : job.codec === "tt" ? raw(finiteNorm((await job.stats()).norm)) : exact();
   }
-  const norm = dtype === "bytes" ? null : await denseNormPaced(view, dtype);
+  const norm = dtype === "bytes" ? null : finiteNorm(await denseNormPaced(view, dtype));
   if (bytesIn < config.min_compress_bytes) return raw(norm);
   return lossless(norm);
 }
@@ -200,8 +201,14 @@ async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined
     throw new ValidationError(`shape [${shape.join(", ")}] has ${product(shape)} elements but the cores' modes give ${product(modes)}.`, "shape");
   const dtype = checked[0]!.dtype;
   const t: TT = { modes, ranks, cores: arrays, ...(denseShape ? { shape } : {}) };
-  const norm = await (await loadTT()).norm(t);
-  if (!Number.isFinite(norm)) throw new ValidationError(`${where}: the tensor's norm overflows.`, where);
+  // kept scaled while it is measured, so that any norm a float64 holds is accepted
+  const scaledNorm = await (await loadTT()).normScaled(t);
+  const norm = value(scaledNorm);
+  if (!Number.isFinite(norm))
+    throw new ValidationError(
+      `${where}: the tensor's norm is about ${describe(scaledNorm)}, beyond float64's largest value (1.8e308); put_cores takes tensors whose norm is a float64.`,
+      where,
+    );
   const payload = concatCores(arrays);
   const bytesIn = product(shape) * itemsize(dtype);
   const info = { modes, ranks };
@@ -273,8 +280,7 @@ async function preparePred(stream: Uint8Array, o: ReturnType<typeof putPredOptio
     throw new ValidationError(`The declared max_abs_error ${o.max_abs_error} is above the stream's own pointwise bound ${h.max_abs_error}.`, "max_abs_error");
   const decoded = await pred.decompress(stream);
   if (await hasNonFinitePaced(decoded)) throw new ValidationError("The stream decodes to NaN or infinite values; floating data must be finite.", "stream");
-  const { norm } = await normAndMaxPaced(decoded);
-  if (!Number.isFinite(norm)) throw new ValidationError("The norm of the stream's values overflows.", "stream");
+  const norm = finiteNorm((await normAndMaxPaced(decoded)).norm);
   const bytesIn = decoded.byteLength;
   return {
     payload: stream,
@@ -472,18 +478,22 @@ function hasNonFinitePaced(x: Float32Array | Float64Array): Promise<boolean> {
  * denseNorm (scaled by the largest magnitude, so no square overflows), in slices; with
  * `dtype`, `x` holds values of that dtype, read as float64 a block at a time.
  */
-/** The Frobenius norm and the largest magnitude of `x`, in slices. */
-async function normAndMaxPaced(x: Float32Array | Float64Array): Promise<{ norm: number; max: number }> {
+/**
+ * The Frobenius norm and the largest magnitude of `x`, in slices, and their ratio `rms` =
+ * norm / (max · √n), which stays a float64 where the norm (float64 data near 1e308) does not:
+ * the norm is then Infinity.
+ */
+async function normAndMaxPaced(x: Float32Array | Float64Array): Promise<{ norm: number; max: number; rms: number }> {
   let max = 0;
   await pacedScan(x.length, (a, b) => {
     max = maxAbs(x.subarray(a, b), max);
   });
-  if (max === 0) return { norm: 0, max };
+  if (max === 0) return { norm: 0, max, rms: 0 };
   let s = 0;
   await pacedScan(x.length, (a, b) => {
     s = addScaledSquares(x.subarray(a, b), max, s);
   });
-  return { norm: max * Math.sqrt(s), max };
+  return { norm: max * Math.sqrt(s), max, rms: Math.sqrt(s / x.length) };
 }
 
 async function denseNormPaced(x: Float32Array | Float64Array | ServeArray, dtype?: Dtype): Promise<number> {

@@ -14,7 +14,10 @@ import {
   type TopkOptions,
   type VectorOptions,
 } from "../schemas.js";
-import { denseNorm, hasNonFinite, product, toFloat64, toWorkingFloat } from "./codec.js";
+import { hasNonFinite, product, toFloat64, toWorkingFloat } from "./codec.js";
+import { denseNormScaled, toNumber, type Scaled } from "../scaled.js";
+import { loadPred } from "./predapi.js";
+import { loadTT } from "./ttapi.js";
 import {
   cachedTT,
   decodeTT,
@@ -32,16 +35,29 @@ import {
 } from "./context.js";
 import { deviceScores } from "./gpu-query.js";
 import { Pace } from "./pace.js";
-import { RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity as scorePair, type Operand } from "./similarity.js";
+import { better, RANK_DENSE_CHUNK_BYTES, scoreBatch, similarity as scorePair, type Operand } from "./similarity.js";
 import type { TT } from "./ttapi.js";
 import type { HeadRecord, PayloadLayout, SimilarityResult, TopkResult } from "./types.js";
+
+/** The metric's score in words, for a refusal. */
+const scoreName = (metric: Metric): string => (metric === "l2" ? "l2 distance" : metric === "dot" ? "dot product" : "cosine");
 
 /** Payloads a top-K reads per round trip when the core cache lacks them. */
 const PAYLOAD_BATCH = 256;
 
-function ttOperand(rec: Entry, tt: TT): Operand {
+/**
+ * The norm of an entry as an operand carries it: its fingerprint's, or, where that is null
+ * (a norm beyond float64's range, docs/store.md), measured again on the stored form, scaled.
+ */
+const stored = (rec: Entry): Scaled | null => (rec.fingerprint.norm === null ? null : { m: rec.fingerprint.norm, e: 0 });
+
+function ttOperand(rec: Entry, tt: TT): Operand | Promise<Operand> {
   const layout = rec.layout as Extract<PayloadLayout, { codec: "tt" }>;
-  return { kind: "tt", tt, norm: rec.fingerprint.norm!, coreDtype: layout.core_dtype };
+  const norm = stored(rec);
+  if (norm) return { kind: "tt", tt, norm, coreDtype: layout.core_dtype };
+  return loadTT()
+    .then((api) => api.normScaled(tt))
+    .then((n): Operand => ({ kind: "tt", tt, norm: n, coreDtype: layout.core_dtype }));
 }
 
 /**
@@ -54,7 +70,9 @@ async function operand(s: Scope, rec: Entry, what: string, stream = false): Prom
   if (stream && rec.layout.codec === "pred") {
     // the stream holds float32 for float16/bfloat16 entries, whose served values are rounded
     const round = rec.dtype === "float16" ? 1 : rec.dtype === "bfloat16" ? 2 : 0;
-    return { kind: "pred", stream: await payloadOf(s, rec), norm: rec.fingerprint.norm!, round, f64: rec.dtype === "float64" };
+    const stream = await payloadOf(s, rec);
+    const norm = stored(rec) ?? denseNormScaled(await (await loadPred()).decompress(stream));
+    return { kind: "pred", stream, norm, round, f64: rec.dtype === "float64" };
   }
   const dense = await denseOf(s, rec);
   const x =
@@ -65,7 +83,7 @@ async function operand(s: Scope, rec: Entry, what: string, stream = false): Prom
         : isFloatDtype(rec.dtype)
           ? toWorkingFloat(dense, rec.dtype)
           : toFloat64(dense, rec.dtype);
-  return { kind: "dense", x, norm: rec.fingerprint.norm! };
+  return { kind: "dense", x, norm: stored(rec) ?? denseNormScaled(x) };
 }
 
 /** query_similarity: one metric between two entries (of one namespace or two). */
@@ -84,7 +102,8 @@ export async function similarity(s: Scope, ns: string, a: string, b: string, opt
     if (r.dtype === "bytes") throw new ValidationError(`Entry ${k} holds bytes; similarity needs numeric data.`, what);
   if (!sameShape(ra.shape, rb.shape))
     throw new ValidationError(`Entries ${a} [${ra.shape.join(", ")}] and ${b} [${rb.shape.join(", ")}] have different shapes.`, "b");
-  const score = await scorePair(o.metric, await operand(s, ra, "a"), await operand(s, rb, "b", true));
+  const scaled = await scorePair(o.metric, await operand(s, ra, "a"), await operand(s, rb, "b", true));
+  const score = toNumber(scaled, `the ${scoreName(o.metric)} of ${a} and ${b}`, "metric");
   return { metric: o.metric, score, a: { key: a, version: ra.version }, b: { key: b, version: rb.version } };
 }
 
@@ -103,7 +122,7 @@ async function rank(
   let skipped = 0;
   const keys: string[] = [];
   const versions: number[] = [];
-  const scores: number[] = [];
+  const scores: Scaled[] = [];
   // Candidates are scored in chunks of at most RANK_DENSE_CHUNK_BYTES of dense data or pred
   // streams, so a namespace of them is never held in memory whole (TT candidates cost their
   // cores; a pred candidate costs its stream, and one block per thread while it is scored).
@@ -119,7 +138,8 @@ async function rank(
     for (const { at, head } of batch) {
       const tt = cachedTT(s, head) ?? (got.has(head.fingerprint.sha256) ? decodeTT(s, head, got.get(head.fingerprint.sha256)!) : undefined);
       if (!tt) throw new NotFoundError("The entry's payload is missing.");
-      cands[at] = ttOperand(head, tt);
+      const op = ttOperand(head, tt);
+      cands[at] = op instanceof Promise ? await op : op;
     }
   };
   // on the device when GPU serving is on for queries (SVC_ENGINE_DEVICE=cuda), else the CPU
@@ -154,8 +174,10 @@ async function rank(
     versions.push(head.latest);
     if (head.layout.codec === "tt") {
       const tt = cachedTT(s, head);
-      if (tt) cands.push(ttOperand(head, tt));
-      else {
+      if (tt) {
+        const op = ttOperand(head, tt);
+        cands.push(op instanceof Promise ? await op : op);
+      } else {
         pending.push({ at: cands.length, head });
         cands.push(undefined);
         if (pending.length >= PAYLOAD_BATCH) await fetch();
@@ -169,10 +191,16 @@ async function rank(
   }
   await flush();
   const order = scores.map((_, i) => i);
-  order.sort((i, j) => (metric === "l2" ? scores[i]! - scores[j]! : scores[j]! - scores[i]!) || (keys[i]! < keys[j]! ? -1 : 1));
+  order.sort((i, j) => better(metric, scores[i]!, scores[j]!) || (keys[i]! < keys[j]! ? -1 : 1));
+  const query = qid ? qid.key : "the vector";
   return {
     metric,
-    results: order.slice(0, k).map((i) => ({ key: keys[i]!, version: versions[i]!, score: scores[i]! })),
+    // ranked on the scaled scores; a score to report beyond float64's range is refused (docs/store.md)
+    results: order.slice(0, k).map((i) => ({
+      key: keys[i]!,
+      version: versions[i]!,
+      score: scores[i]!.e === 0 ? scores[i]!.m : toNumber(scores[i]!, `the ${scoreName(metric)} of ${query} and ${keys[i]!}`, "metric"),
+    })),
     scanned: scores.length,
     skipped,
   };
@@ -203,5 +231,5 @@ export async function vector(s: Scope, ns: string, opts: VectorOptions): Promise
   if (hasNonFinite(x)) throw new ValidationError("vector contains NaN or infinite values.", "vector");
   const shape = o.shape ?? [x.length];
   if (product(shape) !== x.length) throw new ValidationError(`vector has ${x.length} values but shape [${shape.join(", ")}] needs ${product(shape)}.`, "shape");
-  return rank(s, ns, o.metric, o.k, { kind: "dense", x, norm: denseNorm(x) }, shape, filter, null);
+  return rank(s, ns, o.metric, o.k, { kind: "dense", x, norm: denseNormScaled(x) }, shape, filter, null);
 }

@@ -37,7 +37,9 @@ export const maxAbsErrorSchema = z.number({ error: "max_abs_error must be a fini
 /** Which codec a put of floating data uses: `auto` picks the smallest that meets the bounds. */
 export const codecSchema = z.enum(["auto", "tt", "pred", "lossless"], { error: "codec must be one of auto, tt, pred, lossless" });
 export type CodecChoice = z.infer<typeof codecSchema>;
-export const maxRankSchema = z.number().int("max_rank must be an integer").min(1, "max_rank must be at least 1").max(4096, "max_rank must be at most 4096");
+// The largest rank tt.compress computes (lib/tt.ts MAX_RANK_LIMIT): a larger max_rank passed
+// this check and was then refused by the codec (test/tt/limits-agree.test.ts checks they agree).
+export const maxRankSchema = z.number().int("max_rank must be an integer").min(1, "max_rank must be at least 1").max(1024, "max_rank must be at most 1024");
 export const metricSchema = z.enum(["cosine", "dot", "l2"]);
 export type Metric = z.infer<typeof metricSchema>;
 export const coreDtypeSchema = z.enum(["float32", "float64"]);

@@ -33,7 +33,7 @@ test("cli: bad option values exit 2 with one sentence and the command's hint, be
         [[...cmd, "--tolerance", "abc"], env, /^--tolerance must be a number\.$/],
         [[...cmd, "--codec", "foo"], env, /^--codec must be one of auto, tt, pred, lossless\.$/],
         [[...cmd, "--max-abs-error", "-1"], env, /^--max-abs-error: max_abs_error must be at least 0\.$/],
-        [[...cmd, "--max-rank", "5000"], env, /^--max-rank: max_rank must be at most 4096\.$/],
+        [[...cmd, "--max-rank", "5000"], env, /^--max-rank: max_rank must be at most 1024\.$/],
       );
     }
     cases.push(

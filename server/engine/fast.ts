@@ -172,8 +172,13 @@ function parseGet(url: string): { ns: string; key: string; version: number | und
 /** An octet-stream put's metadata from its X-SVC-Metadata header ({} without one); a ValidationError naming the header when it is not valid. */
 export function headerMetadata(header: string | undefined): Record<string, unknown> {
   if (header === undefined) return {};
-  return parseOrThrow(metadataSchema, parseStrictJson(header, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" }), "X-SVC-Metadata");
+  // Node reads a header's bytes as latin1: bytes past ASCII (a client that sent UTF-8 unescaped)
+  // are taken as the UTF-8 they are, not stored as one character per byte
+  const text = NON_ASCII.test(header) ? Buffer.from(header, "latin1") : header;
+  return parseOrThrow(metadataSchema, parseStrictJson(text, { what: "X-SVC-Metadata", field: "X-SVC-Metadata" }), "X-SVC-Metadata");
 }
+
+const NON_ASCII = /[^\x00-\x7f]/;
 
 /** The options and metadata of an octet-stream put the fast path takes (plain bytes, no pred stream), else null. */
 function parsePut(url: string, metadataHeader: string | undefined): { query: PutQuery; metadata: Record<string, unknown> } | null {

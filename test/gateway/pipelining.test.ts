@@ -25,7 +25,7 @@ function pipeline(port: number, requests: string, count: number): Promise<{ answ
     });
     s.on("error", () => undefined);
     s.on("close", done);
-    s.write(requests);
+    s.write(requests, "latin1"); // one byte per character, as HTTP sends a header's bytes
   });
 }
 
@@ -110,6 +110,27 @@ for (const to of ["gateway", "engine"] as const) {
 
     const health = await fetch(`${to === "gateway" ? stack.gateway.url : stack.engine.url}/health`);
     t.equal(health.status, 200, "the server still answers");
+  });
+}
+
+for (const to of ["gateway", "engine"] as const) {
+  test(`${to}: X-SVC-Metadata sent as raw UTF-8 bytes is stored as that text; bytes that are not UTF-8 are refused`, async (t) => {
+    const put = (k: string, meta: Buffer) =>
+      Buffer.concat([
+        Buffer.from(
+          `POST /v1/put?namespace=default&key=${k}&dtype=bytes HTTP/1.1\r\nHost: x\r\n${auth(to)}Content-Type: application/octet-stream\r\nContent-Length: 3\r\nX-SVC-Metadata: `,
+        ),
+        meta,
+        Buffer.from("\r\n\r\nabc"),
+      ]).toString("latin1");
+    const label = "é 日本 😀";
+    const ok = await pipeline(ports[to], put(`${to}-utf8`, Buffer.from(JSON.stringify({ label }))), 1);
+    t.equal(ok.answers[0]?.status, 201, "stored");
+    const back = await fetch(`${stack.gateway.url}/v1/get/default/${to}-utf8`, { headers: { "x-api-key": key } });
+    t.deepEqual(((await back.json()) as { metadata: unknown }).metadata, { label }, "the metadata reads back as the text sent");
+    const bad = await pipeline(ports[to], put(`${to}-latin1`, Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xe9, 0x22, 0x7d])), 1);
+    t.equal(bad.answers[0]?.status, 400, "bytes that are not UTF-8: 400");
+    t.match(bad.answers[0]?.text ?? "", /X-SVC-Metadata is not valid UTF-8/, "the detail names the header");
   });
 }
 

@@ -4,7 +4,7 @@
 // carries the rate-limit headers, is charged 0 CUs and leaves the usual audit record.
 import express, { type Request, type Response, type Router } from "express";
 import { performance } from "node:perf_hooks";
-import { ForbiddenError, RateLimitedError, STATUS_OF, ValidationError } from "../../lib/errors.js";
+import { ForbiddenError, RateLimitedError, STATUS_OF } from "../../lib/errors.js";
 import { sendError, toSvcError } from "../http/errors.js";
 import { requestIdOf } from "../http/request-id.js";
 import { usageRecord } from "./admin.js";
@@ -12,7 +12,7 @@ import type { AuditSink } from "./audit.js";
 import { tenantKeyHashOf } from "./auth.js";
 import { confirmKey, isFullGrant } from "./keys.js";
 import type { Clock } from "./clock.js";
-import { PERIOD_RE, periodOf, type UsageStore } from "./meter.js";
+import { periodQuery, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, type LimitsPolicy } from "./plans.js";
 import type { RateLimiter } from "./ratelimit.js";
 import type { TenantRecord, TenantRegistry } from "./tenants.js";
@@ -64,13 +64,7 @@ export function accountRouter(d: AccountDeps): Router {
       const tenant = await admitTenantCall(d, req, res);
       tenantId = tenant.tenant_id;
       const rl = effectiveRateLimit(tenant, d.policy);
-      const keys = Object.keys(req.query);
-      const unknown = keys.find((k) => k !== "period");
-      if (unknown !== undefined)
-        throw new ValidationError(`Unknown query parameter ${JSON.stringify(unknown.slice(0, 64))}; only period is accepted.`, unknown);
-      const p = req.query.period;
-      if (p !== undefined && (typeof p !== "string" || !PERIOD_RE.test(p))) throw new ValidationError("period must be a month in the form YYYY-MM.", "period");
-      const period = typeof p === "string" ? p : periodOf(d.clock.now());
+      const period = periodQuery(req.query, d.clock.now());
       const u = await usageRecord(d.usage, tenant, period);
       answer = {
         status: 200,

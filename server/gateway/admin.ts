@@ -8,7 +8,7 @@ import { ConflictError, NotFoundError, ValidationError } from "../../lib/errors.
 import { namespaceSchema, parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import { checkServiceKey, generateApiKey, sha256Hex } from "./auth.js";
 import type { Clock } from "./clock.js";
-import { OPERATIONS, PERIOD_RE, periodOf, toCus, type UsageStore } from "./meter.js";
+import { OPERATIONS, periodQuery, toCus, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, planSchema, TIERS, type LimitsPolicy, type Plan } from "./plans.js";
 import { termsForPeriod, type TenantRecord, type TenantRegistry } from "./tenants.js";
 import { auditTailQuerySchema, type AuditTailReader } from "./audit-tail.js";
@@ -102,12 +102,7 @@ export function adminRouter(d: AdminDeps): Router {
   // number a float64 cannot hold is a 400 naming the member, never rewritten or dropped.
   r.use(strictJsonBody({ limit: 64 * 1024 }));
   const body = (req: Request): unknown => (req.body === undefined ? {} : req.body);
-  const period = (req: Request): string => {
-    const p = req.query.period;
-    if (p === undefined) return periodOf(d.clock.now());
-    if (typeof p !== "string" || !PERIOD_RE.test(p)) throw new ValidationError("period must be a month in the form YYYY-MM.", "period");
-    return p;
-  };
+  const period = (req: Request): string => periodQuery(req.query, d.clock.now());
   const now = () => new Date(d.clock.now()).toISOString();
   const limitsView = (t: TenantRecord) => ({ monthly_quota: t.monthly_quota, rate_limit: effectiveRateLimit(t, d.policy) });
 

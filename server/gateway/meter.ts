@@ -6,7 +6,7 @@ import { closeSync, openSync, writeSync } from "node:fs";
 import { mkdir, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
-import { StateUnavailableError } from "../../lib/errors.js";
+import { StateUnavailableError, ValidationError } from "../../lib/errors.js";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
 import { OPERATIONS, type Operation } from "../http/operations.js";
@@ -51,6 +51,19 @@ export function periodEndMs(ms: number): number {
 }
 
 export const PERIOD_RE = /^(\d{4})-(0[1-9]|1[0-2])$/;
+
+/**
+ * The month a usage query asks for: its `period` (YYYY-MM) or the month of `nowMs`; any other
+ * query parameter, or a malformed period, is a 400 naming it.
+ */
+export function periodQuery(query: Record<string, unknown>, nowMs: number): string {
+  const unknown = Object.keys(query).find((k) => k !== "period");
+  if (unknown !== undefined) throw new ValidationError(`Unknown query parameter ${JSON.stringify(unknown.slice(0, 64))}; only period is accepted.`, unknown);
+  const p = query.period;
+  if (p === undefined) return periodOf(nowMs);
+  if (typeof p !== "string" || !PERIOD_RE.test(p)) throw new ValidationError("period must be a month in the form YYYY-MM.", "period");
+  return p;
+}
 
 export interface UsageRecord {
   total_milli: number;

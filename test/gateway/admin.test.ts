@@ -185,6 +185,11 @@ test("usage: per-period list and the single-tenant record with breakdown and ove
   t.equal(dec.json.cus_used, 0, "another month is empty");
   t.equal((await admin(gw.url, "/gate/admin/usage/meter?period=2026-13", undefined, "GET")).status, 400, "bad period: 400");
   t.equal((await admin(gw.url, "/gate/admin/usage?period=26-01", undefined, "GET")).status, 400, "bad period: 400");
+  for (const path of ["/gate/admin/usage?x=1", "/gate/admin/usage/meter?period=2026-01&x=1"]) {
+    const r = await admin(gw.url, path, undefined, "GET");
+    t.equal(r.status, 400, `${path}: an unknown query parameter is a 400, as on /gate/account`);
+    t.equal(r.json.detail, 'Unknown query parameter "x"; only period is accepted.', "the detail names it");
+  }
   t.equal((await admin(gw.url, "/gate/admin/usage/nobody", undefined, "GET")).status, 404, "unknown tenant: 404");
 });
 

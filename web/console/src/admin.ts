@@ -2,7 +2,7 @@
 // utilisation; a tenant's usage by operation and its actions (rotate key, add namespace, change
 // plan, deactivate) and scoped keys (keys.ts); creating tenants; and a filtered tail of the audit log.
 import { usageBars } from "./charts.js";
-import { api, clear, dialog, enc, fmt, h, showError, showKeyOnce, showNotice } from "./core.js";
+import { api, clear, dialog, enc, fieldError, fmt, h, keepForm, showError, showKeyOnce, showNotice } from "./core.js";
 import { keysSection } from "./keys.js";
 
 const PLANS = ["starter", "builder", "pro", "enterprise"];
@@ -152,9 +152,10 @@ export async function adminTenant(main: HTMLElement, id: string, rerender: () =>
   const t = list.tenants.find((x) => x.tenant_id === id);
   if (!t) throw new Error(`Tenant ${id} does not exist.`);
   const keys = await keysSection(id, t.namespaces, t.active, rerender);
+  // An action that returns false was cancelled: the page stays as it is (and the focus where it was).
   const act = async (fn: () => Promise<unknown>, notice?: string) => {
     try {
-      await fn();
+      if ((await fn()) === false) return;
       if (notice) showNotice(notice);
       rerender();
     } catch (e) {
@@ -176,7 +177,7 @@ export async function adminTenant(main: HTMLElement, id: string, rerender: () =>
               { label: `Rotate the key of ${id}`, value: "ok", danger: true },
             ],
           );
-          if (c !== "ok") return;
+          if (c !== "ok") return false;
           const r = await api<{ api_key: string }>("/gate/onboard/rotate-key", { body: { tenant_id: id } });
           await showKeyOnce(id, r.api_key);
         }),
@@ -226,7 +227,7 @@ export async function adminTenant(main: HTMLElement, id: string, rerender: () =>
               { label: `Deactivate ${id}`, value: "ok", danger: true },
             ],
           );
-          if (c !== "ok") return;
+          if (c !== "ok") return false;
           await api("/gate/onboard/deactivate", { body: { tenant_id: id } });
           showNotice(`Tenant ${id} is deactivated.`);
         }),
@@ -261,6 +262,12 @@ export async function adminTenant(main: HTMLElement, id: string, rerender: () =>
   );
 }
 
+/** Why an audit filter value cannot be sent (the API's ranges), or null. */
+function auditProblem(name: "status" | "limit", v: string): string | null {
+  if (name === "status") return /^\d{3}$/.test(v) ? null : "Status is a three-digit HTTP status, for example 401.";
+  return /^\d+$/.test(v) && Number(v) >= 1 && Number(v) <= 1000 ? null : "Records is a whole number from 1 to 1000.";
+}
+
 /** The newest audit records, filtered by tenant and status. */
 export async function adminAudit(main: HTMLElement, params: URLSearchParams): Promise<void> {
   const q = new URLSearchParams();
@@ -268,6 +275,11 @@ export async function adminAudit(main: HTMLElement, params: URLSearchParams): Pr
     const v = params.get(k);
     if (v) q.set(k, v);
   }
+  const inputs = {
+    tenant_id: h("input", { name: "tenant_id", value: q.get("tenant_id") ?? "", "data-testid": "audit-tenant" }),
+    status: h("input", { name: "status", value: q.get("status") ?? "", inputmode: "numeric", size: 4, "data-testid": "audit-status" }),
+    limit: h("input", { name: "limit", value: q.get("limit") ?? "100", inputmode: "numeric", size: 5, "data-testid": "audit-limit" }),
+  };
   const form = h(
     "form",
     {
@@ -275,22 +287,41 @@ export async function adminAudit(main: HTMLElement, params: URLSearchParams): Pr
       role: "search",
       onsubmit: (ev: Event) => {
         ev.preventDefault();
-        const f = new FormData(ev.target as HTMLFormElement);
         const n = new URLSearchParams();
-        for (const k of ["tenant_id", "status", "limit"]) {
-          const v = String(f.get(k) ?? "").trim();
+        for (const k of ["tenant_id", "status", "limit"] as const) {
+          const v = inputs[k].value.trim();
+          const problem = v && k !== "tenant_id" ? auditProblem(k, v) : null;
+          if (problem) return fieldError(inputs[k], problem);
+          inputs[k].removeAttribute("aria-invalid");
           if (v) n.set(k, v);
         }
         location.hash = `#/admin/audit${n.size ? `?${n}` : ""}`;
       },
     },
-    h("label", {}, "Tenant ", h("input", { name: "tenant_id", value: q.get("tenant_id") ?? "", "data-testid": "audit-tenant" })),
-    h("label", {}, "Status ", h("input", { name: "status", value: q.get("status") ?? "", inputmode: "numeric", size: 4, "data-testid": "audit-status" })),
-    h("label", {}, "Records ", h("input", { name: "limit", value: q.get("limit") ?? "100", inputmode: "numeric", size: 5 })),
+    h("label", {}, "Tenant ", inputs.tenant_id),
+    h("label", {}, "Status ", inputs.status),
+    h("label", {}, "Records ", inputs.limit),
     h("button", { type: "submit", class: "primary" }, "Filter"),
   );
   const body = h("div", { class: "table-wrap" }, h("p", { class: "muted" }, "Loading…"));
   clear(main, h("h1", {}, "Audit log"), h("p", { class: "muted" }, "Newest first; read-only."), form, body);
+  try {
+    // An address edited by hand is checked as the form is.
+    for (const k of ["status", "limit"] as const) {
+      const v = q.get(k);
+      const problem = v ? auditProblem(k, v) : null;
+      if (problem) {
+        inputs[k].setAttribute("aria-invalid", "true");
+        throw new Error(problem);
+      }
+    }
+    await auditTable(body, q);
+  } catch (e) {
+    keepForm(body, e, "No records shown.");
+  }
+}
+
+async function auditTable(body: HTMLElement, q: URLSearchParams): Promise<void> {
   const r = await api<{
     records: {
       ts: string;

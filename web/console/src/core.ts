@@ -84,6 +84,7 @@ export interface CallOptions {
   body?: unknown;
   /** Ask for raw bytes (Accept: application/octet-stream). */
   binary?: boolean;
+  /** The key to try (the sign-in form); without it the signed-in session's, whose 401 signs the tab out. */
   session?: Session;
 }
 
@@ -100,12 +101,41 @@ export function session(): Session | null {
   return current;
 }
 
+let page = new AbortController();
+/**
+ * Starts a page: the calls of the page before are cancelled, so that an answer that comes after
+ * the user moved on (another page, sign-out) never renders. Returns the new page's signal.
+ */
+export function newPage(): AbortSignal {
+  page.abort();
+  page = new AbortController();
+  return page.signal;
+}
+/** The signal of the page shown now. */
+export function pageSignal(): AbortSignal {
+  return page.signal;
+}
+
+const abandoned = () => new ApiError(0, "aborted", "The page was left before the answer came.");
+/** A call cancelled because its page was left: nothing to show. */
+export const isAbandoned = (e: unknown): boolean => e instanceof ApiError && e.code === "aborted";
+
+let unauthorized: (e: ApiError) => void = () => undefined;
+/** What a 401 on the signed-in session's key does (sign the tab out with the API's sentence). */
+export function onUnauthorized(fn: (e: ApiError) => void): void {
+  unauthorized = fn;
+}
+
 /** Calls the API on this origin with the session's key in the API's headers. */
 export async function api<T = any>(path: string, opts: CallOptions = {}): Promise<T> {
   const s = opts.session ?? current;
+  // Cancelled with the page that made the call, when another page or the sign-in form replaces it.
+  const signal = page.signal;
+  // Signed out (a timer or handler of a page already left): no call without a key.
+  if (!s || signal.aborted) throw abandoned();
   const headers: Record<string, string> = {};
-  if (s?.kind === "tenant") headers["X-Api-Key"] = s.key;
-  else if (s?.kind === "admin") headers["Authorization"] = `Bearer ${s.key}`;
+  if (s.kind === "tenant") headers["X-Api-Key"] = s.key;
+  else if (s.kind === "admin") headers["Authorization"] = `Bearer ${s.key}`;
   if (opts.body !== undefined) headers["Content-Type"] = "application/json";
   if (opts.binary) headers["Accept"] = "application/octet-stream";
   let r: Response;
@@ -116,11 +146,13 @@ export async function api<T = any>(path: string, opts: CallOptions = {}): Promis
       body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
       credentials: "omit",
       cache: "no-store",
+      signal,
     });
   } catch {
+    if (signal.aborted) throw abandoned();
     throw new ApiError(0, "network", "The gateway cannot be reached; check that it is running.");
   }
-  if (s?.kind === "tenant") noteRate(r.headers);
+  if (s.kind === "tenant") noteRate(r.headers);
   if (!r.ok) {
     let detail = `The request failed with status ${r.status}.`;
     let code = "error";
@@ -133,20 +165,45 @@ export async function api<T = any>(path: string, opts: CallOptions = {}): Promis
     } catch {
       // not the API's JSON error body; keep the status sentence
     }
-    throw new ApiError(r.status, code, detail, rid);
+    if (signal.aborted) throw abandoned();
+    const err = new ApiError(r.status, code, detail, rid);
+    // The signed-in key stopped working (rotated, revoked, tenant deactivated) during any call.
+    if (r.status === 401 && opts.session === undefined && s === current) unauthorized(err);
+    throw err;
   }
-  if (opts.binary) return { bytes: await r.arrayBuffer(), headers: r.headers } as T;
-  return (await r.json()) as T;
+  try {
+    if (opts.binary) return { bytes: await r.arrayBuffer(), headers: r.headers } as T;
+    return (await r.json()) as T;
+  } catch (e) {
+    if (signal.aborted) throw abandoned();
+    throw e;
+  }
 }
 
 const banner = () => document.getElementById("banner")!;
 
 /** Shows an error as the API's sentence (or a plain message) in the alert banner. */
 export function showError(e: unknown): void {
+  if (isAbandoned(e)) return;
   const b = banner();
   b.hidden = false;
   b.className = "banner error";
   clear(b, e instanceof Error ? e.message : String(e));
+}
+
+/** Shows a form field's error in the banner, marks the field and gives it the focus; the input stays as typed. */
+export function fieldError(input: HTMLInputElement, sentence: string): void {
+  input.setAttribute("aria-invalid", "true");
+  showError(sentence);
+  input.focus();
+}
+
+/** A failure of the part below a form: its sentence in the banner, the form kept to correct the input. */
+export function keepForm(host: HTMLElement, e: unknown, empty: string): void {
+  // Left for another page, or the key stopped working (the tab is signed out): not this page's to show.
+  if (isAbandoned(e) || (e instanceof ApiError && e.status === 401)) throw e;
+  showError(e);
+  clear(host, h("p", { class: "muted", "data-testid": "empty" }, empty));
 }
 
 export function showNotice(text: string): void {
@@ -200,9 +257,12 @@ export const encKey = (k: string): string => k.split("/").map(enc).join("/");
 export function dialog(title: string, body: Child[], buttons: { label: string; value: string; primary?: boolean; danger?: boolean }[]): Promise<string> {
   return new Promise((resolve) => {
     const d = h("dialog", { class: "modal", "aria-label": title });
+    // Closing (a button or Escape) gives the focus back to the control that opened the dialog.
+    const opener = document.activeElement instanceof HTMLElement ? document.activeElement : null;
     const done = (v: string) => {
       d.close();
       d.remove();
+      if (opener?.isConnected) opener.focus();
       resolve(v);
     };
     d.append(

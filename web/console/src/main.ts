@@ -1,9 +1,23 @@
 // The console's entry: sign-in, the header, and the hash routes of the tenant and admin views.
 // Routes carry names only (namespaces, keys, tenant ids); the key stays in sessionStorage.
 import { adminAudit, adminTenant, adminTenants } from "./admin.js";
-import { api, ApiError, clear, h, hideBanner, loadSession, saveSession, setCurrent, showError, type Session } from "./core.js";
+import {
+  api,
+  ApiError,
+  clear,
+  h,
+  hideBanner,
+  isAbandoned,
+  loadSession,
+  newPage,
+  onUnauthorized,
+  saveSession,
+  setCurrent,
+  showError,
+  type Session,
+} from "./core.js";
 import { entryPage, namespacePage, tenantHome, type Account } from "./tenant.js";
-import { signInHint } from "./signin-hint.js";
+import { keyProblem, signInHint } from "./signin-hint.js";
 
 const main = () => document.getElementById("main")!;
 
@@ -19,6 +33,12 @@ function signIn(): void {
         const f = new FormData(ev.target as HTMLFormElement);
         const key = String(f.get("key") ?? "").trim();
         const kind = f.get("kind") === "admin" ? "admin" : "tenant";
+        const problem = keyProblem(key);
+        if (problem) {
+          showError(problem);
+          (form.querySelector("input[name=key]") as HTMLInputElement).focus();
+          return;
+        }
         const s: Session = { kind, key };
         try {
           if (kind === "tenant") s.tenantId = (await api<Account>("/gate/account", { session: s })).tenant_id;
@@ -81,6 +101,8 @@ function renderHeader(s: Session | null): void {
         type: "button",
         "data-testid": "signout",
         onclick: () => {
+          // A page still loading is cancelled with the session: nothing of it renders after this.
+          newPage();
           saveSession(null);
           setCurrent(null);
           hideBanner();
@@ -111,16 +133,25 @@ function parseHash(): { parts: string[]; params: URLSearchParams } {
   return { parts, params: new URLSearchParams(qi < 0 ? "" : raw.slice(qi + 1)) };
 }
 
-let generation = 0;
+/** The key stopped working (rotated, revoked, tenant deactivated): forget it and ask again, with the API's sentence. */
+function signedOutBy(e: ApiError): void {
+  newPage();
+  saveSession(null);
+  setCurrent(null);
+  signIn();
+  showError(e);
+}
+onUnauthorized(signedOutBy);
 
 async function route(): Promise<void> {
+  // Whatever page was loading is cancelled, signed in or not.
+  const signal = newPage();
   const s = loadSession();
   setCurrent(s);
   if (!s) return signIn();
   renderHeader(s);
   const { parts, params } = parseHash();
   const el = main();
-  const mine = ++generation;
   hideBanner();
   clear(el, h("p", { class: "muted" }, "Loading…"));
   const rerender = () => void route();
@@ -134,16 +165,12 @@ async function route(): Promise<void> {
     else if (parts[0] === "entry" && parts[1] && parts.length > 2) await entryPage(el, parts[1], parts.slice(2).join("/"), params);
     else await tenantHome(el);
   } catch (e) {
-    if (mine !== generation) return;
-    if (e instanceof ApiError && e.status === 401) {
-      // The key stopped working (rotated, deactivated): forget it and ask again, with the API's sentence.
-      saveSession(null);
-      setCurrent(null);
-      signIn();
-    } else clear(el, h("p", { class: "muted" }, "This page could not be shown."));
+    // Left for another page or signed out (a 401 has done so already): this page renders nothing.
+    if (signal.aborted || isAbandoned(e)) return;
+    clear(el, h("p", { class: "muted" }, "This page could not be shown."));
     showError(e);
   }
-  if (mine === generation) el.focus({ preventScroll: true });
+  if (!signal.aborted) el.focus({ preventScroll: true });
 }
 
 window.addEventListener("hashchange", () => void route());

@@ -14,3 +14,21 @@ export function signInHint(kind: "tenant" | "admin", key: string): string | null
   }
   return null;
 }
+
+/**
+ * Why a key cannot be sent, or null: keys are printable ASCII, and a browser refuses to put other
+ * characters in a header (a zero-width space or an ellipsis pasted with the key). The key given
+ * here is already trimmed of surrounding whitespace.
+ */
+export function keyProblem(key: string): string | null {
+  let pos = 1;
+  for (const ch of key) {
+    const c = ch.codePointAt(0)!;
+    if (c < 0x21 || c > 0x7e) {
+      const code = `U+${c.toString(16).toUpperCase().padStart(4, "0")}`;
+      return `The Key field holds a character that cannot be part of a key (${code} at position ${pos}; keys are printable ASCII): paste the key again without it.`;
+    }
+    pos++;
+  }
+  return null;
+}

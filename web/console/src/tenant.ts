@@ -2,7 +2,7 @@
 // filter search, paging), and an entry's page (metadata, fingerprint, versions, slice viewer,
 // top-K neighbours with thumbnails of the same slice).
 import { usageBars, lineChart } from "./charts.js";
-import { api, clear, enc, encKey, fmt, guarded, h, lastRate, onRate, showError, type RateState } from "./core.js";
+import { api, ApiError, clear, enc, encKey, fieldError, fmt, guarded, h, keepForm, lastRate, onRate, pageSignal, showError, type RateState } from "./core.js";
 import { decode, drawPlane, fetchPlane, sliceViewer, viewable, type EntryRef, type View } from "./slice.js";
 import { npyBlob } from "./npy.js";
 
@@ -47,11 +47,12 @@ function rateText(r: RateState | null): string {
 
 /** Namespaces and the month's usage. */
 export async function tenantHome(main: HTMLElement): Promise<void> {
+  const signal = pageSignal();
   const acct = await api<Account>("/gate/account");
   const u = acct.usage;
   const rate = h("p", { "data-testid": "rate-state" }, rateText(lastRate));
   const stop = onRate((r) => (rate.textContent = rateText(r)));
-  window.addEventListener("hashchange", () => stop(), { once: true });
+  signal.addEventListener("abort", () => stop(), { once: true });
   const quota =
     u.monthly_quota === null
       ? h("p", {}, `${u.cus_used} CUs used in ${u.period}; no quota applies.`)
@@ -100,11 +101,26 @@ async function pool<T, R>(items: T[], n: number, fn: (t: T) => Promise<R>): Prom
 
 const PAGE = 20;
 
+/** The filter as the API takes it (a JSON object), or the sentence saying why it is not one. */
+function parseFilter(text: string): { filter: Record<string, unknown> } | { error: string } {
+  let filter: unknown;
+  try {
+    filter = JSON.parse(text);
+  } catch {
+    return { error: 'The metadata filter is not valid JSON; write it as a JSON object, for example {"run.seed": {"$gte": 3}}.' };
+  }
+  if (typeof filter !== "object" || filter === null || Array.isArray(filter)) {
+    return { error: 'The metadata filter is a JSON object, for example {"run.seed": {"$gte": 3}}.' };
+  }
+  return { filter: filter as Record<string, unknown> };
+}
+
 /** A namespace's entries: prefix and filter search with paging; one get per row for its figures. */
 export async function namespacePage(main: HTMLElement, ns: string, params: URLSearchParams): Promise<void> {
   const prefix = params.get("prefix") ?? "";
   const filterText = params.get("filter") ?? "";
-  const offset = Math.max(0, Number(params.get("offset") ?? 0) || 0);
+  const offset = Math.max(0, Math.floor(Number(params.get("offset") ?? 0)) || 0);
+  const filterInput = h("input", { name: "filter", value: filterText, placeholder: '{"run.seed": {"$gte": 3}}', "data-testid": "filter" });
   const form = h(
     "form",
     {
@@ -116,18 +132,18 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
         const q = new URLSearchParams();
         const p = String(f.get("prefix") ?? ""),
           fl = String(f.get("filter") ?? "").trim();
+        if (fl) {
+          const parsed = parseFilter(fl);
+          if ("error" in parsed) return fieldError(filterInput, parsed.error);
+        }
+        filterInput.removeAttribute("aria-invalid");
         if (p) q.set("prefix", p);
         if (fl) q.set("filter", fl);
         location.hash = `${nsLink(ns)}${q.size ? `?${q}` : ""}`;
       },
     },
     h("label", {}, "Key prefix ", h("input", { name: "prefix", value: prefix, "data-testid": "prefix" })),
-    h(
-      "label",
-      { class: "grow" },
-      "Metadata filter (JSON) ",
-      h("input", { name: "filter", value: filterText, placeholder: '{"run.seed": {"$gte": 3}}', "data-testid": "filter" }),
-    ),
+    h("label", { class: "grow" }, "Metadata filter (JSON) ", filterInput),
     h("button", { type: "submit", class: "primary" }, "Search"),
   );
   const table = h("div", { class: "table-wrap" }, h("p", { class: "muted" }, "Loading…"));
@@ -138,18 +154,23 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
     form,
     table,
   );
+  try {
+    await entriesTable(table, ns, prefix, filterText, offset);
+  } catch (e) {
+    // The filter itself refused (not JSON here, or the API's 400): the field is marked for correction.
+    if (filterText && (e instanceof ApiError ? e.status === 400 : true)) filterInput.setAttribute("aria-invalid", "true");
+    keepForm(table, e, "No entries shown.");
+  }
+}
 
+async function entriesTable(table: HTMLElement, ns: string, prefix: string, filterText: string, offset: number): Promise<void> {
   let keys: { key: string; version: number }[];
   let total: number, nextOffset: number | null;
   if (filterText) {
-    let filter: unknown;
-    try {
-      filter = JSON.parse(filterText);
-    } catch {
-      throw new Error("The metadata filter is not valid JSON.");
-    }
+    const parsed = parseFilter(filterText);
+    if ("error" in parsed) throw new Error(parsed.error);
     const r = await api<{ results: { key: string; version: number }[]; total: number; next_offset: number | null }>("/v1/search", {
-      body: { namespace: ns, filter, ...(prefix ? { prefix } : {}), limit: PAGE, offset },
+      body: { namespace: ns, filter: parsed.filter, ...(prefix ? { prefix } : {}), limit: PAGE, offset },
     });
     keys = r.results;
     total = r.total;
@@ -170,9 +191,19 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
     if (off) q.set("offset", String(off));
     return `${nsLink(ns)}${q.size ? `?${q}` : ""}`;
   };
+  // An offset past the last entry (a link kept while entries were deleted, an edited address).
+  const pastEnd = rows.length === 0 && total > 0;
   clear(
     table,
-    h("p", { class: "muted", "data-testid": "total" }, total === 0 ? "No entries match." : `Entries ${offset + 1}–${offset + rows.length} of ${total}`),
+    h(
+      "p",
+      { class: "muted", "data-testid": "total" },
+      total === 0
+        ? "No entries match."
+        : pastEnd
+          ? `No entries from ${offset + 1} on: ${total === 1 ? "1 entry matches" : `${total} entries match`}.`
+          : `Entries ${offset + 1}–${offset + rows.length} of ${total}`,
+    ),
     rows.length === 0
       ? null
       : h(
@@ -196,7 +227,8 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
               h(
                 "tr",
                 {},
-                h("td", {}, h("a", { href: entryLink(ns, e.key) }, e.key)),
+                // A long key is cut with an ellipsis; the link's text and title hold it whole.
+                h("td", { class: "key" }, h("a", { href: entryLink(ns, e.key), title: e.key }, e.key)),
                 h("td", {}, e.dtype),
                 h("td", {}, fmt.shape(e.shape)),
                 h("td", {}, h("span", { class: `verdict ${e.verdict}` }, e.verdict)),
@@ -214,7 +246,11 @@ export async function namespacePage(main: HTMLElement, ns: string, params: URLSe
     h(
       "div",
       { class: "pager" },
-      offset > 0 ? h("a", { href: pageLink(Math.max(0, offset - PAGE)), class: "button" }, "← Previous") : null,
+      pastEnd
+        ? h("a", { href: pageLink(0), class: "button", "data-testid": "first-page" }, "First page")
+        : offset > 0
+          ? h("a", { href: pageLink(Math.max(0, offset - PAGE)), class: "button" }, "← Previous")
+          : null,
       nextOffset !== null ? h("a", { href: pageLink(nextOffset), class: "button", "data-testid": "next-page" }, "Next →") : null,
     ),
   );
@@ -236,10 +272,13 @@ function neighbours(ns: string, base: EntryRef, results: { key: string; version:
     };
   });
   let timer: ReturnType<typeof setTimeout> | undefined;
+  const signal = pageSignal();
+  signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
   const draw = (v: View) => {
     clearTimeout(timer);
     // After the slider rests, so the main slice keeps the connection to itself while it moves.
     timer = setTimeout(() => {
+      if (signal.aborted) return;
       for (const { r, c } of cells) {
         void fetchPlane({ ...base, key: r.key, version: r.version }, v).then(
           (p) => drawPlane(c, p),

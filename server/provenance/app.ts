@@ -78,6 +78,8 @@ export const DEFAULT_BODY_BUDGET_BYTES = DEFAULT_LIMITS.bodyBudgetBytes;
 
 const mib = (n: number): string => (n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
 
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 /** A request body as read: its value, and the first I-JSON problem of its text. */
 interface ParsedBody {
   value: unknown;
@@ -89,7 +91,13 @@ interface ParsedBody {
  * at the top (strict, as express.json), then the strict JSON reader (server/http/json.ts). Not JSON: 400.
  */
 function parseBody(raw: Buffer): ParsedBody {
-  let text = raw.toString("utf8");
+  let text: string;
+  try {
+    text = UTF8.decode(raw);
+  } catch {
+    // replaced, the bytes would be signed as characters the sender did not send
+    throw new UnsupportedMediaTypeError("The request body is not valid UTF-8.");
+  }
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   const first = /^[\x20\x09\x0a\x0d]*(.)/.exec(text)?.[1];
   if (first !== "{" && first !== "[") throw new ValidationError("The request body is not valid JSON.");
@@ -148,7 +156,8 @@ interface AppContext {
   publicKeyDoc: ReturnType<typeof publicKeyDocument>;
   maxBodyBytes: number;
   maxReceiptBodyBytes: number;
-  reserveBody: (res: ServerResponse, bytes: number) => void;
+  /** Takes `bytes` of the body budget until the response closes; `admin`: the caller proved the admin key. */
+  reserveBody: (res: ServerResponse, bytes: number, admin: boolean) => void;
   observe: (method: string, route: string, status: number, start: bigint, id: string) => void;
   isAdmin: (header: string | undefined) => boolean;
   logInternal: (e: SvcError, raw: unknown) => void;
@@ -157,19 +166,68 @@ interface AppContext {
 /**
  * The budget of request bodies in flight: a request takes its Content-Length (or its route's
  * limit when the length is not known in advance) before reading a byte, and gives it back when
- * its response ends or its connection closes; past the budget, 429 with Retry-After.
+ * its response ends or its connection closes; past the budget, 429 with Retry-After. Callers
+ * without the admin key (POST /verify) hold at most half of it together (or one /verify body
+ * where that is more), so that they cannot keep issuance from reading its bodies.
  */
-function bodyBudgetOf(bodyBudget: number): (res: ServerResponse, bytes: number) => void {
+function bodyBudgetOf(bodyBudget: number, receiptBodyLimit: number): (res: ServerResponse, bytes: number, admin: boolean) => void {
   let bodiesInFlight = 0;
-  return (res, bytes) => {
+  let openInFlight = 0;
+  // half the budget, or one /verify body's limit where that is more (a small budget)
+  const openShare = Math.max(Math.floor(bodyBudget / 2), receiptBodyLimit);
+  return (res, bytes, admin) => {
     if (bodiesInFlight + bytes > bodyBudget) {
       throw new RateLimitedError(`The appliance is already reading its limit of ${mib(bodyBudget)} of request bodies; retry after 1 second.`, 1);
     }
+    if (!admin && openInFlight + bytes > openShare) {
+      throw new RateLimitedError(
+        `The appliance is already reading ${mib(openShare)} of request bodies from callers without the admin key; retry after 1 second.`,
+        1,
+      );
+    }
     bodiesInFlight += bytes;
+    if (!admin) openInFlight += bytes;
     res.once("close", () => {
       bodiesInFlight -= bytes;
+      if (!admin) openInFlight -= bytes;
     });
+    cutSlowBody(res);
   };
+}
+
+/** A body must keep this average once BODY_GRACE_MS has passed, and never pause longer than that (as the engine's defaults). */
+export const BODY_MIN_BYTES_PER_S = 16 * 1024;
+export const BODY_GRACE_MS = 10_000;
+
+/**
+ * Ends the connection of a request whose body falls behind BODY_MIN_BYTES_PER_S after
+ * BODY_GRACE_MS, or pauses longer than BODY_GRACE_MS, while it is being read, so that a client
+ * trickling bytes cannot hold its share of the budget until Node's request timeout (300 s).
+ * Measured on the socket's bytes, without touching the body stream.
+ */
+function cutSlowBody(res: ServerResponse): void {
+  const req = res.req;
+  const sock = req.socket;
+  const read0 = sock.bytesRead;
+  const t0 = Date.now();
+  let last = t0;
+  let lastRead = read0;
+  const timer = setInterval(() => {
+    if (req.complete || sock.destroyed) return void clearInterval(timer);
+    const now = Date.now();
+    const read = sock.bytesRead;
+    if (read !== lastRead) {
+      lastRead = read;
+      last = now;
+    }
+    const behind = now - t0 > BODY_GRACE_MS && ((read - read0) * 1000) / (now - t0) < BODY_MIN_BYTES_PER_S;
+    if (behind || now - last > BODY_GRACE_MS) {
+      clearInterval(timer);
+      sock.destroy();
+    }
+  }, 250);
+  timer.unref();
+  res.once("close", () => clearInterval(timer));
 }
 
 function contextOf(deps: AppDeps): AppContext {
@@ -181,7 +239,7 @@ function contextOf(deps: AppDeps): AppContext {
     publicKeyDoc: publicKeyDocument(deps.keyring),
     maxBodyBytes: deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     maxReceiptBodyBytes: deps.maxReceiptBodyBytes ?? DEFAULT_MAX_RECEIPT_BODY_BYTES,
-    reserveBody: bodyBudgetOf(deps.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES),
+    reserveBody: bodyBudgetOf(deps.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES, deps.maxReceiptBodyBytes ?? DEFAULT_MAX_RECEIPT_BODY_BYTES),
     observe: (method, route, status, start, id) => {
       const s = Number(process.hrtime.bigint() - start) / 1e9;
       m.http.observe(method, route, status, s);
@@ -319,7 +377,7 @@ function bodyReader(ctx: AppContext, limit: number) {
     const bytes = known ? Number(cl) : limit;
     if (bytes > limit) return next(tooLarge(limit));
     try {
-      ctx.reserveBody(res, bytes);
+      ctx.reserveBody(res, bytes, ctx.isAdmin(req.headers.authorization));
     } catch (e) {
       return next(e);
     }
@@ -470,7 +528,7 @@ function plainJson(
   if (length === 0) return fail(new ValidationError("The request body must be a JSON object."));
   if (length > limit) return fail(tooLarge(limit));
   try {
-    ctx.reserveBody(res, length);
+    ctx.reserveBody(res, length, admin || ctx.isAdmin(req.headers.authorization));
   } catch (e) {
     return fail(e);
   }

@@ -265,8 +265,12 @@ test("bodies in flight have a budget: past it 429 with Retry-After and the error
   t.match(over.json.detail, /already reading its limit of 97\.65625 KiB|already reading its limit of 100000 bytes/, over.json.detail);
   const express = await fetch(`${a.url}/v1/provenance/verify?via=express`, { method: "POST", headers: { "content-type": "application/json" }, body });
   t.equal(express.status, 429, "through express too");
-  const small = await post(`${a.url}/v1/provenance/verify`, JSON.stringify({ receipt: {} }));
-  t.equal(small.status, 422, "a body that fits the rest of the budget is served");
+  // the held body is an unauthenticated caller's: the rest of the budget is kept for the admin key
+  const open = await post(`${a.url}/v1/provenance/verify`, JSON.stringify({ receipt: {} }));
+  t.equal(open.status, 429, "another caller without the admin key: 429, their share is held");
+  t.match(open.json.detail, /from callers without the admin key/, open.json.detail);
+  const small = await post(`${a.url}/v1/provenance/verify`, JSON.stringify({ receipt: {} }), a.adminKey);
+  t.equal(small.status, 422, "a body of the admin key's that fits the rest of the budget is served");
   held.finish();
   t.equal(await held.done, 400, "the held request ends (400: an empty object has no receipt)");
   const after = await post(`${a.url}/v1/provenance/verify`, body);

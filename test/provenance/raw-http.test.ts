@@ -67,3 +67,73 @@ test("the appliance: Node's bare answers become the JSON error body; pipelined r
     await cleanup();
   }
 });
+
+test("the appliance: a body that is not UTF-8 is a 415, never signed as replaced characters", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  let key = "";
+  const running = await startProvenance(configFor(dir, { SVC_PROVENANCE_BACKEND: "noble" }), { log: () => undefined, onAdminKey: (k) => (key = k) });
+  try {
+    const body = Buffer.concat([
+      Buffer.from('{"artifact":{"name":"a'),
+      Buffer.from([0xff]),
+      Buffer.from(`","sha256":"${"ab".repeat(32)}","size_bytes":1,"media_type":"application/octet-stream"}}`),
+    ]);
+    // the plain path (exactly the path, JSON, a Content-Length) and the express one (a query string)
+    for (const path of ["/v1/provenance/exact", "/v1/provenance/exact?x=1", "/v1/provenance/verify"]) {
+      const r = await fetch(running.url + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
+      const j = (await r.json()) as { code: string; detail: string };
+      t.equal(r.status, 415, `${path}: 415`);
+      t.equal(j.detail, "The request body is not valid UTF-8.", `${path}: ${j.detail}`);
+    }
+  } finally {
+    await running.close();
+    await cleanup();
+  }
+});
+
+test("the appliance: callers without the admin key hold at most half the body budget, and a stalled body is cut off", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  let key = "";
+  const budget = 8 * 1024 * 1024;
+  const running = await startProvenance(
+    configFor(dir, { SVC_PROVENANCE_BACKEND: "noble", SVC_PROVENANCE_BODY_BUDGET_BYTES: String(budget), SVC_PROVENANCE_MAX_BODY_BYTES: String(budget) }),
+    {
+      log: () => undefined,
+      onAdminKey: (k) => (key = k),
+    },
+  );
+  try {
+    // an unauthenticated /verify that declares 4 MiB (half the budget), sends 11 bytes and stalls
+    const stalled = net.connect(running.port, "127.0.0.1");
+    const closedAt = new Promise<number>((resolve) => stalled.on("close", () => resolve(Date.now())));
+    stalled.on("error", () => undefined);
+    const sentAt = Date.now();
+    stalled.write(`POST /v1/provenance/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${4 * 1024 * 1024}\r\n\r\n{"receipt":`);
+    await new Promise((r) => setTimeout(r, 300));
+    const open = await fetch(`${running.url}/v1/provenance/verify`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ receipt: { x: "y".repeat(100_000) } }),
+    });
+    t.equal(open.status, 429, "a second caller without the admin key past half the budget: 429");
+    await open.arrayBuffer();
+    const issued = await fetch(`${running.url}/v1/provenance/exact`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ artifact: { name: "a", sha256: "ab".repeat(32), size_bytes: 1, media_type: "application/octet-stream" } }),
+    });
+    t.equal(issued.status, 201, "issuance still reads its body and issues");
+    const cut = await Promise.race([closedAt, new Promise<number>((r) => setTimeout(() => r(0), 60_000).unref())]);
+    t.ok(cut > 0, "the stalled connection was closed by the appliance");
+    t.ok(cut - sentAt >= 9_000, `after the grace time (${((cut - sentAt) / 1000).toFixed(1)} s), not before`);
+    const again = await fetch(`${running.url}/v1/provenance/verify`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ receipt: { x: "y".repeat(100_000) } }),
+    });
+    t.equal(again.status, 422, "its share is back: the same caller is read (422: not a receipt)");
+  } finally {
+    await running.close();
+    await cleanup();
+  }
+});

@@ -55,16 +55,23 @@ async function cmd(port: number, args: string[]): Promise<unknown> {
   }
 }
 
-async function startRedis(dir: string, args: string[], port?: number): Promise<RedisProc> {
-  port ??= await freePort();
+async function startRedis(dir: string, args: string[], fixedPort?: number): Promise<RedisProc> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const child = spawn(
-    "redis-server",
-    [...args, "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", join(dir, "log")],
-    { stdio: "ignore" },
-  );
-  await waitFor(`redis-server on ${port} answers`, async () => (await cmd(port!, ["PING"])) === "PONG", 15_000);
-  return { port, child };
+  // a port found free may be taken by another test's process before redis-server binds it: a
+  // server that exits before it answers is started again on another port
+  for (let attempt = 1; ; attempt++) {
+    const port = fixedPort ?? (await freePort());
+    const child = spawn(
+      "redis-server",
+      [...args, "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", join(dir, "log")],
+      { stdio: "ignore" },
+    );
+    let exited = false;
+    child.once("exit", () => (exited = true));
+    await waitFor(`redis-server on ${port} answers or exits`, async () => exited || (await cmd(port, ["PING"])) === "PONG", 60_000);
+    if (!exited) return { port, child };
+    if (fixedPort !== undefined || attempt >= 5) throw new Error(`redis-server exited before answering on ${port}`);
+  }
 }
 
 function kill9(p: RedisProc): Promise<void> {

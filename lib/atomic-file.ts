@@ -19,9 +19,13 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
     await fh.writeFile(data);
     await fh.chmod(mode); // the umask may have narrowed it; make it exact
     await fh.sync();
-  } finally {
+  } catch (e) {
+    // a full disk, say: no temp file is left behind, one per failed write
     await fh.close();
+    await rm(tmp, { force: true });
+    throw e;
   }
+  await fh.close();
   try {
     await rename(tmp, path);
   } catch (e) {

@@ -144,8 +144,8 @@ export class LocalFileUsageStore extends MemoryUsageStore {
   private writing: Promise<void> = Promise.resolve();
   private journalId = 0;
   private fd: number | null = null;
-  private pending: string[] = [];
-  private waiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
+  /** Charges counted in memory whose journal line is not written yet, with their callers. */
+  private pending: Array<{ line: string; tenant: string; period: string; op: Operation; milli: number; resolve: () => void; reject: (e: Error) => void }> = [];
   private scheduled = false;
   private constructor(
     readonly dir: string,
@@ -216,11 +216,11 @@ export class LocalFileUsageStore extends MemoryUsageStore {
   }
 
   override add(tenant: string, period: string, op: Operation, milli: number): Promise<void> {
+    // counted at once (a quota check sees it), taken back if its journal line cannot be written
     this.count(tenant, period, op, milli);
     this.changed();
     return new Promise((resolve, reject) => {
-      this.pending.push(JSON.stringify({ p: period, t: tenant, o: op, m: milli }) + "\n");
-      this.waiters.push({ resolve, reject });
+      this.pending.push({ line: JSON.stringify({ p: period, t: tenant, o: op, m: milli }) + "\n", tenant, period, op, milli, resolve, reject });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.append());
@@ -228,26 +228,37 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     });
   }
 
-  /** Appends the pending charges to the current journal (one write per event-loop turn). */
+  /**
+   * Appends the pending charges to the current journal (one write per event-loop turn). When
+   * the write fails (a full disk), the charges whose lines were written whole stand; the others
+   * are taken back out of memory before anything else can read or snapshot them, and their
+   * callers fail: the request is then answered and audited as served free (0 CUs), and usage
+   * agrees, now and after a restart.
+   */
   private append(): void {
     this.scheduled = false;
     if (this.pending.length === 0) return;
-    const lines = this.pending,
-      waiters = this.waiters;
+    const charges = this.pending;
     this.pending = [];
-    this.waiters = [];
+    // A line left torn by an earlier failed write is ended first.
+    const buf = Buffer.from("\n" + charges.map((c) => c.line).join(""), "utf8");
+    let off = 0;
     try {
       if (this.fd === null) throw new Error("The usage journal is closed.");
-      // A line left torn by an earlier failed write is ended first.
-      const buf = Buffer.from("\n" + lines.join(""), "utf8");
-      let off = 0;
       while (off < buf.length) off += writeSync(this.fd, buf, off);
     } catch (e) {
-      // The charges stay counted in memory and reach the next snapshot.
-      for (const w of waiters) w.reject(e as Error);
+      let end = 1; // the leading newline
+      for (const c of charges) {
+        end += Buffer.byteLength(c.line);
+        if (end <= off) c.resolve();
+        else {
+          this.count(c.tenant, c.period, c.op, -c.milli);
+          c.reject(e as Error);
+        }
+      }
       return;
     }
-    for (const w of waiters) w.resolve();
+    for (const c of charges) c.resolve();
   }
 
   protected override changed(): void {

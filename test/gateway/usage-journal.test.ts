@@ -2,7 +2,7 @@
 // that is never closed (a process killed) is rebuilt exactly from its snapshot and journals;
 // a snapshot names the journal it does not contain, and older journals are deleted.
 import test from "tape";
-import { mkdtemp, readdir, readFile, rm, appendFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, appendFile, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalFileUsageStore } from "../../server/gateway/meter.js";
@@ -43,5 +43,35 @@ test("a journal with a torn or hostile line: the valid charges are replayed, the
   const again = await LocalFileUsageStore.open(dir, 3_600_000);
   t.equal(await again.total("acme", "2026-01"), 1100, "the two real charges, nothing else");
   await again.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+test("a charge whose journal line cannot be written (a full disk) is taken back: usage agrees with the 0 CUs answered", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-journal-"));
+  const s = await LocalFileUsageStore.open(dir, 3_600_000);
+  await s.add("acme", "2026-01", "put", 1000);
+  // the next journal is /dev/full, where every write fails with ENOSPC, as on a full disk
+  const ids = (await readdir(dir)).map((f) => Number(/^usage\.journal\.(\d+)$/.exec(f)?.[1] ?? -1));
+  const next = Math.max(...ids) + 1;
+  await symlink("/dev/full", join(dir, `usage.journal.${next}`));
+  await s.flush();
+  const failed = await Promise.allSettled([s.add("acme", "2026-01", "put", 1000), s.add("acme", "2026-01", "get", 100), s.add("beta", "2026-01", "get", 100)]);
+  t.deepEqual(
+    failed.map((r) => r.status),
+    ["rejected", "rejected", "rejected"],
+    "every charge of the failed write is refused to its caller",
+  );
+  t.equal(((failed[0] as PromiseRejectedResult).reason as NodeJS.ErrnoException).code, "ENOSPC", "with the disk's error");
+  t.equal(await s.total("acme", "2026-01"), 1000, "acme's usage holds only the charge that was written");
+  t.equal(await s.total("beta", "2026-01"), 0, "beta's holds none");
+  // space again: the snapshot and a reopened store agree
+  await rm(join(dir, `usage.journal.${next}`));
+  await s.close();
+  const again = await LocalFileUsageStore.open(dir, 3_600_000);
+  t.equal(await again.total("acme", "2026-01"), 1000, "after a restart: the same");
+  t.equal(await again.total("beta", "2026-01"), 0, "and beta still 0");
+  await again.close();
+  const tmp = (await readdir(dir)).filter((f) => f.endsWith(".tmp"));
+  t.deepEqual(tmp, [], "no temp file is left behind");
   await rm(dir, { recursive: true, force: true });
 });

@@ -1,8 +1,8 @@
 // Starts the appliance: backend, first boot, chain, app, listener.
 import { existsSync, readFileSync } from "node:fs";
 import { open, readFile, unlink } from "node:fs/promises";
-import { createServer, maxHeaderSize as NODE_HEADER_BYTES, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer, maxHeaderSize as NODE_HEADER_BYTES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import net, { type AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { answerClientErrors } from "../http/client-error.js";
@@ -82,6 +82,9 @@ export interface RunningProvenance {
   close(): Promise<void>;
 }
 
+/** How long close() waits for the requests in flight before it cuts their connections. */
+const CLOSE_GRACE_MS = 10_000;
+
 /** Stderr JSON lines; callers pass their own sink in tests. */
 export const stderrLog: LogFn = (entry) => {
   process.stderr.write(JSON.stringify({ ts: new Date().toISOString(), service: "svc-provenance", ...entry }) + "\n");
@@ -160,6 +163,10 @@ export async function startProvenance(
         : `Cannot listen on ${config.host}:${config.port} (SVC_PROVENANCE_HOST, SVC_PROVENANCE_PORT).`,
     );
   }
+  let closing = false;
+  server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => {
+    if (closing) res.shouldKeepAlive = false;
+  });
   const port = (server.address() as AddressInfo).port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
   log({ msg: "listening", host: config.host, port, backend: backend.name, fingerprint: signer.fingerprint, serial: chain.head.serial });
@@ -169,9 +176,19 @@ export async function startProvenance(
     boot,
     server,
     close: async () => {
+      // Requests in flight, and those whose bytes have arrived, are answered (their receipts
+      // written and sent) before the worker and the chain close: new connections are refused,
+      // every answer from now on closes its connection, and a connection left idle goes at the
+      // keep-alive timeout; one still open after CLOSE_GRACE_MS is cut. (http.Server's close()
+      // would end every connection without a parsed request at once, one whose request is
+      // still unread in its buffer included.)
+      closing = true;
       await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
+        const cut = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
+        net.Server.prototype.close.call(server, () => {
+          clearTimeout(cut);
+          resolve();
+        });
       });
       await worker.close();
       store.close();

@@ -137,3 +137,49 @@ test("the appliance: callers without the admin key hold at most half the body bu
     await cleanup();
   }
 });
+
+test("the appliance: requests in flight when it is closed (SIGTERM) are answered before it stops", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  let key = "";
+  const running = await startProvenance(configFor(dir, { SVC_PROVENANCE_BACKEND: "noble" }), { log: () => undefined, onAdminKey: (k) => (key = k) });
+  const body = JSON.stringify({ artifact: { name: "a", sha256: "ab".repeat(32), size_bytes: 1, media_type: "application/octet-stream" } });
+  const request = `POST /v1/provenance/exact HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  // 16 connections accepted by the appliance first (one still in the kernel's backlog when the
+  // listening socket closes is reset by the kernel, as with any server), then every request
+  // written and the appliance closed at once
+  let accepted = 0;
+  const allAccepted = new Promise<void>((resolve) =>
+    running.server.on("connection", () => {
+      if (++accepted === 16) resolve();
+    }),
+  );
+  const sockets = await Promise.all(
+    Array.from(
+      { length: 16 },
+      () =>
+        new Promise<net.Socket>((resolve) => {
+          const s = net.connect(running.port, "127.0.0.1", () => resolve(s));
+          s.on("error", () => undefined);
+        }),
+    ),
+  );
+  const answers = sockets.map(
+    (s) =>
+      new Promise<number>((resolve) => {
+        let raw = "";
+        s.on("data", (d: Buffer) => {
+          raw += d.toString("latin1");
+          const a = wholeAnswers(raw)[0];
+          if (a) resolve(a.status);
+        });
+        s.on("close", () => resolve(wholeAnswers(raw)[0]?.status ?? 0));
+      }),
+  );
+  await allAccepted;
+  for (const s of sockets) s.write(request);
+  await running.close();
+  const statuses = await Promise.all(answers);
+  t.deepEqual(statuses, Array(16).fill(201), "all 16 answered 201, none cut off");
+  for (const s of sockets) s.destroy();
+  await cleanup();
+});

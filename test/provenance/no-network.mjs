@@ -8,8 +8,20 @@ const refuse = (what) => () => {
   process.stderr.write(`NETWORK ACCESS ATTEMPTED: ${what}\n`);
   process.exit(97);
 };
-net.Socket.prototype.connect = refuse("net.Socket.connect");
-net.connect = net.createConnection = refuse("net.connect");
+// tsx's loader (the CLIs run through it when dist/ is older than the sources) talks to its
+// parent over a local pipe (<tmpdir>/tsx-<uid>/<pid>.pipe): that is no network, and allowed
+const tsxPipe = (args) => {
+  const a = args[0];
+  const path = typeof a === "string" ? a : Array.isArray(a) ? a[0]?.path : a?.path;
+  return typeof path === "string" && /\/tsx-\d+\/\d+\.pipe$/.test(path);
+};
+const guard = (what, original) =>
+  function (...args) {
+    if (tsxPipe(args)) return original.apply(this, args);
+    return refuse(what)();
+  };
+net.Socket.prototype.connect = guard("net.Socket.connect", net.Socket.prototype.connect);
+net.connect = net.createConnection = guard("net.connect", net.createConnection);
 dns.lookup = refuse("dns.lookup");
 dns.resolve = refuse("dns.resolve");
 dns.promises.lookup = refuse("dns.promises.lookup");

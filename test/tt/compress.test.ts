@@ -99,13 +99,21 @@ test("compress: modes 'auto' keeps the smaller of plain and quantized", async (t
 
 test("compress: runs off the event loop", async (t) => {
   const y = smoothField(96, 96, 96);
+  // turns of the event loop while the call runs: a chain of setImmediate never lets the loop
+  // wait (a 1 ms timer did, and on a busy machine the answer could be taken in the same turn
+  // as the timer's first expiry, before it ran); work done on the main thread would give 0
   let ticks = 0;
-  const timer = setInterval(() => ticks++, 1);
+  let next: NodeJS.Immediate;
+  const spin = () => {
+    ticks++;
+    next = setImmediate(spin);
+  };
+  next = setImmediate(spin);
   const p = tt.compress(y, [96, 96, 96], { tolerance: 1e-4, modes: [96, 96, 96] });
   t.ok(p instanceof Promise, "returns a promise");
   await p;
-  clearInterval(timer);
-  t.ok(ticks > 0, `the event loop kept running (${ticks} timer ticks during the call)`);
+  clearImmediate(next);
+  t.ok(ticks > 0, `the event loop kept running (${ticks} turns during the call)`);
   t.equal(prod([96, 96, 96]), y.length, "sanity");
 });
 

@@ -181,7 +181,14 @@ def read_public_key_file(path: str) -> list[KnownKey]:
 
 
 def digest_file(path: str) -> tuple[str, int]:
-    """SHA-256 and size of a file, read in pieces."""
+    """SHA-256 and size of a regular file, read in pieces (a FIFO or a device would be read
+    without end)."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        raise UsageError(f"The artifact {path} cannot be read") from None
+    if not regular:
+        raise UsageError(f"The artifact {path} is not a regular file")
     try:
         h = hashlib.sha256()
         size = 0

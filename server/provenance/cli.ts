@@ -141,8 +141,15 @@ export async function readPublicKeyFile(path: string): Promise<KnownKey[]> {
   return [decodeKey(text.replace(/\s+/g, ""), undefined, path)];
 }
 
-/** SHA-256 and size of a file, streamed. */
+/** SHA-256 and size of a regular file, streamed (a FIFO or a device would be read without end). */
 export async function digestFile(path: string): Promise<{ sha256: string; size_bytes: number }> {
+  let regular: boolean;
+  try {
+    regular = (await stat(path)).isFile();
+  } catch {
+    throw new UsageError(`The artifact ${path} cannot be read`);
+  }
+  if (!regular) throw new UsageError(`The artifact ${path} is not a regular file`);
   try {
     const h = createHash("sha256");
     let size = 0;

@@ -107,7 +107,7 @@ test("compress: runs off the event loop", async (t) => {
   const p = tt.compress(y, [96, 96, 96], { tolerance: 1e-4, modes: [96, 96, 96] });
   t.ok(p instanceof Promise, "returns a promise");
   void p.then(() => (settled = true));
-  for (let i = 0; i < 10; i++) await null;
+  for (let i = 0; i < 10; i++) await Promise.resolve();
   t.notOk(settled, "not settled within the microtasks of the turn that called it");
   await p;
   t.ok(settled, "settled later");

@@ -29,16 +29,16 @@ function detailOf(err: NodeJS.ErrnoException, maxHeaderBytes: number): string {
   }
 }
 
-function errorText(err: NodeJS.ErrnoException, maxHeaderBytes: number, requestId: string): string {
-  const body: ErrorBody = { detail: detailOf(err, maxHeaderBytes), code: "bad_request", request_id: requestId };
+/** The error body of docs/api.md (errors) as JSON text. */
+function errorJson(code: ErrorCode, detail: string, requestId: string): string {
+  const body: ErrorBody = { detail, code, request_id: requestId };
   return JSON.stringify(body);
 }
 
-/** A raw HTTP/1.1 answer with the error body of docs/api.md (errors), Connection: close. */
+/** A raw HTTP/1.1 answer with the error body, Connection: close. */
 function rawErrorResponse(code: ErrorCode, detail: string, requestId: string = randomUUID()): string {
   const status = STATUS_OF[code];
-  const body: ErrorBody = { detail, code, request_id: requestId };
-  const text = JSON.stringify(body);
+  const text = errorJson(code, detail, requestId);
   return [
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}`,
     "Content-Type: application/json; charset=utf-8",
@@ -116,7 +116,7 @@ export function answerClientErrors<S extends Server>(server: S, maxHeaderBytes: 
 
 function answerThrough(res: ServerResponse, socket: Socket, err: NodeJS.ErrnoException, maxHeaderBytes: number): void {
   const requestId = requestIdFrom(requestIdOfResponse(res));
-  const text = errorText(err, maxHeaderBytes, requestId);
+  const text = errorJson("bad_request", detailOf(err, maxHeaderBytes), requestId);
   const timer = setTimeout(() => socket.destroy(), LINGER_MS);
   timer.unref();
   socket.once("close", () => clearTimeout(timer));

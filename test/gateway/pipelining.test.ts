@@ -4,30 +4,8 @@
 // line or a closed connection gets the JSON error body on both servers: an HTTP/1.1 request
 // without Host, an Expect other than 100-continue, a CONNECT.
 import test from "tape";
-import net from "node:net";
-import { wholeAnswers, type RawAnswer } from "../http/raw-answers.js";
+import { sendRaw as pipeline } from "../http/raw-answers.js";
 import { SERVICE_KEY, admin, startRealStack, type RealStack } from "./helpers.js";
-
-/** Writes `requests` at once on one connection and reads `count` whole answers (or what came before the server closed). */
-function pipeline(port: number, requests: string, count: number): Promise<{ answers: RawAnswer[]; raw: string }> {
-  return new Promise((resolve) => {
-    const s = net.connect(port, "127.0.0.1");
-    let raw = "";
-    const done = () => {
-      clearTimeout(ceiling);
-      s.destroy();
-      resolve({ answers: wholeAnswers(raw), raw });
-    };
-    const ceiling = setTimeout(done, 30_000);
-    s.on("data", (d: Buffer) => {
-      raw += d.toString("latin1");
-      if (wholeAnswers(raw).length >= count) done();
-    });
-    s.on("error", () => undefined);
-    s.on("close", done);
-    s.write(requests, "latin1"); // one byte per character, as HTTP sends a header's bytes
-  });
-}
 
 let stack: RealStack;
 let key = "";

@@ -1,5 +1,6 @@
 // Answers read off a raw connection: tests that speak HTTP/1.1 over a socket find where each
 // answer ends (by its Content-Length) to stop reading a connection that stays open.
+import net from "node:net";
 
 /** An answer's status and body, as latin1 text. */
 export interface RawAnswer {
@@ -28,4 +29,29 @@ export function wholeAnswers(raw: string): RawAnswer[] {
     out.push({ status, text: raw.slice(end + 4, end + 4 + Number(length[1])) });
     off = end + 4 + Number(length[1]);
   }
+}
+
+/**
+ * Writes `requests` at once on one new connection to 127.0.0.1:`port` (one byte per character,
+ * as HTTP sends a header's bytes) and reads until `count` whole answers came, the server closed,
+ * or 30 s passed; returns those answers and everything read.
+ */
+export function sendRaw(port: number, requests: string, count: number): Promise<{ answers: RawAnswer[]; raw: string }> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1");
+    let raw = "";
+    const done = () => {
+      clearTimeout(ceiling);
+      s.destroy();
+      resolve({ answers: wholeAnswers(raw), raw });
+    };
+    const ceiling = setTimeout(done, 30_000);
+    s.on("data", (d: Buffer) => {
+      raw += d.toString("latin1");
+      if (wholeAnswers(raw).length >= count) done();
+    });
+    s.on("error", () => undefined);
+    s.on("close", done);
+    s.write(requests, "latin1");
+  });
 }

@@ -4,34 +4,25 @@
 // in the order sent.
 import test from "tape";
 import net from "node:net";
-import { startProvenance } from "../../server/provenance/server.js";
-import { wholeAnswers, type RawAnswer } from "../http/raw-answers.js";
+import { startProvenance, type RunningProvenance } from "../../server/provenance/server.js";
+import { sendRaw as send, wholeAnswers } from "../http/raw-answers.js";
 import { configFor, tempDir } from "./helpers.js";
 
-function send(port: number, text: string, count: number): Promise<{ answers: RawAnswer[]; raw: string }> {
-  return new Promise((resolve) => {
-    const s = net.connect(port, "127.0.0.1");
-    let raw = "";
-    const done = () => {
-      clearTimeout(ceiling);
-      s.destroy();
-      resolve({ answers: wholeAnswers(raw), raw });
-    };
-    const ceiling = setTimeout(done, 30_000);
-    s.on("data", (d: Buffer) => {
-      raw += d.toString("latin1");
-      if (wholeAnswers(raw).length >= count) done();
-    });
-    s.on("error", () => undefined);
-    s.on("close", done);
-    s.write(text);
-  });
+/** An appliance of its own (noble backend, `env` added) for `body`, closed and removed after it. */
+async function withAppliance(env: Record<string, string>, body: (running: RunningProvenance, adminKey: string) => Promise<void>): Promise<void> {
+  const { dir, cleanup } = await tempDir();
+  let key = "";
+  const running = await startProvenance(configFor(dir, { SVC_PROVENANCE_BACKEND: "noble", ...env }), { log: () => undefined, onAdminKey: (k) => (key = k) });
+  try {
+    await body(running, key);
+  } finally {
+    await running.close();
+    await cleanup();
+  }
 }
 
 test("the appliance: Node's bare answers become the JSON error body; pipelined requests in order", async (t) => {
-  const { dir, cleanup } = await tempDir();
-  const running = await startProvenance(configFor(dir, { SVC_PROVENANCE_BACKEND: "noble" }), { log: () => undefined });
-  try {
+  await withAppliance({}, async (running) => {
     const cases: Array<[string, string, number, string, RegExp]> = [
       ["no Host", "GET /v1/provenance/public-key HTTP/1.1\r\n\r\n", 400, "bad_request", /no Host header/],
       ["a request line Node cannot parse", "GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request", /could not be parsed/],
@@ -62,17 +53,11 @@ test("the appliance: Node's bare answers become the JSON error body; pipelined r
     );
     const health = await fetch(`${running.url}/health`);
     t.equal(health.status, 200, "the appliance still answers");
-  } finally {
-    await running.close();
-    await cleanup();
-  }
+  });
 });
 
 test("the appliance: a body that is not UTF-8 is a 415, never signed as replaced characters", async (t) => {
-  const { dir, cleanup } = await tempDir();
-  let key = "";
-  const running = await startProvenance(configFor(dir, { SVC_PROVENANCE_BACKEND: "noble" }), { log: () => undefined, onAdminKey: (k) => (key = k) });
-  try {
+  await withAppliance({}, async (running, key) => {
     const body = Buffer.concat([
       Buffer.from('{"artifact":{"name":"a'),
       Buffer.from([0xff]),
@@ -85,24 +70,12 @@ test("the appliance: a body that is not UTF-8 is a 415, never signed as replaced
       t.equal(r.status, 415, `${path}: 415`);
       t.equal(j.detail, "The request body is not valid UTF-8.", `${path}: ${j.detail}`);
     }
-  } finally {
-    await running.close();
-    await cleanup();
-  }
+  });
 });
 
 test("the appliance: callers without the admin key hold at most half the body budget, and a stalled body is cut off", async (t) => {
-  const { dir, cleanup } = await tempDir();
-  let key = "";
-  const budget = 8 * 1024 * 1024;
-  const running = await startProvenance(
-    configFor(dir, { SVC_PROVENANCE_BACKEND: "noble", SVC_PROVENANCE_BODY_BUDGET_BYTES: String(budget), SVC_PROVENANCE_MAX_BODY_BYTES: String(budget) }),
-    {
-      log: () => undefined,
-      onAdminKey: (k) => (key = k),
-    },
-  );
-  try {
+  const budget = String(8 * 1024 * 1024);
+  await withAppliance({ SVC_PROVENANCE_BODY_BUDGET_BYTES: budget, SVC_PROVENANCE_MAX_BODY_BYTES: budget }, async (running, key) => {
     // an unauthenticated /verify that declares 4 MiB (half the budget), sends 11 bytes and stalls
     const stalled = net.connect(running.port, "127.0.0.1");
     const closedAt = new Promise<number>((resolve) => stalled.on("close", () => resolve(Date.now())));
@@ -132,10 +105,7 @@ test("the appliance: callers without the admin key hold at most half the body bu
       body: JSON.stringify({ receipt: { x: "y".repeat(100_000) } }),
     });
     t.equal(again.status, 422, "its share is back: the same caller is read (422: not a receipt)");
-  } finally {
-    await running.close();
-    await cleanup();
-  }
+  });
 });
 
 test("the appliance: requests in flight when it is closed (SIGTERM) are answered before it stops", async (t) => {

@@ -9,7 +9,7 @@ import { createStore } from "../../lib/store/index.js";
 import { deviceBytesOf, gpuServing, rankScores } from "../../lib/store/gpu-cache.js";
 import * as tt from "../../lib/tt.js";
 import type { TT } from "../../lib/store/ttapi.js";
-import { coresOf, randomTT, relDiff, relErr } from "./helpers.js";
+import { coresOf, deviceTopkMatchesCpu, randomTT, relDiff, relErr } from "./helpers.js";
 
 const b = tt.backend();
 const skip = b.cuda_device === null;
@@ -311,4 +311,8 @@ cudaTest("cuda: store.serveGpu on the device equals the CPU serve; cache account
   }
   await s.close();
   t.ok(gpuServing(new CudaDevice(), 1) !== null, "a tiny budget is accepted (entries are then refused)");
+});
+
+cudaTest("cuda: query.topk with SVC_ENGINE_DEVICE=cuda equals the CPU ranking; entries whose norms lie far from 1 are scored on the CPU", async (t) => {
+  await deviceTopkMatchesCpu(t, gpuServingFor("cuda", 64 << 20));
 });

@@ -12,7 +12,7 @@ import { MemoryDeviceAllocator, deviceBytesOf, gpuServing } from "../../lib/stor
 import * as tt from "../../lib/tt.js";
 import { createApp, type Logger } from "../../server/engine/app.js";
 import { loadEngineConfig } from "../../server/engine/config.js";
-import { coresOf, randomTT, relDiff, relErr } from "./helpers.js";
+import { coresOf, deviceTopkMatchesCpu, randomTT, relDiff, relErr } from "./helpers.js";
 
 const hasDevice = tt.backend().cuda_device !== null;
 const quiet: Logger = { debug() {}, info() {}, warn() {}, error() {} };
@@ -342,6 +342,10 @@ test("query.topk with queries on the device equals the CPU ranking; falls back t
     "mixed candidates: same answer",
   );
   for (const s of [g, c, small]) await s.close();
+});
+
+test("query.topk on the in-memory device: entries whose norms lie far from 1 are scored on the CPU, with the CPU's answer", async (t) => {
+  await deviceTopkMatchesCpu(t, gpuServing(new MemoryDeviceAllocator(1 << 26), 1 << 22, true));
 });
 
 test("engine: SVC_ENGINE_DEVICE=cuda without a device and cuda:1 answer 501 with the reason; cuda logs it once at warn", { skip: hasDevice }, async (t) => {

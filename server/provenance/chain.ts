@@ -4,7 +4,20 @@
 // a batch is being written are signed and committed together (group commit), so one
 // fsync covers many receipts without ever returning a receipt whose serial could be
 // handed out again after a crash.
-import { closeSync, fchmodSync, fdatasync, fsyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, renameSync, truncateSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  fchmodSync,
+  fdatasync,
+  fsyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  truncateSync,
+  writeSync,
+} from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, basename } from "node:path";
 import { z } from "zod";
@@ -65,18 +78,42 @@ export class FileChainStore implements ChainStore {
   }
 }
 
+/** The first line of a chain log: the head before any receipt (see writeGenesis). */
+const GENESIS_LINE = JSON.stringify({ serial: 0, last_receipt_sha256: null }) + "\n";
+
+/**
+ * Starts the chain log at `path` with its genesis line (the head at serial 0), durably, where
+ * the log is missing or empty; a log that holds anything is left as it is. Written when a
+ * signing key is made, so that a log later found missing or emptied next to that key is told
+ * from one that never held a receipt (the appliance then refuses to start rather than hand out
+ * serial 1 again under the same key).
+ */
+export async function writeGenesis(path: string): Promise<void> {
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    size = 0;
+  }
+  if (size === 0) await writeFileAtomic(path, GENESIS_LINE, 0o600, { createDir: true });
+}
+
 /**
  * Durable head as an append-only log of JSON lines, one per committed batch: a batch costs
  * one write (synchronous, into the page cache) and one fdatasync (on the thread pool), so
  * that a commit is one event-loop hop, not the ten of temp file + rename on a busy server. A torn last line (a crash during
  * the write of a batch that was therefore never answered) is dropped on load; any other bad
- * line stops the start. Past `compactBytes` the log is replaced, atomically, by its last line.
+ * line stops the start. The first line may be the genesis line (serial 0, written with the
+ * key). Past `compactBytes` the log is replaced, atomically, by its last line.
  */
 export class LogChainStore implements ChainStore {
   readonly path: string;
   readonly #compactBytes: number;
   #fd: number | null = null;
   #size = 0;
+  /** Whole lines found by the last load(): 0 where the log was missing or held none. */
+  lines = 0;
 
   constructor(path: string, opts: { compactBytes?: number } = {}) {
     this.path = path;
@@ -89,13 +126,17 @@ export class LogChainStore implements ChainStore {
     try {
       text = readFileSync(this.path, "utf8");
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { serial: 0, last_receipt_sha256: null };
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") {
+        this.lines = 0;
+        return { serial: 0, last_receipt_sha256: null };
+      }
       throw new Error(`the receipt chain log ${name} cannot be read`);
     }
     const complete = text.slice(0, text.lastIndexOf("\n") + 1);
     let head: ChainHead = { serial: 0, last_receipt_sha256: null };
     const lines = complete.split("\n").slice(0, -1);
     lines.forEach((line, i) => {
+      if (i === 0 && line === GENESIS_LINE.slice(0, -1)) return;
       let parsed: unknown;
       try {
         parsed = JSON.parse(line);
@@ -114,6 +155,7 @@ export class LogChainStore implements ChainStore {
       truncateSync(this.path, Buffer.byteLength(complete));
     }
     this.#size = Buffer.byteLength(complete);
+    this.lines = lines.length;
     return head;
   }
 

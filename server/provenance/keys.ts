@@ -12,6 +12,7 @@ import { ADMIN_HASH_VAR, ConfigError, parseEnvFile, type ProvenanceConfig } from
 import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, fingerprintOf, type KeyPair, type MlDsaBackend } from "./signer.js";
 import { parseIJson } from "../http/json.js";
+import { writeGenesis } from "./chain.js";
 
 export interface ActiveKey extends KeyPair {
   fingerprint: string;
@@ -213,6 +214,8 @@ export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend,
   let active = await loadActive(config.home);
   let createdKeypair = false;
   if (!active) {
+    // the chain log's genesis first: a key never exists without it, unless the log was lost
+    await writeGenesis(paths(config.home).chain);
     active = await writeActive(config.home, backend.generateKeyPair(), now);
     createdKeypair = true;
   }
@@ -273,6 +276,8 @@ export async function rotateKey(home: string, backend: MlDsaBackend, now = new D
     0o600,
     { createDir: true },
   );
+  // a chain log lost with the old key starts again under the new one
+  await writeGenesis(paths(home).chain);
   await writeActive(home, backend.generateKeyPair(), now);
   return loadKeyring(home);
 }

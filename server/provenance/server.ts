@@ -118,6 +118,14 @@ export async function startProvenance(
       await worker.close();
       throw e;
     });
+    if (store.lines === 0) {
+      // a key is made with the log's genesis line: a log missing or emptied since may have
+      // held receipts, and starting again at serial 1 would fork the chain under this key
+      await worker.close();
+      throw new ConfigError(
+        `The receipt chain log ${store.path} is missing or empty while the signing key ${boot.keyring.active.fingerprint} already exists, so receipts may have been issued under that key: restore chain.log from this appliance's last state, or run svc-provenance rotate-key to start a new chain under a new key.`,
+      );
+    }
   } catch (e) {
     await unlock();
     throw e;

@@ -11,6 +11,7 @@ import {
   type BatchBuilder,
   type BatchResult,
   type ChainHead,
+  writeGenesis,
   type ChainStore,
 } from "../../server/provenance/chain.js";
 import { tempDir } from "./helpers.js";
@@ -274,6 +275,10 @@ test("the log store refuses a corrupt or out-of-order line instead of restarting
     [`${good(1)}\n{oops}\n${good(3)}\n`, /line 2 .* not valid JSON/],
     [`${good(1)}\n${good(3)}\n${good(2)}\n`, /line 3 .* serials must increase/],
     [`${JSON.stringify({ serial: 1, last_receipt_sha256: null })}\n`, /line 1 .* malformed/],
+    // the genesis line (the head at serial 0) is taken as the first line only
+    [`${GENESIS}${good(1)}\n${GENESIS}`, /line 3 .* malformed/],
+    [`${good(1)}\n${GENESIS}`, /line 2 .* malformed/],
+    [`${GENESIS}${GENESIS}`, /line 2 .* malformed/],
   ] as const) {
     await writeFile(path, content);
     try {
@@ -283,5 +288,33 @@ test("the log store refuses a corrupt or out-of-order line instead of restarting
       t.match((e as Error).message, why, (e as Error).message);
     }
   }
+  await cleanup();
+});
+
+const GENESIS = '{"serial":0,"last_receipt_sha256":null}\n';
+
+test("the log store's genesis line: written only where the log is missing or empty, read as serial 0, counted as a line", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const path = join(dir, "sub", "chain.log");
+  const empty = new LogChainStore(path);
+  t.deepEqual(await empty.load(), { serial: 0, last_receipt_sha256: null }, "a missing log reads as serial 0");
+  t.equal(empty.lines, 0, "and holds no line");
+  await writeGenesis(path);
+  t.equal(await readFile(path, "utf8"), GENESIS, "genesis written (directory made)");
+  t.equal((await stat(path)).mode & 0o777, 0o600, "mode 0600");
+  const s = new LogChainStore(path);
+  const c = await ReceiptChain.open(s);
+  t.equal(s.lines, 1, "one line: the genesis");
+  t.deepEqual(c.head, { serial: 0, last_receipt_sha256: null }, "head at serial 0");
+  t.equal(await c.append((pos) => ({ value: pos.serial, hash: h(pos.serial) })), 1, "the first receipt is serial 1");
+  s.close();
+  await writeGenesis(path);
+  t.equal(await readFile(path, "utf8"), `${GENESIS}${JSON.stringify({ serial: 1, last_receipt_sha256: h(1) })}\n`, "a log that holds lines is left as it is");
+  const again = new LogChainStore(path);
+  t.deepEqual(await again.load(), { serial: 1, last_receipt_sha256: h(1) }, "reopened at serial 1");
+  t.equal(again.lines, 2, "two lines");
+  await writeFile(path, "");
+  await writeGenesis(path);
+  t.equal(await readFile(path, "utf8"), GENESIS, "an empty log gets the genesis line");
   await cleanup();
 });

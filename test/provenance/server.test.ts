@@ -2,10 +2,12 @@
 // directory, a busy port, restart.
 import test from "tape";
 import { spawn } from "node:child_process";
-import { writeFile } from "node:fs/promises";
+import { readFile, stat, truncate, unlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { bootstrap, rotateKey } from "../../server/provenance/keys.js";
 import { startProvenance } from "../../server/provenance/server.js";
+import { createBackend } from "../../server/provenance/signer.js";
 import { configFor, get, post, sampleArtifact, tempDir } from "./helpers.js";
 
 const quiet = () => undefined;
@@ -40,6 +42,64 @@ test("startProvenance serves with the worker signer, keeps one process per home,
   const c = await startProvenance(config, { log: quiet });
   t.pass("a stale lock of a process that is gone is taken over");
   await c.close();
+  await cleanup();
+});
+
+test("a chain log missing or emptied next to a used key stops the start; rotate-key starts a new chain under a new key", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const config = configFor(dir);
+  const log = join(config.home, "chain.log");
+  const genesis = '{"serial":0,"last_receipt_sha256":null}\n';
+  // init, then serve: the key was made with the log's genesis line, so the first start is fine
+  const adminKey = (await bootstrap(config, await createBackend(config.backend))).adminKey!;
+  t.equal(await readFile(log, "utf8"), genesis, "making the key wrote the log's genesis line");
+  t.equal((await stat(log)).mode & 0o777, 0o600, "the log is private");
+  const a = await startProvenance(config, { log: quiet });
+  const first = await post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact }, adminKey);
+  const second = await post(`${a.url}/v1/provenance/exact`, { artifact: sampleArtifact }, adminKey);
+  t.deepEqual([first.json.serial, second.json.serial], [1, 2], "serials 1 and 2 after the genesis line");
+  const fp = first.json.signer.public_key_sha256 as string;
+  await a.close();
+  const refused = async (what: string) => {
+    try {
+      const x = await startProvenance(config, { log: quiet });
+      await x.close();
+      t.fail(`${what}: started`);
+    } catch (e) {
+      const m = (e as Error).message;
+      t.ok(
+        m.includes(log) && m.includes(fp) && /is missing or empty while the signing key .* already exists.*svc-provenance rotate-key/.test(m),
+        `${what}: refused, naming the log, the key and the ways out`,
+      );
+    }
+  };
+  await unlink(log);
+  await refused("log missing");
+  await writeFile(log, "");
+  await refused("log emptied");
+  await writeFile(log, '{"serial":2,"last_recei');
+  await refused("only a torn line left");
+  t.equal(
+    await stat(join(config.home, "serve.lock")).then(
+      () => "locked",
+      () => "free",
+    ),
+    "free",
+    "a refused start leaves the home unlocked",
+  );
+  await rotateKey(config.home, await createBackend(config.backend));
+  const b = await startProvenance(config, { log: quiet });
+  const next = await post(`${b.url}/v1/provenance/exact`, { artifact: sampleArtifact }, adminKey);
+  t.equal(next.json.serial, 1, "after rotate-key the new chain starts at serial 1");
+  t.notEqual(next.json.signer.public_key_sha256, fp, "under the new key");
+  t.equal((await post(`${b.url}/v1/provenance/verify`, { receipt: first.json })).status, 200, "a receipt of the old chain still verifies (retired key)");
+  await b.close();
+  const c = await startProvenance(config, { log: quiet });
+  t.equal((await post(`${c.url}/v1/provenance/exact`, { artifact: sampleArtifact }, adminKey)).json.serial, 2, "the new chain continues after a restart");
+  await c.close();
+  await truncate(log, 0);
+  await rotateKey(config.home, await createBackend(config.backend));
+  t.equal(await readFile(log, "utf8"), genesis, "rotate-key writes the genesis line into an emptied log");
   await cleanup();
 });
 

@@ -73,6 +73,10 @@ class SvcError(Exception):
         return f"SvcError(code={self.code!r}, detail={self.detail!r}, request_id={self.request_id!r}, status={self.status!r})"
 
 
+class _TooLarge(SvcError):
+    """An answer past the bytes the client reads for its request."""
+
+
 def _invalid(field: str, detail: str) -> SvcError:
     return SvcError("validation_error", detail, field=field)
 
@@ -152,6 +156,8 @@ class _HTTPConnection(_Deadline, http.client.HTTPConnection):
 
 
 class _HTTPSConnection(_Deadline, http.client.HTTPSConnection):
+    # The TLS handshake runs within the socket's timeout, which connect() set to what is left of
+    # the deadline; the ssl module bounds the whole handshake by it, not each receive.
     pass
 
 
@@ -275,6 +281,13 @@ class Client:
                 if res.will_close:
                     self.close_connection()
                 return res.status, hdrs, data
+            except _TooLarge as e:
+                self.close_connection()
+                if e.status is not None and e.status >= 400:
+                    # an error answer too large to read: its status still decides (a 429 or 503 is
+                    # retried as any other), with the status's sentence
+                    return e.status, hdrs, b""
+                raise
             except SvcError:
                 self.close_connection()
                 raise
@@ -299,8 +312,8 @@ class Client:
         never allocated before its bytes arrive."""
         declared = res.length
         if declared is not None and declared > limit:
-            raise SvcError("internal", f"The service announced an answer of {declared} bytes, more than the {limit} bytes the client reads for this request.",
-                           res.headers.get("x-request-id"), res.status)
+            raise _TooLarge("internal", f"The service announced an answer of {declared} bytes, more than the {limit} bytes the client reads for this request.",
+                            res.headers.get("x-request-id"), res.status)
         buf = bytearray()
         while True:
             chunk = res.read(min(READ_CHUNK, limit + 1 - len(buf)))
@@ -308,8 +321,8 @@ class Client:
                 break
             buf += chunk
             if len(buf) > limit:
-                raise SvcError("internal", f"The service answered more than the {limit} bytes the client reads for this request.",
-                               res.headers.get("x-request-id"), res.status)
+                raise _TooLarge("internal", f"The service answered more than the {limit} bytes the client reads for this request.",
+                                res.headers.get("x-request-id"), res.status)
         if declared is not None and len(buf) != declared:
             raise http.client.IncompleteRead(bytes(buf[:0]), declared - len(buf))
         return buf

@@ -186,10 +186,24 @@ class BadAnswers(unittest.TestCase):
         self.assertEqual(self.srv.connections, 2, "the refused answer's connection was closed")
 
     def test_an_error_answer_is_read_up_to_one_mib(self) -> None:
+        # past 1 MiB the body is not read; the status still decides, with its own sentence
         self.srv.script.append(answer(503, b"{}", length=99_999_999_999_999))
-        err = self.refused(lambda: self.c.get(NS, "k"))
-        self.assertIn("more than the 1048576 bytes", err.detail)
+        err = self.refused(lambda: self.c.get(NS, "k"), "overloaded")
+        self.assertEqual(err.detail, "The service answered HTTP 503.")
         self.assertEqual(err.status, 503)
+        self.srv.script.append(chunked(404, json.dumps({"detail": "x" * (2 << 20), "code": "not_found"}).encode()))
+        err = self.refused(lambda: self.c.get(NS, "k"), "not_found")
+        self.assertEqual(err.detail, "The service answered HTTP 404.")
+        self.then_a_good_answer_works()
+        self.assertEqual(self.srv.connections, 3, "each unread answer's connection was closed")
+
+    def test_a_429_or_503_too_large_to_read_is_retried(self) -> None:
+        c = Client(self.srv.url, "svc_live_" + "k" * 40, max_retries=2, backoff=0.01, max_backoff=0.05)
+        self.addCleanup(c.close)
+        self.srv.script += [answer(429, b"{}", length=5 << 20, Retry_After="0"), chunked(503, b"[" + b"0," * (1 << 20) + b"0]", Retry_After="0"),
+                            answer(200, b'{"keys": ["a"]}')]
+        self.assertEqual(c.list(NS), {"keys": ["a"]})
+        self.assertEqual(c.last_response["attempts"], 3, "two refusals too large to read, then the answer")
 
     def test_a_chunked_answer_past_max_answer_bytes_is_refused_while_read(self) -> None:
         c = Client(self.srv.url, "svc_live_" + "k" * 40, max_retries=0, max_answer_bytes=4096)
@@ -272,6 +286,39 @@ class BadAnswers(unittest.TestCase):
 
     def test_a_server_that_never_answers(self) -> None:
         self.assert_times_out(lambda c: time.sleep(60), lambda c: c.list(NS))
+
+    def test_a_tls_handshake_trickled_past_the_timeout(self) -> None:
+        # a server that reads the ClientHello, then sends the head of a 16 KiB handshake record
+        # and its bytes one every 0.25 s (about an hour in all): the deadline covers the handshake
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        self.addCleanup(srv.close)
+
+        def serve() -> None:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.recv(65536)
+                    conn.sendall(b"\x16\x03\x03\x40\x00")
+                    for _ in range(16384):
+                        time.sleep(0.25)
+                        conn.sendall(b"\x00")
+                except OSError:
+                    return
+
+        threading.Thread(target=serve, daemon=True).start()
+        url = f"https://127.0.0.1:{srv.getsockname()[1]}"
+        c = Client(url, "svc_live_" + "k" * 40, max_retries=0, timeout=1)
+        self.addCleanup(c.close)
+        started = time.monotonic()
+        with self.assertRaises(SvcError) as e:
+            c.list(NS)
+        self.assertEqual((e.exception.code, e.exception.detail), ("engine_unreachable", f"The service at {url} did not answer within 1 s."))
+        self.assertLess(time.monotonic() - started, 30, "the client gave up long before the trickle ended")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,12 @@ Arr read_array(const Napi::Value& v, const std::string& field) {
   Arr a;
   a.f64 = t == napi_float64_array;
   a.n = ta.ElementLength();
-  a.p = static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
+  // The element pointer from napi_get_typedarray_info, not ArrayBuffer().Data() + offset:
+  // ArrayBuffer() fails ("Invalid argument") for a typed array over a SharedArrayBuffer.
+  void* data = nullptr;
+  if (napi_get_typedarray_info(v.Env(), ta, nullptr, nullptr, &data, nullptr, nullptr) != napi_ok)
+    throw bad(field, field + " must be a Float32Array or Float64Array");
+  a.p = data;
   return a;
 }
 

@@ -19,11 +19,15 @@ import { parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import { sendError, toSvcError } from "../http/errors.js";
 import { requestIdOf } from "../http/request-id.js";
 import { readJsonBody } from "../http/json-body.js";
+import { readBody } from "../http/body.js";
+import type { BodyRate } from "../http/body-guard.js";
+import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
 import { parseStrictJson } from "../http/json.js";
 import { termsFor } from "./admin.js";
 import type { AuditSink } from "./audit.js";
 import { admitTenantCall } from "./account.js";
 import type { Clock } from "./clock.js";
+import { DEFAULT_LIMITS } from "./config.js";
 import type { LimitsPolicy } from "./plans.js";
 import type { RateLimiter } from "./ratelimit.js";
 import { PaymentProviderError, WebhookSignatureError, type CancelResult, type PaidPlan, type PaymentProvider } from "./stripe-client.js";
@@ -33,6 +37,12 @@ import type { EventChange, TenantBilling, TenantRecord, TenantRegistry } from ".
 export const EVENT_RETENTION_MS = 35 * 86_400_000;
 /** Largest webhook body accepted (provider events are a few KiB). */
 export const MAX_WEBHOOK_BYTES = 1024 * 1024;
+/**
+ * Bytes of webhook bodies held at once. The route takes no key, so anyone can send it bodies;
+ * they are held within this budget of their own (16 bodies of the largest size, thousands of
+ * real events) and past it answered 503 with Retry-After, which the provider retries.
+ */
+export const WEBHOOK_BYTES_IN_FLIGHT = 16 * MAX_WEBHOOK_BYTES;
 const ENDED_SUBSCRIPTIONS_MAX = 50;
 
 const httpsUrl = (field: string) =>
@@ -158,6 +168,10 @@ export interface BillingDeps {
   /** Checkout requests count in the tenant's rate window like data-plane ones. */
   limiter: RateLimiter;
   policy: LimitsPolicy;
+  /** Memory for webhook bodies in flight; default: a budget of WEBHOOK_BYTES_IN_FLIGHT for this router. */
+  webhookBudget?: MemoryBudget;
+  /** The pace a webhook body must keep (the gateway's SVC_GATE_BODY_MIN_RATE and SVC_GATE_BODY_GRACE_S). */
+  bodyRate?: BodyRate;
 }
 
 /** What one verified event does; `tenantId` "" when it names no valid tenant. */
@@ -393,15 +407,11 @@ export async function applyPaymentEvent(
   return out;
 }
 
-/** Reads the raw body (the signature covers its exact bytes), 413 past MAX_WEBHOOK_BYTES. */
-const rawBody = express.raw({ type: () => true, limit: MAX_WEBHOOK_BYTES, inflate: false });
-
-const runMiddleware = (mw: express.RequestHandler, req: Request, res: Response) =>
-  new Promise<void>((resolve, reject) => mw(req, res, (err?: unknown) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve())));
-
 /** The billing router: POST /gate/checkout and POST /webhooks/payment. Mount it only when billing is on. */
 export function billingRouter(deps: BillingDeps): Router {
   const r = express.Router();
+  const webhookBudget = deps.webhookBudget ?? new MemoryBudget(WEBHOOK_BYTES_IN_FLIGHT);
+  const bodyRate: BodyRate = deps.bodyRate ?? { minBytesPerS: DEFAULT_LIMITS.bodyMinBytesPerS, graceMs: DEFAULT_LIMITS.bodyGraceS * 1000 };
 
   // Every request leaves the usual audit record (path without query, no namespace, 0 CUs).
   const audit = (req: Request, res: Response, tenantId: string, status: number, t0: number) =>
@@ -462,8 +472,15 @@ export function billingRouter(deps: BillingDeps): Router {
     const t0 = performance.now();
     let tenantId = "";
     try {
-      await runMiddleware(rawBody, req, res);
-      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      // The raw bytes (the signature covers them exactly): 413 past MAX_WEBHOOK_BYTES, held
+      // within the webhook budget (503), cut off when they stop arriving (400).
+      const raw = await readBody(req, {
+        limit: MAX_WEBHOOK_BYTES,
+        res,
+        rate: bodyRate,
+        reservation: reservationOf(res, webhookBudget),
+        path: req.path,
+      });
       const event = deps.provider.verifyEvent(raw, req.get("stripe-signature"), deps.clock.now());
       // Signed is not enough: the event is held to the strict JSON of every other body, so that a
       // duplicate member or a "__proto__" member cannot read one way here and another elsewhere.

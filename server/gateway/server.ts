@@ -120,6 +120,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       provider: new StripePaymentProvider({ secretKey: p.secretKey!, webhookSecret: p.webhookSecret!, apiBase: p.apiBase }),
       prices: { builder: p.priceBuilder!, pro: p.pricePro! },
       policy: { billingEnabled: config.billingEnabled, defaultRateLimit: config.defaultRateLimit },
+      bodyRate: { minBytesPerS: config.limits.bodyMinBytesPerS, graceMs: config.limits.bodyGraceS * 1000 },
     });
   }
   const app = createApp({

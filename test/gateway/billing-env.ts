@@ -3,7 +3,7 @@
 // billing log, and webhooks signed with the SDK's test header.
 import Stripe from "stripe";
 import { MemoryAuditSink } from "../../server/gateway/audit.js";
-import { billingRouter, MemoryBillingLog } from "../../server/gateway/billing.js";
+import { billingRouter, MemoryBillingLog, type BillingDeps } from "../../server/gateway/billing.js";
 import { FakeClock } from "../../server/gateway/clock.js";
 import { MemoryRateLimiter } from "../../server/gateway/ratelimit.js";
 import { StripePaymentProvider } from "../../server/gateway/stripe-client.js";
@@ -28,6 +28,7 @@ export async function startBillingGateway(
   engine: FakeEngine,
   stripe: FakeStripe,
   registry: TenantRegistry = new MemoryTenantRegistry(),
+  over: Partial<Pick<BillingDeps, "webhookBudget" | "bodyRate">> = {},
 ): Promise<BillingGateway> {
   const clock = new FakeClock(T0);
   const audit = new MemoryAuditSink();
@@ -42,6 +43,7 @@ export async function startBillingGateway(
     provider: new StripePaymentProvider({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 3000 }),
     prices: PRICES,
     policy: { billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 } },
+    ...over,
   });
   const gw = await startTestGateway(engine.url, { registry, clock, audit, limiter, billingEnabled: true, billing });
   return { gw, log, registry, clock };

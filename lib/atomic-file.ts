@@ -39,3 +39,27 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
     await dh.close();
   }
 }
+
+/**
+ * Whether `dir` takes a write right now: a temp file of `bytes` random bytes (incompressible, so
+ * a file system that stores zeros as holes still has to find room) is created, written,
+ * fsynced and removed. False on any failure (a full disk, a read-only or missing directory);
+ * the temp file never outlives the call.
+ */
+export async function probeWritable(dir: string, bytes = 4096): Promise<boolean> {
+  const tmp = join(dir, `.probe.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
+  let fh: Awaited<ReturnType<typeof open>> | null = null;
+  try {
+    fh = await open(tmp, "wx", 0o600);
+    await fh.writeFile(randomBytes(bytes));
+    await fh.sync();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    if (fh) {
+      await fh.close().catch(() => {});
+      await rm(tmp, { force: true }).catch(() => {});
+    }
+  }
+}

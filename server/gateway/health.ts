@@ -1,6 +1,6 @@
 // GET /health and /gate/health (docs/api.md (health)): no authentication; the two booleans are
 // measured on each call (engine: GET /health within 1 s; store: the gateway's PING of Redis or
-// its writable data dir, and the engine's own store_connected when it reports one).
+// a probe write into its data dir, and the engine's own store_connected when it reports one).
 // With several engines, `engines` lists each one's state (by position, not address).
 import type { RequestHandler } from "express";
 import type { EngineClient } from "./proxy.js";

@@ -137,6 +137,13 @@ export class MemoryUsageStore implements UsageStore {
  * and on close, the counters are written as a snapshot (DATA_DIR/usage.json: temp file, fsync,
  * rename) that names the journal started at that instant; older journals are then deleted.
  * Start-up loads the snapshot and replays the journals it does not yet contain.
+ *
+ * A snapshot that cannot be written (a full disk) is kept in memory and written again, unchanged
+ * and without starting another journal, until it succeeds; the attempts back off from `flushMs`
+ * doubling to `retryMaxMs`, with or without new charges. So a data directory that stays full
+ * holds at most two journals (the one the snapshot on disk names and the one the unwritten
+ * snapshot names), and the first attempt after space returns writes it, then a current one,
+ * and deletes every older journal.
  */
 export class LocalFileUsageStore extends MemoryUsageStore {
   override readonly kind = "local" as const;
@@ -144,6 +151,14 @@ export class LocalFileUsageStore extends MemoryUsageStore {
   private writing: Promise<void> = Promise.resolve();
   private journalId = 0;
   private fd: number | null = null;
+  /**
+   * The snapshot serialised when the current journal was started, while it is not on disk yet
+   * (its write failed): it holds exactly the journals before the current one.
+   */
+  private unsaved: string | null = null;
+  /** Snapshot attempts that failed in a row (the back-off's exponent). */
+  private failures = 0;
+  private closed = false;
   /** Charges counted in memory whose journal line is not written yet, with their callers. */
   private pending: Array<{ line: string; tenant: string; period: string; op: Operation; milli: number; resolve: () => void; reject: (e: Error) => void }> = [];
   private scheduled = false;
@@ -151,6 +166,7 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     readonly dir: string,
     readonly path: string,
     private readonly flushMs: number,
+    private readonly retryMaxMs: number,
   ) {
     super();
   }
@@ -159,9 +175,10 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     return join(this.dir, `usage.journal.${id}`);
   }
 
-  static async open(dir: string, flushMs = 1000): Promise<LocalFileUsageStore> {
+  /** `retryMaxMs`: the longest wait between two attempts at a snapshot that failed (at least `flushMs`). */
+  static async open(dir: string, flushMs = 1000, { retryMaxMs = 30_000 }: { retryMaxMs?: number } = {}): Promise<LocalFileUsageStore> {
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const s = new LocalFileUsageStore(dir, join(dir, "usage.json"), flushMs);
+    const s = new LocalFileUsageStore(dir, join(dir, "usage.json"), flushMs, Math.max(flushMs, retryMaxMs));
     let from = 0;
     try {
       const parsed = JSON.parse(await readFile(s.path, "utf8")) as { version: number; usage: Table; journal?: number };
@@ -178,8 +195,14 @@ export class LocalFileUsageStore extends MemoryUsageStore {
       .filter((x): x is string => x !== undefined)
       .map(Number)
       .sort((a, b) => a - b);
+    // The last journal stays the current one. The counters before it are the snapshot that
+    // names it (nothing on disk changes until that snapshot is written, so a start that cannot
+    // write it, on a full disk, adds no file).
+    s.journalId = Math.max(from, ids.at(-1) ?? 0);
+    const snapshotNaming = (id: number) => JSON.stringify({ version: 1, journal: id, usage: s.table }) + "\n";
     for (const id of ids) {
       if (id < from) continue;
+      if (id === s.journalId) s.unsaved = snapshotNaming(id);
       const text = await readFile(s.journalPath(id), "utf8");
       for (const line of text.split("\n")) {
         if (!line) continue;
@@ -202,10 +225,17 @@ export class LocalFileUsageStore extends MemoryUsageStore {
         }
       }
     }
-    s.journalId = Math.max(from, ids.at(-1) ?? 0);
+    s.unsaved ??= snapshotNaming(s.journalId);
     s.fd = openSync(s.journalPath(s.journalId), "a", 0o600);
-    // A fresh snapshot now: what was replayed is safe in it, and the old journals go.
-    await s.flush();
+    // Snapshots now: what was replayed is safe in them, and the old journals go.
+    try {
+      await s.flush();
+    } catch (e) {
+      s.closed = true;
+      if (s.timer) clearTimeout(s.timer);
+      closeSync(s.fd);
+      throw e;
+    }
     return s;
   }
 
@@ -262,49 +292,82 @@ export class LocalFileUsageStore extends MemoryUsageStore {
   }
 
   protected override changed(): void {
-    if (this.timer) return;
+    if (this.timer || this.closed) return;
+    this.schedule(this.flushMs);
+  }
+
+  private schedule(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = null;
       void this.flush().catch(() => {});
-    }, this.flushMs);
+    }, ms);
     this.timer.unref();
   }
 
   /**
    * Writes the current counters now. In one synchronous step the pending charges are appended,
    * the next journal is started and the counters are serialised, so the snapshot holds exactly
-   * the journals before the one it names.
+   * the journals before the one it names. When the last snapshot could not be written, that
+   * one is written first, without starting a journal: it still holds exactly the journals
+   * before the current one. A failure leaves a next attempt scheduled, later each time.
    */
   flush(): Promise<void> {
     const run = async () => {
       this.append();
-      const next = this.journalId + 1;
-      const fd = openSync(this.journalPath(next), "a", 0o600);
-      if (this.fd !== null) closeSync(this.fd);
-      this.fd = fd;
-      const done = this.journalId;
-      this.journalId = next;
-      const snapshot = JSON.stringify({ version: 1, journal: next, usage: this.table }) + "\n";
-      await writeFileAtomic(this.path, snapshot);
-      for (let id = done; id >= 0; id--) {
+      for (;;) {
+        const fresh = this.unsaved === null;
         try {
-          await unlink(this.journalPath(id));
+          if (this.unsaved === null) {
+            const next = this.journalId + 1;
+            const fd = openSync(this.journalPath(next), "a", 0o600);
+            if (this.fd !== null) closeSync(this.fd);
+            this.fd = fd;
+            this.journalId = next;
+            this.unsaved = JSON.stringify({ version: 1, journal: next, usage: this.table }) + "\n";
+          }
+          await writeFileAtomic(this.path, this.unsaved);
         } catch (e) {
-          if ((e as NodeJS.ErrnoException).code === "ENOENT") break;
+          this.failures++;
+          if (!this.closed) this.schedule(Math.min(this.retryMaxMs, Math.max(1, this.flushMs) * 2 ** Math.min(this.failures - 1, 30)));
           throw e;
         }
+        // the snapshot on disk names the current journal: every other one is in it
+        this.unsaved = null;
+        this.failures = 0;
+        await this.deleteJournalsBefore(this.journalId);
+        if (fresh) return;
+        // the snapshot just written was the one that had failed: now a current one
+        this.append();
       }
     };
     this.writing = this.writing.then(run, run);
     return this.writing;
   }
 
+  /** Deletes every journal whose id is below `id` (all of them, even after a gap in the ids). */
+  private async deleteJournalsBefore(id: number): Promise<void> {
+    for (const f of await readdir(this.dir)) {
+      const n = /^usage\.journal\.(\d+)$/.exec(f)?.[1];
+      if (n === undefined || Number(n) >= id) continue;
+      try {
+        await unlink(join(this.dir, f));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+      }
+    }
+  }
+
   override async close(): Promise<void> {
+    this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    await this.flush();
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
+    try {
+      await this.flush();
+    } finally {
+      if (this.fd !== null) closeSync(this.fd);
+      this.fd = null;
+    }
   }
 }
 

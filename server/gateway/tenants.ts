@@ -1,10 +1,10 @@
 // Tenant registry: the records behind the admin endpoints and authentication. One interface,
 // three implementations: Redis (shared by several gateways), a local JSON file under the data
 // directory (written atomically: temp file, fsync, rename) and plain memory for tests.
-import { access, constants, mkdir, readFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { writeFileAtomic } from "../../lib/atomic-file.js";
+import { probeWritable, writeFileAtomic } from "../../lib/atomic-file.js";
 import { ConflictError, NotFoundError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { planSchema, type Plan } from "./plans.js";
@@ -340,6 +340,9 @@ function checkEventChange(cur: TenantRecord, next: TenantRecord): void {
   }
 }
 
+/** How long the local registry's answer to ping() stands before the data directory is probed again. */
+const PROBE_REUSE_MS = 1000;
+
 /** Registry persisted as DATA_DIR/tenants.json; every change is on disk before it is visible. */
 export class LocalFileTenantRegistry extends MemoryTenantRegistry {
   override readonly kind = "local" as const;
@@ -385,13 +388,23 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
     return this.tenants.size;
   }
 
-  override async ping(): Promise<boolean> {
-    try {
-      await access(this.dir, constants.W_OK);
-      return true;
-    } catch {
-      return false;
-    }
+  private probing: Promise<boolean> | null = null;
+  private probed: { atMs: number; ok: boolean } | null = null;
+
+  /**
+   * Whether the data directory takes writes: a 4 KiB probe file created, written, fsynced and
+   * removed (probeWritable), so a full disk answers false (a permission check would not) and
+   * true again once a block is free. At most one probe a second: calls within a second of the
+   * last probe get its answer, and calls while one runs share it.
+   */
+  override ping(): Promise<boolean> {
+    const now = performance.now();
+    if (this.probed && now - this.probed.atMs < PROBE_REUSE_MS) return Promise.resolve(this.probed.ok);
+    return (this.probing ??= probeWritable(this.dir).then((ok) => {
+      this.probed = { atMs: performance.now(), ok };
+      this.probing = null;
+      return ok;
+    }));
   }
 }
 

@@ -1,11 +1,13 @@
 // The local usage store's journal: every charge is appended before add() resolves, so a store
 // that is never closed (a process killed) is rebuilt exactly from its snapshot and journals;
-// a snapshot names the journal it does not contain, and older journals are deleted.
+// a snapshot names the journal it does not contain, and older journals are deleted; snapshots
+// that cannot be written start no further journal.
 import test from "tape";
-import { mkdtemp, readdir, readFile, rm, appendFile, symlink } from "node:fs/promises";
+import { mkdtemp, mkdir, readdir, readFile, rm, appendFile, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalFileUsageStore } from "../../server/gateway/meter.js";
+import { waitFor } from "../faults/deps.js";
 
 test("charges acknowledged by add() survive a store that is never closed", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-journal-"));
@@ -73,5 +75,73 @@ test("a charge whose journal line cannot be written (a full disk) is taken back:
   await again.close();
   const tmp = (await readdir(dir)).filter((f) => f.endsWith(".tmp"));
   t.deepEqual(tmp, [], "no temp file is left behind");
+  await rm(dir, { recursive: true, force: true });
+});
+
+const journalsIn = async (dir: string) => (await readdir(dir)).filter((f) => /^usage\.journal\.\d+$/.test(f)).sort();
+
+test("snapshots that cannot be written start no journal after the first; the first that can deletes the older ones", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-journal-"));
+  const s = await LocalFileUsageStore.open(dir, 10, { retryMaxMs: 50 });
+  let charged = 0;
+  const charge = async (n: number) => {
+    await Promise.all(Array.from({ length: n }, () => s.add("acme", "2026-01", "get", 100)));
+    charged += n * 100;
+  };
+  // usage.json becomes a directory: renaming a snapshot onto it fails, as writing one on a full
+  // disk does (before any charge, so that no snapshot is due in between)
+  await rm(join(dir, "usage.json"));
+  await mkdir(join(dir, "usage.json"));
+  await writeFile(join(dir, "usage.json", "x"), "");
+  const outcomes: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    await charge(5);
+    outcomes.push(
+      await s.flush().then(
+        () => "written",
+        () => "failed",
+      ),
+    );
+  }
+  t.deepEqual([...new Set(outcomes)], ["failed"], "20 snapshots in a row fail");
+  // and charges go on with the store's own timer (10 ms), for at least 50 of its intervals
+  const until = Date.now() + 500;
+  while (Date.now() < until) {
+    await charge(3);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  const during = await journalsIn(dir);
+  t.ok(during.length <= 2, `at most two journals while snapshots fail (${during.join(", ")})`);
+  // the snapshot can be written again: the store's next attempt needs no new charge
+  await rm(join(dir, "usage.json"), { recursive: true });
+  let seen = "";
+  const settled = await waitFor(
+    "a snapshot names the only journal left",
+    async () => {
+      const files = await journalsIn(dir);
+      const snap = JSON.parse(await readFile(join(dir, "usage.json"), "utf8"));
+      seen = `${files.join(", ")}; the snapshot names ${snap.journal} and holds ${snap.usage["2026-01"]?.acme?._total}`;
+      return files.length === 1 && files[0] === `usage.journal.${snap.journal}` && snap.usage["2026-01"]?.acme?._total === charged;
+    },
+    60_000,
+  ).then(
+    () => true,
+    () => false,
+  );
+  t.ok(settled, `once it can be written: a current snapshot (${charged}) and only the journal it names (${seen})`);
+  t.deepEqual(
+    (await readdir(dir)).filter((f) => f.endsWith(".tmp")),
+    [],
+    "no temp file left",
+  );
+  // as after kill -9, then after a clean close
+  const again = await LocalFileUsageStore.open(dir, 3_600_000);
+  t.equal(await again.total("acme", "2026-01"), charged, `after a restart: every charge once (${charged} milli-CUs)`);
+  await again.close();
+  const third = await LocalFileUsageStore.open(dir, 3_600_000);
+  t.equal(await third.total("acme", "2026-01"), charged, "and after a clean close");
+  await third.close();
+  t.equal((await journalsIn(dir)).length, 1, "one journal left");
+  void s;
   await rm(dir, { recursive: true, force: true });
 });

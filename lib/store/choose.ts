@@ -14,7 +14,7 @@ import { asBytes, fromWorkingFloat, toWorkingFloat } from "./codec.js";
 import type { StoreConfig } from "./context.js";
 import { pacedScan } from "./pace.js";
 import { loadPred, type PredApi } from "./predapi.js";
-import { loadTT } from "./ttapi.js";
+import { loadTT, type TT, type TTApi } from "./ttapi.js";
 import { value } from "../scaled.js";
 import type { PayloadLayout, TtInfo, Verdict } from "./types.js";
 
@@ -164,6 +164,48 @@ async function encoderBounds(j: FloatJob): Promise<{ tolerance?: number; max_abs
   return out;
 }
 
+/** max over [a, b) of |x - v| + k·A + unit·(|v| + k·A), continued from m[0]. */
+function worstServed(x: ArrayLike<number>, v: ArrayLike<number>, A: ArrayLike<number>, k: number, unit: number, a: number, b: number, m: Float64Array): void {
+  let w = m[0]!;
+  for (let i = a; i < b; i++) {
+    const slack = k * A[i]!;
+    const e = Math.abs(x[i]! - v[i]!) + slack + unit * (Math.abs(v[i]!) + slack);
+    if (!(e <= w)) w = e; // NaN too
+  }
+  m[0] = w;
+}
+
+/**
+ * Whether every value a serve can give for this TT lies within `bound` of the data, slices
+ * included. A slice is contracted in another order than the whole reconstruction (other
+ * splits, merged factor cores), so its values may differ from the measured ones in their last
+ * bits: an element measured just under the bound came back above it. The difference between
+ * two evaluations of the same chain of products is at most 2·γ_m·(|G_1|···|G_d|)_i, with
+ * γ_m = m·u / (1 − m·u) and m the products and sums along the chain (the inner ranks plus one
+ * per core); (|G_1|···|G_d|) is the reconstruction of the TT of absolute values. For float16
+ * and bfloat16 the rounding to the served type is added on top.
+ */
+async function slicesWithin(j: FloatJob, bound: number, res: TT, full: Float32Array | Float64Array, tt: TTApi): Promise<boolean> {
+  const u = full instanceof Float64Array ? 2 ** -53 : 2 ** -24;
+  const chain = res.ranks.slice(1, -1).reduce((a, r) => a + r, 0) + res.cores.length;
+  const gamma = (chain * u) / (1 - chain * u);
+  // 2·γ for the two evaluations, a little more for the rounding of A itself
+  const k = 2 * gamma * (1 + 4 * gamma) + 4 * u;
+  const absCores = [];
+  for (const c of res.cores) {
+    const a = c instanceof Float64Array ? new Float64Array(c.length) : new Float32Array(c.length);
+    await pacedScan(c.length, (from, to) => {
+      for (let i = from; i < to; i++) a[i] = Math.abs(c[i]!);
+    });
+    absCores.push(a);
+  }
+  const A = await tt.reconstruct({ ...res, cores: absCores } as TT);
+  const m = new Float64Array(1);
+  const unit = unitOf(j.dtype);
+  await pacedScan(full.length, (a, b) => worstServed(j.work, full, A, k, unit, a, b, m));
+  return m[0]! <= bound;
+}
+
 /**
  * The TT route: TT-SVD under `minRatio` (dense/stored bytes), decoded and measured. `enc` is
  * null where TT cannot store the data at that ratio or misses a bound (a relative error above
@@ -202,9 +244,11 @@ async function ttRoute(j: FloatJob, minRatio: number): Promise<{ enc: Encoded | 
   if (res === null) return { enc: null, final: false };
   const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
   if (j.bytesIn / stored < minRatio) return { enc: null, final: false };
-  const m = await measure(j.work, await asServed(await tt.reconstruct(res), j.dtype));
+  const full = await tt.reconstruct(res);
+  const m = await measure(j.work, await asServed(full, j.dtype));
   const weak = j.tolerance !== undefined && m.relative_error > j.tolerance;
   if ((weak && !j.capped) || (j.maxAbs !== undefined && m.max_abs_error > j.maxAbs)) return { enc: null, final: true };
+  if (j.maxAbs !== undefined && !(await slicesWithin(j, j.maxAbs, res, full, tt))) return { enc: null, final: true };
   const info = { modes: [...res.modes], ranks: [...res.ranks] };
   const payload = new Uint8Array(stored);
   let off = 0;

@@ -214,6 +214,13 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
         if (!cur.active) return { next: null, reason: "deactivated" };
         if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
         if (sub && b.ended_subscriptions.includes(sub)) return { next: null, reason: "subscription_already_deleted" };
+        if (cur.plan === "enterprise") {
+          // Contract billing, as checkout refuses it: a purchase opened before the contract never
+          // replaces its terms, and its subscription is canceled after this step so that it does
+          // not go on billing.
+          if (!sub || pendingOf(b).includes(sub)) return { next: null, reason: "enterprise_plan" };
+          return { next: { ...cur, billing: { ...b, pending_cancellations: [...pendingOf(b), sub] }, updated_at: nowIso }, reason: "enterprise_plan" };
+        }
         // The subscription this one replaces would go on billing: it is canceled after this step.
         const old = b.subscription_id;
         const pending = old && old !== sub && !pendingOf(b).includes(old) ? [...pendingOf(b), old] : pendingOf(b);

@@ -8,7 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalFileTenantRegistry, MemoryTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "../../server/gateway/tenants.js";
-import { createTenant, redisFor, startFakeEngine, uniquePrefix, type FakeEngine } from "./helpers.js";
+import { admin, createTenant, redisFor, startFakeEngine, uniquePrefix, type FakeEngine } from "./helpers.js";
 import { SECRET_KEY, WEBHOOK_SECRET, postWebhook, startBillingGateway, type BillingGateway } from "./billing-env.js";
 import {
   checkoutCompleted,
@@ -276,6 +276,39 @@ test("plan change over the Redis registry: the customer index is written with th
     });
   } finally {
     await cleanup();
+    await engine.close();
+  }
+});
+
+test("a checkout completed after the tenant moved to enterprise keeps the contract's terms and cancels the purchase", async (t) => {
+  const engine = await startFakeEngine();
+  const stripe = await startFakeStripe();
+  const env = await setup(engine, stripe, new MemoryTenantRegistry());
+  try {
+    await createTenant(env.gw.url, { tenant_id: "acme" });
+    // The contract is signed while a builder checkout the tenant opened earlier is still open.
+    const terms = { monthly_quota: null, rate_limit: { requests: 5000, window_s: 60 } };
+    const up = await admin(env.gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "enterprise", ...terms });
+    t.equal(up.status, 200, "moved to enterprise");
+    env.clock.advance(60_000);
+    const late = stripeEvent("evt_late_builder", "checkout.session.completed", sec(env), checkoutCompleted("acme", "builder", "sub_late"));
+    const r = await webhook(env, late);
+    t.equal(r.status, 200, "200: the event is decided");
+    const a = await tenant(env, "acme");
+    t.deepEqual([a.plan, a.monthly_quota, a.rate_limit], ["enterprise", null, terms.rate_limit], "the enterprise terms are kept");
+    t.deepEqual(deletes(env.stripe), ["/v1/subscriptions/sub_late"], "the purchased subscription is canceled, so it does not go on billing");
+    t.deepEqual(logOf(env, "evt_late_builder"), ["skipped:enterprise_plan [sub_late:canceled]"], "logged as skipped, with the cancellation");
+    t.deepEqual(a.billing?.pending_cancellations ?? [], [], "nothing left pending");
+    t.equal(a.billing?.subscription_id ?? null, null, "the subscription is not recorded as the tenant's");
+
+    // Its deletion event, and a replay of the checkout, change nothing and cancel nothing more.
+    await webhook(env, stripeEvent("evt_late_deleted", "customer.subscription.deleted", sec(env) + 1, subscriptionDeleted("acme", "sub_late")));
+    await webhook(env, late);
+    t.equal((await tenant(env, "acme")).plan, "enterprise", "still enterprise");
+    t.deepEqual(deletes(env.stripe), ["/v1/subscriptions/sub_late"], "one cancellation in all");
+  } finally {
+    await env.gw.close();
+    await stripe.close();
     await engine.close();
   }
 });

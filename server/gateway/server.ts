@@ -168,14 +168,27 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
           server.close(() => resolve());
           server.closeIdleConnections();
         });
-        await engine.close();
-        await keyUsage.close().catch(() => {});
-        await limiter.close();
-        await usage.close();
-        await registry.close();
-        await audit.close();
-        await billingLog?.close();
-        if (redis) await redis.close().catch(() => {});
+        // every part is closed even where one fails (a usage snapshot on a full disk): the
+        // first failure is what close() rejects with
+        let failed: { error: unknown } | null = null;
+        const parts = [
+          () => engine.close(),
+          () => keyUsage.close().catch(() => {}),
+          () => limiter.close(),
+          () => usage.close(),
+          () => registry.close(),
+          () => audit.close(),
+          () => billingLog?.close(),
+          () => redis?.close().catch(() => {}),
+        ];
+        for (const part of parts) {
+          try {
+            await part();
+          } catch (e) {
+            failed ??= { error: e };
+          }
+        }
+        if (failed) throw failed.error;
       })();
       return closing;
     },

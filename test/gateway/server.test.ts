@@ -1,7 +1,7 @@
 // startGateway with the real dependencies from the configuration: local registry and usage
 // under the data directory, the JSONL audit file, CORS, reload, restart persistence.
 import test from "tape";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
@@ -12,6 +12,45 @@ import { generateApiKey, sha256Hex } from "../../server/gateway/auth.js";
 import { admin, call, SERVICE_KEY, startFakeEngine } from "./helpers.js";
 
 const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id", "key_id"];
+
+/** Paths this process holds open under `dir` (Linux: /proc/self/fd). */
+async function openUnder(dir: string): Promise<string[]> {
+  const held: string[] = [];
+  for (const fd of await readdir("/proc/self/fd")) {
+    const target = await readlink(`/proc/self/fd/${fd}`).catch(() => "");
+    if (target.startsWith(dir)) held.push(target);
+  }
+  return held;
+}
+
+test("close() closes every part even where the usage snapshot fails, and rejects with that failure", async (t) => {
+  const engine = await startFakeEngine();
+  const dir = await mkdtemp(join(tmpdir(), "svc-gate-close-"));
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: join(dir, "data"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "log", "audit.jsonl"),
+    }),
+  );
+  const key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
+  t.equal((await call(gw.url, "/v1/get/default/x", { key })).status, 200, "a charged request");
+  t.ok((await openUnder(dir)).length > 0, "the gateway holds its files open");
+  // the final snapshot cannot be written: usage.json is a directory (as on a full disk, the rename fails)
+  await rm(join(dir, "data", "usage.json"));
+  await mkdir(join(dir, "data", "usage.json", "x"), { recursive: true });
+  const closed = await gw.close().then(
+    () => null,
+    (e: Error) => e,
+  );
+  t.ok(closed instanceof Error, `close() rejects with the snapshot's failure (${closed?.message ?? "none"})`);
+  t.deepEqual(await openUnder(dir), [], "and still closed the audit log, the usage journal and every other file");
+  await engine.close();
+  await rm(dir, { recursive: true, force: true });
+});
 
 test("local mode: registry, usage and audit on disk; restart keeps tenants and usage; reload", async (t) => {
   const engine = await startFakeEngine();

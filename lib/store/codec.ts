@@ -25,6 +25,8 @@ export const product = (shape: readonly number[]): number => shape.reduce((a, b)
 
 /** The bytes behind any typed array, Buffer or ArrayBuffer, without copying. */
 export function asBytes(data: ArrayBufferView | ArrayBuffer): Uint8Array {
+  // a detached buffer (transferred away) has 0 bytes, and a view of it cannot be made
+  if (data.byteLength === 0) return new Uint8Array(0);
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }

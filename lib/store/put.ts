@@ -313,7 +313,8 @@ export async function putPred(s: Scope, ns: string, key: string, stream: Uint8Ar
   const stored = await lookup(s);
   if (stored !== undefined) return stored as PutResult;
   // own copy: the caller may reuse its buffer, unless it handed it over
-  const prepared = await preparePred(handedOver.has(stream) ? stream : new Uint8Array(stream), o);
+  // (a detached stream has no bytes, and copying it would throw a TypeError)
+  const prepared = await preparePred(handedOver.has(stream) || stream.byteLength === 0 ? stream : new Uint8Array(stream), o);
   return commit(s, ns, [{ key, prepared, if_version: o.if_version, metadata: o.metadata ?? {} }], false, (r) => r[0]!);
 }
 

@@ -49,6 +49,8 @@ const httpsUrl = (field: string) =>
   z
     .string({ message: `${field} must be a string` })
     .max(2048, `${field} must be at most 2048 characters`)
+    // The URL parser drops tabs, line breaks and outer spaces, but the provider gets the text as sent.
+    .regex(/^[^\u0000-\u0020\u007f-\u009f]*$/, `${field} must not contain spaces or control characters`)
     .refine((s) => {
       try {
         const u = new URL(s);

@@ -88,6 +88,26 @@ test("checkout: bad requests get 400/401/409/415 with one sentence, and the prov
       ["missing success_url", { key, body: { plan: "pro", cancel_url: ok.cancel_url } }, 400, /success_url/],
       ["relative cancel_url", { key, body: { ...ok, cancel_url: "/cancel" } }, 400, /cancel_url must be an absolute http\(s\) URL/],
       ["javascript: URL", { key, body: { ...ok, success_url: "javascript:alert(1)" } }, 400, /success_url/],
+      // The URL parser drops line breaks, tabs and outer spaces; the provider would get them as sent.
+      [
+        "line break in success_url",
+        { key, body: { ...ok, success_url: "https://a.example/s\r\nX-Injected: 1" } },
+        400,
+        /^success_url must not contain spaces or control characters\.$/,
+      ],
+      ["tab in cancel_url", { key, body: { ...ok, cancel_url: "https://a.exa\tmple/c" } }, 400, /^cancel_url must not contain spaces or control characters\.$/],
+      [
+        "outer space in cancel_url",
+        { key, body: { ...ok, cancel_url: " https://a.example/c" } },
+        400,
+        /^cancel_url must not contain spaces or control characters\.$/,
+      ],
+      [
+        "NUL in success_url",
+        { key, body: { ...ok, success_url: "https://a.example/\u0000" } },
+        400,
+        /^success_url must not contain spaces or control characters\.$/,
+      ],
       ["unknown field", { key, body: { ...ok, tenant_id: "other" } }, 400, /tenant_id|unrecognized|unknown/i],
       ["not JSON", { key, raw: "{plan", headers: { "content-type": "application/json" } }, 400, /not valid JSON/],
       ["not an object", { key, body: ["pro"] }, 400, /.+/],

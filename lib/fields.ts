@@ -73,10 +73,25 @@ function jsonable(v: unknown): boolean {
   }
 }
 
+/**
+ * Why `v` cannot be written as JSON, as a sentence's words: JSON.stringify throws a TypeError
+ * for a cycle or a BigInt, and a RangeError where the value is nested too deeply for the stack
+ * (or its text would exceed the longest string).
+ */
+export function jsonProblem(what: string, v: unknown): string {
+  try {
+    JSON.stringify(v);
+    return `${what} must be a JSON object`;
+  } catch (e) {
+    if (!(e instanceof RangeError)) return `${what} must be a JSON object (no cycles, no BigInt)`;
+    return /call stack/i.test(e.message) ? `${what} is nested too deeply to be read as JSON` : `${what} is too large to be written as JSON`;
+  }
+}
+
 export const metadataSchema = z
   .custom<Record<string, unknown>>((m) => !hasProtoMember(m), 'metadata must not have a member named "__proto__"')
   .pipe(z.record(z.string(), z.unknown()))
-  .refine(jsonable, { message: "metadata must be a JSON object (no cycles, no BigInt)", abort: true })
+  .refine(jsonable, { error: (iss) => jsonProblem("metadata", iss.input), abort: true })
   .refine((m) => Buffer.byteLength(JSON.stringify(m)) <= METADATA_MAX_BYTES, "metadata must be at most 64 KiB serialised")
   .refine((m) => depthOf(m) <= METADATA_MAX_DEPTH, "metadata must be nested at most 8 levels deep")
   // kept as its JSON form (NaN -> null, a Date -> its ISO string, undefined fields dropped), as

@@ -2,6 +2,7 @@
 // then evaluated against each entry's metadata. Comparisons between a number and a
 // string are false, never an error; an unknown operator is a ValidationError.
 import { ValidationError } from "./errors.js";
+import { jsonProblem } from "./fields.js";
 
 export type Filter = Record<string, unknown>;
 
@@ -78,7 +79,7 @@ function jsonForm(f: Record<string, unknown>, where: string): unknown {
   try {
     text = JSON.stringify(f);
   } catch {
-    throw new ValidationError(`${where} must be a JSON object (no cycles, no BigInt).`, where);
+    throw new ValidationError(`${jsonProblem(where, f)}.`, where);
   }
   const bytes = Buffer.byteLength(text);
   if (bytes > FILTER_LIMITS.maxBytes) throw new ValidationError(`${where} is ${bytes} bytes of JSON; the limit is ${FILTER_LIMITS.maxBytes} bytes.`, where);

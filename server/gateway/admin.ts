@@ -35,7 +35,14 @@ const rateLimitSchema = z.strictObject({
     .min(1, "rate_limit.window_s must be at least 1")
     .max(86_400 * 31),
 });
-const quotaSchema = z.number().min(0, "monthly_quota must be at least 0").max(1e12, "monthly_quota is too large").nullable();
+// Usage is counted in thousandths of a CU, so a quota is one too: 0.0004 would read as written
+// but be enforced as 0 (as a JSON number's shortest form, the decimals are exact).
+const quotaSchema = z
+  .number()
+  .min(0, "monthly_quota must be at least 0")
+  .max(1e12, "monthly_quota is too large")
+  .refine((n) => /^\d+(\.\d{1,3})?$/.test(String(n)), "monthly_quota must be a whole number of thousandths of a CU (at most three decimals)")
+  .nullable();
 const enterpriseFields = { monthly_quota: quotaSchema.optional(), rate_limit: rateLimitSchema.optional() };
 
 export const createSchema = z.strictObject({

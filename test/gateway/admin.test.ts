@@ -71,6 +71,23 @@ test("admin endpoints need the service key: none, a wrong one, or a tenant key i
   }
 });
 
+test("enterprise monthly_quota: at most three decimals, the thousandths of a CU the meter counts in", async (t) => {
+  // 0.0004 was kept as written but enforced as 0 milli-CUs, 1000.0005 as 1000.001.
+  for (const q of [0.0004, 1000.0005, 1e-9, 2.0001]) {
+    const c = await admin(gw.url, "/gate/onboard/create", { tenant_id: "frac", plan: "enterprise", monthly_quota: q });
+    t.equal(c.status, 400, `create with ${q}: 400`);
+    t.equal(c.json.detail, "monthly_quota must be a whole number of thousandths of a CU (at most three decimals).", `create with ${q}: the sentence`);
+    const u = await admin(gw.url, "/gate/onboard/update-tier", { tenant_id: "acme", plan: "enterprise", monthly_quota: q });
+    t.equal(u.status, 400, `update-tier with ${q}: 400`);
+  }
+  t.equal(await gw.deps.registry.get("frac"), null, "no tenant left behind");
+  for (const q of [0, 0.001, 1000.5, 1234.567, 999999.999]) {
+    const c = await admin(gw.url, "/gate/onboard/create", { tenant_id: `q${String(q).replace(".", "-")}`, plan: "enterprise", monthly_quota: q });
+    t.equal(c.status, 201, `create with ${q}: 201`);
+    t.equal(c.json.monthly_quota, q, `create with ${q}: kept as written`);
+  }
+});
+
 test("rotate-key: the old key fails at once, the new one works; 404 for an unknown tenant", async (t) => {
   const oldKey = await createTenant(gw.url, { tenant_id: "rot" });
   t.equal((await call(gw.url, "/v1/get/default/k", { key: oldKey })).status, 200, "old key works before rotation");

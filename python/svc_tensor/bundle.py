@@ -314,11 +314,24 @@ def _read_json_file(files: dict[str, bytes], name: str):
     if buf is None:
         raise _CheckFailure(f"{name} is missing.")
     try:
-        return read_json(buf.decode("utf-8", errors="replace"))
+        text = buf.decode("utf-8")
+    except UnicodeDecodeError:
+        # decoded with replacement characters, other bytes than the ones signed would read the same
+        raise _CheckFailure(f"{name} is not valid UTF-8.") from None
+    try:
+        return read_json(text)
     except JsonSyntaxError:
         raise _CheckFailure(f"{name} is not valid JSON.") from None
     except JsonTooManyValuesError as e:
         raise _CheckFailure(f"{name} holds {e}.") from None
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _parse_json(files: dict[str, bytes], name: str) -> object:
@@ -365,6 +378,10 @@ def verify_bundle(files: dict[str, bytes], pinned_keys: list[KnownKey] | None, e
             return False, f"The bundle lacks {', '.join(missing)}."
         if extra:
             return False, f"The bundle has unexpected files: {', '.join(_shown(n) for n in extra[:5])}."
+        # every file is text (JSON, the manifest, base64): RFC 8259 JSON is UTF-8
+        not_text = next((n for n in BUNDLE_FILES if not _is_utf8(files[n])), None)
+        if not_text:
+            return False, f"{not_text} is not valid UTF-8."
         return True, "The bundle holds exactly the seven files of evidence version 1."
 
     def evidence_version():

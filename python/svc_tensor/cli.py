@@ -91,9 +91,19 @@ def _read_regular(path: str, limit: int) -> bytes | None:
     return None if len(data) > limit else data
 
 
+def _utf8_text(data: bytes, what: str) -> str:
+    """The text of a file's bytes, which must be valid UTF-8 (RFC 8259 section 8.1): decoded
+    with replacement characters, several byte strings would read as one text, so that bytes
+    nobody signed could verify as a signed text. A BOM is kept, for the caller to decide."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} is not valid UTF-8") from None
+
+
 def read_receipt_file(path: str, what: str = "receipt"):
     """The receipt's value and its first I-JSON problem; UsageError when unreadable, too
-    large (4 MiB) or not JSON."""
+    large (4 MiB), not UTF-8 or not JSON."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -107,7 +117,7 @@ def read_receipt_file(path: str, what: str = "receipt"):
         raise
     except (OSError, ValueError):
         raise UsageError(f"The {what} {path} cannot be read") from None
-    text = data.decode("utf-8", errors="replace")
+    text = _utf8_text(data, f"The {what} {path}")
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
@@ -162,7 +172,7 @@ def read_public_key_file(path: str) -> list[KnownKey]:
             raise ValueError("too large")
     except (OSError, ValueError):
         raise UsageError(f"The public key file {path} cannot be read") from None
-    text = data.decode("utf-8", errors="replace").strip(JS_WHITESPACE)
+    text = _utf8_text(data, f"The public key file {path}").strip(JS_WHITESPACE)
     if text.startswith("{"):
         neither = f"The public key file {path} is neither a public-key response nor base64"
         try:

@@ -1,6 +1,7 @@
 // Evidence bundles (evidence version 1): building the seven files, writing them as a
 // reproducible ZIP (yazl), reading a ZIP (yauzl) or a json-dir safely, and verifying a
 // bundle. Shared by the appliance and svc-verify-bundle.
+import { isUtf8 } from "node:buffer";
 import { lstat, open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import yazl from "yazl";
@@ -335,6 +336,8 @@ function parseJson(files: Map<string, Buffer>, name: string): unknown {
 function readJsonFile(files: Map<string, Buffer>, name: string): { value: unknown; problem: JsonProblem | null } {
   const buf = files.get(name);
   if (!buf) throw new CheckFailure(`${name} is missing.`);
+  // decoded with replacement characters, other bytes than the ones signed would read the same
+  if (!isUtf8(buf)) throw new CheckFailure(`${name} is not valid UTF-8.`);
   try {
     return readJson(buf.toString("utf8"));
   } catch (e) {
@@ -373,6 +376,9 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
           .map((n) => JSON.stringify(n.slice(0, 80)))
           .join(", ")}.`,
       };
+    // every file is text (JSON, the manifest, base64): RFC 8259 JSON is UTF-8
+    const notText = BUNDLE_FILES.find((n) => !isUtf8(files.get(n)!));
+    if (notText) return { ok: false, detail: `${notText} is not valid UTF-8.` };
     return { ok: true, detail: "The bundle holds exactly the seven files of evidence version 1." };
   });
 

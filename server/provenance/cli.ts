@@ -1,5 +1,6 @@
 // What the three provenance programs share: argument parsing, one-sentence errors,
 // exit codes, reading key files and artifacts, printing a verify result.
+import { isUtf8 } from "node:buffer";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
@@ -67,22 +68,33 @@ export function parse(args: string[], options: NonNullable<ParseArgsConfig["opti
 const MIB = 1024 * 1024;
 
 /**
+ * The text of a file's bytes, which must be valid UTF-8 (RFC 8259 section 8.1): decoded with
+ * replacement characters, several byte strings would read as one text, so that bytes nobody
+ * signed could verify as a signed text. A BOM is kept, for the caller to decide.
+ */
+function utf8Text(buf: Buffer, what: string): string {
+  if (!isUtf8(buf)) throw new UsageError(`${what} is not valid UTF-8`);
+  return buf.toString("utf8");
+}
+
+/**
  * Reads a receipt file (at most MAX_RECEIPT_TEXT_BYTES, 4 MiB): its value and the first
  * I-JSON problem of its text, which fails the receipt's canonical_body check. Unreadable,
- * too large or not JSON at all: UsageError (exit 2).
+ * too large, not UTF-8 or not JSON at all: UsageError (exit 2).
  */
 export async function readReceiptFile(path: string, what = "receipt"): Promise<{ value: unknown; problem: JsonProblem | null }> {
-  let text: string;
+  let buf: Buffer;
   try {
     const st = await stat(path);
     if (!st.isFile()) throw new UsageError(`The ${what} ${path} is not a regular file`);
     if (st.size > MAX_RECEIPT_TEXT_BYTES)
       throw new UsageError(`The ${what} ${path} is larger than the ${MAX_RECEIPT_TEXT_BYTES / MIB} MiB limit for a receipt`);
-    text = await readFile(path, "utf8");
+    buf = await readFile(path);
   } catch (e) {
     if (e instanceof UsageError) throw e;
     throw new UsageError(`The ${what} ${path} cannot be read`);
   }
+  let text = utf8Text(buf, `The ${what} ${path}`);
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   try {
     return readJson(text);
@@ -113,14 +125,15 @@ function decodeKey(b64: string, fp: string | undefined, path: string): KnownKey 
  * retired keys are all pinned), or the raw key in base64.
  */
 export async function readPublicKeyFile(path: string): Promise<KnownKey[]> {
-  let text: string;
+  let buf: Buffer;
   try {
     const st = await stat(path);
     if (!st.isFile() || st.size > 1024 * 1024) throw new Error("bad");
-    text = (await readFile(path, "utf8")).trim();
+    buf = await readFile(path);
   } catch {
     throw new UsageError(`The public key file ${path} cannot be read`);
   }
+  const text = utf8Text(buf, `The public key file ${path}`).trim();
   if (text.startsWith("{")) {
     let doc: z.infer<typeof keyDoc>;
     let parsed: { value: unknown; problem: JsonProblem | null };

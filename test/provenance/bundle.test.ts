@@ -16,6 +16,7 @@ import {
 import { artifactDigest, buildReceipt, sha256Hex, verifyReceipt } from "../../server/provenance/receipt.js";
 import { createBackend, createSigner } from "../../server/provenance/signer.js";
 import { tempDir } from "./helpers.js";
+import { FFFD, FFFD_CLAIMS, INVALID_UTF8, insertAfter, resigned, withForm } from "./utf8-forms.js";
 
 const oqs = await createBackend("liboqs");
 const noble = await createBackend("noble");
@@ -175,6 +176,71 @@ test("garbage in every file fails, never throws", (t) => {
     f.set(name, Buffer.from("\u0000not json{"));
     const v = verifyBundle(f, pinned());
     t.equal(v.verdict, "failed", `${name} garbage: failed`);
+  }
+  t.end();
+});
+
+test("a file that is not UTF-8 fails bundle_files, though read with replacement characters it is a valid bundle's", (t) => {
+  // the strings hold U+FFFD; each form below decodes with replacement to the same text
+  const r = buildReceipt(
+    { artifact: { ...artifact, name: `a${FFFD}.bin` }, claims: FFFD_CLAIMS },
+    { serial: 8, previous: "b".repeat(64) },
+    signer,
+    new Date("2026-11-22T01:00:00.000Z"),
+  );
+  const base = files(signer, r);
+  const premise = verifyBundle(base, pinned());
+  if (premise.verdict !== "valid") throw new Error(`the bundle with U+FFFD in its strings does not verify: ${JSON.stringify(premise.checks)}`);
+  const detailOf = (v: { checks: Array<{ name: string; detail: string }> }, name: string) => v.checks.find((c) => c.name === name)?.detail;
+  const edit = (name: string, to: (b: Buffer) => Buffer) => resigned(new Map(base).set(name, to(base.get(name)!)), signer);
+  const cases: Array<[string, string, Map<string, Buffer>, string | null]> = [
+    ...INVALID_UTF8.map(([label, bytes, n]): [string, string, Map<string, Buffer>, string | null] => [
+      `receipt.json, ${label} in the claims`,
+      "receipt.json",
+      edit("receipt.json", (b) => withForm(b, bytes, n)),
+      null,
+    ]),
+    ["receipt.json, a truncated sequence at its end", "receipt.json", edit("receipt.json", (b) => Buffer.concat([b, Buffer.from([0xe2, 0x82])])), null],
+    [
+      "artifact-manifest.json, a lone byte FF in the name",
+      "artifact-manifest.json",
+      edit("artifact-manifest.json", (b) => withForm(b, Buffer.from([0xff]), 1, "")),
+      "artifact_manifest",
+    ],
+    [
+      "verification.json, an encoded surrogate in the appliance version",
+      "verification.json",
+      edit("verification.json", (b) => insertAfter(b, '"0.1.0', Buffer.from([0xed, 0xa0, 0x80]))),
+      null,
+    ],
+    [
+      "signature-metadata.json, an overlong NUL in the schema",
+      "signature-metadata.json",
+      edit("signature-metadata.json", (b) => insertAfter(b, `"schema": "svc.provenance.receipt.v1`, Buffer.from([0xc0, 0x80]))),
+      "evidence_version",
+    ],
+    [
+      "signer-public-key.json, a lone byte FF in the algorithm",
+      "signer-public-key.json",
+      edit("signer-public-key.json", (b) => insertAfter(b, "ML-DSA-65", Buffer.from([0xff]))),
+      "signer_key",
+    ],
+    ["MANIFEST.sha256, a line of one byte FF", "MANIFEST.sha256", resigned(base, signer, (m) => Buffer.concat([m, Buffer.from([0xff, 0x0a])])), null],
+    [
+      "MANIFEST.sha256.sig, a byte FF after the base64",
+      "MANIFEST.sha256.sig",
+      new Map(base).set("MANIFEST.sha256.sig", Buffer.concat([base.get("MANIFEST.sha256.sig")!, Buffer.from([0xff])])),
+      null,
+    ],
+  ];
+  for (const [label, file, f, own] of cases) {
+    const v = verifyBundle(f, pinned());
+    const sentence = `${file} is not valid UTF-8.`;
+    t.deepEqual(
+      { verdict: v.verdict, bundle_files: detailOf(v, "bundle_files"), ...(own ? { [own]: detailOf(v, own) } : {}) },
+      { verdict: "failed", bundle_files: sentence, ...(own ? { [own]: sentence } : {}) },
+      `${label}: failed, "${sentence}"`,
+    );
   }
   t.end();
 });

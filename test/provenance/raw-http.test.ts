@@ -3,10 +3,13 @@
 // cannot parse, an Expect other than 100-continue, CONNECT; and pipelined requests are answered
 // in the order sent.
 import test from "tape";
+import { isUtf8 } from "node:buffer";
 import net from "node:net";
+import { readZip } from "../../server/provenance/bundle.js";
 import { startProvenance, type RunningProvenance } from "../../server/provenance/server.js";
 import { sendRaw as send, wholeAnswers } from "../http/raw-answers.js";
 import { configFor, tempDir } from "./helpers.js";
+import { FFFD, FFFD_CLAIMS, INVALID_UTF8, bytesOf, withForm } from "./utf8-forms.js";
 
 /** An appliance of its own (noble backend, `env` added) for `body`, closed and removed after it. */
 async function withAppliance(env: Record<string, string>, body: (running: RunningProvenance, adminKey: string) => Promise<void>): Promise<void> {
@@ -70,6 +73,32 @@ test("the appliance: a body that is not UTF-8 is a 415, never signed as replaced
       t.equal(r.status, 415, `${path}: 415`);
       t.equal(j.detail, "The request body is not valid UTF-8.", `${path}: ${j.detail}`);
     }
+    // a genuine receipt whose strings hold U+FFFD: sent with bytes that read as them with
+    // replacement it is refused at verification and export; sent as it is, its bundle holds it
+    // byte for byte, every file valid UTF-8
+    const post = (path: string, body: Buffer) =>
+      fetch(running.url + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
+    const artifact = { name: `a${FFFD}.bin`, sha256: "ab".repeat(32), size_bytes: 1, media_type: "application/octet-stream" };
+    const issued = await post("/v1/provenance/exact", Buffer.from(JSON.stringify({ artifact, claims: FFFD_CLAIMS })));
+    t.equal(issued.status, 201, "a receipt with U+FFFD in its strings is issued");
+    const receipt = Buffer.from(await issued.arrayBuffer());
+    for (const [label, bytes, n] of INVALID_UTF8) {
+      const body = bytesOf('{"receipt":', [...withForm(receipt, bytes, n)], "}");
+      for (const path of ["/v1/provenance/verify", "/v1/provenance/verify?x=1", "/v1/provenance/evidence-bundle"]) {
+        const r = await post(path, body);
+        const j = (await r.json()) as { detail: string };
+        t.deepEqual([r.status, j.detail], [415, "The request body is not valid UTF-8."], `${path}, ${label}: 415`);
+      }
+    }
+    const exported = await post("/v1/provenance/evidence-bundle", bytesOf('{"receipt":', [...receipt], "}"));
+    t.equal(exported.status, 200, "the receipt as issued is exported");
+    const files = await readZip(Buffer.from(await exported.arrayBuffer()));
+    t.deepEqual(
+      [...files].filter(([, b]) => !isUtf8(b)).map(([n]) => n),
+      [],
+      "every file of the bundle is valid UTF-8",
+    );
+    t.ok(files.get("receipt.json")!.includes(Buffer.from(`"<${FFFD.repeat(6)}>"`)), "receipt.json holds the U+FFFD as sent");
   });
 });
 

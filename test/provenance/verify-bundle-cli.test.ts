@@ -2,7 +2,13 @@
 // exit codes 0/1/2/3, --json, pinning, --integrity-only.
 import test from "tape";
 import { spawnSync } from "node:child_process";
-import { cleanup, fp, otherSigner, p, run, runAll } from "./cli-fixtures.js";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { buildBundleFiles, writeZip } from "../../server/provenance/bundle.js";
+import { artifactDigest, buildReceipt, verifyReceipt } from "../../server/provenance/receipt.js";
+import { createBackend } from "../../server/provenance/signer.js";
+import { cleanup, fp, otherSigner, p, run, runAll, signer } from "./cli-fixtures.js";
+import { FFFD, FFFD_CLAIMS, bytesOf, insertAfter, resigned, withForm } from "./utf8-forms.js";
 
 test("svc-verify-bundle: exit codes for valid, tampered, refused and unsupported bundles", async (t) => {
   const pin = ["--public-key", p("pub.json")];
@@ -62,6 +68,63 @@ test("both verifiers work with the network made unreachable", async (t) => {
     t.equal(r!.code, 0, `${name}: exit 0 without the network`);
     t.notOk(r!.stderr.includes("NETWORK ACCESS"), `${name}: no connection attempted`);
   }
+});
+
+test("svc-verify-bundle: a bundle file or key file that is not UTF-8 is refused, though read with replacement characters it verifies", async (t) => {
+  // a genuine bundle whose strings hold U+FFFD, its manifest signed again over each change
+  const artifact = { name: `a${FFFD}.bin`, ...artifactDigest(Buffer.from("bytes")), media_type: "application/octet-stream" };
+  const r = buildReceipt({ artifact, claims: FFFD_CLAIMS }, { serial: 2, previous: null }, signer, new Date("2026-11-22T01:00:00.000Z"));
+  const known = [{ publicKey: signer.publicKey, fingerprint: signer.fingerprint }];
+  const verification = verifyReceipt(r, { backend: await createBackend("noble"), keys: known, trustedFingerprints: [signer.fingerprint] });
+  const base = new Map(buildBundleFiles({ receipt: r, verification, signer, exportedAt: new Date("2026-11-22T02:00:00.000Z"), applianceVersion: "0.1.0" }));
+  const edit = (name: string, to: (b: Buffer) => Buffer) => resigned(new Map(base).set(name, to(base.get(name)!)), signer);
+  const bundles: Array<[string, string, Map<string, Buffer>]> = [
+    ["receipt.json, a lone byte FF in the claims", "receipt.json", edit("receipt.json", (b) => withForm(b, Buffer.from([0xff]), 1))],
+    ["receipt.json, an encoded surrogate in the claims", "receipt.json", edit("receipt.json", (b) => withForm(b, Buffer.from([0xed, 0xa0, 0x80]), 3))],
+    [
+      "artifact-manifest.json, a lone byte 80 in the name",
+      "artifact-manifest.json",
+      edit("artifact-manifest.json", (b) => withForm(b, Buffer.from([0x80]), 1, "")),
+    ],
+    [
+      "verification.json, a code point above U+10FFFF",
+      "verification.json",
+      edit("verification.json", (b) => insertAfter(b, '"0.1.0', Buffer.from([0xf4, 0x90, 0x80, 0x80]))),
+    ],
+  ];
+  const pin = ["--public-key", p("pub.json")];
+  const cases: Array<[string, string[], number, string]> = [];
+  for (const [i, [label, file, files]] of bundles.entries()) {
+    const entries = [...files];
+    await writeFile(p(`not-utf8-${i}.zip`), await writeZip(entries));
+    await mkdir(p(`not-utf8-dir-${i}`));
+    for (const [n, b] of entries) await writeFile(join(p(`not-utf8-dir-${i}`), n), b);
+    cases.push([`zip: ${label}`, ["--bundle", p(`not-utf8-${i}.zip`), ...pin, "--json"], 1, `${file} is not valid UTF-8.`]);
+    cases.push([`json-dir: ${label}`, ["--bundle", p(`not-utf8-dir-${i}`), ...pin, "--json"], 1, `${file} is not valid UTF-8.`]);
+  }
+  await writeFile(p("fffd.zip"), await writeZip([...base]));
+  await writeFile(p("not-utf8-key.json"), insertAfter(await readFile(p("pub.json")), "{", bytesOf('"n":"', [0xe0, 0x80, 0x80], '",')));
+  cases.push([
+    "key file with an overlong form in a member",
+    ["--bundle", p("fffd.zip"), "--public-key", p("not-utf8-key.json")],
+    2,
+    `The public key file ${p("not-utf8-key.json")} is not valid UTF-8.`,
+  ]);
+  const results = await runAll(cases.map(([, args]) => ["svc-verify-bundle", args]));
+  cases.forEach(([label, , code, sentence], i) => {
+    const r = results[i]!;
+    if (code === 2) {
+      t.deepEqual({ code: r.code, stderr: r.stderr }, { code, stderr: sentence + "\n" }, `${label}: exit 2, ${sentence}`);
+      return;
+    }
+    let check: unknown = r.stdout;
+    try {
+      check = (JSON.parse(r.stdout) as { checks: Array<{ name: string }> }).checks.find((c) => c.name === "bundle_files");
+    } catch {
+      /* not JSON: compared as it is */
+    }
+    t.deepEqual({ code: r.code, check }, { code, check: { name: "bundle_files", ok: false, detail: sentence } }, `${label}: exit 1, bundle_files: ${sentence}`);
+  });
 });
 
 test("svc-verify-bundle --json prints the verify structure with the bundle checks", async (t) => {

@@ -1,7 +1,10 @@
 // svc-verify-receipt as a child process: exit codes 0/1/2/3, --json, --help, pinning by
 // key file and by fingerprint, --artifact, --integrity-only.
 import test from "tape";
-import { cleanup, fp, otherSigner, p, receipt, runAll } from "./cli-fixtures.js";
+import { readFile, writeFile } from "node:fs/promises";
+import { artifactDigest, buildReceipt } from "../../server/provenance/receipt.js";
+import { cleanup, fp, otherSigner, p, receipt, runAll, signer } from "./cli-fixtures.js";
+import { FFFD, FFFD_CLAIMS, INVALID_UTF8, bytesOf, insertAfter, withForm } from "./utf8-forms.js";
 
 test("svc-verify-receipt: exit codes and output for each case", async (t) => {
   const cases: Array<[string, string[], number]> = [
@@ -66,6 +69,49 @@ test("svc-verify-receipt: --json prints the verify structure; --integrity-only s
   t.match(io!.stdout, /issuer was not authenticated/);
   t.equal(help!.code, 0);
   t.match(help!.stdout, /Exit codes/);
+});
+
+test("svc-verify-receipt: a receipt or key file that is not UTF-8 is refused (exit 2), though read with replacement characters it verifies", async (t) => {
+  // a genuine receipt whose strings hold U+FFFD: each form decodes with replacement to its text
+  const artifact = { name: `a${FFFD}.bin`, ...artifactDigest(Buffer.from("bytes")), media_type: "application/octet-stream" };
+  const genuine = Buffer.from(
+    JSON.stringify(buildReceipt({ artifact, claims: FFFD_CLAIMS }, { serial: 2, previous: null }, signer, new Date("2026-11-22T01:00:00.000Z"))),
+  );
+  const key = await readFile(p("pub.json"));
+  const receipts: Array<[string, Buffer]> = [
+    ...INVALID_UTF8.map(([label, bytes, n]): [string, Buffer] => [label, withForm(genuine, bytes, n)]),
+    ["a truncated sequence at the end of the file", Buffer.concat([genuine, Buffer.from([0xe2, 0x82])])],
+    ["a BOM, then a lone byte FF", Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), withForm(genuine, Buffer.from([0xff]), 1)])],
+    ["a UTF-16 BOM (FF FE) before the text", Buffer.concat([Buffer.from([0xff, 0xfe]), genuine])],
+  ];
+  const keys: Array<[string, Buffer]> = [
+    ["key file with a member holding a lone byte FF", insertAfter(key, "{", bytesOf('"n":"', [0xff], '",'))],
+    ["key file with an encoded surrogate in a member name", insertAfter(key, "{", bytesOf('"', [0xed, 0xa0, 0x80], '":1,'))],
+    ["raw base64 key followed by a byte FF", Buffer.concat([await readFile(p("pub.b64")), Buffer.from([0xff])])],
+  ];
+  const cases: Array<[string, string[], string]> = [];
+  for (const [i, [label, bytes]] of receipts.entries()) {
+    await writeFile(p(`not-utf8-${i}.json`), bytes);
+    cases.push([
+      `receipt: ${label}`,
+      ["--receipt", p(`not-utf8-${i}.json`), "--public-key", p("pub.json")],
+      `The receipt ${p(`not-utf8-${i}.json`)} is not valid UTF-8.`,
+    ]);
+  }
+  await writeFile(p("fffd.json"), genuine);
+  for (const [i, [label, bytes]] of keys.entries()) {
+    await writeFile(p(`not-utf8-key-${i}`), bytes);
+    cases.push([
+      label,
+      ["--receipt", p("fffd.json"), "--public-key", p(`not-utf8-key-${i}`)],
+      `The public key file ${p(`not-utf8-key-${i}`)} is not valid UTF-8.`,
+    ]);
+  }
+  const results = await runAll(cases.map(([, args]) => ["svc-verify-receipt", args]));
+  cases.forEach(([label, , sentence], i) => {
+    const r = results[i]!;
+    t.deepEqual({ code: r.code, stderr: r.stderr, stdout: r.stdout }, { code: 2, stderr: sentence + "\n", stdout: "" }, `${label}: exit 2, ${sentence}`);
+  });
 });
 
 test("cleanup", async (t) => {

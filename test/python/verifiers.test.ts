@@ -11,8 +11,10 @@ import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { dir, p, fp, otherSigner, signer, run as runNode, cleanup } from "../provenance/cli-fixtures.js";
 import { post, startApp, get } from "../provenance/helpers.js";
-import { MANIFEST_PAYLOAD_TYPE, readJsonDir } from "../../server/provenance/bundle.js";
-import { pae, sha256Hex } from "../../server/provenance/receipt.js";
+import { MANIFEST_PAYLOAD_TYPE, buildBundleFiles, readJsonDir } from "../../server/provenance/bundle.js";
+import { artifactDigest, buildReceipt, pae, sha256Hex, verifyReceipt } from "../../server/provenance/receipt.js";
+import { createBackend } from "../../server/provenance/signer.js";
+import { FFFD, FFFD_CLAIMS, INVALID_UTF8, bytesOf, insertAfter, resigned as signedAgain, withForm } from "../provenance/utf8-forms.js";
 import { PY_ROOT, findPython, requirePython, runPy, type PyRun } from "./helpers.js";
 
 const py = findPython();
@@ -27,9 +29,17 @@ interface Case {
   name: string;
   bin: "svc-verify-receipt" | "svc-verify-bundle";
   args: string[];
+  /** What both must give, beyond giving the same: the exit code, the sentence on stderr, a check's detail. */
+  expect?: Expect;
+}
+interface Expect {
+  code: number;
+  stderr?: string;
+  check?: [string, string];
 }
 const R = (name: string, ...args: string[]): Case => ({ name, bin: "svc-verify-receipt", args });
 const B = (name: string, ...args: string[]): Case => ({ name, bin: "svc-verify-bundle", args });
+const expecting = (c: Case, expect: Expect): Case => ({ ...c, expect });
 
 // ---- a ZIP writer with every field under the test's control ---------------------------
 interface ZipEntry {
@@ -188,6 +198,8 @@ async function buildCases(): Promise<Case[]> {
       },
       order: { "10": 1, "2": 2, "1": 3, b: 4, "b\u0000": 5, "\u00e9": 6, "\ud83d\ude00": 7, "\uffff": 8, Z: 9, _: 10 },
       nested: { a: [[], {}, [null, true, false, "x", [1, [2, [3]]]]], deep: { l1: { l2: { l3: { l4: [{}] } } } } },
+      // runs of one to six U+FFFD: the bytes that are not UTF-8 below read as these with replacement
+      replacement: FFFD_CLAIMS,
     };
     let i = 0;
     for (const [label, claims] of Object.entries(claimSets)) {
@@ -267,8 +279,26 @@ async function buildCases(): Promise<Case[]> {
           ? Buffer.from(body.replace("\u0000", "\u0001"), "utf8").fill(0xff, body.indexOf("\u0000"), body.indexOf("\u0000") + 1)
           : body,
       );
-      cases.push(R(`receipt: ${label}`, "--receipt", f, ...appPin));
+      const c = R(`receipt: ${label}`, "--receipt", f, ...appPin);
+      cases.push(label === "invalid UTF-8 in a string" ? expecting(c, { code: 2, stderr: `The receipt ${f} is not valid UTF-8.` }) : c);
     }
+    // ---- receipt files that are not UTF-8: read with replacement characters, the genuine text ----
+    const replacement = await readFile(join(x, "app-replacement.json"));
+    const notUtf8Receipts: Array<[string, Buffer]> = [
+      ...INVALID_UTF8.map(([label, bytes, n]): [string, Buffer] => [label, withForm(replacement, bytes, n)]),
+      ["a truncated sequence at the end of the file", Buffer.concat([replacement, Buffer.from([0xf0, 0x9f, 0x98])])],
+      ["a BOM, then an encoded surrogate", Buffer.concat([Buffer.from("\ufeff"), withForm(replacement, Buffer.from([0xed, 0xb0, 0x80]), 3)])],
+      ["a UTF-16 BOM (FF FE) before the text", Buffer.concat([Buffer.from([0xff, 0xfe]), replacement])],
+      ["a lone byte FF in a member name", withForm(replacement, Buffer.from([0xff]), 1, "()")],
+    ];
+    for (const [k, [label, bytes]] of notUtf8Receipts.entries()) {
+      const f = join(x, `not-utf8-${k}.json`);
+      await writeFile(f, bytes);
+      cases.push(expecting(R(`receipt not UTF-8: ${label}`, "--receipt", f, ...appPin), { code: 2, stderr: `The receipt ${f} is not valid UTF-8.` }));
+    }
+    // the BOM: one is dropped from a receipt file by both (RFC 8259 lets a parser ignore it), a second is not JSON
+    await writeFile(join(x, "two-boms.json"), Buffer.concat([Buffer.from("\ufeff\ufeff"), replacement]));
+    cases.push(R("receipt: two BOMs before the text", "--receipt", join(x, "two-boms.json"), ...appPin));
     cases.push(R("receipt with the artifact's digest", "--receipt", join(x, "app-unicode.json"), ...appPin, "--artifact", p("artifact.bin")));
     // zod counts a string's length in code points: 1,024 astral characters are a valid name
     const astral = await post(
@@ -305,6 +335,25 @@ async function buildCases(): Promise<Case[]> {
     await writeFile(join(x, "key-spaced.b64"), `\ufeff  ${pubDoc.public_key.replace(/(.{76})/g, "$1\n")}\n\n`);
     await writeFile(join(x, "key-short.b64"), pubDoc.public_key.slice(0, 100));
     await writeFile(join(x, "key-exp.json"), keyText.replace("{", `{"extra":1e${"0".repeat(5000)},`));
+    const keyBytes = Buffer.from(keyText);
+    const notUtf8Keys: Array<[string, Buffer]> = [
+      ["a member holding a lone byte FF", insertAfter(keyBytes, "{", bytesOf('"note":"', [0xff], '",'))],
+      ["an overlong NUL in a member name", insertAfter(keyBytes, "{", bytesOf('"', [0xc0, 0x80], '":1,'))],
+      ["a truncated sequence at its end", Buffer.concat([keyBytes, Buffer.from([0xe2, 0x82])])],
+      ["a BOM, then an encoded surrogate", Buffer.concat([Buffer.from("\ufeff"), insertAfter(keyBytes, "{", bytesOf('"note":"', [0xed, 0xa0, 0x80], '",'))])],
+      ["raw base64 with a byte FF after it", Buffer.from(`${pubDoc.public_key}\n\u00ff`, "latin1")],
+      [
+        "raw base64 with a code point above U+10FFFF in a line break",
+        bytesOf(pubDoc.public_key.slice(0, 76), [0xf4, 0x90, 0x80, 0x80], pubDoc.public_key.slice(76)),
+      ],
+    ];
+    for (const [k, [label, bytes]] of notUtf8Keys.entries()) {
+      const f = join(x, `key-not-utf8-${k}`);
+      await writeFile(f, bytes);
+      const expect = { code: 2, stderr: `The public key file ${f} is not valid UTF-8.` };
+      cases.push(expecting(R(`key file not UTF-8: ${label}`, "--receipt", join(x, "app-replacement.json"), "--public-key", f), expect));
+      if (k === 0) cases.push(expecting(B(`key file not UTF-8: ${label}`, "--bundle", join(x, "app-replacement.zip"), "--public-key", f), expect));
+    }
     const fifo = join(x, "key.fifo");
     if (spawnSync("mkfifo", [fifo]).status !== 0) throw new Error("mkfifo failed");
     await writeFile(join(x, "big-receipt.json"), Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
@@ -459,6 +508,92 @@ async function buildCases(): Promise<Case[]> {
     await resigned("evidence version with integer-like names", "signature-metadata.json", (s) =>
       s.replace(/"evidence_version": \d+/, '"evidence_version": {"b":1,"2":1,"a":1,"1":1}'),
     );
+    // ---- bundle files that are not UTF-8, the manifest signed again over them (pinned by pub.json) ----
+    // the receipt and the artifact name hold U+FFFD; read with replacement, each is the genuine bundle
+    const fffdReceipt = buildReceipt(
+      { artifact: { name: `a${FFFD}.bin`, ...artifactDigest(Buffer.from("bytes")), media_type: "application/octet-stream" }, claims: FFFD_CLAIMS },
+      { serial: 3, previous: null },
+      signer,
+      new Date("2026-11-22T01:00:00.000Z"),
+    );
+    const known = [{ publicKey: signer.publicKey, fingerprint: signer.fingerprint }];
+    const fffdVerification = verifyReceipt(fffdReceipt, { backend: await createBackend("noble"), keys: known, trustedFingerprints: [signer.fingerprint] });
+    const fffdFiles = new Map(
+      buildBundleFiles({
+        receipt: fffdReceipt,
+        verification: fffdVerification,
+        signer,
+        exportedAt: new Date("2026-11-22T02:00:00.000Z"),
+        applianceVersion: "0.1.0",
+      }),
+    );
+    const edited = (name: string, to: (b: Buffer) => Buffer) => signedAgain(new Map(fffdFiles).set(name, to(fffdFiles.get(name)!)), signer);
+    const notUtf8Bundles: Array<[string, string, Map<string, Buffer>]> = [
+      ...INVALID_UTF8.map(([label, bytes, n]): [string, string, Map<string, Buffer>] => [
+        `receipt.json, ${label}`,
+        "receipt.json",
+        edited("receipt.json", (b) => withForm(b, bytes, n)),
+      ]),
+      ["receipt.json, a truncated sequence at its end", "receipt.json", edited("receipt.json", (b) => Buffer.concat([b, Buffer.from([0xe2, 0x82])]))],
+      [
+        "artifact-manifest.json, a lone byte FF in the name",
+        "artifact-manifest.json",
+        edited("artifact-manifest.json", (b) => withForm(b, Buffer.from([0xff]), 1, "")),
+      ],
+      [
+        "verification.json, an encoded surrogate",
+        "verification.json",
+        edited("verification.json", (b) => insertAfter(b, '"0.1.0', Buffer.from([0xed, 0xa0, 0x80]))),
+      ],
+      [
+        "signature-metadata.json, an overlong NUL in the schema",
+        "signature-metadata.json",
+        edited("signature-metadata.json", (b) => insertAfter(b, '"schema": "svc.provenance.receipt.v1', Buffer.from([0xc0, 0x80]))),
+      ],
+      [
+        "signer-public-key.json, a lone byte FF in the algorithm",
+        "signer-public-key.json",
+        edited("signer-public-key.json", (b) => insertAfter(b, "ML-DSA-65", Buffer.from([0xff]))),
+      ],
+      ["MANIFEST.sha256, a line of one byte FF", "MANIFEST.sha256", signedAgain(fffdFiles, signer, (m) => Buffer.concat([m, Buffer.from([0xff, 0x0a])]))],
+      [
+        "MANIFEST.sha256.sig, a byte FF after the base64",
+        "MANIFEST.sha256.sig",
+        new Map(fffdFiles).set("MANIFEST.sha256.sig", Buffer.concat([fffdFiles.get("MANIFEST.sha256.sig")!, Buffer.from([0xff])])),
+      ],
+    ];
+    const pubPin = ["--public-key", p("pub.json")];
+    cases.push(
+      B(
+        "json-dir with U+FFFD in its strings (valid)",
+        "--bundle",
+        await writeDir(
+          join(x, "dir-fffd"),
+          [...fffdFiles].map(([name, data]) => ({ name, data })),
+        ),
+        ...pubPin,
+      ),
+    );
+    for (const [k, [label, file, files]] of notUtf8Bundles.entries()) {
+      const entries = [...files].map(([name, data]) => ({ name, data }));
+      const expect: Expect = { code: 1, check: ["bundle_files", `${file} is not valid UTF-8.`] };
+      const d = await writeDir(join(x, `dir-not-utf8-file-${k}`), entries);
+      cases.push(expecting(B(`json-dir file not UTF-8: ${label}`, "--bundle", d, ...pubPin), expect));
+      const z = join(x, `zip-not-utf8-file-${k}.zip`);
+      await writeFile(z, makeZip(entries));
+      cases.push(expecting(B(`zip file not UTF-8: ${label}`, "--bundle", z, ...pubPin), expect));
+    }
+    // a BOM before a bundle's JSON file: not JSON to either (a bundle's files are written without one)
+    const bomDir = await writeDir(
+      join(x, "dir-bom"),
+      [...edited("receipt.json", (b) => Buffer.concat([Buffer.from("\ufeff"), b]))].map(([name, data]) => ({ name, data })),
+    );
+    cases.push(B("json-dir, manifest signed again: a BOM before receipt.json", "--bundle", bomDir, ...pubPin));
+    const bomKeyDir = await writeDir(
+      join(x, "dir-bom-key"),
+      [...edited("signer-public-key.json", (b) => Buffer.concat([Buffer.from("\ufeff"), b]))].map(([name, data]) => ({ name, data })),
+    );
+    cases.push(B("json-dir, manifest signed again: a BOM before signer-public-key.json", "--bundle", bomKeyDir, ...pubPin));
     // names that are not UTF-8: shown and matched as their decoding, read by their own bytes
     const notUtf8 = await writeDir(join(x, "dir-not-utf8"), good);
     const rawName = (d: string, last: number) => Buffer.concat([Buffer.from(join(d, "x")), Buffer.from([last])]);
@@ -517,6 +652,32 @@ function compare(t: test.Test, c: Case, node: { code: number | null; stdout: str
   t.deepEqual(details(b), details(a), `${c.name}: same details`);
 }
 
+/** Each verifier gives what the case expects (its --json output read for a check's detail). */
+function expected(t: test.Test, c: Case, e: Expect, node: { code: number | null; stdout: string; stderr: string }, pyr: PyRun): void {
+  for (const [who, r] of [
+    ["node", node],
+    ["python", pyr],
+  ] as const) {
+    const got: Record<string, unknown> = { code: r.code };
+    const want: Record<string, unknown> = { code: e.code };
+    if (e.stderr !== undefined) {
+      got.stderr = r.stderr;
+      want.stderr = e.stderr + "\n";
+    }
+    if (e.check) {
+      let detail: unknown = null;
+      try {
+        detail = (JSON.parse(r.stdout) as { checks: Array<{ name: string; detail: string }> }).checks.find((k) => k.name === e.check![0])?.detail ?? null;
+      } catch {
+        /* not JSON: no detail */
+      }
+      got.detail = detail;
+      want.detail = e.check[1];
+    }
+    t.deepEqual(got, want, `${c.bin} ${c.name}: ${who} exits ${e.code}${e.stderr ? `, ${e.stderr}` : ""}${e.check ? `, ${e.check[0]}: ${e.check[1]}` : ""}`);
+  }
+}
+
 test("the Python verifiers give the Node verifiers' exit code, verdict and checks on every case", async (t) => {
   if (!requirePython(t, py, "python3 (3.11 or later)")) return void (await cleanup());
   const cases = await buildCases();
@@ -530,6 +691,7 @@ test("the Python verifiers give the Node verifiers' exit code, verdict and check
         const node = await runNode(c.bin, [...c.args, ...json]);
         const pyr = await runPython(c.bin === "svc-verify-receipt" ? "receipt" : "bundle", [...c.args, ...json]);
         compare(t, c, node, pyr);
+        if (c.expect) expected(t, c, c.expect, node, pyr);
       }
     }),
   );

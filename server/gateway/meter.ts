@@ -231,6 +231,10 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     try {
       await s.flush();
     } catch (e) {
+      // a full disk: the gateway starts anyway (charges go to the journal while it can take
+      // them) and the snapshot is retried, later each time, as after any failed snapshot
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOSPC" || code === "EDQUOT") return s;
       s.closed = true;
       if (s.timer) clearTimeout(s.timer);
       closeSync(s.fd);

@@ -13,7 +13,7 @@ import { LocalFileUsageStore } from "../../server/gateway/meter.js";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { startGateway } from "../../server/gateway/server.js";
 import { mountSmallDisk, waitFor, type SmallDisk } from "../faults/deps.js";
-import { call, SERVICE_KEY, startFakeEngine } from "./helpers.js";
+import { admin, call, SERVICE_KEY, startFakeEngine } from "./helpers.js";
 
 const PERIOD = "2026-01";
 const journalsIn = async (dir: string) => (await readdir(dir)).filter((f) => /^usage\.journal\.\d+$/.test(f)).sort();
@@ -105,16 +105,16 @@ if ("skip" in mounted) {
     );
     await crashed.close();
     await rm(copy, { recursive: true, force: true });
-    // a start on the full disk fails and adds no file
-    const refusedStart = await LocalFileUsageStore.open(dir, 3_600_000).then(
-      async (x) => {
-        await x.close();
-        return "started";
-      },
+    // a start on the full disk goes on (its snapshot is retried later) and adds no file
+    const started = await LocalFileUsageStore.open(dir, 3_600_000);
+    t.equal(await started.total("acme", PERIOD), expected.get("acme"), "a store opened on the full disk starts, with the counters its files hold");
+    t.deepEqual(await journalsIn(dir), during, "and leaves the journals as they were");
+    const closing = await started.close().then(
+      () => "closed",
       (e: NodeJS.ErrnoException) => String(e.code),
     );
-    t.equal(refusedStart, "ENOSPC", "a store opened on the full disk fails with ENOSPC");
-    t.deepEqual(await journalsIn(dir), during, "and leaves the journals as they were");
+    t.equal(closing, "ENOSPC", "its close cannot write the snapshot either (ENOSPC)");
+    t.deepEqual(await journalsIn(dir), during, "still no new journal");
 
     // space again: the store's next attempt, with no new charge, writes a current snapshot
     await rm(spill);
@@ -149,16 +149,16 @@ if ("skip" in mounted) {
     const logs = await mkdtemp(join(tmpdir(), "svc-full-logs-"));
     const data = join(disk.dir, "gate");
     const spill = join(disk.dir, "fill");
-    const gw = await startGateway(
-      loadGatewayConfig({
-        SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-        SVC_GATE_HOST: "127.0.0.1",
-        SVC_GATE_PORT: "0",
-        SVC_GATE_ENGINE_URL: engine.url,
-        SVC_GATE_DATA_DIR: data,
-        SVC_GATE_AUDIT_LOG_PATH: join(logs, "audit.jsonl"),
-      }),
-    );
+    const config = loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_DATA_DIR: data,
+      SVC_GATE_AUDIT_LOG_PATH: join(logs, "audit.jsonl"),
+    });
+    let gw = await startGateway(config);
+    const key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
     const health = async () => (await call(gw.url, "/health")).json as { store_connected: boolean; engine_reachable: boolean };
     try {
       t.equal((await health()).store_connected, true, "true while the disk has room");
@@ -167,6 +167,12 @@ if ("skip" in mounted) {
       t.ok(full, "false while the data directory is full");
       const h = await health();
       t.deepEqual([h.engine_reachable, h.store_connected], [true, false], "the engine is still reachable");
+      // a restart on the full disk: the gateway starts and serves reads, and says it is not healthy
+      await gw.close().catch(() => {}); // its last usage snapshot cannot be written
+      gw = await startGateway(config);
+      t.pass("a gateway starts on the full data directory");
+      t.equal((await call(gw.url, "/v1/get/default/x", { key })).status, 200, "and serves a read");
+      t.equal((await health()).store_connected, false, "with store_connected false");
       t.deepEqual(
         (await readdir(data)).filter((f) => f.endsWith(".tmp")),
         [],

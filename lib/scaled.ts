@@ -102,13 +102,19 @@ export function denseNormScaled(x: ArrayLike<number>): Scaled {
   return normalise({ m: Math.sqrt(s), e: p });
 }
 
-/** cos = ⟨a,b⟩ / (‖a‖ ‖b‖) from scaled parts: 0 where a norm is 0; always a float64. */
+/**
+ * A cosine within [-1, 1]: the quotient of a dot product and two norms, each rounded, can pass
+ * 1 by a few ulps (an entry against itself gave 1.0000000000000024); the true value cannot.
+ */
+export const clampCosine = (c: number): number => (c > 1 ? 1 : c < -1 ? -1 : c);
+
+/** cos = ⟨a,b⟩ / (‖a‖ ‖b‖) from scaled parts, within [-1, 1]: 0 where a norm is 0; always a float64. */
 export function cosine(dot: Scaled, na: Scaled, nb: Scaled): number {
   const x = normalise(na);
   const y = normalise(nb);
   if (x.m === 0 || y.m === 0) return 0;
   const d = normalise(dot);
-  return ldexp(d.m / (x.m * y.m), d.e - x.e - y.e);
+  return clampCosine(ldexp(d.m / (x.m * y.m), d.e - x.e - y.e));
 }
 
 /**

@@ -4,6 +4,7 @@
 // tests of the accounting, which can be told to run out of memory.
 import { GpuUnavailableError, InternalError, ValidationError } from "../errors.js";
 import { loadTT, type TT } from "./ttapi.js";
+import { clampCosine } from "../scaled.js";
 
 /** Thrown by an allocator when the device has no room for an allocation. */
 export class DeviceOutOfMemoryError extends Error {
@@ -318,7 +319,7 @@ export function rankScores(
   const s = Float64Array.from(raw, (v, j) => {
     if (metric === "cosine") {
       const den = norms![0]! * norms![j + 1]!;
-      return den > 0 ? v / den : 0;
+      return den > 0 ? clampCosine(v / den) : 0;
     }
     if (metric === "l2") return Math.sqrt(Math.max(0, norms![0]! ** 2 + norms![j + 1]! ** 2 - 2 * v));
     return v;

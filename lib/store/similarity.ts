@@ -8,7 +8,7 @@
 import type { Metric } from "../schemas.js";
 import { fromWorkingFloat, toWorkingFloat } from "./codec.js";
 import { call, native } from "../native.js";
-import { compare, cosine, denseNormScaled, l2, unpack, type Scaled } from "../scaled.js";
+import { clampCosine, compare, cosine, denseNormScaled, l2, unpack, type Scaled } from "../scaled.js";
 import { loadPred } from "./predapi.js";
 import { loadTT, type TT, type FloatArray } from "./ttapi.js";
 
@@ -165,7 +165,7 @@ export function scoreOf(metric: Metric, dot: Scaled, na: Scaled, nb: Scaled): Sc
     const a = na.m,
       b = nb.m,
       d = dot.m;
-    if (metric === "cosine") return { m: a === 0 || b === 0 ? 0 : d / (a * b), e: 0 };
+    if (metric === "cosine") return { m: a === 0 || b === 0 ? 0 : clampCosine(d / (a * b)), e: 0 };
     return { m: Math.sqrt(Math.max(0, a * a + b * b - 2 * d)), e: 0 };
   }
   if (metric === "cosine") return { m: cosine(dot, na, nb), e: 0 };

@@ -24,7 +24,8 @@ size_t topk(uint64_t query, const std::vector<uint64_t>& cands, const std::vecto
   for (size_t j = 0; j < s.size(); ++j) {
     if (metric == "cosine") {
       double den = norms[0] * norms[j + 1];
-      s[j] = den > 0 ? s[j] / den : 0.0;
+      // within [-1, 1]: rounding of the product and the norms can pass 1 by a few ulps
+      s[j] = den > 0 ? std::min(1.0, std::max(-1.0, s[j] / den)) : 0.0;
     } else if (lower) {
       s[j] = std::sqrt(std::max(0.0, norms[0] * norms[0] + norms[j + 1] * norms[j + 1] - 2 * s[j]));
     }

@@ -68,6 +68,11 @@ export const checkoutBodySchema = z.strictObject({
 });
 
 const metadataOf = z.record(z.string(), z.unknown()).nullish();
+/**
+ * A provider subscription id as stored in the tenant record: `sub_`, then letters, digits and
+ * underscores, 255 characters at most in all (as a customer id is bounded).
+ */
+export const subscriptionIdSchema = z.string().regex(/^sub_[A-Za-z0-9_]{1,251}$/);
 const eventSchema = z.object({
   id: z.string().regex(/^[A-Za-z0-9_]{1,255}$/),
   type: z.string().min(1).max(255),
@@ -78,12 +83,12 @@ const sessionSchema = z.object({
   id: z.string().optional(),
   client_reference_id: z.string().nullish(),
   payment_status: z.string().nullish(),
-  subscription: z.union([z.string(), z.object({ id: z.string() })]).nullish(),
+  subscription: z.union([subscriptionIdSchema, z.object({ id: subscriptionIdSchema })]).nullish(),
   customer: z.union([z.string(), z.object({ id: z.string() })]).nullish(),
   metadata: metadataOf,
 });
 const subscriptionSchema = z.object({
-  id: z.string(),
+  id: subscriptionIdSchema,
   customer: z.union([z.string(), z.object({ id: z.string() })]).nullish(),
   metadata: metadataOf,
 });

@@ -505,3 +505,94 @@ test("webhook over the local-file registry: a failed write leaves the file and t
     await rm(root, { recursive: true, force: true });
   }
 });
+
+// Subscription ids come from signed events but are stored in the tenant record: a malformed one
+// (no sub_ prefix, a character outside [A-Za-z0-9_], more than 255 characters) is skipped.
+async function malformedSubscriptionIds(t: test.Test, env: Env, label: string) {
+  await createTenant(env.gw.url, { tenant_id: "acme" });
+  const now = sec(env);
+  const long = "sub_" + "x".repeat(100_000);
+  const bad: [string, unknown][] = [
+    ["100,000 characters", long],
+    ["256 characters", "sub_" + "a".repeat(252)],
+    ["no sub_ prefix", "in_1234567890"],
+    ["a space", "sub_a b"],
+    ["a line break", "sub_a\nb"],
+    ["empty after the prefix", "sub_"],
+    ["an object with a 100,000-character id", { id: long, object: "subscription" }],
+    ["an object with an id without prefix", { id: "cus_123", object: "subscription" }],
+  ];
+  let n = 0;
+  for (const [what, sub] of bad) {
+    const id = `evt_badsub_${++n}`;
+    const r = await webhook(
+      env,
+      stripeEvent(id, "checkout.session.completed", now + n, checkoutCompleted("acme", "builder", undefined, { subscription: sub })),
+    );
+    t.equal(r.status, 200, `${label}: checkout whose subscription has ${what}: 200`);
+    t.deepEqual(
+      env.log.records.filter((x) => x.event_id === id).map((x) => `${x.outcome}:${x.reason}`),
+      ["skipped:malformed_session"],
+      `${label}: checkout whose subscription has ${what}: skipped as malformed_session`,
+    );
+  }
+  let a = await tenant(env, "acme");
+  t.deepEqual([a.plan, a.billing?.subscription_id ?? null], ["starter", null], `${label}: none of them changed the tenant or was stored`);
+
+  const max = "sub_" + "a".repeat(251);
+  t.equal(
+    (await webhook(env, stripeEvent("evt_sub_255", "checkout.session.completed", now + 20, checkoutCompleted("acme", "builder", max)))).status,
+    200,
+    `${label}: a checkout whose subscription id has 255 characters: 200`,
+  );
+  a = await tenant(env, "acme");
+  t.deepEqual([a.plan, a.billing?.subscription_id], ["builder", max], `${label}: a 255-character sub_ id is applied and stored`);
+
+  const badDeletes: [string, string][] = [
+    ["100,000 characters", long],
+    ["no sub_ prefix", "si_123"],
+    ["a control character", "sub_a\u0000"],
+  ];
+  for (const [what, sub] of badDeletes) {
+    const id = `evt_baddel_${++n}`;
+    const r = await webhook(env, stripeEvent(id, "customer.subscription.deleted", now + 30 + n, subscriptionDeleted("acme", sub)));
+    t.equal(r.status, 200, `${label}: deletion whose id has ${what}: 200`);
+    t.deepEqual(
+      env.log.records.filter((x) => x.event_id === id).map((x) => `${x.outcome}:${x.reason}`),
+      ["skipped:malformed_subscription"],
+      `${label}: deletion whose id has ${what}: skipped as malformed_subscription`,
+    );
+  }
+  a = await tenant(env, "acme");
+  t.deepEqual([a.plan, a.billing?.ended_subscriptions], ["builder", []], `${label}: no malformed id was remembered as ended`);
+  t.ok(JSON.stringify(a).length < 4096, `${label}: the record stays small`);
+}
+
+test("webhook: malformed subscription ids are skipped (malformed_session, malformed_subscription) and never stored", async (t) => {
+  const engine = await startFakeEngine();
+  const stripe = await startFakeStripe();
+  const dir = await mkdtemp(join(tmpdir(), "svc-billing-subid-"));
+  const prefix = uniquePrefix();
+  const { redis, cleanup } = await redisFor(prefix);
+  try {
+    const registries: [string, TenantRegistry][] = [
+      ["memory", new MemoryTenantRegistry()],
+      ["local", await LocalFileTenantRegistry.open(dir)],
+      ["redis", new RedisTenantRegistry(redis, prefix)],
+    ];
+    for (const [label, registry] of registries) {
+      const env = await setup(engine, stripe, registry);
+      try {
+        await malformedSubscriptionIds(t, env, label);
+      } finally {
+        await env.close();
+      }
+    }
+    t.ok((await readFile(join(dir, "tenants.json"), "utf8")).length < 8192, "local: tenants.json holds no long id");
+  } finally {
+    await stripe.close();
+    await engine.close();
+    await cleanup();
+    await rm(dir, { recursive: true, force: true });
+  }
+});

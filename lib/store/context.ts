@@ -1,6 +1,6 @@
 // What every verb of the store shares: the open store (backend, options, core cache), the
 // tenant scope of a view, record keys, and the readers of heads, versions and payloads.
-import { NotFoundError, ValidationError } from "../errors.js";
+import { NotFoundError, StoreUnavailableError, SvcError } from "../errors.js";
 import { itemsize, keyOf, namespaceOf } from "../fields.js";
 import type { Clock } from "../clock.js";
 import type { RecordKey, StorageBackend } from "./backend.js";
@@ -71,9 +71,23 @@ export const END = "\uffff"; // above every key character
 
 export const iso = (ms: number): string => new Date(ms).toISOString();
 
+/** What an operation on a closed store (or one in flight when it closed) rejects with. */
+export const storeClosed = (): StoreUnavailableError => new StoreUnavailableError("The store is closed.");
+
 export function open(s: Scope): Core {
-  if (s.core.closed) throw new ValidationError("The store is closed.");
+  if (s.core.closed) throw storeClosed();
   return s.core;
+}
+
+/**
+ * `p`, with a failure that the backend's closing caused (an error of LMDB's or of the memory
+ * backend's, not the library's own, once the store is closed) answered as storeClosed(): the
+ * request was not carried out, or not known to be, and may be sent again to a store that is open.
+ */
+export function whileOpen<T>(core: Core, p: Promise<T>): Promise<T> {
+  return p.catch((e: unknown) => {
+    throw core.closed && !(e instanceof SvcError) ? storeClosed() : e;
+  });
 }
 
 export function namespace(ns: unknown): void {

@@ -26,7 +26,7 @@ import type { TensorStore } from "../tensor-store.js";
 import type { StorageBackend } from "./backend.js";
 import { gpuServingFor } from "../gpu.js";
 import { type GpuHandle, type GpuServing } from "./gpu-cache.js";
-import { CoreCache, PayloadCache, type Core, type Scope, type StoreObserver } from "./context.js";
+import { CoreCache, PayloadCache, whileOpen, type Core, type Scope, type StoreObserver } from "./context.js";
 import { LmdbBackend } from "./lmdb.js";
 import { MemoryBackend } from "./memory.js";
 import { compact } from "./maintenance.js";
@@ -132,9 +132,9 @@ export class Store implements TensorStore {
     const s: Scope = idem ? { core, tenant, idem } : { core, tenant };
     this.#scope = s;
     this.query = {
-      similarity: (ns, a, b, opts) => similarity(s, ns, a, b, opts),
-      topk: (ns, opts) => topk(s, ns, opts),
-      vector: (ns, opts) => vector(s, ns, opts),
+      similarity: (ns, a, b, opts) => whileOpen(core, similarity(s, ns, a, b, opts)),
+      topk: (ns, opts) => whileOpen(core, topk(s, ns, opts)),
+      vector: (ns, opts) => whileOpen(core, vector(s, ns, opts)),
     };
   }
 
@@ -172,12 +172,12 @@ export class Store implements TensorStore {
 
   /** put: compresses (or stores losslessly or raw) and adds version n+1. */
   put(ns: string, key: string, data: PutData, opts: PutOptions = {}): Promise<PutResult> {
-    return put(this.#scope, ns, key, data, opts);
+    return whileOpen(this.#core, put(this.#scope, ns, key, data, opts));
   }
 
   /** put_cores: stores a TT given by its cores (verdict `compressed`, relative_error 0). */
   putCores(ns: string, key: string, cores: CoreInput[], opts: PutCoresOptions = {}): Promise<PutResult> {
-    return putCores(this.#scope, ns, key, cores, opts);
+    return whileOpen(this.#core, putCores(this.#scope, ns, key, cores, opts));
   }
 
   /**
@@ -186,37 +186,37 @@ export class Store implements TensorStore {
    * measurement against its own data and become the entry's errors.
    */
   putPred(ns: string, key: string, stream: Uint8Array, opts: PutPredOptions): Promise<PutResult> {
-    return putPred(this.#scope, ns, key, stream, opts);
+    return whileOpen(this.#core, putPred(this.#scope, ns, key, stream, opts));
   }
 
   /** put_cores_batch: every item is validated before any is stored; all are stored in one transaction. */
   putCoresBatch(ns: string, items: PutCoresItem[]): Promise<{ results: PutResult[] }> {
-    return putCoresBatch(this.#scope, ns, items);
+    return whileOpen(this.#core, putCoresBatch(this.#scope, ns, items));
   }
 
   /** get: metadata and fingerprint of a version (latest by default), without reading the payload. */
   get(ns: string, key: string, opts: GetOptions = {}): Promise<EntryInfo> {
-    return get(this.#scope, ns, key, opts);
+    return whileOpen(this.#core, get(this.#scope, ns, key, opts));
   }
 
   /** delete: soft delete with a tombstone kept 30 days. */
   delete(ns: string, key: string): Promise<DeleteResult> {
-    return remove(this.#scope, ns, key);
+    return whileOpen(this.#core, remove(this.#scope, ns, key));
   }
 
   /** list: live keys in ascending byte order. */
   list(ns: string, opts: ListOptions = {}): Promise<ListResult> {
-    return list(this.#scope, ns, opts);
+    return whileOpen(this.#core, list(this.#scope, ns, opts));
   }
 
   /** search: live keys whose latest metadata satisfy `filter`. */
   search(ns: string, filter: Record<string, unknown> = {}, opts: SearchOptions = {}): Promise<SearchResult> {
-    return search(this.#scope, ns, filter, opts);
+    return whileOpen(this.#core, search(this.#scope, ns, filter, opts));
   }
 
   /** serve (CPU): the dense tensor (or one block of it) as a typed array of the stored or requested dtype. */
   serve(ns: string, key: string, opts: ServeOptions = {}): Promise<ServeResult> {
-    return serve(this.#scope, ns, key, opts);
+    return whileOpen(this.#core, serve(this.#scope, ns, key, opts));
   }
 
   /**
@@ -226,7 +226,7 @@ export class Store implements TensorStore {
    * `beforeDecode` gets the version read, its dtype and shape, before anything is decoded.
    */
   serveReadOnly(ns: string, key: string, opts: ServeOptions = {}, beforeDecode?: (entry: ServeEntry) => void): Promise<ServeResult> {
-    return serve(this.#scope, ns, key, opts, true, beforeDecode);
+    return whileOpen(this.#core, serve(this.#scope, ns, key, opts, true, beforeDecode));
   }
 
   /** GPU serving of this store (every tenant view): set by the engine from SVC_ENGINE_DEVICE. */
@@ -260,7 +260,7 @@ export class Store implements TensorStore {
    * there is no usable device or the entry cannot be made resident.
    */
   async serveGpu(ns: string, key: string, opts: GetOptions = {}): Promise<GpuHandle> {
-    return serveGpu(this.#scope, this.gpu(), ns, key, opts);
+    return whileOpen(this.#core, serveGpu(this.#scope, this.gpu(), ns, key, opts));
   }
 
   /**
@@ -268,7 +268,7 @@ export class Store implements TensorStore {
    * and payloads that no kept version references. Covers every tenant.
    */
   compact(opts: { now?: number | Date } = {}): Promise<CompactResult> {
-    return compact(this.#core, opts);
+    return whileOpen(this.#core, compact(this.#core, opts));
   }
 
   /** The storage backend (for tools that copy a store: svc migrate). */

@@ -10,7 +10,8 @@ import { checkServiceKey, generateApiKey, sha256Hex } from "./auth.js";
 import type { Clock } from "./clock.js";
 import { OPERATIONS, periodQuery, toCus, type UsageStore } from "./meter.js";
 import { effectiveRateLimit, planSchema, TIERS, type LimitsPolicy, type Plan } from "./plans.js";
-import { termsForPeriod, type TenantRecord, type TenantRegistry } from "./tenants.js";
+import { termsForPeriod, withSubscriptionToCancel, type TenantRecord, type TenantRegistry } from "./tenants.js";
+import { requestIdOf } from "../http/request-id.js";
 import { auditTailQuerySchema, type AuditTailReader } from "./audit-tail.js";
 import type { KeyUsageTracker } from "./key-usage.js";
 import { addKeyRoutes } from "./keys.js";
@@ -25,6 +26,27 @@ export interface AdminDeps {
   auditTail?: AuditTailReader;
   /** Last use of scoped keys (GET /gate/admin/keys/{tenant_id}). */
   keyUsage: KeyUsageTracker;
+  /** With billing on: cancels at the provider the subscription of a tenant that stops paying (billing.ts PendingCancellations). */
+  billing?: AdminBilling;
+}
+
+/** An admin call that stopped (or may have stopped) a tenant's paid plan. */
+export interface AdminBillingAction {
+  type: "admin.deactivate" | "admin.update_tier";
+  planBefore: string | null;
+  planAfter: string | null;
+  requestId: string;
+}
+
+/** What the call asked the provider to cancel, and what is still pending (retried by the gateway). */
+export interface AdminBillingResult {
+  cancellations: { subscription_id: string; result: "canceled" | "already_canceled" | "failed"; detail: string }[];
+  pending_cancellations: string[];
+}
+
+export interface AdminBilling {
+  /** Cancels the tenant's pending subscriptions at the provider; a provider failure is a "failed" entry, never a throw. */
+  settle(tenantId: string, action: AdminBillingAction): Promise<AdminBillingResult>;
 }
 
 const rateLimitSchema = z.strictObject({
@@ -151,21 +173,40 @@ export function adminRouter(d: AdminDeps): Router {
     res.status(200).json({ tenant_id: t.tenant_id, namespaces: t.namespaces });
   });
 
+  // With billing on, a tenant that stops paying through the provider has its recorded
+  // subscription moved to the pending cancellations in the same registry step as the change,
+  // then canceled at the provider; one that cannot be canceled now stays pending and is
+  // retried by the gateway (the answer lists both).
+  const billing = d.billing && d.policy.billingEnabled ? d.billing : undefined;
+  const settle = async (res: Response, t: TenantRecord, planBefore: string | null, type: AdminBillingAction["type"]) =>
+    billing ? await billing.settle(t.tenant_id, { type, planBefore, planAfter: t.plan, requestId: requestIdOf(res) }) : {};
+
   r.post("/gate/onboard/update-tier", async (req, res) => {
     const b = parseOrThrow(updateTierSchema, body(req));
     const terms = termsFor(b.plan, b);
+    // Starter is free and enterprise is billed by contract: neither keeps a provider subscription.
+    const stopsPaying = b.plan === "starter" || b.plan === "enterprise";
+    let before: string | null = null;
     const t = await d.registry.update(b.tenant_id, (t) => {
       requireActive(t);
-      return { ...t, ...terms, updated_at: now() };
+      before = t.plan;
+      const next = { ...t, ...terms, updated_at: now() };
+      return billing && stopsPaying ? withSubscriptionToCancel(next) : next;
     });
-    res.status(200).json({ tenant_id: t.tenant_id, plan: t.plan, ...limitsView(t) });
+    const view = { tenant_id: t.tenant_id, plan: t.plan, ...limitsView(t) };
+    res.status(200).json({ ...view, ...(await settle(res, t, before, "admin.update_tier")) });
   });
 
   r.post("/gate/onboard/deactivate", async (req, res) => {
     const b = parseOrThrow(idSchema, body(req));
-    // Idempotent: deactivating twice answers the same.
-    const t = await d.registry.update(b.tenant_id, (t) => (t.active ? { ...t, active: false, status: "deactivated", key_hash: "", updated_at: now() } : t));
-    res.status(200).json({ tenant_id: t.tenant_id, status: t.status });
+    // Idempotent: deactivating twice answers the same (and retries a cancellation still pending).
+    let before: string | null = null;
+    const t = await d.registry.update(b.tenant_id, (t) => {
+      before = t.plan;
+      const next: TenantRecord = t.active ? { ...t, active: false, status: "deactivated", key_hash: "", updated_at: now() } : t;
+      return billing ? withSubscriptionToCancel(next) : next;
+    });
+    res.status(200).json({ tenant_id: t.tenant_id, status: t.status, ...(await settle(res, t, before, "admin.deactivate")) });
   });
 
   r.get("/gate/admin/tenants", async (_req, res) => {

@@ -14,7 +14,7 @@ import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
 import { noteRequestId, requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { accountRouter } from "./account.js";
-import { adminRouter } from "./admin.js";
+import { adminRouter, type AdminBilling } from "./admin.js";
 import { directAdmission, type Admission } from "./admission.js";
 import { MemoryAuditSink, type AuditSink } from "./audit.js";
 import { memoryAuditTail, type AuditTailReader } from "./audit-tail.js";
@@ -63,6 +63,11 @@ export interface GatewayDeps {
    * It is mounted before the data plane and sees raw bodies (no JSON parser runs before it).
    */
   billing?: Router;
+  /**
+   * With billing on: cancels at the payment provider the subscription of a tenant that an admin
+   * call deactivates or moves to starter or enterprise (billing.ts PendingCancellations).
+   */
+  billingAdmin?: AdminBilling;
   /** Abuse limits (config.ts GatewayLimits); each missing one takes its documented default. */
   limits?: Partial<GatewayLimits>;
   /**
@@ -233,7 +238,7 @@ function mountRoutes(app: Express, gw: GatewayContext): void {
   app.use(consoleRouter(deps.consoleDir));
   app.use(accountRouter({ registry, limiter, usage, audit, clock, policy }));
   const auditTail = deps.auditTail ?? (audit instanceof MemoryAuditSink ? memoryAuditTail(audit.records) : undefined);
-  const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey, auditTail, keyUsage: gw.keyUsage });
+  const admin = adminRouter({ registry, usage, clock, policy, serviceKey: deps.serviceKey, auditTail, keyUsage: gw.keyUsage, billing: deps.billingAdmin });
   app.use((req, res, next) => {
     if (/^\/gate\/(onboard|admin)(\/|$)/.test(req.path)) {
       auditBeforeEnd(deps, req, res);

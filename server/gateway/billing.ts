@@ -23,7 +23,7 @@ import { readBody } from "../http/body.js";
 import type { BodyRate } from "../http/body-guard.js";
 import { MemoryBudget, reservationOf } from "../http/memory-budget.js";
 import { parseStrictJson } from "../http/json.js";
-import { termsFor } from "./admin.js";
+import { termsFor, type AdminBilling, type AdminBillingAction, type AdminBillingResult } from "./admin.js";
 import type { AuditSink } from "./audit.js";
 import { admitTenantCall } from "./account.js";
 import type { Clock } from "./clock.js";
@@ -198,6 +198,39 @@ const pendingOf = (b: TenantBilling): string[] => b.pending_cancellations ?? [];
 /** A provider object id (`cus_...`, `sub_...`), or null for anything else. */
 const providerId = (v: string | null): string | null => (v !== null && /^[A-Za-z0-9_]{1,255}$/.test(v) ? v : null);
 
+type Decision = { next: TenantRecord | null; reason: string };
+
+/**
+ * A purchase the tenant cannot have (deactivated, or enterprise): skipped as `reason`, and its
+ * subscription put on the pending cancellations in the same step, unless there is nothing to
+ * cancel (none, deleted already, already pending, or the one recorded as the tenant's).
+ */
+function cancelPurchase(cur: TenantRecord, sub: string | null, reason: string, nowIso: string): Decision {
+  const b = billingOf(cur);
+  if (!sub || sub === b.subscription_id || b.ended_subscriptions.includes(sub) || pendingOf(b).includes(sub)) return { next: null, reason };
+  return { next: { ...cur, billing: { ...b, pending_cancellations: [...pendingOf(b), sub] }, updated_at: nowIso }, reason };
+}
+
+/**
+ * A deleted subscription that sets no plan: remembered so that a late checkout of it is never
+ * applied; one still waiting to be canceled by us is gone at the provider (nothing left to
+ * cancel); one still recorded for a deactivated tenant is no longer its subscription.
+ */
+function forgetEnded(cur: TenantRecord, sub: string, reason: string, nowIso: string): Decision {
+  const b = billingOf(cur);
+  const ended = b.ended_subscriptions.includes(sub) ? b.ended_subscriptions : [...b.ended_subscriptions, sub].slice(-ENDED_SUBSCRIPTIONS_MAX);
+  const pending = pendingOf(b).filter((p) => p !== sub);
+  const current = b.subscription_id === sub ? null : b.subscription_id;
+  if (ended === b.ended_subscriptions && pending.length === pendingOf(b).length && current === b.subscription_id) return { next: null, reason };
+  const billing: TenantBilling = {
+    ...b,
+    subscription_id: current,
+    ended_subscriptions: ended,
+    ...(b.pending_cancellations ? { pending_cancellations: pending } : {}),
+  };
+  return { next: { ...cur, billing, updated_at: nowIso }, reason };
+}
+
 /** Decides what a verified event means; pure (the registry applies it atomically). */
 export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): EventPlan {
   const obj = ev.data.object;
@@ -218,16 +251,14 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
       tenantId,
       change: (cur) => {
         const b = billingOf(cur);
-        if (!cur.active) return { next: null, reason: "deactivated" };
+        // Nobody can use a deactivated tenant: what it bought is canceled (in whatever order the
+        // purchase arrives) so that it does not go on billing.
+        if (!cur.active) return cancelPurchase(cur, sub, "deactivated", nowIso);
         if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
         if (sub && b.ended_subscriptions.includes(sub)) return { next: null, reason: "subscription_already_deleted" };
-        if (cur.plan === "enterprise") {
-          // Contract billing, as checkout refuses it: a purchase opened before the contract never
-          // replaces its terms, and its subscription is canceled after this step so that it does
-          // not go on billing.
-          if (!sub || pendingOf(b).includes(sub)) return { next: null, reason: "enterprise_plan" };
-          return { next: { ...cur, billing: { ...b, pending_cancellations: [...pendingOf(b), sub] }, updated_at: nowIso }, reason: "enterprise_plan" };
-        }
+        // Contract billing, as checkout refuses it: a purchase opened before the contract never
+        // replaces its terms, and its subscription is canceled.
+        if (cur.plan === "enterprise") return cancelPurchase(cur, sub, "enterprise_plan", nowIso);
         // The subscription this one replaces would go on billing: it is canceled after this step.
         const old = b.subscription_id;
         const pending = old && old !== sub && !pendingOf(b).includes(old) ? [...pendingOf(b), old] : pendingOf(b);
@@ -258,18 +289,11 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
         const b = billingOf(cur);
         // The lookup ran before this step; the customer must still be the tenant's.
         if (customer && b.customer_id !== customer) return { next: null, reason: "no_tenant" };
-        if (!cur.active) return { next: null, reason: "deactivated" };
+        // A deactivated tenant keeps its terms; the subscription is remembered as ended all the same.
+        if (!cur.active) return forgetEnded(cur, sub, "deactivated", nowIso);
         if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
-        if (b.subscription_id !== sub) {
-          // Not the subscription that set the plan (an older one, or its checkout has not
-          // arrived yet): remember it so that a late checkout of it is never applied. One
-          // still waiting to be canceled by us is gone at the provider: nothing left to cancel.
-          const ended = b.ended_subscriptions.includes(sub) ? b.ended_subscriptions : [...b.ended_subscriptions, sub].slice(-ENDED_SUBSCRIPTIONS_MAX);
-          const pending = pendingOf(b).filter((p) => p !== sub);
-          if (ended === b.ended_subscriptions && pending.length === pendingOf(b).length) return { next: null, reason: "not_current_subscription" };
-          const billing: TenantBilling = { ...b, ended_subscriptions: ended, ...(b.pending_cancellations ? { pending_cancellations: pending } : {}) };
-          return { next: { ...cur, billing, updated_at: nowIso }, reason: "not_current_subscription" };
-        }
+        // Not the subscription that set the plan (an older one, or its checkout has not arrived yet).
+        if (b.subscription_id !== sub) return forgetEnded(cur, sub, "not_current_subscription", nowIso);
         if (cur.plan !== "builder" && cur.plan !== "pro") return { next: null, reason: "not_a_paid_plan" };
         const billing: TenantBilling = {
           ...b,
@@ -419,6 +443,97 @@ export async function applyPaymentEvent(
   });
   if (readError) throw readError;
   return out;
+}
+
+/** How often a gateway with billing on retries the pending cancellations of every tenant. */
+export const CANCELLATION_RETRY_MS = 60_000;
+
+/**
+ * Pending cancellations outside webhook deliveries: after an admin call that stops a tenant's
+ * paid plan (deactivation, a move to starter or enterprise: the registry step moved the
+ * recorded subscription to the pending list), and in a periodic sweep of every tenant, so that
+ * one that failed (the provider down, a gateway stopped between the two steps) is retried until
+ * the provider confirms it, whether or not another event ever names the tenant.
+ */
+export class PendingCancellations implements AdminBilling {
+  #timer: NodeJS.Timeout | null = null;
+  #sweeping: Promise<unknown> | null = null;
+  constructor(private readonly deps: Pick<BillingDeps, "registry" | "provider" | "clock" | "log">) {}
+
+  async #cancelAndLog(
+    tenantId: string,
+    type: string,
+    plans: { before: string | null; after: string | null },
+    requestId: string,
+  ): Promise<CancellationRecord[]> {
+    const now = this.deps.clock.now();
+    const nowIso = new Date(now).toISOString();
+    const cancellations = await cancelReplaced(this.deps, tenantId, nowIso);
+    if (cancellations.length > 0) {
+      await this.deps.log.write({
+        ts: nowIso,
+        event_id: "",
+        type,
+        created: Math.floor(now / 1000),
+        tenant_id: tenantId,
+        outcome: "applied",
+        reason: "",
+        plan_before: plans.before,
+        plan_after: plans.after,
+        cancellations,
+        request_id: requestId,
+      });
+    }
+    return cancellations;
+  }
+
+  async settle(tenantId: string, a: AdminBillingAction): Promise<AdminBillingResult> {
+    const cancellations = await this.#cancelAndLog(tenantId, a.type, { before: a.planBefore, after: a.planAfter }, a.requestId);
+    const t = await this.deps.registry.get(tenantId);
+    return { cancellations, pending_cancellations: t?.billing ? [...pendingOf(t.billing)] : [] };
+  }
+
+  /** One pass over every tenant with pending cancellations; a failure is left for the next pass. */
+  sweep(): Promise<CancellationRecord[]> {
+    const run = (async () => {
+      const out: CancellationRecord[] = [];
+      let tenants: TenantRecord[];
+      try {
+        tenants = await this.deps.registry.list();
+      } catch {
+        return out;
+      }
+      for (const t of tenants) {
+        if (!t.billing || pendingOf(t.billing).length === 0) continue;
+        try {
+          out.push(...(await this.#cancelAndLog(t.tenant_id, "retry.pending_cancellations", { before: t.plan, after: t.plan }, "")));
+        } catch {
+          // The record or the billing log could not be reached: the next pass tries again.
+        }
+      }
+      return out;
+    })();
+    this.#sweeping = run;
+    return run;
+  }
+
+  /** Sweeps now and every `everyMs` (one pass at a time); the timer does not keep the process alive. */
+  start(everyMs = CANCELLATION_RETRY_MS): void {
+    if (this.#timer) return;
+    const tick = () => {
+      if (!this.#sweeping) void this.sweep().finally(() => (this.#sweeping = null));
+    };
+    this.#timer = setInterval(tick, everyMs);
+    this.#timer.unref();
+    tick();
+  }
+
+  /** Stops the timer and waits for a pass in progress. */
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    await this.#sweeping?.catch(() => {});
+  }
 }
 
 /** The billing router: POST /gate/checkout and POST /webhooks/payment. Mount it only when billing is on. */

@@ -56,6 +56,13 @@ const putResult = z.strictObject({
   fingerprint,
 });
 const rateLimit = z.strictObject({ requests: int, window_s: int });
+/** With billing on, the admin calls that stop a tenant's paid plan say what they canceled at the provider. */
+const billingCancellations = {
+  cancellations: z
+    .array(z.strictObject({ subscription_id: z.string(), result: z.enum(["canceled", "already_canceled", "failed"]), detail: z.string() }))
+    .optional(),
+  pending_cancellations: z.array(z.string()).optional(),
+};
 const scope = z.enum(["read", "write"]);
 const ref2 = z.strictObject({ key: z.string(), version: int });
 const topk = z.strictObject({ metric, results: z.array(z.strictObject({ key: z.string(), version: int, score: z.number() })), scanned: int, skipped: int });
@@ -156,8 +163,14 @@ export const RESPONSE_SCHEMAS = {
   }),
   tenant_rotate_key: z.strictObject({ tenant_id: z.string(), api_key: z.string() }),
   tenant_add_namespace: z.strictObject({ tenant_id: z.string(), namespaces: z.array(z.string()) }),
-  tenant_update_tier: z.strictObject({ tenant_id: z.string(), plan: z.string(), monthly_quota: z.number().nullable(), rate_limit: rateLimit }),
-  tenant_deactivate: z.strictObject({ tenant_id: z.string(), status: z.literal("deactivated") }),
+  tenant_update_tier: z.strictObject({
+    tenant_id: z.string(),
+    plan: z.string(),
+    monthly_quota: z.number().nullable(),
+    rate_limit: rateLimit,
+    ...billingCancellations,
+  }),
+  tenant_deactivate: z.strictObject({ tenant_id: z.string(), status: z.literal("deactivated"), ...billingCancellations }),
   tenants_list: z.strictObject({
     tenants: z.array(z.strictObject({ tenant_id: z.string(), plan: z.string(), namespaces: z.array(z.string()), active: z.boolean() })),
   }),
@@ -530,7 +543,12 @@ function onboardingOperations(): Op[] {
       summary: "Change the plan (quota and rate limit follow).",
       kind: "admin",
       body: jsonBody(updateTierSchema),
-      responses: { "200": { description: "tenant_id, plan, monthly_quota, rate_limit." } },
+      responses: {
+        "200": {
+          description:
+            "tenant_id, plan, monthly_quota, rate_limit; with billing on, cancellations and pending_cancellations (a move to starter or enterprise cancels the tenant's subscription).",
+        },
+      },
     },
     {
       method: "post",
@@ -539,7 +557,11 @@ function onboardingOperations(): Op[] {
       summary: "Deactivate a tenant; its key stops working at once.",
       kind: "admin",
       body: jsonBody(idSchema),
-      responses: { "200": { description: "tenant_id, status (deactivated)." } },
+      responses: {
+        "200": {
+          description: "tenant_id, status (deactivated); with billing on, cancellations and pending_cancellations (the tenant's subscription is canceled).",
+        },
+      },
     },
   ];
 }

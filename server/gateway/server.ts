@@ -8,7 +8,7 @@ import { RedisAdmission, type Admission } from "./admission.js";
 import { createApp } from "./app.js";
 import { DisabledAuditSink, FileAuditSink, type AuditSink } from "./audit.js";
 import { fileAuditTail } from "./audit-tail.js";
-import { billingRouter, FileBillingLog } from "./billing.js";
+import { billingRouter, FileBillingLog, PendingCancellations } from "./billing.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { GatewayConfig } from "./config.js";
 import { createGatewayMetrics } from "./metrics.js";
@@ -102,6 +102,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   // Billing: with SVC_GATE_BILLING_ENABLED the checkout and webhook routes are mounted.
   let billingLog: FileBillingLog | null = null;
   let billing = opts.billing;
+  let pendingCancellations: PendingCancellations | null = null;
   if (!billing && config.billingEnabled) {
     const p = config.payment;
     try {
@@ -111,13 +112,17 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       await redis?.close().catch(() => {});
       throw new Error(`The billing log SVC_GATE_BILLING_LOG_PATH (${config.billingLogPath}) cannot be opened for appending.`);
     }
+    const provider = new StripePaymentProvider({ secretKey: p.secretKey!, webhookSecret: p.webhookSecret!, apiBase: p.apiBase });
+    // Deactivations and moves to starter or enterprise cancel the tenant's subscription; what
+    // could not be canceled is retried by a sweep now and every CANCELLATION_RETRY_MS.
+    pendingCancellations = new PendingCancellations({ registry, provider, clock, log: billingLog });
     billing = billingRouter({
       registry,
       clock,
       audit,
       limiter,
       log: billingLog,
-      provider: new StripePaymentProvider({ secretKey: p.secretKey!, webhookSecret: p.webhookSecret!, apiBase: p.apiBase }),
+      provider,
       prices: { builder: p.priceBuilder!, pro: p.pricePro! },
       policy: { billingEnabled: config.billingEnabled, defaultRateLimit: config.defaultRateLimit },
       bodyRate: { minBytesPerS: config.limits.bodyMinBytesPerS, graceMs: config.limits.bodyGraceS * 1000 },
@@ -137,6 +142,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     maxUploadBytes: config.maxUploadBytes,
     corsOrigins: config.corsOrigins,
     billing,
+    billingAdmin: pendingCancellations ?? undefined,
     auditTail: config.auditEnabled ? fileAuditTail(config.auditLogPath) : undefined,
     metrics: createGatewayMetrics({ defaultMetrics: true }),
     metricsToken: config.metricsToken,
@@ -152,6 +158,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   });
   server.keepAliveTimeout = 65_000;
   warmOffload(); // the worker thread for large JSON bodies, ready before the first one
+  pendingCancellations?.start();
   const { port } = server.address() as AddressInfo;
   const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
   let closing: Promise<void> | null = null;
@@ -172,6 +179,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
         // first failure is what close() rejects with
         let failed: { error: unknown } | null = null;
         const parts = [
+          () => pendingCancellations?.stop(),
           () => engine.close(),
           () => keyUsage.close().catch(() => {}),
           () => limiter.close(),

@@ -76,6 +76,21 @@ export interface TenantBilling {
   pending_cancellations?: string[];
 }
 
+/**
+ * `t` with its recorded provider subscription moved to `billing.pending_cancellations`, for a
+ * tenant that stops paying through the provider (deactivated, or moved to starter or to
+ * enterprise, which is billed by contract); `t` itself when none is recorded. Written in the
+ * same registry step as the change, so the cancellation cannot be lost; the billing module
+ * cancels it at the provider afterwards.
+ */
+export function withSubscriptionToCancel(t: TenantRecord): TenantRecord {
+  const b = t.billing;
+  const sub = b?.subscription_id;
+  if (!b || !sub) return t;
+  const pending = b.pending_cancellations ?? [];
+  return { ...t, billing: { ...b, subscription_id: null, pending_cancellations: pending.includes(sub) ? pending : [...pending, sub] } };
+}
+
 export interface PlanChange {
   from: string;
   plan: Plan;

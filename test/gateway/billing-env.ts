@@ -1,9 +1,10 @@
 // A gateway with billing on over the fake Stripe API, shared by the billing tests: the router
 // with the real stripe SDK pointed at `stripe.url`, an injected clock, in-memory audit and
-// billing log, and webhooks signed with the SDK's test header.
+// billing log, the admin calls' cancellations at the same fake, and webhooks signed with the
+// SDK's test header.
 import Stripe from "stripe";
 import { MemoryAuditSink } from "../../server/gateway/audit.js";
-import { billingRouter, MemoryBillingLog, type BillingDeps } from "../../server/gateway/billing.js";
+import { billingRouter, MemoryBillingLog, PendingCancellations, type BillingDeps } from "../../server/gateway/billing.js";
 import { FakeClock } from "../../server/gateway/clock.js";
 import { MemoryRateLimiter } from "../../server/gateway/ratelimit.js";
 import { StripePaymentProvider } from "../../server/gateway/stripe-client.js";
@@ -22,6 +23,8 @@ export interface BillingGateway {
   log: MemoryBillingLog;
   registry: TenantRegistry;
   clock: FakeClock;
+  /** The admin calls' cancellations and the sweep that retries pending ones. */
+  cancellations: PendingCancellations;
 }
 
 export async function startBillingGateway(
@@ -34,19 +37,22 @@ export async function startBillingGateway(
   const audit = new MemoryAuditSink();
   const limiter = new MemoryRateLimiter(clock);
   const log = new MemoryBillingLog();
+  const provider = new StripePaymentProvider({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 3000 });
+  // Not started: the tests run its sweep themselves, so that nothing depends on timing.
+  const cancellations = new PendingCancellations({ registry, provider, clock, log });
   const billing = billingRouter({
     registry,
     clock,
     audit,
     limiter,
     log,
-    provider: new StripePaymentProvider({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 3000 }),
+    provider,
     prices: PRICES,
     policy: { billingEnabled: true, defaultRateLimit: { requests: 100, window_s: 60 } },
     ...over,
   });
-  const gw = await startTestGateway(engine.url, { registry, clock, audit, limiter, billingEnabled: true, billing });
-  return { gw, log, registry, clock };
+  const gw = await startTestGateway(engine.url, { registry, clock, audit, limiter, billingEnabled: true, billing, billingAdmin: cancellations });
+  return { gw, log, registry, clock, cancellations };
 }
 
 /** Posts `body` to the webhook signed with `secret` at `ts` (Unix s, default the clock's), unless `header` is given (null: none). */

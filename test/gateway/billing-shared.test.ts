@@ -141,6 +141,73 @@ test("two gateway processes on one Redis receive the same event at once: exactly
   }
 });
 
+test("gateway processes: a deactivation cancels the subscription at Stripe, and a pending cancellation is swept at start", async (t) => {
+  const engine = await startFakeEngine();
+  const stripe = await startFakeStripe();
+  const prefix = uniquePrefix();
+  const { redis, cleanup } = await redisFor(prefix);
+  const dir = await mkdtemp(join(tmpdir(), "svc-billing-cancel-"));
+  const envOf = (n: string) => ({
+    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+    SVC_GATE_HOST: "127.0.0.1",
+    SVC_GATE_PORT: "0",
+    SVC_GATE_ENGINE_URL: engine.url,
+    SVC_GATE_REDIS_URL: REDIS_URL,
+    SVC_GATE_REDIS_PREFIX: prefix,
+    SVC_GATE_BILLING_ENABLED: "true",
+    SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY,
+    SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b",
+    SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
+    SVC_GATE_PAYMENT_API_BASE: stripe.url,
+    SVC_GATE_DATA_DIR: join(dir, n),
+    SVC_GATE_AUDIT_LOG_PATH: join(dir, n, "audit.jsonl"),
+    SVC_GATE_BILLING_LOG_PATH: join(dir, n, "billing.jsonl"),
+  });
+  const procs: Proc[] = [];
+  try {
+    const a = await spawnGateway(envOf("a"));
+    procs.push(a);
+    await createTenant(a.url, { tenant_id: "acme" });
+    const now = Math.floor(Date.now() / 1000);
+    const body = stripeEvent("evt_cancel_b", "checkout.session.completed", now, checkoutCompleted("acme", "builder", "sub_proc_b"));
+    const header = sdk.webhooks.generateTestHeaderString({ payload: body, secret: WEBHOOK_SECRET, timestamp: now });
+    t.equal((await call(a.url, "/webhooks/payment", { raw: body, headers: { "content-type": "application/json", "stripe-signature": header } })).status, 200);
+    const d = await admin(a.url, "/gate/onboard/deactivate", { tenant_id: "acme" });
+    t.deepEqual(
+      [d.status, d.json.cancellations, d.json.pending_cancellations],
+      [200, [{ subscription_id: "sub_proc_b", result: "canceled", detail: "" }], []],
+      "the deactivation answers that the subscription was canceled",
+    );
+    t.deepEqual(stripe.canceled, ["sub_proc_b"], "at Stripe, once");
+    t.deepEqual(
+      (await lines(join(dir, "a", "billing.jsonl"))).filter((r) => r.type === "admin.deactivate").map((r) => [r.tenant_id, r.cancellations[0]?.result]),
+      [["acme", "canceled"]],
+      "the billing log file has the cancellation",
+    );
+
+    // A cancellation left pending (the provider was down, then the gateways stopped).
+    const key = `${prefix}tenant:acme`;
+    const rec = JSON.parse((await redis.get(key))!);
+    rec.billing.pending_cancellations = ["sub_left_over"];
+    await redis.set(key, JSON.stringify(rec));
+    const b = await spawnGateway(envOf("b"));
+    procs.push(b);
+    const deadline = Date.now() + 60_000;
+    while (!stripe.canceled.includes("sub_left_over") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    t.deepEqual(stripe.canceled, ["sub_proc_b", "sub_left_over"], "a gateway that starts cancels what is pending");
+    while (JSON.parse((await redis.get(key))!).billing.pending_cancellations.length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    t.deepEqual(JSON.parse((await redis.get(key))!).billing.pending_cancellations, [], "and clears it from the record");
+    t.deepEqual([await stop(a), await stop(b)], [0, 0], "both exit cleanly");
+  } finally {
+    for (const p of procs) await stop(p);
+    await cleanup();
+    await stripe.close();
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("billing enabled without a payment secret: the gateway does not start, and says which variable", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-billing-cfg-"));
   const base = {

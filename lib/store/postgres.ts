@@ -204,6 +204,11 @@ const GET_ENTRIES_SQL = `SELECT q.i::integer AS i, h.value AS head, (SELECT v.va
     AND (q.ver IS NULL OR v.version = q.ver) ORDER BY v.version DESC LIMIT 1) AS rec
    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS q(t, n, k, ver, i)
    JOIN heads h ON h.tenant_id = q.t AND h.namespace = q.n AND h.key = q.k`;
+/**
+ * Rows per statement of a range read (a listing, search or top-K of a namespace, a migration):
+ * heads carry up to 64 KiB of metadata each, so a page holds at most about 16 MiB.
+ */
+export const RANGE_PAGE_ROWS = 256;
 /** Entry reads in one statement at most. */
 const MAX_ENTRY_BATCH = 256;
 
@@ -327,13 +332,17 @@ export class PostgresBackend implements StorageBackend {
   /** Schema checked (or being checked); null until a connection succeeds (lazy open). */
   #ready: Promise<void> | null;
   readonly #url: string;
+  readonly #timeoutMs: number;
 
   /** Entry-read statements in flight at once: half the pool, the rest left to writes. */
   readonly #maxReads: number;
 
-  private constructor(pool: pg.Pool, url: string, ready: boolean) {
+  private constructor(pool: pg.Pool, url: string, ready: boolean, opts: { timeoutMs: number; rangePageRows?: number }) {
     this.#pool = pool;
     this.#maxReads = Math.max(1, Math.floor(pool.options.max / 2));
+    this.#rangeSlots = Math.max(1, Math.floor(pool.options.max / 4));
+    this.#rangePageRows = opts.rangePageRows ?? RANGE_PAGE_ROWS;
+    this.#timeoutMs = opts.timeoutMs;
     this.#url = url;
     this.#ready = ready ? Promise.resolve() : null;
   }
@@ -361,7 +370,7 @@ export class PostgresBackend implements StorageBackend {
    * Connects and migrates (see migrate). `lazy`: a database that cannot be reached yet is not an
    * error; every call answers StoreUnavailableError until it can be, then migrates first.
    */
-  static async open(url: string, opts: { poolSize?: number; timeoutMs?: number; lazy?: boolean } = {}): Promise<PostgresBackend> {
+  static async open(url: string, opts: { poolSize?: number; timeoutMs?: number; lazy?: boolean; rangePageRows?: number } = {}): Promise<PostgresBackend> {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const pool = new pg.Pool({
       connectionString: url,
@@ -379,7 +388,7 @@ export class PostgresBackend implements StorageBackend {
     pool.on("connect", (client) => void client.on("error", () => undefined));
     if (opts.lazy) {
       // the engine starts without its database and answers store_unavailable until it is there
-      const backend = new PostgresBackend(pool, url, false);
+      const backend = new PostgresBackend(pool, url, false, { timeoutMs, rangePageRows: opts.rangePageRows });
       try {
         await backend.#whenReady();
       } catch (e) {
@@ -398,7 +407,7 @@ export class PostgresBackend implements StorageBackend {
         ? e
         : new ValidationError(`Cannot connect to PostgreSQL at ${where(url)}: ${(e as Error).message}.`, "url");
     }
-    return new PostgresBackend(pool, url, true);
+    return new PostgresBackend(pool, url, true, { timeoutMs, rangePageRows: opts.rangePageRows });
   }
 
   /** A query on the pool, once the schema is ready, its failures as store errors. */
@@ -418,9 +427,13 @@ export class PostgresBackend implements StorageBackend {
   }
 
   /**
-   * One statement: one snapshot (a listing never sees part of a batch put, as on LMDB), and no
-   * connection held while the caller works through the rows (a top-K fetching payloads on
-   * other connections could otherwise exhaust the pool).
+   * One snapshot (a listing never sees part of a batch put, as on LMDB), read a page at a time so
+   * that the rows held at once stay bounded whatever the range's size (a namespace's heads carry
+   * up to 64 KiB of metadata each). A range of at most one page is one statement on the pool, no
+   * connection held while the caller works through the rows. A larger one is a cursor in a
+   * read-only repeatable-read transaction on a connection of its own, fetched page by page as the
+   * caller asks; at most `#rangeSlots` such ranges hold a connection at once, so that reads,
+   * writes and the payload fetches of a top-K always find one.
    */
   async *range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry> {
     const f = familyOf(start);
@@ -433,14 +446,81 @@ export class PostgresBackend implements StorageBackend {
     const numeric = f.types.slice(fixed).map((t) => t === "bigint");
     const values: unknown[] = [];
     const sql = `SELECT ${cols.join(", ")}, value FROM ${f.table} WHERE ${bound(f, start, ">=", values)} AND ${bound(f, end, "<", values)} ORDER BY ${f.cols.join(", ")}`;
-    await this.#whenReady();
-    const r = await this.#pool.query<unknown[]>({ text: sql, values, rowMode: "array" }).catch(rethrow);
     const n = cols.length;
-    for (const row of r.rows) {
-      const key: (string | number)[] = [...prefix];
-      for (let i = 0; i < n; i++) key.push(numeric[i] ? Number(row[i]) : (row[i] as string));
-      yield { key, value: decodeValue(row[n] as Buffer) };
+    const entries = function* (rows: unknown[][]): Iterable<RecordEntry> {
+      for (const row of rows) {
+        const key: (string | number)[] = [...prefix];
+        for (let i = 0; i < n; i++) key.push(numeric[i] ? Number(row[i]) : (row[i] as string));
+        yield { key, value: decodeValue(row[n] as Buffer) };
+      }
+    };
+    const page = this.#rangePageRows;
+    await this.#whenReady();
+    const first = await this.#pool.query<unknown[]>({ text: `${sql} LIMIT ${page + 1}`, values, rowMode: "array" }).catch(rethrow);
+    if (first.rows.length <= page) {
+      yield* entries(first.rows);
+      return;
     }
+    // more than a page: read again from the start in a snapshot of its own, a page at a time
+    await this.#takeRangeSlot();
+    let client: pg.PoolClient | undefined;
+    let open = false;
+    let broken = false;
+    try {
+      client = await this.#pool.connect().catch(rethrow);
+      const c = client;
+      open = true;
+      await c.query(["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", `DECLARE svc_range NO SCROLL CURSOR FOR ${inline(c, sql, values)}`].join(";\n"));
+      for (;;) {
+        const r = await c.query<unknown[]>({ text: `FETCH ${page} FROM svc_range`, rowMode: "array" });
+        yield* entries(r.rows);
+        if (r.rows.length < page) break;
+      }
+      await c.query("COMMIT");
+      open = false;
+    } catch (e) {
+      if (pgFailure(e)) broken = true;
+      rethrow(e);
+    } finally {
+      // also when the caller stopped early (a break out of its loop) or failed
+      if (client && open && !broken) await client.query("ROLLBACK").catch(() => void (broken = true));
+      client?.release(broken);
+      this.#giveRangeSlot();
+    }
+  }
+
+  /** Rows per statement of a range read. */
+  readonly #rangePageRows: number;
+  /** Ranges that may hold a connection at once (larger than a page), and those waiting for one. */
+  readonly #rangeSlots: number;
+  #rangesOpen = 0;
+  readonly #rangeWaiting: (() => void)[] = [];
+
+  /** Waits for a range slot, at most the store's timeout (a range read inside another's loop could otherwise wait on itself). */
+  #takeRangeSlot(): Promise<void> {
+    if (this.#rangesOpen < this.#rangeSlots) {
+      this.#rangesOpen++;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const go = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        const i = this.#rangeWaiting.indexOf(go);
+        if (i >= 0) this.#rangeWaiting.splice(i, 1);
+        reject(new StoreUnavailableError("The database connections for large reads are all busy; retry later."));
+      }, this.#timeoutMs);
+      this.#rangeWaiting.push(go);
+    });
+  }
+
+  #giveRangeSlot(): void {
+    const next = this.#rangeWaiting.shift();
+    // the slot passes to the next waiter as it is
+    if (next) next();
+    else this.#rangesOpen--;
   }
 
   async getPayload(tenant: string, id: string): Promise<Buffer | undefined> {

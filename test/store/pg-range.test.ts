@@ -4,6 +4,7 @@
 // 64 KiB of metadata each, so reading them in one statement held the whole namespace in memory.
 import test from "tape";
 import pg from "pg";
+import { StoreUnavailableError } from "../../lib/errors.js";
 import { createStore } from "../../lib/store/index.js";
 import { PostgresBackend } from "../../lib/store/postgres.js";
 import type { RecordEntry } from "../../lib/store/backend.js";
@@ -108,5 +109,29 @@ test("postgres range: a store of the default page size lists and searches a name
     ["k0597", "k0598", "k0599"],
     "the last results of the search",
   );
+  await store.close();
+});
+
+test("postgres range: a connection lost between pages is store_unavailable, and the pool serves the next read", async (t) => {
+  const url = await freshStoreUrl();
+  const store = await createStore({ url });
+  for (let i = 0; i < PAGE * 3; i++) await store.put("ns", `k${String(i).padStart(3, "0")}`, Buffer.from(`v${i}`));
+  const b = await PostgresBackend.open(url, { poolSize: 2, rangePageRows: PAGE });
+  const it = b.range(["h"], ["h", END])[Symbol.asyncIterator]();
+  await it.next();
+  // the database ends the cursor's session (a restart, an administrator) mid-listing
+  const ended = await sql<{ ok: boolean }>(
+    url,
+    "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'FETCH%'",
+  );
+  t.equal(ended.length, 1, "the cursor's session was ended");
+  const err = await (async () => {
+    for (;;) if ((await it.next()).done) return null;
+  })().catch((e: unknown) => e);
+  t.ok(err instanceof StoreUnavailableError, `the listing fails with store_unavailable (${(err as Error)?.message})`);
+  let n = 0;
+  for await (const _ of b.range(["h"], ["h", END])) n++;
+  t.equal(n, PAGE * 3, "a new listing reads every head");
+  await b.close();
   await store.close();
 });

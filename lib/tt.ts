@@ -87,7 +87,7 @@ export const NO_CAP_RANK_LIMIT = 2048;
 const int = (what: string) => z.number({ error: `${what} must be a number` }).int(`${what} must be an integer`);
 
 const toleranceSchema = z
-  .number({ error: "tolerance must be a number" })
+  .number({ error: "tolerance must be a finite number" })
   .refine(Number.isFinite, "tolerance must be finite")
   .refine((t) => t > 0 && t < 1, "tolerance must be greater than 0 and less than 1");
 const maxRankSchema = int("max_rank").min(1, "max_rank must be at least 1").max(MAX_RANK_LIMIT, `max_rank must be at most ${MAX_RANK_LIMIT}`);

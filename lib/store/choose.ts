@@ -176,8 +176,8 @@ function worstServed(x: ArrayLike<number>, v: ArrayLike<number>, A: ArrayLike<nu
 }
 
 /**
- * Whether every value a serve can give for this TT lies within `bound` of the data, slices
- * included. A slice is contracted in another order than the whole reconstruction (other
+ * The largest distance from the data that a serve of this TT can give, slices included (the
+ * TT is kept under max_abs_error where it is within the bound). A slice is contracted in another order than the whole reconstruction (other
  * splits, merged factor cores), so its values may differ from the measured ones in their last
  * bits: an element measured just under the bound came back above it. The difference between
  * two evaluations of the same chain of products is at most 2·γ_m·(|G_1|···|G_d|)_i, with
@@ -185,7 +185,7 @@ function worstServed(x: ArrayLike<number>, v: ArrayLike<number>, A: ArrayLike<nu
  * per core); (|G_1|···|G_d|) is the reconstruction of the TT of absolute values. For float16
  * and bfloat16 the rounding to the served type is added on top.
  */
-async function slicesWithin(j: FloatJob, bound: number, res: TT, full: Float32Array | Float64Array, tt: TTApi): Promise<boolean> {
+async function worstSliceError(j: FloatJob, res: TT, full: Float32Array | Float64Array, tt: TTApi): Promise<number> {
   const u = full instanceof Float64Array ? 2 ** -53 : 2 ** -24;
   const chain = res.ranks.slice(1, -1).reduce((a, r) => a + r, 0) + res.cores.length;
   const gamma = (chain * u) / (1 - chain * u);
@@ -203,8 +203,14 @@ async function slicesWithin(j: FloatJob, bound: number, res: TT, full: Float32Ar
   const m = new Float64Array(1);
   const unit = unitOf(j.dtype);
   await pacedScan(full.length, (a, b) => worstServed(j.work, full, A, k, unit, a, b, m));
-  return m[0]! <= bound;
+  return m[0]!;
 }
+
+/** TT-SVD runs of a put under max_abs_error: the first at the RMS aim, then at smaller tolerances. */
+const TT_MAX_ABS_TRIES = 6;
+/** The tolerance of a retry: the last one times 0.8·bound/worst error, within these factors. */
+const TT_RETRY_MIN_STEP = 1 / 16;
+const TT_RETRY_MAX_STEP = 1 / 2;
 
 /**
  * The TT route: TT-SVD under `minRatio` (dense/stored bytes), decoded and measured. `enc` is
@@ -240,15 +246,34 @@ async function ttRoute(j: FloatJob, minRatio: number): Promise<{ enc: Encoded | 
   }
   // cores are float32 (float64 for float64 data): the ratio is measured against them
   const coreBytes = f64 ? 8 : 4;
-  const res = await tt.compress(j.work, j.shape, { tolerance: tol, max_rank: j.maxRank, min_ratio: minRatio * (coreBytes / itemsize(j.dtype)) });
-  if (res === null) return { enc: null, final: false };
+  // The RMS aim is a guess at the L∞ bound: where the decoded values (or their slices) miss
+  // it, TT-SVD runs again at a smaller tolerance, scaled by how far they missed, so that a
+  // looser bound is not left without the TT that a tighter one finds.
+  let res: TT;
+  let full: Float32Array | Float64Array;
+  let m: Measured;
+  let weak: boolean;
+  for (let attempt = 1; ; attempt++) {
+    const r = await tt.compress(j.work, j.shape, { tolerance: tol, max_rank: j.maxRank, min_ratio: minRatio * (coreBytes / itemsize(j.dtype)) });
+    if (r === null) return { enc: null, final: false };
+    const stored = r.cores.reduce((s, c) => s + c.byteLength, 0);
+    if (j.bytesIn / stored < minRatio) return { enc: null, final: false };
+    res = r;
+    full = await tt.reconstruct(res);
+    m = await measure(j.work, await asServed(full, j.dtype));
+    weak = j.tolerance !== undefined && m.relative_error > j.tolerance;
+    if (weak && !j.capped) return { enc: null, final: true };
+    if (j.maxAbs === undefined) break;
+    const worst = m.max_abs_error > j.maxAbs ? m.max_abs_error : await worstSliceError(j, res, full, tt);
+    if (worst <= j.maxAbs) break;
+    const next = tol * Math.min(TT_RETRY_MAX_STEP, Math.max(TT_RETRY_MIN_STEP, (0.8 * j.maxAbs) / worst));
+    // no tries left, below what TT can reach, the ranks held at the caller's max_rank, or the
+    // slices' rounding margin alone beyond the bound (a smaller tolerance only raises it)
+    const capped = j.maxRank !== undefined && res.ranks.every((q, i) => i === 0 || i === res.ranks.length - 1 || q >= j.maxRank!);
+    if (attempt >= TT_MAX_ABS_TRIES || next < floor || capped || worst - m.max_abs_error > j.maxAbs) return { enc: null, final: true };
+    tol = next;
+  }
   const stored = res.cores.reduce((s, c) => s + c.byteLength, 0);
-  if (j.bytesIn / stored < minRatio) return { enc: null, final: false };
-  const full = await tt.reconstruct(res);
-  const m = await measure(j.work, await asServed(full, j.dtype));
-  const weak = j.tolerance !== undefined && m.relative_error > j.tolerance;
-  if ((weak && !j.capped) || (j.maxAbs !== undefined && m.max_abs_error > j.maxAbs)) return { enc: null, final: true };
-  if (j.maxAbs !== undefined && !(await slicesWithin(j, j.maxAbs, res, full, tt))) return { enc: null, final: true };
   const info = { modes: [...res.modes], ranks: [...res.ranks] };
   const payload = new Uint8Array(stored);
   let off = 0;

@@ -21,7 +21,7 @@ import {
   StorageFullError,
   StateUnavailableError,
 } from "./errors.js";
-import { itemsize, type Dtype } from "./dtypes.js";
+import { copyPutData, itemsize, type Dtype } from "./dtypes.js";
 import { chooseLocally, DEFAULT_LOCAL_COMPRESS_BYTES, LOCAL_MIN_COMPRESS_BYTES, locallyCompressible, predHeader, type LocalChoice } from "./client-compress.js";
 import type { GetOptions, PutPredOptions, ServeOptions } from "./schemas.js";
 import { keyProblem, namespaceProblem, quickOptions, type QuickKind } from "./client-names.js";
@@ -550,6 +550,8 @@ function sendPut(
 function writeMethods(t: Transport, options: ClientOptions, self: () => SvcClient): Methods<"put" | "putPred" | "putCores" | "putCoresBatch" | "delete"> {
   return {
     async put(n, k, data, opts = {}) {
+      // the data as they are now: the caller may change its buffer while the put runs
+      if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) data = copyPutData(data);
       await ns(n);
       await key(k);
       if (!(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data)) {

@@ -41,3 +41,17 @@ export const itemsize = (d: Dtype): number => ITEMSIZE[d];
 
 export const FLOAT_DTYPES: ReadonlySet<Dtype> = new Set(["float32", "float64", "float16", "bfloat16"]);
 export const isFloatDtype = (d: Dtype): boolean => FLOAT_DTYPES.has(d);
+
+/**
+ * A copy of put data taken when put is called, of the same kind (a Buffer stays a Buffer, a
+ * typed array keeps its class): the put then stores what the caller passed even where the
+ * caller changes or reuses its buffer before the put resolves. Detached data (no bytes) is
+ * returned as it is, for the put to refuse.
+ */
+export function copyPutData<T extends ArrayBufferView | ArrayBuffer>(data: T): T {
+  if (data.byteLength === 0) return data;
+  if (data instanceof ArrayBuffer) return data.slice(0) as T;
+  if (Buffer.isBuffer(data)) return Buffer.from(data) as unknown as T;
+  if (data instanceof DataView) return new DataView(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)) as unknown as T;
+  return (data as unknown as { slice(): T }).slice();
+}

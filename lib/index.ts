@@ -6,7 +6,7 @@
  * const store = await createStore({ path: "./svc-data" });
  * await store.put("default", "field/t0", data, { shape: [64, 64, 64], dtype: "float32", tolerance: 1e-4 });
  */
-export { createStore, Store, TOMBSTONE_RETENTION_MS } from "./store/index.js";
+export { createStore, handOver, Store, TOMBSTONE_RETENTION_MS } from "./store/index.js";
 export type { StoreOptions, PutData, CoreInput, PutCoresItem } from "./store/index.js";
 export type * from "./store/types.js";
 

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
 import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../fields.js";
+import { copyPutData } from "../dtypes.js";
 import { putCoresOptionsSchema, putOptionsSchema, putPredOptionsSchema, type PutCoresOptions, type PutOptions, type PutPredOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
 import {
@@ -90,7 +91,7 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   const view = typedView(bytes, dtype);
 
   const raw = async (norm: number | null): Promise<Prepared> => {
-    // own copy: the caller may reuse its buffer, unless it handed it over
+    // own copy: the caller may reuse its buffer, unless it handed it over (put's copy is)
     const payload = handedOver.has(data) ? bytes : new Uint8Array(bytes);
     return {
       payload,
@@ -235,6 +236,8 @@ export async function put(s: Scope, ns: string, key: string, data: PutData, opts
   keyName(key);
   checkDataKind(data);
   const o = parseOrThrow(putOptionsSchema, opts, "options");
+  // the data as they are now: the caller may change its buffer while the put runs
+  if (!handedOver.has(data)) data = handOver(copyPutData(data));
   const stored = await lookup(s);
   if (stored !== undefined) return stored as PutResult;
   const t0 = process.hrtime.bigint();

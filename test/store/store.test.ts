@@ -27,6 +27,40 @@ const noise = (n: number, seed: number) => {
 const LONG_NS = "n".repeat(255);
 const suite = storeSuite({ targets: ["memory", "lmdb", "postgres", "http"], namespaces: ["ns", "other", "default", LONG_NS] });
 
+suite.test("put stores the data as they were when it was called: a change to the caller's buffer while it runs is not stored", async (t, s) => {
+  const smooth = () => Float32Array.from({ length: 512 * 512 }, (_, i) => Math.sin(i / 300));
+  const cases: [string, () => Float32Array, Record<string, unknown>][] = [
+    ["auto", smooth, {}],
+    ["tt", smooth, { codec: "tt" }],
+    ["lossless", smooth, { codec: "lossless" }],
+    ["max_abs_error", smooth, { max_abs_error: 1e-3 }],
+    ["raw-sized", () => Float32Array.from({ length: 64 }, (_, i) => i), {}],
+  ];
+  for (const [what, make, opts] of cases) {
+    const d = make();
+    const want = d.slice();
+    const shape = d.length === 64 ? [64] : [512, 512];
+    const p = s.put("ns", `mut-${what}`, d, { shape, ...opts });
+    d.fill(1e6);
+    const r = await p;
+    const back = (await s.serve("ns", `mut-${what}`)).data as Float32Array;
+    let worst = 0;
+    for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(back[i]! - want[i]!));
+    t.ok(worst <= 1e-2, `${what}: served the values passed, not the later ones (worst difference ${worst})`);
+    t.ok(r.max_abs_error <= 1e-2, `${what}: the reported error is measured against them (${r.max_abs_error})`);
+  }
+  const bytes = Buffer.from([1, 2, 3, 4]);
+  const p = s.put("ns", "mut-buffer", bytes);
+  bytes.fill(9);
+  await p;
+  t.deepEqual(Array.from((await s.serve("ns", "mut-buffer")).data as Uint8Array), [1, 2, 3, 4], "a Buffer: the bytes passed");
+  const ab = new Float64Array([1, 2, 3, 4]).buffer;
+  const q = s.put("ns", "mut-ab", ab, { shape: [4], dtype: "float64" });
+  new Float64Array(ab).fill(0);
+  await q;
+  t.deepEqual(Array.from((await s.serve("ns", "mut-ab")).data as Float64Array), [1, 2, 3, 4], "an ArrayBuffer: the values passed");
+});
+
 suite.test("versions increase by one, get reads any kept version", async (t, s) => {
   const r1 = await s.put(
     "ns",

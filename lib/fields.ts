@@ -4,6 +4,7 @@ import { z } from "zod";
 import { keyProblem, namespaceProblem, tenantIdProblem } from "./client-names.js";
 import { DTYPES, FLOAT_DTYPES, isFloatDtype, itemsize, type Dtype } from "./dtypes.js";
 import { ValidationError } from "./errors.js";
+import { jsonProblem } from "./json-problem.js";
 
 export const namespaceSchema = z
   .string()
@@ -70,21 +71,6 @@ function jsonable(v: unknown): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-/**
- * Why `v` cannot be written as JSON, as a sentence's words: JSON.stringify throws a TypeError
- * for a cycle or a BigInt, and a RangeError where the value is nested too deeply for the stack
- * (or its text would exceed the longest string).
- */
-export function jsonProblem(what: string, v: unknown): string {
-  try {
-    JSON.stringify(v);
-    return `${what} must be a JSON object`;
-  } catch (e) {
-    if (!(e instanceof RangeError)) return `${what} must be a JSON object (no cycles, no BigInt)`;
-    return /call stack/i.test(e.message) ? `${what} is nested too deeply to be read as JSON` : `${what} is too large to be written as JSON`;
   }
 }
 

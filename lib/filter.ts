@@ -2,7 +2,7 @@
 // then evaluated against each entry's metadata. Comparisons between a number and a
 // string are false, never an error; an unknown operator is a ValidationError.
 import { ValidationError } from "./errors.js";
-import { jsonProblem } from "./fields.js";
+import { jsonProblem } from "./json-problem.js";
 
 export type Filter = Record<string, unknown>;
 

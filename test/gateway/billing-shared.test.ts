@@ -17,6 +17,25 @@ const SECRET_KEY = "sk_test_shared_0123456789abcdefghijklmnop";
 const WEBHOOK_SECRET = "whsec_shared_test_0123456789abcdefghij";
 const sdk = new Stripe(SECRET_KEY);
 
+/** A billing-enabled gateway process's configuration on one Redis prefix; its files under dir/n. */
+const sharedEnv = (engineUrl: string, stripeUrl: string, prefix: string, dir: string, n: string) => ({
+  SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+  SVC_GATE_HOST: "127.0.0.1",
+  SVC_GATE_PORT: "0",
+  SVC_GATE_ENGINE_URL: engineUrl,
+  SVC_GATE_REDIS_URL: REDIS_URL,
+  SVC_GATE_REDIS_PREFIX: prefix,
+  SVC_GATE_BILLING_ENABLED: "true",
+  SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY,
+  SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b",
+  SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
+  SVC_GATE_PAYMENT_API_BASE: stripeUrl,
+  SVC_GATE_DATA_DIR: join(dir, n),
+  SVC_GATE_AUDIT_LOG_PATH: join(dir, n, "audit.jsonl"),
+  SVC_GATE_BILLING_LOG_PATH: join(dir, n, "billing.jsonl"),
+});
+
 interface Proc {
   url: string;
   child: ChildProcess;
@@ -58,26 +77,7 @@ test("two gateway processes on one Redis receive the same event at once: exactly
   const prefix = uniquePrefix();
   const { cleanup } = await redisFor(prefix);
   const dir = await mkdtemp(join(tmpdir(), "svc-billing-shared-"));
-  const base = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-    SVC_GATE_HOST: "127.0.0.1",
-    SVC_GATE_PORT: "0",
-    SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_REDIS_URL: REDIS_URL,
-    SVC_GATE_REDIS_PREFIX: prefix,
-    SVC_GATE_BILLING_ENABLED: "true",
-    SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY,
-    SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b",
-    SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
-    SVC_GATE_PAYMENT_API_BASE: stripe.url,
-  };
-  const envOf = (n: string) => ({
-    ...base,
-    SVC_GATE_DATA_DIR: join(dir, n),
-    SVC_GATE_AUDIT_LOG_PATH: join(dir, n, "audit.jsonl"),
-    SVC_GATE_BILLING_LOG_PATH: join(dir, n, "billing.jsonl"),
-  });
+  const envOf = (n: string) => sharedEnv(engine.url, stripe.url, prefix, dir, n);
   const [a, b] = await Promise.all([spawnGateway(envOf("a")), spawnGateway(envOf("b"))]);
   try {
     const key = await createTenant(a.url, { tenant_id: "acme" });
@@ -147,23 +147,7 @@ test("gateway processes: a deactivation cancels the subscription at Stripe, and 
   const prefix = uniquePrefix();
   const { redis, cleanup } = await redisFor(prefix);
   const dir = await mkdtemp(join(tmpdir(), "svc-billing-cancel-"));
-  const envOf = (n: string) => ({
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-    SVC_GATE_HOST: "127.0.0.1",
-    SVC_GATE_PORT: "0",
-    SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_REDIS_URL: REDIS_URL,
-    SVC_GATE_REDIS_PREFIX: prefix,
-    SVC_GATE_BILLING_ENABLED: "true",
-    SVC_GATE_PAYMENT_SECRET_KEY: SECRET_KEY,
-    SVC_GATE_PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    SVC_GATE_PAYMENT_PRICE_BUILDER: "price_b",
-    SVC_GATE_PAYMENT_PRICE_PRO: "price_p",
-    SVC_GATE_PAYMENT_API_BASE: stripe.url,
-    SVC_GATE_DATA_DIR: join(dir, n),
-    SVC_GATE_AUDIT_LOG_PATH: join(dir, n, "audit.jsonl"),
-    SVC_GATE_BILLING_LOG_PATH: join(dir, n, "billing.jsonl"),
-  });
+  const envOf = (n: string) => sharedEnv(engine.url, stripe.url, prefix, dir, n);
   const procs: Proc[] = [];
   try {
     const a = await spawnGateway(envOf("a"));

@@ -13,6 +13,17 @@ import { admin, call, SERVICE_KEY, startFakeEngine } from "./helpers.js";
 
 const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id", "key_id"];
 
+/** The configuration of a gateway without Redis in front of `engineUrl`, its files under `dir`. */
+const localEnv = (engineUrl: string, dir: string, extra: Record<string, string> = {}) => ({
+  SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+  SVC_GATE_HOST: "127.0.0.1",
+  SVC_GATE_PORT: "0",
+  SVC_GATE_ENGINE_URL: engineUrl,
+  SVC_GATE_DATA_DIR: join(dir, "data"),
+  SVC_GATE_AUDIT_LOG_PATH: join(dir, "log", "audit.jsonl"),
+  ...extra,
+});
+
 /** Paths this process holds open under `dir` (Linux: /proc/self/fd). */
 async function openUnder(dir: string): Promise<string[]> {
   const held: string[] = [];
@@ -26,16 +37,7 @@ async function openUnder(dir: string): Promise<string[]> {
 test("close() closes every part even where the usage snapshot fails, and rejects with that failure", async (t) => {
   const engine = await startFakeEngine();
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-close-"));
-  const gw = await startGateway(
-    loadGatewayConfig({
-      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-      SVC_GATE_HOST: "127.0.0.1",
-      SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: engine.url,
-      SVC_GATE_DATA_DIR: join(dir, "data"),
-      SVC_GATE_AUDIT_LOG_PATH: join(dir, "log", "audit.jsonl"),
-    }),
-  );
+  const gw = await startGateway(loadGatewayConfig(localEnv(engine.url, dir)));
   const key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
   t.equal((await call(gw.url, "/v1/get/default/x", { key })).status, 200, "a charged request");
   t.ok((await openUnder(dir)).length > 0, "the gateway holds its files open");
@@ -55,14 +57,7 @@ test("close() closes every part even where the usage snapshot fails, and rejects
 test("local mode: registry, usage and audit on disk; restart keeps tenants and usage; reload", async (t) => {
   const engine = await startFakeEngine();
   const dir = await mkdtemp(join(tmpdir(), "svc-gate-srv-"));
-  const env = {
-    SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-    SVC_GATE_HOST: "127.0.0.1",
-    SVC_GATE_PORT: "0",
-    SVC_GATE_ENGINE_URL: engine.url,
-    SVC_GATE_DATA_DIR: join(dir, "data"),
-    SVC_GATE_AUDIT_LOG_PATH: join(dir, "log", "audit.jsonl"),
-  };
+  const env = localEnv(engine.url, dir);
   const gw = await startGateway(loadGatewayConfig(env));
   const created = await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" });
   const key = created.json.api_key as string;

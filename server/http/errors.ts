@@ -25,6 +25,8 @@ export function toSvcError(err: unknown): SvcError {
   if (e?.type === "encoding.unsupported" || e?.type === "charset.unsupported")
     return new SvcError("unsupported_media_type", "The request body's encoding is not supported.");
   if (e?.type === "request.aborted") return new SvcError("bad_request", "The request was aborted by the client.");
+  // the router's decoding of a path parameter (a stray %, an escape that is not UTF-8)
+  if (err instanceof URIError) return new SvcError("bad_request", "The path is not valid percent-encoded text.");
   if ((e?.status ?? e?.statusCode) === 400) return new SvcError("bad_request", "The request is malformed.");
   return new SvcError("internal", "Internal error.");
 }

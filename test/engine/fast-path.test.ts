@@ -133,6 +133,12 @@ test("engine fast path: same answers as the Express chain, hostile requests refu
     const v1 = await same("version 1", "/v1/get/ns/k?version=1", auth());
     t.equal(JSON.parse(v1.body).metadata.label, "first", "version 1's metadata");
     t.equal(JSON.parse((await same("encoded key", "/v1/get/ns/a%2Fb%3Dc", auth())).body).key, "a/b=c", "a percent-encoded key");
+    for (const bad of ["/v1/get/ns/a%zzb", "/v1/get/n%E0%A4s/k", "/v1/get/ns/%"])
+      t.equal(
+        JSON.parse((await same(`bad escape ${bad}`, bad, auth())).body).detail,
+        "The path is not valid percent-encoded text.",
+        `${bad}: the path's sentence`,
+      );
     t.equal(JSON.parse((await same("key with a slash", "/v1/get/ns/a/b=c", auth())).body).key, "a/b=c", "the rest of the path is the key");
     t.equal(JSON.parse((await same("other tenant", "/v1/get/ns/k", auth("other"))).body).version, 1, "tenants are apart");
     const missing = await same("missing entry", "/v1/get/ns/nope", auth());

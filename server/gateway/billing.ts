@@ -619,10 +619,7 @@ export function billingRouter(deps: BillingDeps): Router {
       const failed = out.cancellations.find((c) => c.result === "failed");
       // 500 makes the provider retry the event; the retry (a duplicate) cancels what is still pending.
       if (failed)
-        throw new SvcError(
-          "internal",
-          `The replaced subscription ${failed.subscription_id} is not canceled yet, so the event must be retried. ${failed.detail}`,
-        );
+        throw new SvcError("internal", `The subscription ${failed.subscription_id} is not canceled yet, so the event must be retried. ${failed.detail}`);
       await audit(req, res, tenantId, 200, t0);
       res.status(200).json({ received: true });
     } catch (err) {

@@ -128,6 +128,9 @@ export class MemoryUsageStore implements UsageStore {
   async close(): Promise<void> {}
 }
 
+/** Told when usage snapshots start failing (with the first error) and when one is written again. */
+export type SnapshotListener = (change: { written: true } | { written: false; error: Error }) => void;
+
 /**
  * Usage persisted under DATA_DIR as durably as the audit log. Every charge is appended to a
  * journal (DATA_DIR/usage.journal.<n>, one JSON line per charge) before the request is
@@ -167,6 +170,7 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     readonly path: string,
     private readonly flushMs: number,
     private readonly retryMaxMs: number,
+    private readonly onSnapshot: SnapshotListener,
   ) {
     super();
   }
@@ -175,10 +179,18 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     return join(this.dir, `usage.journal.${id}`);
   }
 
-  /** `retryMaxMs`: the longest wait between two attempts at a snapshot that failed (at least `flushMs`). */
-  static async open(dir: string, flushMs = 1000, { retryMaxMs = 30_000 }: { retryMaxMs?: number } = {}): Promise<LocalFileUsageStore> {
+  /**
+   * `retryMaxMs`: the longest wait between two attempts at a snapshot that failed (at least
+   * `flushMs`); `onSnapshot`: told when snapshots start failing (the first failure of a run) and
+   * when one is written again, not at every attempt.
+   */
+  static async open(
+    dir: string,
+    flushMs = 1000,
+    { retryMaxMs = 30_000, onSnapshot = () => {} }: { retryMaxMs?: number; onSnapshot?: SnapshotListener } = {},
+  ): Promise<LocalFileUsageStore> {
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const s = new LocalFileUsageStore(dir, join(dir, "usage.json"), flushMs, Math.max(flushMs, retryMaxMs));
+    const s = new LocalFileUsageStore(dir, join(dir, "usage.json"), flushMs, Math.max(flushMs, retryMaxMs), onSnapshot);
     let from = 0;
     try {
       const parsed = JSON.parse(await readFile(s.path, "utf8")) as { version: number; usage: Table; journal?: number };
@@ -332,12 +344,14 @@ export class LocalFileUsageStore extends MemoryUsageStore {
           }
           await writeFileAtomic(this.path, this.unsaved);
         } catch (e) {
+          if (this.failures === 0) this.onSnapshot({ written: false, error: e as Error });
           this.failures++;
           if (!this.closed) this.schedule(Math.min(this.retryMaxMs, Math.max(1, this.flushMs) * 2 ** Math.min(this.failures - 1, 30)));
           throw e;
         }
         // the snapshot on disk names the current journal: every other one is in it
         this.unsaved = null;
+        if (this.failures > 0) this.onSnapshot({ written: true });
         this.failures = 0;
         await this.deleteJournalsBefore(this.journalId);
         if (fresh) return;

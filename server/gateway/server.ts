@@ -5,7 +5,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Router } from "express";
 import { RedisAdmission, type Admission } from "./admission.js";
-import { createApp } from "./app.js";
+import { createApp, stderrLog } from "./app.js";
 import { DisabledAuditSink, FileAuditSink, type AuditSink } from "./audit.js";
 import { fileAuditTail } from "./audit-tail.js";
 import { billingRouter, FileBillingLog, PendingCancellations } from "./billing.js";
@@ -70,7 +70,19 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   } else {
     authThrottle = new MemoryAuthThrottle(failSpec, clock);
     registry = await LocalFileTenantRegistry.open(config.dataDir);
-    usage = await LocalFileUsageStore.open(config.dataDir);
+    // an operator sees snapshots start failing (a full disk) and written again, once each
+    usage = await LocalFileUsageStore.open(config.dataDir, undefined, {
+      onSnapshot: (c) =>
+        stderrLog(
+          c.written
+            ? { level: "info", msg: "usage snapshot written again" }
+            : {
+                level: "warn",
+                msg: "usage snapshot could not be written; retrying (1 s, then up to every 30 s)",
+                error: (c.error as NodeJS.ErrnoException).code ?? c.error.name,
+              },
+        ),
+    });
     limiter = new MemoryRateLimiter(clock);
     keyUsageStore = await LocalFileKeyUsageStore.open(config.dataDir);
   }

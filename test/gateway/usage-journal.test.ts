@@ -82,7 +82,11 @@ const journalsIn = async (dir: string) => (await readdir(dir)).filter((f) => /^u
 
 test("snapshots that cannot be written start no journal after the first; the first that can deletes the older ones", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-journal-"));
-  const s = await LocalFileUsageStore.open(dir, 10, { retryMaxMs: 50 });
+  const told: string[] = [];
+  const s = await LocalFileUsageStore.open(dir, 10, {
+    retryMaxMs: 50,
+    onSnapshot: (c) => told.push(c.written ? "written again" : `failing (${(c.error as NodeJS.ErrnoException).code})`),
+  });
   let charged = 0;
   const charge = async (n: number) => {
     await Promise.all(Array.from({ length: n }, () => s.add("acme", "2026-01", "get", 100)));
@@ -129,6 +133,7 @@ test("snapshots that cannot be written start no journal after the first; the fir
     () => false,
   );
   t.ok(settled, `once it can be written: a current snapshot (${charged}) and only the journal it names (${seen})`);
+  t.deepEqual(told, ["failing (EISDIR)", "written again"], "the store told of the failing snapshots once, and once of the recovery");
   t.deepEqual(
     (await readdir(dir)).filter((f) => f.endsWith(".tmp")),
     [],

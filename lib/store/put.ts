@@ -425,20 +425,22 @@ async function commit<R>(
   });
 }
 
-/** Tombstones deleted within one hour of each other, over adjacent versions, are kept as one. */
+/** Tombstones whose purge times fall in the same clock hour, over adjacent versions, are kept as one. */
 const TOMBSTONE_MERGE_MS = 3600 * 1000;
 
 /**
  * The head's tombstones with `t` added. A key put and deleted over and over would otherwise
  * carry one tombstone per cycle for the 30 days they are kept, and every read of the key decodes
- * them all (5,000 cycles made its get 130 times slower); a tombstone that directly follows the
- * last one (its versions start where the last one's end) and comes within the hour after it is
- * merged into it, with the later purge time: versions are then purged up to an hour later than
- * their own delete's purge_after, and a head keeps at most about one tombstone per hour.
+ * them all (5,000 cycles made its get 130 times slower). A tombstone that directly follows the
+ * last one (its versions start where the last one's end) and whose purge time falls in the same
+ * clock hour is merged into it, with the later purge time: versions are then purged less than
+ * an hour after their own delete's purge_after, however long the churn goes on, and a head keeps
+ * at most one tombstone per hour.
  */
 function withTombstone(list: HeadRecord["tombstones"], t: HeadRecord["tombstones"][number]): HeadRecord["tombstones"] {
   const last = list.at(-1);
-  if (last && last.upto + 1 === t.from && t.purge_after - last.purge_after < TOMBSTONE_MERGE_MS && t.purge_after >= last.purge_after)
+  const hour = (ms: number) => Math.floor(ms / TOMBSTONE_MERGE_MS);
+  if (last && last.upto + 1 === t.from && hour(last.purge_after) === hour(t.purge_after) && t.purge_after >= last.purge_after)
     return [...list.slice(0, -1), { from: last.from, upto: t.upto, purge_after: t.purge_after }];
   return [...list, t];
 }

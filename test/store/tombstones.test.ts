@@ -92,3 +92,20 @@ test("tombstones: a delete, a put and a delete within the hour on the memory sto
   );
   await s.close();
 });
+
+test("tombstones: churn that never stops keeps one tombstone per clock hour and does not hold back purging", async (t) => {
+  const clock = new FakeClock(T0);
+  const s = await createStore({ path: ":memory:", clock });
+  // a cycle every 10 minutes for 5 hours: 30 deletes
+  for (let i = 0; i < 30; i++) {
+    await s.put("ns", "k", data, { shape: [16] });
+    await s.delete("ns", "k");
+    clock.advance(10 * MIN);
+  }
+  // the first hour's six deletes (purge times T0+30d .. T0+30d+50min) are purged within that hour
+  const firstHour = await s.compact({ now: T0 + 30 * DAY + 59 * MIN });
+  t.equal(firstHour.versions_purged, 6, "the first hour's versions are purged by the end of their hour, while the churn went on");
+  const rest = await s.compact({ now: T0 + 30 * DAY + 5 * 60 * MIN });
+  t.deepEqual([rest.versions_purged, rest.keys_purged], [24, 1], "and the other hours' at theirs");
+  await s.close();
+});

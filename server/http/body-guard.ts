@@ -18,6 +18,13 @@ export interface BodyRate {
   readonly graceMs: number;
 }
 
+/**
+ * 16 KiB/s on average once 10 s have passed, and no pause longer than 10 s: the default of the
+ * engine's and the gateway's settings (SVC_ENGINE_BODY_MIN_RATE and SVC_ENGINE_BODY_GRACE_S,
+ * SVC_GATE_BODY_MIN_RATE and SVC_GATE_BODY_GRACE_S), and the pace of the provenance appliance.
+ */
+export const DEFAULT_BODY_RATE: BodyRate = Object.freeze({ minBytesPerS: 16 * 1024, graceMs: 10_000 });
+
 /** The answer to a body that fell behind: 400, and the connection is closed. */
 export class SlowBodyError extends ValidationError {
   constructor(rate: BodyRate) {

@@ -6,6 +6,8 @@
 // else on it; every other request, and those two in another form, go through the express app
 // with the same rules.
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import type { Transform } from "node:stream";
+import zlib from "node:zlib";
 import express, { type NextFunction, type Request, type Response } from "express";
 import { z } from "zod";
 import {
@@ -19,7 +21,9 @@ import {
   ValidationError,
 } from "../../lib/errors.js";
 import { parseOrThrow } from "../../lib/fields.js";
-import { hasBody } from "../http/body.js";
+import { joinPaced } from "../../lib/store/pace.js";
+import { bodyStopped, hasBody, lingerOnClose } from "../http/body.js";
+import { DEFAULT_BODY_RATE, guardBody, readGuarded } from "../http/body-guard.js";
 import { errorMiddleware, toSvcError, writeErrorBody } from "../http/errors.js";
 import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { buildBundleFiles, writeZip } from "./bundle.js";
@@ -168,7 +172,8 @@ interface AppContext {
  * limit when the length is not known in advance) before reading a byte, and gives it back when
  * its response ends or its connection closes; past the budget, 429 with Retry-After. Callers
  * without the admin key (POST /verify) hold at most half of it together (or one /verify body
- * where that is more), so that they cannot keep issuance from reading its bodies.
+ * where that is more), so that they cannot keep issuance from reading its bodies. A body that
+ * stalls loses its share about 10 s after its reading began (readRequestBody).
  */
 function bodyBudgetOf(bodyBudget: number, receiptBodyLimit: number): (res: ServerResponse, bytes: number, admin: boolean) => void {
   let bodiesInFlight = 0;
@@ -191,43 +196,7 @@ function bodyBudgetOf(bodyBudget: number, receiptBodyLimit: number): (res: Serve
       bodiesInFlight -= bytes;
       if (!admin) openInFlight -= bytes;
     });
-    cutSlowBody(res);
   };
-}
-
-/** A body must keep this average once BODY_GRACE_MS has passed, and never pause longer than that (as the engine's defaults). */
-export const BODY_MIN_BYTES_PER_S = 16 * 1024;
-export const BODY_GRACE_MS = 10_000;
-
-/**
- * Ends the connection of a request whose body falls behind BODY_MIN_BYTES_PER_S after
- * BODY_GRACE_MS, or pauses longer than BODY_GRACE_MS, while it is being read, so that a client
- * trickling bytes cannot hold its share of the budget until Node's request timeout (300 s).
- * Measured on the socket's bytes, without touching the body stream.
- */
-function cutSlowBody(res: ServerResponse): void {
-  const req = res.req;
-  const sock = req.socket;
-  const read0 = sock.bytesRead;
-  const t0 = Date.now();
-  let last = t0;
-  let lastRead = read0;
-  const timer = setInterval(() => {
-    if (req.complete || sock.destroyed) return void clearInterval(timer);
-    const now = Date.now();
-    const read = sock.bytesRead;
-    if (read !== lastRead) {
-      lastRead = read;
-      last = now;
-    }
-    const behind = now - t0 > BODY_GRACE_MS && ((read - read0) * 1000) / (now - t0) < BODY_MIN_BYTES_PER_S;
-    if (behind || now - last > BODY_GRACE_MS) {
-      clearInterval(timer);
-      sock.destroy();
-    }
-  }, 250);
-  timer.unref();
-  res.once("close", () => clearInterval(timer));
 }
 
 function contextOf(deps: AppDeps): AppContext {
@@ -257,6 +226,84 @@ function contextOf(deps: AppDeps): AppContext {
 }
 
 const tooLarge = (limit: number): PayloadTooLargeError => new PayloadTooLargeError(`The request body is larger than this endpoint's limit of ${mib(limit)}.`);
+
+/** The Content-Encodings besides identity a body may have (those express.raw inflated on Node 20); any other is a 415. */
+const DECODERS: Readonly<Record<string, () => Transform>> = {
+  gzip: () => zlib.createGunzip(),
+  deflate: () => zlib.createInflate(),
+  br: () => zlib.createBrotliDecompress(),
+};
+
+/**
+ * Reads the body of a request that holds its share of the body budget, through the body guard
+ * of the servers (guardBody): 413 past `limit` bytes; cut off when the body falls behind
+ * DEFAULT_BODY_RATE (16 KiB for every second past the first 10 s, no pause longer than 10 s)
+ * or its client leaves. `encoding`: a Content-Encoding of DECODERS, inflated with the inflated
+ * bytes within `limit`; `size`: the Content-Length of an identity body, taken from the
+ * request's buffer without the guard when it has arrived whole (a small body comes in the
+ * packet of its headers: one microtask on, all of it is buffered, as readBody takes it). A body
+ * that fell behind or whose client left loses its connection at once, unanswered (a client that
+ * stopped sending may not read either); one refused before its end for another reason closes
+ * its connection once the rest is read and dropped (lingerOnClose), so that the client reads
+ * the answer.
+ */
+async function readRequestBody(req: IncomingMessage, res: ServerResponse, limit: number, size?: number, encoding?: string): Promise<Buffer> {
+  if (size !== undefined && size > 0 && size <= limit) {
+    await Promise.resolve();
+    if (req.readableLength === size) {
+      const whole = req.read(size) as Buffer | null;
+      if (whole !== null && whole.byteLength === size) return whole;
+    }
+  }
+  const guard = guardBody(req, limit, DEFAULT_BODY_RATE);
+  try {
+    return await (encoding === undefined ? readGuarded(guard, size) : inflated(guard, DECODERS[encoding]!(), limit, encoding));
+  } catch (err) {
+    const e = err instanceof PayloadTooLargeError ? tooLarge(limit) : err;
+    if (bodyStopped(e)) res.destroy();
+    else if (!req.complete && !res.headersSent) {
+      res.setHeader("Connection", "close");
+      lingerOnClose(res);
+      req.pause();
+    }
+    throw e;
+  }
+}
+
+/** The inflated bytes of a guarded body: 413 past `limit` (inflating stops there), 400 when they do not inflate. */
+function inflated(body: Transform, decoder: Transform, limit: number, encoding: string): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    let settled = false;
+    const fail = (e: unknown): void => {
+      if (settled) return;
+      settled = true;
+      body.unpipe(decoder);
+      decoder.destroy();
+      // the guard stops its timer and lets go of the request
+      if (!body.destroyed) body.destroy(e as Error);
+      reject(e);
+    };
+    body.once("error", fail);
+    decoder.on("data", (c: Buffer) => {
+      n += c.length;
+      if (n > limit) return fail(tooLarge(limit));
+      chunks.push(c);
+    });
+    decoder.once("error", () => fail(new ValidationError(`The request body could not be decompressed (Content-Encoding: ${encoding}).`)));
+    decoder.once("end", () => {
+      if (settled) return;
+      settled = true;
+      // bytes after the compressed data still pass the guard (its limit and pace), unread
+      body.unpipe(decoder);
+      body.resume();
+      if (chunks.length <= 1) return resolve(chunks[0] ?? Buffer.alloc(0));
+      joinPaced(chunks, n).then(resolve, reject);
+    });
+    body.pipe(decoder);
+  });
+}
 
 /** Guards of the express routes: the admin key, the admin key or the metrics token, a JSON body. */
 function guardsOf(ctx: AppContext) {
@@ -359,21 +406,22 @@ async function issue(ctx: AppContext, parsed: ParsedBody): Promise<string> {
 /**
  * JSON bodies, size-limited before they are read (413 from Content-Length) and within the
  * budget of bodies in flight (429 past it); mounted per route after authentication, so an
- * unauthenticated caller never gets a body read. The bytes are parsed by the strict JSON
- * reader (member names once, numbers that keep their value), never by JSON.parse alone.
+ * unauthenticated caller never gets a body read. Read by readRequestBody (gzip, deflate and br
+ * inflated), then parsed by the strict JSON reader (member names once, numbers that keep their
+ * value), never by JSON.parse alone.
  */
 function bodyReader(ctx: AppContext, limit: number) {
-  const raw = express.raw({ type: () => true, limit, inflate: true });
   return (req: Request, res: Response, next: NextFunction): void => {
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.get("content-type") ?? "")?.[1];
     if (charset !== undefined && charset.toLowerCase() !== "utf-8") {
       return next(new UnsupportedMediaTypeError("Requests must be JSON in UTF-8."));
     }
     const cl = req.headers["content-length"];
-    const ce = req.headers["content-encoding"];
+    const encoding = (req.headers["content-encoding"] ?? "identity").trim().toLowerCase();
+    if (encoding !== "identity" && !Object.hasOwn(DECODERS, encoding))
+      return next(new UnsupportedMediaTypeError("The request body's encoding is not supported."));
     // the declared length when it is what will be held; else (chunked, compressed) the limit
-    const known =
-      cl !== undefined && /^\d{1,15}$/.test(cl) && req.headers["transfer-encoding"] === undefined && (ce === undefined || ce.toLowerCase() === "identity");
+    const known = cl !== undefined && /^\d{1,15}$/.test(cl) && req.headers["transfer-encoding"] === undefined && encoding === "identity";
     const bytes = known ? Number(cl) : limit;
     if (bytes > limit) return next(tooLarge(limit));
     try {
@@ -381,15 +429,14 @@ function bodyReader(ctx: AppContext, limit: number) {
     } catch (e) {
       return next(e);
     }
-    raw(req, res, (err?: unknown) => {
-      if (err) return next((err as { type?: string }).type === "entity.too.large" ? tooLarge(limit) : err);
+    readRequestBody(req, res, limit, known ? bytes : undefined, encoding === "identity" ? undefined : encoding).then((raw) => {
       try {
-        req.body = parseBody(Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
+        req.body = parseBody(raw);
         next();
       } catch (e) {
         next(e);
       }
-    });
+    }, next);
   };
 }
 
@@ -532,43 +579,19 @@ function plainJson(
   } catch (e) {
     return fail(e);
   }
-  readPlainBody(
-    req,
-    res,
-    length,
-    (parsed) => {
-      try {
-        Promise.resolve(work(parsed, id)).then(([status, text]) => send(status, text), fail);
-      } catch (e) {
-        fail(e);
-      }
-    },
-    fail,
-  );
-}
-
-/** Reads exactly `length` bytes of a plain body and parses them; a short body is not valid JSON. */
-function readPlainBody(req: IncomingMessage, res: ServerResponse, length: number, done: (parsed: ParsedBody) => void, fail: (e: unknown) => void): void {
-  const chunks: Buffer[] = [];
-  let received = 0;
-  req.on("data", (c: Buffer) => {
-    received += c.length;
-    // more than declared: node's parser ends the body at Content-Length, so this is a guard
-    if (received > length) return void req.destroy();
-    chunks.push(c);
-  });
-  req.on("error", () => res.destroy()); // the client went away: nobody to answer
-  req.on("end", () => {
+  readRequestBody(req, res, length, length).then((raw) => {
     let parsed: ParsedBody;
     try {
-      if (received !== length) throw new ValidationError("The request body is not valid JSON.");
-      parsed = parseBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
+      parsed = parseBody(raw);
     } catch (e) {
       return fail(e);
     }
-    chunks.length = 0;
-    done(parsed);
-  });
+    try {
+      Promise.resolve(work(parsed, id)).then(([status, text]) => send(status, text), fail);
+    } catch (e) {
+      fail(e);
+    }
+  }, fail);
 }
 
 /** A plain request: POST, a JSON Content-Type, a Content-Length, no transfer or content coding. */

@@ -218,6 +218,46 @@ test("request bodies over their endpoint's limit get 413 with the JSON error bod
   await cleanup();
 });
 
+test("compressed bodies: inflated within the endpoint's limit (413 past it), an unknown Content-Encoding is a 415", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const a = await startApp(dir, { maxReceiptBodyBytes: 256 * 1024 });
+  const send = async (encoding: string, body: Buffer): Promise<{ status: number; json: any }> => {
+    const r = await fetch(`${a.url}/v1/provenance/verify`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-encoding": encoding },
+      body,
+    });
+    return { status: r.status, json: await r.json().catch(() => null) };
+  };
+  const small = '{"receipt":{}}';
+  // 1 MiB of spaces inside the JSON: a few KiB on the wire, four times the limit inflated
+  const padded = Buffer.from(`{"receipt":{}${" ".repeat(MIB)}}`);
+  for (const [encoding, packed] of [
+    ["gzip", zlib.gzipSync(padded)],
+    ["deflate", zlib.deflateSync(padded)],
+    ["br", zlib.brotliCompressSync(padded)],
+  ] as const) {
+    t.ok(packed.length < 64 * 1024, `${encoding}: ${packed.length} bytes on the wire`);
+    const r = await send(encoding, packed);
+    t.equal(r.status, 413, `${encoding}, inflating past the limit: 413`);
+    t.equal(r.json?.detail, "The request body is larger than this endpoint's limit of 256 KiB.", `${encoding}: ${r.json?.detail}`);
+    const fits = await send(
+      encoding,
+      encoding === "gzip" ? zlib.gzipSync(small) : encoding === "deflate" ? zlib.deflateSync(small) : zlib.brotliCompressSync(small),
+    );
+    t.equal(fits.status, 422, `${encoding}, a small body: read (422: not a receipt)`);
+  }
+  const unknown = await send("compress", Buffer.from(small));
+  t.equal(unknown.status, 415, "Content-Encoding: compress: 415");
+  t.equal(unknown.json?.detail, "The request body's encoding is not supported.");
+  const broken = await send("gzip", Buffer.from(small));
+  t.equal(broken.status, 400, "gzip that does not inflate: 400");
+  t.equal(broken.json?.detail, "The request body could not be decompressed (Content-Encoding: gzip).");
+  t.equal((await post(`${a.url}/v1/provenance/verify`, { receipt: {} })).status, 422, "the appliance still reads bodies");
+  await a.close();
+  await cleanup();
+});
+
 /** Starts a POST with Content-Length `length` and sends only `sent` bytes of it; returns its end. */
 function holdOpen(url: string, length: number, sent: number): { done: Promise<number>; finish: () => void } {
   const u = new URL(url);

@@ -137,6 +137,43 @@ test("the appliance: callers without the admin key hold at most half the body bu
   });
 });
 
+test("the appliance: a stalled chunked body and a stalled gzip body (the express route) are cut off too", async (t) => {
+  const budget = String(16 * 1024 * 1024);
+  await withAppliance({ SVC_PROVENANCE_BODY_BUDGET_BYTES: budget, SVC_PROVENANCE_MAX_BODY_BYTES: budget }, async (running) => {
+    const { gzipSync } = await import("node:zlib");
+    const gz = gzipSync(`{"receipt":{"x":"${"y".repeat(100_000)}"}}`);
+    const heads = [
+      // each holds the route's limit of 4 MiB: together the unauthenticated share of 8 MiB
+      `POST /v1/provenance/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n{"receipt":\r\n`,
+      `POST /v1/provenance/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: ${gz.length}\r\n\r\n`,
+    ];
+    const closed = heads.map((head, i) => {
+      const s = net.connect(running.port, "127.0.0.1");
+      s.on("error", () => undefined);
+      s.write(head);
+      if (i === 1) s.write(gz.subarray(0, 10));
+      return new Promise<boolean>((resolve) => {
+        s.on("close", () => resolve(true));
+        setTimeout(() => resolve(false), 60_000).unref();
+      });
+    });
+    const body = JSON.stringify({ receipt: { x: "y".repeat(100_000) } });
+    const verify = () => fetch(`${running.url}/v1/provenance/verify`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    let held = await verify();
+    // the two stalled requests take their shares once their headers have arrived
+    for (let i = 0; i < 50 && held.status !== 429; i++) {
+      await held.arrayBuffer();
+      await new Promise((r) => setTimeout(r, 100));
+      held = await verify();
+    }
+    t.equal(held.status, 429, "while they are held, another caller without the admin key: 429");
+    await held.arrayBuffer();
+    t.deepEqual(await Promise.all(closed), [true, true], "both stalled connections were closed by the appliance");
+    const again = await verify();
+    t.equal(again.status, 422, "their shares are back (422: not a receipt)");
+  });
+});
+
 test("the appliance: requests in flight when it is closed (SIGTERM) are answered before it stops", async (t) => {
   const { dir, cleanup } = await tempDir();
   let key = "";

@@ -3,7 +3,7 @@
 // SIGINT/SIGTERM, then close their listeners and the store and exit 0.
 import { randomBytes } from "node:crypto";
 import { createWriteStream, existsSync } from "node:fs";
-import { chmod, mkdir, open, readFile, stat } from "node:fs/promises";
+import { chmod, link, mkdir, open, readFile, stat, unlink, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
@@ -34,7 +34,10 @@ default SVC_ENGINE_LOG_LEVEL, else info). The gateway's audit log is DIR/audit.j
 With SVC_ENGINE_TLS_CERT_PATH and SVC_ENGINE_TLS_KEY_PATH the engine serves https and the
 gateway trusts that certificate (or SVC_GATE_ENGINE_CA_PATH when set). Other SVC_ENGINE_* and
 SVC_GATE_* variables apply as usual, except SVC_GATE_HOST (use --host). Ctrl-C (SIGINT) or
-SIGTERM stops both cleanly.`;
+SIGTERM stops both cleanly.
+
+One svc up per data directory: DIR/svc-up.pid names the process running there, and a second
+svc up on the same DIR is refused.`;
 
 export const ENGINE_HELP = `Usage: svc engine
 
@@ -111,6 +114,61 @@ async function prepareDataDir(dir: string, io: Io): Promise<void> {
   if (st.mode & 0o077) {
     io.err(`svc up: warning: the data directory ${dir} is accessible to group or others (mode ${(st.mode & 0o777).toString(8)}); run 'chmod 700 ${dir}'.\n`);
   }
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+};
+
+/**
+ * One `svc up` per data directory: DIR/svc-up.pid holds the process id of the one running there
+ * (created whole, by a hard link, so that no other run reads it half-written). A file whose
+ * process is gone (a run that was killed) or that holds no process id is taken over. Resolves to
+ * the release, which removes the file if it is still this process's.
+ */
+export async function lockDataDir(dir: string): Promise<() => Promise<void>> {
+  const file = join(dir, "svc-up.pid");
+  const mine = `${process.pid}\n`;
+  const tmp = join(dir, `.svc-up.pid.${process.pid}`);
+  await writeFile(tmp, mine, { mode: 0o600 });
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await link(tmp, file);
+        break;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt >= 3) throw e;
+      }
+      const held = (await readFile(file, "utf8").catch(() => "")).trim();
+      const pid = /^\d+$/.test(held) ? Number(held) : 0;
+      if (pid > 0 && pid !== process.pid && alive(pid))
+        throw new Error(`Another 'svc up' (process ${pid}) is using the data directory ${dir}; stop it first, or pass another --data DIR.`);
+      await unlink(file).catch(() => undefined); // left by a run that is gone
+    }
+  } finally {
+    await unlink(tmp).catch(() => undefined);
+  }
+  return async () => {
+    if ((await readFile(file, "utf8").catch(() => "")) === mine) await unlink(file).catch(() => undefined);
+  };
+}
+
+/** Runs every step, even after one fails; rejects with the first failure once all have run. */
+async function closeAll(...steps: Array<() => Promise<unknown>>): Promise<void> {
+  let failure: { e: unknown } | null = null;
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (e) {
+      failure ??= { e };
+    }
+  }
+  if (failure) throw failure.e;
 }
 
 /** Warns when a secret file can be read by group or others. */
@@ -197,6 +255,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     io.out(UP_HELP + "\n");
     return 0;
   }
+  if (values.data === "") throw new UsageError("--data must name a directory.");
   const dir = resolve((values.data as string | undefined) ?? "./svc-data");
   const host = (values.host as string | undefined) ?? "127.0.0.1";
   if (isIP(host) === 0 && host !== "localhost") throw new UsageError(`--host must be an IP address such as 127.0.0.1 or 0.0.0.0, not '${host}'.`);
@@ -213,83 +272,100 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   const { loadGatewayConfig, startGateway } = await gatewayModules();
   const stop = waitForStop(io); // before anything starts, so that an early Ctrl-C also shuts down cleanly
   await prepareDataDir(dir, io);
-  const { key, created, source } = await serviceKeyFor(dir, io.env);
-  if (!created && source !== "environment") await warnIfReadable(source, "the service key file", io);
-  // flags and DIR decide the layout; other variables of the environment pass through
-  const engineEnv: NodeJS.ProcessEnv = {
-    ...io.env,
-    SVC_ENGINE_HOST: io.env.SVC_ENGINE_HOST || "127.0.0.1",
-    SVC_ENGINE_PORT: String(enginePort),
-    SVC_ENGINE_DATA_DIR: join(dir, "engine"),
-    ...(storeUrl ? { SVC_ENGINE_STORE_URL: storeUrl } : {}),
-    SVC_ENGINE_API_KEYS: key,
-    SVC_ENGINE_REQUIRE_AUTH: "true",
-    ...(logLevel ? { SVC_ENGINE_LOG_LEVEL: logLevel } : {}),
-  };
-  const engineCfg = loadEngineConfig(engineEnv);
-  const log = await openEngineLog(join(dir, "engine.log"), engineCfg.log_level, io);
-  let engine;
+  const unlock = await lockDataDir(dir);
   try {
-    engine = await startEngine(engineCfg, { logger: log.logger });
-  } catch (e) {
-    await log.close();
-    throw e;
+    return await runUp();
+  } finally {
+    await unlock();
   }
-  let gateway;
-  try {
-    const gateEnv: NodeJS.ProcessEnv = {
+
+  async function runUp(): Promise<number> {
+    const { key, created, source } = await serviceKeyFor(dir, io.env);
+    if (!created && source !== "environment") await warnIfReadable(source, "the service key file", io);
+    // flags and DIR decide the layout; other variables of the environment pass through
+    const engineEnv: NodeJS.ProcessEnv = {
       ...io.env,
-      SVC_GATE_HOST: host,
-      SVC_GATE_PORT: String(port),
-      // https when the engine has its own certificate (SVC_ENGINE_TLS_*): the gateway trusts that
-      // certificate unless SVC_GATE_ENGINE_CA_PATH names other CAs
-      SVC_GATE_ENGINE_URL: engine.url,
-      ...(engineCfg.tls_cert_path ? { SVC_GATE_ENGINE_CA_PATH: io.env.SVC_GATE_ENGINE_CA_PATH || engineCfg.tls_cert_path } : {}),
-      SVC_GATE_ENGINE_SERVICE_KEY: key,
-      SVC_GATE_DATA_DIR: join(dir, "gate"),
-      SVC_GATE_AUDIT_LOG_PATH: io.env.SVC_GATE_AUDIT_LOG_PATH || join(dir, "audit.jsonl"),
-      ...(redis ? { SVC_GATE_REDIS_URL: redis } : {}),
+      SVC_ENGINE_HOST: io.env.SVC_ENGINE_HOST || "127.0.0.1",
+      SVC_ENGINE_PORT: String(enginePort),
+      SVC_ENGINE_DATA_DIR: join(dir, "engine"),
+      ...(storeUrl ? { SVC_ENGINE_STORE_URL: storeUrl } : {}),
+      SVC_ENGINE_API_KEYS: key,
+      SVC_ENGINE_REQUIRE_AUTH: "true",
+      ...(logLevel ? { SVC_ENGINE_LOG_LEVEL: logLevel } : {}),
     };
-    gateway = await startGateway(loadGatewayConfig(gateEnv));
-  } catch (e) {
-    await engine.close();
-    await log.close();
-    throw e;
-  }
-  if (created) {
-    // saved only now that both servers are up, and printed right after: a failed start-up
-    // leaves no file, and the next run creates (and prints) a key of its own
+    const engineCfg = loadEngineConfig(engineEnv);
+    const log = await openEngineLog(join(dir, "engine.log"), engineCfg.log_level, io);
+    let engine;
     try {
-      await saveServiceKey(dir, key);
+      engine = await startEngine(engineCfg, { logger: log.logger });
     } catch (e) {
-      await gateway.close();
-      await engine.close();
       await log.close();
       throw e;
     }
-  }
-  // the console is served by the gateway at /console/ once `npm run build` has bundled it
-  const { consoleDir } = await import("../../server/gateway/console.js");
-  const consoleLine = existsSync(join(consoleDir(), "index.html")) ? `${gateway.url}/console/` : "not built (run 'npm run build' to serve it at /console/)";
-  io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\nconsole: ${consoleLine}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
-  if (!isLoopback(host)) {
-    io.out(
-      `The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`,
+    let gateway;
+    try {
+      const gateEnv: NodeJS.ProcessEnv = {
+        ...io.env,
+        SVC_GATE_HOST: host,
+        SVC_GATE_PORT: String(port),
+        // https when the engine has its own certificate (SVC_ENGINE_TLS_*): the gateway trusts that
+        // certificate unless SVC_GATE_ENGINE_CA_PATH names other CAs
+        SVC_GATE_ENGINE_URL: engine.url,
+        ...(engineCfg.tls_cert_path ? { SVC_GATE_ENGINE_CA_PATH: io.env.SVC_GATE_ENGINE_CA_PATH || engineCfg.tls_cert_path } : {}),
+        SVC_GATE_ENGINE_SERVICE_KEY: key,
+        SVC_GATE_DATA_DIR: join(dir, "gate"),
+        SVC_GATE_AUDIT_LOG_PATH: io.env.SVC_GATE_AUDIT_LOG_PATH || join(dir, "audit.jsonl"),
+        ...(redis ? { SVC_GATE_REDIS_URL: redis } : {}),
+      };
+      gateway = await startGateway(loadGatewayConfig(gateEnv));
+    } catch (e) {
+      await closeAll(
+        () => engine.close(),
+        () => log.close(),
+      ).catch(() => undefined);
+      throw e;
+    }
+    if (created) {
+      // saved only now that both servers are up, and printed right after: a failed start-up
+      // leaves no file, and the next run creates (and prints) a key of its own
+      try {
+        await saveServiceKey(dir, key);
+      } catch (e) {
+        await closeAll(
+          () => gateway.close(),
+          () => engine.close(),
+          () => log.close(),
+        ).catch(() => undefined);
+        throw e;
+      }
+    }
+    // the console is served by the gateway at /console/ once `npm run build` has bundled it
+    const { consoleDir } = await import("../../server/gateway/console.js");
+    const consoleLine = existsSync(join(consoleDir(), "index.html")) ? `${gateway.url}/console/` : "not built (run 'npm run build' to serve it at /console/)";
+    io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\nconsole: ${consoleLine}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
+    if (!isLoopback(host)) {
+      io.out(
+        `The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`,
+      );
+    }
+    if (storeUrl) io.out(`store:   PostgreSQL at ${redactUrl(storeUrl)}\n`);
+    if (created) {
+      io.out(`A service key was created and saved in ${join(dir, "service.key")}; it is printed only this once:\n`);
+      io.out(`SVC_GATE_ENGINE_SERVICE_KEY=${key}\n`);
+    }
+    io.out(`Ready. Create a tenant with: ${readyHint(gateway.url, dir)}\n`);
+    const sig = await stop;
+    io.err(`svc up: ${sig} received, stopping.\n`);
+    // the engine and the log close even when the gateway fails to (its data directory removed,
+    // a full disk): the failure is then reported and svc up exits 1 rather than staying up
+    await closeAll(
+      () => gateway.close(),
+      () => engine.close(),
+      () => log.close(),
     );
+    io.err("svc up: stopped.\n");
+    return 0;
   }
-  if (storeUrl) io.out(`store:   PostgreSQL at ${redactUrl(storeUrl)}\n`);
-  if (created) {
-    io.out(`A service key was created and saved in ${join(dir, "service.key")}; it is printed only this once:\n`);
-    io.out(`SVC_GATE_ENGINE_SERVICE_KEY=${key}\n`);
-  }
-  io.out(`Ready. Create a tenant with: ${readyHint(gateway.url, dir)}\n`);
-  const sig = await stop;
-  io.err(`svc up: ${sig} received, stopping.\n`);
-  await gateway.close();
-  await engine.close();
-  await log.close();
-  io.err("svc up: stopped.\n");
-  return 0;
 }
 
 export async function engineCommand(argv: string[], io: Io): Promise<number> {

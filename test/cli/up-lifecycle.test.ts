@@ -1,0 +1,216 @@
+// `svc up` over its life on a real process: one `svc up` per data directory (a second one on the
+// same DIR is refused before it starts anything, a lock left by a killed run is taken over), a
+// shutdown whose gateway fails to close still closes the engine and exits, and an empty --data
+// is a usage error rather than the current directory.
+import test from "tape";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const root = new URL("../..", import.meta.url).pathname;
+
+interface Up {
+  child: ChildProcess;
+  out: string;
+  err: string;
+  exited: Promise<number | null>;
+}
+
+function spawnUp(args: string[]): Up {
+  const env = { ...process.env };
+  delete env.SVC_GATE_ENGINE_SERVICE_KEY;
+  delete env.SVC_GATE_AUDIT_LOG_PATH;
+  delete env.SVC_ENGINE_LOG_LEVEL;
+  const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--port", "0", "--engine-port", "0", ...args], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const up = { child, out: "", err: "" } as Up;
+  up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
+  child.stdout!.on("data", (d) => {
+    up.out += d;
+  });
+  child.stderr!.on("data", (d) => {
+    up.err += d;
+  });
+  return up;
+}
+
+async function startUp(args: string[]): Promise<Up> {
+  const up = spawnUp(args);
+  const deadline = Date.now() + 120_000;
+  while (!/^Ready\./m.test(up.out)) {
+    if (up.child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return up;
+}
+
+/** Its exit code, or null when it has not exited within two minutes (it is then killed). */
+async function exitOf(up: Up): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((r) => {
+    timer = setTimeout(() => r("late"), 120_000);
+  });
+  const code = await Promise.race([up.exited, late]);
+  clearTimeout(timer);
+  if (code === "late") {
+    up.child.kill("SIGKILL");
+    await up.exited;
+    return null;
+  }
+  return code;
+}
+
+async function kill(up: Up | null): Promise<void> {
+  if (up && up.child.exitCode === null && up.child.signalCode === null) {
+    up.child.kill("SIGKILL");
+    await up.exited;
+  }
+}
+
+/** Whether anything listens on `port` (read from /proc/net/tcp{,6}). */
+function listening(port: number): boolean {
+  for (const f of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    if (!existsSync(f)) continue;
+    for (const line of readFileSync(f, "utf8").split("\n").slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length >= 4 && cols[3] === "0A" && parseInt(cols[1]!.split(":")[1]!, 16) === port) return true;
+    }
+  }
+  return false;
+}
+
+test("svc up: a second svc up on the same data directory is refused while the first runs; the directory is free again after it stops", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-lock-"));
+  const data = join(dir, "d");
+  let first: Up | null = null;
+  let second: Up | null = null;
+  let third: Up | null = null;
+  try {
+    first = await startUp(["--data", data]);
+    const gateway = /^gateway: (\S+)$/m.exec(first.out)![1]!;
+    second = spawnUp(["--data", data]);
+    t.equal(await exitOf(second), 1, "the second exits 1");
+    t.match(
+      second.err,
+      new RegExp(
+        `^svc: Another 'svc up' \\(process ${first.child.pid}\\) is using the data directory ${data.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}; stop it first, or pass another --data DIR\\.\\n$`,
+      ),
+      second.err.trim(),
+    );
+    t.doesNotMatch(second.out, /^Ready\.|SVC_GATE_ENGINE_SERVICE_KEY/m, "the second starts nothing and prints no key");
+    t.equal((await fetch(`${gateway}/health`)).status, 200, "the first still serves");
+    first.child.kill("SIGINT");
+    t.equal(await exitOf(first), 0, "the first stops with exit 0");
+    first = null;
+    third = await startUp(["--data", data]);
+    t.pass("a svc up after the first stopped starts on the same directory");
+    third.child.kill("SIGTERM");
+    t.equal(await exitOf(third), 0, "exit 0");
+    third = null;
+  } finally {
+    await kill(first);
+    await kill(second);
+    await kill(third);
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("svc up: the lock of a svc up that was killed (its process gone) does not keep the directory", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-lock-"));
+  const data = join(dir, "d");
+  let a: Up | null = null;
+  let b: Up | null = null;
+  try {
+    a = await startUp(["--data", data]);
+    a.child.kill("SIGKILL");
+    await a.exited;
+    a = null;
+    b = await startUp(["--data", data]);
+    t.doesNotMatch(b.err, /Another 'svc up'/, "no refusal");
+    b.child.kill("SIGINT");
+    t.equal(await exitOf(b), 0, "exit 0");
+    b = null;
+  } finally {
+    await kill(a);
+    await kill(b);
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("svc up: a gateway that fails to close (its directory removed) still lets the engine close and svc up exit with one sentence", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-close-"));
+  const data = join(dir, "d");
+  let up: Up | null = null;
+  try {
+    up = await startUp(["--data", data]);
+    const enginePort = Number(new URL(/^engine: +(\S+)$/m.exec(up.out)![1]!).port);
+    await rm(join(data, "gate"), { recursive: true, force: true });
+    up.child.kill("SIGTERM");
+    const code = await exitOf(up);
+    t.equal(code, 1, "exit 1 (not left running)");
+    t.match(up.err, /^svc: .*\.$/m, "one sentence");
+    t.doesNotMatch(up.err, /\n\s+at /, "no stack trace");
+    if (existsSync("/proc/net/tcp")) t.notOk(listening(enginePort), "the engine's port is closed");
+    up = null;
+  } finally {
+    await kill(up);
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("svc up --data '' is a usage error (exit 2), not the current directory", async (t) => {
+  const cwd = await mkdtemp(join(tmpdir(), "svc-up-empty-"));
+  // run from a directory of its own, so that the code before this rule starts there, not in the checkout
+  const child = spawn(
+    process.execPath,
+    ["--import", join(root, "node_modules/tsx/dist/loader.mjs"), join(root, "bin/svc.ts"), "up", "--data", "", "--port", "0", "--engine-port", "0"],
+    {
+      cwd,
+      env: { ...process.env, SVC_GATE_ENGINE_SERVICE_KEY: "" },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  const up: Up = { child, out: "", err: "", exited: new Promise((r) => child.on("exit", (code) => r(code))) };
+  child.stdout!.on("data", (d) => {
+    up.out += d;
+  });
+  child.stderr!.on("data", (d) => {
+    up.err += d;
+  });
+  try {
+    const deadline = Date.now() + 120_000;
+    while (up.child.exitCode === null && !/^Ready\./m.test(up.out) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (up.child.exitCode === null) up.child.kill("SIGINT");
+    t.equal(await exitOf(up), 2, "exit 2");
+    t.match(up.err, /^svc: --data must name a directory\.\n/, up.err.trim());
+    t.notOk(existsSync(join(cwd, "service.key")), "no service key in the current directory");
+  } finally {
+    await kill(up);
+    await rm(cwd, { recursive: true, force: true });
+  }
+});
+
+test("svc up: a lock file holding no process id is replaced", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-lock-"));
+  const data = join(dir, "d");
+  let up: Up | null = null;
+  try {
+    const { mkdir } = await import("node:fs/promises");
+    await mkdir(data, { recursive: true, mode: 0o700 });
+    await writeFile(join(data, "svc-up.pid"), "not a pid\n", { mode: 0o600 });
+    up = await startUp(["--data", data]);
+    t.equal((await readFile(join(data, "svc-up.pid"), "utf8")).trim(), String(up.child.pid), "the lock names the running process");
+    up.child.kill("SIGINT");
+    t.equal(await exitOf(up), 0, "exit 0");
+    up = null;
+    t.notOk(existsSync(join(data, "svc-up.pid")), "the lock is removed at exit");
+  } finally {
+    await kill(up);
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -14,6 +14,27 @@ export interface Io {
   errIsTTY: boolean;
   /** Resolves when the user asks the program to stop (SIGINT/SIGTERM); `svc up` waits on it. */
   stopSignal?: Promise<string>;
+  /**
+   * Writes bytes to standard output (`svc serve -o -`); resolves to false when the reader closed
+   * the pipe before the end (EPIPE), which is not an error. Text through `out` when absent.
+   */
+  outBytes?(data: Uint8Array): Promise<boolean>;
+}
+
+/** Bytes to process.stdout: true once written, false when the reader has gone (EPIPE). */
+function writeStdout(data: Uint8Array): Promise<boolean> {
+  return new Promise((res, rej) => {
+    // the stream also emits the failure as an event: without a listener EPIPE would crash
+    process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code === "EPIPE") res(false);
+      else rej(e);
+    });
+    process.stdout.write(data, (e) => {
+      if (!e) res(true);
+      else if ((e as NodeJS.ErrnoException).code === "EPIPE") res(false);
+      else rej(e);
+    });
+  });
 }
 
 export function processIo(): Io {
@@ -22,6 +43,7 @@ export function processIo(): Io {
     err: (s) => process.stderr.write(s),
     env: process.env,
     errIsTTY: Boolean(process.stderr.isTTY),
+    outBytes: writeStdout,
   };
 }
 

@@ -48,10 +48,10 @@ Soft-deletes NS/KEY; it is purged after the retention period. ${ENV_LINE}`;
 
 export const SERVE_HELP = `Usage: svc serve NS KEY -o OUT.npy [--slice 0:16,:,:] [--version N] [--dtype D]
 
-Reconstructs an entry, or a block of it, to a .npy file. --slice takes one start:stop per
-dimension, python-style: a bare index i means i:i+1, negative indices count from the end
-(--slice -1,:,: works), missing trailing dimensions are whole (--slice 0:8, as numpy's
-a[0:8,]) and : is a whole dimension; an empty part is refused. --dtype float16, float32 or
+Reconstructs an entry, or a block of it, to a .npy file (-o - writes it to standard output).
+--slice takes one start:stop per dimension, python-style: a bare index i means i:i+1,
+negative indices count from the end (--slice -1,:,: works), missing trailing dimensions are
+whole (--slice 0:8, as numpy's a[0:8,]) and : is a whole dimension; an empty part is refused. --dtype float16, float32 or
 float64 converts floating data; bfloat16 entries are written as float32, bytes entries as a
 uint8 vector. ${ENV_LINE}`;
 
@@ -495,7 +495,8 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   }
   let dtype = want as (typeof SERVE_DTYPES)[number] | undefined;
   if (values.slice !== undefined) sliceParts(values.slice as string); // its syntax before any request
-  await checkOutput(out, key);
+  const toStdout = out === "-";
+  if (!toStdout) await checkOutput(out, key);
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);
   try {
@@ -514,6 +515,12 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
     const arr = r.dtype === "bytes" ? { dtype: "uint8", shape: [r.data.byteLength], data: r.data } : { dtype: r.dtype, shape: r.shape, data: r.data };
     if (!isNpyDtype(arr.dtype)) throw new ValidationError(`The served dtype ${arr.dtype} cannot be written to a .npy file.`);
     const file = writeNpy(arr);
+    if (toStdout) {
+      // the .npy alone on standard output; a reader that stops early (| head -c 10) is no failure
+      if (io.outBytes) await io.outBytes(file);
+      else io.out(file.toString("latin1"));
+      return 0;
+    }
     // write then rename, so that a failure never leaves a half-written OUT
     const tmp = `${out}.partial-${process.pid}`;
     try {

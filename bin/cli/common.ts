@@ -92,9 +92,10 @@ export function parse(
     return [a];
   });
   try {
-    r = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true }) as {
+    r = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true, tokens: true }) as {
       values: Values;
       positionals: string[];
+      tokens: Array<{ kind: string; name?: string; rawName?: string }>;
     };
   } catch (e) {
     const m = (e as Error).message.split("\n")[0]!.replace(/\. To specify a positional argument.*$/, "");
@@ -102,6 +103,13 @@ export function parse(
   }
   const help = Boolean(r.values.help);
   if (!help) {
+    // an option that takes one value, given twice, would keep the last one silently
+    const seen = new Set<string>();
+    for (const tok of (r as { tokens?: Array<{ kind: string; name?: string; rawName?: string }> }).tokens ?? []) {
+      if (tok.kind !== "option" || tok.name === undefined || options[tok.name] === undefined || options[tok.name]!.multiple) continue;
+      if (seen.has(tok.name)) throw new UsageError(`${tok.rawName ?? `--${tok.name}`} is given more than once; give it once.`);
+      seen.add(tok.name);
+    }
     const n = r.positionals.length;
     if (n < positionals.min) throw new UsageError(`Missing argument: expected ${positionals.names}.`);
     if (n > positionals.max) throw new UsageError(`Unexpected argument '${r.positionals[positionals.max]}'.`);

@@ -3,7 +3,7 @@
 // SIGINT/SIGTERM, then close their listeners and the store and exit 0.
 import { randomBytes } from "node:crypto";
 import { createWriteStream, existsSync } from "node:fs";
-import { chmod, link, mkdir, open, readFile, stat, unlink, writeFile } from "node:fs/promises";
+import { chmod, link, lstat, mkdir, open, readFile, stat, unlink, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
@@ -108,9 +108,21 @@ export function readyHint(gatewayUrl: string, dir: string): string {
 
 /** DIR holds the service key and every store: created 0700; an existing one open to others is reported. */
 async function prepareDataDir(dir: string, io: Io): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "EEXIST" || code === "ENOTDIR" || code === "ENOENT") {
+      // what is in the way: a file at DIR or above it, or a link to nothing
+      const link = await lstat(dir).catch(() => null);
+      if (link?.isSymbolicLink() && (await stat(dir).catch(() => null)) === null)
+        throw new UsageError(`--data ${dir} is a symbolic link to nothing (its target does not exist).`);
+      throw new UsageError(`--data ${dir} is not a directory (${code === "EEXIST" ? "a file is there" : "a file is in its path"}).`);
+    }
+    throw e;
+  }
   const st = await stat(dir);
-  if (!st.isDirectory()) throw new UsageError(`${dir} is not a directory.`);
+  if (!st.isDirectory()) throw new UsageError(`--data ${dir} is not a directory.`);
   if (st.mode & 0o077) {
     io.err(`svc up: warning: the data directory ${dir} is accessible to group or others (mode ${(st.mode & 0o777).toString(8)}); run 'chmod 700 ${dir}'.\n`);
   }

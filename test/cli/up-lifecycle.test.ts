@@ -214,3 +214,27 @@ test("svc up: a lock file holding no process id is replaced", async (t) => {
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test("svc up --data at a file, under a file or at a dangling link: exit 2, one sentence naming DIR", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-notdir-"));
+  try {
+    const { symlink } = await import("node:fs/promises");
+    await writeFile(join(dir, "file"), "x");
+    await symlink(join(dir, "gone"), join(dir, "dangling"));
+    const cases: Array<[string, RegExp]> = [
+      [join(dir, "file"), /is not a directory/],
+      [join(dir, "file", "sub"), /is not a directory/],
+      [join(dir, "dangling"), /is a symbolic link to nothing/],
+    ];
+    for (const [data, why] of cases) {
+      const up = spawnUp(["--data", data]);
+      const code = await exitOf(up);
+      t.equal(code, 2, `${data}: exit 2`);
+      t.match(up.err, /^svc: --data .*\.\nRun 'svc up --help' for usage\.\n$/, up.err.trim().split("\n")[0]);
+      t.match(up.err, why, "says what it is");
+      t.doesNotMatch(up.err, /EEXIST|ENOTDIR|mkdir/, "not the system call's words");
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

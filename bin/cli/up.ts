@@ -3,7 +3,7 @@
 // SIGINT/SIGTERM, then close their listeners and the store and exit 0.
 import { randomBytes } from "node:crypto";
 import { createWriteStream, existsSync } from "node:fs";
-import { chmod, link, lstat, mkdir, open, readFile, stat, unlink, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, open, readFile, readlink, stat, symlink, unlink } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
@@ -138,35 +138,30 @@ const alive = (pid: number): boolean => {
 };
 
 /**
- * One `svc up` per data directory: DIR/svc-up.pid holds the process id of the one running there
- * (created whole, by a hard link, so that no other run reads it half-written). A file whose
- * process is gone (a run that was killed) or that holds no process id is taken over. Resolves to
- * the release, which removes the file if it is still this process's.
+ * One `svc up` per data directory: DIR/svc-up.pid is a symbolic link whose target is the process
+ * id of the one running there (made whole in one step, and with no data block, so that it can
+ * be made on a full disk). A link whose process is gone (a run that was killed), or that is not
+ * such a link, is taken over. Resolves to the release, which removes the link if it is still
+ * this process's.
  */
 export async function lockDataDir(dir: string): Promise<() => Promise<void>> {
   const file = join(dir, "svc-up.pid");
-  const mine = `${process.pid}\n`;
-  const tmp = join(dir, `.svc-up.pid.${process.pid}`);
-  await writeFile(tmp, mine, { mode: 0o600 });
-  try {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await link(tmp, file);
-        break;
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt >= 3) throw e;
-      }
-      const held = (await readFile(file, "utf8").catch(() => "")).trim();
-      const pid = /^\d+$/.test(held) ? Number(held) : 0;
-      if (pid > 0 && pid !== process.pid && alive(pid))
-        throw new Error(`Another 'svc up' (process ${pid}) is using the data directory ${dir}; stop it first, or pass another --data DIR.`);
-      await unlink(file).catch(() => undefined); // left by a run that is gone
+  const mine = String(process.pid);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await symlink(mine, file);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt >= 3) throw e;
     }
-  } finally {
-    await unlink(tmp).catch(() => undefined);
+    const held = await readlink(file).catch(() => "");
+    const pid = /^\d+$/.test(held) ? Number(held) : 0;
+    if (pid > 0 && pid !== process.pid && alive(pid))
+      throw new Error(`Another 'svc up' (process ${pid}) is using the data directory ${dir}; stop it first, or pass another --data DIR.`);
+    await unlink(file).catch(() => undefined); // left by a run that is gone
   }
   return async () => {
-    if ((await readFile(file, "utf8").catch(() => "")) === mine) await unlink(file).catch(() => undefined);
+    if ((await readlink(file).catch(() => "")) === mine) await unlink(file).catch(() => undefined);
   };
 }
 

@@ -5,7 +5,7 @@
 import test from "tape";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readlink, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -195,7 +195,7 @@ test("svc up --data '' is a usage error (exit 2), not the current directory", as
   }
 });
 
-test("svc up: a lock file holding no process id is replaced", async (t) => {
+test("svc up: a lock file that is not a link to a process id is replaced", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-up-lock-"));
   const data = join(dir, "d");
   let up: Up | null = null;
@@ -204,7 +204,7 @@ test("svc up: a lock file holding no process id is replaced", async (t) => {
     await mkdir(data, { recursive: true, mode: 0o700 });
     await writeFile(join(data, "svc-up.pid"), "not a pid\n", { mode: 0o600 });
     up = await startUp(["--data", data]);
-    t.equal((await readFile(join(data, "svc-up.pid"), "utf8")).trim(), String(up.child.pid), "the lock names the running process");
+    t.equal(await readlink(join(data, "svc-up.pid")), String(up.child.pid), "the lock names the running process");
     up.child.kill("SIGINT");
     t.equal(await exitOf(up), 0, "exit 0");
     up = null;
@@ -236,5 +236,44 @@ test("svc up --data at a file, under a file or at a dangling link: exit 2, one s
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be written closes everything and exits 1", async (t) => {
+  const { mountSmallDisk } = await import("../faults/deps.js");
+  const disk = await mountSmallDisk(8);
+  if ("skip" in disk) {
+    t.skip(disk.skip);
+    return;
+  }
+  const data = join(disk.dir, "d");
+  let up: Up | null = null;
+  try {
+    up = await startUp(["--data", data]);
+    up.child.kill("SIGINT");
+    t.equal(await exitOf(up), 0, "a first run on the empty disk: exit 0");
+    // fill the disk
+    const { open } = await import("node:fs/promises");
+    const fh = await open(join(disk.dir, "fill"), "w");
+    try {
+      for (;;) await fh.write(Buffer.alloc(1 << 20));
+    } catch (e) {
+      t.equal((e as NodeJS.ErrnoException).code, "ENOSPC", "the disk is full");
+    } finally {
+      await fh.close();
+    }
+    up = await startUp(["--data", data]);
+    t.doesNotMatch(up.err, /Another 'svc up'/, "the lock is taken on the full disk");
+    const enginePort = Number(new URL(/^engine: +(\S+)$/m.exec(up.out)![1]!).port);
+    up.child.kill("SIGINT");
+    t.equal(await exitOf(up), 1, "exit 1, not left running");
+    t.match(up.err, /^svc: write failed \(ENOSPC\)\.$/m, "the failure in one sentence");
+    t.doesNotMatch(up.err, /\n\s+at /, "no stack trace");
+    if (existsSync("/proc/net/tcp")) t.notOk(listening(enginePort), "the engine's port is closed");
+    t.notOk(existsSync(join(data, "svc-up.pid")), "the lock is removed");
+    up = null;
+  } finally {
+    await kill(up);
+    await disk.destroy();
   }
 });

@@ -3,56 +3,12 @@
 // DIR/engine.log, not the terminal; DIR is 0700 and a service key file readable by others is
 // warned about; the Ready hint names `npx svc` and the --data DIR it was started with.
 import test from "tape";
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readyHint } from "../../bin/cli/up.js";
-
-const root = new URL("../..", import.meta.url).pathname;
-
-interface Up {
-  child: ChildProcess;
-  out: string;
-  err: string;
-  gateway: string;
-  engine: string;
-  exited: Promise<number | null>;
-}
-
-async function startUp(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Up> {
-  const base = { ...process.env };
-  delete base.SVC_GATE_ENGINE_SERVICE_KEY;
-  delete base.SVC_GATE_AUDIT_LOG_PATH;
-  delete base.SVC_ENGINE_LOG_LEVEL;
-  const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--port", "0", "--engine-port", "0", ...args], {
-    cwd: root,
-    env: { ...base, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const up = { child, out: "", err: "" } as Up;
-  up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
-  child.stdout!.on("data", (d) => {
-    up.out += d;
-  });
-  child.stderr!.on("data", (d) => {
-    up.err += d;
-  });
-  const deadline = Date.now() + 120_000;
-  while (!/^Ready\./m.test(up.out)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  up.gateway = /^gateway: (\S+)$/m.exec(up.out)![1]!;
-  up.engine = /^engine:  (\S+)$/m.exec(up.out)![1]!;
-  return up;
-}
-
-async function stopUp(up: Up): Promise<number | null> {
-  up.child.kill("SIGINT");
-  return up.exited;
-}
+import { startUp, stopUp, type Up } from "./up-process.js";
 
 /** Local addresses (hex, as in /proc/net/tcp{,6}) of the sockets listening on `port`. */
 function listeners(port: number): string[] {

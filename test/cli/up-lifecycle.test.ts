@@ -3,51 +3,14 @@
 // shutdown whose gateway fails to close still closes the engine and exits, and an empty --data
 // is a usage error rather than the current directory.
 import test from "tape";
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, readlink, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { spawnUp, startUp, type Up } from "./up-process.js";
 
 const root = new URL("../..", import.meta.url).pathname;
-
-interface Up {
-  child: ChildProcess;
-  out: string;
-  err: string;
-  exited: Promise<number | null>;
-}
-
-function spawnUp(args: string[]): Up {
-  const env = { ...process.env };
-  delete env.SVC_GATE_ENGINE_SERVICE_KEY;
-  delete env.SVC_GATE_AUDIT_LOG_PATH;
-  delete env.SVC_ENGINE_LOG_LEVEL;
-  const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--port", "0", "--engine-port", "0", ...args], {
-    cwd: root,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const up = { child, out: "", err: "" } as Up;
-  up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
-  child.stdout!.on("data", (d) => {
-    up.out += d;
-  });
-  child.stderr!.on("data", (d) => {
-    up.err += d;
-  });
-  return up;
-}
-
-async function startUp(args: string[]): Promise<Up> {
-  const up = spawnUp(args);
-  const deadline = Date.now() + 120_000;
-  while (!/^Ready\./m.test(up.out)) {
-    if (up.child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return up;
-}
 
 /** Its exit code, or null when it has not exited within two minutes (it is then killed). */
 async function exitOf(up: Up): Promise<number | null> {
@@ -175,7 +138,7 @@ test("svc up --data '' is a usage error (exit 2), not the current directory", as
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
-  const up: Up = { child, out: "", err: "", exited: new Promise((r) => child.on("exit", (code) => r(code))) };
+  const up: Up = { child, out: "", err: "", gateway: "", engine: "", key: null, exited: new Promise((r) => child.on("exit", (code) => r(code))) };
   child.stdout!.on("data", (d) => {
     up.out += d;
   });

@@ -4,60 +4,21 @@
 // the tenants and data; an environment key wins over the file; a run that fails to start saves
 // no key, so the first run that starts prints it; with SVC_ENGINE_TLS_* the engine is https.
 import test from "tape";
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { svc } from "./helpers.js";
+import { startUp as startProcess, stopUp, type Up } from "./up-process.js";
 import { writeNpy, readNpy, npyTypedArray } from "../../lib/npy.js";
 import { createClient } from "../../lib/client.js";
 import { selfSignedCert } from "../lib/self-signed.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
-interface Up {
-  child: ChildProcess;
-  out: string;
-  err: string;
-  gateway: string;
-  engine: string;
-  key: string | null;
-  exited: Promise<number | null>;
-}
-
-async function startUp(dir: string, env: NodeJS.ProcessEnv = {}): Promise<Up> {
-  const base = { ...process.env };
-  delete base.SVC_GATE_ENGINE_SERVICE_KEY;
-  delete base.SVC_GATE_AUDIT_LOG_PATH;
-  const child = spawn(process.execPath, ["--import", "tsx", "bin/svc.ts", "up", "--data", dir, "--port", "0", "--engine-port", "0"], {
-    cwd: root,
-    env: { ...base, SVC_ENGINE_LOG_LEVEL: "warn", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const up = { child, out: "", err: "" } as Up;
-  up.exited = new Promise((r) => child.on("exit", (code) => r(code)));
-  child.stdout!.on("data", (d) => {
-    up.out += d;
-  });
-  child.stderr!.on("data", (d) => {
-    up.err += d;
-  });
-  const deadline = Date.now() + 120_000;
-  while (!/^Ready\./m.test(up.out)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc up did not start: ${up.out}\n${up.err}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  up.gateway = /^gateway: (\S+)$/m.exec(up.out)![1]!;
-  up.engine = /^engine:  (\S+)$/m.exec(up.out)![1]!;
-  up.key = /^SVC_GATE_ENGINE_SERVICE_KEY=(\S+)$/m.exec(up.out)?.[1] ?? null;
-  return up;
-}
-
-async function stopUp(up: Up): Promise<number | null> {
-  up.child.kill("SIGINT");
-  return up.exited;
-}
+/** `svc up --data dir` with engine logs at warn. */
+const startUp = (dir: string, env: NodeJS.ProcessEnv = {}): Promise<Up> => startProcess(["--data", dir], { SVC_ENGINE_LOG_LEVEL: "warn", ...env });
 
 test("svc up: first run prints the key and URLs, serves admin and data commands, SIGINT exits 0; second run reuses the key", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "svc-up-"));

@@ -148,6 +148,9 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
       for (const ns of namespaces ?? []) {
         if (namespaceProblem(ns) !== null) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
       }
+      // the gateway's own rule (server/gateway/admin.ts), checked before the request
+      if (v.email !== undefined && !(await import("zod")).z.email().max(320).safeParse(v.email).success)
+        throw new UsageError(`--email '${String(v.email)}' is not an e-mail address.`);
       const body = {
         tenant_id: id,
         ...(plan ? { plan } : {}),

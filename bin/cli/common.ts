@@ -105,7 +105,10 @@ export function parse(
   if (!help) {
     // an option that takes one value, given twice, would keep the last one silently
     const seen = new Set<string>();
-    for (const tok of (r as { tokens?: Array<{ kind: string; name?: string; rawName?: string }> }).tokens ?? []) {
+    for (const tok of (r as { tokens?: Array<{ kind: string; name?: string; rawName?: string; value?: string; inlineValue?: boolean }> }).tokens ?? []) {
+      // `-o=x.npy`: a short option takes what follows it as its value, '=' included
+      if (tok.kind === "option" && tok.inlineValue && tok.rawName?.length === 2 && tok.value?.startsWith("="))
+        throw new UsageError(`${tok.rawName} takes its value after a space (${tok.rawName} ${tok.value.slice(1) || "VALUE"}), not after '='.`);
       if (tok.kind !== "option" || tok.name === undefined || options[tok.name] === undefined || options[tok.name]!.multiple) continue;
       if (seen.has(tok.name)) throw new UsageError(`${tok.rawName ?? `--${tok.name}`} is given more than once; give it once.`);
       seen.add(tok.name);

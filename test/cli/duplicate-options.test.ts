@@ -35,3 +35,16 @@ test("options that take a list may repeat; --help twice is still help", async (t
   const h = await svc(["get", "--help", "--help"], env);
   t.equal(h.code, 0, "help");
 });
+
+test("a short option's value after '=' and a malformed --email are usage errors before any request", async (t) => {
+  const o = await svc(["serve", "default", "a", "-o=x.npy"], env);
+  t.equal(o.code, 2, "-o=x.npy: exit 2");
+  t.match(o.err, /^svc: -o takes its value after a space \(-o x\.npy\), not after '='\.\n/, o.err.trim().split("\n")[0]);
+  for (const email of ["", "not-an-address", "a@b"]) {
+    const r = await svc(["tenant", "create", "acme", `--email=${email}`], env);
+    t.equal(r.code, 2, `--email=${email}: exit 2, before the request (the gateway URL answers nothing)`);
+    t.match(r.err, /^svc: --email '[^']*' is not an e-mail address\.\n/, r.err.trim().split("\n")[0]);
+  }
+  const ok = await svc(["tenant", "create", "acme", "--email", "ops@example.com"], env);
+  t.equal(ok.code, 1, "a well-formed address passes the check and reaches the (absent) gateway: exit 1");
+});

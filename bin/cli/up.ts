@@ -6,6 +6,7 @@ import { createWriteStream, existsSync } from "node:fs";
 import { chmod, lstat, mkdir, open, readFile, readlink, stat, symlink, unlink } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
+import { closeAll } from "../../lib/close-all.js";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
 
 // the servers are loaded only when a command runs them, so that --help and usage errors stay fast
@@ -163,19 +164,6 @@ export async function lockDataDir(dir: string): Promise<() => Promise<void>> {
   return async () => {
     if ((await readlink(file).catch(() => "")) === mine) await unlink(file).catch(() => undefined);
   };
-}
-
-/** Runs every step, even after one fails; rejects with the first failure once all have run. */
-async function closeAll(...steps: Array<() => Promise<unknown>>): Promise<void> {
-  let failure: { e: unknown } | null = null;
-  for (const step of steps) {
-    try {
-      await step();
-    } catch (e) {
-      failure ??= { e };
-    }
-  }
-  if (failure) throw failure.e;
 }
 
 /** Warns when a secret file can be read by group or others. */

@@ -23,6 +23,7 @@ import { StripePaymentProvider } from "./stripe-client.js";
 import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } from "./tenants.js";
 import { KeyUsageTracker, LocalFileKeyUsageStore, RedisKeyUsageStore, type KeyUsageStore } from "./key-usage.js";
 import { warmOffload } from "../http/offload.js";
+import { closeAll } from "../../lib/close-all.js";
 
 export interface RunningGateway {
   url: string;
@@ -189,8 +190,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
         });
         // every part is closed even where one fails (a usage snapshot on a full disk): the
         // first failure is what close() rejects with
-        let failed: { error: unknown } | null = null;
-        const parts = [
+        await closeAll(
           () => pendingCancellations?.stop(),
           () => engine.close(),
           () => keyUsage.close().catch(() => {}),
@@ -200,15 +200,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
           () => audit.close(),
           () => billingLog?.close(),
           () => redis?.close().catch(() => {}),
-        ];
-        for (const part of parts) {
-          try {
-            await part();
-          } catch (e) {
-            failed ??= { error: e };
-          }
-        }
-        if (failed) throw failed.error;
+        );
       })();
       return closing;
     },

@@ -111,7 +111,7 @@ test("svc up: a gateway that fails to close (its directory removed) still lets t
   let up: Up | null = null;
   try {
     up = await startUp(["--data", data]);
-    const enginePort = Number(new URL(/^engine: +(\S+)$/m.exec(up.out)![1]!).port);
+    const enginePort = Number(new URL(up.engine).port);
     await rm(join(data, "gate"), { recursive: true, force: true });
     up.child.kill("SIGTERM");
     const code = await exitOf(up);
@@ -227,7 +227,7 @@ test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be w
     }
     up = await startUp(["--data", data]);
     t.doesNotMatch(up.err, /Another 'svc up'/, "the lock is taken on the full disk");
-    const enginePort = Number(new URL(/^engine: +(\S+)$/m.exec(up.out)![1]!).port);
+    const enginePort = Number(new URL(up.engine).port);
     up.child.kill("SIGINT");
     t.equal(await exitOf(up), 1, "exit 1, not left running");
     t.match(up.err, /^svc: write failed \(ENOSPC\)\.$/m, "the failure in one sentence");

@@ -2,6 +2,7 @@
 // each store method) and the servers (JSON bodies and query strings). Built on lib/fields.ts.
 import { z } from "zod";
 import { namespaceSchema, keySchema, dtypeSchema, shapeSchema, metadataSchema } from "./fields.js";
+import { keyProblem, namespaceProblem } from "./client-names.js";
 
 const B64_BAD = /[^A-Za-z0-9+/=]/;
 /**
@@ -267,6 +268,58 @@ export const serveBodySchema = serveOptionsSchema.extend({
   key: keySchema,
   device: z.enum(["cpu", "gpu"]).default("cpu"),
 });
+
+export type ServeBody = z.output<typeof serveBodySchema>;
+
+/** Whether `v` is a plain object (an object literal, JSON.parse's output, or one without a prototype). */
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** The `version` option as given when it is absent or a whole number of at least 1 (else undefined, and `ok` false). */
+function plainVersion(v: unknown): { ok: boolean; version?: number } {
+  if (v === undefined) return { ok: true };
+  return Number.isSafeInteger(v) && (v as number) >= 1 ? { ok: true, version: v as number } : { ok: false };
+}
+
+/**
+ * The options of a read that names at most a version (get, serve and serveGpu, as the engine
+ * passes them on every request), taken without the schema: a plain object with no member but a
+ * whole `version` of at least 1. Null for anything else, which goes through the verb's schema
+ * and gets its sentence. Each member is read once.
+ */
+export function plainVersionOptions(opts: unknown): { version?: number } | null {
+  if (!isPlainObject(opts)) return null;
+  const keys = Object.keys(opts);
+  if (keys.length === 0) return {};
+  if (keys.length !== 1 || keys[0] !== "version") return null;
+  const { ok, version } = plainVersion(opts.version);
+  if (!ok) return null;
+  return version === undefined ? {} : { version };
+}
+
+const SERVE_PLAIN_MEMBERS = new Set(["namespace", "key", "version", "device"]);
+
+/**
+ * A serve body with no slice and no dtype (namespace, key, and optionally version and device),
+ * checked as serveBodySchema checks it, without the schema; null for anything else (a slice, a
+ * dtype, a member of another name, any value the schema would refuse), which goes through
+ * serveBodySchema and gets its sentence. Each member is read once.
+ */
+export function plainServeBody(body: unknown): ServeBody | null {
+  if (!isPlainObject(body)) return null;
+  for (const k of Object.keys(body)) if (!SERVE_PLAIN_MEMBERS.has(k)) return null;
+  const { namespace, key, device } = body;
+  if (namespaceProblem(namespace) !== null || keyProblem(key) !== null) return null;
+  if (device !== undefined && device !== "cpu" && device !== "gpu") return null;
+  const { ok, version } = plainVersion(body.version);
+  if (!ok) return null;
+  // members in the schema's order
+  const rest = { namespace: namespace as string, key: key as string, device: (device ?? "cpu") as ServeBody["device"] };
+  return version === undefined ? rest : { version, ...rest };
+}
 
 export const similarityBodySchema = similarityOptionsSchema.extend({
   namespace: namespaceSchema,

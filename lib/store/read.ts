@@ -6,6 +6,7 @@ import { isFloatDtype, parseOrThrow, type Dtype } from "../fields.js";
 import {
   getOptionsSchema,
   listOptionsSchema,
+  plainVersionOptions,
   searchOptionsSchema,
   serveOptionsSchema,
   type GetOptions,
@@ -29,7 +30,7 @@ const gpuHandles = new WeakMap<GpuHandle, { backend: unknown; handle: unknown; l
 export async function get(s: Scope, ns: string, key: string, opts: GetOptions = {}): Promise<EntryInfo> {
   namespace(ns);
   keyName(key);
-  const o = parseOrThrow(getOptionsSchema, opts, "options");
+  const o = plainVersionOptions(opts) ?? parseOrThrow(getOptionsSchema, opts, "options");
   const { head, rec } = await readVersion(s, ns, key, o.version);
   const versions: number[] = [];
   for (let v = head.first_live; v <= head.latest; v++) versions.push(v);
@@ -120,7 +121,7 @@ export async function serve(
 ): Promise<ServeResult> {
   namespace(ns);
   keyName(key);
-  const o = parseOrThrow(serveOptionsSchema, opts, "options");
+  const o: ServeOptions = plainVersionOptions(opts) ?? parseOrThrow(serveOptionsSchema, opts, "options");
   const { rec } = await readVersion(s, ns, key, o.version);
   const slice = o.slice;
   if (slice) {
@@ -162,7 +163,7 @@ export async function serve(
 export async function serveGpu(s: Scope, gpu: GpuServing, ns: string, key: string, opts: GetOptions = {}): Promise<GpuHandle> {
   namespace(ns);
   keyName(key);
-  const o = parseOrThrow(getOptionsSchema, opts, "options");
+  const o = plainVersionOptions(opts) ?? parseOrThrow(getOptionsSchema, opts, "options");
   const { rec } = await readVersion(s, ns, key, o.version);
   if ("unavailable" in gpu) throw new GpuUnavailableError(gpu.unavailable);
   if (rec.layout.codec !== "tt")

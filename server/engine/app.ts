@@ -30,6 +30,7 @@ import { requestHash, type PreparedPut, type PreparedPutCores, type PreparedPutC
 import { checkJsonCharset } from "../http/json-body.js";
 import { asBuffer, hashBody, prepareEngineBody } from "../http/offload.js";
 import { stdoutLines } from "../http/log-batch.js";
+import { isoTime } from "../../lib/iso-time.js";
 import { answerServe, engineFastPath, headerMetadata, JSON_BODY_FACTOR, OCTET_BODY_FACTOR } from "./fast.js";
 import { sendJsonList } from "../http/json-stream.js";
 import { bodyLimit } from "../http/limits.js";
@@ -56,7 +57,7 @@ function isoNow(): string {
   const ms = Date.now();
   if (ms !== isoMs) {
     isoMs = ms;
-    isoText = new Date(ms).toISOString();
+    isoText = isoTime(ms);
   }
   return isoText;
 }

@@ -12,7 +12,7 @@ import { noteRequestId, requestIdFrom } from "../http/request-id.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ValidationError } from "../../lib/errors.js";
 import { isFloatDtype, isTenantId, itemsize, metadataSchema, parseOrThrow, type Dtype } from "../../lib/fields.js";
-import { getQuerySchema, putQuerySchema, serveBodySchema } from "../../lib/schemas.js";
+import { getQuerySchema, plainServeBody, putQuerySchema, serveBodySchema } from "../../lib/schemas.js";
 import { handOver, type Store } from "../../lib/store/index.js";
 import { readBody } from "../http/body.js";
 import type { BodyRate } from "../http/body-guard.js";
@@ -84,7 +84,7 @@ export async function answerServe(
   res: ServerResponse,
   requestId: string,
 ): Promise<void> {
-  const { namespace, key, device, ...opts } = parseOrThrow(serveBodySchema, body, "body");
+  const { namespace, key, device, ...opts } = plainServeBody(body) ?? parseOrThrow(serveBodySchema, body, "body");
   if (device === "gpu") {
     if (opts.slice || opts.dtype) throw new ValidationError("slice and dtype apply to device cpu only.", opts.slice ? "slice" : "dtype");
     const h = await st.serveGpu(namespace, key, { version: opts.version });

@@ -3,6 +3,7 @@
 // request (Flight), which also holds what the way out must undo (the body lease, a CU
 // reservation, an engine body not yet relayed).
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { isoTime } from "../../lib/iso-time.js";
 import { performance } from "node:perf_hooks";
 import type { Readable } from "node:stream";
 import {
@@ -217,7 +218,7 @@ class Flight {
   /** The request's audit record. */
   record(status: number, milli: number): Promise<void> {
     return this.gw.deps.audit.write({
-      ts: new Date(this.gw.deps.clock.now()).toISOString(),
+      ts: isoTime(this.gw.deps.clock.now()),
       tenant_id: this.tenant?.tenant_id ?? "",
       method: this.method,
       path: this.path,

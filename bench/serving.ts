@@ -17,7 +17,8 @@
 // run to some figures (comma-separated names above); SVC_BENCH_LOADGEN=undici forces the undici
 // generator; SVC_BENCH_PROFILE=DIR writes a CPU profile of each server child there (node
 // --cpu-prof, one sample every 100 us); SVC_BENCH_NODE_FLAGS passes more flags to the server
-// children (for example --perf-basic-prof, for `perf record -p`). The machine may be shared:
+// children (for example --perf-basic-prof, for `perf record -p`); SVC_BENCH_ENGINE_LINK=tcp has
+// the gateway reach the engine over TCP rather than its Unix socket. The machine may be shared:
 // the load average is printed with the figures.
 //   node --import tsx bench/serving.ts            (or: npm run bench -- serving)
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -33,6 +34,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS) || 3;
 const SERVICE_KEY = randomBytes(32).toString("hex");
 const PG_SERVER = process.env.SVC_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const LINK = process.env.SVC_BENCH_ENGINE_LINK === "tcp" ? "tcp" : "unix";
 const WANTED = (process.env.SVC_BENCH_SERVING ?? "meta,serve16k,serve1m,gateway,refused,put64k,pg").split(",").map((s) => s.trim());
 const role = process.argv.find((a) => a.startsWith("--role="))?.slice(7);
 
@@ -330,7 +332,10 @@ async function main() {
       SVC_ENGINE_LOG_LEVEL: "info",
       ...extra,
     });
-    const engine = await child("engine", engineEnv({}));
+    // the gateway reaches the engine as svc up has it reach it: over the engine's Unix socket
+    // (SVC_BENCH_ENGINE_LINK=tcp: over its TCP port instead)
+    const socketPath = LINK === "unix" ? join(dir, "engine.sock") : "";
+    const engine = await child("engine", engineEnv({ SVC_ENGINE_SOCKET: socketPath }));
     children.push(engine);
     const direct = { authorization: `Bearer ${SERVICE_KEY}`, "x-svc-tenant": "bench" };
     const put = async (url: string, key: string, bytes: Buffer) => {
@@ -373,7 +378,7 @@ async function main() {
       SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
       SVC_GATE_HOST: "127.0.0.1",
       SVC_GATE_PORT: "0",
-      SVC_GATE_ENGINE_URL: engine.url,
+      SVC_GATE_ENGINE_URL: LINK === "unix" ? `unix:${socketPath}` : engine.url,
       SVC_GATE_DATA_DIR: join(dir, "gate"),
       SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
     });
@@ -533,7 +538,7 @@ async function main() {
     ratio("postgres_vs_lmdb", "pg:postgres", "pg:lmdb");
     const cpu = cpus();
     console.log(
-      `# serving bench: node ${process.version}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length}, load generator ${haveWrk ? "wrk -t1" : "undici Pool (child process)"}, servers ${FROM_SOURCES ? "from the TypeScript sources (tsx)" : "compiled (dist/)"}, ${SECONDS} s per figure after 1 s warm-up, access logs on (to /dev/null), load average ${loadavg()
+      `# serving bench: node ${process.version}, ${cpu[0]?.model ?? "cpu"} x ${cpu.length}, load generator ${haveWrk ? "wrk -t1" : "undici Pool (child process)"}, servers ${FROM_SOURCES ? "from the TypeScript sources (tsx)" : "compiled (dist/)"}, gateway to engine over ${LINK === "unix" ? "a Unix socket" : "TCP"}, ${SECONDS} s per figure after 1 s warm-up, access logs on (to /dev/null), load average ${loadavg()
         .map((x) => x.toFixed(2))
         .join(" ")}`,
     );

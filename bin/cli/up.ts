@@ -7,6 +7,7 @@ import { chmod, lstat, mkdir, open, readFile, readlink, stat, symlink, unlink } 
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { closeAll } from "../../lib/close-all.js";
+import { socketPathProblem } from "../../server/http/unix-socket.js";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
 
 // the servers are loaded only when a command runs them, so that --help and usage errors stay fast
@@ -278,10 +279,14 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     const { key, created, source } = await serviceKeyFor(dir, io.env);
     if (!created && source !== "environment") await warnIfReadable(source, "the service key file", io);
     // flags and DIR decide the layout; other variables of the environment pass through
+    // the gateway reaches the engine over a Unix socket in DIR (plain http; not with the engine's own TLS)
+    const socketPath = join(dir, "engine.sock");
+    const useSocket = !io.env.SVC_ENGINE_TLS_CERT_PATH && socketPathProblem(socketPath) === null;
     const engineEnv: NodeJS.ProcessEnv = {
       ...io.env,
       SVC_ENGINE_HOST: io.env.SVC_ENGINE_HOST || "127.0.0.1",
       SVC_ENGINE_PORT: String(enginePort),
+      SVC_ENGINE_SOCKET: io.env.SVC_ENGINE_SOCKET || (useSocket ? socketPath : ""),
       SVC_ENGINE_DATA_DIR: join(dir, "engine"),
       ...(storeUrl ? { SVC_ENGINE_STORE_URL: storeUrl } : {}),
       SVC_ENGINE_API_KEYS: key,
@@ -305,7 +310,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
         SVC_GATE_PORT: String(port),
         // https when the engine has its own certificate (SVC_ENGINE_TLS_*): the gateway trusts that
         // certificate unless SVC_GATE_ENGINE_CA_PATH names other CAs
-        SVC_GATE_ENGINE_URL: engine.url,
+        SVC_GATE_ENGINE_URL: (!engineCfg.tls_cert_path && engine.socketUrl) || engine.url,
         ...(engineCfg.tls_cert_path ? { SVC_GATE_ENGINE_CA_PATH: io.env.SVC_GATE_ENGINE_CA_PATH || engineCfg.tls_cert_path } : {}),
         SVC_GATE_ENGINE_SERVICE_KEY: key,
         SVC_GATE_DATA_DIR: join(dir, "gate"),

@@ -6,12 +6,15 @@ import { totalmem } from "node:os";
 import { z } from "zod";
 import { ValidationError } from "../../lib/errors.js";
 import { maxRankSchema, toleranceSchema } from "../../lib/schemas.js";
+import { socketPathProblem } from "../http/unix-socket.js";
 
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
 
 export interface EngineConfig {
   readonly host: string;
   readonly port: number;
+  /** A Unix socket the engine listens on as well (SVC_ENGINE_SOCKET), for a gateway on the same machine; null: none. */
+  readonly socket_path: string | null;
   readonly data_dir: string;
   /** A PostgreSQL URL (SVC_ENGINE_STORE_URL): the store lives there instead of under data_dir. */
   readonly store_url: string | null;
@@ -76,6 +79,13 @@ const num = (schema: z.ZodType<number, number>) =>
 const VARS = {
   SVC_ENGINE_HOST: z.string().trim().min(1, "must not be empty").default("127.0.0.1"),
   SVC_ENGINE_PORT: int(0, 65535).default(8000),
+  SVC_ENGINE_SOCKET: z
+    .string()
+    .superRefine((p, ctx) => {
+      const problem = socketPathProblem(p);
+      if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
   SVC_ENGINE_DATA_DIR: z.string().trim().min(1, "must not be empty").default("./svc-data/engine"),
   SVC_ENGINE_STORE_URL: z
     .string()
@@ -150,6 +160,7 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
   return Object.freeze({
     host: v.SVC_ENGINE_HOST as string,
     port: v.SVC_ENGINE_PORT as number,
+    socket_path: (v.SVC_ENGINE_SOCKET as string | undefined) ?? null,
     data_dir: v.SVC_ENGINE_DATA_DIR as string,
     store_url: (v.SVC_ENGINE_STORE_URL as string | undefined) ?? null,
     api_key_digests: Object.freeze(keys.map(digest)),

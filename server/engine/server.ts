@@ -14,10 +14,13 @@ import { createApp, jsonLogger, type Logger } from "./app.js";
 import type { EngineConfig } from "./config.js";
 import { createEngineMetrics } from "./metrics.js";
 import { warmOffload } from "../http/offload.js";
+import { listenUnix, unixUrl } from "../http/unix-socket.js";
 
 export interface RunningEngine {
   url: string;
   port: number;
+  /** The gateway's address of the engine's Unix socket (unix:PATH) when SVC_ENGINE_SOCKET is set, else null. */
+  socketUrl: string | null;
   store: Store;
   close(): Promise<void>;
 }
@@ -69,23 +72,40 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     await store.close();
     throw e;
   }
+  // the same requests over a Unix socket, plain http, for a gateway on this machine
+  let closeSocket: (() => Promise<void>) | null = null;
+  if (config.socket_path !== null) {
+    const local = answerClientErrors(http.createServer({ maxHeaderSize, requireHostHeader: false }, entry), maxHeaderSize);
+    local.requestTimeout = 0;
+    try {
+      closeSocket = await listenUnix(local, config.socket_path, "SVC_ENGINE_SOCKET");
+    } catch (e) {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await store.close();
+      throw e;
+    }
+  }
   const port = (server.address() as AddressInfo).port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
   const url = `${tls ? "https" : "http"}://${host}:${port}`;
-  logger.info({ msg: "engine listening", url, storage: store.storage });
+  logger.info({ msg: "engine listening", url, ...(config.socket_path !== null ? { socket: config.socket_path } : {}), storage: store.storage });
   warmOffload(); // the worker thread for large bodies, ready before the first one
 
   let closing: Promise<void> | undefined;
   return {
     url,
     port,
+    socketUrl: config.socket_path === null ? null : unixUrl(config.socket_path),
     store,
     close: () =>
       (closing ??= (async () => {
-        await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeAllConnections();
-        });
+        await Promise.all([
+          new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeAllConnections();
+          }),
+          closeSocket?.(),
+        ]);
         await store.close();
       })()),
   };

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { jsonBodyLimit } from "../http/limits.js";
+import { socketPathOf, socketPathProblem, unixUrl } from "../http/unix-socket.js";
 import { isAddressOrRange } from "./client-address.js";
 
 export class ConfigError extends Error {
@@ -160,6 +161,22 @@ const engineUrlList = z.string().transform((s, ctx) => {
   }
   const out: string[] = [];
   for (const p of parts) {
+    // an engine on this machine over its Unix socket (SVC_ENGINE_SOCKET): unix:/path/engine.sock
+    const socket = socketPathOf(p);
+    if (socket !== null || /^unix:/i.test(p)) {
+      const problem = socket === null ? "must be unix: followed by an absolute path" : socketPathProblem(socket);
+      if (problem !== null) {
+        ctx.addIssue({ code: "custom", message: `entry '${p.slice(0, 200)}' ${problem}` });
+        return z.NEVER;
+      }
+      const u = unixUrl(socket!);
+      if (out.includes(u)) {
+        ctx.addIssue({ code: "custom", message: `lists ${u} twice` });
+        return z.NEVER;
+      }
+      out.push(u);
+      continue;
+    }
     const r = httpUrl.safeParse(p);
     if (!r.success) {
       ctx.addIssue({ code: "custom", message: `entry '${p.slice(0, 200)}' ${r.error.issues[0]?.message ?? "is invalid"}` });

@@ -9,6 +9,7 @@
 // reader is full), and a reader that drops it closes that connection.
 import { connect, type Socket } from "node:net";
 import { Readable } from "node:stream";
+import { socketPathOf } from "../http/unix-socket.js";
 
 /** Where an exchange failed: no connection made, the connection failed after the request may have gone, or no answer in time. */
 export type H1Phase = "connect" | "exchange" | "timeout";
@@ -140,6 +141,8 @@ function headerName(raw: string): string {
 export class H1Client {
   readonly #host: string;
   readonly #port: number;
+  /** The engine's Unix socket (a unix: URL), else null (host and port). */
+  readonly #path: string | null;
   readonly #idle: Conn[] = [];
   readonly #waiting: Pending[] = [];
   #open = 0;
@@ -150,6 +153,7 @@ export class H1Client {
     url: URL,
     private readonly opts: H1Options,
   ) {
+    this.#path = socketPathOf(url.href);
     this.#host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
     this.#port = Number(url.port || 80);
   }
@@ -181,7 +185,7 @@ export class H1Client {
   }
 
   #connect(): Conn {
-    const sock = connect({ host: this.#host, port: this.#port, noDelay: true });
+    const sock = this.#path !== null ? connect({ path: this.#path }) : connect({ host: this.#host, port: this.#port, noDelay: true });
     const c: Conn = new Conn(sock, () => this.#timedOut(c), this.opts.timeoutMs);
     this.#open++;
     sock.once("connect", () => (c.connected = true));

@@ -6,6 +6,7 @@ import { Pool, util as undiciUtil, type Dispatcher } from "undici";
 import { Readable } from "node:stream";
 import { EngineUnreachableError, SvcError } from "../../lib/errors.js";
 import { H1Client, requestHead } from "./engine-h1.js";
+import { socketPathOf } from "../http/unix-socket.js";
 
 export interface ForwardRequest {
   method: string;
@@ -223,19 +224,21 @@ export class UndiciEngineClient implements EngineClient {
     tls: EngineTls = {},
   ) {
     this.authorization = `Bearer ${serviceKey}`;
-    this.pool = new Pool(engineUrl, {
+    // an engine on this machine's Unix socket (unix:/path): the same requests, Host: localhost
+    const socketPath = socketPathOf(engineUrl);
+    this.pool = new Pool(socketPath === null ? engineUrl : "http://localhost", {
       connections,
       pipelining: 1,
       keepAliveTimeout: 30_000,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       connectTimeout: Math.min(timeoutMs, 10_000),
-      ...(tls.ca !== undefined ? { connect: { ca: tls.ca } } : {}),
+      ...(socketPath !== null ? { connect: { socketPath } } : tls.ca !== undefined ? { connect: { ca: tls.ca } } : {}),
     });
     const url = new URL(engineUrl);
-    this.host = url.host;
+    this.host = socketPath === null ? url.host : "localhost";
     this.h1 =
-      url.protocol === "http:"
+      url.protocol === "http:" || socketPath !== null
         ? new H1Client(url, { connections, timeoutMs, smallBytes: SMALL_BODY_BYTES, failure: (phase) => new EngineFailure(phase) })
         : null;
   }

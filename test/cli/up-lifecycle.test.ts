@@ -1,10 +1,11 @@
 // `svc up` over its life on a real process: one `svc up` per data directory (a second one on the
 // same DIR is refused before it starts anything, a lock left by a killed run is taken over), a
 // shutdown whose gateway fails to close still closes the engine and exits, and an empty --data
-// is a usage error rather than the current directory.
+// is a usage error rather than the current directory. The gateway reaches the engine over a Unix
+// socket in DIR (0600), removed at a stop; one left by a killed run is replaced.
 import test from "tape";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, lstatSync, readFileSync } from "node:fs";
 import { mkdtemp, readlink, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -67,9 +68,12 @@ test("svc up: a second svc up on the same data directory is refused while the fi
     );
     t.doesNotMatch(second.out, /^Ready\.|SVC_GATE_ENGINE_SERVICE_KEY/m, "the second starts nothing and prints no key");
     t.equal((await fetch(`${gateway}/health`)).status, 200, "the first still serves");
+    const sock = lstatSync(join(data, "engine.sock"), { throwIfNoEntry: false });
+    t.ok(sock?.isSocket() && (sock.mode & 0o777) === 0o600, "the engine's Unix socket, which the gateway uses, is DIR/engine.sock, mode 0600");
     first.child.kill("SIGINT");
     t.equal(await exitOf(first), 0, "the first stops with exit 0");
     first = null;
+    t.notOk(existsSync(join(data, "engine.sock")), "the socket is removed when svc up stops");
     third = await startUp(["--data", data]);
     t.pass("a svc up after the first stopped starts on the same directory");
     third.child.kill("SIGTERM");
@@ -93,8 +97,12 @@ test("svc up: the lock of a svc up that was killed (its process gone) does not k
     a.child.kill("SIGKILL");
     await a.exited;
     a = null;
+    t.ok(lstatSync(join(data, "engine.sock")).isSocket(), "the killed one left its engine socket");
     b = await startUp(["--data", data]);
     t.doesNotMatch(b.err, /Another 'svc up'/, "no refusal");
+    const gateway = /^gateway: (\S+)$/m.exec(b.out)![1]!;
+    const health = (await (await fetch(`${gateway}/health`)).json()) as { engine_reachable: boolean };
+    t.equal(health.engine_reachable, true, "the stale socket was replaced: the gateway reaches the engine over it");
     b.child.kill("SIGINT");
     t.equal(await exitOf(b), 0, "exit 0");
     b = null;
@@ -238,5 +246,25 @@ test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be w
   } finally {
     await kill(up);
     await disk.destroy();
+  }
+});
+
+test("svc up in a directory whose socket path would pass 107 bytes: the gateway reaches the engine over TCP", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "svc-up-long-"));
+  const data = join(dir, "d".repeat(Math.max(1, 110 - dir.length)));
+  let up: Up | null = null;
+  try {
+    up = await startUp(["--data", data]);
+    t.ok(Buffer.byteLength(join(data, "engine.sock")) > 107, "the socket path would be too long");
+    t.notOk(existsSync(join(data, "engine.sock")), "no socket is made");
+    const gateway = /^gateway: (\S+)$/m.exec(up.out)![1]!;
+    const health = (await (await fetch(`${gateway}/health`)).json()) as { engine_reachable: boolean };
+    t.equal(health.engine_reachable, true, "the gateway reaches the engine");
+    up.child.kill("SIGINT");
+    t.equal(await exitOf(up), 0, "exit 0");
+    up = null;
+  } finally {
+    await kill(up);
+    await rm(dir, { recursive: true, force: true });
   }
 });

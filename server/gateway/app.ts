@@ -11,6 +11,7 @@ import { answerClientErrors } from "../http/client-error.js";
 import { sendError, writeErrorBody } from "../http/errors.js";
 import { holdContinue } from "../http/expect-continue.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
+import { capConnections } from "./connection-cap.js";
 import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
 import { noteRequestId, requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { accountRouter } from "./account.js";
@@ -301,6 +302,8 @@ export function createApp(deps: GatewayDeps): Express {
   app.listen = ((...args: unknown[]): Server => {
     // Pipelined requests in turn and a missing Host in JSON (server/http/entry.ts).
     const server = answerClientErrors(createServer({ maxHeaderSize: MAX_HEADER_BYTES, requireHostHeader: false }, requestEntry(handler)), MAX_HEADER_BYTES);
+    // one client address may not hold every connection (SVC_GATE_MAX_CONNECTIONS_PER_ADDRESS)
+    capConnections(server, gw.limits.maxConnectionsPerAddress, trustedProxies(gw.limits.trustedProxies), () => gw.metrics.connectionRefused());
     // Expect: 100-continue: the data plane sends 100 Continue right before it reads the body,
     // so that a request refused before that is not sent; other routes get it at once, as from Node.
     server.on(

@@ -9,7 +9,7 @@ import { BlockList, isIP } from "node:net";
 const CIDR = /^(.+)\/(\d{1,3})$/;
 
 /** `s` without the IPv4-mapped IPv6 prefix, so that ::ffff:10.0.0.1 matches 10.0.0.0/8. */
-const plain = (s: string): string => (s.toLowerCase().startsWith("::ffff:") && isIP(s.slice(7)) === 4 ? s.slice(7) : s);
+export const plain = (s: string): string => (s.toLowerCase().startsWith("::ffff:") && isIP(s.slice(7)) === 4 ? s.slice(7) : s);
 
 /** Whether `s` is an IP address or a CIDR range (address/prefix length) of one. */
 export function isAddressOrRange(s: string): boolean {
@@ -34,7 +34,7 @@ export function trustedProxies(entries: readonly string[]): BlockList | null {
   return list;
 }
 
-const trusts = (list: BlockList, addr: string): boolean => {
+export const trusts = (list: BlockList, addr: string): boolean => {
   const v = isIP(addr);
   return v !== 0 && list.check(addr, v === 4 ? "ipv4" : "ipv6");
 };

@@ -109,6 +109,8 @@ export interface GatewayLimits {
    * X-Forwarded-For names the client address; empty: the peer address is the client's.
    */
   readonly trustedProxies: readonly string[];
+  /** SVC_GATE_MAX_CONNECTIONS_PER_ADDRESS: connections one client address may hold open at once (0: no cap; trusted proxies have none). */
+  readonly maxConnectionsPerAddress: number;
 }
 
 /** The defaults of GatewayLimits (the values documented in docs/security.md). */
@@ -123,6 +125,7 @@ export const DEFAULT_LIMITS: GatewayLimits = Object.freeze({
   authFailLimit: 100,
   authFailWindowS: 60,
   trustedProxies: Object.freeze([]) as readonly string[],
+  maxConnectionsPerAddress: 1024,
 });
 
 const bool = z
@@ -315,6 +318,7 @@ const VARS = {
   SVC_GATE_MAX_BODY_BYTES_IN_FLIGHT: [intIn(1, Number.MAX_SAFE_INTEGER), String(DEFAULT_LIMITS.bodyBytesInFlight)],
   SVC_GATE_AUTH_FAIL_LIMIT: [intIn(1, 1_000_000), String(DEFAULT_LIMITS.authFailLimit)],
   SVC_GATE_AUTH_FAIL_WINDOW_S: [intIn(1, 86_400), String(DEFAULT_LIMITS.authFailWindowS)],
+  SVC_GATE_MAX_CONNECTIONS_PER_ADDRESS: [intIn(0, 1_000_000), String(DEFAULT_LIMITS.maxConnectionsPerAddress)],
   SVC_GATE_BODY_TENANT_SHARE_PCT: [intIn(1, 100), String(DEFAULT_LIMITS.bodyTenantSharePct)],
   SVC_GATE_TRUSTED_PROXIES: [addressList, ""],
 } as const satisfies Record<string, readonly [z.ZodType, string | undefined]>;
@@ -445,6 +449,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       authFailWindowS: read(env, "SVC_GATE_AUTH_FAIL_WINDOW_S")!,
       bodyTenantSharePct: read(env, "SVC_GATE_BODY_TENANT_SHARE_PCT")!,
       trustedProxies: read(env, "SVC_GATE_TRUSTED_PROXIES")!,
+      maxConnectionsPerAddress: read(env, "SVC_GATE_MAX_CONNECTIONS_PER_ADDRESS")!,
     }),
   };
   // A body the upload limit allows must fit the in-flight budget, or it could never be served.

@@ -15,6 +15,8 @@ export interface GatewayMetrics {
   charged(op: string, milli: number): void;
   /** A data-plane request refused with `code`; counts rate_limited and quota_exhausted. */
   refused(code: string): void;
+  /** A connection closed on arrival: its address held SVC_GATE_MAX_CONNECTIONS_PER_ADDRESS. */
+  connectionRefused(): void;
 }
 
 export const GATEWAY_ROUTES = [
@@ -50,6 +52,11 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
     help: "Data-plane requests refused because the monthly CU quota is used up (503).",
     registers,
   });
+  const connections = new FastCounter({
+    name: "svc_gate_connections_refused_total",
+    help: "Connections closed on arrival because their client address held SVC_GATE_MAX_CONNECTIONS_PER_ADDRESS open.",
+    registers,
+  });
   // per-op children found once (the operations are the data plane's, a fixed set)
   const perOp = new Map<string, CounterChild>();
   return {
@@ -64,6 +71,9 @@ export function createGatewayMetrics(opts: { defaultMetrics?: boolean } = {}): G
     refused(code) {
       if (code === "rate_limited") rateLimited.inc();
       else if (code === "quota_exhausted") quota.inc();
+    },
+    connectionRefused() {
+      connections.inc();
     },
   };
 }

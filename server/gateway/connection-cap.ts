@@ -1,0 +1,50 @@
+// A cap on the connections one client address holds open at once. Node accepts every
+// connection and keeps one that sends nothing until its header timeout (60 s, looked at every
+// 30 s), so one address could take every file descriptor of the process and lock every other
+// client out. Past the cap, a new connection from that address is closed as soon as it is
+// accepted, before anything is read or allocated for it; the connections it already has, and
+// every other address, are served as before. Addresses in `exempt` (the trusted proxies, which
+// carry many clients' connections) have no cap.
+import type { Server } from "node:http";
+import type { BlockList, Socket } from "node:net";
+import { plain, trusts } from "./client-address.js";
+
+export interface ConnectionCap {
+  /** Connections closed on arrival because their address held the cap. */
+  readonly refused: number;
+  /** Connections open now from `address`. */
+  openFrom(address: string): number;
+}
+
+/**
+ * Caps the connections of `server` at `perAddress` per client address (0: no cap).
+ * `onRefused` is called for each connection closed on arrival.
+ */
+export function capConnections(server: Server, perAddress: number, exempt: BlockList | null, onRefused: () => void = () => {}): ConnectionCap {
+  const open = new Map<string, number>();
+  let refused = 0;
+  if (perAddress > 0)
+    server.on("connection", (sock: Socket) => {
+      const addr = plain(sock.remoteAddress ?? "");
+      if (exempt !== null && trusts(exempt, addr)) return;
+      const n = (open.get(addr) ?? 0) + 1;
+      if (n > perAddress) {
+        refused++;
+        sock.destroy();
+        onRefused();
+        return;
+      }
+      open.set(addr, n);
+      sock.once("close", () => {
+        const left = open.get(addr)! - 1;
+        if (left === 0) open.delete(addr);
+        else open.set(addr, left);
+      });
+    });
+  return {
+    get refused() {
+      return refused;
+    },
+    openFrom: (address) => open.get(plain(address)) ?? 0,
+  };
+}

@@ -254,7 +254,9 @@ export function planEvent(ev: z.infer<typeof eventSchema>, nowIso: string): Even
         // Nobody can use a deactivated tenant: what it bought is canceled (in whatever order the
         // purchase arrives) so that it does not go on billing.
         if (!cur.active) return cancelPurchase(cur, sub, "deactivated", nowIso);
-        if (ev.created < b.last_event_created) return { next: null, reason: "out_of_order" };
+        // An older purchase arriving after a newer event never sets the plan; its subscription
+        // would go on billing for terms the tenant does not have, so it is canceled.
+        if (ev.created < b.last_event_created) return cancelPurchase(cur, sub, "out_of_order", nowIso);
         if (sub && b.ended_subscriptions.includes(sub)) return { next: null, reason: "subscription_already_deleted" };
         // Contract billing, as checkout refuses it: a purchase opened before the contract never
         // replaces its terms, and its subscription is canceled.

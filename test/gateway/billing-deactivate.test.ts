@@ -1,9 +1,10 @@
 // A tenant that stops being a paying customer stops being billed, over the memory, local-file
 // and Redis registries: deactivation, and an operator's move to starter or to enterprise, cancel
 // the recorded subscription at the (fake) Stripe API; a checkout that completes for a deactivated
-// tenant cancels its subscription; a cancellation Stripe refuses or cannot take stays pending,
-// is shown in the admin answer and the billing log, and is retried by the gateway's sweep until
-// done; two gateways on one Redis cancel once. With billing off nothing changes.
+// tenant cancels its subscription, and so does an older checkout delivered after a newer one;
+// a cancellation Stripe refuses or cannot take stays pending, is shown in the admin answer and
+// the billing log, and is retried by the gateway's sweep until done; two gateways on one Redis
+// cancel once. With billing off nothing changes.
 import test from "tape";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -252,12 +253,42 @@ async function tierMovesCancel(t: test.Test, env: Env, label: string) {
   t.equal((await tenant(env, "paid")).billing?.subscription_id, "sub_paid_b", `${label}: the subscription stays recorded`);
 }
 
+async function olderCheckoutCanceled(t: test.Test, env: Env, label: string) {
+  await createTenant(env.gw.url, { tenant_id: "twice" });
+  env.clock.advance(60_000);
+  // two checkouts: pro completes last but its event is delivered first
+  t.equal((await buy(env, "evt_twice_pro", "twice", "pro", "sub_twice_pro")).status, 200, `${label}: the newer checkout (pro) 200`);
+  t.equal((await buy(env, "evt_twice_b", "twice", "builder", "sub_twice_b", -30)).status, 200, `${label}: the older one (builder), delivered late: 200`);
+  const w = await tenant(env, "twice");
+  t.deepEqual(
+    [w.active, w.plan, w.billing?.subscription_id, w.billing?.pending_cancellations ?? []],
+    [true, "pro", "sub_twice_pro", []],
+    `${label}: the tenant stays on the newer purchase, nothing pending`,
+  );
+  t.deepEqual(
+    deletes(env.stripe, "sub_twice"),
+    ["/v1/subscriptions/sub_twice_b"],
+    `${label}: the older purchase's subscription is canceled, the newer one is not`,
+  );
+  t.deepEqual(
+    logOfTenant(env, "twice"),
+    ["checkout.session.completed applied []", "checkout.session.completed skipped:out_of_order [sub_twice_b:canceled]"],
+    `${label}: logged as skipped out of order, with the cancellation`,
+  );
+  // Stripe's retry of the older event (the same id), and an older event naming the current subscription, cancel nothing more
+  t.equal((await buy(env, "evt_twice_b", "twice", "builder", "sub_twice_b", -30)).status, 200, `${label}: the older event retried: 200`);
+  t.equal((await buy(env, "evt_twice_pro2", "twice", "pro", "sub_twice_pro", -20)).status, 200, `${label}: an older event of the current subscription: 200`);
+  t.deepEqual(deletes(env.stripe, "sub_twice"), ["/v1/subscriptions/sub_twice_b"], `${label}: each canceled once, the current one never`);
+  t.equal((await tenant(env, "twice")).billing?.subscription_id, "sub_twice_pro", `${label}: still on the newer purchase`);
+}
+
 async function scenarios(t: test.Test, engine: FakeEngine, registry: TenantRegistry, label: string) {
   const stripe = await startFakeStripe();
   const env: Env = { ...(await startBillingGateway(engine, stripe, registry)), stripe, responses: [] };
   try {
     await deactivationCancels(t, env, label);
     await lateCheckoutCanceled(t, env, label);
+    await olderCheckoutCanceled(t, env, label);
     await stripeDownThenSweep(t, env, label);
     await tierMovesCancel(t, env, label);
     const everything = [...env.responses, ...env.log.records.map((r) => JSON.stringify(r)), ...env.gw.audit.records.map((r) => JSON.stringify(r))].join("\n");

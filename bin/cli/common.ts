@@ -12,6 +12,8 @@ export interface Io {
   env: NodeJS.ProcessEnv;
   /** Whether standard error is a terminal (progress bars redraw in place only then). */
   errIsTTY: boolean;
+  /** Whether standard output is a terminal (`svc serve -o -` will not write binary there). */
+  outIsTTY?: boolean;
   /** Resolves when the user asks the program to stop (SIGINT/SIGTERM); `svc up` waits on it. */
   stopSignal?: Promise<string>;
   /**
@@ -43,6 +45,7 @@ export function processIo(): Io {
     err: (s) => process.stderr.write(s),
     env: process.env,
     errIsTTY: Boolean(process.stderr.isTTY),
+    outIsTTY: Boolean(process.stdout.isTTY),
     outBytes: writeStdout,
   };
 }

@@ -48,7 +48,8 @@ Soft-deletes NS/KEY; it is purged after the retention period. ${ENV_LINE}`;
 
 export const SERVE_HELP = `Usage: svc serve NS KEY -o OUT.npy [--slice 0:16,:,:] [--version N] [--dtype D]
 
-Reconstructs an entry, or a block of it, to a .npy file (-o - writes it to standard output).
+Reconstructs an entry, or a block of it, to a .npy file (-o - writes it to standard output,
+when that is a file or a pipe).
 --slice takes one start:stop per dimension, python-style: a bare index i means i:i+1,
 negative indices count from the end (--slice -1,:,: works), missing trailing dimensions are
 whole (--slice 0:8, as numpy's a[0:8,]) and : is a whole dimension; an empty part is refused. --dtype float16, float32 or
@@ -496,6 +497,10 @@ export async function serveCommand(argv: string[], io: Io): Promise<number> {
   let dtype = want as (typeof SERVE_DTYPES)[number] | undefined;
   if (values.slice !== undefined) sliceParts(values.slice as string); // its syntax before any request
   const toStdout = out === "-";
+  if (toStdout && io.outIsTTY)
+    throw new UsageError(
+      `-o - writes the .npy file's binary bytes to standard output, which is a terminal here; redirect it (svc serve ${ns} ${key} -o - > ${npyNameOf(key)}) or pipe it to a program.`,
+    );
   if (!toStdout) await checkOutput(out, key);
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);

@@ -1,5 +1,6 @@
 // `svc serve -o -` writes the .npy file to standard output (nothing else there, no file named
-// '-'), and a reader that closes the pipe early (`| head -c 10`) ends the command quietly.
+// '-'), and a reader that closes the pipe early (`| head -c 10`) ends the command quietly; a
+// terminal as standard output gets a usage error instead of binary.
 import test from "tape";
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -59,5 +60,33 @@ test("svc serve -o -: the .npy to standard output; a pipe closed early is no err
   } finally {
     await rm(cwd, { recursive: true, force: true });
     await stack.close();
+  }
+});
+
+test("svc serve -o - with a terminal as standard output: a usage error before any request, nothing written", async (t) => {
+  const cwd = await mkdtemp(join(tmpdir(), "svc-serve-tty-"));
+  try {
+    // the command in a pseudo-terminal (python's pty module, as `script` would): standard output is a terminal
+    // (pty.spawn copies what the command writes to the terminal to its own standard output)
+    const py = ["import os, pty, sys", "sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))"].join("\n");
+    const args = [process.execPath, "--import", join(root, "node_modules/tsx/dist/loader.mjs"), join(root, "bin/svc.ts"), "serve", "default", "a/b", "-o", "-"];
+    // an address nothing listens on: a request would fail differently
+    const child = spawn("python3", ["-c", py, ...args], {
+      cwd,
+      env: { ...process.env, SVC_GATE_URL: "http://127.0.0.1:9", SVC_API_KEY: "svc_live_x" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    const code = await new Promise<number | null>((r) => child.on("close", r));
+    t.equal(code, 2, "exit 2");
+    t.equal(
+      out.replace(/\r\n/g, "\n"),
+      "svc: -o - writes the .npy file's binary bytes to standard output, which is a terminal here; redirect it (svc serve default a/b -o - > b.npy) or pipe it to a program.\nRun 'svc serve --help' for usage.\n",
+      "one sentence saying how to redirect, and where the usage is",
+    );
+    t.notOk(existsSync(join(cwd, "-")), "no file named '-'");
+  } finally {
+    await rm(cwd, { recursive: true, force: true });
   }
 });

@@ -6,7 +6,7 @@
 // that died is replaced, a live one or any other file at the path is refused.
 import { chmodSync, lstatSync, rmSync, statSync } from "node:fs";
 import { connect } from "node:net";
-import { isAbsolute } from "node:path";
+import { dirname, isAbsolute } from "node:path";
 import type { Server } from "node:net";
 
 /** sun_path holds 108 bytes on Linux, the last a NUL. */
@@ -66,10 +66,25 @@ export async function listenUnix(server: Server, path: string, what: string): Pr
     if (await answers(path)) throw new Error(`${what} names ${path}, where another process is listening.`);
     rmSync(path, { force: true });
   }
+  // libuv reports a missing directory as EACCES: the directory is looked at first
+  const dir = dirname(path);
+  const ds = statSync(dir, { throwIfNoEntry: false });
+  if (ds === undefined || !ds.isDirectory()) throw new Error(`${what} names ${path}, whose directory ${dir} does not exist; create it first.`);
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    const failed = (e: NodeJS.ErrnoException) => {
+      reject(
+        new Error(
+          e.code === "EADDRINUSE"
+            ? `${what} names ${path}, where another process is listening.`
+            : e.code === "EACCES" || e.code === "EPERM"
+              ? `${what} names ${path}, where this process may not create a socket (permission denied).`
+              : `${what} names ${path}, where the engine cannot listen (${e.code ?? "error"}).`,
+        ),
+      );
+    };
+    server.once("error", failed);
     server.listen({ path, readableAll: false, writableAll: false }, () => {
-      server.off("error", reject);
+      server.off("error", failed);
       resolve();
     });
   });

@@ -13,7 +13,7 @@ import { ValidationError } from "../../lib/errors.js";
 import { loadEngineConfig } from "../../server/engine/config.js";
 import { jsonLogger } from "../../server/engine/app.js";
 import { startEngine } from "../../server/engine/server.js";
-import { socketPathOf, unixUrl } from "../../server/http/unix-socket.js";
+import { listenUnix, socketPathOf, unixUrl } from "../../server/http/unix-socket.js";
 
 const KEY = "k".repeat(40);
 const auth = { authorization: `Bearer ${KEY}`, "x-svc-tenant": "t1" };
@@ -102,6 +102,18 @@ test("engine socket: a stale socket is replaced; a live one and another kind of 
     t.equal((file as Error).message, `SVC_ENGINE_SOCKET names ${path}, which exists and is not a socket; it is left as it is.`, "a regular file: refused");
     t.equal(readFileSync(path, "utf8"), "not a socket", "and left as it was");
 
+    // a directory that does not exist, and one this process may not write (as another user)
+    const missing = join(dir, "no", "such", "e.sock");
+    const nodir = await engineOn(dir, missing).then(
+      (x) => x,
+      (err: unknown) => err,
+    );
+    t.equal(
+      (nodir as Error).message,
+      `SVC_ENGINE_SOCKET names ${missing}, whose directory ${join(dir, "no", "such")} does not exist; create it first.`,
+      "a missing directory: named",
+    );
+
     // the engine's TCP port is free again after each refusal: a later start on another path works
     const ok = await engineOn(dir, join(dir, "other.sock"));
     await ok.close();
@@ -149,4 +161,30 @@ test("engine socket: unix: addresses round-trip through unixUrl and socketPathOf
   t.equal(socketPathOf("unix:tmp/e.sock"), null, "a relative path: not an address");
   t.equal(socketPathOf("http://127.0.0.1:8000"), null, "an http URL: not a socket");
   t.end();
+});
+
+test("engine socket: a listen the system refuses is one sentence naming the path", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-sock-"));
+  const path = join(dir, "e.sock");
+  try {
+    for (const [code, sentence] of [
+      ["EACCES", `SVC_ENGINE_SOCKET names ${path}, where this process may not create a socket (permission denied).`],
+      ["EADDRINUSE", `SVC_ENGINE_SOCKET names ${path}, where another process is listening.`],
+      ["ENAMETOOLONG", `SVC_ENGINE_SOCKET names ${path}, where the engine cannot listen (ENAMETOOLONG).`],
+    ]) {
+      // the system's answer to bind(2), as Node reports it
+      const server = createServer();
+      server.listen = (() => {
+        setImmediate(() => server.emit("error", Object.assign(new Error(`listen ${code}`), { code })));
+        return server;
+      }) as typeof server.listen;
+      const err = await listenUnix(server, path, "SVC_ENGINE_SOCKET").then(
+        () => null,
+        (e: unknown) => e,
+      );
+      t.equal((err as Error | null)?.message, sentence, code!);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -34,7 +34,7 @@ test("gateway over the engine's Unix socket: puts, reads and serves byte for byt
   const gw = await startGateway(loadGatewayConfig(gatewayEnv(engine.socketUrl!, dir)));
   try {
     const key = (await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" })).json.api_key as string;
-    const health = await (await fetch(`${gw.url}/health`)).json();
+    const health = (await (await fetch(`${gw.url}/health`)).json()) as { engine_reachable: boolean };
     t.equal(health.engine_reachable, true, "health: the engine is reachable over the socket");
     const data = new Float32Array(256).map((_, i) => Math.sin(i));
     const b64 = Buffer.from(data.buffer).toString("base64");
@@ -80,7 +80,7 @@ test("gateway over two engines, one on its socket and one over TCP: both in rota
     };
     const [onSocket, onTcp] = [await gets(a), await gets(b)];
     t.ok(onSocket > 0 && onSocket + onTcp === 20, `the socket engine answered GETs (${onSocket} over the socket, ${onTcp} over TCP)`);
-    const health = await (await fetch(`${gw.url}/health`)).json();
+    const health = (await (await fetch(`${gw.url}/health`)).json()) as { engine_reachable: boolean };
     t.equal(health.engine_reachable, true, "health: reachable");
     await a.close();
     let answered = 0;

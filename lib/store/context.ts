@@ -3,7 +3,6 @@
 import { NotFoundError, StoreUnavailableError, SvcError } from "../errors.js";
 import { itemsize, keyOf, namespaceOf } from "../fields.js";
 import type { Clock } from "../clock.js";
-import { isoTime } from "../iso-time.js";
 import type { RecordKey, StorageBackend } from "./backend.js";
 import { allocTyped, fromWorkingFloat, losslessDecode, product, typedView } from "./codec.js";
 import { pacedScan } from "./pace.js";
@@ -69,8 +68,6 @@ export const headKey = (t: string, ns: string, key: string): RecordKey => ["h", 
 export const versionKey = (t: string, ns: string, key: string, v: number): RecordKey => ["v", t, ns, key, v];
 export const idempotencyKey = (t: string, key: string): RecordKey => ["i", t, key];
 export const END = "\uffff"; // above every key character
-
-export const iso = isoTime;
 
 /** What an operation on a closed store (or one in flight when it closed) rejects with. */
 export const storeClosed = (): StoreUnavailableError => new StoreUnavailableError("The store is closed.");

@@ -2,6 +2,7 @@
 // put_cores_batch, and delete. Heavy work (compression, norms) runs before the write
 // transaction; each transaction only reads the heads, checks if_version, then writes payload,
 // version record and head (and, for an idempotent write, its stored response).
+import { isoTime } from "../iso-time.js";
 import { z } from "zod";
 import { NotFoundError, ValidationError, VersionConflictError } from "../errors.js";
 import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type Dtype } from "../fields.js";
@@ -21,7 +22,7 @@ import {
   toWorkingFloat,
   typedView,
 } from "./codec.js";
-import { headKey, idempotencyKey, iso, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope } from "./context.js";
+import { headKey, idempotencyKey, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope } from "./context.js";
 import { checkCores, type CoreInput } from "./cores.js";
 import { lookup, recordOf, replayOf } from "./idempotency.js";
 import { packRecord, unpackRecord } from "./records.js";
@@ -472,7 +473,7 @@ export async function remove(s: Scope, ns: string, key: string): Promise<DeleteR
       tombstones: withTombstone(head.tombstones, { from: head.first_live, upto: head.latest, purge_after: purgeAfter }),
     };
     tx.put(headKey(t, ns, key), packRecord(next));
-    const answer: DeleteResult = { namespace: ns, key, deleted: true as const, version: head.latest, purge_after: iso(purgeAfter) };
+    const answer: DeleteResult = { namespace: ns, key, deleted: true as const, version: head.latest, purge_after: isoTime(purgeAfter) };
     if (idem) tx.put(idempotencyKey(t, idem.key), recordOf(idem, answer, now));
     return answer;
   });

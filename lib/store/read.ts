@@ -1,5 +1,6 @@
 // The reading verbs of the store: get (metadata only, never the payload), list, search,
 // serve on the CPU and serve on the GPU.
+import { isoTime } from "../iso-time.js";
 import { GpuUnavailableError, ValidationError } from "../errors.js";
 import { compileFilter, matchFilter } from "../filter.js";
 import { isFloatDtype, parseOrThrow, type Dtype } from "../fields.js";
@@ -15,7 +16,7 @@ import {
   type ServeOptions,
 } from "../schemas.js";
 import { extractBlock, fromWorkingFloat, toWorkingFloat } from "./codec.js";
-import { denseOf, iso, maxAbsErrorOf, payloadOf, keyName, liveHeads, namespace, readVersion, secondsSince, ttOf, type Scope } from "./context.js";
+import { denseOf, maxAbsErrorOf, payloadOf, keyName, liveHeads, namespace, readVersion, secondsSince, ttOf, type Scope } from "./context.js";
 import { Pace } from "./pace.js";
 import type { GpuHandle, GpuServing } from "./gpu-cache.js";
 import { loadTT } from "./ttapi.js";
@@ -40,7 +41,7 @@ export async function get(s: Scope, ns: string, key: string, opts: GetOptions = 
     version: rec.version,
     latest_version: head.latest,
     versions,
-    created_at: iso(rec.created_at),
+    created_at: isoTime(rec.created_at),
     dtype: rec.dtype,
     shape: rec.shape,
     metadata: rec.metadata,
@@ -68,7 +69,7 @@ export async function list(s: Scope, ns: string, opts: ListOptions = {}): Promis
       keys.push({
         key,
         version: head.latest,
-        updated_at: iso(head.updated_at),
+        updated_at: isoTime(head.updated_at),
         dtype: head.dtype,
         shape: head.shape,
         verdict: head.verdict,

@@ -53,13 +53,17 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
   const maxHeaderSize = MAX_HEADER_BYTES;
   // Pipelined requests in turn and a missing Host in JSON (server/http/entry.ts).
   const entry = requestEntry(app);
-  const server = answerClientErrors(
-    tls
-      ? https.createServer({ ...tls, maxHeaderSize, requireHostHeader: false }, entry)
-      : http.createServer({ maxHeaderSize, requireHostHeader: false }, entry),
-    maxHeaderSize,
-  );
-  server.requestTimeout = 0; // large uploads are bounded by size, not time
+  const serverOf = (withTls: typeof tls) => {
+    const s = answerClientErrors(
+      withTls
+        ? https.createServer({ ...withTls, maxHeaderSize, requireHostHeader: false }, entry)
+        : http.createServer({ maxHeaderSize, requireHostHeader: false }, entry),
+      maxHeaderSize,
+    );
+    s.requestTimeout = 0; // large uploads are bounded by size, not time
+    return s;
+  };
+  const server = serverOf(tls);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -75,10 +79,8 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
   // the same requests over a Unix socket, plain http, for a gateway on this machine
   let closeSocket: (() => Promise<void>) | null = null;
   if (config.socket_path !== null) {
-    const local = answerClientErrors(http.createServer({ maxHeaderSize, requireHostHeader: false }, entry), maxHeaderSize);
-    local.requestTimeout = 0;
     try {
-      closeSocket = await listenUnix(local, config.socket_path, "SVC_ENGINE_SOCKET");
+      closeSocket = await listenUnix(serverOf(null), config.socket_path, "SVC_ENGINE_SOCKET");
     } catch (e) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await store.close();

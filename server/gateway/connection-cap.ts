@@ -9,42 +9,27 @@ import type { Server } from "node:http";
 import type { BlockList, Socket } from "node:net";
 import { plain, trusts } from "./client-address.js";
 
-export interface ConnectionCap {
-  /** Connections closed on arrival because their address held the cap. */
-  readonly refused: number;
-  /** Connections open now from `address`. */
-  openFrom(address: string): number;
-}
-
 /**
  * Caps the connections of `server` at `perAddress` per client address (0: no cap).
  * `onRefused` is called for each connection closed on arrival.
  */
-export function capConnections(server: Server, perAddress: number, exempt: BlockList | null, onRefused: () => void = () => {}): ConnectionCap {
+export function capConnections(server: Server, perAddress: number, exempt: BlockList | null, onRefused: () => void = () => {}): void {
+  if (perAddress <= 0) return;
   const open = new Map<string, number>();
-  let refused = 0;
-  if (perAddress > 0)
-    server.on("connection", (sock: Socket) => {
-      const addr = plain(sock.remoteAddress ?? "");
-      if (exempt !== null && trusts(exempt, addr)) return;
-      const n = (open.get(addr) ?? 0) + 1;
-      if (n > perAddress) {
-        refused++;
-        sock.destroy();
-        onRefused();
-        return;
-      }
-      open.set(addr, n);
-      sock.once("close", () => {
-        const left = open.get(addr)! - 1;
-        if (left === 0) open.delete(addr);
-        else open.set(addr, left);
-      });
+  server.on("connection", (sock: Socket) => {
+    const addr = plain(sock.remoteAddress ?? "");
+    if (exempt !== null && trusts(exempt, addr)) return;
+    const n = (open.get(addr) ?? 0) + 1;
+    if (n > perAddress) {
+      sock.destroy();
+      onRefused();
+      return;
+    }
+    open.set(addr, n);
+    sock.once("close", () => {
+      const left = open.get(addr)! - 1;
+      if (left === 0) open.delete(addr);
+      else open.set(addr, left);
     });
-  return {
-    get refused() {
-      return refused;
-    },
-    openFrom: (address) => open.get(plain(address)) ?? 0,
-  };
+  });
 }

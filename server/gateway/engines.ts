@@ -10,9 +10,9 @@
 // two are what ejection and "once on another engine" need. The per-engine Pools are undici's.
 import type { Readable } from "node:stream";
 import { Pool } from "undici";
-import { socketPathOf } from "../http/unix-socket.js";
 import {
   EngineFailure,
+  enginePool,
   readEngineHealth,
   UndiciEngineClient,
   type EngineClient,
@@ -60,17 +60,6 @@ export interface EnginePoolStats {
 
 const replayableBody = (b: Buffer | Readable | null): boolean => b === null || Buffer.isBuffer(b);
 
-/** The health checks' connection to one engine (an http(s) URL, or unix:PATH for its Unix socket). */
-function probePool(url: string, intervalMs: number, timeoutMs: number, tls: EngineTls | undefined): Pool {
-  const socketPath = socketPathOf(url);
-  return new Pool(socketPath === null ? url : "http://localhost", {
-    connections: 1,
-    keepAliveTimeout: Math.max(1000, intervalMs * 2),
-    connectTimeout: timeoutMs,
-    ...(socketPath !== null ? { connect: { socketPath } } : tls?.ca !== undefined ? { connect: { ca: tls.ca } } : {}),
-  });
-}
-
 export class EnginePool implements EngineClient {
   readonly #members: Member[];
   readonly #timer: NodeJS.Timeout;
@@ -88,7 +77,7 @@ export class EnginePool implements EngineClient {
     this.#members = urls.map((url, index) => ({
       index,
       client: new UndiciEngineClient(url, serviceKey, timeoutMs, opts.connections ?? 128, opts.tls ?? {}),
-      probe: probePool(url, interval, this.#healthTimeoutMs, opts.tls),
+      probe: enginePool(url, opts.tls ?? {}, { connections: 1, keepAliveTimeout: Math.max(1000, interval * 2), connectTimeout: this.#healthTimeoutMs }),
       inRotation: true,
       inFlight: 0,
       failedChecks: 0,

@@ -206,6 +206,16 @@ export interface EngineTls {
 }
 
 /**
+ * An undici Pool to the engine at `url`: an http(s) origin (https trusting `tls.ca` when given),
+ * or unix:PATH for an engine on this machine's Unix socket (the same requests, Host: localhost).
+ */
+export function enginePool(url: string, tls: EngineTls, opts: Pool.Options): Pool {
+  const socketPath = socketPathOf(url);
+  const connect = socketPath !== null ? { socketPath } : tls.ca !== undefined ? { ca: tls.ca } : undefined;
+  return new Pool(socketPath === null ? url : "http://localhost", { ...opts, ...(connect ? { connect } : {}) });
+}
+
+/**
  * The client of one engine. A request whose body is in memory (none, or JSON bytes) to a
  * plain-http engine goes on the gateway's own connections (engine-h1.ts), whose per-request
  * cost is a third below undici's; a streamed upload, and every request to an https engine, goes
@@ -224,17 +234,15 @@ export class UndiciEngineClient implements EngineClient {
     tls: EngineTls = {},
   ) {
     this.authorization = `Bearer ${serviceKey}`;
-    // an engine on this machine's Unix socket (unix:/path): the same requests, Host: localhost
-    const socketPath = socketPathOf(engineUrl);
-    this.pool = new Pool(socketPath === null ? engineUrl : "http://localhost", {
+    this.pool = enginePool(engineUrl, tls, {
       connections,
       pipelining: 1,
       keepAliveTimeout: 30_000,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       connectTimeout: Math.min(timeoutMs, 10_000),
-      ...(socketPath !== null ? { connect: { socketPath } } : tls.ca !== undefined ? { connect: { ca: tls.ca } } : {}),
     });
+    const socketPath = socketPathOf(engineUrl);
     const url = new URL(engineUrl);
     this.host = socketPath === null ? url.host : "localhost";
     this.h1 =

@@ -57,7 +57,7 @@ function answers(path: string): Promise<boolean> {
  * Listens on the Unix socket `path` with `server`, made 0600. A socket file nobody answers on
  * (left by a process that was killed) is removed first; a live socket, or a file of another
  * kind, is refused with a sentence (`what` names the setting). Returns a function that closes
- * the server and removes the socket file, if it is still the one made here.
+ * the server, which removes the socket file.
  */
 export async function listenUnix(server: Server, path: string, what: string): Promise<() => Promise<void>> {
   const existing = lstatSync(path, { throwIfNoEntry: false });
@@ -89,15 +89,10 @@ export async function listenUnix(server: Server, path: string, what: string): Pr
     });
   });
   chmodSync(path, 0o600);
-  const ino = statSync(path).ino;
+  // net.Server removes its socket file when it closes
   return () =>
     new Promise<void>((resolve) => {
-      server.close(() => {
-        // net.Server removes its own socket file on close; a file put there since is not ours
-        const now = lstatSync(path, { throwIfNoEntry: false });
-        if (now?.isSocket() && now.ino === ino) rmSync(path, { force: true });
-        resolve();
-      });
+      server.close(() => resolve());
       (server as Server & { closeAllConnections?: () => void }).closeAllConnections?.();
     });
 }

@@ -8,7 +8,7 @@ import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/pr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readyHint } from "../../bin/cli/up.js";
-import { startUp, stopUp, type Up } from "./up-process.js";
+import { startUp, stopUp, type Up, killUp } from "./up-process.js";
 
 /** Local addresses (hex, as in /proc/net/tcp{,6}) of the sockets listening on `port`. */
 function listeners(port: number): string[] {
@@ -42,10 +42,7 @@ test("svc up: the gateway and the engine listen on 127.0.0.1 only by default; no
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -69,10 +66,7 @@ test("svc up --host 0.0.0.0: the gateway listens on every interface and says it 
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -136,10 +130,7 @@ test("svc up: request log lines go to DIR/engine.log (0600), not to the terminal
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -168,10 +159,7 @@ test("svc up: a service key file readable by group or others is warned about at 
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -199,10 +187,7 @@ test("svc up: the Ready hint is a command that works as typed: npx svc, and --da
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });

@@ -9,7 +9,7 @@ import { existsSync, lstatSync, readFileSync } from "node:fs";
 import { mkdtemp, readlink, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { spawnUp, startUp, type Up } from "./up-process.js";
+import { killUp, spawnUp, startUp, type Up } from "./up-process.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
@@ -27,13 +27,6 @@ async function exitOf(up: Up): Promise<number | null> {
     return null;
   }
   return code;
-}
-
-async function kill(up: Up | null): Promise<void> {
-  if (up && up.child.exitCode === null && up.child.signalCode === null) {
-    up.child.kill("SIGKILL");
-    await up.exited;
-  }
 }
 
 /** Whether anything listens on `port` (read from /proc/net/tcp{,6}). */
@@ -56,7 +49,7 @@ test("svc up: a second svc up on the same data directory is refused while the fi
   let third: Up | null = null;
   try {
     first = await startUp(["--data", data]);
-    const gateway = /^gateway: (\S+)$/m.exec(first.out)![1]!;
+    const gateway = first.gateway;
     second = spawnUp(["--data", data]);
     t.equal(await exitOf(second), 1, "the second exits 1");
     t.match(
@@ -80,9 +73,9 @@ test("svc up: a second svc up on the same data directory is refused while the fi
     t.equal(await exitOf(third), 0, "exit 0");
     third = null;
   } finally {
-    await kill(first);
-    await kill(second);
-    await kill(third);
+    await killUp(first);
+    await killUp(second);
+    await killUp(third);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -100,15 +93,15 @@ test("svc up: the lock of a svc up that was killed (its process gone) does not k
     t.ok(lstatSync(join(data, "engine.sock")).isSocket(), "the killed one left its engine socket");
     b = await startUp(["--data", data]);
     t.doesNotMatch(b.err, /Another 'svc up'/, "no refusal");
-    const gateway = /^gateway: (\S+)$/m.exec(b.out)![1]!;
+    const gateway = b.gateway;
     const health = (await (await fetch(`${gateway}/health`)).json()) as { engine_reachable: boolean };
     t.equal(health.engine_reachable, true, "the stale socket was replaced: the gateway reaches the engine over it");
     b.child.kill("SIGINT");
     t.equal(await exitOf(b), 0, "exit 0");
     b = null;
   } finally {
-    await kill(a);
-    await kill(b);
+    await killUp(a);
+    await killUp(b);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -129,7 +122,7 @@ test("svc up: a gateway that fails to close (its directory removed) still lets t
     if (existsSync("/proc/net/tcp")) t.notOk(listening(enginePort), "the engine's port is closed");
     up = null;
   } finally {
-    await kill(up);
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -161,7 +154,7 @@ test("svc up --data '' is a usage error (exit 2), not the current directory", as
     t.match(up.err, /^svc: --data must name a directory\.\n/, up.err.trim());
     t.notOk(existsSync(join(cwd, "service.key")), "no service key in the current directory");
   } finally {
-    await kill(up);
+    await killUp(up);
     await rm(cwd, { recursive: true, force: true });
   }
 });
@@ -181,7 +174,7 @@ test("svc up: a lock file that is not a link to a process id is replaced", async
     up = null;
     t.notOk(existsSync(join(data, "svc-up.pid")), "the lock is removed at exit");
   } finally {
-    await kill(up);
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -244,7 +237,7 @@ test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be w
     t.notOk(existsSync(join(data, "svc-up.pid")), "the lock is removed");
     up = null;
   } finally {
-    await kill(up);
+    await killUp(up);
     await disk.destroy();
   }
 });
@@ -257,14 +250,14 @@ test("svc up in a directory whose socket path would pass 107 bytes: the gateway 
     up = await startUp(["--data", data]);
     t.ok(Buffer.byteLength(join(data, "engine.sock")) > 107, "the socket path would be too long");
     t.notOk(existsSync(join(data, "engine.sock")), "no socket is made");
-    const gateway = /^gateway: (\S+)$/m.exec(up.out)![1]!;
+    const gateway = up.gateway;
     const health = (await (await fetch(`${gateway}/health`)).json()) as { engine_reachable: boolean };
     t.equal(health.engine_reachable, true, "the gateway reaches the engine");
     up.child.kill("SIGINT");
     t.equal(await exitOf(up), 0, "exit 0");
     up = null;
   } finally {
-    await kill(up);
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });

@@ -57,3 +57,11 @@ export async function stopUp(up: Up): Promise<number | null> {
   up.child.kill("SIGINT");
   return up.exited;
 }
+
+/** Kills a `svc up` still running (SIGKILL) and waits for its exit; for a test's clean-up. */
+export async function killUp(up: Up | null): Promise<void> {
+  if (up && up.child.exitCode === null && up.child.signalCode === null) {
+    up.child.kill("SIGKILL");
+    await up.exited;
+  }
+}

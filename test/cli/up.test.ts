@@ -10,7 +10,7 @@ import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { svc } from "./helpers.js";
-import { startUp as startProcess, stopUp, type Up } from "./up-process.js";
+import { startUp as startProcess, stopUp, type Up, killUp } from "./up-process.js";
 import { writeNpy, readNpy, npyTypedArray } from "../../lib/npy.js";
 import { createClient } from "../../lib/client.js";
 import { selfSignedCert } from "../lib/self-signed.js";
@@ -125,10 +125,7 @@ test("svc up: first run prints the key and URLs, serves admin and data commands,
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -175,10 +172,7 @@ test("svc up: a port in use is a one-sentence failure with exit 1, nothing is le
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     blocker.close();
     await rm(dir, { recursive: true, force: true });
   }
@@ -209,10 +203,7 @@ test("svc up with SVC_ENGINE_TLS_*: the engine serves https and the gateway reac
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     await rm(dir, { recursive: true, force: true });
   }
 });
@@ -262,10 +253,7 @@ test("svc up --redis: tenants live in Redis under the configured prefix and surv
     t.equal(await stopUp(up), 0, "exit 0");
     up = null;
   } finally {
-    if (up) {
-      up.child.kill("SIGKILL");
-      await up.exited;
-    }
+    await killUp(up);
     for await (const keys of redis.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) {
       const list = ([] as string[]).concat(keys as string | string[]);
       if (list.length) await redis.del(list);

@@ -48,6 +48,8 @@ export interface EngineConfig {
   readonly body_grace_s: number;
   /** PostgreSQL: the longest wait for a connection and for one statement (503 store_unavailable past it). */
   readonly store_timeout_ms: number;
+  /** Connections one client address may hold open at once over TCP (0: no cap); the Unix socket has none. */
+  readonly max_connections_per_address: number;
 }
 
 /** A quarter of the machine's memory (6 GiB on 24 GiB), at least 256 MiB. */
@@ -122,6 +124,7 @@ const VARS = {
   SVC_ENGINE_BODY_MIN_RATE: int(1, 1024 * 1024 * 1024).default(16 * 1024),
   SVC_ENGINE_BODY_GRACE_S: int(1, 3600).default(10),
   SVC_ENGINE_STORE_TIMEOUT_MS: int(100, 600_000).default(5000),
+  SVC_ENGINE_MAX_CONNECTIONS_PER_ADDRESS: int(0, 1_000_000).default(1024),
 } as const;
 
 /** Every variable the engine reads (deployment files are checked against this list). */
@@ -183,5 +186,6 @@ export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineCo
     body_min_bytes_per_s: v.SVC_ENGINE_BODY_MIN_RATE as number,
     body_grace_s: v.SVC_ENGINE_BODY_GRACE_S as number,
     store_timeout_ms: v.SVC_ENGINE_STORE_TIMEOUT_MS as number,
+    max_connections_per_address: v.SVC_ENGINE_MAX_CONNECTIONS_PER_ADDRESS as number,
   });
 }

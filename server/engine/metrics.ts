@@ -11,6 +11,8 @@ export interface EngineMetrics {
   readonly http: HttpMetrics;
   /** The route label of a request path (a template of the engine's routes, or "other"). */
   readonly route: (path: string) => string;
+  /** A connection closed on arrival: its address held SVC_ENGINE_MAX_CONNECTIONS_PER_ADDRESS. */
+  connectionRefused(): void;
 }
 
 const WORK_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -93,5 +95,15 @@ export function createEngineMetrics(store: Store, opts: { defaultMetrics?: boole
       (hit ? hits : misses).inc();
     },
   });
-  return { registry: http.registry, http, route: routeLabeler(["/health", "/metrics", ...DATA_PLANE_ROUTES]) };
+  const refusedConnections = new FastCounter({
+    name: "svc_engine_connections_refused_total",
+    help: "Connections closed on arrival because their client address held SVC_ENGINE_MAX_CONNECTIONS_PER_ADDRESS open.",
+    registers,
+  });
+  return {
+    registry: http.registry,
+    http,
+    route: routeLabeler(["/health", "/metrics", ...DATA_PLANE_ROUTES]),
+    connectionRefused: () => refusedConnections.inc(),
+  };
 }

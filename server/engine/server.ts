@@ -15,6 +15,7 @@ import type { EngineConfig } from "./config.js";
 import { createEngineMetrics } from "./metrics.js";
 import { warmOffload } from "../http/offload.js";
 import { listenUnix, unixUrl } from "../http/unix-socket.js";
+import { capConnections } from "../http/connection-cap.js";
 
 export interface RunningEngine {
   url: string;
@@ -47,7 +48,8 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     default_max_rank: config.max_rank,
     payload_cache_bytes: config.payload_cache_bytes,
   });
-  const app = createApp({ store, config, logger, metrics: createEngineMetrics(store, { defaultMetrics: true }) });
+  const metrics = createEngineMetrics(store, { defaultMetrics: true });
+  const app = createApp({ store, config, logger, metrics });
   // X-SVC-Metadata may carry up to 64 KiB of metadata: above Node's 16 KiB header default.
   // Requests Node cannot parse get the JSON error body too (400, Connection: close).
   const maxHeaderSize = MAX_HEADER_BYTES;
@@ -64,6 +66,9 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     return s;
   };
   const server = serverOf(tls);
+  // one client address may not hold every connection (the Unix socket's clients are this
+  // machine's, let in by the socket file's mode)
+  capConnections(server, config.max_connections_per_address, null, () => metrics.connectionRefused());
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);

@@ -11,7 +11,7 @@ import { answerClientErrors } from "../http/client-error.js";
 import { sendError, writeErrorBody } from "../http/errors.js";
 import { holdContinue } from "../http/expect-continue.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
-import { capConnections } from "./connection-cap.js";
+import { capConnections } from "../http/connection-cap.js";
 import { countRequests, metricsDigests, metricsHandler } from "../http/metrics.js";
 import { noteRequestId, requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { accountRouter } from "./account.js";
@@ -22,7 +22,7 @@ import { memoryAuditTail, type AuditTailReader } from "./audit-tail.js";
 import { credentialOf, headerOf, KEY_PREFIX, secretsEqual, sha256Hex } from "./auth.js";
 import { MemoryAuthThrottle, type AuthThrottle } from "./auth-throttle.js";
 import { BodyBudget } from "./body-budget.js";
-import { clientAddress, trustedProxies } from "./client-address.js";
+import { clientAddress, trustedProxies, trusts } from "./client-address.js";
 import type { Clock } from "./clock.js";
 import { DEFAULT_LIMITS, type GatewayLimits, type RateLimitSpec } from "./config.js";
 import { consoleRouter } from "./console.js";
@@ -303,7 +303,8 @@ export function createApp(deps: GatewayDeps): Express {
     // Pipelined requests in turn and a missing Host in JSON (server/http/entry.ts).
     const server = answerClientErrors(createServer({ maxHeaderSize: MAX_HEADER_BYTES, requireHostHeader: false }, requestEntry(handler)), MAX_HEADER_BYTES);
     // one client address may not hold every connection (SVC_GATE_MAX_CONNECTIONS_PER_ADDRESS)
-    capConnections(server, gw.limits.maxConnectionsPerAddress, trustedProxies(gw.limits.trustedProxies), () => gw.metrics.connectionRefused());
+    const proxies = trustedProxies(gw.limits.trustedProxies);
+    capConnections(server, gw.limits.maxConnectionsPerAddress, proxies && ((addr) => trusts(proxies, addr)), () => gw.metrics.connectionRefused());
     // Expect: 100-continue: the data plane sends 100 Continue right before it reads the body,
     // so that a request refused before that is not sent; other routes get it at once, as from Node.
     server.on(

@@ -5,11 +5,9 @@
 // client and prove nothing.
 import type { IncomingMessage } from "node:http";
 import { BlockList, isIP } from "node:net";
+import { plain } from "../http/connection-cap.js";
 
 const CIDR = /^(.+)\/(\d{1,3})$/;
-
-/** `s` without the IPv4-mapped IPv6 prefix, so that ::ffff:10.0.0.1 matches 10.0.0.0/8. */
-export const plain = (s: string): string => (s.toLowerCase().startsWith("::ffff:") && isIP(s.slice(7)) === 4 ? s.slice(7) : s);
 
 /** Whether `s` is an IP address or a CIDR range (address/prefix length) of one. */
 export function isAddressOrRange(s: string): boolean {

@@ -4,40 +4,10 @@
 // frees a place; trusted proxies have no cap; 0 turns the cap off. Loopback's 127.0.0.2 and
 // 127.0.0.3 stand for other client machines.
 import test from "tape";
-import { connect, type Socket } from "node:net";
+import type { Socket } from "node:net";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { SERVICE_KEY, startFakeEngine, startTestGateway } from "./helpers.js";
-
-/** A connection from `localAddress`: resolves once connected (the kernel's handshake; the gateway may still close it). */
-function open(url: string, localAddress: string): Promise<Socket> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: hostname, port: Number(port), localAddress });
-    s.once("connect", () => resolve(s));
-    s.once("error", reject);
-  });
-}
-
-/** One GET /health on `s`: its status line, or "closed" when the connection ends without an answer. */
-function health(s: Socket): Promise<string> {
-  return new Promise((resolve) => {
-    let got = "";
-    const onData = (d: Buffer) => {
-      got += d.toString("latin1");
-      if (got.includes("\r\n\r\n")) done(got.slice(0, got.indexOf("\r\n")));
-    };
-    const done = (v: string) => {
-      s.off("data", onData);
-      s.off("close", onClose);
-      resolve(v);
-    };
-    const onClose = () => done("closed");
-    s.on("data", onData);
-    s.once("close", onClose);
-    s.on("error", () => undefined);
-    s.write("GET /health HTTP/1.1\r\nHost: gateway\r\n\r\n");
-  });
-}
+import { healthOn as health, openFrom as open } from "../lib/raw-connection.js";
 
 const refusedCount = async (url: string): Promise<number> => {
   const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${SERVICE_KEY}` } })).text();

@@ -18,10 +18,10 @@ import {
   truncateSync,
   writeSync,
 } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { dirname, basename } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
+import { NotUtf8Error, readUtf8File, utf8Of } from "./text-file.js";
 
 export interface ChainHead {
   /** Serial of the last committed receipt (0 before the first). */
@@ -54,9 +54,10 @@ export class FileChainStore implements ChainStore {
   async load(): Promise<ChainHead> {
     let text: string;
     try {
-      text = await readFile(this.path, "utf8");
+      text = await readUtf8File(this.path);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return { serial: 0, last_receipt_sha256: null };
+      if (e instanceof NotUtf8Error) throw new Error(`the receipt chain file ${basename(this.path)} is not valid UTF-8`);
       throw new Error(`the receipt chain file ${basename(this.path)} cannot be read`);
     }
     let parsed: unknown;
@@ -122,9 +123,9 @@ export class LogChainStore implements ChainStore {
 
   async load(): Promise<ChainHead> {
     const name = basename(this.path);
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = readFileSync(this.path, "utf8");
+      bytes = readFileSync(this.path);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") {
         this.lines = 0;
@@ -132,7 +133,14 @@ export class LogChainStore implements ChainStore {
       }
       throw new Error(`the receipt chain log ${name} cannot be read`);
     }
-    const complete = text.slice(0, text.lastIndexOf("\n") + 1);
+    // the whole lines; a torn last line's bytes are dropped below, whatever they are
+    const end = bytes.lastIndexOf(0x0a) + 1;
+    let complete: string;
+    try {
+      complete = utf8Of(bytes.subarray(0, end));
+    } catch {
+      throw new Error(`the receipt chain log ${name} is not valid UTF-8`);
+    }
     let head: ChainHead = { serial: 0, last_receipt_sha256: null };
     const lines = complete.split("\n").slice(0, -1);
     lines.forEach((line, i) => {
@@ -150,11 +158,11 @@ export class LogChainStore implements ChainStore {
       if (r.data.serial <= head.serial) throw new Error(`line ${i + 1} of the receipt chain log ${name} is inconsistent: serials must increase`);
       head = r.data;
     });
-    if (complete.length < text.length) {
+    if (end < bytes.byteLength) {
       // a torn last line: its batch was never answered; cut it off before appending
-      truncateSync(this.path, Buffer.byteLength(complete));
+      truncateSync(this.path, end);
     }
-    this.#size = Buffer.byteLength(complete);
+    this.#size = end;
     this.lines = lines.length;
     return head;
   }

@@ -2,13 +2,15 @@
 // configuration file (SVC_PROVENANCE_CONFIG, written at first boot) for what the
 // environment leaves unset. Parsed once with zod and frozen; a bad value stops the
 // process with a sentence naming the variable.
-import { readFileSync } from "node:fs";
+import { NotUtf8Error, readUtf8FileSync } from "./text-file.js";
 import { z } from "zod";
 import { BACKEND_NAMES, type BackendName } from "./signer.js";
 
 export const DEFAULT_HOME = "/var/lib/svc-provenance";
 export const DEFAULT_CONFIG = "/etc/svc-provenance/service.env";
 export const ADMIN_HASH_VAR = "SVC_PROVENANCE_ADMIN_KEY_SHA256";
+/** The sentence for a configuration file whose bytes are not UTF-8. */
+export const NOT_UTF8_CONFIG = "The configuration file named by SVC_PROVENANCE_CONFIG is not valid UTF-8.";
 
 export interface ProvenanceConfig {
   readonly home: string;
@@ -97,9 +99,10 @@ export function parseEnvFile(text: string, fileName = "the configuration file"):
 export function readConfigFile(path: string): Record<string, string> {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    text = readUtf8FileSync(path);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return {};
+    if (e instanceof NotUtf8Error) throw new ConfigError(NOT_UTF8_CONFIG);
     throw new ConfigError(`The configuration file named by SVC_PROVENANCE_CONFIG cannot be read.`);
   }
   return parseEnvFile(text, "the configuration file named by SVC_PROVENANCE_CONFIG");

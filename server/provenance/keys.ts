@@ -5,10 +5,11 @@
 //   chain.log                 0600  the receipt chain heads, one JSON line per committed batch
 // The configuration file holds only the SHA-256 of the admin key.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { chmod, mkdir, readdir, readFile, stat } from "node:fs/promises";
+import { chmod, mkdir, readdir, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import { ADMIN_HASH_VAR, ConfigError, parseEnvFile, type ProvenanceConfig } from "./config.js";
+import { ADMIN_HASH_VAR, ConfigError, NOT_UTF8_CONFIG, parseEnvFile, type ProvenanceConfig } from "./config.js";
+import { NotUtf8Error, readUtf8File } from "./text-file.js";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, fingerprintOf, type KeyPair, type MlDsaBackend } from "./signer.js";
 import { parseIJson } from "../http/json.js";
@@ -114,8 +115,9 @@ function activeToFile(k: ActiveKey): string {
 
 async function readJson(path: string, what: string): Promise<unknown> {
   try {
-    return parseIJson(await readFile(path, "utf8"));
-  } catch {
+    return parseIJson(await readUtf8File(path));
+  } catch (e) {
+    if (e instanceof NotUtf8Error) throw new ConfigError(`The ${what} is not valid UTF-8.`);
     throw new ConfigError(`The ${what} cannot be read or is not valid JSON.`);
   }
 }
@@ -178,9 +180,10 @@ async function writeActive(home: string, kp: KeyPair, now: Date): Promise<Active
 async function readAdminHash(configPath: string): Promise<{ hash: string | null; text: string | null }> {
   let text: string;
   try {
-    text = await readFile(configPath, "utf8");
+    text = await readUtf8File(configPath);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return { hash: null, text: null };
+    if (e instanceof NotUtf8Error) throw new ConfigError(NOT_UTF8_CONFIG);
     throw new ConfigError("The configuration file named by SVC_PROVENANCE_CONFIG cannot be read.");
   }
   const vars = parseEnvFile(text, "the configuration file named by SVC_PROVENANCE_CONFIG");

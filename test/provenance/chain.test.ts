@@ -293,6 +293,36 @@ test("the log store refuses a corrupt or out-of-order line instead of restarting
 
 const GENESIS = '{"serial":0,"last_receipt_sha256":null}\n';
 
+test("chain files whose bytes are not UTF-8 stop the start; a torn last line is dropped whatever its bytes", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const good = (n: number) => Buffer.from(JSON.stringify({ serial: n, last_receipt_sha256: h(n) }) + "\n");
+  const bad = Buffer.from([0x7b, 0xff, 0xfe, 0x7d, 0x0a]); // {, two bytes no UTF-8 text has, }, newline
+  const file = join(dir, "chain.json");
+  await writeFile(file, Buffer.concat([Buffer.from('{"serial":0,"last_receipt_sha256":null'), Buffer.from([0xc3]), Buffer.from("}")]));
+  try {
+    await ReceiptChain.open(new FileChainStore(file));
+    t.fail("the file store accepted bytes that are not UTF-8");
+  } catch (e) {
+    t.equal((e as Error).message, "the receipt chain file chain.json is not valid UTF-8", (e as Error).message);
+  }
+  const log = join(dir, "chain.log");
+  await writeFile(log, Buffer.concat([good(1), bad, good(2)]));
+  try {
+    await ReceiptChain.open(new LogChainStore(log));
+    t.fail("the log store accepted bytes that are not UTF-8");
+  } catch (e) {
+    t.equal((e as Error).message, "the receipt chain log chain.log is not valid UTF-8", (e as Error).message);
+  }
+  // a crash inside the last write leaves a fragment: dropped and cut off, as any torn line
+  await writeFile(log, Buffer.concat([good(1), good(2), Buffer.from([0x7b, 0xff])]));
+  const s = new LogChainStore(log);
+  const c = await ReceiptChain.open(s);
+  t.deepEqual(c.head, { serial: 2, last_receipt_sha256: h(2) }, "the torn fragment is dropped");
+  s.close();
+  t.deepEqual(await readFile(log), Buffer.concat([good(1), good(2)]), "and cut off the file");
+  await cleanup();
+});
+
 test("the log store's genesis line: written only where the log is missing or empty, read as serial 0, counted as a line", async (t) => {
   const { dir, cleanup } = await tempDir();
   const path = join(dir, "sub", "chain.log");

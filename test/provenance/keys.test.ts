@@ -81,6 +81,37 @@ test("a secret key file readable by others, or a malformed one, stops the start 
   } catch (e) {
     t.match((e as Error).message, /malformed/, "a malformed key file is refused, not replaced");
   }
+  await writeFile(paths(config.home).active, Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]), { mode: 0o600 });
+  try {
+    await bootstrap(config, backend);
+    t.fail("should refuse");
+  } catch (e) {
+    t.ok(e instanceof ConfigError, "ConfigError");
+    t.match((e as Error).message, /^The .* is not valid UTF-8\.$/, `a key file that is not UTF-8: ${(e as Error).message}`);
+  }
+  await cleanup();
+});
+
+test("a configuration file whose bytes are not UTF-8 stops the start instead of yielding a different path", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const file = join(dir, "service.env");
+  // SVC_PROVENANCE_HOME=/srv/prov<0xff>: read leniently, the home would be /srv/prov\ufffd
+  await writeFile(file, Buffer.concat([Buffer.from("SVC_PROVENANCE_HOME=/srv/prov"), Buffer.from([0xff]), Buffer.from("\n")]), { mode: 0o600 });
+  try {
+    loadConfig({ SVC_PROVENANCE_CONFIG: file });
+    t.fail("accepted");
+  } catch (e) {
+    t.ok(e instanceof ConfigError, "ConfigError");
+    t.equal((e as Error).message, "The configuration file named by SVC_PROVENANCE_CONFIG is not valid UTF-8.");
+  }
+  // the boot's own read of it (the admin key's hash) refuses it too
+  const config = { ...configFor(dir), configPath: file };
+  try {
+    await bootstrap(config, await createBackend("noble"));
+    t.fail("the boot accepted it");
+  } catch (e) {
+    t.equal((e as Error).message, "The configuration file named by SVC_PROVENANCE_CONFIG is not valid UTF-8.", "bootstrap: the same sentence");
+  }
   await cleanup();
 });
 

@@ -9,6 +9,8 @@
 // the declared rows are read with FOR UPDATE before the body runs and the body's writes are
 // sent afterwards, all in one database transaction.
 
+import type { CompactResult } from "./types.js";
+
 /** Record keys are tuples of strings and numbers, ordered element by element (strings by bytes). */
 export type RecordKey = readonly (string | number)[];
 
@@ -43,6 +45,22 @@ export interface TxReads {
 export interface PayloadRef {
   tenant: string;
   id: string;
+}
+
+/**
+ * What compact decides for each record, for a backend that runs compact itself
+ * (StorageBackend.compact) instead of as one write transaction over every record.
+ */
+export interface CompactRules {
+  /**
+   * A stored head's expired tombstones: the version spans to remove ([from, upto], inclusive)
+   * and the head to store instead (undefined: the head is removed too); null where none expired.
+   */
+  purge(head: unknown): { spans: [number, number][]; head: unknown } | null;
+  /** The payload id a stored version record names. */
+  payloadOf(version: unknown): string;
+  /** Whether a stored idempotency record has expired. */
+  expired(record: unknown): boolean;
 }
 
 /** Committed data, read outside any write transaction. */
@@ -101,6 +119,12 @@ export interface StorageBackend extends ReadView {
    */
   transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T>;
   close(): Promise<void>;
+  /**
+   * Runs compact by `rules` over every record as one atomic transaction, writers excluded,
+   * holding a bounded number of records at once (PostgreSQL). Backends without it run compact
+   * as a write transaction that reads every record (lib/store/maintenance.ts).
+   */
+  compact?(rules: CompactRules): Promise<CompactResult>;
   /** Bytes on disk (`file`) and in use (`used`), for backends that keep files. */
   sizeBytes?(): { file: number; used: number };
   /** Whether the backend can serve now (one round trip to a database; a local file: true). */

@@ -1,7 +1,7 @@
 // Maintenance of the whole store (every tenant): compact purges expired tombstones, the
 // versions they cover, expired idempotency records, and payloads no kept version references.
 import { ValidationError } from "../errors.js";
-import type { WriteTx } from "./backend.js";
+import type { CompactRules, WriteTx } from "./backend.js";
 import { END, open, versionKey, type Core } from "./context.js";
 import { IDEMPOTENCY_TTL_MS, type IdempotencyRecord } from "./idempotency.js";
 import { packRecord, unpackRecord } from "./records.js";
@@ -15,6 +15,9 @@ export async function compact(core: Core, opts: { now?: number | Date } = {}): P
   const { backend, clock } = open({ core, tenant: "" });
   const now = opts.now === undefined ? clock.now() : opts.now instanceof Date ? opts.now.getTime() : opts.now;
   if (typeof now !== "number" || !Number.isFinite(now)) throw new ValidationError("now must be a Date or a number of milliseconds.", "now");
+  const rules = rulesAt(now);
+  // a backend that pages through the records itself holds a bounded number of them at once
+  if (backend.compact) return backend.compact(rules);
   const reads = {
     ranges: [
       [["h"], ["h", END]],
@@ -23,38 +26,51 @@ export async function compact(core: Core, opts: { now?: number | Date } = {}): P
     ] as [string[], string[]][],
     payloads: true,
   };
-  return backend.transact(reads, (tx) => compactIn(tx, now, backend.payloadScope === "tenant"));
+  return backend.transact(reads, (tx) => compactIn(tx, rules, backend.payloadScope === "tenant"));
 }
 
-function compactIn(tx: WriteTx, now: number, perTenant: boolean): CompactResult {
+/** What compact at `now` does with each stored record. */
+function rulesAt(now: number): CompactRules {
+  return {
+    purge(value) {
+      const head = unpackRecord<HeadRecord>(value)!;
+      const expired = head.tombstones.filter((s) => s.purge_after <= now);
+      if (expired.length === 0) return null;
+      const kept = head.tombstones.filter((s) => s.purge_after > now);
+      return {
+        spans: expired.map((s) => [s.from, s.upto]),
+        head: head.deleted && kept.length === 0 ? undefined : packRecord({ ...head, tombstones: kept }),
+      };
+    },
+    payloadOf: (value) => unpackRecord<VersionRecord>(value)!.fingerprint.sha256,
+    expired: (value) => (value as IdempotencyRecord).created_at + IDEMPOTENCY_TTL_MS <= now,
+  };
+}
+
+function compactIn(tx: WriteTx, rules: CompactRules, perTenant: boolean): CompactResult {
   let versionsPurged = 0;
   let keysPurged = 0;
   const referenced = new Set<string>();
   for (const { key, value } of [...tx.range(["h"], ["h", END])]) {
-    const head = unpackRecord<HeadRecord>(value)!;
+    const p = rules.purge(value);
+    if (p === null) continue;
     const [, t, ns, k] = key as [string, string, string, string];
-    const expired = head.tombstones.filter((s) => s.purge_after <= now);
-    if (expired.length > 0) {
-      for (const s of expired) {
-        for (let v = s.from; v <= s.upto; v++) {
-          if (tx.get(versionKey(t, ns, k, v)) !== undefined) {
-            tx.remove(versionKey(t, ns, k, v));
-            versionsPurged++;
-          }
+    for (const [from, upto] of p.spans) {
+      for (let v = from; v <= upto; v++) {
+        if (tx.get(versionKey(t, ns, k, v)) !== undefined) {
+          tx.remove(versionKey(t, ns, k, v));
+          versionsPurged++;
         }
       }
-      const kept = head.tombstones.filter((s) => s.purge_after > now);
-      if (head.deleted && kept.length === 0) {
-        tx.remove(key);
-        keysPurged++;
-        continue;
-      }
-      tx.put(key, packRecord({ ...head, tombstones: kept }));
     }
+    if (p.head === undefined) {
+      tx.remove(key);
+      keysPurged++;
+    } else tx.put(key, p.head);
   }
   // payloads are shared by every tenant (LMDB, memory) or held per tenant (PostgreSQL)
   for (const { key, value } of tx.range(["v"], ["v", END])) {
-    const sha = unpackRecord<VersionRecord>(value)!.fingerprint.sha256;
+    const sha = rules.payloadOf(value);
     referenced.add(perTenant ? `${key[1] as string}\u0000${sha}` : sha);
   }
   let payloadsPurged = 0;
@@ -64,6 +80,6 @@ function compactIn(tx: WriteTx, now: number, perTenant: boolean): CompactResult 
       payloadsPurged++;
     }
   }
-  for (const { key, value } of [...tx.range(["i"], ["i", END])]) if ((value as IdempotencyRecord).created_at + IDEMPOTENCY_TTL_MS <= now) tx.remove(key);
+  for (const { key, value } of [...tx.range(["i"], ["i", END])]) if (rules.expired(value)) tx.remove(key);
   return { versions_purged: versionsPurged, keys_purged: keysPurged, payloads_purged: payloadsPurged };
 }

@@ -20,10 +20,12 @@ import pg from "pg";
 import { Packr } from "msgpackr";
 import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
 import { joinPaced } from "./pace.js";
+import type { CompactResult } from "./types.js";
 import {
   checkDeclared,
   checkDeclaredRange,
   compareKeys,
+  type CompactRules,
   type PayloadRef,
   type RecordEntry,
   type RecordKey,
@@ -801,6 +803,91 @@ export class PostgresBackend implements StorageBackend {
     }
     await w.commit();
     return result;
+  }
+
+  /**
+   * compact (lib/store/maintenance.ts) as one transaction under the exclusive lock that every
+   * writer waits for, reading each table through a cursor a page at a time: what it holds at
+   * once is a page of rows and the set of payloads the kept versions name, whatever the size of
+   * the store. Removals go a page at a time, as one statement each.
+   */
+  async compact(rules: CompactRules): Promise<CompactResult> {
+    await this.#whenReady();
+    const page = this.#rangePageRows;
+    const client = await this.#pool.connect().catch(rethrow);
+    let broken = false;
+    try {
+      const c = client;
+      const pages = async function* (name: string, query: string): AsyncIterable<unknown[][]> {
+        await c.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${query}`);
+        for (;;) {
+          const r = await c.query<unknown[]>({ text: `FETCH ${page} FROM ${name}`, rowMode: "array" });
+          if (r.rows.length > 0) yield r.rows;
+          if (r.rows.length < page) break;
+        }
+        await c.query(`CLOSE ${name}`);
+      };
+      await c.query(`BEGIN; SELECT pg_advisory_xact_lock(${GC_LOCK})`);
+      let versionsPurged = 0;
+      let keysPurged = 0;
+      for await (const rows of pages("svc_heads", "SELECT tenant_id, namespace, key, value FROM heads")) {
+        const spans: unknown[][] = [[], [], [], [], []];
+        const removed: unknown[][] = [[], [], []];
+        const kept: unknown[][] = [[], [], [], []];
+        for (const [t, ns, k, value] of rows) {
+          const p = rules.purge(decodeValue(value as Buffer));
+          if (p === null) continue;
+          for (const [from, upto] of p.spans) [t, ns, k, from, upto].forEach((x, i) => spans[i]!.push(x));
+          if (p.head === undefined) [t, ns, k].forEach((x, i) => removed[i]!.push(x));
+          else [t, ns, k, encodeValue(p.head)].forEach((x, i) => kept[i]!.push(x));
+        }
+        if (spans[0]!.length > 0) {
+          const r = await c.query(
+            `DELETE FROM versions v USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS s(t, n, k, lo, hi)
+              WHERE v.tenant_id = s.t AND v.namespace = s.n AND v.key = s.k AND v.version BETWEEN s.lo AND s.hi`,
+            spans,
+          );
+          versionsPurged += r.rowCount ?? 0;
+        }
+        if (removed[0]!.length > 0) {
+          const r = await c.query("DELETE FROM heads WHERE (tenant_id, namespace, key) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))", removed);
+          keysPurged += r.rowCount ?? 0;
+        }
+        if (kept[0]!.length > 0)
+          await c.query(
+            `UPDATE heads h SET value = s.v FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS s(t, n, k, v)
+              WHERE h.tenant_id = s.t AND h.namespace = s.n AND h.key = s.k`,
+            kept,
+          );
+      }
+      for await (const rows of pages("svc_idempotency", "SELECT tenant_id, key, value FROM idempotency")) {
+        const expired: unknown[][] = [[], []];
+        for (const [t, k, value] of rows) if (rules.expired(decodeValue(value as Buffer))) [t, k].forEach((x, i) => expired[i]!.push(x));
+        if (expired[0]!.length > 0) await c.query("DELETE FROM idempotency WHERE (tenant_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))", expired);
+      }
+      // the payloads the kept versions name (this transaction's removals are not seen)
+      const referenced = new Set<string>();
+      for await (const rows of pages("svc_versions", "SELECT tenant_id, value FROM versions"))
+        for (const [t, value] of rows) referenced.add(`${t as string}\u0000${rules.payloadOf(decodeValue(value as Buffer))}`);
+      let payloadsPurged = 0;
+      for await (const rows of pages("svc_payloads", "SELECT tenant_id, sha256 FROM payloads")) {
+        const unused: unknown[][] = [[], []];
+        for (const [t, id] of rows) if (!referenced.has(`${t as string}\u0000${id as string}`)) [t, id].forEach((x, i) => unused[i]!.push(x));
+        if (unused[0]!.length === 0) continue;
+        const pairs = "(tenant_id, sha256) IN (SELECT * FROM unnest($1::text[], $2::text[]))";
+        await c.query(`DELETE FROM payload_chunks WHERE ${pairs}`, unused);
+        payloadsPurged += (await c.query(`DELETE FROM payloads WHERE ${pairs}`, unused)).rowCount ?? 0;
+      }
+      await c.query("COMMIT");
+      return { versions_purged: versionsPurged, keys_purged: keysPurged, payloads_purged: payloadsPurged };
+    } catch (e) {
+      // a connection that failed or timed out mid-transaction is not given to the next caller
+      if (pgFailure(e)) broken = true;
+      else await client.query("ROLLBACK").catch(() => void (broken = true));
+      rethrow(e);
+    } finally {
+      client.release(broken);
+    }
   }
 
   /** Row counts of each table (tests, bench). */

@@ -21,6 +21,8 @@ Server:
                          a backup restored as a new store directory
   migrate --from SRC --to DST
                          copy a store between an LMDB directory and PostgreSQL (resumable)
+  compact [--store PATH|URL]
+                         purge expired deletes and unused payloads, while engines serve
 
 Admin (service key from SVC_GATE_ENGINE_SERVICE_KEY or ./svc-data/service.key; gateway at SVC_GATE_URL):
   tenant create ID [--plan P] [--namespace NS]... [--email E]
@@ -53,6 +55,7 @@ const COMMANDS: Record<string, Command> = {
   backup: async (a, io) => (await import("./backup.js")).backupCommand(a, io),
   restore: async (a, io) => (await import("./backup.js")).restoreCommand(a, io),
   migrate: async (a, io) => (await import("./migrate.js")).migrateCommand(a, io),
+  compact: async (a, io) => (await import("./compact.js")).compactCommand(a, io),
   tenant: async (a, io) => (await import("./admin.js")).tenantCommand(a, io),
   key: async (a, io) => (await import("./keys.js")).keyCommand(a, io),
   usage: async (a, io) => (await import("./admin.js")).usageCommand(a, io),

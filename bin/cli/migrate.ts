@@ -1,12 +1,11 @@
 // `svc migrate --from SRC --to DST`: copies a whole store (every tenant) between an LMDB
 // directory and a PostgreSQL database, in either direction, with a progress bar; resumable
 // (lib/store/migrate.ts).
-import { existsSync, statSync } from "node:fs";
-import { join } from "node:path";
 import type { StorageBackend } from "../../lib/store/backend.js";
 import { copyStore, countHeads } from "../../lib/store/migrate.js";
 import { Progress } from "./progress.js";
 import { fmtBytes, parse, UsageError, type Io } from "./common.js";
+import { describe, isPg, requireStoreDir } from "./store-location.js";
 
 export const MIGRATE_HELP = `Usage: svc migrate --from SRC --to DST [--json]
 
@@ -17,23 +16,9 @@ is, one key per transaction. Interrupted, it can be run again: keys already copi
 unchanged are skipped. Stop the engines writing to SRC first, or run it again afterwards to
 pick up what changed. Progress on standard error, a summary on standard output.`;
 
-const isPg = (s: string) => /^postgres(ql)?:\/\//.test(s);
-
-/** Where a URL or directory points, for output (never a password). */
-function describe(s: string): string {
-  if (!isPg(s)) return s;
-  try {
-    const u = new URL(s);
-    return `postgres://${u.hostname}:${u.port || 5432}${u.pathname}`;
-  } catch {
-    return "the PostgreSQL URL";
-  }
-}
-
 async function openBackend(where: string, mustExist: boolean): Promise<StorageBackend> {
   if (isPg(where)) return (await import("../../lib/store/postgres.js")).PostgresBackend.open(where);
-  if (mustExist && !(existsSync(where) && statSync(where).isDirectory() && existsSync(join(where, "data.mdb"))))
-    throw new UsageError(`${where} is not a store directory (no data.mdb in it).`);
+  if (mustExist) requireStoreDir(where);
   return new (await import("../../lib/store/lmdb.js")).LmdbBackend(where);
 }
 

@@ -1,7 +1,7 @@
 // Maintenance of the whole store (every tenant): compact purges expired tombstones, the
 // versions they cover, expired idempotency records, and payloads no kept version references.
 import { ValidationError } from "../errors.js";
-import type { CompactRules, WriteTx } from "./backend.js";
+import type { CompactRules, PayloadRef, RecordKey, WriteTx } from "./backend.js";
 import { END, open, versionKey, type Core } from "./context.js";
 import { IDEMPOTENCY_TTL_MS, type IdempotencyRecord } from "./idempotency.js";
 import { packRecord, unpackRecord } from "./records.js";
@@ -47,13 +47,20 @@ function rulesAt(now: number): CompactRules {
   };
 }
 
+/**
+ * compact as one write transaction. Each family is read lazily and only what changes is kept
+ * until the writes, made after its reading (a write could disturb the reading under way).
+ */
 function compactIn(tx: WriteTx, rules: CompactRules, perTenant: boolean): CompactResult {
   let versionsPurged = 0;
   let keysPurged = 0;
   const referenced = new Set<string>();
-  for (const { key, value } of [...tx.range(["h"], ["h", END])]) {
+  const purges: { key: RecordKey; p: NonNullable<ReturnType<CompactRules["purge"]>> }[] = [];
+  for (const { key, value } of tx.range(["h"], ["h", END])) {
     const p = rules.purge(value);
-    if (p === null) continue;
+    if (p !== null) purges.push({ key, p });
+  }
+  for (const { key, p } of purges) {
     const [, t, ns, k] = key as [string, string, string, string];
     for (const [from, upto] of p.spans) {
       for (let v = from; v <= upto; v++) {
@@ -73,13 +80,12 @@ function compactIn(tx: WriteTx, rules: CompactRules, perTenant: boolean): Compac
     const sha = rules.payloadOf(value);
     referenced.add(perTenant ? `${key[1] as string}\u0000${sha}` : sha);
   }
-  let payloadsPurged = 0;
-  for (const { tenant, id } of [...tx.payloadIds()]) {
-    if (!referenced.has(perTenant ? `${tenant}\u0000${id}` : id)) {
-      tx.removePayload(tenant, id);
-      payloadsPurged++;
-    }
-  }
-  for (const { key, value } of [...tx.range(["i"], ["i", END])]) if (rules.expired(value)) tx.remove(key);
+  const unused: PayloadRef[] = [];
+  for (const ref of tx.payloadIds()) if (!referenced.has(perTenant ? `${ref.tenant}\u0000${ref.id}` : ref.id)) unused.push(ref);
+  for (const { tenant, id } of unused) tx.removePayload(tenant, id);
+  const expired: RecordKey[] = [];
+  for (const { key, value } of tx.range(["i"], ["i", END])) if (rules.expired(value)) expired.push(key);
+  for (const key of expired) tx.remove(key);
+  const payloadsPurged = unused.length;
   return { versions_purged: versionsPurged, keys_purged: keysPurged, payloads_purged: payloadsPurged };
 }

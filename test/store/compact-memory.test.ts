@@ -1,9 +1,11 @@
-// compact on PostgreSQL reads each table through a cursor, a page at a time, in one transaction
-// that writers wait for: a store of hundreds of thousands of keys was read whole into memory (1.3
-// GiB for 100,000 keys) and its removals sent as one batch past the statement timeout. Here every
-// table holds more rows than a page (copies made with SQL), and the result must be the one the
-// other backends give: expired idempotency records, the versions under expired tombstones, keys
-// deleted for good and the payloads no kept version names go; everything else stays readable.
+// What compact holds in memory. On PostgreSQL it reads each table through a cursor, a page at a
+// time, in one transaction that writers wait for: a store of hundreds of thousands of keys was
+// read whole into memory (1.3 GiB for 100,000 keys) and its removals sent as one batch past the
+// statement timeout. Here every table holds more rows than a page (copies made with SQL), and the
+// result must be the one the other backends give: expired idempotency records, the versions
+// under expired tombstones, keys deleted for good and the payloads no kept version names go;
+// everything else stays readable. On LMDB the heads are read lazily and only those that change
+// are kept: each head (with up to 64 KiB of metadata) was held until the end.
 import test from "tape";
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
@@ -12,17 +14,21 @@ import { FakeClock } from "../../lib/clock.js";
 import { createStore } from "../../lib/store/index.js";
 import { RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
 import { freshStoreUrl, sql } from "./pg-db.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 
 const T0 = Date.parse("2026-03-01T00:00:00Z");
 const DAY = 86_400_000;
 const COPIES = RANGE_PAGE_ROWS * 2 + 100;
 const bytes = (s: string) => Buffer.from(s.repeat(64));
 
-/** Runs test/store/fixtures/compactor.ts with a V8 heap of `heapMiB`: its exit code and output. */
-function compactIn(heapMiB: number, url: string, now: number): Promise<{ code: number | null; out: string }> {
+/** Runs test/store/fixtures/compactor.ts on `where` with a V8 heap of `heapMiB`: its exit code and output. */
+function compactIn(heapMiB: number, where: string, now: number): Promise<{ code: number | null; out: string }> {
   const script = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "compactor.ts");
   return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [`--max-old-space-size=${heapMiB}`, "--import", "tsx", script, url, String(now)], { stdio: ["ignore", "pipe", "pipe"] });
+    const c = spawn(process.execPath, [`--max-old-space-size=${heapMiB}`, "--import", "tsx", script, where, String(now)], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     c.stdout.on("data", (d: Buffer) => (out += d.toString()));
     c.stderr.resume();
@@ -119,4 +125,32 @@ test("postgres compact: 40,000 deleted keys purged in a process whose heap is li
     { heads: 1, versions: 1, payloads: 1 },
     "keep is left",
   );
+});
+
+test("lmdb compact: 2,000 heads of 40 KiB of metadata each, compacted in a process whose heap is limited to 96 MiB", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-compact-memory-"));
+  const clock = new FakeClock(T0);
+  const s = await createStore({ path: dir, clock });
+  const metadata = Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`field_${i}`, `value ${i} `.repeat(10)]));
+  try {
+    for (let i = 0; i < 2000; i++) await s.put("ns", `k${i}`, Buffer.from(`payload ${i}`), { metadata: { ...metadata, i } });
+    await s.delete("ns", "k0");
+  } finally {
+    await s.close();
+  }
+  try {
+    // held until the end, these heads took several hundred MiB of heap: out of memory
+    const r = await compactIn(96, dir, T0 + 31 * DAY);
+    t.equal(r.code, 0, "the compacting process exits 0");
+    t.deepEqual(r.out.trim() ? JSON.parse(r.out) : null, { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "the deleted key purged");
+    const after = await createStore({ path: dir });
+    try {
+      t.equal((await after.list("ns", { limit: 1000 })).total, 1999, "the other 1,999 keys are kept");
+      t.equal((await after.get("ns", "k1999")).metadata.i, 1999, "with their metadata");
+    } finally {
+      await after.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

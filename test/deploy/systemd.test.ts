@@ -119,6 +119,35 @@ for (const [file, { role, bin }] of Object.entries(UNITS)) {
   });
 }
 
+test("svc-compact.service and .timer: the engine's user, directory and settings, its hardening, once a day", async (t) => {
+  const service = parseUnit(readFileSync(join(DIR, "svc-compact.service"), "utf8"));
+  const timer = parseUnit(readFileSync(join(DIR, "svc-compact.timer"), "utf8"));
+  const engine = parseUnit(readFileSync(join(DIR, "svc-engine.service"), "utf8"));
+  t.equal(one(service, "Type"), "oneshot", "a oneshot service");
+  t.equal(one(service, "User"), "svc", "runs as user svc, as the engine");
+  for (const [k, v] of Object.entries(HARDENING)) t.equal(one(service, k), v, `${k}=${v}`);
+  t.notOk(service.Service?.RemoveIPC, "no RemoveIPC: its end would remove the engine's IPC objects (the same user)");
+  t.equal(one(service, "StateDirectory"), one(engine, "StateDirectory"), "the engine's StateDirectory");
+  t.deepEqual(service.Service?.EnvironmentFile, engine.Service?.EnvironmentFile, "the engine's EnvironmentFile (SVC_ENGINE_STORE_URL for PostgreSQL)");
+  const env: Record<string, string> = {};
+  for (const e of service.Service?.Environment ?? []) {
+    const [name, ...rest] = e.split("=");
+    env[name!] = rest.join("=");
+  }
+  t.deepEqual(unknownVars("engine", env), [], "no variable the engine does not read");
+  const engineDir = (engine.Service?.Environment ?? []).find((e) => e.startsWith("SVC_ENGINE_DATA_DIR="));
+  t.equal(`SVC_ENGINE_DATA_DIR=${env.SVC_ENGINE_DATA_DIR}`, engineDir, "the engine's data directory");
+  t.deepEqual(
+    one(service, "ExecStart")!.split(/\s+/),
+    ["/usr/bin/node", `/opt/svc-tensor/${pkg.bin.svc!.replace(/^\.\//, "")}`, "compact"],
+    "runs svc compact",
+  );
+  t.equal(timer.Timer?.Unit?.[0], "svc-compact.service", "the timer starts it");
+  t.equal(timer.Timer?.OnCalendar?.[0], "*-*-* 03:00:00", "every day");
+  t.equal(timer.Timer?.Persistent?.[0], "true", "a run missed while the machine was off is made at boot");
+  t.equal(timer.Install?.WantedBy?.[0], "timers.target", "enabled with the timers");
+});
+
 test("systemd-analyze verify on every unit", async (t) => {
   const probe = spawnSync("systemd-analyze", ["--version"], { encoding: "utf8" });
   if (probe.error || probe.status !== 0) {
@@ -128,7 +157,7 @@ test("systemd-analyze verify on every unit", async (t) => {
   // copies whose program paths exist on this machine: this node and this checkout
   const tmp = mkdtempSync(join(tmpdir(), "svc-units-"));
   try {
-    const files = Object.keys(UNITS).map((f) => {
+    const files = [...Object.keys(UNITS), "svc-compact.service", "svc-compact.timer"].map((f) => {
       const text = readFileSync(join(DIR, f), "utf8").replaceAll("/usr/bin/node", process.execPath).replaceAll("/opt/svc-tensor/", ROOT);
       writeFileSync(join(tmp, f), text);
       return join(tmp, f);

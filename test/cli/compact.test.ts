@@ -17,12 +17,12 @@ import { jsonLogger } from "../../server/engine/app.js";
 import { loadEngineConfig } from "../../server/engine/config.js";
 import { startEngine } from "../../server/engine/server.js";
 import { freshStoreUrl } from "../store/pg-db.js";
+import { fillCompactCase, payload } from "../store/compact-case.js";
 
 const SVC = fileURLToPath(new URL("../../bin/svc.ts", import.meta.url));
 const KEY = "k".repeat(40);
 // long enough ago that the deletes' 30 days and the idempotency records' 24 hours have passed
 const T0 = Date.parse("2020-01-01T00:00:00Z");
-const bytes = (s: string) => Buffer.from(s.repeat(64));
 const dirs: string[] = [];
 const tmp = () => {
   const d = mkdtempSync(join(tmpdir(), "svc-compact-"));
@@ -35,17 +35,10 @@ function io(env: Record<string, string> = {}): Io & { stdout: string; stderr: st
   return o as Io & { stdout: string; stderr: string };
 }
 
-/** gone: deleted; keep: live; twice: version 1 deleted, version 2 live with the same bytes; idem: put idempotently. */
+/** The compact case (compact-case.ts) in tenant t1 of the store `open` makes. */
 async function fill(open: () => ReturnType<typeof createStore>): Promise<void> {
   const s = await open();
-  const v = s.forTenant("t1");
-  await v.put("ns", "gone", bytes("A"));
-  await v.delete("ns", "gone");
-  await v.put("ns", "keep", bytes("B"));
-  await v.put("ns", "twice", bytes("C"));
-  await v.delete("ns", "twice");
-  await v.put("ns", "twice", bytes("C"));
-  await v.idempotent("once", "hash").put("ns", "idem", bytes("D"));
+  await fillCompactCase(s.forTenant("t1"));
   await s.close();
 }
 
@@ -93,12 +86,12 @@ test("svc compact: an LMDB store purged in a process of its own while an engine 
         headers: { ...headers, "content-type": "application/json", accept: "application/octet-stream" },
         body: JSON.stringify({ namespace: "ns", key: k }),
       });
-      t.ok(res.status === 200 && Buffer.from(await res.arrayBuffer()).equals(bytes(b)), `${k} serves its bytes through the engine`);
+      t.ok(res.status === 200 && Buffer.from(await res.arrayBuffer()).equals(payload(b)), `${k} serves its bytes through the engine`);
     }
     const put = await fetch(`${e.url}/v1/put?namespace=ns&key=gone`, {
       method: "POST",
       headers: { ...headers, "content-type": "application/octet-stream" },
-      body: bytes("A"),
+      body: payload("A"),
     });
     t.equal(put.status, 201, "the engine writes after the compaction");
     t.equal(((await put.json()) as { version: number }).version, 1, "a key purged for good starts again at version 1");
@@ -123,9 +116,9 @@ test("svc compact: a PostgreSQL store, the URL from SVC_ENGINE_STORE_URL, --json
       ["idem", "keep", "twice"],
       "the three live keys are left",
     );
-    t.ok(Buffer.from((await s.serve("ns", "keep")).data as Uint8Array).equals(bytes("B")), "keep reads back");
+    t.ok(Buffer.from((await s.serve("ns", "keep")).data as Uint8Array).equals(payload("B")), "keep reads back");
     const idem = s.idempotent("once", "hash");
-    await idem.put("ns", "idem", bytes("E"));
+    await idem.put("ns", "idem", payload("E"));
     t.equal(idem.replayed, false, "the old idempotency record is gone: the same key writes again");
   } finally {
     await s.close();

@@ -14,13 +14,13 @@ import { FakeClock } from "../../lib/clock.js";
 import { createStore } from "../../lib/store/index.js";
 import { RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
 import { freshStoreUrl, sql } from "./pg-db.js";
+import { fillCompactCase, payload } from "./compact-case.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 
 const T0 = Date.parse("2026-03-01T00:00:00Z");
 const DAY = 86_400_000;
 const COPIES = RANGE_PAGE_ROWS * 2 + 100;
-const bytes = (s: string) => Buffer.from(s.repeat(64));
 
 /** Runs test/store/fixtures/compactor.ts on `where` with a V8 heap of `heapMiB`: its exit code and output. */
 function compactIn(heapMiB: number, where: string, now: number): Promise<{ code: number | null; out: string }> {
@@ -44,14 +44,7 @@ test("postgres compact: tables larger than a page, purged as on the other backen
   const clock = new FakeClock(T0);
   const s = await createStore({ url, clock });
   try {
-    await s.put("ns", "gone", bytes("A"));
-    await s.delete("ns", "gone");
-    await s.put("ns", "keep", bytes("B"));
-    // version 1 deleted, version 2 live with the same bytes: only the version record goes
-    await s.put("ns", "twice", bytes("C"));
-    await s.delete("ns", "twice");
-    await s.put("ns", "twice", bytes("C"));
-    await s.idempotent("idem-key", "hash-1").put("ns", "idem", bytes("D"));
+    await fillCompactCase(s);
     // copies of the deleted key (head and version, naming payload A) and of the idempotency record
     await sql(url, `INSERT INTO heads SELECT tenant_id, namespace, key || '-' || g, value FROM heads, generate_series(1, ${COPIES}) g WHERE key = 'gone'`);
     await sql(
@@ -69,7 +62,7 @@ test("postgres compact: tables larger than a page, purged as on the other backen
 
     // a put of payload A's bytes while compact removes A: before compact it keeps A, after it
     // stores A again; either way its data is read back
-    const [r, again] = await Promise.all([s.compact({ now: T0 + 31 * DAY }), s.put("ns", "again", bytes("A"))]);
+    const [r, again] = await Promise.all([s.compact({ now: T0 + 31 * DAY }), s.put("ns", "again", payload("A"))]);
     t.equal(r.versions_purged, COPIES + 2, "the versions under expired tombstones, on every page");
     t.equal(r.keys_purged, COPIES + 1, "the keys deleted for good");
     t.ok(r.payloads_purged <= 1, `payload A at most (${r.payloads_purged}): a concurrent put may name it first`);
@@ -85,7 +78,7 @@ test("postgres compact: tables larger than a page, purged as on the other backen
       ["idem", "D"],
       ["again", "A"],
     ] as const)
-      t.ok(Buffer.from((await s.serve("ns", k)).data as Uint8Array).equals(bytes(b)), `${k} reads back its bytes`);
+      t.ok(Buffer.from((await s.serve("ns", k)).data as Uint8Array).equals(payload(b)), `${k} reads back its bytes`);
     t.equal(again.version, 1, "the concurrent put is version 1 of its key");
     await s.delete("ns", "again");
     t.deepEqual(await s.compact({ now: T0 + 62 * DAY }), { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "and A goes once nothing names it");
@@ -101,9 +94,9 @@ test("postgres compact: 40,000 deleted keys purged in a process whose heap is li
   const s = await createStore({ url, clock });
   const N = 40_000;
   try {
-    await s.put("ns", "gone", bytes("A"));
+    await s.put("ns", "gone", payload("A"));
     await s.delete("ns", "gone");
-    await s.put("ns", "keep", bytes("B"));
+    await s.put("ns", "keep", payload("B"));
     await sql(url, `INSERT INTO heads SELECT tenant_id, namespace, key || '-' || g, value FROM heads, generate_series(1, ${N}) g WHERE key = 'gone'`);
     await sql(
       url,

@@ -2,27 +2,43 @@
 // the package from python/ without installing it, and turning the results of the Python
 // unittest runner (python/tests/run.py, one JSON line per test) into tape assertions.
 import { spawn, spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import type { Test } from "tape";
 
 export const PY_ROOT = new URL("../../python/", import.meta.url).pathname;
 export const IN_CI = process.env.CI === "true";
 
-function probe(exe: string, code: string): boolean {
-  const r = spawnSync(exe, ["-c", code], { encoding: "utf8", timeout: 60_000 });
-  return r.status === 0;
+/**
+ * The interpreter `exe` runs as (its sys.executable) when `code` exits 0 under it, else null.
+ * The tests spawn that path: a version manager's shim in front of python3 (pyenv's is a shell
+ * script) costs more than the interpreter's own start, on each of hundreds of runs.
+ */
+function probe(exe: string, code: string): string | null {
+  const r = spawnSync(exe, ["-c", `${code}\nimport sys; print(sys.executable)`], { encoding: "utf8", timeout: 60_000 });
+  if (r.status !== 0) return null;
+  const real = r.stdout.trim().split("\n").at(-1) ?? "";
+  return real !== "" && existsSync(real) ? real : exe;
 }
 
 const candidates = (): string[] => [...new Set([process.env.SVC_TEST_PYTHON, "python3", "/usr/bin/python3"].filter((x): x is string => !!x))];
-const V311 = "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)";
+const V311 = "import sys\nif sys.version_info < (3, 11): sys.exit(1)";
 
-/** A python3 of 3.11 or later, or null. */
+const first = (code: string): string | null => {
+  for (const exe of candidates()) {
+    const real = probe(exe, code);
+    if (real !== null) return real;
+  }
+  return null;
+};
+
+/** A python3 of 3.11 or later (the interpreter itself, past any shim), or null. */
 export function findPython(): string | null {
-  return candidates().find((exe) => probe(exe, V311)) ?? null;
+  return first(V311);
 }
 
 /** A python3 of 3.11 or later that imports numpy, or null. */
 export function findNumpyPython(): string | null {
-  return candidates().find((exe) => probe(exe, `${V311}\nimport numpy`)) ?? null;
+  return first(`${V311}\nimport numpy`);
 }
 
 /**

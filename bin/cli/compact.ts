@@ -2,7 +2,7 @@
 // on an LMDB store directory or a PostgreSQL store, while engines serve it (lib/store/maintenance.ts).
 import { performance } from "node:perf_hooks";
 import { parse, type Io } from "./common.js";
-import { describe, isPg, requireStoreDir } from "./store-location.js";
+import { describe, isPg, requirePgStore, requireStoreDir } from "./store-location.js";
 
 export const COMPACT_HELP = `Usage: svc compact [--store PATH|URL] [--json]
 
@@ -23,7 +23,8 @@ export async function compactCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   const where = (values.store as string | undefined) || io.env.SVC_ENGINE_STORE_URL || io.env.SVC_ENGINE_DATA_DIR || "./svc-data/engine";
-  if (!isPg(where)) requireStoreDir(where);
+  if (isPg(where)) await requirePgStore(where);
+  else requireStoreDir(where);
   const { createStore } = await import("../../lib/store/index.js");
   const store = await createStore(isPg(where) ? { url: where } : { path: where });
   try {

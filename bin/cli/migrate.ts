@@ -5,7 +5,7 @@ import type { StorageBackend } from "../../lib/store/backend.js";
 import { copyStore, countHeads } from "../../lib/store/migrate.js";
 import { Progress } from "./progress.js";
 import { fmtBytes, parse, UsageError, type Io } from "./common.js";
-import { describe, isPg, requireStoreDir } from "./store-location.js";
+import { describe, isPg, requirePgStore, requireStoreDir } from "./store-location.js";
 
 export const MIGRATE_HELP = `Usage: svc migrate --from SRC --to DST [--json]
 
@@ -17,7 +17,10 @@ unchanged are skipped. Stop the engines writing to SRC first, or run it again af
 pick up what changed. Progress on standard error, a summary on standard output.`;
 
 async function openBackend(where: string, mustExist: boolean): Promise<StorageBackend> {
-  if (isPg(where)) return (await import("../../lib/store/postgres.js")).PostgresBackend.open(where);
+  if (isPg(where)) {
+    if (mustExist) await requirePgStore(where);
+    return (await import("../../lib/store/postgres.js")).PostgresBackend.open(where);
+  }
   if (mustExist) requireStoreDir(where);
   return new (await import("../../lib/store/lmdb.js")).LmdbBackend(where);
 }

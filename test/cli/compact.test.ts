@@ -16,7 +16,7 @@ import { createStore } from "../../lib/store/index.js";
 import { jsonLogger } from "../../server/engine/app.js";
 import { loadEngineConfig } from "../../server/engine/config.js";
 import { startEngine } from "../../server/engine/server.js";
-import { freshStoreUrl } from "../store/pg-db.js";
+import { freshStoreUrl, sql } from "../store/pg-db.js";
 import { fillCompactCase, payload } from "../store/compact-case.js";
 
 const SVC = fileURLToPath(new URL("../../bin/svc.ts", import.meta.url));
@@ -142,6 +142,15 @@ test("svc compact: usage errors, and no store made where there is none", async (
     t.match(o.stderr, re, o.stderr.trim());
   }
   t.notOk(existsSync(missing), "the missing directory was not created");
+  // a database (schema) with no store in it is refused, and no table is made there
+  const empty = await freshStoreUrl();
+  const o = io();
+  t.equal(await main(["compact", "--store", empty], o), 2, "a PostgreSQL URL with no store: exit 2");
+  t.match(o.stderr, /^svc: postgres:\/\/127\.0\.0\.1:5432\/\w+ holds no store \(no svc_schema table where it points\)\.\n/, o.stderr.trim());
+  t.deepEqual(await sql(empty, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"), [], "no table was created");
+  const refused = io();
+  t.equal(await main(["compact", "--store", "postgres://postgres@127.0.0.1:1/nothing"], refused), 1, "no PostgreSQL there: exit 1");
+  t.match(refused.stderr, /^svc: Cannot connect to PostgreSQL at postgres:\/\/127\.0\.0\.1:1\/nothing: .+\.\n$/, refused.stderr.trim());
   const h = io();
   t.equal(await main(["compact", "--help"], h), 0, "--help");
   t.match(h.stdout, /^Usage: svc compact \[--store PATH\|URL\] \[--json\]/, "usage text");

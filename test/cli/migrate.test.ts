@@ -17,7 +17,7 @@ import { LmdbBackend } from "../../lib/store/lmdb.js";
 import { PostgresBackend } from "../../lib/store/postgres.js";
 import { unpackRecord } from "../../lib/store/records.js";
 import type { HeadRecord, VersionRecord } from "../../lib/store/types.js";
-import { freshStoreUrl } from "../store/pg-db.js";
+import { freshStoreUrl, sql } from "../store/pg-db.js";
 
 const SVC = fileURLToPath(new URL("../../bin/svc.ts", import.meta.url));
 const dirs: string[] = [];
@@ -170,6 +170,12 @@ test("svc migrate: usage errors", async (t) => {
     t.equal(await main(argv, o), 2, `${argv.join(" ")}: exit 2`);
     t.match(o.stderr, re, o.stderr.trim());
   }
+  // a source database with no store in it is refused, and no table is made there
+  const empty = await freshStoreUrl();
+  const o = io();
+  t.equal(await main(["migrate", "--from", empty, "--to", join(tmp(), "copy")], o), 2, "--from a PostgreSQL URL with no store: exit 2");
+  t.match(o.stderr, /holds no store \(no svc_schema table where it points\)\./, o.stderr.trim());
+  t.deepEqual(await sql(empty, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"), [], "no table was created there");
   const h = io();
   t.equal(await main(["migrate", "--help"], h), 0, "--help");
   t.match(h.stdout, /Usage: svc migrate --from SRC --to DST/, "usage text");

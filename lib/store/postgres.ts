@@ -865,7 +865,8 @@ export class PostgresBackend implements StorageBackend {
         for (const [t, k, value] of rows) if (rules.expired(decodeValue(value as Buffer))) [t, k].forEach((x, i) => expired[i]!.push(x));
         if (expired[0]!.length > 0) await c.query("DELETE FROM idempotency WHERE (tenant_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))", expired);
       }
-      // the payloads the kept versions name (this transaction's removals are not seen)
+      // the payloads the kept versions name: this cursor, declared after the removals above,
+      // does not see the versions they removed
       const referenced = new Set<string>();
       for await (const rows of pages("svc_versions", "SELECT tenant_id, value FROM versions"))
         for (const [t, value] of rows) referenced.add(`${t as string}\u0000${rules.payloadOf(decodeValue(value as Buffer))}`);

@@ -49,6 +49,7 @@ import {
 } from "./receipt.js";
 import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
 import { ALGORITHM, type MlDsaBackend, type Signer } from "./signer.js";
+import { utf8Of } from "./text-file.js";
 
 export type LogFn = (entry: Record<string, unknown>) => void;
 
@@ -82,8 +83,6 @@ export const DEFAULT_BODY_BUDGET_BYTES = DEFAULT_LIMITS.bodyBudgetBytes;
 
 const mib = (n: number): string => (n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
 
-const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-
 /** A request body as read: its value, and the first I-JSON problem of its text. */
 interface ParsedBody {
   value: unknown;
@@ -97,7 +96,7 @@ interface ParsedBody {
 function parseBody(raw: Buffer): ParsedBody {
   let text: string;
   try {
-    text = UTF8.decode(raw);
+    text = utf8Of(raw);
   } catch {
     // replaced, the bytes would be signed as characters the sender did not send
     throw new UnsupportedMediaTypeError("The request body is not valid UTF-8.");

@@ -9,8 +9,6 @@ import { BACKEND_NAMES, type BackendName } from "./signer.js";
 export const DEFAULT_HOME = "/var/lib/svc-provenance";
 export const DEFAULT_CONFIG = "/etc/svc-provenance/service.env";
 export const ADMIN_HASH_VAR = "SVC_PROVENANCE_ADMIN_KEY_SHA256";
-/** The sentence for a configuration file whose bytes are not UTF-8. */
-export const NOT_UTF8_CONFIG = "The configuration file named by SVC_PROVENANCE_CONFIG is not valid UTF-8.";
 
 export interface ProvenanceConfig {
   readonly home: string;
@@ -95,17 +93,24 @@ export function parseEnvFile(text: string, fileName = "the configuration file"):
   return out;
 }
 
+/** The configuration file's text, null where it does not exist; a ConfigError where it cannot be read or is not UTF-8. */
+export function readConfigText(path: string): string | null {
+  try {
+    return readUtf8FileSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
+    if (e instanceof NotUtf8Error) throw new ConfigError("The configuration file named by SVC_PROVENANCE_CONFIG is not valid UTF-8.");
+    throw new ConfigError("The configuration file named by SVC_PROVENANCE_CONFIG cannot be read.");
+  }
+}
+
+/** The name parseEnvFile gives the configuration file in its sentences. */
+export const CONFIG_FILE_NAME = "the configuration file named by SVC_PROVENANCE_CONFIG";
+
 /** Reads the configuration file; a missing file is empty (first boot writes it). */
 export function readConfigFile(path: string): Record<string, string> {
-  let text: string;
-  try {
-    text = readUtf8FileSync(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return {};
-    if (e instanceof NotUtf8Error) throw new ConfigError(NOT_UTF8_CONFIG);
-    throw new ConfigError(`The configuration file named by SVC_PROVENANCE_CONFIG cannot be read.`);
-  }
-  return parseEnvFile(text, "the configuration file named by SVC_PROVENANCE_CONFIG");
+  const text = readConfigText(path);
+  return text === null ? {} : parseEnvFile(text, CONFIG_FILE_NAME);
 }
 
 /** Parses the configuration once; throws ConfigError naming the bad variable. */

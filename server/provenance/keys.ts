@@ -8,7 +8,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { chmod, mkdir, readdir, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import { ADMIN_HASH_VAR, ConfigError, NOT_UTF8_CONFIG, parseEnvFile, type ProvenanceConfig } from "./config.js";
+import { ADMIN_HASH_VAR, CONFIG_FILE_NAME, ConfigError, parseEnvFile, readConfigText, type ProvenanceConfig } from "./config.js";
 import { NotUtf8Error, readUtf8File } from "./text-file.js";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, fingerprintOf, type KeyPair, type MlDsaBackend } from "./signer.js";
@@ -177,16 +177,10 @@ async function writeActive(home: string, kp: KeyPair, now: Date): Promise<Active
 }
 
 /** The admin key hash from the configuration file, or null. */
-async function readAdminHash(configPath: string): Promise<{ hash: string | null; text: string | null }> {
-  let text: string;
-  try {
-    text = await readUtf8File(configPath);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return { hash: null, text: null };
-    if (e instanceof NotUtf8Error) throw new ConfigError(NOT_UTF8_CONFIG);
-    throw new ConfigError("The configuration file named by SVC_PROVENANCE_CONFIG cannot be read.");
-  }
-  const vars = parseEnvFile(text, "the configuration file named by SVC_PROVENANCE_CONFIG");
+function readAdminHash(configPath: string): { hash: string | null; text: string | null } {
+  const text = readConfigText(configPath);
+  if (text === null) return { hash: null, text: null };
+  const vars = parseEnvFile(text, CONFIG_FILE_NAME);
   const h = vars[ADMIN_HASH_VAR];
   if (h === undefined) return { hash: null, text };
   if (!/^[0-9a-f]{64}$/.test(h)) throw new ConfigError(`${ADMIN_HASH_VAR} in the configuration file must be 64 lower-case hex characters.`);
@@ -222,7 +216,7 @@ export async function bootstrap(config: ProvenanceConfig, backend: MlDsaBackend,
     active = await writeActive(config.home, backend.generateKeyPair(), now);
     createdKeypair = true;
   }
-  const { hash, text } = await readAdminHash(config.configPath);
+  const { hash, text } = readAdminHash(config.configPath);
   let adminKey: string | null = null;
   let adminKeySha256 = hash;
   if (!adminKeySha256) {

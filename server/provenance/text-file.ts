@@ -1,6 +1,7 @@
-// The appliance's own state and configuration files read as text. Bytes that are not UTF-8 (a
-// corrupted or foreign file) are refused rather than read with replacement characters, which
-// would pass unnoticed into a path or a value of the configuration.
+// Strict UTF-8 for the appliance: its own state and configuration files, and request bodies.
+// Bytes that are not UTF-8 (a corrupted or foreign file, a body in another encoding) are
+// refused rather than read with replacement characters, which would pass unnoticed into a path,
+// a value of the configuration or a signed receipt.
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 

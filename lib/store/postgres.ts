@@ -112,6 +112,15 @@ function literal(c: pg.PoolClient, v: unknown): string {
   throw new Error("A value of this type cannot be written.");
 }
 
+/** The rows of the cursor `name`, declared on `c`, `page` at a time (as arrays) until it is exhausted. */
+async function* fetchPages(c: pg.PoolClient, name: string, page: number): AsyncIterable<unknown[][]> {
+  for (;;) {
+    const r = await c.query<unknown[]>({ text: `FETCH ${page} FROM ${name}`, rowMode: "array" });
+    if (r.rows.length > 0) yield r.rows;
+    if (r.rows.length < page) break;
+  }
+}
+
 /**
  * A statement with its parameters written in as literals: several such statements go in one
  * simple query, one round trip (the extended protocol takes one statement per round trip).
@@ -473,11 +482,7 @@ export class PostgresBackend implements StorageBackend {
       const c = client;
       open = true;
       await c.query(["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", `DECLARE svc_range NO SCROLL CURSOR FOR ${inline(c, sql, values)}`].join(";\n"));
-      for (;;) {
-        const r = await c.query<unknown[]>({ text: `FETCH ${page} FROM svc_range`, rowMode: "array" });
-        yield* entries(r.rows);
-        if (r.rows.length < page) break;
-      }
+      for await (const rows of fetchPages(c, "svc_range", page)) yield* entries(rows);
       await c.query("COMMIT");
       open = false;
     } catch (e) {
@@ -820,11 +825,7 @@ export class PostgresBackend implements StorageBackend {
       const c = client;
       const pages = async function* (name: string, query: string): AsyncIterable<unknown[][]> {
         await c.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${query}`);
-        for (;;) {
-          const r = await c.query<unknown[]>({ text: `FETCH ${page} FROM ${name}`, rowMode: "array" });
-          if (r.rows.length > 0) yield r.rows;
-          if (r.rows.length < page) break;
-        }
+        yield* fetchPages(c, name, page);
         await c.query(`CLOSE ${name}`);
       };
       await c.query(`BEGIN; SELECT pg_advisory_xact_lock(${GC_LOCK})`);

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { jsonLogger } from "../../server/engine/app.js";
 import { loadEngineConfig } from "../../server/engine/config.js";
 import { startEngine, type RunningEngine } from "../../server/engine/server.js";
-import { healthOn, openFrom } from "../lib/raw-connection.js";
+import { servedOf as served } from "../lib/raw-connection.js";
 
 const KEY = "k".repeat(40);
 
@@ -33,17 +33,6 @@ async function withEngine(env: Record<string, string>, fn: (e: RunningEngine) =>
     await e.close();
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-/** How many of `n` connections from `from` (an address, or over the socket) are served /health, all kept open in `held`. */
-async function served(url: string, n: number, held: Socket[], from?: string): Promise<number> {
-  let ok = 0;
-  for (let i = 0; i < n; i++) {
-    const s = await openFrom(url, from);
-    held.push(s);
-    if ((await healthOn(s)) === "HTTP/1.1 200 OK") ok++;
-  }
-  return ok;
 }
 
 const refusedCount = async (url: string): Promise<number> => {

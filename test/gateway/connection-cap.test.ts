@@ -7,7 +7,7 @@ import test from "tape";
 import type { Socket } from "node:net";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { SERVICE_KEY, startFakeEngine, startTestGateway } from "./helpers.js";
-import { healthOn as health, openFrom as open } from "../lib/raw-connection.js";
+import { healthOn as health, openFrom as open, servedOf } from "../lib/raw-connection.js";
 
 const refusedCount = async (url: string): Promise<number> => {
   const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${SERVICE_KEY}` } })).text();
@@ -59,20 +59,8 @@ test("connection cap: trusted proxies have none, and 0 turns it off", async (t) 
   const off = await startTestGateway(engine.url, { limits: { maxConnectionsPerAddress: 0 } });
   const held: Socket[] = [];
   try {
-    let served = 0;
-    for (let i = 0; i < 6; i++) {
-      const s = await open(proxied.url, "127.0.0.2");
-      held.push(s);
-      if ((await health(s)) === "HTTP/1.1 200 OK") served++;
-    }
-    t.equal(served, 6, "a trusted proxy holds 6 connections where the cap is 2");
-    served = 0;
-    for (let i = 0; i < 20; i++) {
-      const s = await open(off.url, "127.0.0.3");
-      held.push(s);
-      if ((await health(s)) === "HTTP/1.1 200 OK") served++;
-    }
-    t.equal(served, 20, "cap 0: 20 connections from one address");
+    t.equal(await servedOf(proxied.url, 6, held, "127.0.0.2"), 6, "a trusted proxy holds 6 connections where the cap is 2");
+    t.equal(await servedOf(off.url, 20, held, "127.0.0.3"), 20, "cap 0: 20 connections from one address");
   } finally {
     for (const s of held) s.destroy();
     await proxied.close();

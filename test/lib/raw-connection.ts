@@ -37,3 +37,14 @@ export function healthOn(s: Socket): Promise<string> {
     s.write("GET /health HTTP/1.1\r\nHost: server\r\n\r\n");
   });
 }
+
+/** How many of `n` connections to `url` from `from` (an address; none for a Unix socket) are served /health, all kept open in `held`. */
+export async function servedOf(url: string, n: number, held: Socket[], from?: string): Promise<number> {
+  let ok = 0;
+  for (let i = 0; i < n; i++) {
+    const s = await openFrom(url, from);
+    held.push(s);
+    if ((await healthOn(s)) === "HTTP/1.1 200 OK") ok++;
+  }
+  return ok;
+}

@@ -30,7 +30,7 @@ export async function compact(core: Core, opts: { now?: number | Date } = {}): P
 }
 
 /** What compact at `now` does with each stored record. */
-function rulesAt(now: number): CompactRules {
+export function rulesAt(now: number): CompactRules {
   return {
     purge(value) {
       const head = unpackRecord<HeadRecord>(value)!;

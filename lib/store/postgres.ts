@@ -10,9 +10,9 @@
 //   payload_chunks(tenant_id, sha256, seq) -> data     its bytes, CHUNK_BYTES per row
 //   svc_schema(id = 1) -> version                      the schema version of these tables
 //
-// A write transaction: BEGIN, a shared advisory lock (compact takes it exclusively, so that it
-// never removes a payload a concurrent put is about to reference), the declared rows read
-// with FOR UPDATE, the body, its writes, COMMIT. A row the body read as absent is INSERTed, so
+// A write transaction: BEGIN, a shared advisory lock (taken exclusively by a transaction that
+// lists payloads, and by the compact of earlier releases, which a database may still see during
+// an upgrade), the declared rows read with FOR UPDATE, the body, its writes, COMMIT. A row the body read as absent is INSERTed, so
 // two engines creating the same key (or writing the same version) collide on the primary key;
 // the loser rolls back and runs again on what the winner committed. Serialisation failures
 // and deadlocks are retried the same way.
@@ -660,8 +660,8 @@ export class PostgresBackend implements StorageBackend {
   }
 
   async #attempt<T>(c: pg.PoolClient, txReads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
-    // one round trip: BEGIN, the advisory lock (compact, the only reader of every payload,
-    // excludes every writer while it decides), the declared rows FOR UPDATE, the payload list
+    // one round trip: BEGIN, the advisory lock (a transaction that lists payloads excludes
+    // every writer while it decides), the declared rows FOR UPDATE, the payload list
     const reads: { family: string; f: Family; sql: string }[] = [];
     const declaredKeys = new Map<string, RecordKey[]>();
     for (const key of txReads.keys ?? []) {
@@ -756,24 +756,27 @@ export class PostgresBackend implements StorageBackend {
     // the writes, as data-modifying CTEs of as few statements as possible (one for a put):
     // each round trip on a busy server costs more than the statement
     const w = new WriteBatch(c);
-    for (const op of payloadOps.values()) {
+    // payload rows in one order, so that two batches naming the same payloads lock them alike
+    const ops = [...payloadOps.values()].sort((a, b) => (a.tenant === b.tenant ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.tenant < b.tenant ? -1 : 1));
+    for (const op of ops) {
       if (op.bytes) {
         const bytes = op.bytes;
         const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
         const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
         const chunk = (seq: number) => buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES));
-        const row =
-          "INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer) ON CONFLICT DO NOTHING RETURNING 1";
+        // a payload the tenant holds already has its row rewritten as it is (a new row version):
+        // compact removes an unused payload only while its row is the one it saw unused, so a
+        // payload this put names again after compact looked is kept (PostgresBackend.compact)
+        const row = `INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer)
+          ON CONFLICT (tenant_id, sha256) DO UPDATE SET bytes = payloads.bytes RETURNING 1`;
         if (chunks === 1) {
-          // the chunk only when this statement inserted the payload row: a payload the tenant
-          // holds already (or one a concurrent put is inserting: its row waits) is deduplicated
+          // the chunk after its payload row (in the same statement); a chunk the tenant holds
+          // already (or one a concurrent put is inserting: its row waits) is deduplicated
           const p = w.add(row, [op.tenant, op.id, bytes.byteLength, chunks], 1);
-          w.add(`INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p})`, [
-            op.tenant,
-            op.id,
-            0,
-            chunk(0),
-          ]);
+          w.add(
+            `INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p}) ON CONFLICT DO NOTHING`,
+            [op.tenant, op.id, 0, chunk(0)],
+          );
         } else {
           // a statement per chunk (MAX_STATEMENT_BYTES); a chunk of a payload the tenant holds
           // already (or that a concurrent put is inserting: its row waits) is left as it is
@@ -811,16 +814,106 @@ export class PostgresBackend implements StorageBackend {
   }
 
   /**
-   * compact (lib/store/maintenance.ts) as one transaction under the exclusive lock that every
-   * writer waits for, reading each table through a cursor a page at a time: what it holds at
-   * once is a page of rows and the set of payloads the kept versions name, whatever the size of
-   * the store. Removals go a page at a time, as one statement each.
+   * compact (lib/store/maintenance.ts) in short steps, a page of rows at a time, so that a write
+   * waits at most for one page's removals, never for the whole run (a store of a million keys
+   * takes tens of seconds, and a write waiting past the statement timeout is refused):
+   * 1. the heads, read a page at a time by key; those with expired tombstones are locked, decided
+   *    again on what was locked, and removed or rewritten with their versions in one transaction;
+   * 2. the idempotency records, each removed only as it was read (a rewritten one is kept);
+   * 3. in one read-only snapshot taken after those, the payloads the versions name, then those
+   *    they do not, removed a page at a time, each only while its row is the one the snapshot
+   *    saw: a put that names a payload the tenant holds rewrites its row, so a payload named
+   *    again since the snapshot is kept.
+   * What it holds at once is a page of rows and the set of payloads the kept versions name.
+   * `hooks.beforePayloads` runs once the snapshot of step 3 is taken (tests).
    */
-  async compact(rules: CompactRules): Promise<CompactResult> {
+  async compact(rules: CompactRules, hooks: { beforePayloads?: () => Promise<void> } = {}): Promise<CompactResult> {
     await this.#whenReady();
+    const { versions_purged, keys_purged } = await this.#compactHeads(rules);
+    await this.#compactIdempotency(rules);
+    const payloads_purged = await this.#compactPayloads(rules, hooks.beforePayloads);
+    return { versions_purged, keys_purged, payloads_purged };
+  }
+
+  /** Rows of `table` after `after` (its key columns) in key order, a page at most, without locks. */
+  async #pageAfter(table: "heads" | "idempotency", cols: string[], after: unknown[] | null): Promise<unknown[][]> {
+    const values = after ?? [];
+    const where = after ? `WHERE (${cols.join(", ")}) > (${cols.map((_, i) => `$${i + 1}::text`).join(", ")})` : "";
+    const r = await this.#pool
+      .query<unknown[]>({
+        text: `SELECT ${cols.join(", ")}, value FROM ${table} ${where} ORDER BY ${cols.join(", ")} LIMIT ${this.#rangePageRows}`,
+        values,
+        rowMode: "array",
+      })
+      .catch(rethrow);
+    return r.rows;
+  }
+
+  async #compactHeads(rules: CompactRules): Promise<{ versions_purged: number; keys_purged: number }> {
+    const cols = ["tenant_id", "namespace", "key"];
+    let versions = 0;
+    let keys = 0;
+    for (let after: unknown[] | null = null; ;) {
+      const rows = await this.#pageAfter("heads", cols, after);
+      if (rows.length === 0) break;
+      after = rows[rows.length - 1]!.slice(0, 3);
+      const spans: unknown[][] = [[], [], [], [], []];
+      const removed: unknown[][] = [[], [], [], []];
+      const kept: unknown[][] = [[], [], [], [], []];
+      for (const [t, ns, k, value] of rows) {
+        const p = rules.purge(decodeValue(value as Buffer));
+        if (p === null) continue;
+        for (const [from, upto] of p.spans) [t, ns, k, from, upto].forEach((x, i) => spans[i]!.push(x));
+        if (p.head === undefined) [t, ns, k, value].forEach((x, i) => removed[i]!.push(x));
+        else [t, ns, k, value, encodeValue(p.head)].forEach((x, i) => kept[i]!.push(x));
+      }
+      if (spans[0]!.length === 0) continue;
+      // one statement: each head removed or rewritten only while it holds the value read (a write
+      // since has changed it: it stays for the next run), and the versions of those changed
+      const r = await this.#pool
+        .query<{ h: number; v: number }>(
+          `WITH h AS (DELETE FROM heads h USING unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS s(t, n, k, old)
+              WHERE h.tenant_id = s.t AND h.namespace = s.n AND h.key = s.k AND h.value = s.old RETURNING h.tenant_id, h.namespace, h.key),
+            u AS (UPDATE heads h SET value = s.v FROM unnest($5::text[], $6::text[], $7::text[], $8::bytea[], $9::bytea[]) AS s(t, n, k, old, v)
+              WHERE h.tenant_id = s.t AND h.namespace = s.n AND h.key = s.k AND h.value = s.old RETURNING h.tenant_id, h.namespace, h.key),
+            m AS (SELECT * FROM h UNION ALL SELECT * FROM u),
+            v AS (DELETE FROM versions v USING unnest($10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[]) AS s(t, n, k, lo, hi), m
+              WHERE m.tenant_id = s.t AND m.namespace = s.n AND m.key = s.k
+                AND v.tenant_id = s.t AND v.namespace = s.n AND v.key = s.k AND v.version BETWEEN s.lo AND s.hi RETURNING 1)
+           SELECT (SELECT count(*) FROM h)::int AS h, (SELECT count(*) FROM v)::int AS v`,
+          [...removed, ...kept, ...spans],
+        )
+        .catch(rethrow);
+      keys += r.rows[0]!.h;
+      versions += r.rows[0]!.v;
+    }
+    return { versions_purged: versions, keys_purged: keys };
+  }
+
+  async #compactIdempotency(rules: CompactRules): Promise<void> {
+    const cols = ["tenant_id", "key"];
+    for (let after: unknown[] | null = null; ;) {
+      const rows = await this.#pageAfter("idempotency", cols, after);
+      if (rows.length === 0) break;
+      after = rows[rows.length - 1]!.slice(0, 2);
+      const expired = rows.filter((r) => rules.expired(decodeValue(r[2] as Buffer)));
+      if (expired.length === 0) continue;
+      // removed only as read: a record written again since (a new request with its key) stays
+      await this.#pool
+        .query(
+          `DELETE FROM idempotency i USING unnest($1::text[], $2::text[], $3::bytea[]) AS s(t, k, v)
+            WHERE i.tenant_id = s.t AND i.key = s.k AND i.value = s.v`,
+          [0, 1, 2].map((i) => expired.map((r) => r[i])),
+        )
+        .catch(rethrow);
+    }
+  }
+
+  async #compactPayloads(rules: CompactRules, beforePayloads?: () => Promise<void>): Promise<number> {
     const page = this.#rangePageRows;
     const client = await this.#pool.connect().catch(rethrow);
     let broken = false;
+    let open = false;
     try {
       const c = client;
       const pages = async function* (name: string, query: string): AsyncIterable<unknown[][]> {
@@ -828,66 +921,39 @@ export class PostgresBackend implements StorageBackend {
         yield* fetchPages(c, name, page);
         await c.query(`CLOSE ${name}`);
       };
-      await c.query(`BEGIN; SELECT pg_advisory_xact_lock(${GC_LOCK})`);
-      let versionsPurged = 0;
-      let keysPurged = 0;
-      for await (const rows of pages("svc_heads", "SELECT tenant_id, namespace, key, value FROM heads")) {
-        const spans: unknown[][] = [[], [], [], [], []];
-        const removed: unknown[][] = [[], [], []];
-        const kept: unknown[][] = [[], [], [], []];
-        for (const [t, ns, k, value] of rows) {
-          const p = rules.purge(decodeValue(value as Buffer));
-          if (p === null) continue;
-          for (const [from, upto] of p.spans) [t, ns, k, from, upto].forEach((x, i) => spans[i]!.push(x));
-          if (p.head === undefined) [t, ns, k].forEach((x, i) => removed[i]!.push(x));
-          else [t, ns, k, encodeValue(p.head)].forEach((x, i) => kept[i]!.push(x));
-        }
-        if (spans[0]!.length > 0) {
-          const r = await c.query(
-            `DELETE FROM versions v USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS s(t, n, k, lo, hi)
-              WHERE v.tenant_id = s.t AND v.namespace = s.n AND v.key = s.k AND v.version BETWEEN s.lo AND s.hi`,
-            spans,
-          );
-          versionsPurged += r.rowCount ?? 0;
-        }
-        if (removed[0]!.length > 0) {
-          const r = await c.query("DELETE FROM heads WHERE (tenant_id, namespace, key) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))", removed);
-          keysPurged += r.rowCount ?? 0;
-        }
-        if (kept[0]!.length > 0)
-          await c.query(
-            `UPDATE heads h SET value = s.v FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS s(t, n, k, v)
-              WHERE h.tenant_id = s.t AND h.namespace = s.n AND h.key = s.k`,
-            kept,
-          );
-      }
-      for await (const rows of pages("svc_idempotency", "SELECT tenant_id, key, value FROM idempotency")) {
-        const expired: unknown[][] = [[], []];
-        for (const [t, k, value] of rows) if (rules.expired(decodeValue(value as Buffer))) [t, k].forEach((x, i) => expired[i]!.push(x));
-        if (expired[0]!.length > 0) await c.query("DELETE FROM idempotency WHERE (tenant_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))", expired);
-      }
-      // the payloads the kept versions name: this cursor, declared after the removals above,
-      // does not see the versions they removed
+      await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      open = true;
       const referenced = new Set<string>();
       for await (const rows of pages("svc_versions", "SELECT tenant_id, value FROM versions"))
         for (const [t, value] of rows) referenced.add(`${t as string}\u0000${rules.payloadOf(decodeValue(value as Buffer))}`);
-      let payloadsPurged = 0;
-      for await (const rows of pages("svc_payloads", "SELECT tenant_id, sha256 FROM payloads")) {
-        const unused: unknown[][] = [[], []];
-        for (const [t, id] of rows) if (!referenced.has(`${t as string}\u0000${id as string}`)) [t, id].forEach((x, i) => unused[i]!.push(x));
-        if (unused[0]!.length === 0) continue;
-        const pairs = "(tenant_id, sha256) IN (SELECT * FROM unnest($1::text[], $2::text[]))";
-        await c.query(`DELETE FROM payload_chunks WHERE ${pairs}`, unused);
-        payloadsPurged += (await c.query(`DELETE FROM payloads WHERE ${pairs}`, unused)).rowCount ?? 0;
+      await beforePayloads?.();
+      let purged = 0;
+      // each payload with the row version (xmin) the snapshot saw; removed, with its chunks, only
+      // while that is still its row: a put naming it since has rewritten it (ON CONFLICT DO UPDATE)
+      for await (const rows of pages("svc_payloads", "SELECT tenant_id, sha256, xmin::text FROM payloads")) {
+        const unused = rows.filter(([t, id]) => !referenced.has(`${t as string}\u0000${id as string}`));
+        if (unused.length === 0) continue;
+        const r = await this.#pool
+          .query<{ n: number }>(
+            `WITH d AS (DELETE FROM payloads p USING unnest($1::text[], $2::text[], $3::xid[]) AS s(t, id, x)
+                WHERE p.tenant_id = s.t AND p.sha256 = s.id AND p.xmin = s.x RETURNING p.tenant_id, p.sha256),
+              c AS (DELETE FROM payload_chunks pc USING d WHERE pc.tenant_id = d.tenant_id AND pc.sha256 = d.sha256)
+             SELECT count(*)::int AS n FROM d`,
+            [0, 1, 2].map((i) => unused.map((u) => u[i])),
+          )
+          .catch(rethrow);
+        purged += r.rows[0]!.n;
       }
       await c.query("COMMIT");
-      return { versions_purged: versionsPurged, keys_purged: keysPurged, payloads_purged: payloadsPurged };
+      open = false;
+      return purged;
     } catch (e) {
       // a connection that failed or timed out mid-transaction is not given to the next caller
-      if (pgFailure(e)) broken = true;
-      else await client.query("ROLLBACK").catch(() => void (broken = true));
-      rethrow(e);
+      const failure = pgFailure(e);
+      if (failure) broken = true;
+      throw failure ?? e;
     } finally {
+      if (open && !broken) await client.query("ROLLBACK").catch(() => void (broken = true));
       client.release(broken);
     }
   }

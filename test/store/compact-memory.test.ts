@@ -1,5 +1,5 @@
-// What compact holds in memory. On PostgreSQL it reads each table through a cursor, a page at a
-// time, in one transaction that writers wait for: a store of hundreds of thousands of keys was
+// What compact holds in memory. On PostgreSQL it reads each table a page at a time (by key, or
+// through a cursor) and removes a page at a time: a store of hundreds of thousands of keys was
 // read whole into memory (1.3 GiB for 100,000 keys) and its removals sent as one batch past the
 // statement timeout. Here every table holds more rows than a page (copies made with SQL), and the
 // result must be the one the other backends give: expired idempotency records, the versions

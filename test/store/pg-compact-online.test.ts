@@ -1,0 +1,202 @@
+// test-needs: postgres
+// compact on PostgreSQL beside writers. It used to run as one transaction under a lock that every
+// write waits for: on a store of a million keys (32 s) every write in that time waited, and was
+// refused store_unavailable past the statement timeout. It now goes a page at a time: a write
+// waits at most for one page's removals. A payload that compact found unused but that a put names
+// again before its removal must stay (puts deduplicate payloads by their hash).
+import test from "tape";
+import pg from "pg";
+import { FakeClock } from "../../lib/clock.js";
+import { createStore, type Store } from "../../lib/store/index.js";
+import { rulesAt } from "../../lib/store/maintenance.js";
+import { PostgresBackend, RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
+import { freshStoreUrl, sql } from "./pg-db.js";
+import { fillCompactCase, payload } from "./compact-case.js";
+
+const T0 = Date.parse("2026-03-01T00:00:00Z");
+const DAY = 86_400_000;
+const COPIES = RANGE_PAGE_ROWS * 2 + 100;
+
+const count = async (url: string, table: string): Promise<number> => Number((await sql<{ n: string }>(url, `SELECT count(*) AS n FROM ${table}`))[0]!.n);
+
+const bytesOf = async (s: Store, key: string): Promise<Buffer> => Buffer.from((await s.serve("ns", key)).data as Uint8Array);
+
+/** Waits until a session of the database waits on a lock (compact on the row held), at most 60 s. */
+async function untilLockWait(url: string): Promise<boolean> {
+  for (let i = 0; i < 600; i++) {
+    const n = Number(
+      (await sql<{ n: string }>(url, "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n,
+    );
+    if (n > 0) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+test("postgres compact: a write goes through while compact waits on a row, instead of waiting for the whole run", async (t) => {
+  const url = await freshStoreUrl();
+  // the writes of an engine (its default statement timeout, 5 s), and compact with room to wait
+  const s = await createStore({ url, clock: new FakeClock(T0) });
+  const compactor = await createStore({ url, clock: new FakeClock(T0), timeout_ms: 60_000 });
+  const holder = new pg.Client({ connectionString: url });
+  holder.on("error", () => undefined);
+  try {
+    await fillCompactCase(s);
+    await sql(url, `INSERT INTO heads SELECT tenant_id, namespace, key || '-' || g, value FROM heads, generate_series(1, ${COPIES}) g WHERE key = 'gone'`);
+    await sql(
+      url,
+      `INSERT INTO versions SELECT tenant_id, namespace, key || '-' || g, version, value FROM versions, generate_series(1, ${COPIES}) g WHERE key = 'gone'`,
+    );
+    // another session holds one deleted head that compact must remove
+    await holder.connect();
+    await holder.query("BEGIN");
+    await holder.query("SELECT 1 FROM heads WHERE key = 'gone-300' FOR UPDATE");
+    const compacting = compactor.compact({ now: T0 + 31 * DAY });
+    compacting.catch(() => undefined); // awaited below; a failure is reported there
+    t.ok(await untilLockWait(url), "compact waits on the held row");
+
+    const outcome = await s.put("ns", "fresh", payload("E")).then(
+      (r) => `written as version ${r.version}`,
+      (e: { code?: string }) => `refused: ${e.code}`,
+    );
+    t.equal(outcome, "written as version 1", "a put of another key is written while compact waits");
+    t.ok((await bytesOf(s, "fresh")).equals(payload("E")), "and reads back");
+    t.equal((await sql(url, "SELECT 1 FROM heads WHERE key = 'gone-300'")).length, 1, "the held deleted key is not purged yet");
+
+    await holder.query("COMMIT");
+    const r = await compacting;
+    t.deepEqual(
+      r,
+      { versions_purged: COPIES + 2, keys_purged: COPIES + 1, payloads_purged: 1 },
+      "then compact finishes: every deleted key and its version, twice's first version, payload A",
+    );
+    t.deepEqual(
+      { heads: await count(url, "heads"), versions: await count(url, "versions"), payloads: await count(url, "payloads") },
+      { heads: 4, versions: 4, payloads: 4 },
+      "left: keep, twice, idem and fresh, a version and a payload each",
+    );
+    for (const [k, b] of [
+      ["keep", "B"],
+      ["twice", "C"],
+      ["idem", "D"],
+      ["fresh", "E"],
+    ] as const)
+      t.ok((await bytesOf(s, k)).equals(payload(b)), `${k} reads back its bytes`);
+  } finally {
+    await holder.end().catch(() => undefined);
+    await compactor.close();
+    await s.close();
+  }
+});
+
+test("postgres compact: a payload found unused but named again by a put before its removal is kept", async (t) => {
+  const url = await freshStoreUrl();
+  const s = await createStore({ url, clock: new FakeClock(T0) });
+  const backend = await PostgresBackend.open(url);
+  try {
+    await s.put("ns", "a", payload("X"));
+    await s.delete("ns", "a");
+    await s.put("ns", "other", payload("Y"));
+    let named = false;
+    const r = await backend.compact(rulesAt(T0 + 31 * DAY), {
+      // X has no version left in compact's snapshot; this put names it again (same bytes)
+      beforePayloads: async () => {
+        await s.put("ns", "b", payload("X"));
+        named = true;
+      },
+    });
+    t.ok(named, "the put ran between compact's look at the versions and its removals");
+    t.deepEqual(r, { versions_purged: 1, keys_purged: 1, payloads_purged: 0 }, "a's version and key purged, payload X kept");
+    t.ok((await bytesOf(s, "b")).equals(payload("X")), "b reads back its bytes");
+    t.equal(await count(url, "payload_chunks"), 2, "X and Y keep their chunks");
+
+    // once nothing names it, X goes
+    await s.delete("ns", "b");
+    t.deepEqual(await backend.compact(rulesAt(T0 + 62 * DAY)), { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "X purged once b is gone");
+    t.deepEqual(
+      { payloads: await count(url, "payloads"), chunks: await count(url, "payload_chunks") },
+      { payloads: 1, chunks: 1 },
+      "Y is left, with its chunk",
+    );
+    t.ok((await bytesOf(s, "other")).equals(payload("Y")), "other reads back its bytes");
+  } finally {
+    await backend.close();
+    await s.close();
+  }
+});
+
+test("postgres compact: writers putting and deleting shared payloads while compact runs again and again lose nothing", async (t) => {
+  const url = await freshStoreUrl();
+  const s = await createStore({ url, clock: new FakeClock(T0) });
+  const contents = ["P", "Q", "R"].map(payload);
+  // a small deterministic generator: the same operations on every run
+  let seed = 12345;
+  const next = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return Math.floor(seed / 65536) % n;
+  };
+  // each writer owns its keys, so it knows what each must read back: the content of its last
+  // put, or null after a delete, and the content of every version it wrote (a key deleted and
+  // purged starts again at version 1: the later write of a version is the one kept)
+  const last = new Map<string, number | null>();
+  const versions = new Map<string, { key: string; version: number; c: number }>();
+  const writer = async (w: number) => {
+    for (let i = 0; i < 40; i++) {
+      const key = `w${w}-${next(4)}`;
+      if (next(3) === 0 && last.get(key) != null) {
+        await s.delete("ns", key);
+        last.set(key, null);
+      } else {
+        const c = next(contents.length);
+        const version = (await s.put("ns", key, contents[c]!)).version;
+        versions.set(`${key}@${version}`, { key, version, c });
+        last.set(key, c);
+      }
+    }
+  };
+  try {
+    let writing = true;
+    let runs = 0;
+    const compactor = (async () => {
+      // every tombstone expired at once: each run purges what the writers deleted so far
+      while (writing) {
+        await s.compact({ now: T0 + 365 * DAY });
+        runs++;
+      }
+    })();
+    await Promise.all([writer(0), writer(1), writer(2)]);
+    writing = false;
+    await compactor;
+    t.ok(runs >= 1, `compact ran ${runs} times beside the writers`);
+    await s.compact({ now: T0 + 365 * DAY });
+    const wrong: string[] = [];
+    for (const [key, c] of last) {
+      if (c === null) {
+        const code = await s.get("ns", key).then(
+          () => "present",
+          (e: { code?: string }) => e.code ?? "error",
+        );
+        if (code !== "not_found") wrong.push(`${key}: ${code} after its delete`);
+      } else if (!(await bytesOf(s, key)).equals(contents[c]!)) wrong.push(`${key}: other bytes`);
+    }
+    t.deepEqual(wrong, [], `every one of ${last.size} keys as its writer left it`);
+    // every version still stored reads back the bytes it was written with (its payload is there)
+    let kept = 0;
+    const broken: string[] = [];
+    for (const { key, version, c } of versions.values()) {
+      // a purged version is not_found; a version whose payload was removed says so
+      const got = await s.serve("ns", key, { version }).then(
+        (r) => Buffer.from(r.data as Uint8Array),
+        (e: { code?: string; message?: string }) => (/payload/.test(e.message ?? "") ? e.message! : (e.code ?? "error")),
+      );
+      if (got instanceof Buffer) {
+        kept++;
+        if (!got.equals(contents[c]!)) broken.push(`${key}@${version}: other bytes`);
+      } else if (got !== "not_found") broken.push(`${key}@${version}: ${got}`);
+    }
+    t.deepEqual(broken, [], `of ${versions.size} versions written, the ${kept} kept read back their bytes`);
+    t.ok(kept >= [...last.values()].filter((c) => c !== null).length, "at least the live keys' versions are kept");
+  } finally {
+    await s.close();
+  }
+});

@@ -9,12 +9,15 @@ import { join, resolve } from "node:path";
 import { closeAll } from "../../lib/close-all.js";
 import { socketPathProblem } from "../../server/http/unix-socket.js";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
+import { compactDaily, parseCompactAt, type TimeOfDay } from "./compact-daily.js";
+
+const clock = (t: TimeOfDay): string => `${String(t.hour).padStart(2, "0")}:${String(t.minute).padStart(2, "0")}`;
 
 // the servers are loaded only when a command runs them, so that --help and usage errors stay fast
 const engineModules = async () => ({ ...(await import("../../server/engine/config.js")), ...(await import("../../server/engine/server.js")) });
 const gatewayModules = async () => ({ ...(await import("../../server/gateway/config.js")), ...(await import("../../server/gateway/server.js")) });
 
-export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--store postgres://...] [--log-level LEVEL]
+export const UP_HELP = `Usage: svc up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--store postgres://...] [--log-level LEVEL] [--compact-at HH:MM|off]
 
 Runs an engine on its embedded store under DIR/engine (default ./svc-data) and a gateway in
 front of it. --store keeps the tensors in that PostgreSQL database instead (tables created on
@@ -32,6 +35,11 @@ rate-limit counters in Redis instead of DIR/gate.
 The terminal shows the start-up lines, warnings and errors; the engine's JSON log (one line per
 request) is appended to DIR/engine.log at --log-level (debug, info, warn, error or silent;
 default SVC_ENGINE_LOG_LEVEL, else info). The gateway's audit log is DIR/audit.jsonl.
+
+Every day at a random time within the hour after --compact-at (local time, default 03:00),
+svc compact runs on the store in a process of its own: it purges the versions of deletes whose
+30 days have passed and the payloads nothing names any more. Its outcome is a line of
+DIR/engine.log (and of the terminal when it fails). --compact-at off leaves that to you.
 
 With SVC_ENGINE_TLS_CERT_PATH and SVC_ENGINE_TLS_KEY_PATH the engine serves https and the
 gateway trusts that certificate (or SVC_GATE_ENGINE_CA_PATH when set). Other SVC_ENGINE_* and
@@ -244,6 +252,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
       store: { type: "string" },
       host: { type: "string" },
       "log-level": { type: "string" },
+      "compact-at": { type: "string" },
     },
     { min: 0, max: 0, names: "no arguments" },
   );
@@ -263,6 +272,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   if (redis !== undefined && !/^rediss?:\/\//.test(redis)) throw new UsageError("--redis must be a redis:// or rediss:// URL.");
   const storeUrl = values.store as string | undefined;
   if (storeUrl !== undefined && !/^postgres(ql)?:\/\/\S+$/.test(storeUrl)) throw new UsageError("--store must be a postgres:// or postgresql:// URL.");
+  const compactAt = parseCompactAt((values["compact-at"] as string | undefined) ?? "03:00");
 
   const { loadEngineConfig, startEngine } = await engineModules();
   const { loadGatewayConfig, startGateway } = await gatewayModules();
@@ -343,6 +353,8 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     const { consoleDir } = await import("../../server/gateway/console.js");
     const consoleLine = existsSync(join(consoleDir(), "index.html")) ? `${gateway.url}/console/` : "not built (run 'npm run build' to serve it at /console/)";
     io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\nconsole: ${consoleLine}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
+    const daily = compactAt && compactDaily({ at: compactAt, store: storeUrl ?? join(dir, "engine"), env: io.env, log: log.logger });
+    io.out(`compact: ${compactAt ? `daily, within the hour after ${clock(compactAt)}` : "off"}\n`);
     if (!isLoopback(host)) {
       io.out(
         `The gateway is exposed: it listens on ${host}:${gateway.port}, reachable from other machines; put a TLS proxy in front before API keys travel over a network.\n`,
@@ -359,6 +371,9 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     // the engine and the log close even when the gateway fails to (its data directory removed,
     // a full disk): the failure is then reported and svc up exits 1 rather than staying up
     await closeAll(
+      async () => {
+        if (daily) await daily.close();
+      },
       () => gateway.close(),
       () => engine.close(),
       () => log.close(),

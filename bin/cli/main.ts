@@ -11,7 +11,7 @@ export const HELP = `svc — tensor-train storage service
 Usage: svc COMMAND [ARGS] [--help]
 
 Server:
-  up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--store postgres://...] [--log-level L]
+  up [--data DIR] [--port 8080] [--engine-port 8000] [--host 127.0.0.1] [--redis URL] [--store postgres://...] [--log-level L] [--compact-at HH:MM|off]
                          engine + gateway on an embedded store (or PostgreSQL), one command
   engine                 the engine alone, configured by SVC_ENGINE_* variables
   gateway                the gateway alone, configured by SVC_GATE_* variables
@@ -111,3 +111,25 @@ export async function main(argv: string[], io: Io): Promise<number> {
 }
 
 const DATA_COMMANDS = new Set(["put", "get", "ls", "rm", "serve", "search", "topk", "import"]);
+
+/** What a command that changes something leaves when it is interrupted. */
+const LEFT_BY: Record<string, string> = {
+  put: "the write under way may or may not have been stored",
+  rm: "the delete under way may or may not have been done",
+  import: "the files stored so far stay stored; the write under way may or may not have been",
+  tenant: "the change under way may or may not have been made",
+  key: "the change under way may or may not have been made",
+  reload: "the gateways may or may not have reloaded",
+  migrate: "the keys copied so far stay copied; run it again to go on",
+  compact: "what it purged so far stays purged; the next run does the rest",
+};
+
+/**
+ * The line `svc COMMAND` prints when interrupted (Ctrl-C, SIGTERM) before it exits 130 or 143;
+ * null for the servers, which stop cleanly on those signals themselves, and for no command.
+ */
+export function interruptedLine(cmd: string | undefined): string | null {
+  if (cmd === undefined || !COMMANDS[cmd] || cmd === "up" || cmd === "engine" || cmd === "gateway") return null;
+  const left = LEFT_BY[cmd];
+  return `svc ${cmd}: interrupted${left ? `; ${left}` : ""}.`;
+}

@@ -215,6 +215,7 @@ function runOne(file) {
   });
 }
 
+const started = performance.now();
 const queue = [...files];
 await Promise.all(
   Array.from({ length: jobs }, async () => {
@@ -222,7 +223,9 @@ await Promise.all(
   }),
 );
 await stopThrowaways();
+process.stdout.write(`# ${files.length} files in ${((performance.now() - started) / 1000).toFixed(0)} s\n`);
 if (coverageDir) {
+  const reportStarted = performance.now();
   const c8 = join(root, "node_modules", "c8", "bin", "c8.js");
   // the floor is for the whole suite; a run of some files only prints what it covered
   const check = filters.length === 0 ? ["--check-coverage"] : [];
@@ -230,7 +233,9 @@ if (coverageDir) {
     cwd: root,
     encoding: "utf8",
   });
-  process.stdout.write(`\ncoverage of lib/, server/ and bin/ (floor in .c8rc.json):${r.stdout}${r.stderr}`);
+  process.stdout.write(
+    `\ncoverage of lib/, server/ and bin/ (floor in .c8rc.json), reported in ${((performance.now() - reportStarted) / 1000).toFixed(0)} s:${r.stdout}${r.stderr}`,
+  );
   if (r.status !== 0) {
     failed += 1;
     broken.push("coverage below the floor in .c8rc.json");

@@ -14,7 +14,7 @@ import { FakeClock } from "../../lib/clock.js";
 import { createStore } from "../../lib/store/index.js";
 import { RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
 import { freshStoreUrl, sql } from "./pg-db.js";
-import { fillCompactCase, payload } from "./compact-case.js";
+import { copyGone, fillCompactCase, payload, rowCount } from "./compact-case.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 
@@ -37,8 +37,6 @@ function compactIn(heapMiB: number, where: string, now: number): Promise<{ code:
   });
 }
 
-const count = async (url: string, table: string): Promise<number> => Number((await sql<{ n: string }>(url, `SELECT count(*) AS n FROM ${table}`))[0]!.n);
-
 test("postgres compact: tables larger than a page, purged as on the other backends, the rest kept", async (t) => {
   const url = await freshStoreUrl();
   const clock = new FakeClock(T0);
@@ -46,19 +44,15 @@ test("postgres compact: tables larger than a page, purged as on the other backen
   try {
     await fillCompactCase(s);
     // copies of the deleted key (head and version, naming payload A) and of the idempotency record
-    await sql(url, `INSERT INTO heads SELECT tenant_id, namespace, key || '-' || g, value FROM heads, generate_series(1, ${COPIES}) g WHERE key = 'gone'`);
-    await sql(
-      url,
-      `INSERT INTO versions SELECT tenant_id, namespace, key || '-' || g, version, value FROM versions, generate_series(1, ${COPIES}) g WHERE key = 'gone'`,
-    );
+    await copyGone(url, COPIES);
     await sql(url, `INSERT INTO idempotency SELECT tenant_id, key || '-' || g, value FROM idempotency, generate_series(1, ${COPIES}) g`);
-    const before = { heads: await count(url, "heads"), versions: await count(url, "versions"), idempotency: await count(url, "idempotency") };
+    const before = { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions"), idempotency: await rowCount(url, "idempotency") };
     t.deepEqual(before, { heads: COPIES + 4, versions: COPIES + 5, idempotency: COPIES + 1 }, `${COPIES} copies: more than two pages of ${RANGE_PAGE_ROWS}`);
 
     t.deepEqual(await s.compact({ now: T0 + DAY - 1 }), { versions_purged: 0, keys_purged: 0, payloads_purged: 0 }, "before any expiry: nothing purged");
-    t.equal(await count(url, "idempotency"), COPIES + 1, "idempotency records younger than 24 hours are kept");
+    t.equal(await rowCount(url, "idempotency"), COPIES + 1, "idempotency records younger than 24 hours are kept");
     t.deepEqual(await s.compact({ now: T0 + 2 * DAY }), { versions_purged: 0, keys_purged: 0, payloads_purged: 0 }, "two days on: no tombstone has expired");
-    t.equal(await count(url, "idempotency"), 0, "every idempotency record older than 24 hours is gone, on every page");
+    t.equal(await rowCount(url, "idempotency"), 0, "every idempotency record older than 24 hours is gone, on every page");
 
     // a put of payload A's bytes while compact removes A: before compact it keeps A, after it
     // stores A again; either way its data is read back
@@ -67,7 +61,7 @@ test("postgres compact: tables larger than a page, purged as on the other backen
     t.equal(r.keys_purged, COPIES + 1, "the keys deleted for good");
     t.ok(r.payloads_purged <= 1, `payload A at most (${r.payloads_purged}): a concurrent put may name it first`);
     t.deepEqual(
-      { heads: await count(url, "heads"), versions: await count(url, "versions") },
+      { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions") },
       { heads: 4, versions: 4 },
       "left: keep, twice, idem and again, a version each",
     );
@@ -82,7 +76,7 @@ test("postgres compact: tables larger than a page, purged as on the other backen
     t.equal(again.version, 1, "the concurrent put is version 1 of its key");
     await s.delete("ns", "again");
     t.deepEqual(await s.compact({ now: T0 + 62 * DAY }), { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "and A goes once nothing names it");
-    t.equal(await count(url, "payloads"), 3, "B, C and D are kept");
+    t.equal(await rowCount(url, "payloads"), 3, "B, C and D are kept");
   } finally {
     await s.close();
   }
@@ -97,11 +91,7 @@ test("postgres compact: 40,000 deleted keys purged in a process whose heap is li
     await s.put("ns", "gone", payload("A"));
     await s.delete("ns", "gone");
     await s.put("ns", "keep", payload("B"));
-    await sql(url, `INSERT INTO heads SELECT tenant_id, namespace, key || '-' || g, value FROM heads, generate_series(1, ${N}) g WHERE key = 'gone'`);
-    await sql(
-      url,
-      `INSERT INTO versions SELECT tenant_id, namespace, key || '-' || g, version, value FROM versions, generate_series(1, ${N}) g WHERE key = 'gone'`,
-    );
+    await copyGone(url, N);
   } finally {
     await s.close();
   }
@@ -114,7 +104,7 @@ test("postgres compact: 40,000 deleted keys purged in a process whose heap is li
     "every deleted key, its version and payload A purged",
   );
   t.deepEqual(
-    { heads: await count(url, "heads"), versions: await count(url, "versions"), payloads: await count(url, "payloads") },
+    { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions"), payloads: await rowCount(url, "payloads") },
     { heads: 1, versions: 1, payloads: 1 },
     "keep is left",
   );

@@ -11,13 +11,11 @@ import { createStore, type Store } from "../../lib/store/index.js";
 import { rulesAt } from "../../lib/store/maintenance.js";
 import { PostgresBackend, RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
 import { freshStoreUrl, sql } from "./pg-db.js";
-import { fillCompactCase, payload } from "./compact-case.js";
+import { copyGone, fillCompactCase, payload, rowCount } from "./compact-case.js";
 
 const T0 = Date.parse("2026-03-01T00:00:00Z");
 const DAY = 86_400_000;
 const COPIES = RANGE_PAGE_ROWS * 2 + 100;
-
-const count = async (url: string, table: string): Promise<number> => Number((await sql<{ n: string }>(url, `SELECT count(*) AS n FROM ${table}`))[0]!.n);
 
 const bytesOf = async (s: Store, key: string): Promise<Buffer> => Buffer.from((await s.serve("ns", key)).data as Uint8Array);
 
@@ -42,11 +40,7 @@ test("postgres compact: a write goes through while compact waits on a row, inste
   holder.on("error", () => undefined);
   try {
     await fillCompactCase(s);
-    await sql(url, `INSERT INTO heads SELECT tenant_id, namespace, key || '-' || g, value FROM heads, generate_series(1, ${COPIES}) g WHERE key = 'gone'`);
-    await sql(
-      url,
-      `INSERT INTO versions SELECT tenant_id, namespace, key || '-' || g, version, value FROM versions, generate_series(1, ${COPIES}) g WHERE key = 'gone'`,
-    );
+    await copyGone(url, COPIES);
     // another session holds one deleted head that compact must remove
     await holder.connect();
     await holder.query("BEGIN");
@@ -71,7 +65,7 @@ test("postgres compact: a write goes through while compact waits on a row, inste
       "then compact finishes: every deleted key and its version, twice's first version, payload A",
     );
     t.deepEqual(
-      { heads: await count(url, "heads"), versions: await count(url, "versions"), payloads: await count(url, "payloads") },
+      { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions"), payloads: await rowCount(url, "payloads") },
       { heads: 4, versions: 4, payloads: 4 },
       "left: keep, twice, idem and fresh, a version and a payload each",
     );
@@ -108,13 +102,13 @@ test("postgres compact: a payload found unused but named again by a put before i
     t.ok(named, "the put ran between compact's look at the versions and its removals");
     t.deepEqual(r, { versions_purged: 1, keys_purged: 1, payloads_purged: 0 }, "a's version and key purged, payload X kept");
     t.ok((await bytesOf(s, "b")).equals(payload("X")), "b reads back its bytes");
-    t.equal(await count(url, "payload_chunks"), 2, "X and Y keep their chunks");
+    t.equal(await rowCount(url, "payload_chunks"), 2, "X and Y keep their chunks");
 
     // once nothing names it, X goes
     await s.delete("ns", "b");
     t.deepEqual(await backend.compact(rulesAt(T0 + 62 * DAY)), { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "X purged once b is gone");
     t.deepEqual(
-      { payloads: await count(url, "payloads"), chunks: await count(url, "payload_chunks") },
+      { payloads: await rowCount(url, "payloads"), chunks: await rowCount(url, "payload_chunks") },
       { payloads: 1, chunks: 1 },
       "Y is left, with its chunk",
     );

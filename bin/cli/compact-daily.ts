@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { UsageError } from "./common.js";
+import { isPg } from "./store-location.js";
 
 /** A time of day, local time. */
 export interface TimeOfDay {
@@ -40,13 +41,22 @@ export interface CompactOutcome {
   error: string;
 }
 
-/** `svc compact --store STORE --json` in a child process: the same program, run the way this one runs. */
+/**
+ * `svc compact --json` on STORE (an LMDB directory or a PostgreSQL URL) in a child process: the
+ * same program, run the way this one runs. The store goes in the child's environment, not its
+ * arguments, which every local user can read (a URL may hold a password).
+ */
 export function runCompact(store: string, env: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<CompactOutcome> } {
   const ext = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
   const svc = fileURLToPath(new URL(`../svc${ext}`, import.meta.url));
   // the node options this process runs with (tsx from the sources), less a debugger's port
   const flags = process.execArgv.filter((a) => !a.startsWith("--inspect"));
-  const child = spawn(process.execPath, [...flags, svc, "compact", "--store", store, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const where: NodeJS.ProcessEnv = { ...env };
+  delete where.SVC_ENGINE_STORE_URL;
+  delete where.SVC_ENGINE_DATA_DIR;
+  if (isPg(store)) where.SVC_ENGINE_STORE_URL = store;
+  else where.SVC_ENGINE_DATA_DIR = store;
+  const child = spawn(process.execPath, [...flags, svc, "compact", "--json"], { env: where, stdio: ["ignore", "pipe", "pipe"] });
   const done = new Promise<CompactOutcome>((resolve) => {
     let out = "";
     let err = "";

@@ -353,7 +353,8 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     const { consoleDir } = await import("../../server/gateway/console.js");
     const consoleLine = existsSync(join(consoleDir(), "index.html")) ? `${gateway.url}/console/` : "not built (run 'npm run build' to serve it at /console/)";
     io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\nconsole: ${consoleLine}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
-    const daily = compactAt && compactDaily({ at: compactAt, store: storeUrl ?? join(dir, "engine"), env: io.env, log: log.logger });
+    // the engine's own store: --store, else SVC_ENGINE_STORE_URL from the environment, else DIR/engine
+    const daily = compactAt && compactDaily({ at: compactAt, store: engineCfg.store_url ?? engineCfg.data_dir, env: io.env, log: log.logger });
     io.out(`compact: ${compactAt ? `daily, within the hour after ${clock(compactAt)}` : "off"}\n`);
     if (!isLoopback(host)) {
       io.out(

@@ -184,7 +184,13 @@ test("daily compaction's run: svc compact in a process of its own purges what an
     await s.delete("ns", "gone");
     await s.put("ns", "kept", Buffer.from("kept".repeat(16)));
     await s.close();
-    const r = await runCompact(dir, { ...process.env }).done;
+    // the environment's store variables name another store: the one given wins
+    const run = runCompact(dir, { ...process.env, SVC_ENGINE_DATA_DIR: join(dir, "elsewhere"), SVC_ENGINE_STORE_URL: "postgres://u:pw@127.0.0.1:1/x" });
+    t.notOk(
+      run.child.spawnargs.some((a) => a.includes(dir)),
+      "the store is not in the child's arguments (they are readable by every local user)",
+    );
+    const r = await run.done;
     t.equal(r.code, 0, "it exits 0");
     t.deepEqual(
       r.result && { versions_purged: r.result.versions_purged, keys_purged: r.result.keys_purged, payloads_purged: r.result.payloads_purged },
@@ -194,6 +200,15 @@ test("daily compaction's run: svc compact in a process of its own purges what an
     const after = await createStore({ path: dir });
     t.ok(Buffer.from((await after.serve("ns", "kept")).data as Uint8Array).equals(Buffer.from("kept".repeat(16))), "the other key reads back");
     await after.close();
+    // a PostgreSQL URL with a password: neither the arguments nor the error sentence show it
+    const pg = runCompact("postgres://svc:s3cret-pw@127.0.0.1:1/svc", { ...process.env });
+    t.notOk(
+      pg.child.spawnargs.some((a) => a.includes("s3cret-pw")),
+      "the URL's password is not in the child's arguments",
+    );
+    const refused = await pg.done;
+    t.notEqual(refused.code, 0, `nothing listens there: exit ${refused.code}`);
+    t.ok(refused.error.length > 0 && !refused.error.includes("s3cret-pw"), `the sentence names no password: ${refused.error}`);
     const missing = await runCompact(join(dir, "nothing-here"), { ...process.env }).done;
     t.equal(missing.code, 2, "a store that is not there: exit 2");
     t.match(missing.error, /nothing-here/, `with its sentence: ${missing.error}`);

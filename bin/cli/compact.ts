@@ -11,8 +11,8 @@ days have passed, keys deleted for good, payloads no kept version names, and the
 answers of idempotent writes older than 24 hours. The store is PATH (an LMDB store directory,
 as under svc up's DIR/engine) or a PostgreSQL URL (postgres://user@host:port/database);
 default: SVC_ENGINE_STORE_URL, else SVC_ENGINE_DATA_DIR, else ./svc-data/engine (the store
-of svc up). Engines may serve the store meanwhile: reads go on; writes wait for the
-compaction on LMDB, and for one page of its removals at most on PostgreSQL.
+of svc up). Engines may serve the store meanwhile: reads go on, and a write waits at most
+for one of its short steps.
 A summary on standard output (--json for a JSON one).`;
 
 const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;

@@ -63,6 +63,12 @@ export interface CompactRules {
   expired(record: unknown): boolean;
 }
 
+/** Points of a backend's compact where a test may act (writes go on around them). */
+export interface CompactHooks {
+  /** Once compact has read which payloads the versions name, before it removes the others. */
+  beforePayloads?: () => Promise<void>;
+}
+
 /** Committed data, read outside any write transaction. */
 export interface ReadView {
   get(key: RecordKey): Promise<unknown>;
@@ -124,7 +130,7 @@ export interface StorageBackend extends ReadView {
    * holding a bounded number of records at once (PostgreSQL). Backends without it run compact
    * as a write transaction that reads every record (lib/store/maintenance.ts).
    */
-  compact?(rules: CompactRules): Promise<CompactResult>;
+  compact?(rules: CompactRules, hooks?: CompactHooks): Promise<CompactResult>;
   /** Bytes on disk (`file`) and in use (`used`), for backends that keep files. */
   sizeBytes?(): { file: number; used: number };
   /** Whether the backend can serve now (one round trip to a database; a local file: true). */

@@ -20,8 +20,8 @@
 // for milliseconds per MiB), and only then named by the index in the transaction. A large
 // value no index entry names (its put failed, lost a race to the same payload, or the process
 // died between the two commits) is removed by the put itself, or by compact once it is an
-// hour old. Removing payloads (compact) leaves dead bytes in stream segments;
-// the same transaction then drops segments with nothing live and moves the live tails out of
+// hour old. Removing payloads (compact) leaves dead bytes in stream segments; at the end of
+// its removals compact drops segments with nothing live and moves the live tails out of
 // segments less than RELOCATE_BELOW full, so dead space stays bounded.
 //
 // Stores written before format 2 kept each payload whole in `payloads` (keyed by the hex
@@ -34,9 +34,13 @@ import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
 import { LargeReader } from "./lmdb-reader.js";
 import { Pace } from "./pace.js";
+import { END, idempotencyKey, versionKey } from "./context.js";
+import type { CompactResult } from "./types.js";
 import {
   checkDeclared,
   checkDeclaredRange,
+  type CompactHooks,
+  type CompactRules,
   type PayloadRef,
   type RecordEntry,
   type RecordKey,
@@ -60,6 +64,16 @@ const LARGE_ENTRY_BYTES = 23;
 export const LARGE_BYTES = 1024 * 1024;
 /** compact removes values of payload_large that no index entry names once they are this old. */
 export const LARGE_ORPHAN_MS = 60 * 60 * 1000;
+/** Records compact reads per page (heads carry up to 64 KiB of metadata each), and decides per write transaction. */
+export const COMPACT_PAGE = 256;
+/** Heads or payloads compact removes per write transaction, at most (each commit is an fsync). */
+const COMPACT_REMOVALS = 1024;
+/** The record of a compaction under way: { at, pid, host }; puts then mark the payloads they name again. */
+const GC_MARK: Key = ["gc"] as unknown as Key;
+/** A payload a put named while a compaction was under way: that compaction keeps it. */
+const touchKey = (id: string): Key => ["gt", id] as unknown as Key;
+/** A compaction's record older than this is taken for one that died (its process id may be reused). */
+const GC_MARK_MAX_AGE_MS = 24 * 60 * 60 * 1000;
 
 /**
  * Where a payload lives: `bodyLen` bytes in body `bodyId` (0: none), then `tailLen` bytes of
@@ -179,6 +193,16 @@ function peek(db: Bin, key: Buffer): Buffer | undefined {
 const FULL_BELOW_BYTES = 64 * 1024 * 1024;
 /** Free bytes a write needs besides its payloads (pages, the map's growth) before it is tried. */
 export const WRITE_RESERVE_BYTES = 8 * 1024 * 1024;
+
+/** Whether a process of this machine with that id is running (one of another user's counts). */
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
 
 /** Bytes an unprivileged writer may still use on the file system holding `path` (Infinity when unknown). */
 function freeBytes(path: string): number {
@@ -573,7 +597,11 @@ export class LmdbBackend implements StorageBackend {
       put: (key, value) => void records.putSync(k(key), value),
       remove: (key) => void records.removeSync(k(key)),
       putPayload: (_tenant, id, bytes) => {
-        if (this.#hasPayload(id)) return;
+        if (this.#hasPayload(id)) {
+          // named again while a compaction may have found it unused: that compaction keeps it
+          if (records.doesExist(GC_MARK)) records.putSync(touchKey(id), 1);
+          return;
+        }
         const key = staged.get(id);
         if (key && this.#large.doesExist(key)) {
           this.#index.putSync(indexKey(id), encodeLarge(key, bytes.byteLength));
@@ -601,20 +629,30 @@ export class LmdbBackend implements StorageBackend {
   }
 
   /**
-   * In a transaction that lists payloads (compact): removes the values of payload_large that
-   * no index entry names and that are older than LARGE_ORPHAN_MS (a put may be between its two
-   * commits for a younger one).
+   * In a transaction that lists payloads: removes the values of payload_large that no index
+   * entry names and that are older than LARGE_ORPHAN_MS (a put may be between its two commits
+   * for a younger one).
    */
   #sweepLarge(): void {
+    for (const key of this.#orphansOfLarge(false)) this.#large.removeSync(key);
+  }
+
+  /**
+   * The keys of payload_large that no index entry names, older than LARGE_ORPHAN_MS: read in the
+   * current write transaction, or (`snapshot`) from a snapshot outside one. A put always stores a
+   * large value under a new key just before the transaction that names it, so a value this old
+   * and named by nothing is named by no later write either.
+   */
+  #orphansOfLarge(snapshot: boolean): Buffer[] {
     const named = new Set<string>();
-    for (const { value } of this.#index.getRange({})) {
+    for (const { value } of this.#index.getRange({ snapshot })) {
       const e = decodeEntry(value);
       if (e.large) named.add(e.large.toString("hex"));
     }
     const before = Date.now() - LARGE_ORPHAN_MS;
-    for (const key of this.#large.getKeys({ snapshot: false })) {
-      if (!named.has(key.toString("hex")) && largeKeyTime(key) < before) this.#large.removeSync(key);
-    }
+    const out: Buffer[] = [];
+    for (const key of this.#large.getKeys({ snapshot })) if (!named.has(key.toString("hex")) && largeKeyTime(key) < before) out.push(Buffer.from(key));
+    return out;
   }
 
   *#syncRange(start: RecordKey, end: RecordKey): Iterable<RecordEntry> {
@@ -624,6 +662,161 @@ export class LmdbBackend implements StorageBackend {
   *#payloadIds(): Iterable<PayloadRef> {
     for (const key of this.#index.getKeys({ snapshot: false })) yield { tenant: "", id: idOf(key) };
     for (const key of this.#legacy.getKeys({ snapshot: false })) yield { tenant: "", id: key };
+  }
+
+  /** `fn` in a write transaction of its own (LMDB serialises it with every writer of every process). */
+  async #write1<T>(fn: () => T): Promise<T> {
+    if (freeBytes(this.path) < WRITE_RESERVE_BYTES) throw new StorageFullError();
+    try {
+      return await (this.#records.childTransaction(() => {
+        this.#tail = null;
+        try {
+          return fn();
+        } finally {
+          this.#tail = null;
+        }
+      }) as Promise<T>);
+    } catch (e) {
+      throw lmdbFailure(e, this.path) ?? e;
+    }
+  }
+
+  /** Up to COMPACT_PAGE records of a family (`h`, `i`), from a snapshot, after `after`. */
+  #pageOf(family: string, after: Key | null): { key: RecordKey; value: unknown }[] {
+    const out: { key: RecordKey; value: unknown }[] = [];
+    for (const { key, value } of this.#records.getRange({ start: after ?? k([family]), end: k([family, END]), limit: COMPACT_PAGE + 1 })) {
+      if (after !== null && out.length === 0 && JSON.stringify(key) === JSON.stringify(after)) continue;
+      if (out.length === COMPACT_PAGE) break;
+      out.push({ key: key as RecordKey, value });
+    }
+    return out;
+  }
+
+  /**
+   * compact (lib/store/maintenance.ts) in short write transactions, so that writers (of every
+   * process) wait at most for one of them, never for the whole run:
+   * 1. heads, read a page at a time from a snapshot; those with expired tombstones are decided
+   *    again in a transaction (up to COMPACT_REMOVALS each) and removed or rewritten with the
+   *    versions under them;
+   * 2. idempotency records, a page at a time, each removed only if it is still expired;
+   * 3. the payloads: listed from a snapshot, then the versions read from a later one for the
+   *    payloads they name; those none names are removed a page at a time, and the stream's space
+   *    reclaimed at the end. While this runs, a record of it is in the store and a put that
+   *    names a payload already stored marks it: a marked payload is kept.
+   * One compaction at a time: another one under way (its process alive) is a StoreUnavailableError.
+   * `hooks.beforePayloads` runs between step 3's reading and its removals (tests).
+   */
+  async compact(rules: CompactRules, hooks: CompactHooks = {}): Promise<CompactResult> {
+    const mark = { at: Date.now(), pid: process.pid, token: randomFillSync(Buffer.alloc(8)).toString("hex") };
+    await this.#write1(() => {
+      const held = this.#records.get(GC_MARK) as { at?: number; pid?: number } | undefined;
+      if (held && typeof held.at === "number" && Date.now() - held.at < GC_MARK_MAX_AGE_MS && typeof held.pid === "number" && pidAlive(held.pid))
+        throw new StoreUnavailableError(`Another compaction of this store is under way (process ${held.pid}); run it again once that one ends.`);
+      // a record left by one that died, and what puts marked for it, go
+      for (const key of this.#records.getKeys({ start: touchKey(""), end: k(["gt", END]), snapshot: false })) this.#records.removeSync(key);
+      this.#records.putSync(GC_MARK, mark);
+    });
+    try {
+      const { versions_purged, keys_purged } = await this.#compactHeads(rules);
+      await this.#compactIdempotency(rules);
+      const payloads_purged = await this.#compactPayloads(rules, hooks.beforePayloads);
+      return { versions_purged, keys_purged, payloads_purged };
+    } finally {
+      await this.#write1(() => {
+        if ((this.#records.get(GC_MARK) as { token?: string } | undefined)?.token !== mark.token) return;
+        for (const key of this.#records.getKeys({ start: touchKey(""), end: k(["gt", END]), snapshot: false })) this.#records.removeSync(key);
+        this.#records.removeSync(GC_MARK);
+      }).catch(() => undefined); // left behind, it is taken over once its process is gone
+    }
+  }
+
+  async #compactHeads(rules: CompactRules): Promise<{ versions_purged: number; keys_purged: number }> {
+    let versions = 0;
+    let keys = 0;
+    // the heads due, from pages read one after another, purged together (each commit is an fsync)
+    let due: RecordKey[] = [];
+    const purge = async () => {
+      const batch = due;
+      due = [];
+      const r = await this.#write1(() => {
+        let v = 0;
+        let h = 0;
+        for (const key of batch) {
+          // decided again in this transaction: a write may have changed the head since its page was read
+          const head = this.#records.get(k(key));
+          const p = head === undefined ? null : rules.purge(head);
+          if (p === null) continue;
+          const [, t, ns, name] = key as [string, string, string, string];
+          for (const [from, upto] of p.spans) for (let x = from; x <= upto; x++) if (this.#records.removeSync(k(versionKey(t, ns, name, x)))) v++;
+          if (p.head === undefined) {
+            this.#records.removeSync(k(key));
+            h++;
+          } else this.#records.putSync(k(key), p.head);
+        }
+        return { v, h };
+      });
+      versions += r.v;
+      keys += r.h;
+    };
+    for (let after: Key | null = null; ;) {
+      const page = this.#pageOf("h", after);
+      if (page.length === 0) break;
+      after = k(page[page.length - 1]!.key);
+      for (const e of page) if (rules.purge(e.value) !== null) due.push(e.key);
+      if (due.length >= COMPACT_REMOVALS) await purge();
+    }
+    if (due.length > 0) await purge();
+    return { versions_purged: versions, keys_purged: keys };
+  }
+
+  async #compactIdempotency(rules: CompactRules): Promise<void> {
+    for (let after: Key | null = null; ;) {
+      const page = this.#pageOf("i", after);
+      if (page.length === 0) break;
+      after = k(page[page.length - 1]!.key);
+      const expired = page.filter((e) => rules.expired(e.value)).map((e) => e.key);
+      if (expired.length === 0) continue;
+      await this.#write1(() => {
+        for (const key of expired) {
+          const [, t, name] = key as [string, string, string];
+          const now = this.#records.get(k(idempotencyKey(t, name)));
+          if (now !== undefined && rules.expired(now)) this.#records.removeSync(k(key));
+        }
+      });
+    }
+  }
+
+  async #compactPayloads(rules: CompactRules, beforePayloads?: () => Promise<void>): Promise<number> {
+    // the payloads first, then the versions from a later snapshot: a version a put wrote in
+    // between names its payload in the second; one written after it has marked its payload
+    const ids: string[] = [];
+    for (const key of this.#index.getKeys({})) ids.push(idOf(key));
+    for (const key of this.#legacy.getKeys({})) ids.push(key);
+    const named = new Set<string>();
+    for (const { value } of this.#records.getRange({ start: k(["v"]), end: k(["v", END]) })) named.add(rules.payloadOf(value));
+    const unused = ids.filter((id) => !named.has(id));
+    await beforePayloads?.();
+    let purged = 0;
+    let removed = false;
+    for (let i = 0; i < unused.length; i += COMPACT_REMOVALS) {
+      const page = unused.slice(i, i + COMPACT_REMOVALS);
+      await this.#write1(() => {
+        for (const id of page) {
+          if (this.#records.doesExist(touchKey(id)) || !this.#hasPayload(id)) continue;
+          removed = this.#remove(id) || removed;
+          purged++;
+        }
+      });
+    }
+    // values of payload_large no entry names (found outside the write), and dead stream bytes
+    // reclaimed once
+    const orphans = this.#orphansOfLarge(true);
+    if (removed || orphans.length > 0)
+      await this.#write1(() => {
+        if (removed) this.#reclaim();
+        for (const key of orphans) this.#large.removeSync(key);
+      });
+    return purged;
   }
 
   /** Entries and pages of each database, and the environment's high-water page (tests, bench/store.ts). */

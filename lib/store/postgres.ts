@@ -25,6 +25,7 @@ import {
   checkDeclared,
   checkDeclaredRange,
   compareKeys,
+  type CompactHooks,
   type CompactRules,
   type PayloadRef,
   type RecordEntry,
@@ -827,7 +828,7 @@ export class PostgresBackend implements StorageBackend {
    * What it holds at once is a page of rows and the set of payloads the kept versions name.
    * `hooks.beforePayloads` runs once the snapshot of step 3 is taken (tests).
    */
-  async compact(rules: CompactRules, hooks: { beforePayloads?: () => Promise<void> } = {}): Promise<CompactResult> {
+  async compact(rules: CompactRules, hooks: CompactHooks = {}): Promise<CompactResult> {
     await this.#whenReady();
     const { versions_purged, keys_purged } = await this.#compactHeads(rules);
     await this.#compactIdempotency(rules);

@@ -74,6 +74,8 @@ const GC_MARK: Key = ["gc"] as unknown as Key;
 const touchKey = (id: string): Key => ["gt", id] as unknown as Key;
 /** A compaction's record older than this is taken for one that died (its process id may be reused). */
 const GC_MARK_MAX_AGE_MS = 24 * 60 * 60 * 1000;
+/** Tokens of the compactions this process is running (a record of this process with another token is left over). */
+const compactionsHere = new Set<string>();
 
 /**
  * Where a payload lives: `bodyLen` bytes in body `bodyId` (0: none), then `tailLen` bytes of
@@ -709,13 +711,15 @@ export class LmdbBackend implements StorageBackend {
   async compact(rules: CompactRules, hooks: CompactHooks = {}): Promise<CompactResult> {
     const mark = { at: Date.now(), pid: process.pid, token: randomFillSync(Buffer.alloc(8)).toString("hex") };
     await this.#write1(() => {
-      const held = this.#records.get(GC_MARK) as { at?: number; pid?: number } | undefined;
-      if (held && typeof held.at === "number" && Date.now() - held.at < GC_MARK_MAX_AGE_MS && typeof held.pid === "number" && pidAlive(held.pid))
+      const held = this.#records.get(GC_MARK) as { at?: number; pid?: number; token?: string } | undefined;
+      const running = (pid: number) => (pid === process.pid ? compactionsHere.has(String(held?.token)) : pidAlive(pid));
+      if (held && typeof held.at === "number" && Date.now() - held.at < GC_MARK_MAX_AGE_MS && typeof held.pid === "number" && running(held.pid))
         throw new StoreUnavailableError(`Another compaction of this store is under way (process ${held.pid}); run it again once that one ends.`);
       // a record left by one that died, and what puts marked for it, go
       for (const key of this.#records.getKeys({ start: touchKey(""), end: k(["gt", END]), snapshot: false })) this.#records.removeSync(key);
       this.#records.putSync(GC_MARK, mark);
     });
+    compactionsHere.add(mark.token);
     try {
       const { versions_purged, keys_purged } = await this.#compactHeads(rules);
       await this.#compactIdempotency(rules);
@@ -726,7 +730,8 @@ export class LmdbBackend implements StorageBackend {
         if ((this.#records.get(GC_MARK) as { token?: string } | undefined)?.token !== mark.token) return;
         for (const key of this.#records.getKeys({ start: touchKey(""), end: k(["gt", END]), snapshot: false })) this.#records.removeSync(key);
         this.#records.removeSync(GC_MARK);
-      }).catch(() => undefined); // left behind, it is taken over once its process is gone
+      }).catch(() => undefined); // left behind (a full disk), it is taken over by the next one
+      compactionsHere.delete(mark.token);
     }
   }
 

@@ -125,6 +125,16 @@ test("lmdb compact: one at a time; the record of one whose process died is taken
       "a record whose process is gone is taken over",
     );
     t.equal(await backend.get(["gc"]), undefined, "and removed at the end");
+
+    // one this process ran that could not remove its record (a full disk, say)
+    await backend.transact({ keys: [["gc"]] }, (tx) => tx.put(["gc"], { at: Date.now(), pid: process.pid, token: "ended" }));
+    await s.put("ns", "d", payload("W"));
+    await s.delete("ns", "d");
+    t.deepEqual(
+      await s.compact({ now: T0 + 93 * DAY }),
+      { versions_purged: 1, keys_purged: 1, payloads_purged: 1 },
+      "a record of this process that no running compaction holds is taken over",
+    );
   } finally {
     await backend.close();
     await s.close();

@@ -41,12 +41,18 @@ export interface CompactOutcome {
   error: string;
 }
 
+/** A run of svc compact: its process, and its outcome once it ends. */
+export interface CompactRun {
+  child: ChildProcess;
+  done: Promise<CompactOutcome>;
+}
+
 /**
  * `svc compact --json` on STORE (an LMDB directory or a PostgreSQL URL) in a child process: the
  * same program, run the way this one runs. The store goes in the child's environment, not its
  * arguments, which every local user can read (a URL may hold a password).
  */
-export function runCompact(store: string, env: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<CompactOutcome> } {
+export function runCompact(store: string, env: NodeJS.ProcessEnv): CompactRun {
   const ext = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
   const svc = fileURLToPath(new URL(`../svc${ext}`, import.meta.url));
   // the node options this process runs with (tsx from the sources), less a debugger's port
@@ -99,7 +105,7 @@ export function compactDaily(o: DailyOptions): DailyCompaction {
   const random = o.random ?? Math.random;
   const run = o.run ?? runCompact;
   let timer: NodeJS.Timeout | null = null;
-  let running: { child: ChildProcess; done: Promise<CompactOutcome> } | null = null;
+  let running: CompactRun | null = null;
   let closed = false;
   let jitter = random();
   let next = nextRun(now(), o.at, jitter);
@@ -134,7 +140,7 @@ export function compactDaily(o: DailyOptions): DailyCompaction {
     async close() {
       closed = true;
       if (timer) clearTimeout(timer);
-      const r = running as { child: ChildProcess; done: Promise<CompactOutcome> } | null;
+      const r = running as CompactRun | null; // set in the timer's callback, which TypeScript's narrowing does not follow
       if (r) {
         r.child.kill("SIGTERM");
         await r.done;

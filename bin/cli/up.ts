@@ -7,6 +7,7 @@ import { chmod, lstat, mkdir, open, readFile, readlink, stat, symlink, unlink } 
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { closeAll } from "../../lib/close-all.js";
+import { processAlive } from "../../lib/process-alive.js";
 import { socketPathProblem } from "../../server/http/unix-socket.js";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
 import { compactDaily, parseCompactAt, type TimeOfDay } from "./compact-daily.js";
@@ -138,15 +139,6 @@ async function prepareDataDir(dir: string, io: Io): Promise<void> {
   }
 }
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-};
-
 /**
  * One `svc up` per data directory: DIR/svc-up.pid is a symbolic link whose target is the process
  * id of the one running there (made whole in one step, and with no data block, so that it can
@@ -166,7 +158,7 @@ export async function lockDataDir(dir: string): Promise<() => Promise<void>> {
     }
     const held = await readlink(file).catch(() => "");
     const pid = /^\d+$/.test(held) ? Number(held) : 0;
-    if (pid > 0 && pid !== process.pid && alive(pid))
+    if (pid > 0 && pid !== process.pid && processAlive(pid))
       throw new Error(`Another 'svc up' (process ${pid}) is using the data directory ${dir}; stop it first, or pass another --data DIR.`);
     await unlink(file).catch(() => undefined); // left by a run that is gone
   }
@@ -354,7 +346,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     const consoleLine = existsSync(join(consoleDir(), "index.html")) ? `${gateway.url}/console/` : "not built (run 'npm run build' to serve it at /console/)";
     io.out(`engine:  ${engine.url}\ngateway: ${gateway.url}\nconsole: ${consoleLine}\ndata:    ${dir}\nlog:     ${join(dir, "engine.log")}\n`);
     // the engine's own store: --store, else SVC_ENGINE_STORE_URL from the environment, else DIR/engine
-    const daily = compactAt && compactDaily({ at: compactAt, store: engineCfg.store_url ?? engineCfg.data_dir, env: io.env, log: log.logger });
+    const daily = compactAt ? compactDaily({ at: compactAt, store: engineCfg.store_url ?? engineCfg.data_dir, env: io.env, log: log.logger }) : null;
     io.out(`compact: ${compactAt ? `daily, within the hour after ${clock(compactAt)}` : "off"}\n`);
     if (!isLoopback(host)) {
       io.out(
@@ -372,9 +364,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
     // the engine and the log close even when the gateway fails to (its data directory removed,
     // a full disk): the failure is then reported and svc up exits 1 rather than staying up
     await closeAll(
-      async () => {
-        if (daily) await daily.close();
-      },
+      async () => daily?.close(),
       () => gateway.close(),
       () => engine.close(),
       () => log.close(),

@@ -126,9 +126,9 @@ export interface StorageBackend extends ReadView {
   transact<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T>;
   close(): Promise<void>;
   /**
-   * Runs compact by `rules` over every record as one atomic transaction, writers excluded,
-   * holding a bounded number of records at once (PostgreSQL). Backends without it run compact
-   * as a write transaction that reads every record (lib/store/maintenance.ts).
+   * Runs compact by `rules` over every record in short steps beside the writers, holding a
+   * bounded number of records at once (LMDB, PostgreSQL). Backends without it run compact as
+   * one write transaction that reads every record (lib/store/maintenance.ts).
    */
   compact?(rules: CompactRules, hooks?: CompactHooks): Promise<CompactResult>;
   /** Bytes on disk (`file`) and in use (`used`), for backends that keep files. */

@@ -32,6 +32,7 @@ import { randomFillSync } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
+import { processAlive } from "../process-alive.js";
 import { LargeReader } from "./lmdb-reader.js";
 import { Pace } from "./pace.js";
 import { END, idempotencyKey, versionKey } from "./context.js";
@@ -195,16 +196,6 @@ function peek(db: Bin, key: Buffer): Buffer | undefined {
 const FULL_BELOW_BYTES = 64 * 1024 * 1024;
 /** Free bytes a write needs besides its payloads (pages, the map's growth) before it is tried. */
 export const WRITE_RESERVE_BYTES = 8 * 1024 * 1024;
-
-/** Whether a process of this machine with that id is running (one of another user's counts). */
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** Bytes an unprivileged writer may still use on the file system holding `path` (Infinity when unknown). */
 function freeBytes(path: string): number {
@@ -712,7 +703,7 @@ export class LmdbBackend implements StorageBackend {
     const mark = { at: Date.now(), pid: process.pid, token: randomFillSync(Buffer.alloc(8)).toString("hex") };
     await this.#write1(() => {
       const held = this.#records.get(GC_MARK) as { at?: number; pid?: number; token?: string } | undefined;
-      const running = (pid: number) => (pid === process.pid ? compactionsHere.has(String(held?.token)) : pidAlive(pid));
+      const running = (pid: number) => (pid === process.pid ? compactionsHere.has(String(held?.token)) : processAlive(pid));
       if (held && typeof held.at === "number" && Date.now() - held.at < GC_MARK_MAX_AGE_MS && typeof held.pid === "number" && running(held.pid))
         throw new StoreUnavailableError(`Another compaction of this store is under way (process ${held.pid}); run it again once that one ends.`);
       // a record left by one that died, and what puts marked for it, go

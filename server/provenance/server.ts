@@ -14,6 +14,7 @@ import { bootstrap, hashSecret, paths, type BootResult } from "./keys.js";
 import { createMetrics } from "./metrics.js";
 import { createBackend, createSigner, selfTest } from "./signer.js";
 import { createReceiptWorker, type ReceiptWorker } from "./worker.js";
+import { processAlive } from "../../lib/process-alive.js";
 
 /** The package version, for bundles and /health (found by walking up to package.json). */
 export function applianceVersion(): string {
@@ -57,21 +58,12 @@ export async function lockHome(home: string): Promise<() => Promise<void>> {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw new ConfigError("The state directory cannot be locked.");
     }
     const pid = Number((await readFile(path, "utf8").catch(() => "")).trim());
-    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) {
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
       throw new ConfigError(`Another svc-provenance process (pid ${pid}) is serving this state directory.`);
     }
     await unlink(path).catch(() => undefined); // stale: its process is gone
   }
   throw new ConfigError("The state directory cannot be locked.");
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 export interface RunningProvenance {

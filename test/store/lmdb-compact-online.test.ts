@@ -14,7 +14,7 @@ import { StoreUnavailableError } from "../../lib/errors.js";
 import { createStore, type Store } from "../../lib/store/index.js";
 import { LmdbBackend, COMPACT_PAGE } from "../../lib/store/lmdb.js";
 import { rulesAt } from "../../lib/store/maintenance.js";
-import { fillCompactCase, payload } from "./compact-case.js";
+import { fillCompactCase, payload, payloadNamedAgain, writersBeside } from "./compact-case.js";
 
 const T0 = Date.parse("2026-03-01T00:00:00Z");
 const DAY = 86_400_000;
@@ -31,20 +31,7 @@ test("lmdb compact: a put goes through between compact's steps; a payload named 
   const s = await createStore({ path: tmp.dir, clock: new FakeClock(T0) });
   const backend = new LmdbBackend(tmp.dir);
   try {
-    await s.put("ns", "a", payload("X"));
-    await s.delete("ns", "a");
-    await s.put("ns", "other", payload("Y"));
-    let named = false;
-    const r = await backend.compact(rulesAt(T0 + 31 * DAY), {
-      // X has no version left when compact reads the versions; this put names it again (same bytes)
-      beforePayloads: async () => {
-        await s.put("ns", "b", payload("X"));
-        named = true;
-      },
-    });
-    t.ok(named, "the put was written between compact's reading and its removals");
-    t.deepEqual(r, { versions_purged: 1, keys_purged: 1, payloads_purged: 0 }, "a's version and key purged, payload X kept");
-    t.ok((await bytesOf(s, "b")).equals(payload("X")), "b reads back its bytes");
+    await payloadNamedAgain(t, s, backend, T0 + 31 * DAY);
     const left: unknown[] = [];
     for await (const e of backend.range(["gt"], ["gt", "\uffff"])) left.push(e.key);
     t.deepEqual({ record: await backend.get(["gc"]), marks: left }, { record: undefined, marks: [] }, "no record of the compaction, nor its marks, is left");
@@ -141,67 +128,6 @@ test("lmdb compact: one at a time; the record of one whose process died is taken
   }
 });
 
-/**
- * Three writers putting and deleting three shared payloads in this process while `compacting`
- * runs compactions until they finish; then every key, and every version still stored, must
- * read back as its writer left it.
- */
-async function writersBeside(t: test.Test, s: Store, compacting: (writing: () => boolean) => Promise<number>, ops: number): Promise<void> {
-  const contents = ["P", "Q", "R"].map(payload);
-  let seed = 4242;
-  const next = (n: number) => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return Math.floor(seed / 65536) % n;
-  };
-  const last = new Map<string, number | null>();
-  const versions = new Map<string, { key: string; version: number; c: number }>();
-  const writer = async (w: number) => {
-    for (let i = 0; i < ops; i++) {
-      const key = `w${w}-${next(4)}`;
-      if (next(3) === 0 && last.get(key) != null) {
-        await s.delete("ns", key);
-        last.set(key, null);
-      } else {
-        const c = next(contents.length);
-        const version = (await s.put("ns", key, contents[c]!)).version;
-        versions.set(`${key}@${version}`, { key, version, c });
-        last.set(key, c);
-      }
-    }
-  };
-  let writing = true;
-  const runs = compacting(() => writing);
-  await Promise.all([writer(0), writer(1), writer(2)]);
-  writing = false;
-  t.ok((await runs) >= 1, "compact ran beside the writers");
-  await s.compact({ now: T0 + 365 * DAY });
-  const wrong: string[] = [];
-  for (const [key, c] of last) {
-    if (c === null) {
-      const code = await s.get("ns", key).then(
-        () => "present",
-        (e: { code?: string }) => e.code ?? "error",
-      );
-      if (code !== "not_found") wrong.push(`${key}: ${code} after its delete`);
-    } else if (!(await bytesOf(s, key)).equals(contents[c]!)) wrong.push(`${key}: other bytes`);
-  }
-  t.deepEqual(wrong, [], `every one of ${last.size} keys as its writer left it`);
-  let kept = 0;
-  const broken: string[] = [];
-  for (const { key, version, c } of versions.values()) {
-    // a purged version is not_found; a version whose payload was removed says so
-    const got = await s.serve("ns", key, { version }).then(
-      (r) => Buffer.from(r.data as Uint8Array),
-      (e: { code?: string; message?: string }) => (/payload/.test(e.message ?? "") ? e.message! : (e.code ?? "error")),
-    );
-    if (got instanceof Buffer) {
-      kept++;
-      if (!got.equals(contents[c]!)) broken.push(`${key}@${version}: other bytes`);
-    } else if (got !== "not_found") broken.push(`${key}@${version}: ${got}`);
-  }
-  t.deepEqual(broken, [], `of ${versions.size} versions written, the ${kept} kept read back their bytes`);
-}
-
 test("lmdb compact: writers putting and deleting shared payloads while compact runs again and again lose nothing", async (t) => {
   using tmp = tempDir();
   const s = await createStore({ path: tmp.dir, clock: new FakeClock(T0) });
@@ -215,7 +141,7 @@ test("lmdb compact: writers putting and deleting shared payloads while compact r
         for (; writing(); runs++) await s.compact({ now: T0 + 365 * DAY });
         return runs;
       },
-      60,
+      { ops: 60, seed: 4242, now: T0 + 365 * DAY },
     );
   } finally {
     await s.close();
@@ -241,7 +167,7 @@ test("lmdb compact: the same with compact in processes of their own (svc compact
         }
         return runs;
       },
-      150,
+      { ops: 150, seed: 4242, now: T0 + 365 * DAY },
     );
   } finally {
     await s.close();

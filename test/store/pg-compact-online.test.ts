@@ -11,7 +11,7 @@ import { createStore, type Store } from "../../lib/store/index.js";
 import { rulesAt } from "../../lib/store/maintenance.js";
 import { PostgresBackend, RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
 import { freshStoreUrl, sql } from "./pg-db.js";
-import { copyGone, fillCompactCase, payload, rowCount } from "./compact-case.js";
+import { copyGone, fillCompactCase, payload, rowCount, payloadNamedAgain, writersBeside } from "./compact-case.js";
 
 const T0 = Date.parse("2026-03-01T00:00:00Z");
 const DAY = 86_400_000;
@@ -88,20 +88,7 @@ test("postgres compact: a payload found unused but named again by a put before i
   const s = await createStore({ url, clock: new FakeClock(T0) });
   const backend = await PostgresBackend.open(url);
   try {
-    await s.put("ns", "a", payload("X"));
-    await s.delete("ns", "a");
-    await s.put("ns", "other", payload("Y"));
-    let named = false;
-    const r = await backend.compact(rulesAt(T0 + 31 * DAY), {
-      // X has no version left in compact's snapshot; this put names it again (same bytes)
-      beforePayloads: async () => {
-        await s.put("ns", "b", payload("X"));
-        named = true;
-      },
-    });
-    t.ok(named, "the put ran between compact's look at the versions and its removals");
-    t.deepEqual(r, { versions_purged: 1, keys_purged: 1, payloads_purged: 0 }, "a's version and key purged, payload X kept");
-    t.ok((await bytesOf(s, "b")).equals(payload("X")), "b reads back its bytes");
+    await payloadNamedAgain(t, s, backend, T0 + 31 * DAY);
     t.equal(await rowCount(url, "payload_chunks"), 2, "X and Y keep their chunks");
 
     // once nothing names it, X goes
@@ -122,74 +109,19 @@ test("postgres compact: a payload found unused but named again by a put before i
 test("postgres compact: writers putting and deleting shared payloads while compact runs again and again lose nothing", async (t) => {
   const url = await freshStoreUrl();
   const s = await createStore({ url, clock: new FakeClock(T0) });
-  const contents = ["P", "Q", "R"].map(payload);
-  // a small deterministic generator: the same operations on every run
-  let seed = 12345;
-  const next = (n: number) => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return Math.floor(seed / 65536) % n;
-  };
-  // each writer owns its keys, so it knows what each must read back: the content of its last
-  // put, or null after a delete, and the content of every version it wrote (a key deleted and
-  // purged starts again at version 1: the later write of a version is the one kept)
-  const last = new Map<string, number | null>();
-  const versions = new Map<string, { key: string; version: number; c: number }>();
-  const writer = async (w: number) => {
-    for (let i = 0; i < 40; i++) {
-      const key = `w${w}-${next(4)}`;
-      if (next(3) === 0 && last.get(key) != null) {
-        await s.delete("ns", key);
-        last.set(key, null);
-      } else {
-        const c = next(contents.length);
-        const version = (await s.put("ns", key, contents[c]!)).version;
-        versions.set(`${key}@${version}`, { key, version, c });
-        last.set(key, c);
-      }
-    }
-  };
   try {
-    let writing = true;
-    let runs = 0;
-    const compactor = (async () => {
-      // every tombstone expired at once: each run purges what the writers deleted so far
-      while (writing) {
-        await s.compact({ now: T0 + 365 * DAY });
-        runs++;
-      }
-    })();
-    await Promise.all([writer(0), writer(1), writer(2)]);
-    writing = false;
-    await compactor;
-    t.ok(runs >= 1, `compact ran ${runs} times beside the writers`);
-    await s.compact({ now: T0 + 365 * DAY });
-    const wrong: string[] = [];
-    for (const [key, c] of last) {
-      if (c === null) {
-        const code = await s.get("ns", key).then(
-          () => "present",
-          (e: { code?: string }) => e.code ?? "error",
-        );
-        if (code !== "not_found") wrong.push(`${key}: ${code} after its delete`);
-      } else if (!(await bytesOf(s, key)).equals(contents[c]!)) wrong.push(`${key}: other bytes`);
-    }
-    t.deepEqual(wrong, [], `every one of ${last.size} keys as its writer left it`);
-    // every version still stored reads back the bytes it was written with (its payload is there)
-    let kept = 0;
-    const broken: string[] = [];
-    for (const { key, version, c } of versions.values()) {
-      // a purged version is not_found; a version whose payload was removed says so
-      const got = await s.serve("ns", key, { version }).then(
-        (r) => Buffer.from(r.data as Uint8Array),
-        (e: { code?: string; message?: string }) => (/payload/.test(e.message ?? "") ? e.message! : (e.code ?? "error")),
-      );
-      if (got instanceof Buffer) {
-        kept++;
-        if (!got.equals(contents[c]!)) broken.push(`${key}@${version}: other bytes`);
-      } else if (got !== "not_found") broken.push(`${key}@${version}: ${got}`);
-    }
-    t.deepEqual(broken, [], `of ${versions.size} versions written, the ${kept} kept read back their bytes`);
-    t.ok(kept >= [...last.values()].filter((c) => c !== null).length, "at least the live keys' versions are kept");
+    const { kept, live } = await writersBeside(
+      t,
+      s,
+      async (writing) => {
+        let runs = 0;
+        // every tombstone expired at once: each run purges what the writers deleted so far
+        for (; writing(); runs++) await s.compact({ now: T0 + 365 * DAY });
+        return runs;
+      },
+      { ops: 40, seed: 12345, now: T0 + 365 * DAY },
+    );
+    t.ok(kept >= live, "at least the live keys' versions are kept");
   } finally {
     await s.close();
   }

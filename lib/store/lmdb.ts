@@ -35,7 +35,7 @@ import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } fr
 import { processAlive } from "../process-alive.js";
 import { LargeReader } from "./lmdb-reader.js";
 import { Pace } from "./pace.js";
-import { END, idempotencyKey, versionKey } from "./context.js";
+import { END, idempotencyKey, storeClosed, versionKey } from "./context.js";
 import type { CompactResult } from "./types.js";
 import {
   checkDeclared,
@@ -267,6 +267,15 @@ export class LmdbBackend implements StorageBackend {
    * once and then kept up to date (nothing else writes while the callback runs); null outside.
    */
   #tail: { bodyId: number; segId: number; seg: Buffer } | null = null;
+  /**
+   * Operations under way. close() waits for them before it closes the environment: lmdb-js
+   * closing under a read, a cursor or a write of ours can end the process in native code.
+   * Once close() is called, a new operation is refused, and one under way is ended at its
+   * next step (both with storeClosed()).
+   */
+  #busy = 0;
+  #idle: (() => void) | null = null;
+  #closing: Promise<void> | null = null;
 
   constructor(path: string) {
     const created = storeDirectory(path);
@@ -297,19 +306,54 @@ export class LmdbBackend implements StorageBackend {
     if (created || existed) chmodSync(path, 0o700);
   }
 
+  /** Throws storeClosed() once close() has been called: at an operation's start and at each step it resumes. */
+  #live(): void {
+    if (this.#closing) throw storeClosed();
+  }
+
+  /** `fn` counted as under way (close() waits for it). */
+  async #op<T>(fn: () => Promise<T>): Promise<T> {
+    this.#live();
+    this.#busy++;
+    try {
+      return await fn();
+    } finally {
+      this.#done();
+    }
+  }
+
+  #done(): void {
+    if (--this.#busy === 0) this.#idle?.();
+  }
+
   async get(key: RecordKey): Promise<unknown> {
+    this.#live(); // synchronous reads: close() cannot come between the check and the read
     return this.#records.get(k(key));
   }
 
   async *range(start: RecordKey, end: RecordKey): AsyncIterable<RecordEntry> {
-    for (const { key, value } of this.#records.getRange({ start: k(start), end: k(end), snapshot: true })) yield { key: key as RecordKey, value };
+    // the snapshot's cursor stays open while the caller awaits between entries
+    this.#live();
+    this.#busy++;
+    try {
+      for (const { key, value } of this.#records.getRange({ start: k(start), end: k(end), snapshot: true })) {
+        yield { key: key as RecordKey, value };
+        this.#live();
+      }
+    } finally {
+      this.#done();
+    }
   }
 
   async getPayload(tenant: string, id: string): Promise<Buffer | undefined> {
     return (await this.getPayloads(tenant, [id])).get(id);
   }
 
-  async getPayloads(_tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>> {
+  getPayloads(_tenant: string, ids: readonly string[]): Promise<Map<string, Buffer>> {
+    return this.#op(() => this.#getPayloads(ids));
+  }
+
+  async #getPayloads(ids: readonly string[]): Promise<Map<string, Buffer>> {
     const out = new Map<string, Buffer>();
     // payloads of payload_large are copied out by the reader's worker thread; the others are
     // copied here, giving the event loop a turn every slice (payloads are immutable under
@@ -317,7 +361,10 @@ export class LmdbBackend implements StorageBackend {
     const large: [string, Entry][] = [];
     const pace = new Pace();
     for (const id of ids) {
-      if (pace.due()) await pace.yield();
+      if (pace.due()) {
+        await pace.yield();
+        this.#live();
+      }
       const raw = peek(this.#index, indexKey(id));
       const e = raw === undefined ? undefined : decodeEntry(raw);
       if (e?.large) large.push([id, e]);
@@ -328,6 +375,7 @@ export class LmdbBackend implements StorageBackend {
     }
     for (const [id, e] of large) {
       const b = await this.#reader.read(e.large!);
+      this.#live();
       // the worker did not answer with it (it failed, or the payload changed meanwhile): read here
       const p = b !== undefined && b.byteLength === e.bodyLen ? b : this.#getPayload(id);
       if (p) out.set(id, p);
@@ -336,6 +384,7 @@ export class LmdbBackend implements StorageBackend {
   }
 
   async getEntry(tenant: string, ns: string, key: string, version?: number): Promise<{ head: unknown; record: unknown }> {
+    this.#live();
     // two synchronous gets: one read snapshot
     const head = this.#records.get(["h", tenant, ns, key]) as { latest?: number } | undefined;
     const v = version ?? head?.latest;
@@ -343,6 +392,7 @@ export class LmdbBackend implements StorageBackend {
   }
 
   async hasPayload(_tenant: string, id: string): Promise<boolean> {
+    this.#live();
     return this.#hasPayload(id);
   }
 
@@ -534,12 +584,14 @@ export class LmdbBackend implements StorageBackend {
     // full disk can abort the process in its native code (glibc heap check after ENOSPC)
     let staged = 0;
     for (const p of reads.stage ?? []) staged += p.bytes.byteLength;
-    if (freeBytes(this.path) < staged + WRITE_RESERVE_BYTES) throw new StorageFullError();
-    try {
-      return await this.#transactStaged(reads, fn);
-    } catch (e) {
-      throw lmdbFailure(e, this.path) ?? e;
-    }
+    return this.#op(async () => {
+      if (freeBytes(this.path) < staged + WRITE_RESERVE_BYTES) throw new StorageFullError();
+      try {
+        return await this.#transactStaged(reads, fn);
+      } catch (e) {
+        throw lmdbFailure(e, this.path) ?? e;
+      }
+    });
   }
 
   async #transactStaged<T>(reads: TxReads, fn: (tx: WriteTx) => T): Promise<T> {
@@ -699,7 +751,11 @@ export class LmdbBackend implements StorageBackend {
    * One compaction at a time: another one under way (its process alive) is a StoreUnavailableError.
    * `hooks.beforePayloads` runs between step 3's reading and its removals (tests).
    */
-  async compact(rules: CompactRules, hooks: CompactHooks = {}): Promise<CompactResult> {
+  compact(rules: CompactRules, hooks: CompactHooks = {}): Promise<CompactResult> {
+    return this.#op(() => this.#compact(rules, hooks));
+  }
+
+  async #compact(rules: CompactRules, hooks: CompactHooks): Promise<CompactResult> {
     const mark = { at: Date.now(), pid: process.pid, token: randomFillSync(Buffer.alloc(8)).toString("hex") };
     await this.#write1(() => {
       const held = this.#records.get(GC_MARK) as { at?: number; pid?: number; token?: string } | undefined;
@@ -760,6 +816,7 @@ export class LmdbBackend implements StorageBackend {
       after = k(page[page.length - 1]!.key);
       for (const e of page) if (rules.purge(e.value) !== null) due.push(e.key);
       if (due.length >= COMPACT_REMOVALS) await purge();
+      this.#live();
     }
     if (due.length > 0) await purge();
     return { versions_purged: versions, keys_purged: keys };
@@ -772,6 +829,7 @@ export class LmdbBackend implements StorageBackend {
       after = k(page[page.length - 1]!.key);
       const expired = page.filter((e) => rules.expired(e.value)).map((e) => e.key);
       if (expired.length === 0) continue;
+      this.#live();
       await this.#write1(() => {
         for (const key of expired) {
           const [, t, name] = key as [string, string, string];
@@ -795,6 +853,7 @@ export class LmdbBackend implements StorageBackend {
     let purged = 0;
     let removed = false;
     for (let i = 0; i < unused.length; i += COMPACT_REMOVALS) {
+      this.#live();
       const page = unused.slice(i, i + COMPACT_REMOVALS);
       await this.#write1(() => {
         for (const id of page) {
@@ -817,6 +876,7 @@ export class LmdbBackend implements StorageBackend {
 
   /** Entries and pages of each database, and the environment's high-water page (tests, bench/store.ts). */
   stats(): { page_size: number; last_page: number; dbs: Record<string, { entries: number; pages: number; overflow_pages: number }> } {
+    this.#live();
     const dbs: Record<string, { entries: number; pages: number; overflow_pages: number }> = {};
     let last = 0;
     const all: [string, { getStats(): unknown }][] = [
@@ -841,17 +901,23 @@ export class LmdbBackend implements StorageBackend {
    * it runs. `compact` leaves out free pages (slower, smaller).
    */
   backup(dir: string, compact: boolean): Promise<void> {
-    return this.#root.backup(dir, compact);
+    return this.#op(() => this.#root.backup(dir, compact));
   }
 
   /** data.mdb's size, and the pages up to the environment's last one (free pages included). */
   sizeBytes(): { file: number; used: number } {
+    this.#live();
     const s = this.#root.getStats() as { lastPageNumber: number };
     return { file: statSync(join(this.path, "data.mdb")).size, used: (s.lastPageNumber + 1) * this.pageSize };
   }
 
-  async close(): Promise<void> {
-    await this.#reader.close();
-    await this.#root.close();
+  /** Refuses new operations, waits for those under way to end (each ends at its next step), then closes. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#busy > 0) await new Promise<void>((resolve) => (this.#idle = resolve));
+      await this.#reader.close();
+      await this.#root.close();
+    })();
+    return this.#closing;
   }
 }

@@ -379,6 +379,8 @@ function createTransport(options: ClientOptions): Transport {
       return res;
     } catch (e) {
       if (!(e instanceof HttpTransportError)) throw e;
+      // close() cut it off: not known to have been carried out, as on a closed store
+      if (closed) throw new StoreUnavailableError("The client is closed.");
       const code = e.code;
       // A server that refuses a large body from its headers (413) and closes the connection can
       // reset it before its answer is read: ask again with the headers alone to read that answer.
@@ -393,11 +395,12 @@ function createTransport(options: ClientOptions): Transport {
   }
 
   async function call(r: Req): Promise<Res> {
-    if (closed) throw new ValidationError("The client is closed.", "client");
     // One key for every attempt of a write: a retry after a 502 whose first attempt was in
     // fact applied gets the stored answer back instead of adding a version.
     if (r.write) r = { ...r, headers: { ...r.headers, "idempotency-key": await newIdempotencyKey() } };
     for (let attempt = 1; ; attempt++) {
+      // what a closed store answers (TensorStore): checked again before each retry
+      if (closed) throw new StoreUnavailableError("The client is closed.");
       const res = await once(r);
       last = lastResponseOf(res, attempt);
       if (res.status < 400) return res;

@@ -302,6 +302,32 @@ test("client: 502 is retried with growing backoff; after maxRetries the error is
   });
 });
 
+test("client: closed while it waits to retry, a call stops with the closed error and sends nothing more", async (t) => {
+  const busy = { detail: "The server is at its memory budget for requests in flight; retry after 1 second.", code: "overloaded", request_id: RID };
+  await withServer(
+    [jsonRes(503, busy, { "retry-after": "1" }), jsonRes(200, { namespace: "ns", keys: [], total: 0, limit: 10, offset: 0, next_offset: null })],
+    async (url, seen) => {
+      const c = createClient({ baseUrl: url, apiKey: "k", sleep: async () => c.close() });
+      const e = await c.list("ns").catch((x) => x);
+      t.ok(e instanceof StoreUnavailableError && e.message === "The client is closed.", `the closed error: ${(e as Error).message}`);
+      t.equal(seen.length, 1, "no attempt after the close");
+    },
+  );
+});
+
+test("client: a request in flight when the client is closed rejects with the closed error", async (t) => {
+  let arrived!: () => void;
+  const there = new Promise<void>((r) => (arrived = r));
+  await withServer([() => arrived()], async (url) => {
+    const c = createClient({ baseUrl: url, apiKey: "k" });
+    const get = c.get("ns", "a").catch((x) => x);
+    await there; // the server holds it unanswered
+    await c.close();
+    const e = await get;
+    t.ok(e instanceof StoreUnavailableError && e.message === "The client is closed.", `the closed error: ${(e as Error).message}`);
+  });
+});
+
 test("client: 503 overloaded is retried after Retry-After; 503 quota_exhausted is not", async (t) => {
   const waits: number[] = [];
   const busy = { detail: "The server is at its memory budget for requests in flight; retry after 1 second.", code: "overloaded", request_id: RID };
@@ -431,7 +457,11 @@ test("client: bad names and options are ValidationErrors before any request; an 
     t.equal(seen.length, 0, "no request was sent");
     await c.close();
     const e4 = await c.get("ns", "a").catch((x) => x);
-    t.ok(e4 instanceof ValidationError && /closed/.test(e4.message), "a closed client refuses calls");
+    t.ok(
+      e4 instanceof StoreUnavailableError && e4.message === "The client is closed." && e4.code === "store_unavailable",
+      `a closed client refuses calls as a closed store does: ${e4.message}`,
+    );
+    t.equal(seen.length, 0, "and sends nothing");
   });
   t.throws(() => createClient({ baseUrl: "ftp://x", apiKey: "k" }), ValidationError, "non-http baseUrl refused");
   t.throws(() => createClient({ baseUrl: "http://x", apiKey: "" }), ValidationError, "empty apiKey refused");

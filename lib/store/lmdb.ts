@@ -28,7 +28,7 @@
 // hash). That database is still read (and cleaned by compact), never written: old stores
 // open and read as they are, with no migration step, and new payloads go to the new layout.
 import { chmodSync, existsSync, mkdirSync, statSync, statfsSync } from "node:fs";
-import { randomFillSync } from "node:crypto";
+import { createHash, randomFillSync } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
 import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
@@ -121,6 +121,32 @@ function indexKey(id: string): Buffer {
   return Buffer.concat([Buffer.from([1]), Buffer.from(id, "utf8")]);
 }
 const idOf = (key: Buffer): string => (key[0] === 0 ? key.toString("hex", 1) : key.toString("utf8", 1));
+
+/** The first 48 bits of a payload id's SHA-256 (the id itself, when it is one) as a number. */
+function prefixOf(id: string): number {
+  return id.length === 64 && HEX64.test(id) ? parseInt(id.slice(0, 12), 16) : createHash("sha256").update(id).digest().readUIntBE(0, 6);
+}
+
+/** Whether the sorted `prefixes` hold `p` (binary search). */
+function hasPrefix(prefixes: Float64Array, p: number): boolean {
+  let lo = 0;
+  let hi = prefixes.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (prefixes[mid]! < p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < prefixes.length && prefixes[lo] === p;
+}
+
+/** Up to COMPACT_REMOVALS keys of `db` after `after` (all from one snapshot). */
+function keysAfter(db: Database<unknown, Key>, after: Key | null): Key[] {
+  const out: Key[] = [];
+  for (const key of db.getKeys(after === null ? { limit: COMPACT_REMOVALS } : { start: after, limit: COMPACT_REMOVALS + 1 }))
+    if (after === null || !keyEquals(key, after)) out.push(Buffer.isBuffer(key) ? Buffer.from(key) : key); // lmdb-js may reuse a key's memory
+  return out.slice(0, COMPACT_REMOVALS);
+}
+const keyEquals = (a: Key, b: Key): boolean => (Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b);
 
 /** 6-byte big-endian ids: byte order is numeric order, so new ids append. */
 function numKey(n: number): Buffer {
@@ -642,11 +668,10 @@ export class LmdbBackend implements StorageBackend {
       put: (key, value) => void records.putSync(k(key), value),
       remove: (key) => void records.removeSync(k(key)),
       putPayload: (_tenant, id, bytes) => {
-        if (this.#hasPayload(id)) {
-          // named again while a compaction may have found it unused: that compaction keeps it
-          if (records.doesExist(GC_MARK)) records.putSync(touchKey(id), 1);
-          return;
-        }
+        // stored, or named again, while a compaction may be under way (past its reading of the
+        // versions): that compaction keeps it
+        if (records.doesExist(GC_MARK)) records.putSync(touchKey(id), 1);
+        if (this.#hasPayload(id)) return;
         const key = staged.get(id);
         if (key && this.#large.doesExist(key)) {
           this.#index.putSync(indexKey(id), encodeLarge(key, bytes.byteLength));
@@ -724,6 +749,21 @@ export class LmdbBackend implements StorageBackend {
     } catch (e) {
       throw lmdbFailure(e, this.path) ?? e;
     }
+  }
+
+  /** The 48-bit prefixes of the payload ids every version names, sorted. */
+  #namedPrefixes(rules: CompactRules): Float64Array {
+    let out = new Float64Array(1024);
+    let n = 0;
+    for (const { value } of this.#records.getRange({ start: k(["v"]), end: k(["v", END]) })) {
+      if (n === out.length) {
+        const grown = new Float64Array(n * 2);
+        grown.set(out);
+        out = grown;
+      }
+      out[n++] = prefixOf(rules.payloadOf(value));
+    }
+    return out.subarray(0, n).sort();
   }
 
   /** Up to COMPACT_PAGE records of a family (`h`, `i`), from a snapshot, after `after`. */
@@ -841,28 +881,40 @@ export class LmdbBackend implements StorageBackend {
   }
 
   async #compactPayloads(rules: CompactRules, beforePayloads?: () => Promise<void>): Promise<number> {
-    // the payloads first, then the versions from a later snapshot: a version a put wrote in
-    // between names its payload in the second; one written after it has marked its payload
-    const ids: string[] = [];
-    for (const key of this.#index.getKeys({})) ids.push(idOf(key));
-    for (const key of this.#legacy.getKeys({})) ids.push(key);
-    const named = new Set<string>();
-    for (const { value } of this.#records.getRange({ start: k(["v"]), end: k(["v", END]) })) named.add(rules.payloadOf(value));
-    const unused = ids.filter((id) => !named.has(id));
+    // A payload no version names is unused, unless a put stored it or named it again while this
+    // compaction was under way: such a put has marked it. The versions are read first, as the
+    // sorted 48-bit prefixes of the ids they name (8 bytes each, whatever the store holds), then
+    // the payloads a page at a time. Two ids sharing a prefix keep an unused payload for the next
+    // compaction; they never remove a named one.
+    const named = this.#namedPrefixes(rules);
     await beforePayloads?.();
     let purged = 0;
     let removed = false;
-    for (let i = 0; i < unused.length; i += COMPACT_REMOVALS) {
-      this.#live();
-      const page = unused.slice(i, i + COMPACT_REMOVALS);
+    let unused: string[] = [];
+    const purge = async () => {
+      const batch = unused;
+      unused = [];
       await this.#write1(() => {
-        for (const id of page) {
+        for (const id of batch) {
           if (this.#records.doesExist(touchKey(id)) || !this.#hasPayload(id)) continue;
           removed = this.#remove(id) || removed;
           purged++;
         }
       });
-    }
+    };
+    for (const db of [this.#index, this.#legacy] as Database<unknown, Key>[])
+      for (let after: Key | null = null; ;) {
+        this.#live();
+        const page = keysAfter(db, after);
+        if (page.length === 0) break;
+        after = page[page.length - 1]!;
+        for (const key of page) {
+          const id = db === this.#legacy ? (key as string) : idOf(key as Buffer);
+          if (!hasPrefix(named, prefixOf(id))) unused.push(id);
+        }
+        if (unused.length >= COMPACT_REMOVALS) await purge();
+      }
+    if (unused.length > 0) await purge();
     // values of payload_large no entry names (found outside the write), and dead stream bytes
     // reclaimed once
     const orphans = this.#orphansOfLarge(true);

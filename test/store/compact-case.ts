@@ -107,7 +107,9 @@ export async function writersBeside(
 /**
  * Payload X, of a key deleted long enough before `now`, is named again by a put of key b in
  * `backend`'s compact, between its reading of the versions and its removals (its test hook):
- * X must be kept, and b read back. `other` keeps payload Y.
+ * X must be kept, and b read back. `other` keeps payload Y. Payload Z, stored for the first
+ * time by a put of key c at the same point, is named by no version compact read: it must be
+ * kept too.
  */
 export async function payloadNamedAgain(t: test.Test, s: Store, backend: StorageBackend, now: number): Promise<void> {
   await s.put("ns", "a", payload("X"));
@@ -118,10 +120,12 @@ export async function payloadNamedAgain(t: test.Test, s: Store, backend: Storage
     // X has no version left when compact reads the versions; this put names it again (same bytes)
     beforePayloads: async () => {
       await s.put("ns", "b", payload("X"));
+      await s.put("ns", "c", payload("Z"));
       named = true;
     },
   });
-  t.ok(named, "the put ran between compact's reading of the versions and its removals");
-  t.deepEqual(r, { versions_purged: 1, keys_purged: 1, payloads_purged: 0 }, "a's version and key purged, payload X kept");
+  t.ok(named, "the puts ran between compact's reading of the versions and its removals");
+  t.deepEqual(r, { versions_purged: 1, keys_purged: 1, payloads_purged: 0 }, "a's version and key purged, payloads X and Z kept");
   t.ok((await bytesOf(s, "b")).equals(payload("X")), "b reads back its bytes");
+  t.ok((await bytesOf(s, "c")).equals(payload("Z")), "c, stored during the compaction, reads back its bytes");
 }

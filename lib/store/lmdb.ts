@@ -813,11 +813,20 @@ export class LmdbBackend implements StorageBackend {
       const payloads_purged = await this.#compactPayloads(rules, hooks.beforePayloads);
       return { versions_purged, keys_purged, payloads_purged };
     } finally {
-      await this.#write1(() => {
-        if ((this.#records.get(GC_MARK) as { token?: string } | undefined)?.token !== mark.token) return;
-        for (const key of this.#records.getKeys({ start: touchKey(""), end: k(["gt", END]), snapshot: false })) this.#records.removeSync(key);
-        this.#records.removeSync(GC_MARK);
-      }).catch(() => undefined); // left behind (a full disk), it is taken over by the next one
+      // the marks (one a payload put meanwhile) go up to 1,024 in a transaction, the record with
+      // the last of them; left behind (a full disk), they are taken over by the next compaction
+      for (let more = true; more;)
+        more = await this.#write1(() => {
+          if ((this.#records.get(GC_MARK) as { token?: string } | undefined)?.token !== mark.token) return false;
+          let n = 0;
+          for (const key of this.#records.getKeys({ start: touchKey(""), end: k(["gt", END]), limit: COMPACT_REMOVALS, snapshot: false })) {
+            this.#records.removeSync(key);
+            n++;
+          }
+          if (n === COMPACT_REMOVALS) return true;
+          this.#records.removeSync(GC_MARK);
+          return false;
+        }).catch(() => false);
       compactionsHere.delete(mark.token);
     }
   }

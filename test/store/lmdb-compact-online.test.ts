@@ -45,6 +45,36 @@ test("lmdb compact: a put goes through between compact's steps; a payload named 
   }
 });
 
+test("lmdb compact: the marks of more payloads than a transaction removes, put during it, are all gone after it, and those payloads kept", async (t) => {
+  using tmp = tempDir();
+  const s = await createStore({ path: tmp.dir, clock: new FakeClock(T0) });
+  const backend = new LmdbBackend(tmp.dir);
+  const n = 1_100; // past the 1,024 marks removed in one transaction
+  try {
+    await s.put("ns", "gone", payload("A"));
+    await s.delete("ns", "gone");
+    const r = await backend.compact(rulesAt(T0 + 31 * DAY), {
+      beforePayloads: async () => {
+        for (let i = 0; i < n; i += 100) await Promise.all(Array.from({ length: 100 }, (_, j) => s.put("ns", `new-${i + j}`, payload(`n${i + j}`))));
+      },
+    });
+    t.deepEqual(r, { versions_purged: 1, keys_purged: 1, payloads_purged: 1 }, "the deleted key's payload purged, none of the new ones");
+    const marks: unknown[] = [];
+    for await (const e of backend.range(["gt"], ["gt", "\uffff"])) marks.push(e.key);
+    t.deepEqual(
+      { record: await backend.get(["gc"]), marks: marks.length },
+      { record: undefined, marks: 0 },
+      "no record of the compaction, nor any mark, is left",
+    );
+    const missing: string[] = [];
+    for (let i = 0; i < n; i++) if (!(await bytesOf(s, `new-${i}`)).equals(payload(`n${i}`))) missing.push(`new-${i}`);
+    t.deepEqual(missing, [], `the ${n} keys put during it read back their bytes`);
+  } finally {
+    await backend.close();
+    await s.close();
+  }
+});
+
 test("lmdb compact: more than a page of each family, purged as on the other backends", async (t) => {
   using tmp = tempDir();
   const s = await createStore({ path: tmp.dir, clock: new FakeClock(T0) });

@@ -16,6 +16,7 @@ import { createEngineMetrics } from "./metrics.js";
 import { warmOffload } from "../http/offload.js";
 import { listenUnix, unixUrl } from "../http/unix-socket.js";
 import { capConnections } from "../http/connection-cap.js";
+import { closeGracefully } from "../http/close.js";
 
 export interface RunningEngine {
   url: string;
@@ -29,7 +30,7 @@ export interface RunningEngine {
 /**
  * @example const engine = await startEngine(loadEngineConfig()); console.log(engine.url); await engine.close();
  */
-export async function startEngine(config: EngineConfig, opts: { logger?: Logger } = {}): Promise<RunningEngine> {
+export async function startEngine(config: EngineConfig, opts: { logger?: Logger; closeGraceMs?: number } = {}): Promise<RunningEngine> {
   const logger = opts.logger ?? jsonLogger(config.log_level);
   let tls: { cert: Buffer; key: Buffer } | null = null;
   if (config.tls_cert_path && config.tls_key_path) {
@@ -85,7 +86,7 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
   let closeSocket: (() => Promise<void>) | null = null;
   if (config.socket_path !== null) {
     try {
-      closeSocket = await listenUnix(serverOf(null), config.socket_path, "SVC_ENGINE_SOCKET");
+      closeSocket = await listenUnix(serverOf(null), config.socket_path, "SVC_ENGINE_SOCKET", opts.closeGraceMs);
     } catch (e) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await store.close();
@@ -106,13 +107,8 @@ export async function startEngine(config: EngineConfig, opts: { logger?: Logger 
     store,
     close: () =>
       (closing ??= (async () => {
-        await Promise.all([
-          new Promise<void>((resolve) => {
-            server.close(() => resolve());
-            server.closeAllConnections();
-          }),
-          closeSocket?.(),
-        ]);
+        // the requests under way are answered before the store closes
+        await Promise.all([closeGracefully(server, opts.closeGraceMs), closeSocket?.()]);
         await store.close();
       })()),
   };

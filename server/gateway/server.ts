@@ -24,6 +24,7 @@ import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRegistry } fro
 import { KeyUsageTracker, LocalFileKeyUsageStore, RedisKeyUsageStore, type KeyUsageStore } from "./key-usage.js";
 import { warmOffload } from "../http/offload.js";
 import { closeAll } from "../../lib/close-all.js";
+import { closeGracefully } from "../http/close.js";
 
 export interface RunningGateway {
   url: string;
@@ -38,6 +39,8 @@ export interface StartOptions {
   billing?: Router;
   /** Opens the Redis link (default: the gateway's own client, redis-ha.ts); the bench compares clients through it. */
   openRedis?: (target: RedisTarget) => Promise<RedisHandle>;
+  /** How long close() waits for the requests under way before it cuts them (default CLOSE_GRACE_MS, 10 s). */
+  closeGraceMs?: number;
 }
 
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
@@ -184,10 +187,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     },
     close() {
       closing ??= (async () => {
-        await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeIdleConnections();
-        });
+        // the requests under way are answered before the parts they use close
+        await closeGracefully(server, opts.closeGraceMs);
         // every part is closed even where one fails (a usage snapshot on a full disk): the
         // first failure is what close() rejects with
         await closeAll(

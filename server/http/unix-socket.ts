@@ -7,7 +7,8 @@
 import { chmodSync, lstatSync, rmSync, statSync } from "node:fs";
 import { connect } from "node:net";
 import { dirname, isAbsolute } from "node:path";
-import type { Server } from "node:net";
+import type { Server } from "node:http";
+import { closeGracefully } from "./close.js";
 
 /** sun_path holds 108 bytes on Linux, the last a NUL. */
 export const MAX_SOCKET_PATH_BYTES = 107;
@@ -57,9 +58,9 @@ function answers(path: string): Promise<boolean> {
  * Listens on the Unix socket `path` with `server`, made 0600. A socket file nobody answers on
  * (left by a process that was killed) is removed first; a live socket, or a file of another
  * kind, is refused with a sentence (`what` names the setting). Returns a function that closes
- * the server, which removes the socket file.
+ * the server as closeGracefully does (server/http/close.ts), which removes the socket file.
  */
-export async function listenUnix(server: Server, path: string, what: string): Promise<() => Promise<void>> {
+export async function listenUnix(server: Server, path: string, what: string, graceMs?: number): Promise<() => Promise<void>> {
   const existing = lstatSync(path, { throwIfNoEntry: false });
   if (existing !== undefined) {
     if (!existing.isSocket()) throw new Error(`${what} names ${path}, which exists and is not a socket; it is left as it is.`);
@@ -90,9 +91,5 @@ export async function listenUnix(server: Server, path: string, what: string): Pr
   });
   chmodSync(path, 0o600);
   // net.Server removes its socket file when it closes
-  return () =>
-    new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      (server as Server & { closeAllConnections?: () => void }).closeAllConnections?.();
-    });
+  return () => closeGracefully(server, graceMs);
 }

@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import { lstatSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { createServer } from "node:net";
+import { createServer as createHttpServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ValidationError } from "../../lib/errors.js";
@@ -173,7 +174,7 @@ test("engine socket: a listen the system refuses is one sentence naming the path
       ["ENAMETOOLONG", `SVC_ENGINE_SOCKET names ${path}, where the engine cannot listen (ENAMETOOLONG).`],
     ]) {
       // the system's answer to bind(2), as Node reports it
-      const server = createServer();
+      const server = createHttpServer();
       server.listen = (() => {
         setImmediate(() => server.emit("error", Object.assign(new Error(`listen ${code}`), { code })));
         return server;

@@ -163,3 +163,15 @@ export function checkDeclaredRange(reads: TxReads, start: RecordKey, end: Record
   if (reads.ranges?.some(([s, e]) => compareKeys(s, start) <= 0 && compareKeys(end, e) <= 0)) return;
   throw new Error(`A write transaction read the undeclared range ${JSON.stringify([start, end])}.`);
 }
+
+/** The first index of the ascending `sorted` whose value is not below `x` (binary search). */
+export function lowerBound<T extends string | number>(sorted: ArrayLike<T>, x: T): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

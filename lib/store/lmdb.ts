@@ -40,6 +40,7 @@ import type { CompactResult } from "./types.js";
 import {
   checkDeclared,
   checkDeclaredRange,
+  lowerBound,
   type CompactHooks,
   type CompactRules,
   type PayloadRef,
@@ -127,16 +128,10 @@ function prefixOf(id: string): number {
   return id.length === 64 && HEX64.test(id) ? parseInt(id.slice(0, 12), 16) : createHash("sha256").update(id).digest().readUIntBE(0, 6);
 }
 
-/** Whether the sorted `prefixes` hold `p` (binary search). */
+/** Whether the sorted `prefixes` hold `p`. */
 function hasPrefix(prefixes: Float64Array, p: number): boolean {
-  let lo = 0;
-  let hi = prefixes.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (prefixes[mid]! < p) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < prefixes.length && prefixes[lo] === p;
+  const at = lowerBound(prefixes, p);
+  return at < prefixes.length && prefixes[at] === p;
 }
 
 /** Up to COMPACT_REMOVALS keys of `db` after `after` (all from one snapshot). */

@@ -3,6 +3,7 @@
 import {
   checkDeclared,
   checkDeclaredRange,
+  lowerBound,
   type PayloadRef,
   type RecordEntry,
   type RecordKey,
@@ -15,17 +16,6 @@ import {
 // NUL (below every key character), numbers as fixed-width decimals.
 function encodeKey(key: RecordKey): string {
   return key.map((p) => (typeof p === "number" ? `\u0001${String(p).padStart(17, "0")}` : p)).join("\u0000");
-}
-
-function lowerBound(arr: string[], k: string): number {
-  let lo = 0;
-  let hi = arr.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (arr[mid]! < k) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 const DELETED = Symbol("deleted");

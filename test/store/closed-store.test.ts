@@ -1,4 +1,4 @@
-// Operations on a closed store, and those in flight when it closes, reject with
+// Operations on a closed store (memory, LMDB, PostgreSQL), and those in flight when it closes, reject with
 // StoreUnavailableError (store_unavailable, HTTP 503 with Retry-After): the request was not
 // carried out, or not known to be, and may be sent again; nothing about it was bad.
 import test from "tape";
@@ -8,14 +8,15 @@ import { join } from "node:path";
 import { createStore } from "../../lib/store/index.js";
 import { STATUS_OF, StoreUnavailableError } from "../../lib/errors.js";
 import { retryAfterOf, toSvcError } from "../../server/http/errors.js";
+import { freshStoreUrl } from "./pg-db.js";
 
 const shape = [512, 512];
 const data = () => Float32Array.from({ length: 512 * 512 }, (_, i) => Math.sin(i / 100));
 
-for (const kind of ["memory", "lmdb"] as const) {
+for (const kind of ["memory", "lmdb", "postgres"] as const) {
   test(`${kind}: a closed store answers store_unavailable, in flight and after`, async (t) => {
     const dir = mkdtempSync(join(tmpdir(), "closed-store-"));
-    const s = await createStore({ path: kind === "memory" ? ":memory:" : dir });
+    const s = await createStore(kind === "postgres" ? { url: await freshStoreUrl() } : { path: kind === "memory" ? ":memory:" : dir });
     const closedError = (what: string, e: unknown) => {
       t.ok(e instanceof StoreUnavailableError, `${what}: StoreUnavailableError (${(e as Error).constructor.name}: ${(e as Error).message})`);
       const err = toSvcError(e);

@@ -779,12 +779,13 @@ export class LmdbBackend implements StorageBackend {
    *    again in a transaction (up to COMPACT_REMOVALS each) and removed or rewritten with the
    *    versions under them;
    * 2. idempotency records, a page at a time, each removed only if it is still expired;
-   * 3. the payloads: listed from a snapshot, then the versions read from a later one for the
-   *    payloads they name; those none names are removed a page at a time, and the stream's space
-   *    reclaimed at the end. While this runs, a record of it is in the store and a put that
-   *    names a payload already stored marks it: a marked payload is kept.
+   * 3. the payloads: the versions read from a snapshot for the payloads they name (as hash
+   *    prefixes), then the payloads listed a page at a time; those none names are removed a page
+   *    at a time, and the stream's space reclaimed at the end. While this runs, a record of it is
+   *    in the store and a put that stores a payload, or names one already stored, marks it: a
+   *    marked payload is kept.
    * One compaction at a time: another one under way (its process alive) is a StoreUnavailableError.
-   * `hooks.beforePayloads` runs between step 3's reading and its removals (tests).
+   * `hooks.beforePayloads` runs between step 3's reading of the versions and its listing (tests).
    */
   compact(rules: CompactRules, hooks: CompactHooks = {}): Promise<CompactResult> {
     return this.#op(() => this.#compact(rules, hooks));

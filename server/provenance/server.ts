@@ -15,6 +15,7 @@ import { createMetrics } from "./metrics.js";
 import { createBackend, createSigner, selfTest } from "./signer.js";
 import { createReceiptWorker, type ReceiptWorker } from "./worker.js";
 import { processAlive } from "../../lib/process-alive.js";
+import { CLOSE_GRACE_MS } from "../http/close.js";
 
 /** The package version, for bundles and /health (found by walking up to package.json). */
 export function applianceVersion(): string {
@@ -73,9 +74,6 @@ export interface RunningProvenance {
   server: Server;
   close(): Promise<void>;
 }
-
-/** How long close() waits for the requests in flight before it cuts their connections. */
-const CLOSE_GRACE_MS = 10_000;
 
 /** Stderr JSON lines; callers pass their own sink in tests. */
 export const stderrLog: LogFn = (entry) => {

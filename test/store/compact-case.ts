@@ -24,6 +24,13 @@ export async function fillCompactCase(v: Store): Promise<void> {
 export const rowCount = async (url: string, table: string): Promise<number> =>
   Number((await sql<{ n: string }>(url, `SELECT count(*) AS n FROM ${table}`))[0]!.n);
 
+/** The rows of each of `tables` in the schema `url` works in, by table name. */
+export async function rowCounts<T extends string>(url: string, ...tables: T[]): Promise<Record<T, number>> {
+  const out = {} as Record<T, number>;
+  for (const table of tables) out[table] = await rowCount(url, table);
+  return out;
+}
+
 /** `copies` more deleted keys, gone-1 to gone-N, each with the head and version of `gone` (made by SQL, at once). */
 export async function copyGone(url: string, copies: number): Promise<void> {
   await sql(url, `INSERT INTO heads SELECT tenant_id, namespace, key || '-' || g, value FROM heads, generate_series(1, ${copies}) g WHERE key = 'gone'`);

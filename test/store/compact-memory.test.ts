@@ -14,7 +14,7 @@ import { FakeClock } from "../../lib/clock.js";
 import { createStore } from "../../lib/store/index.js";
 import { RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
 import { freshStoreUrl, sql } from "./pg-db.js";
-import { copyGone, fillCompactCase, payload, rowCount } from "./compact-case.js";
+import { copyGone, fillCompactCase, payload, rowCount, rowCounts } from "./compact-case.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 
@@ -46,7 +46,7 @@ test("postgres compact: tables larger than a page, purged as on the other backen
     // copies of the deleted key (head and version, naming payload A) and of the idempotency record
     await copyGone(url, COPIES);
     await sql(url, `INSERT INTO idempotency SELECT tenant_id, key || '-' || g, value FROM idempotency, generate_series(1, ${COPIES}) g`);
-    const before = { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions"), idempotency: await rowCount(url, "idempotency") };
+    const before = await rowCounts(url, "heads", "versions", "idempotency");
     t.deepEqual(before, { heads: COPIES + 4, versions: COPIES + 5, idempotency: COPIES + 1 }, `${COPIES} copies: more than two pages of ${RANGE_PAGE_ROWS}`);
 
     t.deepEqual(await s.compact({ now: T0 + DAY - 1 }), { versions_purged: 0, keys_purged: 0, payloads_purged: 0 }, "before any expiry: nothing purged");
@@ -60,11 +60,7 @@ test("postgres compact: tables larger than a page, purged as on the other backen
     t.equal(r.versions_purged, COPIES + 2, "the versions under expired tombstones, on every page");
     t.equal(r.keys_purged, COPIES + 1, "the keys deleted for good");
     t.ok(r.payloads_purged <= 1, `payload A at most (${r.payloads_purged}): a concurrent put may name it first`);
-    t.deepEqual(
-      { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions") },
-      { heads: 4, versions: 4 },
-      "left: keep, twice, idem and again, a version each",
-    );
+    t.deepEqual(await rowCounts(url, "heads", "versions"), { heads: 4, versions: 4 }, "left: keep, twice, idem and again, a version each");
     t.equal((await s.get("ns", "twice")).latest_version, 2, "the key with a live version keeps it");
     for (const [k, b] of [
       ["keep", "B"],
@@ -103,11 +99,7 @@ test("postgres compact: 40,000 deleted keys purged in a process whose heap is li
     { versions_purged: N + 1, keys_purged: N + 1, payloads_purged: 1 },
     "every deleted key, its version and payload A purged",
   );
-  t.deepEqual(
-    { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions"), payloads: await rowCount(url, "payloads") },
-    { heads: 1, versions: 1, payloads: 1 },
-    "keep is left",
-  );
+  t.deepEqual(await rowCounts(url, "heads", "versions", "payloads"), { heads: 1, versions: 1, payloads: 1 }, "keep is left");
 });
 
 test("lmdb compact: 2,000 heads of 40 KiB of metadata each, compacted in a process whose heap is limited to 96 MiB", async (t) => {

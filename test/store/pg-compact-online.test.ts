@@ -11,7 +11,7 @@ import { createStore, type Store } from "../../lib/store/index.js";
 import { rulesAt } from "../../lib/store/maintenance.js";
 import { PostgresBackend, RANGE_PAGE_ROWS } from "../../lib/store/postgres.js";
 import { freshStoreUrl, sql } from "./pg-db.js";
-import { copyGone, fillCompactCase, payload, rowCount, payloadNamedAgain, writersBeside } from "./compact-case.js";
+import { copyGone, fillCompactCase, payload, rowCount, rowCounts, payloadNamedAgain, writersBeside } from "./compact-case.js";
 
 const T0 = Date.parse("2026-03-01T00:00:00Z");
 const DAY = 86_400_000;
@@ -65,7 +65,7 @@ test("postgres compact: a write goes through while compact waits on a row, inste
       "then compact finishes: every deleted key and its version, twice's first version, payload A",
     );
     t.deepEqual(
-      { heads: await rowCount(url, "heads"), versions: await rowCount(url, "versions"), payloads: await rowCount(url, "payloads") },
+      await rowCounts(url, "heads", "versions", "payloads"),
       { heads: 4, versions: 4, payloads: 4 },
       "left: keep, twice, idem and fresh, a version and a payload each",
     );

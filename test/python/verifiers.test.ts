@@ -1,11 +1,12 @@
-// test-timeout-s: 1500
 // The Python offline verifiers against the Node ones: every genuine and forged receipt and
 // bundle of the Node verifier tests, receipts and bundles made by a running appliance (JCS
 // edge cases: unicode, escapes, member order, numbers) and hostile files of our own give the
 // same exit code, verdict and checks from both. The Python side runs with `python3 -S`
-// (no site-packages, so no numpy) and reports if numpy was loaded anyway.
+// (no site-packages, so no numpy) and reports if numpy was loaded anyway. The cases run in one
+// Node process and one Python interpreter (verify-batch.ts, verify_batch.py); a few run as
+// processes of their own, as users run them.
 import test from "tape";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { deflateRawSync } from "node:zlib";
 import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -18,6 +19,7 @@ import { FFFD, FFFD_CLAIMS, INVALID_UTF8, bytesOf, insertAfter, resigned as sign
 import { PY_ROOT, findPython, requirePython, runPy, type PyRun } from "./helpers.js";
 
 const py = findPython();
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 // the verifier's main() under `python3 -S`; a line on stderr if numpy got imported
 const WRAP =
@@ -678,23 +680,60 @@ function expected(t: test.Test, c: Case, e: Expect, node: { code: number | null;
   }
 }
 
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Feeds one JSON line per case to a batch runner's standard input; its answers, a line each. */
+function batch(cmd: string, args: string[], cwd: string, lines: unknown[]): Promise<Ran[]> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(cmd, args, { cwd, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, SVC_ENGINE_LOG_LEVEL: "", PYTHONDONTWRITEBYTECODE: "1" } });
+    let stdout = "";
+    let stderr = "";
+    c.stdout.on("data", (d) => (stdout += d));
+    c.stderr.on("data", (d) => (stderr += d));
+    c.on("error", reject);
+    c.on("close", (code) => {
+      const out = stdout
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => JSON.parse(l) as Ran);
+      if (code !== 0 || out.length !== lines.length)
+        reject(new Error(`${cmd} ${args.join(" ")} exited ${code} after ${out.length} of ${lines.length} cases: ${stderr.slice(-2000)}`));
+      else resolve(out);
+    });
+    c.stdin.end(lines.map((l) => JSON.stringify(l) + "\n").join(""));
+  });
+}
+
 test("the Python verifiers give the Node verifiers' exit code, verdict and checks on every case", async (t) => {
   if (!requirePython(t, py, "python3 (3.11 or later)")) return void (await cleanup());
   const cases = await buildCases();
-  // at most three children at a time on a shared 2-core machine
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 3 }, async () => {
-      while (next < cases.length) {
-        const c = cases[next++]!;
-        const json = c.args.includes("--help") ? [] : ["--json"];
-        const node = await runNode(c.bin, [...c.args, ...json]);
-        const pyr = await runPython(c.bin === "svc-verify-receipt" ? "receipt" : "bundle", [...c.args, ...json]);
-        compare(t, c, node, pyr);
-        if (c.expect) expected(t, c, c.expect, node, pyr);
-      }
-    }),
-  );
+  const withJson = cases.map((c) => [...c.args, ...(c.args.includes("--help") ? [] : ["--json"])]);
+  // every case in one Node process and one Python interpreter, the two side by side: a process
+  // per case took most of this file's time (the commands as processes: the tests below and
+  // test/provenance/verify-*-cli.test.ts)
+  const [nodeRuns, pyRuns] = await Promise.all([
+    batch(
+      process.execPath,
+      ["--import", "tsx", "test/python/verify-batch.ts"],
+      ROOT,
+      cases.map((c, i) => ({ bin: c.bin, args: withJson[i] })),
+    ),
+    batch(
+      py!,
+      ["-S", join(ROOT, "test/python/verify_batch.py")],
+      PY_ROOT,
+      cases.map((c, i) => ({ which: c.bin === "svc-verify-receipt" ? "receipt" : "bundle", args: withJson[i] })),
+    ),
+  ]);
+  cases.forEach((c, i) => {
+    const pyr = { ...pyRuns[i]!, ms: 0 };
+    compare(t, c, nodeRuns[i]!, pyr);
+    if (c.expect) expected(t, c, c.expect, nodeRuns[i]!, pyr);
+  });
   t.ok(cases.length > 100, `${cases.length} cases compared`);
 });
 

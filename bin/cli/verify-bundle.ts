@@ -3,7 +3,7 @@
 // runCli, which turns its result or error into the exit code).
 import { readFile, stat } from "node:fs/promises";
 import { BundleError, MAX_TOTAL_BYTES, readJsonDir, readZip, verifyBundle, type BundleVerifyResult } from "../../server/provenance/bundle.js";
-import { EXIT, UsageError, checkFingerprintArg, digestFile, exitCodeOf, parse, printResult, readPublicKeyFile } from "../../server/provenance/cli.js";
+import { EXIT, UsageError, digestFile, exitCodeOf, parse, pinOf, printResult, readPublicKeyFile, VERIFY_OPTIONS } from "../../server/provenance/cli.js";
 import { createBackend } from "../../server/provenance/signer.js";
 
 const HELP = `Usage: svc-verify-bundle --bundle PATH [--format zip|json-dir] [--public-key PATH]
@@ -33,16 +33,7 @@ entries), 2 usage error or unreadable input, 3 unsupported schema or evidence ve
 
 /** Verifies as the command line `argv` asks; resolves to the exit code. */
 export async function verifyBundleCli(argv: string[]): Promise<number> {
-  const { values } = parse(argv, {
-    bundle: { type: "string" },
-    format: { type: "string" },
-    "public-key": { type: "string" },
-    "expected-fingerprint": { type: "string" },
-    artifact: { type: "string" },
-    "integrity-only": { type: "boolean" },
-    json: { type: "boolean" },
-    help: { type: "boolean", short: "h" },
-  });
+  const { values } = parse(argv, { bundle: { type: "string" }, format: { type: "string" }, ...VERIFY_OPTIONS });
   if (values.help) {
     process.stdout.write(HELP);
     return EXIT.valid;
@@ -51,12 +42,7 @@ export async function verifyBundleCli(argv: string[]): Promise<number> {
   if (!bundlePath) throw new UsageError("--bundle is required; see --help");
   const fmtArg = values.format as string | undefined;
   if (fmtArg !== undefined && fmtArg !== "zip" && fmtArg !== "json-dir") throw new UsageError("--format must be zip or json-dir");
-  const keyPath = values["public-key"] as string | undefined;
-  const expected = checkFingerprintArg(values["expected-fingerprint"] as string | undefined);
-  const integrityOnly = values["integrity-only"] === true;
-  if (!keyPath && !expected && !integrityOnly) {
-    throw new UsageError("Refusing to verify without --public-key or --expected-fingerprint; pin the issuer, or pass --integrity-only");
-  }
+  const { keyPath, expected, integrityOnly } = pinOf(values);
   let st;
   try {
     st = await stat(bundlePath);

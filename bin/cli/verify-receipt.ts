@@ -4,13 +4,14 @@
 import {
   EXIT,
   UsageError,
-  checkFingerprintArg,
   digestFile,
   exitCodeOf,
   parse,
+  pinOf,
   printResult,
   readPublicKeyFile,
   readReceiptFile,
+  VERIFY_OPTIONS,
 } from "../../server/provenance/cli.js";
 import { verifyReceipt } from "../../server/provenance/receipt.js";
 import { createBackend } from "../../server/provenance/signer.js";
@@ -43,27 +44,14 @@ Exit codes: 0 valid, 1 verification failed, 2 usage error or unreadable input,
 
 /** Verifies as the command line `argv` asks; resolves to the exit code. */
 export async function verifyReceiptCli(argv: string[]): Promise<number> {
-  const { values } = parse(argv, {
-    receipt: { type: "string" },
-    "public-key": { type: "string" },
-    "expected-fingerprint": { type: "string" },
-    artifact: { type: "string" },
-    "integrity-only": { type: "boolean" },
-    json: { type: "boolean" },
-    help: { type: "boolean", short: "h" },
-  });
+  const { values } = parse(argv, { receipt: { type: "string" }, ...VERIFY_OPTIONS });
   if (values.help) {
     process.stdout.write(HELP);
     return EXIT.valid;
   }
   const receiptPath = values.receipt as string | undefined;
   if (!receiptPath) throw new UsageError("--receipt is required; see --help");
-  const keyPath = values["public-key"] as string | undefined;
-  const expected = checkFingerprintArg(values["expected-fingerprint"] as string | undefined);
-  const integrityOnly = values["integrity-only"] === true;
-  if (!keyPath && !expected && !integrityOnly) {
-    throw new UsageError("Refusing to verify without --public-key or --expected-fingerprint; pin the issuer, or pass --integrity-only");
-  }
+  const { keyPath, expected, integrityOnly } = pinOf(values);
   // read as I-JSON: a member name twice or a number that changed value fails canonical_body
   const receipt = await readReceiptFile(receiptPath, "receipt");
   // A receipt names its key only by fingerprint: without --public-key the signature check

@@ -183,6 +183,33 @@ export function checkFingerprintArg(fp: string | undefined): string | undefined 
   return lower;
 }
 
+/** The options both offline verifiers take besides the file they verify (--receipt, --bundle). */
+export const VERIFY_OPTIONS = {
+  "public-key": { type: "string" },
+  "expected-fingerprint": { type: "string" },
+  artifact: { type: "string" },
+  "integrity-only": { type: "boolean" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies NonNullable<ParseArgsConfig["options"]>;
+
+export interface Pin {
+  keyPath: string | undefined;
+  expected: string | undefined;
+  integrityOnly: boolean;
+}
+
+/** How a verifier's issuer is pinned; a usage error when it is not and --integrity-only is not given. */
+export function pinOf(values: ParsedArgs["values"]): Pin {
+  const keyPath = values["public-key"] as string | undefined;
+  const expected = checkFingerprintArg(values["expected-fingerprint"] as string | undefined);
+  const integrityOnly = values["integrity-only"] === true;
+  if (!keyPath && !expected && !integrityOnly) {
+    throw new UsageError("Refusing to verify without --public-key or --expected-fingerprint; pin the issuer, or pass --integrity-only");
+  }
+  return { keyPath, expected, integrityOnly };
+}
+
 export function exitCodeOf(r: VerifyResult): number {
   return r.verdict === "valid" ? EXIT.valid : r.verdict === "unsupported_schema" ? EXIT.unsupported : EXIT.failed;
 }

@@ -14,6 +14,7 @@ import {
   openSync,
   readFileSync,
   renameSync,
+  rmSync,
   statSync,
   truncateSync,
   writeSync,
@@ -21,6 +22,7 @@ import {
 import { dirname, basename } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
+import { StorageFullError, StoreUnavailableError, SvcError } from "../../lib/errors.js";
 import { NotUtf8Error, readUtf8File, utf8Of } from "./text-file.js";
 
 export interface ChainHead {
@@ -202,25 +204,44 @@ export class LogChainStore implements ChainStore {
     fchmodSync(this.#fd, 0o600);
   }
 
+  /**
+   * Replaces the log by its last line. The head is durable in the log already: a compaction
+   * that fails (no space for the new file, say) leaves the log as it is, appended to as before,
+   * and is tried again after the next save.
+   */
   #compact(lastLine: Buffer): void {
     const tmp = `${this.path}.compact.tmp`;
-    const fd = openSync(tmp, "w", 0o600);
     try {
-      writeSync(fd, lastLine);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
+      const fd = openSync(tmp, "w", 0o600);
+      try {
+        for (let off = 0; off < lastLine.length;) off += writeSync(fd, lastLine, off, lastLine.length - off);
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(tmp, this.path);
+    } catch {
+      try {
+        rmSync(tmp, { force: true });
+      } catch {
+        /* a file left behind is replaced by the next compaction */
+      }
+      return;
     }
-    renameSync(tmp, this.path);
-    const dfd = openSync(dirname(this.path), "r");
-    try {
-      fsyncSync(dfd);
-    } finally {
-      closeSync(dfd);
-    }
+    // the path names the new file from here: the next line goes there, whatever else fails
     this.close();
-    this.#open();
     this.#size = lastLine.length;
+    try {
+      const dfd = openSync(dirname(this.path), "r");
+      try {
+        fsyncSync(dfd);
+      } finally {
+        closeSync(dfd);
+      }
+      this.#open();
+    } catch {
+      /* the rename may not be durable yet: either file holds this head; the next save opens the log */
+    }
   }
 }
 
@@ -267,11 +288,28 @@ interface Job<T> {
 const MAX_BATCH = 64;
 
 /** A receipt built on top of a head whose write failed: it was never handed out. */
-export class ChainWriteError extends Error {
+export class ChainWriteError extends StoreUnavailableError {
   constructor() {
-    super("An earlier write of the receipt chain failed; the receipt was not issued.");
+    super("An earlier write of the receipt chain failed, so the receipt was not issued; retry after 1 second.", 1);
     this.name = "ChainWriteError";
   }
+}
+
+/**
+ * The answer to a failed write of the chain's head: 507 storage_full where the disk has no space
+ * (ENOSPC, EDQUOT), 503 store_unavailable for another failure of the file system (EIO, EROFS,
+ * ...), both with Retry-After; any other error as it is. No receipt of the batch was issued.
+ */
+export function chainWriteFailure(e: unknown): unknown {
+  if (e instanceof SvcError) return e;
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  if (code === "ENOSPC" || code === "EDQUOT") {
+    return new StorageFullError("The receipt chain has no disk space left, so no receipt was issued; retry after space is freed.", 30);
+  }
+  if (typeof code === "string" && /^E[A-Z]+$/.test(code)) {
+    return new StoreUnavailableError("The receipt chain could not be written, so no receipt was issued; retry later.", 5);
+  }
+  return e;
 }
 
 /**
@@ -432,7 +470,8 @@ export class ReceiptChain {
       // nothing of this batch left the process: start again from the durable head
       this.#generation++;
       this.#tentative = { ...this.#head };
-      for (const [job] of built) job.reject(e);
+      const failure = chainWriteFailure(e);
+      for (const [job] of built) job.reject(failure);
       return;
     }
     this.#head = head;

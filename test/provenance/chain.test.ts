@@ -1,9 +1,10 @@
 // The receipt chain: durable head, serialised issuance, failures that consume nothing.
 import test from "tape";
-import { readFile, writeFile, readdir, stat } from "node:fs/promises";
+import { mkdir, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   ChainWriteError,
+  chainWriteFailure,
   FileChainStore,
   LogChainStore,
   MemoryChainStore,
@@ -14,6 +15,7 @@ import {
   writeGenesis,
   type ChainStore,
 } from "../../server/provenance/chain.js";
+import { StorageFullError, StoreUnavailableError } from "../../lib/errors.js";
 import { tempDir } from "./helpers.js";
 
 const h = (n: number): string => n.toString(16).padStart(64, "0");
@@ -347,4 +349,66 @@ test("the log store's genesis line: written only where the log is missing or emp
   await writeGenesis(path);
   t.equal(await readFile(path, "utf8"), GENESIS, "an empty log gets the genesis line");
   await cleanup();
+});
+
+test("a compaction that fails leaves the log appended to as before, and is tried again after the next save", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const path = join(dir, "chain.log");
+  // a directory where the compaction's new file would go: opening it for writing fails (EISDIR)
+  await mkdir(`${path}.compact.tmp`);
+  const store = new LogChainStore(path, { compactBytes: 300 });
+  const chain = await ReceiptChain.open(store);
+  const build = (pos: { serial: number }) => ({ value: pos.serial, hash: h(pos.serial) });
+  const issued: number[] = [];
+  for (let i = 0; i < 10; i++) issued.push(await chain.append(build));
+  t.deepEqual(issued, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "every receipt is issued: its head was durable before the compaction");
+  const lines = (await readFile(path, "utf8")).split("\n").filter(Boolean);
+  t.equal(lines.length, 10, "the log keeps every line while compaction fails");
+  t.deepEqual(JSON.parse(lines.at(-1)!), { serial: 10, last_receipt_sha256: h(10) }, "the last line is the head");
+  t.ok((await stat(`${path}.compact.tmp`)).isDirectory(), "what stood in the way was left alone");
+  await rm(`${path}.compact.tmp`, { recursive: true });
+  t.equal(await chain.append(build), 11, "the next save");
+  t.equal((await readFile(path, "utf8")).split("\n").filter(Boolean).length, 1, "compacted to its last line once it can be");
+  t.equal(await chain.append(build), 12, "and appended to after it");
+  store.close();
+  const again = await ReceiptChain.open(new LogChainStore(path));
+  t.deepEqual(again.head, { serial: 12, last_receipt_sha256: h(12) }, "reopened at the last head");
+  t.deepEqual(
+    (await readdir(dir)).filter((f) => f.endsWith(".tmp")),
+    [],
+    "no temp files left",
+  );
+  await cleanup();
+});
+
+test("a failed write of the head is answered as a full disk (507) or an unavailable store (503), with Retry-After", async (t) => {
+  const errno = (code: string) => Object.assign(new Error(`${code}: write failed`), { code });
+  const full = chainWriteFailure(errno("ENOSPC"));
+  t.ok(full instanceof StorageFullError, "ENOSPC: storage_full");
+  t.equal((full as StorageFullError).retryAfterS, 30, "retry after 30 s");
+  t.ok(chainWriteFailure(errno("EDQUOT")) instanceof StorageFullError, "EDQUOT: storage_full");
+  for (const code of ["EIO", "EROFS", "EBADF"]) {
+    const e = chainWriteFailure(errno(code));
+    t.ok(e instanceof StoreUnavailableError && !(e instanceof StorageFullError), `${code}: store_unavailable`);
+  }
+  const plain = new Error("not the file system's");
+  t.equal(chainWriteFailure(plain), plain, "an error without an errno code is left as it is");
+  t.ok(new ChainWriteError() instanceof StoreUnavailableError, "a batch built on a failed write: store_unavailable");
+  t.equal(new ChainWriteError().retryAfterS, 1, "retry after 1 s");
+
+  // through the chain: the batch whose write failed, and the one built on it
+  const inner = new MemoryChainStore();
+  let fail = true;
+  const store: ChainStore = { load: () => inner.load(), save: (head) => (fail ? Promise.reject(errno("ENOSPC")) : inner.save(head)) };
+  const chain = await ReceiptChain.open(store);
+  const build = (pos: { serial: number }) => ({ value: pos.serial, hash: h(pos.serial) });
+  const refused = await Promise.allSettled([chain.append(build), chain.append(build)]);
+  t.ok(refused[0]!.status === "rejected" && refused[0].reason instanceof StorageFullError, "the failed batch: storage_full");
+  t.equal(
+    refused[0]!.status === "rejected" && refused[0].reason.message,
+    "The receipt chain has no disk space left, so no receipt was issued; retry after space is freed.",
+  );
+  t.ok(refused[1]!.status === "rejected" && refused[1].reason instanceof StoreUnavailableError, "the batch built on it: a 503 to retry");
+  fail = false;
+  t.equal(await chain.append(build), 1, "once the store writes again, serial 1: nothing was handed out");
 });

@@ -39,6 +39,22 @@ function freshTarget(path: string, what: string): string {
   return p;
 }
 
+const MIB = 1024 * 1024;
+
+/**
+ * A copy that failed, in one sentence: where to, why (no space names the size of the store
+ * copied), and that nothing was kept.
+ */
+function copyFailed(what: "backup" | "restore", dst: string, e: unknown, sourceBytes: number): Error {
+  const err = e as { code?: unknown; message?: unknown } | null;
+  const message = typeof err?.message === "string" ? err.message : String(e);
+  const noSpace = err?.code === "ENOSPC" || err?.code === "EDQUOT" || err?.code === 28 || /No space left|quota exceeded/i.test(message);
+  const why = noSpace
+    ? `the file system of ${dirname(dst)} has no space left for a copy of a data.mdb of ${(sourceBytes / MIB).toFixed(1)} MiB`
+    : message.split("\n")[0]!.replace(/[.\s]+$/, "");
+  return new Error(`The ${what} to ${dst} failed: ${why}; nothing was kept.`);
+}
+
 /** Opens the store at `dir` and counts what it holds. */
 async function census(dir: string): Promise<{ records: number; payloads: number }> {
   const b = new LmdbBackend(dir);
@@ -69,7 +85,7 @@ export async function backupStore(from: string, to: string, opts: { compact?: bo
     await backend.backup(tmp, opts.compact ?? false);
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
-    throw e;
+    throw copyFailed("backup", dst, e, statSync(join(src, "data.mdb")).size);
   } finally {
     await backend.close();
   }
@@ -100,7 +116,7 @@ export async function restoreStore(from: string, to: string): Promise<BackupResu
     chmodSync(join(tmp, "data.mdb"), 0o600);
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
-    throw e;
+    throw copyFailed("restore", dst, e, statSync(join(src, "data.mdb")).size);
   }
   if (existsSync(dst)) rmSync(dst, { recursive: true });
   renameSync(tmp, dst);

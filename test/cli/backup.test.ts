@@ -156,3 +156,51 @@ test("svc backup / restore: refusals, nothing overwritten or created by mistake"
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("svc backup / restore to a disk with no room: one sentence, exit 1, nothing kept", async (t) => {
+  const { mountSmallDisk } = await import("../faults/deps.js");
+  const disk = await mountSmallDisk(1);
+  if ("skip" in disk) {
+    t.skip(disk.skip);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), "svc-backup-"));
+  try {
+    // a store of about 3 MiB of incompressible payloads: more than the 1 MiB disk holds
+    const store = await createStore({ path: join(dir, "s") });
+    for (let i = 0; i < 6; i++) await store.put("ns", `k${i}`, randomBytes(512 * 1024), { dtype: "uint8", shape: [512 * 1024] });
+    await store.close();
+    const mib = (statSync(join(dir, "s", "data.mdb")).size / (1024 * 1024)).toFixed(1);
+    const to = join(disk.dir, "b");
+    let r = await svc(["backup", "--to", to, "--store", join(dir, "s")], {});
+    t.equal(r.code, 1, "backup: exit 1");
+    t.equal(
+      r.err,
+      `svc: The backup to ${to} failed: the file system of ${disk.dir} has no space left for a copy of a data.mdb of ${mib} MiB; nothing was kept.\n`,
+      "backup: one sentence naming the target and the size",
+    );
+    t.deepEqual(
+      readdirSync(disk.dir).filter((n) => n !== "store"),
+      [],
+      "backup: nothing left on the disk",
+    );
+    r = await svc(["backup", "--to", join(dir, "b"), "--store", join(dir, "s")], {});
+    t.equal(r.code, 0, "a backup where there is room");
+    const restored = join(disk.dir, "r");
+    r = await svc(["restore", "--from", join(dir, "b"), "--to", restored], {});
+    t.equal(r.code, 1, "restore: exit 1");
+    t.match(
+      r.err,
+      /^svc: The restore to \S+ failed: the file system of \S+ has no space left for a copy of a data\.mdb of [\d.]+ MiB; nothing was kept\.\n$/,
+      "restore: the same sentence",
+    );
+    t.deepEqual(
+      readdirSync(disk.dir).filter((n) => n !== "store"),
+      [],
+      "restore: nothing left on the disk",
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await disk.destroy();
+  }
+});

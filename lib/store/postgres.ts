@@ -288,6 +288,8 @@ export function pgFailure(e: unknown): SvcError | undefined {
   const message = typeof err?.message === "string" ? err.message : "";
   if (code === "53100") return new StorageFullError("The database has no disk space left for this write; retry after space is freed.");
   if (code === "57014") return new StoreUnavailableError("The database did not answer in time (SVC_ENGINE_STORE_TIMEOUT_MS); retry later.");
+  // read_only_sql_transaction: a hot standby, or a primary being failed over; reads go on
+  if (code === "25006") return new StoreUnavailableError("The database is read-only (a standby, or a failover under way), so nothing can be written; retry later.", 5);
   if (code.startsWith("08") || code.startsWith("57P") || code.startsWith("53") || UNAVAILABLE_ERRNO.has(code) || UNAVAILABLE_MESSAGE.test(message))
     return new StoreUnavailableError("The database is unreachable; retry later.");
   return undefined;
@@ -313,6 +315,21 @@ function where(url: string): string {
  */
 async function migrate(pool: pg.Pool, url: string): Promise<void> {
   const client = await pool.connect();
+  // a database already at this schema needs no lock and no DDL: one read, which also lets a
+  // read-only database (a hot standby, a primary being failed over) be opened and read
+  try {
+    const r = await client.query<{ version: number }>("SELECT version FROM svc_schema WHERE id = 1");
+    if (r.rows[0]?.version === SCHEMA_VERSION) {
+      client.release();
+      return;
+    }
+  } catch (e) {
+    // no svc_schema table yet (a new database): created below; anything else is the open's error
+    if ((e as { code?: unknown }).code !== "42P01") {
+      client.release(true);
+      throw e;
+    }
+  }
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATE_LOCK]);
@@ -415,6 +432,11 @@ export class PostgresBackend implements StorageBackend {
       await migrate(pool, url);
     } catch (e) {
       await pool.end().catch(() => undefined);
+      if ((e as { code?: unknown }).code === "25006")
+        throw new ValidationError(
+          `The PostgreSQL database at ${where(url)} is read-only (a standby?) and its tables must first be created or migrated: connect to the primary.`,
+          "url",
+        );
       throw e instanceof ValidationError || !pgFailure(e)
         ? e
         : new ValidationError(`Cannot connect to PostgreSQL at ${where(url)}: ${(e as Error).message}.`, "url");

@@ -232,14 +232,45 @@ function describeErrno(e: NodeJS.ErrnoException): string {
 }
 
 /** readFile whose errors name the file (Node's EISDIR carries no path). */
-export async function readInput(file: string): Promise<Buffer> {
-  const { readFile } = await import("node:fs/promises");
+/**
+ * The most `svc put` reads from a source that is not a regular file (a pipe, /dev/stdin, a
+ * device), as Node reads a regular file whole only up to this size.
+ */
+export const MAX_STREAM_INPUT_BYTES = 2 ** 31 - 1;
+
+/**
+ * FILE's bytes. A regular file is read whole (Node refuses one past 2 GiB with a sentence).
+ * Anything else is read to its end but never past `limit` bytes (default
+ * MAX_STREAM_INPUT_BYTES): a source that sends more is refused with `tooMuch(limit)`, so that
+ * /dev/zero or an endless pipe cannot fill the memory.
+ */
+export async function readInput(file: string, limit = MAX_STREAM_INPUT_BYTES, tooMuch?: (limit: number) => string): Promise<Buffer> {
+  const { open } = await import("node:fs/promises");
+  let fh: Awaited<ReturnType<typeof open>> | undefined;
   try {
-    return await readFile(file);
+    fh = await open(file, "r");
+    if ((await fh.stat()).isFile()) return await fh.readFile();
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(Math.min(1024 * 1024, limit - total + 1));
+      const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
+      if (bytesRead === 0) return Buffer.concat(chunks, total);
+      total += bytesRead;
+      if (total > limit) {
+        throw new UsageError(
+          tooMuch?.(limit) ??
+            `${file} is not a regular file and sent more than ${limit} bytes, the most svc put reads from a pipe or device; nothing was sent.`,
+        );
+      }
+      chunks.push(chunk.subarray(0, bytesRead));
+    }
   } catch (e) {
     const ne = e as NodeJS.ErrnoException;
     if (ne.code && ne.path === undefined) ne.path = file;
     throw e;
+  } finally {
+    await fh?.close();
   }
 }
 

@@ -8,12 +8,13 @@ import { clientCore, type SvcClient } from "../../lib/client-core.js";
 import { keyProblem, namespaceProblem, quickOptions } from "../../lib/client-names.js";
 import { readNpy, writeNpy, isNpyDtype } from "../../lib/npy.js";
 import type { Dtype } from "../../lib/fields.js";
+import { itemsize } from "../../lib/dtypes.js";
 import { ValidationError } from "../../lib/errors.js";
 import { compileFilter } from "../../lib/filter.js";
 import type { PutOptions } from "../../lib/schemas.js";
 import type { DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, TopkResult } from "../../lib/store/types.js";
 import { transferBar, type TransferBar } from "./transfer.js";
-import { apiKeyOf, fmtBytes, gatewayUrl, readInput, intFlag, numFlag, parse, UsageError, type Io, type Values } from "./common.js";
+import { apiKeyOf, fmtBytes, gatewayUrl, readInput, intFlag, MAX_STREAM_INPUT_BYTES, numFlag, parse, UsageError, type Io, type Values } from "./common.js";
 
 const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default http://127.0.0.1:8080).";
 
@@ -174,6 +175,24 @@ export function preparePut(buf: Buffer, dtype: Dtype | undefined, shape: number[
   }
   if (dtype !== "bytes" && shape === undefined) throw new UsageError(`--shape is required for raw ${dtype} data (${file} is not a .npy file).`);
   return { data: buf, dtype, shape };
+}
+
+/** Room for a .npy header ahead of the data that --dtype and --shape describe. */
+const NPY_HEADER_ROOM = 1024 * 1024;
+
+/**
+ * The bytes of `svc put`'s FILE (readInput). From a pipe or device with --dtype and --shape
+ * given, no more is read than those describe (with room for a .npy header).
+ */
+function readPutInput(file: string, dtype: Dtype | undefined, shape: number[] | undefined, asBytes: boolean): Promise<Buffer> {
+  if (asBytes || dtype === undefined || shape === undefined) return readInput(file);
+  const described = shape.reduce((a, b) => a * b, itemsize(dtype));
+  return readInput(
+    file,
+    Math.min(described + NPY_HEADER_ROOM, MAX_STREAM_INPUT_BYTES),
+    () =>
+      `${file} is not a regular file and sends more than the ${described} bytes that --dtype ${dtype} --shape ${shape.join(",")} describe; nothing was sent.`,
+  );
 }
 
 export function parseMeta(v: string | undefined): Record<string, unknown> | undefined {
@@ -369,7 +388,7 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);
   try {
-    const p = preparePut(await readInput(file), dtype, shape, file, Boolean(values.bytes));
+    const p = preparePut(await readPutInput(file, dtype, shape, Boolean(values.bytes)), dtype, shape, file, Boolean(values.bytes));
     const r = svcAnswer<PutResult>(io, "the put", await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, ...flags }), PUT_ANSWER);
     bar?.finish();
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");

@@ -186,3 +186,43 @@ test("cli: the real binary exits 2 on a usage error and 0 on --help (spawned wit
   t.match(ok.stdout, /^svc — tensor-train storage service/, "help text");
   t.end();
 });
+
+test("cli: put from a pipe or device reads no more than --dtype and --shape describe, nor past the limit", async (t) => {
+  const env = { SVC_GATE_URL: "http://127.0.0.1:1", SVC_API_KEY: "svc_live_x" };
+  // an endless source: refused after the bytes the flags describe, before any request
+  const zero = await svc(["put", "ns", "k", "/dev/zero", "--dtype", "float32", "--shape", "1000,1000"], env);
+  t.equal(zero.code, 2, "/dev/zero: exit 2");
+  t.equal(
+    zero.err.split("\n")[0],
+    "svc: /dev/zero is not a regular file and sends more than the 4000000 bytes that --dtype float32 --shape 1000,1000 describe; nothing was sent.",
+    "one sentence naming the source and the size",
+  );
+  // without flags: the limit of a whole read, here made small to be reached
+  const { readInput } = await import("../../bin/cli/common.js");
+  try {
+    await readInput("/dev/zero", 3 * 1024 * 1024);
+    t.fail("read to the end of /dev/zero");
+  } catch (e) {
+    t.ok(e instanceof UsageError, "past the limit: a usage error");
+    t.equal(
+      (e as Error).message,
+      `/dev/zero is not a regular file and sent more than ${3 * 1024 * 1024} bytes, the most svc put reads from a pipe or device; nothing was sent.`,
+    );
+  }
+  // a pipe that ends is read whole, a .npy header included (a shell pipe: Node's own child
+  // stdio is a socket, which /dev/stdin cannot open), and a regular file as before
+  const npy = writeNpy({ dtype: "int16", shape: [2, 3], data: new Int16Array([1, 2, 3, 4, 5, 6]) });
+  const dir = await mkdtemp(join(tmpdir(), "svc-cli-"));
+  try {
+    await writeFile(join(dir, "a.npy"), npy);
+    const common = JSON.stringify(new URL("../../bin/cli/common.ts", import.meta.url).href);
+    const script = `import { readInput } from ${common}; process.stdout.write((await readInput("/dev/stdin", 12 + 1024 * 1024)).toString("hex"));`;
+    const piped = spawnSync("sh", ["-c", `cat "$1" | "$2" --import tsx --input-type=module -e "$3"`, "sh", join(dir, "a.npy"), process.execPath, script], {
+      encoding: "utf8",
+    });
+    t.equal(piped.stdout, npy.toString("hex"), `a pipe that ends: every byte${piped.stderr ? ` (${piped.stderr.trim().slice(0, 300)})` : ""}`);
+    t.deepEqual(await readInput(join(dir, "a.npy"), 1), npy, "a regular file is read whole whatever the limit");
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

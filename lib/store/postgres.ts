@@ -289,7 +289,8 @@ export function pgFailure(e: unknown): SvcError | undefined {
   if (code === "53100") return new StorageFullError("The database has no disk space left for this write; retry after space is freed.");
   if (code === "57014") return new StoreUnavailableError("The database did not answer in time (SVC_ENGINE_STORE_TIMEOUT_MS); retry later.");
   // read_only_sql_transaction: a hot standby, or a primary being failed over; reads go on
-  if (code === "25006") return new StoreUnavailableError("The database is read-only (a standby, or a failover under way), so nothing can be written; retry later.", 5);
+  if (code === "25006")
+    return new StoreUnavailableError("The database is read-only (a standby, or a failover under way), so nothing can be written; retry later.", 5);
   if (code.startsWith("08") || code.startsWith("57P") || code.startsWith("53") || UNAVAILABLE_ERRNO.has(code) || UNAVAILABLE_MESSAGE.test(message))
     return new StoreUnavailableError("The database is unreachable; retry later.");
   return undefined;

@@ -1,7 +1,7 @@
 // NumPy `.npy` files (format versions 1.0, 2.0 and 3.0) for the dtypes of docs/api.md
-// (names and data types) that numpy has. Reading: C order only; Fortran order, object arrays and
-// structured dtypes are refused with a ValidationError; big-endian data are byte-swapped
-// to the little-endian order the store uses. bfloat16 and `bytes` have no numpy descr,
+// (names and data types) that numpy has. Reading: C order, and Fortran order reordered to C;
+// object arrays and structured dtypes are refused with a ValidationError; big-endian data are
+// byte-swapped to the little-endian order the store uses. bfloat16 and `bytes` have no numpy descr,
 // so writeNpy refuses them (serve bfloat16 entries as float32 instead).
 import { ValidationError } from "./errors.js";
 import { itemsize, type Dtype } from "./dtypes.js";
@@ -182,6 +182,11 @@ export interface NpyHeader {
   shape: number[];
   /** True when the file stores big-endian data (readNpy swaps them). */
   bigEndian: boolean;
+  /**
+   * True when the data are in Fortran (column-major) order (readNpy reorders them to C order);
+   * false for an array with at most one dimension above 1, whose bytes are the same in both.
+   */
+  fortranOrder: boolean;
   /** Offset of the first data byte. */
   dataOffset: number;
   /** product(shape) × itemsize. */
@@ -190,7 +195,7 @@ export interface NpyHeader {
 
 /**
  * Parses the header of a `.npy` file (the whole file or at least its first bytes).
- * Throws a ValidationError for anything that is not a C-ordered array of a supported dtype.
+ * Throws a ValidationError for anything that is not an array of a supported dtype.
  */
 export function readNpyHeader(buf: Uint8Array): NpyHeader {
   const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
@@ -220,14 +225,12 @@ export function readNpyHeader(buf: Uint8Array): NpyHeader {
   const { dtype, swap } = dtypeOfDescr(descr);
   if (typeof fortran !== "boolean") fail("The .npy header has no boolean 'fortran_order'.");
   if (!Array.isArray(shape)) fail("The .npy header has no tuple 'shape'.");
-  if (fortran && shape.filter((n) => n > 1).length > 1) {
-    fail("Fortran-ordered .npy arrays are not supported; save the array in C order (numpy.ascontiguousarray).");
-  }
   let count = 1;
   for (const n of shape) count *= n;
   const dataBytes = count * itemsize(dtype);
   if (!Number.isSafeInteger(dataBytes)) fail("The .npy shape describes more data than can be addressed.");
-  return { version: [major, minor], dtype, shape, bigEndian: swap, dataOffset: start + headerLen, dataBytes };
+  const fortranOrder = fortran && shape.filter((n) => n > 1).length > 1;
+  return { version: [major, minor], dtype, shape, bigEndian: swap, fortranOrder, dataOffset: start + headerLen, dataBytes };
 }
 
 /**
@@ -242,10 +245,62 @@ export function readNpy(buf: Uint8Array): NpyArray {
   const have = buf.byteLength - h.dataOffset;
   if (have < h.dataBytes) fail(`The .npy file is truncated: its header announces ${h.dataBytes} data bytes but only ${have} follow.`);
   if (have > h.dataBytes) fail(`The .npy file has ${have - h.dataBytes} bytes after the data its header announces.`);
+  const src = buf.subarray(h.dataOffset, h.dataOffset + h.dataBytes);
   const data = Buffer.alloc(h.dataBytes);
-  data.set(buf.subarray(h.dataOffset, h.dataOffset + h.dataBytes));
+  if (h.fortranOrder) fortranToC(src, data, h.shape, itemsize(h.dtype));
+  else data.set(src);
   if (h.bigEndian) swapInPlace(data, itemsize(h.dtype));
   return { dtype: h.dtype, shape: h.shape, data };
+}
+
+/**
+ * Copies `src`, elements of `size` bytes in Fortran (column-major) order of `shape`, to `dst` in
+ * C (row-major) order: the last axis is walked innermost, its step in `src` being the product
+ * of the dimensions before it, and an odometer carries the others.
+ */
+function fortranToC(src: Uint8Array, dst: Uint8Array, shape: readonly number[], size: number): void {
+  const nd = shape.length;
+  const strides = new Array<number>(nd); // Fortran strides, in elements
+  let acc = 1;
+  for (let a = 0; a < nd; a++) {
+    strides[a] = acc;
+    acc *= shape[a]!;
+  }
+  if (acc === 0) return;
+  // whole words where the element size allows, so that an element is one load and one store
+  const words = size === 8 ? 2 : 1;
+  const view = (b: Uint8Array) =>
+    size === 1 ? b : size === 2 ? new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2) : new Uint32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+  const aligned = (b: Uint8Array) => b.byteOffset % Math.min(size, 4) === 0;
+  const s = view(aligned(src) ? src : new Uint8Array(src)); // a copy: a Buffer's slice() would share the bytes
+  if (!aligned(dst)) {
+    const out = new Uint8Array(dst.length);
+    fortranToC(src, out, shape, size);
+    dst.set(out);
+    return;
+  }
+  const d = view(dst);
+  const last = shape[nd - 1]!;
+  const step = strides[nd - 1]!;
+  const index = new Array<number>(nd - 1).fill(0);
+  let base = 0; // Fortran offset of the row's first element
+  for (let out = 0; out < d.length;) {
+    if (words === 1) {
+      for (let k = 0, from = base; k < last; k++, from += step) d[out++] = s[from]!;
+    } else {
+      for (let k = 0, from = 2 * base; k < last; k++, from += 2 * step) {
+        d[out++] = s[from]!;
+        d[out++] = s[from + 1]!;
+      }
+    }
+    // the next row: the odometer over the axes before the last, the last of them fastest
+    for (let a = nd - 2; a >= 0; a--) {
+      base += strides[a]!;
+      if (++index[a]! < shape[a]!) break;
+      base -= strides[a]! * shape[a]!;
+      index[a] = 0;
+    }
+  }
 }
 
 /**

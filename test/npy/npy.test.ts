@@ -1,6 +1,7 @@
 // readNpy / writeNpy: every numpy dtype of docs/api.md (names and data types) against files whose headers
 // are built by hand here (no numpy needed), format versions 1.0/2.0/3.0, big-endian
-// conversion, and the refusals (Fortran order, object arrays, structured dtypes, truncation).
+// conversion, Fortran order reordered to C order, and the refusals (object arrays, structured
+// dtypes, truncation).
 import test from "tape";
 import { readNpy, readNpyHeader, writeNpy, npyTypedArray, type NpyDtype } from "../../lib/npy.js";
 import { ValidationError } from "../../lib/errors.js";
@@ -143,10 +144,9 @@ test("npy: 0-d arrays, 1-element tuples, Python 2 long suffixes and double-quote
   t.end();
 });
 
-test("npy: Fortran order, object arrays, structured and unknown dtypes are refused with a clear ValidationError", (t) => {
+test("npy: object arrays, structured and unknown dtypes are refused with a clear ValidationError", (t) => {
   const d = Buffer.alloc(24);
   const cases: Array<[string, Buffer, RegExp]> = [
-    ["fortran", handMade("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", d), /Fortran-ordered/],
     ["object", handMade("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", d), /Object arrays/],
     ["structured", handMade("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", d), /Structured/],
     ["a list for the shape", handMade("{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", d), /shape is a list; numpy writes a tuple/],
@@ -197,6 +197,63 @@ test("npy: a Fortran-order flag on an array with at most one dimension above 1 i
   const arr = readNpy(handMade("{'descr': '<f4', 'fortran_order': True, 'shape': (1, 3), }", d));
   t.deepEqual(arr.shape, [1, 3], "shape kept");
   t.ok(arr.data.equals(d), "data kept");
+  t.end();
+});
+
+test("npy: a Fortran-ordered array is read in C order, for every element size, big-endian and unaligned too", (t) => {
+  const shapes = [
+    [3, 4],
+    [2, 3, 4],
+    [5, 1, 3],
+    [2, 3, 4, 5],
+    [1, 7, 1, 2],
+    [4, 0, 3],
+  ];
+  for (const { dtype, descr, size, put } of CASES) {
+    for (const shape of shapes) {
+      const count = shape.reduce((a, b) => a * b, 1);
+      // element (i0, i1, ...) has the value of its C-order index; in the file it sits at its
+      // Fortran offset i0 + d0 * (i1 + d1 * (...))
+      const c = Buffer.alloc(count * size);
+      const f = Buffer.alloc(count * size);
+      for (let ci = 0; ci < count; ci++) {
+        let rest = ci;
+        let fi = 0;
+        let stride = 1;
+        const idx = new Array<number>(shape.length);
+        for (let a = shape.length - 1; a >= 0; a--) {
+          idx[a] = rest % shape[a]!;
+          rest = Math.floor(rest / shape[a]!);
+        }
+        for (let a = 0; a < shape.length; a++) {
+          fi += idx[a]! * stride;
+          stride *= shape[a]!;
+        }
+        // values as varied as each encoder takes (float16's has six, uint8's from 250 up)
+        const v = dtype === "float16" || dtype === "uint8" ? ci % 6 : ci % 40;
+        put(c, ci, v);
+        put(f, fi, v);
+      }
+      const tuple = `(${shape.join(", ")}${shape.length === 1 ? "," : ""})`;
+      const arr = readNpy(handMade(`{'descr': '${descr}', 'fortran_order': True, 'shape': ${tuple}, }`, f));
+      t.deepEqual([arr.dtype, arr.shape], [dtype, shape], `${descr} ${tuple}: dtype and shape`);
+      t.ok(arr.data.equals(c), `${descr} ${tuple}: the elements in C order`);
+      if (size > 1) {
+        const be = Buffer.from(f);
+        if (size === 2) be.swap16();
+        else if (size === 4) be.swap32();
+        else be.swap64();
+        const big = readNpy(handMade(`{'descr': '>${descr.slice(1)}', 'fortran_order': True, 'shape': ${tuple}, }`, be));
+        t.ok(big.data.equals(c), `>${descr.slice(1)} ${tuple}: big-endian, in C order and little-endian`);
+      }
+      // the file at an odd offset in a larger buffer: its data are not aligned to the element size
+      const file = handMade(`{'descr': '${descr}', 'fortran_order': True, 'shape': ${tuple}, }`, f);
+      const odd = Buffer.alloc(file.length + 1);
+      file.copy(odd, 1);
+      t.ok(readNpy(odd.subarray(1)).data.equals(c), `${descr} ${tuple}: from an unaligned buffer`);
+    }
+  }
+  t.equal(readNpyHeader(handMade("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", Buffer.alloc(24))).fortranOrder, true, "the header says so");
   t.end();
 });
 

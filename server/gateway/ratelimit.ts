@@ -109,22 +109,29 @@ export class MemoryRateLimiter implements RateLimiter {
 // gateways with skewed clocks agree). `slide` prunes, counts, admits and expires in one atomic
 // step and returns {allowed, count, oldest_us (of the entry that must leave before the next
 // admission), now_us}. Shared by HIT below and by the one-script admission (admission.ts).
+// The request's entry is added first and taken out again when the window was full: Redis out
+// of memory (maxmemory with noeviction) refuses a script's ZADD only while the script has
+// written nothing yet, so this order makes such a Redis refuse the admission (OOM, answered
+// 503 state_unavailable) rather than admit requests whose charges it then refuses.
 export const SLIDE_LUA = `
 local function slide(key, limit, winMs, member, peek)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local win = winMs * 1000
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - win)
-  local count = redis.call('ZCARD', key)
   if peek then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - win)
+    local count = redis.call('ZCARD', key)
     local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     return {count < limit and 1 or 0, count, first[2] or '', tostring(now)}
   end
+  redis.call('ZADD', key, now, member)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - win)
+  local count = redis.call('ZCARD', key) - 1
   if count >= limit then
+    redis.call('ZREM', key, member)
     local e = redis.call('ZRANGE', key, count - limit, count - limit, 'WITHSCORES')
     return {0, count, e[2], tostring(now)}
   end
-  redis.call('ZADD', key, now, member)
   redis.call('PEXPIRE', key, winMs + 1000)
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   return {1, count + 1, first[2], tostring(now)}

@@ -43,7 +43,7 @@ export class RedisConnectionError extends StateUnavailableError {
   }
 }
 
-/** An error reply that says the server cannot serve now (loading, failing over, a cluster slot down): state_unavailable too. */
+/** An error reply that says the server cannot serve now (loading, failing over, a cluster slot down, out of memory): state_unavailable too. */
 export class RedisUnavailableReplyError extends RedisConnectionError {
   constructor(message: string) {
     super("The gateway's Redis is not serving right now; retry later.");
@@ -53,7 +53,7 @@ export class RedisUnavailableReplyError extends RedisConnectionError {
   readonly reply: string;
 }
 
-const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|BUSY|NOREPLICAS|MISCONF) /;
+const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|BUSY|NOREPLICAS|MISCONF|OOM) /;
 
 const INCOMPLETE = Symbol("incomplete");
 

@@ -4,11 +4,15 @@
 // tmpfs that can be filled. Every wait is a condition with a deadline.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, chownSync, mkdirSync } from "node:fs";
-import { createServer, connect } from "node:net";
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
+import { createServer, connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { loadGatewayConfig } from "../../server/gateway/config.js";
+import { startGateway, type RunningGateway } from "../../server/gateway/server.js";
+import { SERVICE_KEY } from "../gateway/helpers.js";
 
 const run = promisify(execFile);
 
@@ -224,4 +228,49 @@ export function startEngineProcess(env: Record<string, string>): Promise<{ url: 
     });
     child.on("exit", (code) => reject(new Error(`engine exited ${code}: ${err}`)));
   });
+}
+
+export interface GatewayOnRedis {
+  gw: RunningGateway;
+  /** Stops the gateway and the engine stand-in and removes the gateway's directory. */
+  close(): Promise<void>;
+}
+
+/**
+ * A gateway (data directory and audit log in a new temporary directory) on the Redis at
+ * `redisUrl` under `prefix`, in front of an engine stand-in that answers every request 200
+ * (its /health with store_connected true). `env` adds or overrides gateway variables.
+ */
+export async function gatewayOnRedis(redisUrl: string, prefix: string, env: Record<string, string> = {}): Promise<GatewayOnRedis> {
+  const dir = mkdtempSync(join(tmpdir(), "svc-faults-gw-"));
+  const engine: HttpServer = createHttpServer((req, res) => {
+    req.resume();
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify(req.url === "/health" ? { status: "ok", store_connected: true } : { ok: true }));
+  });
+  await new Promise<void>((r) => engine.listen(0, "127.0.0.1", r));
+  const gw = await startGateway(
+    loadGatewayConfig({
+      SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
+      SVC_GATE_HOST: "127.0.0.1",
+      SVC_GATE_PORT: "0",
+      SVC_GATE_ENGINE_URL: `http://127.0.0.1:${(engine.address() as AddressInfo).port}`,
+      SVC_GATE_DATA_DIR: join(dir, "gate"),
+      SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
+      SVC_GATE_REDIS_URL: redisUrl,
+      SVC_GATE_REDIS_PREFIX: prefix,
+      ...env,
+    }),
+  );
+  return {
+    gw,
+    async close() {
+      await gw.close();
+      await new Promise<void>((r) => {
+        engine.closeAllConnections();
+        engine.close(() => r());
+      });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

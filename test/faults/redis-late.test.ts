@@ -2,15 +2,8 @@
 // with Retry-After and says store_connected false on /gate/health, then serves once a
 // redis-server of the test's own comes up on that port, with no restart. Waits are conditions.
 import test from "tape";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { loadGatewayConfig } from "../../server/gateway/config.js";
-import { startGateway } from "../../server/gateway/server.js";
-import { admin, call, SERVICE_KEY } from "../gateway/helpers.js";
-import { startRedisProc, waitFor } from "./deps.js";
+import { admin, call } from "../gateway/helpers.js";
+import { gatewayOnRedis, startRedisProc, waitFor } from "./deps.js";
 
 const started = await startRedisProc();
 if ("skip" in started) {
@@ -22,26 +15,7 @@ if ("skip" in started) {
   test("gateway started before its Redis: 503 state_unavailable until Redis answers, then served without a restart", async (t) => {
     const redis = started;
     await redis.kill(); // the port is free again: nothing answers there until start()
-    const dir = mkdtempSync(join(tmpdir(), "svc-redis-late-"));
-    const engine: Server = createServer((req, res) => {
-      req.resume();
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify(req.url === "/health" ? { status: "ok", store_connected: true } : { ok: true }));
-    });
-    await new Promise<void>((r) => engine.listen(0, "127.0.0.1", r));
-    const gw = await startGateway(
-      loadGatewayConfig({
-        SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-        SVC_GATE_HOST: "127.0.0.1",
-        SVC_GATE_PORT: "0",
-        SVC_GATE_ENGINE_URL: `http://127.0.0.1:${(engine.address() as AddressInfo).port}`,
-        SVC_GATE_DATA_DIR: join(dir, "gate"),
-        SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-        SVC_GATE_REDIS_URL: redis.url,
-        SVC_GATE_REDIS_TIMEOUT_MS: "1000",
-        SVC_GATE_REDIS_PREFIX: "svc-late:",
-      }),
-    );
+    const { gw, close } = await gatewayOnRedis(redis.url, "svc-late:", { SVC_GATE_REDIS_TIMEOUT_MS: "1000" });
     try {
       t.pass("the gateway started while nothing answered on the Redis port");
       const health = async () => (await (await fetch(gw.url + "/gate/health")).json()) as { store_connected: boolean };
@@ -64,13 +38,8 @@ if ("skip" in started) {
       const ok = await call(gw.url, "/v1/get/default/k", { key: again.json.api_key as string });
       t.equal(ok.status, 200, "and served, with no restart");
     } finally {
-      await gw.close();
-      await new Promise<void>((r) => {
-        engine.closeAllConnections();
-        engine.close(() => r());
-      });
+      await close();
       await redis.destroy();
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 }

@@ -5,15 +5,8 @@
 // once Redis has room again.
 import test from "tape";
 import { spawnSync } from "node:child_process";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { loadGatewayConfig } from "../../server/gateway/config.js";
-import { startGateway } from "../../server/gateway/server.js";
-import { admin, call, SERVICE_KEY } from "../gateway/helpers.js";
-import { startRedisProc } from "./deps.js";
+import { admin, call } from "../gateway/helpers.js";
+import { gatewayOnRedis, startRedisProc } from "./deps.js";
 
 const started = await startRedisProc();
 if ("skip" in started) {
@@ -26,14 +19,6 @@ if ("skip" in started) {
   const cli = (...args: string[]) => spawnSync("redis-cli", ["-p", String(redis.port), ...args], { encoding: "utf8" }).stdout.trim();
 
   test("Redis out of memory: 503 state_unavailable with Retry-After, never 500, and service back once it has room", async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), "svc-faults-oom-"));
-    // an engine stand-in that answers every request
-    const engine: Server = createServer((req, res) => {
-      req.resume();
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify(req.url === "/health" ? { status: "ok", store_connected: true } : { ok: true }));
-    });
-    await new Promise<void>((r) => engine.listen(0, "127.0.0.1", r));
     // the gateway reports unexpected failures as JSON lines on standard error: kept here
     const errors: string[] = [];
     const write = process.stderr.write.bind(process.stderr);
@@ -41,18 +26,7 @@ if ("skip" in started) {
       errors.push(String(chunk));
       return (write as (c: string | Uint8Array, ...r: unknown[]) => boolean)(chunk, ...rest);
     }) as typeof process.stderr.write;
-    const gw = await startGateway(
-      loadGatewayConfig({
-        SVC_GATE_ENGINE_SERVICE_KEY: SERVICE_KEY,
-        SVC_GATE_HOST: "127.0.0.1",
-        SVC_GATE_PORT: "0",
-        SVC_GATE_ENGINE_URL: `http://127.0.0.1:${(engine.address() as AddressInfo).port}`,
-        SVC_GATE_DATA_DIR: join(dir, "gate"),
-        SVC_GATE_AUDIT_LOG_PATH: join(dir, "audit.jsonl"),
-        SVC_GATE_REDIS_URL: redis.url,
-        SVC_GATE_REDIS_PREFIX: "svc-oom:",
-      }),
-    );
+    const { gw, close } = await gatewayOnRedis(redis.url, "svc-oom:");
     try {
       const onboard = await admin(gw.url, "/gate/onboard/create", { tenant_id: "acme" });
       t.equal(onboard.status, 201, "a tenant while Redis has room");
@@ -86,11 +60,8 @@ if ("skip" in started) {
     } finally {
       process.stderr.write = write;
       cli("CONFIG", "SET", "maxmemory", "0");
-      await gw.close();
-      engine.closeAllConnections();
-      await new Promise((r) => engine.close(r));
+      await close();
       await redis.destroy();
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 }

@@ -23,7 +23,7 @@ import {
 import { parseOrThrow } from "../../lib/fields.js";
 import { joinPaced } from "../../lib/store/pace.js";
 import { bodyStopped, hasBody, lingerOnClose } from "../http/body.js";
-import { DEFAULT_BODY_RATE, guardBody, readGuarded } from "../http/body-guard.js";
+import { DEFAULT_BODY_RATE, guardBody, readGuarded, type BodyRate } from "../http/body-guard.js";
 import { errorMiddleware, toSvcError, writeErrorBody } from "../http/errors.js";
 import { requestId, requestIdFrom, requestIdOf } from "../http/request-id.js";
 import { buildBundleFiles, writeZip } from "./bundle.js";
@@ -75,6 +75,8 @@ export interface AppDeps {
   maxReceiptBodyBytes?: number;
   /** Request bodies held in memory at once, all requests together (default 64 MiB). */
   bodyBudgetBytes?: number;
+  /** The rate a request body must keep (default DEFAULT_BODY_RATE: 16 KiB/s after 10 s of grace). */
+  bodyRate?: BodyRate;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = DEFAULT_LIMITS.maxBodyBytes;
@@ -159,6 +161,7 @@ interface AppContext {
   publicKeyDoc: ReturnType<typeof publicKeyDocument>;
   maxBodyBytes: number;
   maxReceiptBodyBytes: number;
+  bodyRate: BodyRate;
   /** Takes `bytes` of the body budget until the response closes; `admin`: the caller proved the admin key. */
   reserveBody: (res: ServerResponse, bytes: number, admin: boolean) => void;
   observe: (method: string, route: string, status: number, start: bigint, id: string) => void;
@@ -207,6 +210,7 @@ function contextOf(deps: AppDeps): AppContext {
     publicKeyDoc: publicKeyDocument(deps.keyring),
     maxBodyBytes: deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     maxReceiptBodyBytes: deps.maxReceiptBodyBytes ?? DEFAULT_MAX_RECEIPT_BODY_BYTES,
+    bodyRate: deps.bodyRate ?? DEFAULT_BODY_RATE,
     reserveBody: bodyBudgetOf(deps.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES, deps.maxReceiptBodyBytes ?? DEFAULT_MAX_RECEIPT_BODY_BYTES),
     observe: (method, route, status, start, id) => {
       const s = Number(process.hrtime.bigint() - start) / 1e9;
@@ -236,7 +240,7 @@ const DECODERS: Readonly<Record<string, () => Transform>> = {
 /**
  * Reads the body of a request that holds its share of the body budget, through the body guard
  * of the servers (guardBody): 413 past `limit` bytes; cut off when the body falls behind
- * DEFAULT_BODY_RATE (16 KiB for every second past the first 10 s, no pause longer than 10 s)
+ * `rate` (by default 16 KiB for every second past the first 10 s, no pause longer than 10 s)
  * or its client leaves. `encoding`: a Content-Encoding of DECODERS, inflated with the inflated
  * bytes within `limit`; `size`: the Content-Length of an identity body, taken from the
  * request's buffer without the guard when it has arrived whole (a small body comes in the
@@ -246,7 +250,7 @@ const DECODERS: Readonly<Record<string, () => Transform>> = {
  * its connection once the rest is read and dropped (lingerOnClose), so that the client reads
  * the answer.
  */
-async function readRequestBody(req: IncomingMessage, res: ServerResponse, limit: number, size?: number, encoding?: string): Promise<Buffer> {
+async function readRequestBody(req: IncomingMessage, res: ServerResponse, limit: number, rate: BodyRate, size?: number, encoding?: string): Promise<Buffer> {
   if (size !== undefined && size > 0 && size <= limit) {
     await Promise.resolve();
     if (req.readableLength === size) {
@@ -254,7 +258,7 @@ async function readRequestBody(req: IncomingMessage, res: ServerResponse, limit:
       if (whole !== null && whole.byteLength === size) return whole;
     }
   }
-  const guard = guardBody(req, limit, DEFAULT_BODY_RATE);
+  const guard = guardBody(req, limit, rate);
   try {
     return await (encoding === undefined ? readGuarded(guard, size) : inflated(guard, DECODERS[encoding]!(), limit, encoding));
   } catch (err) {
@@ -428,7 +432,7 @@ function bodyReader(ctx: AppContext, limit: number) {
     } catch (e) {
       return next(e);
     }
-    readRequestBody(req, res, limit, known ? bytes : undefined, encoding === "identity" ? undefined : encoding).then((raw) => {
+    readRequestBody(req, res, limit, ctx.bodyRate, known ? bytes : undefined, encoding === "identity" ? undefined : encoding).then((raw) => {
       try {
         req.body = parseBody(raw);
         next();
@@ -578,7 +582,7 @@ function plainJson(
   } catch (e) {
     return fail(e);
   }
-  readRequestBody(req, res, length, length).then((raw) => {
+  readRequestBody(req, res, length, ctx.bodyRate, length).then((raw) => {
     let parsed: ParsedBody;
     try {
       parsed = parseBody(raw);

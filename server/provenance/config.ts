@@ -24,13 +24,26 @@ export interface ProvenanceConfig {
   readonly maxReceiptBodyBytes: number;
   /** Request bodies held in memory at once, bytes. */
   readonly bodyBudgetBytes: number;
+  /** Average bytes per second a request body must keep up once its grace time has passed. */
+  readonly bodyMinBytesPerS: number;
+  /** Seconds a body may take before the minimum rate applies, and the longest pause it may make. */
+  readonly bodyGraceS: number;
 }
 
 export const DEFAULT_LIMITS = {
   maxBodyBytes: 32 * 1024 * 1024,
   maxReceiptBodyBytes: 4 * 1024 * 1024,
   bodyBudgetBytes: 64 * 1024 * 1024,
+  bodyMinBytesPerS: 16 * 1024,
+  bodyGraceS: 10,
 } as const;
+
+const wholeVar = (name: string, min: number, max: number, unit: string) =>
+  z
+    .string()
+    .regex(/^\d{1,10}$/, `${name} must be a whole number of ${unit}`)
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, `${name} must be between ${min} and ${max} ${unit}`);
 
 const bytesVar = (name: string) =>
   z
@@ -60,6 +73,8 @@ const schemas = {
   SVC_PROVENANCE_MAX_BODY_BYTES: bytesVar("SVC_PROVENANCE_MAX_BODY_BYTES"),
   SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES: bytesVar("SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES"),
   SVC_PROVENANCE_BODY_BUDGET_BYTES: bytesVar("SVC_PROVENANCE_BODY_BUDGET_BYTES"),
+  SVC_PROVENANCE_BODY_MIN_RATE: wholeVar("SVC_PROVENANCE_BODY_MIN_RATE", 1, 1024 * 1024 * 1024, "bytes per second"),
+  SVC_PROVENANCE_BODY_GRACE_S: wholeVar("SVC_PROVENANCE_BODY_GRACE_S", 1, 3600, "seconds"),
   SVC_PROVENANCE_METRICS_TOKEN: z
     .string()
     .min(16, "SVC_PROVENANCE_METRICS_TOKEN must be at least 16 characters")
@@ -136,5 +151,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ProvenanceConf
     maxBodyBytes,
     maxReceiptBodyBytes,
     bodyBudgetBytes,
+    bodyMinBytesPerS: pick("SVC_PROVENANCE_BODY_MIN_RATE", val("SVC_PROVENANCE_BODY_MIN_RATE")) ?? DEFAULT_LIMITS.bodyMinBytesPerS,
+    bodyGraceS: pick("SVC_PROVENANCE_BODY_GRACE_S", val("SVC_PROVENANCE_BODY_GRACE_S")) ?? DEFAULT_LIMITS.bodyGraceS,
   });
 }

@@ -137,6 +137,7 @@ export async function startProvenance(
     maxBodyBytes: config.maxBodyBytes,
     maxReceiptBodyBytes: config.maxReceiptBodyBytes,
     bodyBudgetBytes: config.bodyBudgetBytes,
+    bodyRate: { minBytesPerS: config.bodyMinBytesPerS, graceMs: config.bodyGraceS * 1000 },
   });
   let server: Server;
   try {

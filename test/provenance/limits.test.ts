@@ -332,10 +332,17 @@ test("the limits are configurable; a bad value or a budget below a body limit st
     SVC_PROVENANCE_BODY_BUDGET_BYTES: "2097152",
   });
   t.deepEqual([c.maxBodyBytes, c.maxReceiptBodyBytes, c.bodyBudgetBytes], [MIB, MIB / 2, 2 * MIB]);
+  t.deepEqual([d.bodyMinBytesPerS, d.bodyGraceS], [16384, 10], "the body's pace by default: 16 KiB/s after 10 s");
+  const r = loadConfig({ ...base, SVC_PROVENANCE_BODY_MIN_RATE: "1024", SVC_PROVENANCE_BODY_GRACE_S: "2" });
+  t.deepEqual([r.bodyMinBytesPerS, r.bodyGraceS], [1024, 2], "and as configured");
   for (const [name, value, re] of [
     ["SVC_PROVENANCE_MAX_BODY_BYTES", "1e6", /SVC_PROVENANCE_MAX_BODY_BYTES must be a whole number of bytes/],
     ["SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES", "100", /SVC_PROVENANCE_MAX_RECEIPT_BODY_BYTES must be between 65536/],
     ["SVC_PROVENANCE_BODY_BUDGET_BYTES", "4194304", /SVC_PROVENANCE_BODY_BUDGET_BYTES must be at least/],
+    ["SVC_PROVENANCE_BODY_MIN_RATE", "0", /SVC_PROVENANCE_BODY_MIN_RATE must be between 1 and 1073741824 bytes per second/],
+    ["SVC_PROVENANCE_BODY_MIN_RATE", "16k", /SVC_PROVENANCE_BODY_MIN_RATE must be a whole number of bytes per second/],
+    ["SVC_PROVENANCE_BODY_GRACE_S", "3601", /SVC_PROVENANCE_BODY_GRACE_S must be between 1 and 3600 seconds/],
+    ["SVC_PROVENANCE_BODY_GRACE_S", "-1", /SVC_PROVENANCE_BODY_GRACE_S must be a whole number of seconds/],
   ] as const) {
     t.throws(() => loadConfig({ ...base, [name]: value }), re, `${name}=${value}: refused`);
   }

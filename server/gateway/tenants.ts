@@ -5,7 +5,7 @@ import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { probeWritable, writeFileAtomic } from "../../lib/atomic-file.js";
-import { ConflictError, NotFoundError } from "../../lib/errors.js";
+import { ConflictError, NotFoundError, StorageFullError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { planSchema, type Plan } from "./plans.js";
 import type { RateLimitSpec } from "./config.js";
@@ -374,8 +374,20 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
     return r;
   }
 
+  /**
+   * Writes the whole registry; nothing changes in memory unless it is on disk. A disk without
+   * room answers 507 storage_full with Retry-After (the change was not made).
+   */
   protected override async persist(next: Map<string, TenantRecord>, events: Map<string, ProcessedEvent> = this.events): Promise<void> {
-    await writeFileAtomic(this.path, JSON.stringify({ version: 1, tenants: [...next.values()], events: [...events.values()] }) + "\n");
+    try {
+      await writeFileAtomic(this.path, JSON.stringify({ version: 1, tenants: [...next.values()], events: [...events.values()] }) + "\n");
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOSPC" || code === "EDQUOT") {
+        throw new StorageFullError("The gateway's data directory has no space left, so the change was not made; retry after space is freed.");
+      }
+      throw e;
+    }
   }
 
   override async reload(): Promise<number> {

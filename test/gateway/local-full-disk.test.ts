@@ -167,6 +167,19 @@ if ("skip" in mounted) {
       t.ok(full, "false while the data directory is full");
       const h = await health();
       t.deepEqual([h.engine_reachable, h.store_connected], [true, false], "the engine is still reachable");
+      // a tenant change cannot be written: 507 storage_full with Retry-After, nothing changed
+      const refused = await admin(gw.url, "/gate/onboard/create", { tenant_id: "beta" });
+      t.deepEqual(
+        [refused.status, refused.json?.code, refused.json?.detail, refused.headers.get("retry-after")],
+        [507, "storage_full", "The gateway's data directory has no space left, so the change was not made; retry after space is freed.", "30"],
+        "a tenant created on the full disk: 507 storage_full, Retry-After: 30",
+      );
+      const listed = (await admin(gw.url, "/gate/admin/tenants", undefined, "GET")).json as { tenants: Array<{ tenant_id: string }> };
+      t.deepEqual(
+        listed.tenants.map((x) => x.tenant_id),
+        ["acme"],
+        "and the tenant does not exist",
+      );
       // a restart on the full disk: the gateway starts and serves reads, and says it is not healthy
       await gw.close().catch(() => {}); // its last usage snapshot cannot be written
       gw = await startGateway(config);
@@ -181,6 +194,7 @@ if ("skip" in mounted) {
       await rm(spill);
       const back = await eventually("store_connected is true", async () => (await health()).store_connected === true, 30_000);
       t.ok(back, "true again once space is freed");
+      t.equal((await admin(gw.url, "/gate/onboard/create", { tenant_id: "beta" })).status, 201, "and the tenant is created");
     } finally {
       await rm(spill, { force: true });
       await gw.close();

@@ -161,6 +161,8 @@ test("configuration: defaults, and a bad value stops with a sentence naming the 
       maxBodyBytes: 32 * 1024 * 1024,
       maxReceiptBodyBytes: 4 * 1024 * 1024,
       bodyBudgetBytes: 64 * 1024 * 1024,
+      bodyMinBytesPerS: 16 * 1024,
+      bodyGraceS: 10,
     },
     "defaults",
   );

@@ -239,12 +239,14 @@ function describeErrno(e: NodeJS.ErrnoException): string {
 export const MAX_STREAM_INPUT_BYTES = 2 ** 31 - 1;
 
 /**
- * FILE's bytes. A regular file is read whole (Node refuses one past 2 GiB with a sentence).
- * Anything else is read to its end but never past `limit` bytes (default
- * MAX_STREAM_INPUT_BYTES): a source that sends more is refused with `tooMuch(limit)`, so that
- * /dev/zero or an endless pipe cannot fill the memory.
+ * FILE's bytes; `-` is standard input. A regular file is read whole (Node refuses one past
+ * 2 GiB with a sentence). Anything else is read to its end but never past `limit` bytes
+ * (default MAX_STREAM_INPUT_BYTES): a source that sends more is refused with
+ * `tooMuch(limit)`, so that /dev/zero or an endless pipe cannot fill the memory. Standard input
+ * that is a terminal is refused rather than waited on.
  */
 export async function readInput(file: string, limit = MAX_STREAM_INPUT_BYTES, tooMuch?: (limit: number) => string): Promise<Buffer> {
+  if (file === "-") return readStdin(limit, tooMuch);
   const { open } = await import("node:fs/promises");
   let fh: Awaited<ReturnType<typeof open>> | undefined;
   try {
@@ -272,6 +274,22 @@ export async function readInput(file: string, limit = MAX_STREAM_INPUT_BYTES, to
   } finally {
     await fh?.close();
   }
+}
+
+/** Standard input to its end, within `limit` bytes (readInput). */
+async function readStdin(limit: number, tooMuch?: (limit: number) => string): Promise<Buffer> {
+  if (process.stdin.isTTY) throw new UsageError("Standard input is a terminal: pipe the data in (... | svc put NS KEY -) or name a file.");
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > limit) {
+      process.stdin.destroy();
+      throw new UsageError(tooMuch?.(limit) ?? `Standard input sent more than ${limit} bytes, the most svc put reads from a pipe or device; nothing was sent.`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, total);
 }
 
 /**

@@ -21,7 +21,8 @@ const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default ht
 export const PUT_HELP = `Usage: svc put NS KEY FILE [--dtype D --shape a,b,c | --bytes] [--tolerance T] [--max-abs-error E] [--codec C] [--max-rank R] [--meta JSON] [--if-version N] [--json]
 
 Stores FILE under NS/KEY as a new version and prints the verdict, codec, sizes, ratio,
-measured errors and CUs.
+measured errors and CUs. FILE - reads standard input (at most what --dtype and --shape
+describe, or 2 GiB).
 A .npy file (recognised by its magic bytes, whatever its name) brings its dtype and shape;
 flags given with it must agree. Any other file is raw little-endian data and needs
 --dtype and --shape (for example --dtype float32 --shape 32,32,32), or --bytes to store it
@@ -191,7 +192,7 @@ function readPutInput(file: string, dtype: Dtype | undefined, shape: number[] | 
     file,
     Math.min(described + NPY_HEADER_ROOM, MAX_STREAM_INPUT_BYTES),
     () =>
-      `${file} is not a regular file and sends more than the ${described} bytes that --dtype ${dtype} --shape ${shape.join(",")} describe; nothing was sent.`,
+      `${file === "-" ? "Standard input" : `${file} is not a regular file and`} sends more than the ${described} bytes that --dtype ${dtype} --shape ${shape.join(",")} describe; nothing was sent.`,
   );
 }
 
@@ -388,7 +389,13 @@ export async function putCommand(argv: string[], io: Io): Promise<number> {
   const bar = transferBar(io);
   const client = dataClient(io, false, bar);
   try {
-    const p = preparePut(await readPutInput(file, dtype, shape, Boolean(values.bytes)), dtype, shape, file, Boolean(values.bytes));
+    const p = preparePut(
+      await readPutInput(file, dtype, shape, Boolean(values.bytes)),
+      dtype,
+      shape,
+      file === "-" ? "standard input" : file,
+      Boolean(values.bytes),
+    );
     const r = svcAnswer<PutResult>(io, "the put", await client.put(ns, key, p.data, { dtype: p.dtype, shape: p.shape, ...flags }), PUT_ANSWER);
     bar?.finish();
     if (values.json) io.out(JSON.stringify(r, null, 2) + "\n");

@@ -209,6 +209,27 @@ test("cli: put from a pipe or device reads no more than --dtype and --shape desc
       `/dev/zero is not a regular file and sent more than ${3 * 1024 * 1024} bytes, the most svc put reads from a pipe or device; nothing was sent.`,
     );
   }
+  // `-`: standard input (here a socket, as Node gives a child), within the same limits; the
+  // right size goes on to the put (refused only because nothing answers at 127.0.0.1:1)
+  const stdinPut = (input: Buffer, ...flags: string[]) =>
+    spawnSync(process.execPath, ["--import", "tsx", new URL("../../bin/svc.ts", import.meta.url).pathname, "put", "ns", "k", "-", ...flags], {
+      input,
+      encoding: "utf8",
+      env: { ...process.env, ...env },
+    });
+  const over = stdinPut(Buffer.alloc(5 * 1024 * 1024), "--dtype", "uint8", "--shape", "10");
+  t.equal(over.status, 2, "-: past what the flags describe, exit 2");
+  t.equal(
+    over.stderr.split("\n")[0],
+    "svc: Standard input sends more than the 10 bytes that --dtype uint8 --shape 10 describe; nothing was sent.",
+    "-: the sentence",
+  );
+  const fits = stdinPut(Buffer.alloc(40), "--dtype", "float32", "--shape", "10");
+  t.equal(fits.status, 1, "-: what fits is read and put");
+  t.match(fits.stderr, /^svc: Nothing answers at http:\/\/127\.0\.0\.1:1/, `-: the put went on to the gateway (${fits.stderr.trim().slice(0, 120)})`);
+  const raw = stdinPut(Buffer.alloc(8));
+  t.equal(raw.status, 2, "-: raw bytes without flags");
+  t.match(raw.stderr, /^svc: standard input is not a \.npy file: describe its raw data with --dtype and --shape/, "-: named standard input");
   // a pipe that ends is read whole, a .npy header included (a shell pipe: Node's own child
   // stdio is a socket, which /dev/stdin cannot open), and a regular file as before
   const npy = writeNpy({ dtype: "int16", shape: [2, 3], data: new Int16Array([1, 2, 3, 4, 5, 6]) });

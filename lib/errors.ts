@@ -145,6 +145,12 @@ export class StorageFullError extends DependencyError {
     super("storage_full", message, retryAfterS);
   }
 }
+/** Whether `e` is a file system's "no space" (ENOSPC, EDQUOT: a full disk or a used-up quota). */
+export function isNoSpace(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown } | null;
+  const code = err?.code;
+  return code === "ENOSPC" || code === "EDQUOT" || code === 28 || (typeof err?.message === "string" && /No space left|quota exceeded/i.test(err.message));
+}
 /** The gateway's shared state (Redis) is down or did not answer in time. */
 export class StateUnavailableError extends DependencyError {
   constructor(message = "The gateway's state store is unavailable; retry later.", retryAfterS = 2) {

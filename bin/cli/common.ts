@@ -231,7 +231,6 @@ function describeErrno(e: NodeJS.ErrnoException): string {
   }
 }
 
-/** readFile whose errors name the file (Node's EISDIR carries no path). */
 /**
  * The most `svc put` reads from a source that is not a regular file (a pipe, /dev/stdin, a
  * device), as Node reads a regular file whole only up to this size.
@@ -240,33 +239,23 @@ export const MAX_STREAM_INPUT_BYTES = 2 ** 31 - 1;
 
 /**
  * FILE's bytes; `-` is standard input. A regular file is read whole (Node refuses one past
- * 2 GiB with a sentence). Anything else is read to its end but never past `limit` bytes
- * (default MAX_STREAM_INPUT_BYTES): a source that sends more is refused with
- * `tooMuch(limit)`, so that /dev/zero or an endless pipe cannot fill the memory. Standard input
- * that is a terminal is refused rather than waited on.
+ * 2 GiB with a sentence); errors name the file (Node's EISDIR carries no path). Anything else
+ * is read to its end but never past `limit` bytes (default MAX_STREAM_INPUT_BYTES): a source
+ * that sends more is refused with `tooMuch(limit)`, so that /dev/zero or an endless pipe cannot
+ * fill the memory. Standard input that is a terminal is refused rather than waited on.
  */
 export async function readInput(file: string, limit = MAX_STREAM_INPUT_BYTES, tooMuch?: (limit: number) => string): Promise<Buffer> {
-  if (file === "-") return readStdin(limit, tooMuch);
+  if (file === "-") {
+    if (process.stdin.isTTY) throw new UsageError("Standard input is a terminal: pipe the data in (... | svc put NS KEY -) or name a file.");
+    return readWithin(process.stdin, limit, () => tooMuch?.(limit) ?? `Standard input ${SENT_TOO_MUCH(limit)}`);
+  }
   const { open } = await import("node:fs/promises");
   let fh: Awaited<ReturnType<typeof open>> | undefined;
   try {
     fh = await open(file, "r");
     if ((await fh.stat()).isFile()) return await fh.readFile();
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for (;;) {
-      const chunk = Buffer.allocUnsafe(Math.min(1024 * 1024, limit - total + 1));
-      const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
-      if (bytesRead === 0) return Buffer.concat(chunks, total);
-      total += bytesRead;
-      if (total > limit) {
-        throw new UsageError(
-          tooMuch?.(limit) ??
-            `${file} is not a regular file and sent more than ${limit} bytes, the most svc put reads from a pipe or device; nothing was sent.`,
-        );
-      }
-      chunks.push(chunk.subarray(0, bytesRead));
-    }
+    const stream = fh.createReadStream({ highWaterMark: 1024 * 1024, autoClose: false });
+    return await readWithin(stream, limit, () => tooMuch?.(limit) ?? `${file} is not a regular file and ${SENT_TOO_MUCH(limit)}`);
   } catch (e) {
     const ne = e as NodeJS.ErrnoException;
     if (ne.code && ne.path === undefined) ne.path = file;
@@ -276,16 +265,17 @@ export async function readInput(file: string, limit = MAX_STREAM_INPUT_BYTES, to
   }
 }
 
-/** Standard input to its end, within `limit` bytes (readInput). */
-async function readStdin(limit: number, tooMuch?: (limit: number) => string): Promise<Buffer> {
-  if (process.stdin.isTTY) throw new UsageError("Standard input is a terminal: pipe the data in (... | svc put NS KEY -) or name a file.");
+const SENT_TOO_MUCH = (limit: number) => `sent more than ${limit} bytes, the most svc put reads from a pipe or device; nothing was sent.`;
+
+/** A stream's bytes to its end; past `limit` it is destroyed and a UsageError says `tooMuch()`. */
+async function readWithin(source: NodeJS.ReadableStream & { destroy(): void }, limit: number, tooMuch: () => string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+  for await (const chunk of source as AsyncIterable<Buffer>) {
     total += chunk.length;
     if (total > limit) {
-      process.stdin.destroy();
-      throw new UsageError(tooMuch?.(limit) ?? `Standard input sent more than ${limit} bytes, the most svc put reads from a pipe or device; nothing was sent.`);
+      source.destroy();
+      throw new UsageError(tooMuch());
     }
     chunks.push(chunk);
   }

@@ -6,7 +6,7 @@
 // while it is stopped).
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { ValidationError } from "../errors.js";
+import { isNoSpace, ValidationError } from "../errors.js";
 import { LmdbBackend } from "./lmdb.js";
 
 export interface BackupResult {
@@ -46,10 +46,8 @@ const MIB = 1024 * 1024;
  * copied), and that nothing was kept.
  */
 function copyFailed(what: "backup" | "restore", dst: string, e: unknown, sourceBytes: number): Error {
-  const err = e as { code?: unknown; message?: unknown } | null;
-  const message = typeof err?.message === "string" ? err.message : String(e);
-  const noSpace = err?.code === "ENOSPC" || err?.code === "EDQUOT" || err?.code === 28 || /No space left|quota exceeded/i.test(message);
-  const why = noSpace
+  const message = e instanceof Error ? e.message : String(e);
+  const why = isNoSpace(e)
     ? `the file system of ${dirname(dst)} has no space left for a copy of a data.mdb of ${(sourceBytes / MIB).toFixed(1)} MiB`
     : message.split("\n")[0]!.replace(/[.\s]+$/, "");
   return new Error(`The ${what} to ${dst} failed: ${why}; nothing was kept.`);

@@ -6,7 +6,7 @@ import { closeSync, openSync, writeSync } from "node:fs";
 import { mkdir, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
-import { StateUnavailableError, ValidationError } from "../../lib/errors.js";
+import { isNoSpace, StateUnavailableError, ValidationError } from "../../lib/errors.js";
 import { LuaScript, tenantTag } from "./redis.js";
 import type { RedisLink } from "./resp.js";
 import { OPERATIONS, type Operation } from "../http/operations.js";
@@ -245,8 +245,7 @@ export class LocalFileUsageStore extends MemoryUsageStore {
     } catch (e) {
       // a full disk: the gateway starts anyway (charges go to the journal while it can take
       // them) and the snapshot is retried, later each time, as after any failed snapshot
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === "ENOSPC" || code === "EDQUOT") return s;
+      if (isNoSpace(e)) return s;
       s.closed = true;
       if (s.timer) clearTimeout(s.timer);
       closeSync(s.fd);

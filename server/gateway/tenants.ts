@@ -5,7 +5,7 @@ import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { probeWritable, writeFileAtomic } from "../../lib/atomic-file.js";
-import { ConflictError, NotFoundError, StorageFullError } from "../../lib/errors.js";
+import { ConflictError, isNoSpace, NotFoundError, StorageFullError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { planSchema, type Plan } from "./plans.js";
 import type { RateLimitSpec } from "./config.js";
@@ -382,8 +382,7 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
     try {
       await writeFileAtomic(this.path, JSON.stringify({ version: 1, tenants: [...next.values()], events: [...events.values()] }) + "\n");
     } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === "ENOSPC" || code === "EDQUOT") {
+      if (isNoSpace(e)) {
         throw new StorageFullError("The gateway's data directory has no space left, so the change was not made; retry after space is freed.");
       }
       throw e;

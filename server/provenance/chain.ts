@@ -22,7 +22,7 @@ import {
 import { dirname, basename } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
-import { StorageFullError, StoreUnavailableError, SvcError } from "../../lib/errors.js";
+import { isNoSpace, StorageFullError, StoreUnavailableError, SvcError } from "../../lib/errors.js";
 import { NotUtf8Error, readUtf8File, utf8Of } from "./text-file.js";
 
 export interface ChainHead {
@@ -302,10 +302,10 @@ export class ChainWriteError extends StoreUnavailableError {
  */
 export function chainWriteFailure(e: unknown): unknown {
   if (e instanceof SvcError) return e;
-  const code = (e as NodeJS.ErrnoException | null)?.code;
-  if (code === "ENOSPC" || code === "EDQUOT") {
+  if (isNoSpace(e)) {
     return new StorageFullError("The receipt chain has no disk space left, so no receipt was issued; retry after space is freed.", 30);
   }
+  const code = (e as NodeJS.ErrnoException | null)?.code;
   if (typeof code === "string" && /^E[A-Z]+$/.test(code)) {
     return new StoreUnavailableError("The receipt chain could not be written, so no receipt was issued; retry later.", 5);
   }

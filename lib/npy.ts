@@ -273,13 +273,7 @@ function fortranToC(src: Uint8Array, dst: Uint8Array, shape: readonly number[], 
     size === 1 ? b : size === 2 ? new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2) : new Uint32Array(b.buffer, b.byteOffset, b.byteLength / 4);
   const aligned = (b: Uint8Array) => b.byteOffset % Math.min(size, 4) === 0;
   const s = view(aligned(src) ? src : new Uint8Array(src)); // a copy: a Buffer's slice() would share the bytes
-  if (!aligned(dst)) {
-    const out = new Uint8Array(dst.length);
-    fortranToC(src, out, shape, size);
-    dst.set(out);
-    return;
-  }
-  const d = view(dst);
+  const d = view(dst); // readNpy's Buffer.alloc: its own memory, aligned
   const last = shape[nd - 1]!;
   const step = strides[nd - 1]!;
   const index = new Array<number>(nd - 1).fill(0);

@@ -5,6 +5,7 @@
 import { NotUtf8Error, readUtf8FileSync } from "./text-file.js";
 import { z } from "zod";
 import { BACKEND_NAMES, type BackendName } from "./signer.js";
+import { DEFAULT_BODY_RATE } from "../http/body-guard.js";
 
 export const DEFAULT_HOME = "/var/lib/svc-provenance";
 export const DEFAULT_CONFIG = "/etc/svc-provenance/service.env";
@@ -34,8 +35,8 @@ export const DEFAULT_LIMITS = {
   maxBodyBytes: 32 * 1024 * 1024,
   maxReceiptBodyBytes: 4 * 1024 * 1024,
   bodyBudgetBytes: 64 * 1024 * 1024,
-  bodyMinBytesPerS: 16 * 1024,
-  bodyGraceS: 10,
+  bodyMinBytesPerS: DEFAULT_BODY_RATE.minBytesPerS,
+  bodyGraceS: DEFAULT_BODY_RATE.graceMs / 1000,
 } as const;
 
 const wholeVar = (name: string, min: number, max: number, unit: string) =>

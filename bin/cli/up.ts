@@ -107,6 +107,8 @@ export async function saveServiceKey(dir: string, key: string): Promise<void> {
 
 const LOG_LEVELS = ["debug", "info", "warn", "error", "silent"];
 const LEVEL_RANK: Record<string, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 99 };
+/** How often engine.log is tried again after a write to it failed. */
+const LOG_RETRY_MS = 5_000;
 
 const isLoopback = (h: string): boolean => h === "localhost" || h === "::1" || /^127\./.test(h);
 
@@ -177,22 +179,53 @@ export async function warnIfReadable(file: string, what: string, io: Io): Promis
 
 /**
  * The engine's logger under \`svc up\`: every line at \`level\` is appended to \`file\` (mode 0600),
- * and warnings and errors also go to the terminal, so per-request lines never flood it.
+ * and warnings and errors also go to the terminal, so per-request lines never flood it. While
+ * the file cannot be written (a full disk), its lines are dropped, the terminal keeps its
+ * warnings and errors, and a line is tried on a fresh stream at most every LOG_RETRY_MS.
  */
 async function openEngineLog(file: string, level: string, io: Io): Promise<{ logger: import("../../server/engine/app.js").Logger; close(): Promise<void> }> {
   const { jsonLogger } = await import("../../server/engine/app.js");
-  const stream = createWriteStream(file, { flags: "a", mode: 0o600 });
-  await new Promise<void>((res, rej) => {
-    stream.once("open", () => res());
-    stream.once("error", rej);
-  });
+  const opened = (s: ReturnType<typeof createWriteStream>) =>
+    new Promise<void>((res, rej) => {
+      s.once("open", () => res());
+      s.once("error", rej);
+    });
+  let stream = createWriteStream(file, { flags: "a", mode: 0o600 });
+  await opened(stream);
   await chmod(file, 0o600); // a file from an older run keeps its mode otherwise
-  stream.on("error", (e) =>
-    io.err(`svc up: the log ${file} cannot be written (${(e as NodeJS.ErrnoException).code ?? "error"}); logging goes on in the terminal.\n`),
-  );
+  let failedAt = 0; // when the file last failed; 0 while it is written
+  let retrying = false;
+  const watch = (s: typeof stream) =>
+    s.on("error", (e) => {
+      if (s !== stream || failedAt !== 0) return;
+      failedAt = Date.now();
+      const code = (e as NodeJS.ErrnoException).code ?? "error";
+      io.err(`svc up: the log ${file} cannot be written (${code}); its lines are dropped until it can, and warnings and errors go on in the terminal.\n`);
+    });
+  watch(stream);
+  // a line written through a fresh stream; the file counts as written again once one lands
+  const retry = (line: string) => {
+    if (retrying || Date.now() - failedAt < LOG_RETRY_MS) return;
+    retrying = true;
+    const next = createWriteStream(file, { flags: "a", mode: 0o600 });
+    next.on("error", () => undefined);
+    next.write(line, (err) => {
+      retrying = false;
+      if (err) {
+        failedAt = Date.now();
+        next.destroy();
+        return;
+      }
+      stream.destroy();
+      stream = next;
+      watch(next);
+      failedAt = 0;
+      io.err(`svc up: the log ${file} is written again.\n`);
+    });
+  };
   const toFile = jsonLogger(level as "info", (l) => {
-    if (stream.writable) stream.write(l);
-    else io.err(l);
+    if (failedAt === 0 && stream.writable) stream.write(l);
+    else retry(l);
   });
   // the terminal gets warnings and errors, or less when the level asks for less (error, silent)
   const terminalLevel = (LEVEL_RANK[level] ?? 0) > LEVEL_RANK.warn! ? level : "warn";
@@ -203,7 +236,7 @@ async function openEngineLog(file: string, level: string, io: Io): Promise<{ log
   };
   return {
     logger: { debug: both("debug"), info: both("info"), warn: both("warn"), error: both("error") },
-    close: () => new Promise<void>((res) => stream.end(() => res())),
+    close: () => new Promise<void>((res) => (stream.writable ? stream.end(() => res()) : (stream.destroy(), res()))),
   };
 }
 

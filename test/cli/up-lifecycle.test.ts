@@ -6,7 +6,7 @@
 import test from "tape";
 import { spawn } from "node:child_process";
 import { existsSync, lstatSync, readFileSync } from "node:fs";
-import { mkdtemp, readlink, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, readlink, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { killUp, spawnUp, startUp, type Up } from "./up-process.js";
@@ -235,6 +235,58 @@ test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be w
     t.doesNotMatch(up.err, /\n\s+at /, "no stack trace");
     if (existsSync("/proc/net/tcp")) t.notOk(listening(enginePort), "the engine's port is closed");
     t.notOk(existsSync(join(data, "svc-up.pid")), "the lock is removed");
+    up = null;
+  } finally {
+    await killUp(up);
+    await disk.destroy();
+  }
+});
+
+test("svc up whose engine.log fills its disk: request lines are dropped, not printed, and the log is written again once there is room", async (t) => {
+  const { mountSmallDisk } = await import("../faults/deps.js");
+  const disk = await mountSmallDisk(8);
+  if ("skip" in disk) {
+    t.skip(disk.skip);
+    return;
+  }
+  const data = join(disk.dir, "d");
+  const log = join(data, "engine.log");
+  let up: Up | null = null;
+  const requestLine = /"msg":"request"/;
+  try {
+    up = await startUp(["--data", data]);
+    const { open } = await import("node:fs/promises");
+    const fh = await open(join(disk.dir, "fill"), "w");
+    try {
+      for (;;) await fh.write(Buffer.alloc(1 << 16));
+    } catch (e) {
+      t.equal((e as NodeJS.ErrnoException).code, "ENOSPC", "the disk is full");
+    } finally {
+      await fh.close();
+    }
+    const until = async (what: string, ok: () => Promise<boolean> | boolean) => {
+      const deadline = Date.now() + 60_000;
+      while (Date.now() < deadline) {
+        if (await ok()) return true;
+        t.equal((await fetch(`${up!.engine}/health`)).status, 200, `the engine serves while waiting for ${what}`);
+        await new Promise((res) => setTimeout(res, 200));
+      }
+      return false;
+    };
+    t.ok(await until("the log's failure", () => /cannot be written \(ENOSPC\)/.test(up!.err)), "the terminal says the log cannot be written");
+    for (let i = 0; i < 50; i++) t.equal((await fetch(`${up.engine}/health`)).status, 200, "served on the full disk");
+    t.equal(up.err.match(/cannot be written/g)?.length, 1, "said once");
+    t.match(up.err, /its lines are dropped until it can, and warnings and errors go on in the terminal\.\n/, "in one sentence");
+    t.doesNotMatch(up.err, requestLine, "no request line on the terminal");
+    await rm(join(disk.dir, "fill"));
+    t.ok(await until("the log to recover", () => /is written again\./.test(up!.err)), "the terminal says the log is written again");
+    t.ok(
+      await until("a request line in the file", async () => (await readFile(log, "utf8")).split("\n").some((l) => requestLine.test(l))),
+      "request lines reach engine.log again",
+    );
+    t.doesNotMatch(up.err, requestLine, "still none on the terminal");
+    up.child.kill("SIGINT");
+    t.equal(await exitOf(up), 0, "exit 0");
     up = null;
   } finally {
     await killUp(up);

@@ -151,6 +151,11 @@ export function isNoSpace(e: unknown): boolean {
   const code = err?.code;
   return code === "ENOSPC" || code === "EDQUOT" || code === 28 || (typeof err?.message === "string" && /No space left|quota exceeded/i.test(err.message));
 }
+/** Whether `e` is a read-only file system (EROFS: mounted so, or remounted so after a disk error). */
+export function isReadOnlyFs(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown } | null;
+  return err?.code === "EROFS" || err?.code === 30 || (typeof err?.message === "string" && /Read-only file system/i.test(err.message));
+}
 /** The gateway's shared state (Redis) is down or did not answer in time. */
 export class StateUnavailableError extends DependencyError {
   constructor(message = "The gateway's state store is unavailable; retry later.", retryAfterS = 2) {

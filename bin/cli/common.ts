@@ -222,6 +222,11 @@ function describeErrno(e: NodeJS.ErrnoException): string {
       return e.path ? `${e.path} is a directory, not a file ('svc import NS DIR' uploads every .npy file under a directory).` : "Is a directory.";
     case "ENOTDIR":
       return `Not a directory:${p}.`;
+    case "EROFS": {
+      // a link's error names its target as path and the link as dest
+      const dest = (e as { dest?: string }).dest;
+      return `Read-only file system: ${dest ?? e.path ?? "a file"} cannot be written; remount it read-write, or use a directory on another file system.`;
+    }
     case "EADDRINUSE": {
       const port = (e as { port?: number }).port;
       return `Port ${port ?? "?"} is already in use, perhaps by a 'svc up' still running (stop it with Ctrl-C), or choose another port with --port and --engine-port (0 picks a free one).`;

@@ -7,6 +7,8 @@ import { chmod, lstat, mkdir, open, readFile, readlink, stat, symlink, unlink } 
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { closeAll } from "../../lib/close-all.js";
+import { isReadOnlyFs } from "../../lib/errors.js";
+import { mkdirCause } from "../../lib/mkdir-cause.js";
 import { processAlive } from "../../lib/process-alive.js";
 import { socketPathProblem } from "../../server/http/unix-socket.js";
 import { intFlag, parse, UsageError, type Io } from "./common.js";
@@ -130,6 +132,9 @@ async function prepareDataDir(dir: string, io: Io): Promise<void> {
       const link = await lstat(dir).catch(() => null);
       if (link?.isSymbolicLink() && (await stat(dir).catch(() => null)) === null)
         throw new UsageError(`--data ${dir} is a symbolic link to nothing (its target does not exist).`);
+      const cause = mkdirCause(dir, e);
+      if (isReadOnlyFs(cause)) throw new UsageError(`--data ${dir} cannot be created: its file system is read-only.`);
+      if (cause !== e) throw cause;
       throw new UsageError(`--data ${dir} is not a directory (${code === "EEXIST" ? "a file is there" : "a file is in its path"}).`);
     }
     throw e;
@@ -162,7 +167,10 @@ export async function lockDataDir(dir: string): Promise<() => Promise<void>> {
     const pid = /^\d+$/.test(held) ? Number(held) : 0;
     if (pid > 0 && pid !== process.pid && processAlive(pid))
       throw new Error(`Another 'svc up' (process ${pid}) is using the data directory ${dir}; stop it first, or pass another --data DIR.`);
-    await unlink(file).catch(() => undefined); // left by a run that is gone
+    // left by a run that is gone; one that cannot be removed (a read-only file system) is the error
+    await unlink(file).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== "ENOENT") throw err;
+    });
   }
   return async () => {
     if ((await readlink(file).catch(() => "")) === mine) await unlink(file).catch(() => undefined);

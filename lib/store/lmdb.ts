@@ -27,11 +27,12 @@
 // Stores written before format 2 kept each payload whole in `payloads` (keyed by the hex
 // hash). That database is still read (and cleaned by compact), never written: old stores
 // open and read as they are, with no migration step, and new payloads go to the new layout.
-import { chmodSync, existsSync, mkdirSync, statSync, statfsSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync, statfsSync, unlinkSync } from "node:fs";
 import { createHash, randomFillSync } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
-import { StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
+import { isReadOnlyFs, StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
+import { mkdirCause } from "../mkdir-cause.js";
 import { processAlive } from "../process-alive.js";
 import { LargeReader } from "./lmdb-reader.js";
 import { Pace } from "./pace.js";
@@ -203,9 +204,17 @@ function storeDirectory(path: string): boolean {
     if (code === "EEXIST") throw new ValidationError(`path ${path} is a file, not a directory: a store needs a directory (created if absent).`, "path");
     if (code === "ENOTDIR")
       throw new ValidationError(`path ${path} lies under a file, not a directory: a store needs a directory (created if absent).`, "path");
-    throw e;
+    const cause = mkdirCause(path, e);
+    if (isReadOnlyFs(cause)) throw readOnlyStore(path);
+    throw cause;
   }
 }
+
+/** A store on a read-only file system (mounted so, or remounted so after a disk error) cannot open. */
+const readOnlyStore = (path: string) =>
+  new StoreUnavailableError(
+    `The store at ${path} is on a read-only file system, where LMDB cannot keep its files; it opens once the file system is writable again.`,
+  );
 
 /** A value through lmdb-js's reused read buffer (valid until the next read): copy out at once. */
 function peek(db: Bin, key: Buffer): Buffer | undefined {
@@ -229,20 +238,36 @@ function freeBytes(path: string): number {
 }
 
 /**
+ * Whether `path` is on a read-only file system: an empty file made there and removed again is
+ * the one test that also sees ext4's emergency read-only state after a disk error, which leaves
+ * the mount marked read-write.
+ */
+function readOnly(path: string): boolean {
+  const probe = join(path, `.write-probe-${process.pid}`);
+  try {
+    closeSync(openSync(probe, "w", 0o600));
+    unlinkSync(probe);
+    return false;
+  } catch (e) {
+    return isReadOnlyFs(e);
+  }
+}
+
+/**
  * The store error a failed LMDB write is: storage_full for no space (ENOSPC, the map full, or
  * EIO on a file system with almost nothing free, as a full tmpfs or disk answers), otherwise
- * store_unavailable; undefined for an error that is not LMDB's (a bug, a conflict).
+ * store_unavailable (with its own sentence when the file system is read-only); undefined for an error that is not LMDB's (a bug, a conflict).
  */
 export function lmdbFailure(e: unknown, path: string): SvcError | undefined {
   if (e instanceof SvcError) return undefined;
   const err = e as { code?: unknown; message?: unknown; commitError?: Promise<unknown> } | null;
-  // lmdb-js rejects a second promise with the cause: heard here, so it is no unhandled rejection
-  err?.commitError?.catch?.(() => undefined);
   const message = typeof err?.message === "string" ? err.message : "";
   const code = err?.code;
   const noSpace = code === 28 || code === "ENOSPC" || code === -30792 || /MDB_MAP_FULL|No space left/i.test(message);
   const io = noSpace || code === 5 || code === "EIO" || /Commit failed|Input\/output error/i.test(message);
   if (!io) return undefined;
+  if (readOnly(path))
+    return new StoreUnavailableError("The store's file system is read-only: writes are refused until it is writable again, and reads go on.", 30);
   if (noSpace || freeBytes(path) < FULL_BELOW_BYTES) return new StorageFullError();
   return new StoreUnavailableError("The store's disk failed to write; retry later.");
 }
@@ -252,16 +277,26 @@ export function lmdbFailure(e: unknown, path: string): SvcError | undefined {
  * hears and answers as lmdbFailure), promises of its own that nobody can hold: the commit's
  * cause (`commitError`) and a batch's shared promise. Unheard, those would end the process on
  * a full disk. This listener hears only those echoes; any other unhandled rejection is thrown
- * on, so the process ends as Node's default would have it.
+ * on, so the process ends as Node's default would have it. lmdb-js also prints the cause of a
+ * failed commit, stack and all, with console.error: that print alone is left out (the write's
+ * caller gets the failure as a store error), and every other console.error goes through.
  */
 let echoesHeard = false;
+const isCommitEcho = (reason: unknown): boolean => {
+  const r = reason as { message?: unknown; stack?: unknown } | null;
+  const stack = typeof r?.stack === "string" ? r.stack : "";
+  return /lmdb[\\/]write\.js/.test(stack) && /Commit failed|Input\/output error|No space left|MDB_MAP_FULL|Read-only file system/.test(String(r?.message));
+};
 function hearCommitEchoes(): void {
   if (echoesHeard) return;
   echoesHeard = true;
+  const print = console.error;
+  console.error = (...args: unknown[]) => {
+    if (args.length === 1 && args[0] instanceof Error && isCommitEcho(args[0])) return;
+    print.apply(console, args);
+  };
   process.on("unhandledRejection", (reason) => {
-    const r = reason as { message?: unknown; stack?: unknown } | null;
-    const stack = typeof r?.stack === "string" ? r.stack : "";
-    if (/lmdb[\\/]write\.js/.test(stack) && /Commit failed|Input\/output error|No space left|MDB_MAP_FULL/.test(String(r?.message))) return;
+    if (isCommitEcho(reason)) return;
     throw reason;
   });
 }
@@ -306,7 +341,11 @@ export class LmdbBackend implements StorageBackend {
     // returned survives a crash of the process or the machine. Never noSync.
     // noSubdir false: `path` is always the directory holding data.mdb and lock.mdb; lmdb-js
     // would otherwise take a path with an extension (`store.v2`) for the data file itself.
-    this.#root = open({ path, maxDbs: 8, overlappingSync: false, noSubdir: false });
+    try {
+      this.#root = open({ path, maxDbs: 8, overlappingSync: false, noSubdir: false });
+    } catch (e) {
+      throw isReadOnlyFs(e) ? readOnlyStore(path) : e;
+    }
     hearCommitEchoes();
     // shared msgpack structures: heads and version records all have one of a few shapes, and
     // decoding with shared structures makes a scan of 10,000 heads about 3x faster

@@ -217,8 +217,18 @@ function contextOf(deps: GatewayDeps): GatewayContext {
     policy: { billingEnabled: deps.billingEnabled, defaultRateLimit: deps.defaultRateLimit },
     metrics: deps.metrics ?? createGatewayMetrics(),
     keyUsage: deps.keyUsage ?? new KeyUsageTracker(new MemoryKeyUsageStore()),
-    reportInternal: (where, requestId, raw) =>
-      log({ level: "error", msg: `internal error in the ${where}`, request_id: requestId, error: (raw as Error | null)?.constructor?.name ?? typeof raw }),
+    reportInternal: (where, requestId, raw) => {
+      const line: Record<string, unknown> = {
+        level: "error",
+        msg: `internal error in the ${where}`,
+        request_id: requestId,
+        error: (raw as Error | null)?.constructor?.name ?? typeof raw,
+      };
+      // a system error's code (ENOSPC, EROFS) says what the operator must fix; nothing else of it is logged
+      const code = (raw as { code?: unknown } | null)?.code;
+      if (typeof code === "string" && /^E[A-Z0-9]{1,15}$/.test(code)) line.code = code;
+      log(line as Parameters<typeof log>[0]);
+    },
     overLimit: new Map(),
   };
 }

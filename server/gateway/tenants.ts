@@ -5,7 +5,7 @@ import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { probeWritable, writeFileAtomic } from "../../lib/atomic-file.js";
-import { ConflictError, isNoSpace, NotFoundError, StorageFullError } from "../../lib/errors.js";
+import { ConflictError, isNoSpace, isReadOnlyFs, NotFoundError, StateUnavailableError, StorageFullError } from "../../lib/errors.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { planSchema, type Plan } from "./plans.js";
 import type { RateLimitSpec } from "./config.js";
@@ -376,7 +376,8 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
 
   /**
    * Writes the whole registry; nothing changes in memory unless it is on disk. A disk without
-   * room answers 507 storage_full with Retry-After (the change was not made).
+   * room answers 507 storage_full with Retry-After (the change was not made), a read-only one
+   * 503 state_unavailable.
    */
   protected override async persist(next: Map<string, TenantRecord>, events: Map<string, ProcessedEvent> = this.events): Promise<void> {
     try {
@@ -384,6 +385,12 @@ export class LocalFileTenantRegistry extends MemoryTenantRegistry {
     } catch (e) {
       if (isNoSpace(e)) {
         throw new StorageFullError("The gateway's data directory has no space left, so the change was not made; retry after space is freed.");
+      }
+      if (isReadOnlyFs(e)) {
+        throw new StateUnavailableError(
+          "The gateway's data directory is on a read-only file system, so the change was not made; retry once it is writable again.",
+          30,
+        );
       }
       throw e;
     }

@@ -3,7 +3,7 @@
 // redis-server on a free port that can be stopped (SIGSTOP), resumed and killed, and a small
 // tmpfs that can be filled. Every wait is a condition with a deadline.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, chownSync, mkdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, chownSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -205,6 +205,51 @@ export async function mountSmallDisk(mib: number): Promise<SmallDisk | { skip: s
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+export interface Ext4Disk {
+  dir: string;
+  /**
+   * Makes the file system read-only at once, files open for writing included, as ext4 does
+   * itself after a disk error (mounted errors=remount-ro; the kernel's trigger_fs_error).
+   */
+  failToReadOnly(): void;
+  destroy(): Promise<void>;
+}
+
+/**
+ * An ext4 file system of `mib` MiB in a file of its own, mounted on a new directory through a
+ * loop device with errors=remount-ro, or why not (it needs root, a loop device, mkfs.ext4 and
+ * the kernel's ext4 test switch).
+ */
+export async function mountExt4(mib: number): Promise<Ext4Disk | { skip: string }> {
+  const base = mkdtempSync(join(tmpdir(), "svc-ext4-"));
+  const image = join(base, "disk.img");
+  const dir = join(base, "mnt");
+  mkdirSync(dir);
+  const gone = () => rmSync(base, { recursive: true, force: true });
+  try {
+    await run("truncate", ["-s", `${mib}M`, image]);
+    await run("mkfs.ext4", ["-q", "-F", image]);
+    await run("mount", ["-o", "loop,errors=remount-ro", image, dir]);
+  } catch {
+    gone();
+    return { skip: "an ext4 image cannot be mounted here (it needs root, a loop device and mkfs.ext4)" };
+  }
+  const line = readFileSync("/proc/mounts", "utf8")
+    .split("\n")
+    .find((l) => l.split(" ")[1] === dir);
+  const device = line?.split(" ")[0]?.replace(/^\/dev\//, "") ?? "";
+  const trigger = `/sys/fs/ext4/${device}/trigger_fs_error`;
+  const destroy = async () => {
+    await run("umount", ["-l", dir]).catch(() => undefined);
+    gone();
+  };
+  if (!device || !existsSync(trigger)) {
+    await destroy();
+    return { skip: "this kernel has no ext4 trigger_fs_error switch" };
+  }
+  return { dir, failToReadOnly: () => writeFileSync(trigger, "1"), destroy };
 }
 
 /** The service key of the engines the fault tests start. */

@@ -22,7 +22,7 @@ import {
 import { dirname, basename } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
-import { isNoSpace, StorageFullError, StoreUnavailableError, SvcError } from "../../lib/errors.js";
+import { isNoSpace, isReadOnlyFs, StorageFullError, StoreUnavailableError, SvcError } from "../../lib/errors.js";
 import { NotUtf8Error, readUtf8File, utf8Of } from "./text-file.js";
 
 export interface ChainHead {
@@ -298,12 +298,15 @@ export class ChainWriteError extends StoreUnavailableError {
 /**
  * The answer to a failed write of the chain's head: 507 storage_full where the disk has no space
  * (ENOSPC, EDQUOT), 503 store_unavailable for another failure of the file system (EIO, EROFS,
- * ...), both with Retry-After; any other error as it is. No receipt of the batch was issued.
+ * ...; a read-only one says so), both with Retry-After; any other error as it is. No receipt of the batch was issued.
  */
 export function chainWriteFailure(e: unknown): unknown {
   if (e instanceof SvcError) return e;
   if (isNoSpace(e)) {
     return new StorageFullError("The receipt chain has no disk space left, so no receipt was issued; retry after space is freed.", 30);
+  }
+  if (isReadOnlyFs(e)) {
+    return new StoreUnavailableError("The receipt chain's file system is read-only, so no receipt was issued; retry once it is writable again.", 30);
   }
   const code = (e as NodeJS.ErrnoException | null)?.code;
   if (typeof code === "string" && /^E[A-Z]+$/.test(code)) {

@@ -6,6 +6,7 @@ import { createReadStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { z } from "zod";
+import { isNoSpace, isReadOnlyFs } from "../../lib/errors.js";
 import { MAX_RECEIPT_TEXT_BYTES, type KnownKey, type VerifyResult } from "./receipt.js";
 import { PUBLIC_KEY_BYTES, fingerprintOf } from "./signer.js";
 import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
@@ -41,6 +42,14 @@ export async function runCli(main: () => Promise<number>): Promise<void> {
     } else if (e instanceof Error && e.name === "ConfigError") {
       process.stderr.write(sentence(e.message) + "\n");
       process.exitCode = EXIT.usage;
+    } else if (isReadOnlyFs(e) || isNoSpace(e)) {
+      // a file the command must write, on a file system that takes no write
+      const path = (e as NodeJS.ErrnoException).path;
+      const where = typeof path === "string" ? `${path} is on a file system that` : "A file system the command writes to";
+      process.stderr.write(
+        `${where} ${isReadOnlyFs(e) ? "is read-only; remount it read-write" : "has no space left; free space"} and run the command again.\n`,
+      );
+      process.exitCode = EXIT.failed;
     } else {
       process.stderr.write(sentence(e instanceof Error && /^[\w ,.'()/:-]{1,200}$/.test(e.message) ? e.message : "The command failed") + "\n");
       process.exitCode = EXIT.failed;

@@ -3,8 +3,9 @@
 // (test/faults/deps.ts): the embedded store refuses writes with a sentence that says so and
 // goes on reading; it cannot open there again and says why; `svc up` keeps serving reads, the
 // gateway refuses a tenant change with 503, no stack trace reaches the terminal, and a new
-// `svc up` on that directory is refused in one sentence. Skipped with a sentence where such a
-// file system cannot be mounted.
+// `svc up` on that directory is refused in one sentence; the provenance appliance refuses
+// issuance with 503, goes on verifying, and does not start there again. Skipped with a
+// sentence where such a file system cannot be mounted.
 import test from "tape";
 import { join } from "node:path";
 import { createClient } from "../../lib/client.js";
@@ -12,6 +13,7 @@ import { createStore } from "../../lib/index.js";
 import { SvcError } from "../../lib/errors.js";
 import { killUp, spawnUp, startUp, type Up } from "../cli/up-process.js";
 import { svc } from "../cli/helpers.js";
+import { post, sampleArtifact, startApp, type TestApp } from "../provenance/helpers.js";
 import { mountExt4 } from "./deps.js";
 
 const READ_ONLY_WRITE = /^The store's file system is read-only: writes are refused until it is writable again, and reads go on\.$/;
@@ -137,6 +139,47 @@ test("svc up on a data directory that turns read-only: reads served, writes and 
     t.match(fresh.err, /^svc: --data \S+ cannot be created: its file system is read-only\.\n/, "in one sentence");
   } finally {
     await killUp(up);
+    await disk.destroy();
+  }
+});
+
+test("the provenance appliance whose home turns read-only: issuance 503 with a sentence, verification goes on; a restart there exits 1 in one sentence", async (t) => {
+  const disk = await mountExt4(64);
+  if ("skip" in disk) {
+    t.skip(disk.skip);
+    return;
+  }
+  const dir = join(disk.dir, "prov");
+  let app: TestApp | null = null;
+  try {
+    app = await startApp(dir);
+    const issue = (claims: Record<string, unknown>) => post(`${app!.url}/v1/provenance/exact`, { artifact: sampleArtifact, claims }, app!.adminKey);
+    const first = await issue({ i: 0 });
+    t.equal(first.status, 201, "issued before");
+    disk.failToReadOnly();
+    const refused = await issue({ i: 1 });
+    t.equal(refused.status, 503, "issuance: 503");
+    t.equal(refused.json.code, "store_unavailable", "store_unavailable");
+    t.equal(refused.json.detail, "The receipt chain's file system is read-only, so no receipt was issued; retry once it is writable again.", "one sentence");
+    t.equal(refused.headers.get("retry-after"), "30", "Retry-After: 30");
+    const verify = await post(`${app.url}/v1/provenance/verify`, { receipt: first.json });
+    t.equal(verify.status, 200, "verification goes on");
+    t.equal(verify.json.valid, true, "the receipt issued before verifies");
+    await app.close();
+    app = null;
+    const { spawn } = await import("node:child_process");
+    const child = spawn(process.execPath, ["--import", "tsx", "bin/svc-provenance.ts", "serve"], {
+      cwd: new URL("../..", import.meta.url).pathname,
+      env: { ...process.env, SVC_PROVENANCE_HOME: join(dir, "home"), SVC_PROVENANCE_CONFIG: join(dir, "etc", "service.env"), SVC_PROVENANCE_PORT: "0" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let err = "";
+    child.stderr!.on("data", (d) => (err += d));
+    const code = await new Promise<number | null>((r) => child.on("exit", r));
+    t.equal(code, 1, "a restart on the read-only home: exit 1");
+    t.match(err, /^\/\S+ is on a file system that is read-only; remount it read-write and run the command again\.\n$/, "in one sentence naming the path");
+  } finally {
+    await app?.close();
     await disk.destroy();
   }
 });

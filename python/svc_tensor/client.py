@@ -10,6 +10,9 @@ is applied at most once. numpy is the only dependency; HTTP is the standard libr
 keep-alive connection per client. `timeout` bounds each exchange as a whole (connecting,
 sending, the answer's headers and body), and an answer is read in chunks up to what its
 request can produce: a malformed, oversized or late answer is an SvcError of one sentence.
+A float32 or float64 put of `local_compress_bytes` or more (64 MiB by default) is compressed
+here with the engine's TT-SVD (svc_tensor.ttsvd) and sent as TT cores with put_cores, so that
+a tensor past the service's upload limit can be stored.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from . import ttsvd
+
 __all__ = ["Client", "SvcError"]
 
 NAMESPACE = re.compile(r"[A-Za-z0-9_-]{1,255}")
@@ -49,6 +54,10 @@ MAX_DIM = 2**31 - 1
 # bytes entry's serve) up to max_answer_bytes; a dense serve exactly what its headers imply
 ERROR_ANSWER_MAX = 1024 * 1024
 ANSWER_MAX_DEFAULT = 256 * 1024 * 1024
+# a float32/float64 put of this many bytes or more is TT-compressed here (False: never)
+LOCAL_COMPRESS_BYTES_DEFAULT = ttsvd.DEFAULT_LOCAL_COMPRESS_BYTES
+# lib/schemas.ts: the largest max_rank the engine computes
+MAX_RANK_LIMIT = 1024
 READ_CHUNK = 1024 * 1024
 _CODE_OF_STATUS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "version_conflict",
                    413: "payload_too_large", 415: "unsupported_media_type", 422: "idempotency_key_reused", 429: "rate_limited",
@@ -214,6 +223,7 @@ class Client:
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 120.0, max_retries: int = 3,
                  backoff: float = 0.25, max_backoff: float = 30.0, max_answer_bytes: int = ANSWER_MAX_DEFAULT,
+                 local_compress_bytes: int | bool = LOCAL_COMPRESS_BYTES_DEFAULT,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if not isinstance(base_url, str):
             raise _invalid("base_url", "base_url must be a string such as http://127.0.0.1:8080.")
@@ -229,6 +239,9 @@ class Client:
             raise _invalid("max_retries", "max_retries must be an integer from 0 to 20.")
         if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int) or not 1024 <= max_answer_bytes <= 2**48:
             raise _invalid("max_answer_bytes", "max_answer_bytes must be an integer from 1024 to 2**48.")
+        if local_compress_bytes is not False and (isinstance(local_compress_bytes, bool) or not isinstance(local_compress_bytes, (int, np.integer))
+                                                  or local_compress_bytes < 0):
+            raise _invalid("local_compress_bytes", "local_compress_bytes must be an integer of at least 0 (bytes), or False to send every put as it is.")
         self._scheme = u.scheme
         self._host = u.hostname
         self._port = u.port
@@ -239,6 +252,7 @@ class Client:
         self._backoff = float(backoff)
         self._max_backoff = float(max_backoff)
         self._max_answer = max_answer_bytes
+        self._local_from: int | None = None if local_compress_bytes is False else int(local_compress_bytes)
         self._sleep = sleep
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
@@ -491,17 +505,20 @@ class Client:
     def put(self, ns: str, key: str, array: Any, *, tolerance: float | None = None, max_abs_error: float | None = None,
             metadata: dict | None = None, codec: str | None = None, max_rank: int | None = None,
             if_version: int | None = None, idempotency_key: str | None = None) -> dict:
-        """Stores an array (dtype and shape from it) or `bytes`; returns the put answer."""
+        """Stores an array (dtype and shape from it) or `bytes`; returns the put answer. A float32
+        or float64 array of `local_compress_bytes` or more is TT-compressed here under the put's
+        bounds and sent as cores with put_cores, where TT shrinks it at least 1.2 times."""
         self._ns(ns)
         self._key(key)
         tolerance = self._num(tolerance, "tolerance", 0, 1, hi_open=True)
         max_abs_error = self._num(max_abs_error, "max_abs_error", 0)
         if codec is not None and codec not in CODECS:
             raise _invalid("codec", "codec must be one of auto, tt, pred, lossless.")
-        max_rank = self._int(max_rank, "max_rank", 1)
+        max_rank = self._int(max_rank, "max_rank", 1, MAX_RANK_LIMIT)
         if_version = self._int(if_version, "if_version", 0)
         metadata = self._metadata(metadata)
         idem = self._idem(idempotency_key)
+        tried_tt = False
         if isinstance(array, (bytes, bytearray, memoryview)):
             dtype, shape, payload = "bytes", None, bytes(array)
         else:
@@ -515,25 +532,91 @@ class Client:
                 raise _invalid("array", problem)
             if array.dtype.kind == "f" and array.size and not np.isfinite(array).all():
                 raise _invalid("array", "array contains NaN or infinite values; floating data must be finite.")
+            shape = [int(d) for d in array.shape]
+            if dtype in ("float32", "float64") and self._local_from is not None \
+                    and array.nbytes >= max(self._local_from, ttsvd.LOCAL_MIN_COMPRESS_BYTES):
+                tried_tt, local = self._put_tt(ns, key, array, dtype, shape, tolerance, max_abs_error, codec, max_rank,
+                                               if_version, metadata, idem)
+                if local is not None:
+                    return local
             le = array.dtype if array.dtype.itemsize == 1 or dtype == "bfloat16" else array.dtype.newbyteorder("<")
             payload = np.ascontiguousarray(array, dtype=le).tobytes()
-            shape = [int(d) for d in array.shape]
         fields = {"namespace": ns, "key": key, "dtype": dtype, "shape": shape, "tolerance": tolerance,
                   "max_abs_error": max_abs_error, "codec": codec, "max_rank": max_rank, "if_version": if_version}
         meta_text = None
         if metadata is not None:
             # header values must be Latin-1: everything past ASCII is escaped, so that any metadata travels
             meta_text = re.sub(r"[\x7f-\uffff]", lambda m: f"\\u{ord(m.group(0)):04x}", _dumps(metadata))
-        if meta_text is not None and len(meta_text) > METADATA_HEADER_MAX:
-            # servers cap request headers; long metadata goes with the JSON form
-            body = {k: v for k, v in fields.items() if v is not None}
-            body.update(metadata=metadata, data_b64=base64.b64encode(payload).decode("ascii"))
-            return self._json("POST", "/v1/put", json_body=body, write=True, idempotency_key=idem)
-        query = {k: v for k, v in fields.items() if v is not None}
-        if shape is not None:
-            query["shape"] = ",".join(str(d) for d in shape)
-        headers = {"X-SVC-Metadata": meta_text} if meta_text is not None else {}
-        return self._json("POST", "/v1/put", query=query, raw=payload, headers=headers, write=True, idempotency_key=idem)
+        try:
+            if meta_text is not None and len(meta_text) > METADATA_HEADER_MAX:
+                # servers cap request headers; long metadata goes with the JSON form
+                body = {k: v for k, v in fields.items() if v is not None}
+                body.update(metadata=metadata, data_b64=base64.b64encode(payload).decode("ascii"))
+                return self._json("POST", "/v1/put", json_body=body, write=True, idempotency_key=idem)
+            query = {k: v for k, v in fields.items() if v is not None}
+            if shape is not None:
+                query["shape"] = ",".join(str(d) for d in shape)
+            headers = {"X-SVC-Metadata": meta_text} if meta_text is not None else {}
+            return self._json("POST", "/v1/put", query=query, raw=payload, headers=headers, write=True, idempotency_key=idem)
+        except SvcError as e:
+            if e.code != "payload_too_large" or dtype == "bytes":
+                raise
+            tt_allowed = _tt_allowed(codec, tolerance, max_abs_error)
+            raise self._past_the_limit(e, len(payload), dtype, tried_tt, tt_allowed) from None
+
+    def _past_the_limit(self, e: SvcError, nbytes: int, dtype: str, tried_tt: bool, tt_allowed: bool) -> SvcError:
+        """The 413 of a dense put as one sentence: the server's, and the ways to store the tensor."""
+        detail = e.detail[:-1] if e.detail.endswith(".") else e.detail
+        text = f"The tensor of {nbytes} bytes is past the upload limit"
+        if tried_tt:
+            text += f" and TT does not compress it within the put's bounds at a ratio of {ttsvd.LOCAL_MIN_RATIO:g}"
+        text += f": {detail}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway"
+        if dtype in ("float32", "float64"):
+            if tt_allowed and not tried_tt and (self._local_from is None or nbytes < max(self._local_from, ttsvd.LOCAL_MIN_COMPRESS_BYTES)):
+                text += f", or pass local_compress_bytes of at most {nbytes} to this client to send it as TT cores"
+            text += ", or put it with the Node client (createClient) or `svc put`, which can compress it with the prediction codec"
+        return SvcError("payload_too_large", text + ".", e.request_id, e.status, e.retry_after)
+
+    def _put_tt(self, ns: str, key: str, array: np.ndarray, dtype: str, shape: list[int], tolerance: float | None,
+                max_abs_error: float | None, codec: str | None, max_rank: int | None, if_version: int | None,
+                metadata: dict | None, idem: str | None) -> tuple[bool, dict | None]:
+        """A large float32/float64 put compressed here as the Node client does it (lib/client-core.ts,
+        lib/client-compress.ts): TT-SVD under the put's bounds, decoded and measured against the
+        array, and stored with put_cores. Returns whether TT was tried, and the put answer with the
+        verdict, relative_error and max_abs_error measured here in place of put_cores' (which records
+        a given TT as compressed, error 0); None where no TT meets the bounds at a ratio of 1.2 (the
+        array then goes as it is)."""
+        if not _tt_allowed(codec, tolerance, max_abs_error):
+            # the prediction codec's (exact or alone): the engine encodes it from the values
+            return False, None
+        # a tolerance applies where given, or by default where no max_abs_error was given either
+        tol = tolerance if tolerance is not None else (ttsvd.LOCAL_DEFAULT_TOLERANCE if max_abs_error is None else None)
+        floor = ttsvd.tt_floor(array.dtype)
+        if codec == "tt" and tol is not None and tol < floor:
+            raise _invalid("tolerance", f"tolerance {tol:g} is below the TT engine's floor of {floor:g} for {dtype} data; use codec auto or pred.")
+        tt = ttsvd.compress_locally(array, tol, max_abs_error, max_rank)
+        if tt is None:
+            return True, None
+        cores = [{"shape": list(c.shape), "dtype": dtype,
+                  "data_b64": base64.b64encode(np.ascontiguousarray(c, dtype=c.dtype.newbyteorder("<")).tobytes()).decode("ascii")}
+                 for c in tt.cores]
+        body: dict[str, Any] = {"namespace": ns, "key": key, "cores": cores, "shape": shape}
+        if metadata is not None:
+            body["metadata"] = metadata
+        if if_version is not None:
+            body["if_version"] = if_version
+        try:
+            r = self._json("POST", "/v1/put_cores", json_body=body, write=True, idempotency_key=idem)
+        except SvcError as e:
+            if e.code != "payload_too_large":
+                raise
+            stored = tt.nbytes
+            detail = e.detail[:-1] if e.detail.endswith(".") else e.detail
+            raise SvcError("payload_too_large",
+                           f"Even compressed to {stored} bytes of TT cores (ratio {array.nbytes / stored:.1f}), the tensor is past the upload limit: "
+                           f"{detail}; raise SVC_ENGINE_MAX_UPLOAD_BYTES on the engine and the gateway, or allow a larger tolerance or a smaller max_rank.",
+                           e.request_id, e.status, e.retry_after) from None
+        return True, {**r, "verdict": tt.verdict, "compressed": True, "relative_error": tt.relative_error, "max_abs_error": tt.max_abs_error}
 
     def get(self, ns: str, key: str, version: int | None = None) -> dict:
         """Metadata and fingerprint of an entry, without its data."""
@@ -668,6 +751,12 @@ class Client:
         self._ns(ns)
         self._key(key)
         return self._json("DELETE", f"/v1/delete/{ns}/{_enc_path(key)}", write=True, idempotency_key=self._idem(idempotency_key))
+
+
+def _tt_allowed(codec: str | None, tolerance: float | None, max_abs_error: float | None) -> bool:
+    """Whether a put with these options may be TT: codec auto or tt, and no exact bound (codec
+    lossless, a tolerance or max_abs_error of 0 and codec pred are the prediction codec's)."""
+    return (codec or "auto") in ("auto", "tt") and tolerance != 0 and max_abs_error != 0
 
 
 _BAD_SERVE_JSON = "The service answered a serve with a body that is not its JSON form."

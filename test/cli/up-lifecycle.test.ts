@@ -204,7 +204,7 @@ test("svc up --data at a file, under a file or at a dangling link: exit 2, one s
 });
 
 test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be written closes everything and exits 1", async (t) => {
-  const { mountSmallDisk } = await import("../faults/deps.js");
+  const { fillDisk, mountSmallDisk } = await import("../faults/deps.js");
   const disk = await mountSmallDisk(8);
   if ("skip" in disk) {
     t.skip(disk.skip);
@@ -216,16 +216,7 @@ test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be w
     up = await startUp(["--data", data]);
     up.child.kill("SIGINT");
     t.equal(await exitOf(up), 0, "a first run on the empty disk: exit 0");
-    // fill the disk
-    const { open } = await import("node:fs/promises");
-    const fh = await open(join(disk.dir, "fill"), "w");
-    try {
-      for (;;) await fh.write(Buffer.alloc(1 << 20));
-    } catch (e) {
-      t.equal((e as NodeJS.ErrnoException).code, "ENOSPC", "the disk is full");
-    } finally {
-      await fh.close();
-    }
+    t.equal(await fillDisk(join(disk.dir, "fill"), 1 << 20), "ENOSPC", "the disk is full");
     up = await startUp(["--data", data]);
     t.doesNotMatch(up.err, /Another 'svc up'/, "the lock is taken on the full disk");
     const enginePort = Number(new URL(up.engine).port);
@@ -243,7 +234,7 @@ test("svc up on a full disk: starts, and a stop whose usage snapshot cannot be w
 });
 
 test("svc up whose engine.log fills its disk: request lines are dropped, not printed, and the log is written again once there is room", async (t) => {
-  const { mountSmallDisk } = await import("../faults/deps.js");
+  const { fillDisk, mountSmallDisk } = await import("../faults/deps.js");
   const disk = await mountSmallDisk(8);
   if ("skip" in disk) {
     t.skip(disk.skip);
@@ -255,15 +246,7 @@ test("svc up whose engine.log fills its disk: request lines are dropped, not pri
   const requestLine = /"msg":"request"/;
   try {
     up = await startUp(["--data", data]);
-    const { open } = await import("node:fs/promises");
-    const fh = await open(join(disk.dir, "fill"), "w");
-    try {
-      for (;;) await fh.write(Buffer.alloc(1 << 16));
-    } catch (e) {
-      t.equal((e as NodeJS.ErrnoException).code, "ENOSPC", "the disk is full");
-    } finally {
-      await fh.close();
-    }
+    t.equal(await fillDisk(join(disk.dir, "fill")), "ENOSPC", "the disk is full");
     const until = async (what: string, ok: () => Promise<boolean> | boolean) => {
       const deadline = Date.now() + 60_000;
       while (Date.now() < deadline) {

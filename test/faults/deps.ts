@@ -4,6 +4,7 @@
 // tmpfs that can be filled. Every wait is a condition with a deadline.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, chownSync, mkdirSync, writeFileSync } from "node:fs";
+import { open } from "node:fs/promises";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, connect, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -205,6 +206,19 @@ export async function mountSmallDisk(mib: number): Promise<SmallDisk | { skip: s
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Writes blocks of `chunk` bytes into `path` until its file system refuses one; the code of that refusal (ENOSPC on a full disk). */
+export async function fillDisk(path: string, chunk = 64 * 1024): Promise<string | undefined> {
+  const fh = await open(path, "w");
+  const block = Buffer.alloc(chunk, 1);
+  try {
+    for (;;) await fh.write(block);
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code;
+  } finally {
+    await fh.close();
+  }
 }
 
 export interface Ext4Disk {

@@ -4,24 +4,11 @@
 // receipt issued, in this process and after a restart. Skipped with a sentence where a tmpfs
 // cannot be mounted.
 import test from "tape";
-import { open, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { receiptHash } from "../../server/provenance/receipt.js";
-import { mountSmallDisk, type SmallDisk } from "../faults/deps.js";
+import { fillDisk, mountSmallDisk, type SmallDisk } from "../faults/deps.js";
 import { get, post, sampleArtifact, startApp, type TestApp } from "./helpers.js";
-
-/** Fills the file system of `dir` with one file until a write fails for lack of space. */
-async function fill(path: string): Promise<void> {
-  const fh = await open(path, "w");
-  const chunk = Buffer.alloc(64 * 1024);
-  try {
-    for (;;) await fh.write(chunk);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "ENOSPC") throw e;
-  } finally {
-    await fh.close();
-  }
-}
 
 const mounted = await mountSmallDisk(2);
 if ("skip" in mounted) {
@@ -43,7 +30,7 @@ if ("skip" in mounted) {
         t.equal(first.status, 201, "issued before the disk fills");
         acked.push(first.json);
         const filler = join(disk.dir, `fill-${worker ? "w" : "p"}`);
-        await fill(filler);
+        t.equal(await fillDisk(filler), "ENOSPC", "the disk is full");
         // the chain log's last page may still take some lines: issue until the disk answers
         let refused: Awaited<ReturnType<typeof issue>> | null = null;
         for (let i = 1; i <= 5000 && refused === null; i++) {

@@ -311,6 +311,52 @@ function where(url: string): string {
 }
 
 /**
+ * A write transaction's payload writes, added to its batch: each payload stored (its row, then
+ * its chunks) or removed (its chunks, then its row).
+ */
+function addPayloadWrites(w: WriteBatch, payloadOps: Iterable<{ tenant: string; id: string; bytes?: Uint8Array }>): void {
+  // payload rows in one order, so that two batches naming the same payloads lock them alike
+  const ops = [...payloadOps].sort((a, b) => (a.tenant === b.tenant ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.tenant < b.tenant ? -1 : 1));
+  for (const op of ops) {
+    if (op.bytes) {
+      const bytes = op.bytes;
+      const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
+      const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const chunk = (seq: number) => buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES));
+      // a payload the tenant holds already has its row rewritten as it is (a new row version):
+      // compact removes an unused payload only while its row is the one it saw unused, so a
+      // payload this put names again after compact looked is kept (PostgresBackend.compact)
+      const row = `INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer)
+        ON CONFLICT (tenant_id, sha256) DO UPDATE SET bytes = payloads.bytes RETURNING 1`;
+      if (chunks === 1) {
+        // the chunk after its payload row (in the same statement); a chunk the tenant holds
+        // already (or one a concurrent put is inserting: its row waits) is deduplicated
+        const p = w.add(row, [op.tenant, op.id, bytes.byteLength, chunks], 1);
+        w.add(
+          `INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p}) ON CONFLICT DO NOTHING`,
+          [op.tenant, op.id, 0, chunk(0)],
+        );
+      } else {
+        // a statement per chunk (MAX_STATEMENT_BYTES); a chunk of a payload the tenant holds
+        // already (or that a concurrent put is inserting: its row waits) is left as it is
+        w.add(row, [op.tenant, op.id, bytes.byteLength, chunks]);
+        for (let seq = 0; seq < chunks; seq++) {
+          w.add("INSERT INTO payload_chunks (tenant_id, sha256, seq, data) VALUES ($::text, $::text, $::integer, $::bytea) ON CONFLICT DO NOTHING", [
+            op.tenant,
+            op.id,
+            seq,
+            chunk(seq),
+          ]);
+        }
+      }
+    } else {
+      w.add("DELETE FROM payload_chunks WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
+      w.add("DELETE FROM payloads WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
+    }
+  }
+}
+
+/**
  * Creates the tables or migrates them to SCHEMA_VERSION (once, under an advisory lock, when
  * several engines start together), and refuses a database of a newer schema.
  */
@@ -780,45 +826,7 @@ export class PostgresBackend implements StorageBackend {
     // the writes, as data-modifying CTEs of as few statements as possible (one for a put):
     // each round trip on a busy server costs more than the statement
     const w = new WriteBatch(c);
-    // payload rows in one order, so that two batches naming the same payloads lock them alike
-    const ops = [...payloadOps.values()].sort((a, b) => (a.tenant === b.tenant ? (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : a.tenant < b.tenant ? -1 : 1));
-    for (const op of ops) {
-      if (op.bytes) {
-        const bytes = op.bytes;
-        const chunks = Math.max(1, Math.ceil(bytes.byteLength / CHUNK_BYTES));
-        const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-        const chunk = (seq: number) => buf.subarray(seq * CHUNK_BYTES, Math.min(buf.byteLength, (seq + 1) * CHUNK_BYTES));
-        // a payload the tenant holds already has its row rewritten as it is (a new row version):
-        // compact removes an unused payload only while its row is the one it saw unused, so a
-        // payload this put names again after compact looked is kept (PostgresBackend.compact)
-        const row = `INSERT INTO payloads (tenant_id, sha256, bytes, chunks) VALUES ($::text, $::text, $::bigint, $::integer)
-          ON CONFLICT (tenant_id, sha256) DO UPDATE SET bytes = payloads.bytes RETURNING 1`;
-        if (chunks === 1) {
-          // the chunk after its payload row (in the same statement); a chunk the tenant holds
-          // already (or one a concurrent put is inserting: its row waits) is deduplicated
-          const p = w.add(row, [op.tenant, op.id, bytes.byteLength, chunks], 1);
-          w.add(
-            `INSERT INTO payload_chunks (tenant_id, sha256, seq, data) SELECT $::text, $::text, $::integer, $::bytea WHERE EXISTS (SELECT 1 FROM ${p}) ON CONFLICT DO NOTHING`,
-            [op.tenant, op.id, 0, chunk(0)],
-          );
-        } else {
-          // a statement per chunk (MAX_STATEMENT_BYTES); a chunk of a payload the tenant holds
-          // already (or that a concurrent put is inserting: its row waits) is left as it is
-          w.add(row, [op.tenant, op.id, bytes.byteLength, chunks]);
-          for (let seq = 0; seq < chunks; seq++) {
-            w.add("INSERT INTO payload_chunks (tenant_id, sha256, seq, data) VALUES ($::text, $::text, $::integer, $::bytea) ON CONFLICT DO NOTHING", [
-              op.tenant,
-              op.id,
-              seq,
-              chunk(seq),
-            ]);
-          }
-        }
-      } else {
-        w.add("DELETE FROM payload_chunks WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
-        w.add("DELETE FROM payloads WHERE tenant_id = $::text AND sha256 = $::text", [op.tenant, op.id]);
-      }
-    }
+    addPayloadWrites(w, payloadOps.values());
     for (const [k, st] of staged) {
       const f = FAMILIES[st.key[0] as string]!;
       const ids = st.key.slice(1) as unknown[];

@@ -192,6 +192,77 @@ function parsePut(url: string, metadataHeader: string | undefined): { query: Put
 }
 
 /**
+ * The fast path's tenant of a request: its key (Authorization: Bearer) and X-SVC-Tenant pass,
+ * else null. Authorization headers that passed are compared in constant time instead of hashed
+ * again (the gateway sends the same header on every request); as many as the engine has keys.
+ */
+function tenantCheck(config: EngineConfig): (req: IncomingMessage) => string | null {
+  const digests = config.api_key_digests;
+  const passed: Buffer[] = [];
+  const authorised = (h: string | undefined): boolean => {
+    if (!config.require_auth) return true;
+    if (h === undefined) return false;
+    const header = Buffer.from(h, "latin1");
+    for (const p of passed) if (p.byteLength === header.byteLength && timingSafeEqual(p, header)) return true;
+    const m = BEARER.exec(h);
+    if (!m) return false;
+    const given = createHash("sha256").update(m[1]!, "utf8").digest();
+    let ok = false;
+    for (const d of digests) ok = timingSafeEqual(given, d) || ok;
+    if (ok && passed.length < digests.length) passed.push(header);
+    return ok;
+  };
+  return (req) => {
+    const h = req.headers;
+    if (!authorised(h.authorization)) return null;
+    const t = h["x-svc-tenant"];
+    return isTenantId(t) ? t : null;
+  };
+}
+
+/** The fast path's route of a request it takes (with what it needs of the request), or null. */
+function takeRequest(req: IncomingMessage, tenantOf: (req: IncomingMessage) => string | null): Taken | null {
+  const url = req.url!;
+  const h = req.headers;
+  if (req.method === "POST" && url === "/v1/serve") {
+    // a JSON body of a stated length, no Idempotency-Key (its hash would be taken), and an
+    // Accept header read the same by Express's negotiation without q-values
+    const len = h["content-length"];
+    if (len === undefined || len === "0" || h["transfer-encoding"] !== undefined || h["idempotency-key"] !== undefined) return null;
+    if (!JSON_CONTENT.test(h["content-type"] ?? "")) return null;
+    try {
+      checkJsonCharset(req);
+    } catch {
+      return null;
+    }
+    const accept = h.accept;
+    const octet = accept === "application/octet-stream";
+    if (!octet && accept !== undefined && accept !== "application/json" && accept !== "*/*") return null;
+    const tenant = tenantOf(req);
+    return tenant === null ? null : { route: "serve", tenant, octet };
+  }
+  if (req.method === "POST" && url.startsWith(PUT_PREFIX)) {
+    // raw bytes of a stated length, sent as they are, without an Idempotency-Key
+    const len = h["content-length"];
+    if (len === undefined || len === "0" || h["transfer-encoding"] !== undefined || h["content-encoding"] !== undefined) return null;
+    if (h["content-type"] !== "application/octet-stream" || h["idempotency-key"] !== undefined || url.includes("#")) return null;
+    const tenant = tenantOf(req);
+    if (tenant === null) return null;
+    const mh = h["x-svc-metadata"];
+    if (Array.isArray(mh)) return null;
+    const p = parsePut(url, mh);
+    return p === null ? null : { route: "put", tenant, ...p };
+  }
+  if (req.method !== "GET") return null;
+  if (!url.startsWith(GET_PREFIX) || url.includes("#")) return null;
+  if (h["content-length"] !== undefined || h["transfer-encoding"] !== undefined) return null;
+  const t = tenantOf(req);
+  if (t === null) return null;
+  const g = parseGet(url);
+  return g === null ? null : { route: "get", tenant: t, ...g };
+}
+
+/**
  * The fast path of the engine: returns a handler that answers a request it takes and returns
  * true, or returns false having done nothing.
  */
@@ -213,72 +284,7 @@ export function engineFastPath(deps: {
     }
     return v;
   };
-  const digests = config.api_key_digests;
-  // Authorization headers that passed, compared in constant time instead of hashed again (the
-  // gateway sends the same header on every request); as many as the engine has keys
-  const passed: Buffer[] = [];
-  const authorised = (h: string | undefined): boolean => {
-    if (!config.require_auth) return true;
-    if (h === undefined) return false;
-    const header = Buffer.from(h, "latin1");
-    for (const p of passed) if (p.byteLength === header.byteLength && timingSafeEqual(p, header)) return true;
-    const m = BEARER.exec(h);
-    if (!m) return false;
-    const given = createHash("sha256").update(m[1]!, "utf8").digest();
-    let ok = false;
-    for (const d of digests) ok = timingSafeEqual(given, d) || ok;
-    if (ok && passed.length < digests.length) passed.push(header);
-    return ok;
-  };
-
-  /** The tenant of a request whose key and X-SVC-Tenant pass, else null. */
-  const tenantOf = (req: IncomingMessage): string | null => {
-    const h = req.headers;
-    if (!authorised(h.authorization)) return null;
-    const t = h["x-svc-tenant"];
-    return isTenantId(t) ? t : null;
-  };
-
-  const take = (req: IncomingMessage): Taken | null => {
-    const url = req.url!;
-    const h = req.headers;
-    if (req.method === "POST" && url === "/v1/serve") {
-      // a JSON body of a stated length, no Idempotency-Key (its hash would be taken), and an
-      // Accept header read the same by Express's negotiation without q-values
-      const len = h["content-length"];
-      if (len === undefined || len === "0" || h["transfer-encoding"] !== undefined || h["idempotency-key"] !== undefined) return null;
-      if (!JSON_CONTENT.test(h["content-type"] ?? "")) return null;
-      try {
-        checkJsonCharset(req);
-      } catch {
-        return null;
-      }
-      const accept = h.accept;
-      const octet = accept === "application/octet-stream";
-      if (!octet && accept !== undefined && accept !== "application/json" && accept !== "*/*") return null;
-      const tenant = tenantOf(req);
-      return tenant === null ? null : { route: "serve", tenant, octet };
-    }
-    if (req.method === "POST" && url.startsWith(PUT_PREFIX)) {
-      // raw bytes of a stated length, sent as they are, without an Idempotency-Key
-      const len = h["content-length"];
-      if (len === undefined || len === "0" || h["transfer-encoding"] !== undefined || h["content-encoding"] !== undefined) return null;
-      if (h["content-type"] !== "application/octet-stream" || h["idempotency-key"] !== undefined || url.includes("#")) return null;
-      const tenant = tenantOf(req);
-      if (tenant === null) return null;
-      const mh = h["x-svc-metadata"];
-      if (Array.isArray(mh)) return null;
-      const p = parsePut(url, mh);
-      return p === null ? null : { route: "put", tenant, ...p };
-    }
-    if (req.method !== "GET") return null;
-    if (!url.startsWith(GET_PREFIX) || url.includes("#")) return null;
-    if (h["content-length"] !== undefined || h["transfer-encoding"] !== undefined) return null;
-    const t = tenantOf(req);
-    if (t === null) return null;
-    const g = parseGet(url);
-    return g === null ? null : { route: "get", tenant: t, ...g };
-  };
+  const tenantOf = tenantCheck(config);
 
   /** The error body of server/http/errors.ts sendError, and the log line of a 5xx. */
   const fail = (res: ServerResponse, id: string, err: unknown): void => {
@@ -314,7 +320,7 @@ export function engineFastPath(deps: {
   };
 
   return (req, res) => {
-    const taken = take(req);
+    const taken = takeRequest(req, tenantOf);
     if (!taken) return false;
     const t0 = performance.now();
     const id = requestIdFrom(req.headers["x-request-id"]);

@@ -43,53 +43,64 @@ export interface StartOptions {
   closeGraceMs?: number;
 }
 
-export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
-  const clock = opts.clock ?? systemClock;
-  let redis: RedisHandle | null = null;
-  let registry: TenantRegistry;
-  let usage: UsageStore;
-  let limiter: RateLimiter;
-  let admission: Admission | undefined;
-  let authThrottle: AuthThrottle;
-  let keyUsageStore: KeyUsageStore;
+/** The gateway's shared state: on Redis when SVC_GATE_REDIS_URL is set, else in memory and files under its data directory. */
+interface GatewayState {
+  redis: RedisHandle | null;
+  registry: TenantRegistry;
+  usage: UsageStore;
+  limiter: RateLimiter;
+  admission: Admission | undefined;
+  authThrottle: AuthThrottle;
+  keyUsageStore: KeyUsageStore;
+}
+
+async function openState(config: GatewayConfig, clock: Clock, opts: StartOptions): Promise<GatewayState> {
   const failSpec = { limit: config.limits.authFailLimit, windowMs: config.limits.authFailWindowS * 1000 };
   if (config.redis) {
     // One server, a master behind sentinels, or a cluster (redis-ha.ts); on a cluster each
     // tenant's keys carry a {tenant} hash tag so that its scripts run on one slot.
     // A Redis that does not answer yet is waited for: requests needing it are 503
     // state_unavailable and /gate/health says store_connected false until it does.
-    redis = await (opts.openRedis ?? ((t: RedisTarget) => openRedis(t, { whenUp: true })))(config.redis);
+    const redis = await (opts.openRedis ?? ((t: RedisTarget) => openRedis(t, { whenUp: true })))(config.redis);
     const tags = config.redis.kind === "cluster";
-    const redisRegistry = new RedisTenantRegistry(redis, config.redisPrefix, tags);
-    registry = redisRegistry;
+    const registry = new RedisTenantRegistry(redis, config.redisPrefix, tags);
     // A charge Redis receives after the gateway stopped waiting for it is refused (meter.ts):
     // the usage store and the admission share one estimate of Redis's clock.
     const deadlines = new ChargeDeadlines(redis, config.redis.timeoutMs);
-    usage = new RedisUsageStore(redis, config.redisPrefix, tags, deadlines);
-    limiter = new RedisRateLimiter(redis, config.redisPrefix, tags);
-    // One round trip per request before forwarding: cached records confirmed by one script.
-    admission = new RedisAdmission(redis, redisRegistry, config.redisPrefix, undefined, tags, deadlines);
-    authThrottle = new RedisAuthThrottle(redis, config.redisPrefix, failSpec, clock);
-    keyUsageStore = new RedisKeyUsageStore(redis, config.redisPrefix, tags);
-  } else {
-    authThrottle = new MemoryAuthThrottle(failSpec, clock);
-    registry = await LocalFileTenantRegistry.open(config.dataDir);
-    // an operator sees snapshots start failing (a full disk) and written again, once each
-    usage = await LocalFileUsageStore.open(config.dataDir, undefined, {
-      onSnapshot: (c) =>
-        stderrLog(
-          c.written
-            ? { level: "info", msg: "usage snapshot written again" }
-            : {
-                level: "warn",
-                msg: "usage snapshot could not be written; retrying (1 s, then up to every 30 s)",
-                error: (c.error as NodeJS.ErrnoException).code ?? c.error.name,
-              },
-        ),
-    });
-    limiter = new MemoryRateLimiter(clock);
-    keyUsageStore = await LocalFileKeyUsageStore.open(config.dataDir);
+    return {
+      redis,
+      registry,
+      usage: new RedisUsageStore(redis, config.redisPrefix, tags, deadlines),
+      limiter: new RedisRateLimiter(redis, config.redisPrefix, tags),
+      // One round trip per request before forwarding: cached records confirmed by one script.
+      admission: new RedisAdmission(redis, registry, config.redisPrefix, undefined, tags, deadlines),
+      authThrottle: new RedisAuthThrottle(redis, config.redisPrefix, failSpec, clock),
+      keyUsageStore: new RedisKeyUsageStore(redis, config.redisPrefix, tags),
+    };
   }
+  const authThrottle = new MemoryAuthThrottle(failSpec, clock);
+  const registry = await LocalFileTenantRegistry.open(config.dataDir);
+  // an operator sees snapshots start failing (a full disk) and written again, once each
+  const usage = await LocalFileUsageStore.open(config.dataDir, undefined, {
+    onSnapshot: (c) =>
+      stderrLog(
+        c.written
+          ? { level: "info", msg: "usage snapshot written again" }
+          : {
+              level: "warn",
+              msg: "usage snapshot could not be written; retrying (1 s, then up to every 30 s)",
+              error: (c.error as NodeJS.ErrnoException).code ?? c.error.name,
+            },
+      ),
+  });
+  const limiter = new MemoryRateLimiter(clock);
+  const keyUsageStore = await LocalFileKeyUsageStore.open(config.dataDir);
+  return { redis: null, registry, usage, limiter, admission: undefined, authThrottle, keyUsageStore };
+}
+
+export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
+  const clock = opts.clock ?? systemClock;
+  const { redis, registry, usage, limiter, admission, authThrottle, keyUsageStore } = await openState(config, clock, opts);
   const keyUsage = new KeyUsageTracker(keyUsageStore);
   let audit: AuditSink;
   try {

@@ -347,6 +347,45 @@ function readJsonFile(files: Map<string, Buffer>, name: string): { value: unknow
   }
 }
 
+/** Check bundle_files: exactly the seven files of evidence version 1, every one UTF-8 text. */
+function checkBundleFiles(files: Map<string, Buffer>): Omit<Check, "name"> {
+  const names = [...files.keys()];
+  const missing = BUNDLE_FILES.filter((n) => !files.has(n));
+  const extra = names.filter((n) => !(BUNDLE_FILES as readonly string[]).includes(n));
+  if (missing.length) return { ok: false, detail: `The bundle lacks ${missing.join(", ")}.` };
+  if (extra.length)
+    return {
+      ok: false,
+      detail: `The bundle has unexpected files: ${extra
+        .slice(0, 5)
+        .map((n) => JSON.stringify(n.slice(0, 80)))
+        .join(", ")}.`,
+    };
+  // every file is text (JSON, the manifest, base64): RFC 8259 JSON is UTF-8
+  const notText = BUNDLE_FILES.find((n) => !isUtf8(files.get(n)!));
+  if (notText) return { ok: false, detail: `${notText} is not valid UTF-8.` };
+  return { ok: true, detail: "The bundle holds exactly the seven files of evidence version 1." };
+}
+
+/** Check manifest: MANIFEST.sha256 lists the hashed files in order, each with its SHA-256. */
+function checkManifest(files: Map<string, Buffer>): Omit<Check, "name"> {
+  const m = files.get("MANIFEST.sha256");
+  if (!m) return { ok: false, detail: "MANIFEST.sha256 is missing." };
+  const expected = HASHED_FILES.map((n) => `${sha256Hex(files.get(n) ?? Buffer.alloc(0))}  ${n}\n`).join("");
+  const lines = m.toString("utf8");
+  const listed = lines
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => l.slice(66));
+  if (listed.join(",") !== HASHED_FILES.join(",")) return { ok: false, detail: "MANIFEST.sha256 does not list exactly the bundle's files in order." };
+  for (const n of HASHED_FILES) if (!files.has(n)) return { ok: false, detail: `${n} is missing.` };
+  if (lines !== expected) {
+    const bad = HASHED_FILES.find((n, i) => lines.split("\n")[i] !== `${sha256Hex(files.get(n)!)}  ${n}`);
+    return { ok: false, detail: bad ? `The SHA-256 of ${bad} does not match MANIFEST.sha256.` : "MANIFEST.sha256 is malformed." };
+  }
+  return { ok: true, detail: "Every file matches its SHA-256 in MANIFEST.sha256." };
+}
+
 /** Verifies the files of a bundle; never throws. */
 export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptions): BundleVerifyResult {
   const checks: Check[] = [];
@@ -363,24 +402,7 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
     return r.ok === true;
   };
 
-  run("bundle_files", () => {
-    const names = [...files.keys()];
-    const missing = BUNDLE_FILES.filter((n) => !files.has(n));
-    const extra = names.filter((n) => !(BUNDLE_FILES as readonly string[]).includes(n));
-    if (missing.length) return { ok: false, detail: `The bundle lacks ${missing.join(", ")}.` };
-    if (extra.length)
-      return {
-        ok: false,
-        detail: `The bundle has unexpected files: ${extra
-          .slice(0, 5)
-          .map((n) => JSON.stringify(n.slice(0, 80)))
-          .join(", ")}.`,
-      };
-    // every file is text (JSON, the manifest, base64): RFC 8259 JSON is UTF-8
-    const notText = BUNDLE_FILES.find((n) => !isUtf8(files.get(n)!));
-    if (notText) return { ok: false, detail: `${notText} is not valid UTF-8.` };
-    return { ok: true, detail: "The bundle holds exactly the seven files of evidence version 1." };
-  });
+  run("bundle_files", () => checkBundleFiles(files));
 
   run("evidence_version", () => {
     const meta = parseJson(files, "signature-metadata.json") as Record<string, unknown>;
@@ -401,23 +423,7 @@ export function verifyBundle(files: Map<string, Buffer>, opts: BundleVerifyOptio
     return { ok: true, detail: `Evidence version ${EVIDENCE_VERSION}, ${ALGORITHM}, ${CANONICALIZATION}.` };
   });
 
-  run("manifest", () => {
-    const m = files.get("MANIFEST.sha256");
-    if (!m) return { ok: false, detail: "MANIFEST.sha256 is missing." };
-    const expected = HASHED_FILES.map((n) => `${sha256Hex(files.get(n) ?? Buffer.alloc(0))}  ${n}\n`).join("");
-    const lines = m.toString("utf8");
-    const listed = lines
-      .split("\n")
-      .filter(Boolean)
-      .map((l) => l.slice(66));
-    if (listed.join(",") !== HASHED_FILES.join(",")) return { ok: false, detail: "MANIFEST.sha256 does not list exactly the bundle's files in order." };
-    for (const n of HASHED_FILES) if (!files.has(n)) return { ok: false, detail: `${n} is missing.` };
-    if (lines !== expected) {
-      const bad = HASHED_FILES.find((n, i) => lines.split("\n")[i] !== `${sha256Hex(files.get(n)!)}  ${n}`);
-      return { ok: false, detail: bad ? `The SHA-256 of ${bad} does not match MANIFEST.sha256.` : "MANIFEST.sha256 is malformed." };
-    }
-    return { ok: true, detail: "Every file matches its SHA-256 in MANIFEST.sha256." };
-  });
+  run("manifest", () => checkManifest(files));
 
   run("signer_key", () => {
     const doc = pubKeyDoc.safeParse(parseJson(files, "signer-public-key.json"));

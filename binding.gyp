@@ -23,6 +23,7 @@
         "native/svd.cc",
         "native/threads.cc",
         "native/tt.cc",
+        "native/tt_dot.cc",
         "native/device_none.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

@@ -1,6 +1,7 @@
 // Dense contraction of a chain of TT cores (two dense halves and one GEMM), shared by compress, reconstruct and dot.
 #pragma once
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <vector>
 

@@ -1,8 +1,10 @@
 // Helpers shared by the TT files: kernel dot products, sums of squares, checked sizes, a seeded generator.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -55,6 +57,53 @@ inline double lr_sqdiffk(size_t m, size_t w, size_t r, const double* L, size_t l
 }
 
 constexpr size_t kChunk = 1 << 18;
+
+// Magnitudes below this are taken for an underflow of a product (rescaled and done again).
+constexpr double kTiny = 0x1.0p-900;
+
+// Largest magnitude of n values; NaN when one is NaN or infinite.
+template <typename T>
+double max_abs_of(const T* x, size_t n) {
+  double m = 0;
+  bool bad = false;
+  for (size_t i = 0; i < n; ++i) {
+    const double v = std::fabs(double(x[i]));
+    bad |= !(v <= std::numeric_limits<double>::max());
+    m = v > m ? v : m;
+  }
+  return bad ? std::numeric_limits<double>::quiet_NaN() : m;
+}
+
+// Copies of the cores, each multiplied by the power of two that brings its largest magnitude
+// into [1, 2) (exact); the powers' sum goes to e. False where a core is zero (the product is 0);
+// NaN in e's place is signalled by nonfinite.
+template <typename T>
+bool scaled_cores(const std::vector<const T*>& c, const std::vector<size_t>& r, const std::vector<size_t>& modes,
+                  std::vector<std::vector<T>>& out, long& e, bool& nonfinite) {
+  out.resize(c.size());
+  for (size_t k = 0; k < c.size(); ++k) {
+    const size_t len = r[k] * modes[k] * r[k + 1];
+    const double m = max_abs_of(c[k], len);
+    if (std::isnan(m)) {
+      nonfinite = true;
+      return false;
+    }
+    if (m == 0) return false;
+    const int p = std::ilogb(m);
+    const double f1 = std::ldexp(1.0, -p / 2), f2 = std::ldexp(1.0, -p - (-p / 2));
+    out[k].resize(len);
+    for (size_t i = 0; i < len; ++i) out[k][i] = static_cast<T>(double(c[k][i]) * f1 * f2);
+    e += p;
+  }
+  return true;
+}
+
+template <typename T>
+std::vector<const T*> ptrs_of(const std::vector<std::vector<T>>& v) {
+  std::vector<const T*> p;
+  for (auto& x : v) p.push_back(x.data());
+  return p;
+}
 
 template <typename T>
 double sumsq(const T* x, size_t n) {

@@ -5,7 +5,7 @@
 // type-checks the web console against the server's types and, when clang-format is on PATH,
 // checks that native/ is formatted as .clang-format says.
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
 const root = new URL("../..", import.meta.url).pathname;
@@ -99,3 +99,11 @@ if (probe.error || probe.status !== 0) {
 } else {
   run("clang-format", ["--style=file", "--dry-run", "-Werror", ...nativeFiles()], root);
 }
+
+// No native file over 900 lines: a file that grows past it is split by concept.
+const MAX_NATIVE_LINES = 900;
+const long = nativeFiles()
+  .map((f) => [f, readFileSync(join(root, f), "utf8").split("\n").length - 1])
+  .filter(([, n]) => n > MAX_NATIVE_LINES);
+for (const [f, n] of long) console.error(`lint: ${f} has ${n} lines, more than ${MAX_NATIVE_LINES}; split it by concept.`);
+if (long.length > 0) process.exit(1);

@@ -245,7 +245,7 @@ async function redisLinkFigures(clusterNodes: string[] | null, prefix: string, m
 async function keyCheckFigures(): Promise<void> {
   const { checkGrant, confirmKey, createScopedKey, MAX_KEYS_PER_TENANT } = await import("../server/gateway/keys.js");
   const { MemoryTenantRegistry } = await import("../server/gateway/tenants.js");
-  const { sha256Hex } = await import("../server/gateway/auth.js");
+  const { sha256Hex } = await import("../lib/sha256.js");
   const reg = new MemoryTenantRegistry();
   const tenant = (id: string, key: string) => ({
     tenant_id: id,

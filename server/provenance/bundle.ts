@@ -14,13 +14,13 @@ import {
   RECEIPT_SCHEMA,
   artifactSchema,
   pae,
-  sha256Hex,
   verifyReceipt,
   type Check,
   type KnownKey,
   type Receipt,
   type VerifyResult,
 } from "./receipt.js";
+import { sha256Hex } from "../../lib/sha256.js";
 import { JsonSyntaxError, JsonTooManyValuesError, problemSentence, readJson, type JsonProblem } from "../http/json.js";
 import { ALGORITHM, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
 

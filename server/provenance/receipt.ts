@@ -3,6 +3,7 @@
 // docs/provenance.md. Shared by the appliance and the offline verifiers.
 import { createHash, randomUUID } from "node:crypto";
 import { LOWERCASE_UUID } from "../http/request-id.js";
+import { sha256Hex } from "../../lib/sha256.js";
 import canonicalize from "canonicalize";
 import { z } from "zod";
 import { ALGORITHM, SIGNATURE_BYTES, fingerprintOf, type MlDsaBackend, type Signer } from "./signer.js";
@@ -159,10 +160,6 @@ export function canonicalString(v: unknown): string {
 /** RFC 8785 canonical JSON (UTF-8 bytes); throws when `v` is not I-JSON. */
 export function canonicalBytes(v: unknown): Buffer {
   return Buffer.from(canonicalString(v), "utf8");
-}
-
-export function sha256Hex(b: Uint8Array | string): string {
-  return createHash("sha256").update(b).digest("hex");
 }
 
 /** The receipt without its `signature` member. */

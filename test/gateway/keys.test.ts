@@ -5,7 +5,7 @@ import test from "tape";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { sha256Hex } from "../../server/gateway/auth.js";
+import { sha256Hex } from "../../lib/sha256.js";
 import { KeyUsageTracker, LocalFileKeyUsageStore, MemoryKeyUsageStore, RedisKeyUsageStore } from "../../server/gateway/key-usage.js";
 import { createScopedKey, MAX_KEYS_PER_TENANT, revokeScopedKey } from "../../server/gateway/keys.js";
 import { LocalFileTenantRegistry, MemoryTenantRegistry, RedisTenantRegistry, type TenantRecord, type TenantRegistry } from "../../server/gateway/tenants.js";

@@ -8,7 +8,8 @@ import { spawn } from "node:child_process";
 import { loadGatewayConfig } from "../../server/gateway/config.js";
 import { startGateway } from "../../server/gateway/server.js";
 import { LocalFileTenantRegistry } from "../../server/gateway/tenants.js";
-import { generateApiKey, sha256Hex } from "../../server/gateway/auth.js";
+import { generateApiKey } from "../../server/gateway/auth.js";
+import { sha256Hex } from "../../lib/sha256.js";
 import { admin, call, SERVICE_KEY, startFakeEngine } from "./helpers.js";
 
 const AUDIT_FIELDS = ["ts", "tenant_id", "method", "path", "namespace", "status", "cus", "latency_ms", "request_id", "key_id"];

@@ -5,7 +5,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConflictError, NotFoundError } from "../../lib/errors.js";
-import { sha256Hex } from "../../server/gateway/auth.js";
+import { sha256Hex } from "../../lib/sha256.js";
 import { LocalFileTenantRegistry, RedisTenantRegistry, type TenantRecord, type TenantRegistry } from "../../server/gateway/tenants.js";
 import { redisFor, uniquePrefix } from "./helpers.js";
 

@@ -13,7 +13,8 @@ import {
   writeZip,
   type BundleVerifyOptions,
 } from "../../server/provenance/bundle.js";
-import { artifactDigest, buildReceipt, sha256Hex, verifyReceipt } from "../../server/provenance/receipt.js";
+import { artifactDigest, buildReceipt, verifyReceipt } from "../../server/provenance/receipt.js";
+import { sha256Hex } from "../../lib/sha256.js";
 import { createBackend, createSigner } from "../../server/provenance/signer.js";
 import { tempDir } from "./helpers.js";
 import { FFFD, FFFD_CLAIMS, INVALID_UTF8, insertAfter, resigned, withForm } from "./utf8-forms.js";

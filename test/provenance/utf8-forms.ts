@@ -3,7 +3,8 @@
 // of the same number of U+FFFD in a genuine signed text, they decode with replacement to that
 // very text, so a verifier that replaced them would take bytes nobody signed as the signed text.
 import { MANIFEST_PAYLOAD_TYPE } from "../../server/provenance/bundle.js";
-import { pae, sha256Hex } from "../../server/provenance/receipt.js";
+import { pae } from "../../server/provenance/receipt.js";
+import { sha256Hex } from "../../lib/sha256.js";
 import type { Signer } from "../../server/provenance/signer.js";
 
 export const FFFD = "\ufffd";

@@ -358,6 +358,14 @@ export function serviceKey(io: Io, dataDir: string | undefined): string {
 }
 
 const UNITS = ["B", "kB", "MB", "GB", "TB"];
+/**
+ * A value the user typed, in single quotes for a message; past 80 characters it is cut to its
+ * first 59 and says how long it was, so that one argument cannot flood the terminal.
+ */
+export function shown(v: string): string {
+  return v.length > 80 ? `'${v.slice(0, 59)}... (${v.length} characters)` : `'${v}'`;
+}
+
 /** Decimal byte count, 3 significant digits: 1234567 → "1.23 MB". */
 export function fmtBytes(n: number): string {
   let i = 0;

@@ -14,7 +14,20 @@ import { compileFilter } from "../../lib/filter.js";
 import type { PutOptions } from "../../lib/schemas.js";
 import type { DeleteResult, EntryInfo, ListResult, PutResult, SearchResult, TopkResult } from "../../lib/store/types.js";
 import { transferBar, type TransferBar } from "./transfer.js";
-import { apiKeyOf, fmtBytes, gatewayUrl, readInput, intFlag, MAX_STREAM_INPUT_BYTES, numFlag, parse, UsageError, type Io, type Values } from "./common.js";
+import {
+  apiKeyOf,
+  fmtBytes,
+  gatewayUrl,
+  readInput,
+  intFlag,
+  MAX_STREAM_INPUT_BYTES,
+  numFlag,
+  parse,
+  shown,
+  UsageError,
+  type Io,
+  type Values,
+} from "./common.js";
 
 const ENV_LINE = "Tenant key in SVC_API_KEY; gateway at SVC_GATE_URL (default http://127.0.0.1:8080).";
 
@@ -119,7 +132,7 @@ export function dataClient(io: Io, patient = false, bar?: TransferBar, localComp
 
 export function checkName(kind: "namespace" | "key", v: string): string {
   const problem = kind === "namespace" ? namespaceProblem(v) : keyProblem(v);
-  if (problem !== null) throw new UsageError(`Invalid ${kind} '${v}': ${problem}.`);
+  if (problem !== null) throw new UsageError(`Invalid ${kind} ${shown(v)}: ${problem}.`);
   return v;
 }
 

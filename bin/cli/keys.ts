@@ -28,7 +28,10 @@ function checked<S extends z.ZodType>(schema: S, v: unknown, what: string): z.ou
   const r = schema.safeParse(v);
   if (r.success) return r.data;
   const msg = r.error.issues[0]!.message.replace(/\.$/, "");
-  throw new UsageError(`Invalid ${what} ${JSON.stringify(v).slice(0, 80)}: ${msg}.`);
+  const text = JSON.stringify(v) ?? String(v);
+  // a long value is cut, and says how long it was, rather than left with its quote open
+  const display = text.length > 80 ? `${text.slice(0, 60)}... (${typeof v === "string" ? v.length : text.length} characters)` : text;
+  throw new UsageError(`Invalid ${what} ${display}: ${msg}.`);
 }
 
 interface KeyRow {

@@ -39,6 +39,7 @@ test("cli: usage errors exit 2 with one sentence on stderr and a hint", async (t
     [["put", "ns", "k", "f", "--max-rank", "0"], { SVC_API_KEY: "k" }, /--max-rank must be a whole number/],
     [["put", "bad ns", "k", "f"], { SVC_API_KEY: "k" }, /Invalid namespace 'bad ns'/],
     [["get", "ns", "a//b"], { SVC_API_KEY: "k" }, /Invalid key 'a\/\/b'/],
+    [["get", "ns", "k ".repeat(5000)], { SVC_API_KEY: "k" }, /^svc: Invalid key '(k ){29}k\.\.\. \(10000 characters\): /m],
     [["get", "ns", "k"], {}, /SVC_API_KEY is not set/],
     [["serve", "ns", "k"], { SVC_API_KEY: "k" }, /-o OUT\.npy is required/],
     [["ls", "ns"], { SVC_API_KEY: "k", SVC_GATE_URL: "ftp://x" }, /SVC_GATE_URL 'ftp:\/\/x' is not an http\(s\) URL/],

@@ -2,7 +2,7 @@
 // /gate/onboard/* and /gate/admin/* endpoints with the service key (docs/api.md, admin routes).
 import { errorFromCode, SvcError } from "../../lib/errors.js";
 import { namespaceProblem, tenantIdProblem } from "../../lib/client-names.js";
-import { gatewayCall, gatewayUrl, parse, serviceKey, table, UsageError, type Io, type OptionSpec } from "./common.js";
+import { gatewayCall, gatewayUrl, parse, serviceKey, table, UsageError, type Io, type OptionSpec, shown } from "./common.js";
 
 export const TENANT_HELP = `Usage:
   svc tenant create ID [--plan P] [--namespace NS]... [--email E] [--quota N|none] [--rate-limit REQ/WINDOW_S]
@@ -69,12 +69,12 @@ function hasServiceKey(io: Io, dataDir: string | undefined): boolean {
 
 function tenantId(v: string): string {
   const problem = tenantIdProblem(v);
-  if (problem !== null) throw new UsageError(`Invalid tenant id '${v}': ${problem}.`);
+  if (problem !== null) throw new UsageError(`Invalid tenant id ${shown(v)}: ${problem}.`);
   return v;
 }
 
 function planOf(v: string): string {
-  if (!PLANS.includes(v)) throw new UsageError(`Unknown plan '${v}': use one of ${PLANS.join(", ")}.`);
+  if (!PLANS.includes(v)) throw new UsageError(`Unknown plan ${shown(v)}: use one of ${PLANS.join(", ")}.`);
   return v;
 }
 
@@ -118,7 +118,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
     list: { min: 0, max: 0, names: "no arguments" },
   };
   const pos = spec[sub];
-  if (!pos) throw new UsageError(`Unknown tenant subcommand '${sub}'.`);
+  if (!pos) throw new UsageError(`Unknown tenant subcommand ${shown(sub)}.`);
   const extra: OptionSpec =
     sub === "create"
       ? {
@@ -146,7 +146,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
       const plan = v.plan === undefined ? undefined : planOf(v.plan as string);
       const namespaces = v.namespace as string[] | undefined;
       for (const ns of namespaces ?? []) {
-        if (namespaceProblem(ns) !== null) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
+        if (namespaceProblem(ns) !== null) throw new UsageError(`Invalid namespace ${shown(ns)}: use 1-255 characters of A-Z a-z 0-9 - _.`);
       }
       // the gateway's own rule (server/gateway/admin.ts), checked before the request
       if (v.email !== undefined && !(await import("zod")).z.email().max(320).safeParse(v.email).success)
@@ -174,7 +174,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
     }
     case "add-namespace": {
       const ns = positionals[1]!;
-      if (namespaceProblem(ns) !== null) throw new UsageError(`Invalid namespace '${ns}': use 1-255 characters of A-Z a-z 0-9 - _.`);
+      if (namespaceProblem(ns) !== null) throw new UsageError(`Invalid namespace ${shown(ns)}: use 1-255 characters of A-Z a-z 0-9 - _.`);
       const r = await adminCall(io, data, "POST", "/gate/onboard/add-namespace", { tenant_id: tenantId(positionals[0]!), namespace: ns });
       print(r, `Tenant ${r.tenant_id} namespaces: ${(r.namespaces as string[]).join(", ")}\n`);
       return 0;

@@ -1,7 +1,7 @@
 // `svc audit`: the newest records of the gateway's audit log (GET /gate/admin/audit), filtered by
 // tenant and status, with the service key.
 import { adminCall } from "./admin.js";
-import { parse, table, UsageError, type Io } from "./common.js";
+import { parse, table, UsageError, type Io, shown } from "./common.js";
 import { tenantIdProblem } from "../../lib/client-names.js";
 // a type only: nothing of the gateway is loaded
 import type { AuditRecord } from "../../server/gateway/audit.js";
@@ -27,7 +27,7 @@ export async function auditCommand(argv: string[], io: Io): Promise<number> {
     status = values.status as string | undefined,
     limit = values.limit as string | undefined;
   if (tenant !== undefined) {
-    if (tenantIdProblem(tenant) !== null) throw new UsageError(`Invalid tenant id '${tenant}': use 1-64 characters of a-z 0-9 - _.`);
+    if (tenantIdProblem(tenant) !== null) throw new UsageError(`Invalid tenant id ${shown(tenant)}: use 1-64 characters of a-z 0-9 - _.`);
     q.set("tenant_id", tenant);
   }
   if (status !== undefined) {

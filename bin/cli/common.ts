@@ -318,7 +318,7 @@ export function gatewayUrl(io: Io): string {
     const p = new URL(u);
     if (p.protocol !== "http:" && p.protocol !== "https:") throw new Error();
   } catch {
-    throw new UsageError(`SVC_GATE_URL '${u}' is not an http(s) URL.`);
+    throw new UsageError(`SVC_GATE_URL ${shown(u)} is not an http(s) URL.`);
   }
   return u.replace(/\/+$/, "");
 }

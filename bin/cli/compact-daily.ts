@@ -3,7 +3,7 @@
 // --compact-at, as deploy/systemd/svc-compact.timer does for separate engines.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { UsageError } from "./common.js";
+import { UsageError, shown } from "./common.js";
 import { isPg } from "./store-location.js";
 
 /** A time of day, local time. */
@@ -16,7 +16,7 @@ export interface TimeOfDay {
 export function parseCompactAt(v: string): TimeOfDay | null {
   if (v === "off") return null;
   const m = /^(\d{1,2}):(\d{2})$/.exec(v);
-  if (!m || Number(m[1]) > 23 || Number(m[2]) > 59) throw new UsageError(`--compact-at must be a time of day HH:MM (00:00 to 23:59) or off, not '${v}'.`);
+  if (!m || Number(m[1]) > 23 || Number(m[2]) > 59) throw new UsageError(`--compact-at must be a time of day HH:MM (00:00 to 23:59) or off, not ${shown(v)}.`);
   return { hour: Number(m[1]), minute: Number(m[2]) };
 }
 

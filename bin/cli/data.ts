@@ -230,7 +230,7 @@ export function sliceParts(spec: string): string[] {
   const empty = parts.indexOf("");
   if (empty >= 0) {
     const fixed = parts.map((p) => p || ":").join(",");
-    throw new UsageError(`--slice '${spec}' has an empty dimension ${empty}: write : for a whole dimension (--slice ${fixed}).`);
+    throw new UsageError(`--slice ${shown(spec)} has an empty dimension ${empty}: write : for a whole dimension (--slice ${fixed}).`);
   }
   return parts;
 }
@@ -250,7 +250,7 @@ export function parseSlice(spec: string, shape: number[]): Array<[number, number
     const p = (parts[i] ?? ":").trim();
     const norm = (s: string, dflt: number): number => {
       if (s === "") return dflt;
-      if (!/^-?\d+$/.test(s)) throw new UsageError(`--slice dimension ${i} '${p}' is not start:stop, for example 0:16.`);
+      if (!/^-?\d+$/.test(s)) throw new UsageError(`--slice dimension ${i} ${shown(p)} is not start:stop, for example 0:16.`);
       const x = Number(s);
       return x < 0 ? n + x : x;
     };
@@ -258,14 +258,14 @@ export function parseSlice(spec: string, shape: number[]): Array<[number, number
     let b: number;
     if (p.includes(":")) {
       const [s, e, ...more] = p.split(":");
-      if (more.length) throw new UsageError(`--slice dimension ${i} '${p}': steps are not supported.`);
+      if (more.length) throw new UsageError(`--slice dimension ${i} ${shown(p)}: steps are not supported.`);
       a = norm(s!, 0);
       b = Math.min(norm(e!, n), n);
     } else {
       a = norm(p, 0);
       b = a + 1;
     }
-    if (a < 0 || a >= n || b <= a) throw new UsageError(`--slice dimension ${i} '${p}' selects nothing of a dimension of size ${n}.`);
+    if (a < 0 || a >= n || b <= a) throw new UsageError(`--slice dimension ${i} ${shown(p)} selects nothing of a dimension of size ${n}.`);
     out.push([a, b]);
   }
   return out;
@@ -644,7 +644,7 @@ async function prefixFlag(v: string | undefined): Promise<string | undefined> {
   if (v === undefined || quickOptions("list", { prefix: v }) !== null) return v;
   const { prefixSchema } = await import("../../lib/schemas.js");
   const r = prefixSchema.safeParse(v);
-  if (!r.success) throw new UsageError(`--prefix '${v}': ${r.error.issues[0]!.message.replace(/\.$/, "")}.`);
+  if (!r.success) throw new UsageError(`--prefix ${shown(v)}: ${r.error.issues[0]!.message.replace(/\.$/, "")}.`);
   return v;
 }
 

@@ -16,7 +16,7 @@ import type { PutResult } from "../../lib/store/index.js";
 import { typedArrayOf } from "../../lib/client-core.js";
 import { checkName, dataClient, isNpy, preparePut, putFlags, svcAnswer } from "./data.js";
 import { Progress } from "./progress.js";
-import { fmtBytes, intFlag, parse, ReportedFailure, UsageError, type Io } from "./common.js";
+import { fmtBytes, intFlag, parse, ReportedFailure, UsageError, type Io, shown } from "./common.js";
 
 export const IMPORT_HELP = `Usage: svc import NS DIR [--tolerance T] [--max-abs-error E] [--codec C] [--max-rank R] [--concurrency N] [--batch N] [--json]
 
@@ -168,7 +168,7 @@ export async function importFiles(
       try {
         if (f.problem !== undefined) throw new Error(f.problem);
         const k = keySchema.safeParse(f.key);
-        if (!k.success) throw new Error(`the key '${f.key}' derived from the path is invalid: ${k.error.issues[0]!.message}`);
+        if (!k.success) throw new Error(`the key ${shown(f.key)} derived from the path is invalid: ${k.error.issues[0]!.message}`);
         const buf = await readFile(f.path);
         // the same test as svc put: the magic bytes decide, the .npy name only selects the file
         if (!isNpy(buf)) throw new Error("named .npy but does not start with the NumPy magic bytes");

@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { expiresAtSchema, keyIdSchema, keyNameSchema, scopesSchema } from "../../lib/key-schemas.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { adminCall } from "./admin.js";
-import { parse, table, UsageError, type Io, type OptionSpec } from "./common.js";
+import { parse, table, UsageError, type Io, type OptionSpec, shown } from "./common.js";
 
 export const KEY_HELP = `Usage:
   svc key create TENANT NAME [--scopes read|read,write] [--namespace NS]... [--expires 2027-01-31T00:00:00Z]
@@ -58,7 +58,7 @@ export async function keyCommand(argv: string[], io: Io): Promise<number> {
     revoke: { min: 1, max: 1, names: "KEY_ID" },
   };
   const pos = positional[sub];
-  if (!pos) throw new UsageError(`Unknown key subcommand '${sub}'.`);
+  if (!pos) throw new UsageError(`Unknown key subcommand ${shown(sub)}.`);
   const options: OptionSpec = { json: { type: "boolean" }, data: { type: "string" } };
   if (sub === "create") Object.assign(options, { scopes: { type: "string" }, namespace: { type: "string", multiple: true }, expires: { type: "string" } });
   const { values, positionals, help } = parse(rest, options, pos);

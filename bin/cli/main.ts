@@ -3,7 +3,7 @@
 // errors to standard error as one sentence (a stack only with SVC_ENGINE_LOG_LEVEL=debug).
 // Each command's module is imported only when that command runs: `svc --help` loads this file
 // and common.ts, a data command the client, and only the server commands load the servers.
-import { reportError, UsageError, type Io } from "./common.js";
+import { reportError, UsageError, type Io, shown } from "./common.js";
 import { SvcError } from "../../lib/errors.js";
 
 export const HELP = `svc — tensor-train storage service
@@ -99,7 +99,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
       throw new Error("The package.json of svc-tensor was not found.");
     }
     const run = COMMANDS[cmd];
-    if (!run) throw new UsageError(`Unknown command '${cmd}'.`);
+    if (!run) throw new UsageError(`Unknown command ${shown(cmd)}.`);
     return await run(rest, io);
   } catch (e) {
     // a data command's refusal by the key or the namespace list gets its way out (one more call)

@@ -11,7 +11,7 @@ import { isReadOnlyFs } from "../../lib/errors.js";
 import { mkdirCause } from "../../lib/mkdir-cause.js";
 import { processAlive } from "../../lib/process-alive.js";
 import { socketPathProblem } from "../../server/http/unix-socket.js";
-import { intFlag, parse, UsageError, type Io } from "./common.js";
+import { intFlag, parse, UsageError, type Io, shown } from "./common.js";
 import { compactDaily, parseCompactAt, type TimeOfDay } from "./compact-daily.js";
 
 const clock = (t: TimeOfDay): string => `${String(t.hour).padStart(2, "0")}:${String(t.minute).padStart(2, "0")}`;
@@ -296,7 +296,7 @@ export async function upCommand(argv: string[], io: Io): Promise<number> {
   if (values.data === "") throw new UsageError("--data must name a directory.");
   const dir = resolve((values.data as string | undefined) ?? "./svc-data");
   const host = (values.host as string | undefined) ?? "127.0.0.1";
-  if (isIP(host) === 0 && host !== "localhost") throw new UsageError(`--host must be an IP address such as 127.0.0.1 or 0.0.0.0, not '${host}'.`);
+  if (isIP(host) === 0 && host !== "localhost") throw new UsageError(`--host must be an IP address such as 127.0.0.1 or 0.0.0.0, not ${shown(host)}.`);
   const logLevel = values["log-level"] as string | undefined;
   if (logLevel !== undefined && !LOG_LEVELS.includes(logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(", ")}.`);
   const port = intFlag(values.port as string | undefined, "port", 0, 65535) ?? 8080;

@@ -24,7 +24,7 @@ import {
 import { handOver, type CoreInput, type Store } from "../../lib/store/index.js";
 import { gpuServingFor, gpuStatus } from "../../lib/gpu.js";
 import type { GpuServing } from "../../lib/store/gpu-cache.js";
-import { errorMiddleware, statusOf } from "../http/errors.js";
+import { errorMiddleware, pathInSentence, statusOf } from "../http/errors.js";
 import { readBody, refuseBodyOfBodilessMethod } from "../http/body.js";
 import { requestHash, type PreparedPut, type PreparedPutCores, type PreparedPutCoresBatch, type PreparedVector } from "../http/body-prepare.js";
 import { checkJsonCharset } from "../http/json-body.js";
@@ -491,7 +491,7 @@ export function createApp({ store, config, logger = jsonLogger(config.log_level)
   app.use(queryAndBodiless); // 6.
   app.use(readBodies(ctx)); // 7.
   mountRoutes(app, ctx); // 8.
-  app.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}.`))); // 9.
+  app.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${pathInSentence(req.path)}.`))); // 9.
   app.use(errors(logger)); // 10.
 
   // the fast path first: Express handles what it does not take

@@ -5,6 +5,7 @@ import express, { type Request, type Response, type Router } from "express";
 import { strictJsonBody } from "../http/json-body.js";
 import { z } from "zod";
 import { ConflictError, NotFoundError, ValidationError } from "../../lib/errors.js";
+import { pathInSentence } from "../http/errors.js";
 import { namespaceSchema, parseOrThrow, tenantIdSchema } from "../../lib/fields.js";
 import { sha256Hex } from "../../lib/sha256.js";
 import { checkServiceKey, generateApiKey } from "./auth.js";
@@ -249,6 +250,6 @@ export function adminRouter(d: AdminDeps): Router {
 
   addKeyRoutes(r, { registry: d.registry, clock: d.clock, keyUsage: d.keyUsage });
 
-  r.use((req, _res, next) => next(new NotFoundError(`No admin endpoint ${req.method} ${req.path}.`)));
+  r.use((req, _res, next) => next(new NotFoundError(`No admin endpoint ${req.method} ${pathInSentence(req.path)}.`)));
   return r;
 }

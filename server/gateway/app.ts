@@ -8,7 +8,7 @@ import { tenantIdSchema } from "../../lib/fields.js";
 import { hasBody, lingerOnClose } from "../http/body.js";
 import { requestEntry } from "../http/entry.js";
 import { answerClientErrors } from "../http/client-error.js";
-import { sendError, writeErrorBody } from "../http/errors.js";
+import { pathInSentence, sendError, writeErrorBody } from "../http/errors.js";
 import { holdContinue } from "../http/expect-continue.js";
 import { MAX_HEADER_BYTES } from "../http/limits.js";
 import { capConnections } from "../http/connection-cap.js";
@@ -261,7 +261,7 @@ function mountRoutes(app: Express, gw: GatewayContext): void {
   // Billing plugs in here: checkout (tenant key) and the payment webhook (raw body).
   if (deps.billing) app.use(deps.billing);
   app.use((req: Request, _res: Response, next: NextFunction) => {
-    next(new NotFoundError(`No endpoint ${req.method} ${req.path}.`));
+    next(new NotFoundError(`No endpoint ${req.method} ${pathInSentence(req.path)}.`));
   });
   app.use(((err, _req, res, _next) => {
     const rid = requestIdOf(res);

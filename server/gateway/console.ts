@@ -6,6 +6,7 @@ import express, { type Router } from "express";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { NotFoundError } from "../../lib/errors.js";
+import { pathInSentence } from "../http/errors.js";
 import { packageRoot } from "../../lib/native.js";
 
 export const CONSOLE_CSP = [
@@ -52,10 +53,10 @@ export function consoleRouter(dir = consoleDir()): Router {
   });
   r.use("/console", (req, res, next) => {
     securityHeaders(res);
-    if (req.method !== "GET" && req.method !== "HEAD") return next(new NotFoundError(`No endpoint ${req.method} /console${req.path}.`));
+    if (req.method !== "GET" && req.method !== "HEAD") return next(new NotFoundError(`No endpoint ${req.method} ${pathInSentence(`/console${req.path}`)}.`));
     files(req, res, () => {
       if (!existsSync(join(dir, "index.html"))) return next(new NotFoundError("The console is not built; run `npm run build`."));
-      next(new NotFoundError(`No console file ${req.path}.`));
+      next(new NotFoundError(`No console file ${pathInSentence(req.path)}.`));
     });
   });
   return r;

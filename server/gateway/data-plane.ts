@@ -21,7 +21,7 @@ import { answerLater, gone } from "../http/answer-later.js";
 import { bodyStopped, lingerOnClose, refuseBodyOfBodilessMethod } from "../http/body.js";
 import { continueOwed, sendContinue } from "../http/expect-continue.js";
 import { guardBody, readGuarded, type BodyRate } from "../http/body-guard.js";
-import { toSvcError, writeErrorBody } from "../http/errors.js";
+import { pathInSentence, toSvcError, writeErrorBody } from "../http/errors.js";
 import { bodyLimit, jsonBodyLimit, limitText } from "../http/limits.js";
 import { prepareGatewayBody } from "../http/offload.js";
 import { queryOf } from "../http/query.js";
@@ -281,7 +281,7 @@ async function validate(f: Flight): Promise<Validated> {
   const { gw, req, res } = f;
   const query = queryOf(f.url);
   const route: RouteMatch | null = matchRoute(f.method, f.path, query);
-  if (!route) throw new NotFoundError(`No endpoint ${f.method} ${f.path}.`);
+  if (!route) throw new NotFoundError(`No endpoint ${f.method} ${pathInSentence(f.path)}.`);
   f.op = route.op;
   // A body the route does not take is read (up to a small size) and refused, as the engine
   // refuses it, so that the client gets the answer and nothing is forwarded or charged.

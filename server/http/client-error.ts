@@ -6,7 +6,7 @@ import { requestIdFrom, requestIdOfResponse } from "./request-id.js";
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { STATUS_OF, ValidationError, type ErrorCode } from "../../lib/errors.js";
-import { writeErrorBody, type ErrorBody } from "./errors.js";
+import { pathInSentence, writeErrorBody, type ErrorBody } from "./errors.js";
 
 // How long a socket that was answered may wait for its peer to close before it is destroyed.
 const LINGER_MS = 2000;
@@ -109,7 +109,7 @@ export function answerClientErrors<S extends Server>(server: S, maxHeaderBytes: 
   });
   server.on("connect", (req: IncomingMessage, socket: Socket) => {
     socket.on("error", () => socket.destroy());
-    endWith(socket, rawErrorResponse("not_found", `No endpoint CONNECT ${String(req.url ?? "").slice(0, 200)}.`, requestIdFrom(req.headers["x-request-id"])));
+    endWith(socket, rawErrorResponse("not_found", `No endpoint CONNECT ${pathInSentence(String(req.url ?? ""))}.`, requestIdFrom(req.headers["x-request-id"])));
   });
   return server;
 }

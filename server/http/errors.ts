@@ -13,6 +13,14 @@ export interface ErrorBody {
   request_id: string;
 }
 
+/**
+ * A request's path as an error sentence names it: past 200 characters (a path may be as long
+ * as the header limit allows) its first 200 and how long it was.
+ */
+export function pathInSentence(path: string): string {
+  return path.length > 200 ? `${path.slice(0, 200)}... (${path.length} characters)` : path;
+}
+
 /** Normalises anything thrown into an SvcError (unknown errors become `internal`). */
 export function toSvcError(err: unknown): SvcError {
   if (err instanceof SvcError) return err;

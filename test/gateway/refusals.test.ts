@@ -5,7 +5,7 @@
 // also when the gateway refuses one of them itself.
 import test from "tape";
 import { connect } from "node:net";
-import { call, createTenant, startFakeEngine, startTestGateway } from "./helpers.js";
+import { call, createTenant, SERVICE_KEY, startFakeEngine, startTestGateway } from "./helpers.js";
 
 async function pool(n: number, width: number, one: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
@@ -92,4 +92,29 @@ test("pipelined requests are answered in order, also when the gateway refuses on
   }
   await g.close();
   await engine.close();
+});
+
+test("a 404 names a long path by its first 200 characters and its length, on every router of the gateway", async (t) => {
+  const engine = await startFakeEngine();
+  const gw = await startTestGateway(engine.url);
+  try {
+    const key = await createTenant(gw.url, { tenant_id: "longpath" });
+    const tail = "a".repeat(6000);
+    // [path, headers, the sentence's start, the path as the sentence names it]
+    const cases: Array<[string, Record<string, string>, string, string]> = [
+      [`/v1/${tail}`, { "x-api-key": key }, "No endpoint GET ", `/v1/${tail}`],
+      [`/gate/${tail}`, {}, "No endpoint GET ", `/gate/${tail}`],
+      [`/gate/admin/${tail}`, { authorization: `Bearer ${SERVICE_KEY}` }, "No admin endpoint GET ", `/gate/admin/${tail}`],
+      [`/console/${tail}`, {}, "No console file ", `/${tail}`],
+    ];
+    for (const [path, headers, start, named] of cases) {
+      const r = await call(gw.url, path, { method: "GET", headers });
+      const detail = String(r.json?.detail);
+      t.equal(r.status, 404, `${start}...: 404`);
+      t.equal(detail, `${start}${named.slice(0, 200)}... (${named.length} characters).`, `${start}...: the first 200 characters and the length`);
+    }
+  } finally {
+    await gw.close();
+    await engine.close();
+  }
 });

@@ -37,6 +37,8 @@ export interface AuditSink {
    * Sinks that cannot fail leave it undefined.
    */
   readonly writable?: boolean;
+  /** While writable is false: the system error's code of the last failed append (ENOSPC, EROFS, ...). */
+  readonly failure?: string;
 }
 
 /** Raised to a request whose record could not be appended. */
@@ -93,6 +95,7 @@ export class FileAuditSink implements AuditSink {
   // A write that failed part-way left a line without its newline: the next append ends it
   // first, so every later record is a line of its own (readers skip the torn one).
   private torn = false;
+  private failedWith = "error";
   private constructor(
     fd: number,
     private readonly path: string,
@@ -121,6 +124,9 @@ export class FileAuditSink implements AuditSink {
   get writable(): boolean {
     return this.ok;
   }
+  get failure(): string | undefined {
+    return this.ok ? undefined : this.failedWith;
+  }
   write(rec: AuditRecord): Promise<void> {
     return new Promise((resolve, reject) => {
       this.lines.push(auditLine(rec));
@@ -147,6 +153,7 @@ export class FileAuditSink implements AuditSink {
       this.torn = true;
       this.ok = false;
       const err = e instanceof AuditWriteError ? e : new AuditWriteError((e as NodeJS.ErrnoException).code ?? "error");
+      this.failedWith = err.code;
       for (const w of waiters) w.reject(err);
       return;
     }

@@ -72,6 +72,13 @@ const WRITES = new Set(["put", "put_cores", "put_cores_batch", "delete"]);
 // at before a JSON body larger than this is read.
 const DRAIN_BYTES = 64 * 1024;
 
+/** Why the audit log takes no write, in words, from the code of its last failed append. */
+function auditFailure(code: string | undefined): string {
+  if (code === "ENOSPC" || code === "EDQUOT") return "its disk is full";
+  if (code === "EROFS") return "its file system is read-only";
+  return code !== undefined && /^E[A-Z0-9]{1,15}$/.test(code) ? `${code}; the disk may be full or failing` : "the disk may be full";
+}
+
 /** Drops a body that will not be read (its error, an abort, is expected and not reported). */
 function drop(body: Readable): void {
   body.once("error", () => undefined);
@@ -289,7 +296,7 @@ async function validate(f: Flight): Promise<Validated> {
   // Data-changing requests wait for an audit log that can be written again.
   if (gw.deps.audit.writable === false && WRITES.has(route.op)) {
     throw new OverloadedError(
-      "The audit log cannot be written (the disk may be full), so requests that change data are refused; reads are served; retry after 10 seconds.",
+      `The audit log cannot be written (${auditFailure(gw.deps.audit.failure)}), so requests that change data are refused; reads are served; retry after 10 seconds.`,
       10,
     );
   }

@@ -115,7 +115,13 @@ test("svc up on a data directory that turns read-only: reads served, writes and 
       body: Buffer.alloc(16),
     });
     t.equal(later.status, 503, "a write once the audit log has failed: 503");
-    t.equal(((await later.json()) as { code: string }).code, "overloaded", "overloaded (the gateway refuses it)");
+    const refusal = (await later.json()) as { code: string; detail: string };
+    t.equal(refusal.code, "overloaded", "overloaded (the gateway refuses it)");
+    t.match(
+      refusal.detail,
+      /^The audit log cannot be written \(its file system is read-only\), so requests that change data are refused/,
+      "the detail says why",
+    );
     const engineHealth = (await (await fetch(`${up.engine}/health`)).json()) as { store_connected: boolean };
     t.equal(engineHealth.store_connected, true, "the engine's /health: store_connected true (reads work)");
     const gatewayHealth = (await (await fetch(`${up.gateway}/health`)).json()) as { store_connected: boolean };

@@ -28,6 +28,7 @@ import math
 import random
 import re
 import secrets
+import ssl
 import threading
 import time
 import urllib.parse
@@ -224,6 +225,7 @@ class Client:
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 120.0, max_retries: int = 3,
                  backoff: float = 0.25, max_backoff: float = 30.0, max_answer_bytes: int = ANSWER_MAX_DEFAULT,
                  local_compress_bytes: int | bool = LOCAL_COMPRESS_BYTES_DEFAULT,
+                 ssl_context: ssl.SSLContext | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if not isinstance(base_url, str):
             raise _invalid("base_url", "base_url must be a string such as http://127.0.0.1:8080.")
@@ -242,6 +244,11 @@ class Client:
         if local_compress_bytes is not False and (isinstance(local_compress_bytes, bool) or not isinstance(local_compress_bytes, (int, np.integer))
                                                   or local_compress_bytes < 0):
             raise _invalid("local_compress_bytes", "local_compress_bytes must be an integer of at least 0 (bytes), or False to send every put as it is.")
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise _invalid("ssl_context", "ssl_context must be an ssl.SSLContext, such as ssl.create_default_context(cafile=...).")
+        if ssl_context is not None and u.scheme != "https":
+            raise _invalid("ssl_context", "ssl_context applies to an https base_url only.")
+        self._ssl_context = ssl_context
         self._scheme = u.scheme
         self._host = u.hostname
         self._port = u.port
@@ -274,8 +281,10 @@ class Client:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            cls = _HTTPSConnection if self._scheme == "https" else _HTTPConnection
-            self._conn = cls(self._host, self._port, timeout=self._timeout)
+            if self._scheme == "https":
+                self._conn = _HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl_context)
+            else:
+                self._conn = _HTTPConnection(self._host, self._port, timeout=self._timeout)
         return self._conn
 
     def _once(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
@@ -316,6 +325,9 @@ class Client:
             except http.client.IncompleteRead:
                 self.close_connection()
                 raise SvcError("engine_unreachable", f"The service at {self._base()} closed the connection before the end of its answer.") from None
+            except ssl.SSLCertVerificationError as e:
+                self.close_connection()
+                raise SvcError("engine_unreachable", _untrusted(self._base(), e)) from None
             except (OSError, http.client.HTTPException) as e:
                 self.close_connection()
                 raise SvcError("engine_unreachable", f"The service at {self._base()} could not be reached ({type(e).__name__}).") from None
@@ -757,6 +769,17 @@ def _tt_allowed(codec: str | None, tolerance: float | None, max_abs_error: float
     """Whether a put with these options may be TT: codec auto or tt, and no exact bound (codec
     lossless, a tolerance or max_abs_error of 0 and codec pred are the prediction codec's)."""
     return (codec or "auto") in ("auto", "tt") and tolerance != 0 and max_abs_error != 0
+
+
+def _untrusted(base: str, e: ssl.SSLCertVerificationError) -> str:
+    """The sentence for a TLS certificate this client does not trust, and the way out."""
+    why = (e.verify_message or e.reason or "certificate verify failed").rstrip(".")
+    if e.verify_code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+        return f"The TLS certificate of {base} does not name its host ({why}): use in base_url a host name that the certificate names."
+    if e.verify_code in (9, 10):  # not yet valid, expired
+        return f"The TLS certificate of {base} is out of its validity dates ({why}): the server needs a current certificate."
+    return (f"The TLS certificate of {base} is not trusted ({why}): pass ssl_context=ssl.create_default_context(cafile=...) "
+            "with the PEM file of the CA that signed it, or set SSL_CERT_FILE to it.")
 
 
 _BAD_SERVE_JSON = "The service answered a serve with a body that is not its JSON form."

@@ -6,5 +6,5 @@ import { runClientTests } from "./client-stack.js";
 
 test("python client over a gateway and an engine", async (t) => {
   // a small upload limit, so that a refusal by size can be sent from Python at little cost
-  await runClientTests(t, "python-client", 8 * 1024 * 1024, ["tests.test_client", "tests.test_client_answers"]);
+  await runClientTests(t, "python-client", 8 * 1024 * 1024, ["tests.test_client", "tests.test_client_answers", "tests.test_client_tls"]);
 });

@@ -81,6 +81,11 @@ export interface ClientOptions {
   localCompressBytes?: number | false;
   /** Called as a large put or serve moves: compressing, then bytes sent or received of the total. */
   onProgress?: (p: TransferProgress) => void;
+  /**
+   * For an https baseUrl: the PEM certificates of the CAs this client trusts (a private CA in
+   * front of the gateway), in place of Node's bundled roots, as node:tls's `ca` option.
+   */
+  ca?: string | Uint8Array | Array<string | Uint8Array>;
 }
 
 /** What `onProgress` reports: a phase, and for upload and download the bytes moved of the total. */
@@ -343,7 +348,7 @@ function createTransport(options: ClientOptions): Transport {
   const maxBackoffMs = options.maxBackoffMs ?? 30_000;
   const timeoutMs = options.timeoutMs ?? 120_000;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const pool = new HttpPool();
+  const pool = new HttpPool(options.ca === undefined ? {} : { ca: options.ca });
   let last: LastResponse | null = null;
   let closed = false;
 

@@ -41,12 +41,20 @@ export class HttpTransportError extends Error {
 export class HttpPool {
   #agents = new Map<string, Agent>();
 
+  readonly #ca: string | Buffer | Array<string | Buffer> | undefined;
+
+  /** `ca`: the CAs an https agent trusts, in place of Node's roots (node:tls's option). */
+  constructor(tls: { ca?: string | Uint8Array | Array<string | Uint8Array> } = {}) {
+    const one = (c: string | Uint8Array): string | Buffer => (typeof c === "string" ? c : Buffer.from(c.buffer, c.byteOffset, c.byteLength));
+    this.#ca = tls.ca === undefined ? undefined : Array.isArray(tls.ca) ? tls.ca.map(one) : one(tls.ca);
+  }
+
   async agentFor(url: URL): Promise<{ agent: Agent; request: typeof import("node:http").request }> {
     const https = url.protocol === "https:";
     const mod = https ? await import("node:https") : await import("node:http");
     let agent = this.#agents.get(url.protocol);
     if (!agent) {
-      agent = new mod.Agent({ keepAlive: true, timeout: 4_000, scheduling: "lifo" });
+      agent = new mod.Agent({ keepAlive: true, timeout: 4_000, scheduling: "lifo", ...(https && this.#ca !== undefined ? { ca: this.#ca } : {}) });
       this.#agents.set(url.protocol, agent);
     }
     return { agent, request: mod.request as typeof import("node:http").request };

@@ -42,6 +42,8 @@ export function options<K extends OptionKind>(kind: K, v: unknown, what?: string
 export const checkNamespace = (v: unknown): string => parseOrThrow(namespaceSchema, v, "namespace");
 export const checkKey = (v: unknown, field = "key"): string => parseOrThrow(keySchema, v, field);
 
+const PEM_CERT = "-----BEGIN CERTIFICATE-----";
+
 export const clientOptionsSchema = z
   .object({
     baseUrl: z.url({ protocol: /^https?$/, error: "baseUrl must be an http(s) URL" }),
@@ -53,5 +55,15 @@ export const clientOptionsSchema = z
     sleep: z.function().optional(),
     localCompressBytes: z.union([z.number().int().min(0), z.literal(false)]).optional(),
     onProgress: z.function().optional(),
+    ca: z
+      .union([z.string().min(1), z.instanceof(Uint8Array), z.array(z.union([z.string().min(1), z.instanceof(Uint8Array)])).min(1)], {
+        error: "ca must be PEM text or bytes, or a non-empty list of them",
+      })
+      .refine(
+        (ca) => (Array.isArray(ca) ? ca : [ca]).every((c) => (typeof c === "string" ? c : Buffer.from(c).toString("latin1")).includes(PEM_CERT)),
+        "ca must hold PEM certificates (-----BEGIN CERTIFICATE-----)",
+      )
+      .optional(),
   })
-  .strict();
+  .strict()
+  .refine((o) => o.ca === undefined || o.baseUrl.startsWith("https:"), { message: "ca applies to an https baseUrl only", path: ["ca"] });

@@ -151,6 +151,11 @@ export function isNoSpace(e: unknown): boolean {
   const code = err?.code;
   return code === "ENOSPC" || code === "EDQUOT" || code === 28 || (typeof err?.message === "string" && /No space left|quota exceeded/i.test(err.message));
 }
+/** The system error's code of `e` (ENOSPC, EROFS, EIO, ...), or undefined: a short name that says what failed and nothing else of the error. */
+export function systemCode(e: unknown): string | undefined {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^E[A-Z0-9]{1,15}$/.test(code) ? code : undefined;
+}
 /** Whether `e` is a read-only file system (EROFS: mounted so, or remounted so after a disk error). */
 export function isReadOnlyFs(e: unknown): boolean {
   const err = e as { code?: unknown; message?: unknown } | null;

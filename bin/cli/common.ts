@@ -359,12 +359,16 @@ export function serviceKey(io: Io, dataDir: string | undefined): string {
 
 const UNITS = ["B", "kB", "MB", "GB", "TB"];
 /**
- * A value the user typed, in single quotes for a message; past 80 characters it is cut to its
- * first 59 and says how long it was, so that one argument cannot flood the terminal.
+ * `text`, a value as a message shows it (quoted: `of` is the length of the value inside): for a
+ * value past 80 characters, its first 60 characters and that length, so that one argument cannot
+ * flood the terminal.
  */
-export function shown(v: string): string {
-  return v.length > 80 ? `'${v.slice(0, 59)}... (${v.length} characters)` : `'${v}'`;
+export function clipped(text: string, of = text.length): string {
+  return of > 80 ? `${text.slice(0, 60)}... (${of} characters)` : text;
 }
+
+/** A value the user typed, in single quotes for a message (clipped). */
+export const shown = (v: string): string => clipped(`'${v}'`, v.length);
 
 /** Decimal byte count, 3 significant digits: 1234567 → "1.23 MB". */
 export function fmtBytes(n: number): string {

@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { expiresAtSchema, keyIdSchema, keyNameSchema, scopesSchema } from "../../lib/key-schemas.js";
 import { namespaceSchema, tenantIdSchema } from "../../lib/fields.js";
 import { adminCall } from "./admin.js";
-import { parse, table, UsageError, type Io, type OptionSpec, shown } from "./common.js";
+import { clipped, parse, shown, table, UsageError, type Io, type OptionSpec } from "./common.js";
 
 export const KEY_HELP = `Usage:
   svc key create TENANT NAME [--scopes read|read,write] [--namespace NS]... [--expires 2027-01-31T00:00:00Z]
@@ -29,9 +29,7 @@ function checked<S extends z.ZodType>(schema: S, v: unknown, what: string): z.ou
   if (r.success) return r.data;
   const msg = r.error.issues[0]!.message.replace(/\.$/, "");
   const text = JSON.stringify(v) ?? String(v);
-  // a long value is cut, and says how long it was, rather than left with its quote open
-  const display = text.length > 80 ? `${text.slice(0, 60)}... (${typeof v === "string" ? v.length : text.length} characters)` : text;
-  throw new UsageError(`Invalid ${what} ${display}: ${msg}.`);
+  throw new UsageError(`Invalid ${what} ${clipped(text, typeof v === "string" ? v.length : text.length)}: ${msg}.`);
 }
 
 interface KeyRow {

@@ -11,7 +11,7 @@ import { isReadOnlyFs } from "../../lib/errors.js";
 import { mkdirCause } from "../../lib/mkdir-cause.js";
 import { processAlive } from "../../lib/process-alive.js";
 import { socketPathProblem } from "../../server/http/unix-socket.js";
-import { intFlag, parse, UsageError, type Io, shown } from "./common.js";
+import { intFlag, parse, shown, UsageError, type Io } from "./common.js";
 import { compactDaily, parseCompactAt, type TimeOfDay } from "./compact-daily.js";
 
 const clock = (t: TimeOfDay): string => `${String(t.hour).padStart(2, "0")}:${String(t.minute).padStart(2, "0")}`;
@@ -193,13 +193,11 @@ export async function warnIfReadable(file: string, what: string, io: Io): Promis
  */
 async function openEngineLog(file: string, level: string, io: Io): Promise<{ logger: import("../../server/engine/app.js").Logger; close(): Promise<void> }> {
   const { jsonLogger } = await import("../../server/engine/app.js");
-  const opened = (s: ReturnType<typeof createWriteStream>) =>
-    new Promise<void>((res, rej) => {
-      s.once("open", () => res());
-      s.once("error", rej);
-    });
   let stream = createWriteStream(file, { flags: "a", mode: 0o600 });
-  await opened(stream);
+  await new Promise<void>((res, rej) => {
+    stream.once("open", () => res());
+    stream.once("error", rej);
+  });
   await chmod(file, 0o600); // a file from an older run keeps its mode otherwise
   let failedAt = 0; // when the file last failed; 0 while it is written
   let retrying = false;

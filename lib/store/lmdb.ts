@@ -31,7 +31,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync, statfs
 import { createHash, randomFillSync } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { open, type Database, type Key, type RootDatabase } from "lmdb";
-import { isReadOnlyFs, StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
+import { isNoSpace, isReadOnlyFs, StorageFullError, StoreUnavailableError, SvcError, ValidationError } from "../errors.js";
 import { mkdirCause } from "../mkdir-cause.js";
 import { processAlive } from "../process-alive.js";
 import { LargeReader } from "./lmdb-reader.js";
@@ -263,7 +263,7 @@ export function lmdbFailure(e: unknown, path: string): SvcError | undefined {
   const err = e as { code?: unknown; message?: unknown; commitError?: Promise<unknown> } | null;
   const message = typeof err?.message === "string" ? err.message : "";
   const code = err?.code;
-  const noSpace = code === 28 || code === "ENOSPC" || code === -30792 || /MDB_MAP_FULL|No space left/i.test(message);
+  const noSpace = isNoSpace(e) || code === -30792 || /MDB_MAP_FULL/.test(message);
   const io = noSpace || code === 5 || code === "EIO" || /Commit failed|Input\/output error/i.test(message);
   if (!io) return undefined;
   if (readOnly(path))

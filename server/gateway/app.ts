@@ -3,7 +3,7 @@
 import express, { type ErrorRequestHandler, type Express, type NextFunction, type Request, type Response, type Router } from "express";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
-import { NotFoundError } from "../../lib/errors.js";
+import { NotFoundError, systemCode } from "../../lib/errors.js";
 import { tenantIdSchema } from "../../lib/fields.js";
 import { hasBody, lingerOnClose } from "../http/body.js";
 import { requestEntry } from "../http/entry.js";
@@ -226,8 +226,8 @@ function contextOf(deps: GatewayDeps): GatewayContext {
         error: (raw as Error | null)?.constructor?.name ?? typeof raw,
       };
       // a system error's code (ENOSPC, EROFS) says what the operator must fix; nothing else of it is logged
-      const code = (raw as { code?: unknown } | null)?.code;
-      if (typeof code === "string" && /^E[A-Z0-9]{1,15}$/.test(code)) line.code = code;
+      const code = systemCode(raw);
+      if (code !== undefined) line.code = code;
       log(line as Parameters<typeof log>[0]);
     },
     overLimit: new Map(),

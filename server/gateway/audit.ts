@@ -11,6 +11,7 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
+import { systemCode } from "../../lib/errors.js";
 
 export interface AuditRecord {
   ts: string;
@@ -37,7 +38,7 @@ export interface AuditSink {
    * Sinks that cannot fail leave it undefined.
    */
   readonly writable?: boolean;
-  /** While writable is false: the system error's code of the last failed append (ENOSPC, EROFS, ...). */
+  /** While writable is false: the system error's code of the last failed append (ENOSPC, EROFS, ...), where it had one. */
   readonly failure?: string;
 }
 
@@ -95,7 +96,7 @@ export class FileAuditSink implements AuditSink {
   // A write that failed part-way left a line without its newline: the next append ends it
   // first, so every later record is a line of its own (readers skip the torn one).
   private torn = false;
-  private failedWith = "error";
+  private failedWith: string | undefined;
   private constructor(
     fd: number,
     private readonly path: string,
@@ -153,7 +154,7 @@ export class FileAuditSink implements AuditSink {
       this.torn = true;
       this.ok = false;
       const err = e instanceof AuditWriteError ? e : new AuditWriteError((e as NodeJS.ErrnoException).code ?? "error");
-      this.failedWith = err.code;
+      this.failedWith = systemCode(err);
       for (const w of waiters) w.reject(err);
       return;
     }

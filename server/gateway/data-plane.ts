@@ -7,6 +7,8 @@ import { isoTime } from "../../lib/iso-time.js";
 import { performance } from "node:perf_hooks";
 import type { Readable } from "node:stream";
 import {
+  isNoSpace,
+  isReadOnlyFs,
   NotFoundError,
   OverloadedError,
   PayloadTooLargeError,
@@ -74,9 +76,9 @@ const DRAIN_BYTES = 64 * 1024;
 
 /** Why the audit log takes no write, in words, from the code of its last failed append. */
 function auditFailure(code: string | undefined): string {
-  if (code === "ENOSPC" || code === "EDQUOT") return "its disk is full";
-  if (code === "EROFS") return "its file system is read-only";
-  return code !== undefined && /^E[A-Z0-9]{1,15}$/.test(code) ? `${code}; the disk may be full or failing` : "the disk may be full";
+  if (isNoSpace({ code })) return "its disk is full";
+  if (isReadOnlyFs({ code })) return "its file system is read-only";
+  return code !== undefined ? `${code}; the disk may be full or failing` : "the disk may be full";
 }
 
 /** Drops a body that will not be read (its error, an abort, is expected and not reported). */

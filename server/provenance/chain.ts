@@ -22,7 +22,7 @@ import {
 import { dirname, basename } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../lib/atomic-file.js";
-import { isNoSpace, isReadOnlyFs, StorageFullError, StoreUnavailableError, SvcError } from "../../lib/errors.js";
+import { isNoSpace, isReadOnlyFs, StorageFullError, StoreUnavailableError, SvcError, systemCode } from "../../lib/errors.js";
 import { NotUtf8Error, readUtf8File, utf8Of } from "./text-file.js";
 
 export interface ChainHead {
@@ -308,8 +308,7 @@ export function chainWriteFailure(e: unknown): unknown {
   if (isReadOnlyFs(e)) {
     return new StoreUnavailableError("The receipt chain's file system is read-only, so no receipt was issued; retry once it is writable again.", 30);
   }
-  const code = (e as NodeJS.ErrnoException | null)?.code;
-  if (typeof code === "string" && /^E[A-Z]+$/.test(code)) {
+  if (systemCode(e) !== undefined) {
     return new StoreUnavailableError("The receipt chain could not be written, so no receipt was issued; retry later.", 5);
   }
   return e;

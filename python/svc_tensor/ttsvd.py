@@ -194,7 +194,7 @@ def _truncate(e: np.ndarray, delta2: float, rmax: int) -> tuple[int, bool, float
 
 def _left_basis(C: np.ndarray, scale: tuple[float, ...], precise: bool) -> tuple[np.ndarray, np.ndarray]:
     """Squared singular values (descending, m of them) and left singular vectors (m x m) of the
-    wide m x N matrix C * scale, read in blocks of columns."""
+    m x N matrix C * scale (wide, or the transposed view of a tall one), read in blocks of columns."""
     m, N = C.shape
     per = BLOCK // m
     if not precise:
@@ -212,27 +212,6 @@ def _left_basis(C: np.ndarray, scale: tuple[float, ...], precise: bool) -> tuple
     w = np.zeros(m)
     w[:len(s)] = s * s
     return w, U
-
-
-def _right_basis(C: np.ndarray, scale: tuple[float, ...], precise: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Squared singular values (descending, N of them) and right singular vectors (N x N) of the
-    tall m x N matrix C * scale, read in blocks of rows."""
-    m, N = C.shape
-    per = BLOCK // N
-    if not precise:
-        G = np.zeros((N, N))
-        for a, b in _spans(m, per):
-            B = _f64(C[a:b], scale)
-            G += B.T @ B
-        w, V = np.linalg.eigh(G)
-        return np.maximum(w[::-1], 0.0), V[:, ::-1]
-    R = np.zeros((0, N))
-    for a, b in _spans(m, per):
-        R = np.linalg.qr(np.vstack([R, _f64(C[a:b], scale)]), mode="r")
-    _, s, Vt = np.linalg.svd(R)
-    w = np.zeros(N)
-    w[:len(s)] = s * s
-    return w, Vt.T
 
 
 def _project(Q: np.ndarray, C: np.ndarray, scale: tuple[float, ...]) -> np.ndarray:
@@ -276,7 +255,8 @@ def _sweep(data: _Data, modes: list[int], delta2: float, rmax: int, precise: boo
                 cur = _project(core, C, cur_scale)
                 cur_scale = ()
         else:
-            w, V = _right_basis(C, cur_scale, precise)
+            # the right singular vectors of a tall C are the left ones of its transpose (a view)
+            w, V = _left_basis(C.T, cur_scale, precise)
             r, cap, _ = _truncate(w, delta2, rmax)
             if r == N:
                 # the whole column space: the core is the matrix itself and the remainder the identity

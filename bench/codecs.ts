@@ -29,7 +29,8 @@ import { deflateSync } from "node:zlib";
 import * as pred from "../lib/pred.js";
 import { createStore } from "../lib/store/index.js";
 import * as tt from "../lib/tt.js";
-import { readNpy, writeNpy } from "../lib/npy.js";
+import { writeNpy } from "../lib/npy.js";
+import { loadReal, python, REAL } from "./data/real.js";
 import { gaussian, rng } from "../test/tt/helpers.js";
 
 const TOLS = [1e-2, 1e-3, 1e-4];
@@ -39,15 +40,6 @@ const work = mkdtempSync(join(tmpdir(), "svc-codecs-"));
 
 function out(o: Record<string, unknown>) {
   console.log(JSON.stringify(o));
-}
-
-/** The first python3 that imports the module, or null. Debian's own comes first: its packages live there. */
-function python(module: string): string | null {
-  for (const py of ["/usr/bin/python3", "python3"]) {
-    const r = spawnSync(py, ["-c", `import ${module}`], { stdio: "ignore" });
-    if (r.status === 0) return py;
-  }
-  return null;
 }
 
 // ---- data sets ----------------------------------------------------------------------------
@@ -113,46 +105,20 @@ function shocks(): Dataset {
 }
 
 /** A Debian-packaged data set converted to .npy by python3, or null (with a sentence) when absent. */
-function viaPython(name: string, module: string, code: string): Dataset | null {
-  const py = python(module);
-  if (!py) {
-    out({
-      dataset: name,
-      skipped: `${module} is not installed for python3 (Debian: apt-get install ${module === "skimage" ? "python3-skimage" : "python3-numpy"}).`,
-    });
+/** A real data set of bench/data/real.ts, as float32. */
+function real(name: string): Dataset | null {
+  const a = loadReal(name, work, true);
+  if ("skipped" in a) {
+    out({ dataset: name, skipped: a.skipped });
     return null;
   }
-  const file = join(work, `${name}.npy`);
-  const r = spawnSync(py, ["-c", code, file], { encoding: "utf8" });
-  if (r.status !== 0 || !existsSync(file)) {
-    out({ dataset: name, skipped: `could not load it: ${(r.stderr || "").trim().split("\n").pop()}` });
-    return null;
-  }
-  const a = readNpy(readFileSync(file));
   if (a.dtype !== "float32") {
     out({ dataset: name, skipped: `python3 wrote ${a.dtype}, not float32` });
     return null;
   }
-  return { name, shape: a.shape, data: new Float32Array(a.data.buffer.slice(a.data.byteOffset, a.data.byteOffset + a.data.byteLength)) };
+  const data = new Float32Array(a.data.buffer.slice(a.data.byteOffset, a.data.byteOffset + a.data.byteLength));
+  return { name: REAL[name]!.label, shape: a.shape, data };
 }
-
-const skimage = (fn: string) => `import sys, numpy, skimage.data as d\nnumpy.save(sys.argv[1], numpy.asarray(d.${fn}(), dtype=numpy.float32))`;
-
-const MRI = "/usr/share/mricron/templates/ch2.nii.gz";
-const mriCode = `import sys, gzip, numpy
-b = gzip.open("${MRI}").read()
-dims = numpy.frombuffer(b[40:56], dtype="<i2")
-dt = int(numpy.frombuffer(b[70:72], dtype="<i2")[0])
-off = int(numpy.frombuffer(b[108:112], dtype="<f4")[0])
-types = {2: "u1", 4: "<i2", 16: "<f4", 512: "<u2"}
-shape = tuple(int(v) for v in dims[1:1 + dims[0]])
-n = int(numpy.prod(shape))
-a = numpy.frombuffer(b[off:off + n * numpy.dtype(types[dt]).itemsize], dtype=types[dt]).reshape(shape[::-1])
-numpy.save(sys.argv[1], a.astype(numpy.float32))`;
-
-const DEM = "/usr/share/matplotlib/mpl-data/sample_data/jacksboro_fault_dem.npz";
-const demCode = `import sys, numpy
-numpy.save(sys.argv[1], numpy.load("${DEM}")["elevation"].astype(numpy.float32))`;
 
 // ---- trained weights from an npm package ------------------------------------------------------
 
@@ -216,24 +182,10 @@ const makers: Record<string, () => Dataset | null> = {
   smooth,
   turbulent,
   shocks,
-  camera: () => viaPython("camera", "skimage", skimage("camera")),
-  moon: () => viaPython("moon", "skimage", skimage("moon")),
-  mri: () => {
-    if (!existsSync(MRI)) {
-      out({ dataset: "mri", skipped: `${MRI} is absent (Debian: apt-get install mricron-data, the Colin27 T1 template).` });
-      return null;
-    }
-    const d = viaPython("mri", "numpy", mriCode);
-    return d && { ...d, name: "mri (T1, Colin27)" };
-  },
-  dem: () => {
-    if (!existsSync(DEM)) {
-      out({ dataset: "dem", skipped: `${DEM} is absent (Debian: apt-get install python-matplotlib-data, the USGS Jacksboro fault DEM).` });
-      return null;
-    }
-    const d = viaPython("dem", "numpy", demCode);
-    return d && { ...d, name: "dem (USGS, Jacksboro fault)" };
-  },
+  camera: () => real("camera"),
+  moon: () => real("moon"),
+  mri: () => real("mri"),
+  dem: () => real("dem"),
   iris: () => weights("weights (human iris, conv kernel)", "iris", "unknown_344"),
   liveness: () => weights("weights (human liveness, dense kernel)", "liveness", "StatefulPartitionedCall/sequential_1/dense_1/MatMul/ReadVariableOp"),
 };

@@ -55,6 +55,10 @@ export interface NativeAddon {
     max_abs_error: number;
     lossless: boolean;
   };
+  /** Lossless coding of integer arrays by prediction (native/pred_int.cc); dtype codes 1 int8 .. 8 uint64 (lib/store/codec.ts). */
+  intEncode(data: Uint8Array, dtype: number, shape: number[]): Promise<Uint8Array>;
+  /** The values' bytes of a stream made for (dtype, shape); a stream that is not one is refused (code bad_request). */
+  intDecode(stream: Uint8Array, dtype: number, shape: number[]): Promise<Uint8Array>;
   /** ⟨decoded stream i, x⟩ (and ‖decoded − x‖ when distance) per stream, decoded block by block, scaled as [m_0.., e_0..]; rounds: 0 none, 1 float16, 2 bfloat16. */
   predDot(streams: Uint8Array[], rounds: number[], x: NativeArray, distance: boolean): Promise<{ dot: Float64Array; distance: Float64Array | null }>;
   // GPU side (native/gpu.cc; lib/gpu.ts wraps it). Without CUDA or a device every call but

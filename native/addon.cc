@@ -19,6 +19,7 @@
 #include "kernels.h"
 #include "napi_util.h"
 #include "pred.h"
+#include "pred_int.h"
 #include "threads.h"
 #include "tt.h"
 
@@ -131,13 +132,13 @@ std::vector<const T*> ptrs(const TTArg& t) {
   return v;
 }
 
-Napi::Value to_js(Napi::Env env, Buffer&& b, bool f64) {
+// An ArrayBuffer over a native result, without a copy.
+Napi::ArrayBuffer external_js(Napi::Env env, Buffer&& b) {
   size_t bytes = b.bytes;
-  size_t n = bytes / (f64 ? 8 : 4);
   void* p = b.release();
   // Tell V8 about the native memory so large results trigger collection (and their finalizers).
   Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
-  auto ab = Napi::ArrayBuffer::New(
+  return Napi::ArrayBuffer::New(
       env, p, bytes,
       [](Napi::Env e, void* data, size_t* hint) {
         Napi::MemoryManagement::AdjustExternalMemory(e, -static_cast<int64_t>(*hint));
@@ -145,6 +146,11 @@ Napi::Value to_js(Napi::Env env, Buffer&& b, bool f64) {
         delete hint;
       },
       new size_t(bytes));
+}
+
+Napi::Value to_js(Napi::Env env, Buffer&& b, bool f64) {
+  size_t n = b.bytes / (f64 ? 8 : 4);
+  auto ab = external_js(env, std::move(b));
   if (f64) return Napi::Float64Array::New(env, n, ab, 0);
   return Napi::Float32Array::New(env, n, ab, 0);
 }
@@ -662,6 +668,67 @@ void register_pred(Napi::Env env, Napi::Object exports) {
 
 // ---- end of pred codec ----
 
+// ---- integer lossless coding (native/pred_int.h): intEncode, intDecode ----
+
+// A Uint8Array holding a copy of `bytes`.
+Napi::Value copy_js(Napi::Env env, const std::vector<uint8_t>& bytes) {
+  auto ab = Napi::ArrayBuffer::New(env, bytes.size());
+  if (!bytes.empty()) std::memcpy(ab.Data(), bytes.data(), bytes.size());
+  return Napi::Uint8Array::New(env, bytes.size(), ab, 0);
+}
+
+// The arguments intEncode and intDecode share: (bytes, dtype code, shape).
+class IntWorker : public Worker {
+ public:
+  IntWorker(const Napi::CallbackInfo& info, const char* field) : Worker(info.Env()) {
+    in_ = read_bytes(info[0], field);
+    keep(info[0]);
+    const double d = read_number(info[1], "dtype");
+    dtype_ = d >= 1 && d <= 8 && d == std::floor(d) ? int(d) : 0;
+    if (dtype_ == 0) throw bad("dtype", "dtype must be an integer type code from 1 to 8");
+    shape_ = read_sizes(info[2], "shape");
+  }
+
+ protected:
+  std::pair<const uint8_t*, size_t> in_{nullptr, 0};
+  int dtype_ = 0;
+  std::vector<size_t> shape_;
+};
+
+// intEncode(data, dtype, shape) -> Uint8Array stream
+class IntEncodeWorker : public IntWorker {
+ public:
+  IntEncodeWorker(const Napi::CallbackInfo& info) : IntWorker(info, "data") {}
+
+ protected:
+  void run() override { out_ = int_lossless_encode(in_.first, in_.second, dtype_, shape_); }
+  Napi::Value result(Napi::Env env) override { return copy_js(env, out_); }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+// intDecode(stream, dtype, shape) -> Uint8Array of the values' bytes
+class IntDecodeWorker : public IntWorker {
+ public:
+  IntDecodeWorker(const Napi::CallbackInfo& info) : IntWorker(info, "stream") {}
+
+ protected:
+  void run() override { out_ = int_lossless_decode(in_.first, in_.second, dtype_, shape_); }
+  Napi::Value result(Napi::Env env) override {
+    const size_t n = out_.bytes;
+    return Napi::Uint8Array::New(env, n, external_js(env, std::move(out_)), 0);
+  }
+
+ private:
+  Buffer out_;
+};
+
+void register_int(Napi::Env env, Napi::Object exports) {
+  exports.Set("intEncode", Napi::Function::New(env, start<IntEncodeWorker>));
+  exports.Set("intDecode", Napi::Function::New(env, start<IntDecodeWorker>));
+}
+
 // The compressibility sample of puts (lib/store/codec.ts deflateMayPay): the bytes' order-0
 // entropy in bits per byte, and the share of positions whose next 4 bytes occurred before
 // (the last position of each value under a 14-bit hash, a hit checked byte for byte).
@@ -729,6 +796,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("denseDot", Napi::Function::New(env, start<DenseDotWorker>));
   register_gpu(env, exports);
   register_pred(env, exports);
+  register_int(env, exports);
   return exports;
 }
 

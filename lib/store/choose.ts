@@ -12,7 +12,7 @@ import { itemsize, type Dtype } from "../fields.js";
 import type { CodecChoice } from "../schemas.js";
 import { asBytes, fromWorkingFloat, toWorkingFloat } from "./codec.js";
 import type { StoreConfig } from "./context.js";
-import { pacedScan } from "./pace.js";
+import { pacedScan, sameBytesPaced } from "./pace.js";
 import { loadPred, type PredApi } from "./predapi.js";
 import { loadTT, type TT, type TTApi } from "./ttapi.js";
 import { value } from "../scaled.js";
@@ -324,14 +324,7 @@ export async function exactRoute(
     if (r.stream.byteLength < deflated.payload.byteLength) {
       // kept only when it decodes to the same bits
       const dec = await p.decompress(r.stream);
-      const same =
-        dec.length === j.work.length &&
-        !(await pacedScan(dec.length, (a, b) => {
-          const x = asBytes(j.work.subarray(a, b));
-          const y = asBytes(dec.subarray(a, b));
-          return !Buffer.from(x.buffer, x.byteOffset, x.byteLength).equals(y);
-        }));
-      if (same)
+      if (await sameBytesPaced(asBytes(dec), asBytes(j.work)))
         best = {
           payload: r.stream,
           verdict: "lossless",

@@ -253,6 +253,25 @@ export async function losslessEncode(bytes: Uint8Array, dtype: Dtype): Promise<{
   return { payload, shuffle: width };
 }
 
+// Type codes of the integer coder (native/pred_int.h); bool is coded as the uint8 it is stored as.
+const INT_CODES: Partial<Record<Dtype, number>> = { int8: 1, uint8: 2, bool: 2, int16: 3, uint16: 4, int32: 5, uint32: 6, int64: 7, uint64: 8 };
+
+/** Whether the integer coder takes `dtype`. */
+export const intCoded = (dtype: Dtype): boolean => INT_CODES[dtype] !== undefined;
+
+/**
+ * Integer data coded by prediction (the previous value, Lorenzo or LOCO-I's median predictor,
+ * per slab of about a million elements) and rANS, on the addon's threads; lossless.
+ */
+export function intPredEncode(bytes: Uint8Array, dtype: Dtype, shape: readonly number[]): Promise<Uint8Array> {
+  return native().intEncode(bytes, INT_CODES[dtype]!, [...shape]);
+}
+
+/** The bytes of an intPredEncode stream made for (dtype, shape). */
+export function intPredDecode(payload: Uint8Array, dtype: Dtype, shape: readonly number[]): Promise<Uint8Array> {
+  return native().intDecode(payload, INT_CODES[dtype]!, [...shape]);
+}
+
 /** Inflates and unshuffles a payload; `size`, the decoded size when known, lets the output arrive in one piece. */
 export async function losslessDecode(payload: Uint8Array, width: number, size?: number): Promise<Uint8Array> {
   const chunkSize = size !== undefined ? size + 1024 : undefined;

@@ -4,7 +4,7 @@ import { NotFoundError, StoreUnavailableError, SvcError } from "../errors.js";
 import { itemsize, keyOf, namespaceOf } from "../fields.js";
 import type { Clock } from "../clock.js";
 import type { RecordKey, StorageBackend } from "./backend.js";
-import { allocTyped, fromWorkingFloat, losslessDecode, product, typedView } from "./codec.js";
+import { allocTyped, fromWorkingFloat, intPredDecode, losslessDecode, product, typedView } from "./codec.js";
 import { pacedScan } from "./pace.js";
 import { loadPred } from "./predapi.js";
 import type { GpuServing } from "./gpu-cache.js";
@@ -268,7 +268,14 @@ export async function denseOf(s: Scope, rec: Entry, readOnly = false): Promise<S
     });
     return out;
   }
-  if (rec.layout.codec === "lossless") return typedView(await losslessDecode(payload, rec.layout.shuffle, product(rec.shape) * itemsize(rec.dtype)), rec.dtype);
+  if (rec.layout.codec === "lossless") {
+    const { shuffle, coding } = rec.layout;
+    const bytes =
+      coding === "intpred"
+        ? await intPredDecode(payload, rec.dtype, rec.shape)
+        : await losslessDecode(payload, shuffle, product(rec.shape) * itemsize(rec.dtype));
+    return typedView(bytes, rec.dtype);
+  }
   // the answer is the caller's: a payload the backend or the payload cache keeps is copied, one
   // read for this call alone is not; a caller that only reads it takes the cached bytes
   return typedView(s.core.backend.ownPayloads && (!cached || readOnly) ? payload : new Uint8Array(payload), rec.dtype);

@@ -61,6 +61,14 @@ export async function pacedScan(n: number, block: (from: number, to: number) => 
   return false;
 }
 
+/** Whether `a` and `b` hold the same bytes, compared in slices of the event loop. */
+export async function sameBytesPaced(a: Uint8Array, b: Uint8Array): Promise<boolean> {
+  if (a.byteLength !== b.byteLength) return false;
+  const x = Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+  const y = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  return !(await pacedScan(a.byteLength, (from, to) => !x.subarray(from, to).equals(y.subarray(from, to))));
+}
+
 /** Joins `chunks` (`n` bytes in all) into one Buffer of its own, in slices of the event loop. */
 export async function joinPaced(chunks: readonly Uint8Array[], n: number): Promise<Buffer> {
   const out = Buffer.allocUnsafeSlow(n);

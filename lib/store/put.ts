@@ -14,6 +14,9 @@ import {
   asBytes,
   hasNonFinite,
   deflateMayPay,
+  intCoded,
+  intPredDecode,
+  intPredEncode,
   losslessEncode,
   maxAbs,
   product,
@@ -28,7 +31,7 @@ import { lookup, recordOf, replayOf } from "./idempotency.js";
 import { packRecord, unpackRecord } from "./records.js";
 import { loadTT, type TT } from "./ttapi.js";
 import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, ServeArray, VersionRecord } from "./types.js";
-import { pacedScan } from "./pace.js";
+import { pacedScan, sameBytesPaced } from "./pace.js";
 import { exactAsked, exactRoute, finiteNorm, lossyRoute, type Encoded, type FloatJob } from "./choose.js";
 import { describe, value } from "../scaled.js";
 import { loadPred } from "./predapi.js";
@@ -101,24 +104,12 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   };
 
   const lossless = async (norm: number | null): Promise<Prepared> => {
-    if (!deflateMayPay(bytes, dtype, config.min_compression_ratio)) return raw(norm);
-    const { payload, shuffle } = await losslessEncode(bytes, dtype);
+    const best = await losslessPayload(bytes, dtype, shape!, config.min_compression_ratio);
+    if (!best) return raw(norm);
+    const { payload, layout } = best;
     const ratio = bytesIn / payload.byteLength;
-    if (ratio < config.min_compression_ratio) return raw(norm);
-    return {
-      payload,
-      record: base(
-        dtype,
-        shape!,
-        "lossless",
-        ratio,
-        0,
-        bytesIn,
-        payload.byteLength,
-        { sha256: await sha256hex(payload), codec: "lossless", tt: null, norm },
-        { codec: "lossless", shuffle },
-      ),
-    };
+    const fingerprint = { sha256: await sha256hex(payload), codec: "lossless" as const, tt: null, norm };
+    return { payload, record: base(dtype, shape!, "lossless", ratio, 0, bytesIn, payload.byteLength, fingerprint, layout) };
   };
 
   if (isFloatDtype(dtype)) {
@@ -191,6 +182,30 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   const norm = dtype === "bytes" ? null : finiteNorm(await denseNormPaced(view, dtype));
   if (bytesIn < config.min_compress_bytes) return raw(norm);
   return lossless(norm);
+}
+
+/**
+ * The lossless payload of data that are not floating: byte shuffle + deflate and, for integers,
+ * the integer coder's stream (kept only when it decodes to the same bytes), whichever is smaller;
+ * null when neither reaches `minRatio` (the put stores the bytes raw).
+ */
+async function losslessPayload(
+  bytes: Uint8Array,
+  dtype: Dtype,
+  shape: readonly number[],
+  minRatio: number,
+): Promise<{ payload: Uint8Array; layout: PayloadLayout } | null> {
+  const [coded, deflated] = await Promise.all([
+    intCoded(dtype) ? intPredEncode(bytes, dtype, shape) : null,
+    deflateMayPay(bytes, dtype, minRatio) ? losslessEncode(bytes, dtype) : null,
+  ]);
+  let best: { payload: Uint8Array; layout: PayloadLayout } | null = deflated && {
+    payload: deflated.payload,
+    layout: { codec: "lossless", shuffle: deflated.shuffle },
+  };
+  if (coded && (!best || coded.byteLength < best.payload.byteLength) && (await sameBytesPaced(await intPredDecode(coded, dtype, shape), bytes)))
+    best = { payload: coded, layout: { codec: "lossless", shuffle: 1, coding: "intpred" } };
+  return best && bytes.byteLength / best.payload.byteLength >= minRatio ? best : null;
 }
 
 async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined, where: string): Promise<Prepared> {

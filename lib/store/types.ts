@@ -159,7 +159,7 @@ export interface VersionRecord {
 export type PayloadLayout =
   | { codec: "tt"; core_dtype: "float32" | "float64"; modes: number[]; ranks: number[] }
   | { codec: "pred"; lossless: boolean } /* the stream's own header holds its dtype, shape and blocks */
-  | { codec: "lossless"; shuffle: number /* byte-shuffle width, 1 = none */ }
+  | { codec: "lossless"; shuffle: number /* byte-shuffle width, 1 = none */; coding?: "intpred" /* absent: shuffle + deflate */ }
   | { codec: "raw" };
 
 /** The per-key head: what list, search and top-K scan, and what a put checks. */

@@ -96,9 +96,12 @@ function enterpriseFields(values: { quota?: string; "rate-limit"?: string }, pla
   return out;
 }
 
-const rl = (r: unknown) => {
+/** A tenant's monthly quota in words: "quota N CUs/month", or that there is none. */
+const quotaText = (q: unknown) => (q === null || q === undefined ? "no monthly quota" : `quota ${String(q)} CUs/month`);
+/** A tenant's rate limit in words. */
+const rateText = (r: unknown) => {
   const x = r as { requests?: number; window_s?: number } | null | undefined;
-  return x ? `${x.requests} requests per ${x.window_s} s` : "none";
+  return x ? `rate limit ${x.requests} requests per ${x.window_s} s` : "no rate limit";
 };
 
 export async function tenantCommand(argv: string[], io: Io): Promise<number> {
@@ -162,7 +165,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
       print(
         r,
         `Created tenant ${r.tenant_id} (plan ${r.plan}, namespaces ${(r.namespaces as string[]).join(", ")}, ` +
-          `quota ${r.monthly_quota ?? "none"} CUs/month, rate limit ${rl(r.rate_limit)}).\n` +
+          `${quotaText(r.monthly_quota)}, ${rateText(r.rate_limit)}).\n` +
           `The API key is shown once; keep it now:\nSVC_API_KEY=${r.api_key}\n`,
       );
       return 0;
@@ -186,7 +189,7 @@ export async function tenantCommand(argv: string[], io: Io): Promise<number> {
         plan,
         ...enterpriseFields(v as { quota?: string; "rate-limit"?: string }, plan),
       });
-      print(r, `Tenant ${r.tenant_id} is on plan ${r.plan} (quota ${r.monthly_quota ?? "none"} CUs/month, rate limit ${rl(r.rate_limit)}).\n`);
+      print(r, `Tenant ${r.tenant_id} is on plan ${r.plan} (${quotaText(r.monthly_quota)}, ${rateText(r.rate_limit)}).\n`);
       return 0;
     }
     case "deactivate": {

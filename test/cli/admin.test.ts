@@ -42,6 +42,12 @@ test("svc tenant: rotate-key, add-namespace, set-plan, deactivate, list and usag
 
     const plan = await svc(["tenant", "set-plan", "beta", "pro"], admin);
     t.match(plan.out, /^Tenant beta is on plan pro \(quota 500000 CUs\/month, rate limit \d+ requests per \d+ s\)\.\n$/, `set-plan: ${plan.out.trim()}`);
+    const none = await svc(["tenant", "set-plan", "beta", "enterprise", "--quota", "none"], admin);
+    t.match(
+      none.out,
+      /^Tenant beta is on plan enterprise \(no monthly quota, rate limit \d+ requests per \d+ s\)\.\n$/,
+      `no quota in words: ${none.out.trim()}`,
+    );
     const ent = await svc(["tenant", "set-plan", "beta", "enterprise", "--quota", "1234", "--json"], admin);
     t.equal(JSON.parse(ent.out).monthly_quota, 1234, "enterprise quota set");
 

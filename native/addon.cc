@@ -670,11 +670,19 @@ void register_pred(Napi::Env env, Napi::Object exports) {
 
 // ---- integer lossless coding (native/pred_int.h): intEncode, intDecode ----
 
-// A Uint8Array holding a copy of `bytes`.
-Napi::Value copy_js(Napi::Env env, const std::vector<uint8_t>& bytes) {
-  auto ab = Napi::ArrayBuffer::New(env, bytes.size());
-  if (!bytes.empty()) std::memcpy(ab.Data(), bytes.data(), bytes.size());
-  return Napi::Uint8Array::New(env, bytes.size(), ab, 0);
+// A Uint8Array over `bytes`, which it takes over (no copy; freed with the array).
+Napi::Value vector_js(Napi::Env env, std::vector<uint8_t>&& bytes) {
+  auto* held = new std::vector<uint8_t>(std::move(bytes));
+  const size_t n = held->size();
+  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(n));
+  auto ab = Napi::ArrayBuffer::New(
+      env, held->data(), n,
+      [](Napi::Env e, void*, std::vector<uint8_t>* h) {
+        Napi::MemoryManagement::AdjustExternalMemory(e, -static_cast<int64_t>(h->size()));
+        delete h;
+      },
+      held);
+  return Napi::Uint8Array::New(env, n, ab, 0);
 }
 
 // The arguments intEncode and intDecode share: (bytes, dtype code, shape).
@@ -702,7 +710,7 @@ class IntEncodeWorker : public IntWorker {
 
  protected:
   void run() override { out_ = int_lossless_encode(in_.first, in_.second, dtype_, shape_); }
-  Napi::Value result(Napi::Env env) override { return copy_js(env, out_); }
+  Napi::Value result(Napi::Env env) override { return vector_js(env, std::move(out_)); }
 
  private:
   std::vector<uint8_t> out_;

@@ -13,6 +13,7 @@ import {
   addScaledSquares,
   asBytes,
   hasNonFinite,
+  deflateEstimate,
   deflateMayPay,
   intCoded,
   intPredDecode,
@@ -184,6 +185,11 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   return lossless(norm);
 }
 
+// From this size, deflate over the whole of integer data runs only where a sample of it says
+// it may come within DEFLATE_MARGIN of the integer coder's stream (deflate is the slower of the two).
+const DEFLATE_SAMPLED_FROM = 1 << 20;
+const DEFLATE_MARGIN = 1.25;
+
 /**
  * The lossless payload of data that are not floating: byte shuffle + deflate and, for integers,
  * the integer coder's stream (kept only when it decodes to the same bytes), whichever is smaller;
@@ -195,17 +201,20 @@ async function losslessPayload(
   shape: readonly number[],
   minRatio: number,
 ): Promise<{ payload: Uint8Array; layout: PayloadLayout } | null> {
-  const [coded, deflated] = await Promise.all([
+  const n = bytes.byteLength;
+  const [coded, estimate] = await Promise.all([
     intCoded(dtype) ? intPredEncode(bytes, dtype, shape) : null,
-    deflateMayPay(bytes, dtype, minRatio) ? losslessEncode(bytes, dtype) : null,
+    intCoded(dtype) && n >= DEFLATE_SAMPLED_FROM ? deflateEstimate(bytes, dtype) : null,
   ]);
+  const deflateWorthIt = !(coded && estimate !== null && n / coded.byteLength >= DEFLATE_MARGIN * estimate);
+  const deflated = deflateWorthIt && deflateMayPay(bytes, dtype, minRatio) ? await losslessEncode(bytes, dtype) : null;
   let best: { payload: Uint8Array; layout: PayloadLayout } | null = deflated && {
     payload: deflated.payload,
     layout: { codec: "lossless", shuffle: deflated.shuffle },
   };
   if (coded && (!best || coded.byteLength < best.payload.byteLength) && (await sameBytesPaced(await intPredDecode(coded, dtype, shape), bytes)))
     best = { payload: coded, layout: { codec: "lossless", shuffle: 1, coding: "intpred" } };
-  return best && bytes.byteLength / best.payload.byteLength >= minRatio ? best : null;
+  return best && n / best.payload.byteLength >= minRatio ? best : null;
 }
 
 async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined, where: string): Promise<Prepared> {

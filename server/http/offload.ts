@@ -51,16 +51,35 @@ type JobInput = Omit<OffloadJob, "id">;
 interface Slot {
   worker: Worker;
   pending: Map<number, (r: OffloadReply | Error) => void>;
+  /** Whether the job it runs is a large one. */
+  large: boolean;
+}
+
+/**
+ * Jobs of at least this many bytes are large: at most LARGE_SLOTS workers run them at once, so
+ * that a smaller body (another tenant's, say) never waits behind them, only behind other small
+ * ones (a 4 MiB JSON body is read in tens of milliseconds, a 100 MiB one in about a second).
+ */
+export const OFFLOAD_LARGE_BYTES = 4 * 1024 * 1024;
+const LARGE_SLOTS = Math.max(1, OFFLOAD_THREADS - 1);
+
+/** A job waiting for a worker, with what settles its promise. */
+interface Waiting {
+  job: OffloadJob;
+  move: boolean;
+  done: (r: OffloadReply | Error) => void;
 }
 
 let nextId = 1;
 const slots: Slot[] = [];
+/** Jobs not yet handed to a worker, oldest first: a worker runs one job at a time. */
+const waiting: Waiting[] = [];
 /** Jobs run in a worker since the process started, and their bytes (svc_engine_offload_* and svc_gate_offload_* in /metrics). */
 export const offloadStats = { jobs: 0, bytes: 0 };
 
 function startWorker(): Slot {
   const worker = new Worker(workerCode(import.meta.url, "offload-worker"), { eval: true, resourceLimits: { maxOldGenerationSizeMb: heapMib } });
-  const slot: Slot = { worker, pending: new Map() };
+  const slot: Slot = { worker, pending: new Map(), large: false };
   const fail = (e?: unknown) => {
     const i = slots.indexOf(slot);
     if (i >= 0) slots.splice(i, 1); // the next job starts a new worker
@@ -72,6 +91,7 @@ function startWorker(): Slot {
         : new Error("The body worker stopped.");
     for (const done of slot.pending.values()) done(err);
     slot.pending.clear();
+    dispatch();
   };
   worker.on("message", (m: OffloadReply | { ready: true }) => {
     if ("ready" in m) return;
@@ -80,6 +100,7 @@ function startWorker(): Slot {
     slot.pending.delete(m.id);
     if (slot.pending.size === 0) worker.unref();
     done(m);
+    dispatch();
   });
   worker.on("error", (e) => fail(e));
   worker.on("exit", () => fail());
@@ -87,14 +108,44 @@ function startWorker(): Slot {
   return slot;
 }
 
-/** The worker with the fewest jobs in hand; a new one while the pool is not full. */
-function pick(): Slot {
-  let best: Slot | undefined;
-  for (const s of slots) if (!best || s.pending.size < best.pending.size) best = s;
-  if (best && (best.pending.size === 0 || slots.length >= OFFLOAD_THREADS)) return best;
+/** An idle worker; a new one while the pool is not full; else none. */
+function idleSlot(): Slot | undefined {
+  const idle = slots.find((s) => s.pending.size === 0);
+  if (idle || slots.length >= OFFLOAD_THREADS) return idle;
   const s = startWorker();
   slots.push(s);
   return s;
+}
+
+/**
+ * Hands waiting jobs to idle workers, oldest first, each to one worker at a time; a large job
+ * waits while LARGE_SLOTS workers run large ones, and the small jobs behind it go ahead.
+ */
+function dispatch(): void {
+  while (waiting.length > 0) {
+    const largeBusy = slots.filter((s) => s.large && s.pending.size > 0).length;
+    const i = waiting.findIndex((w) => w.job.bytes.byteLength < OFFLOAD_LARGE_BYTES || largeBusy < LARGE_SLOTS);
+    if (i < 0) return;
+    const slot = idleSlot();
+    if (!slot) return;
+    const [w] = waiting.splice(i, 1);
+    const { job, move, done } = w!;
+    slot.large = job.bytes.byteLength >= OFFLOAD_LARGE_BYTES;
+    slot.pending.set(job.id, done);
+    slot.worker.ref();
+    slot.worker.postMessage(job, move ? [job.bytes.buffer as ArrayBuffer] : []);
+  }
+}
+
+/** What the pool is doing: jobs running (of them large ones) and jobs waiting for a worker. */
+export function offloadQueue(): { running: number; runningLarge: number; waiting: number; waitingLarge: number } {
+  const busy = slots.filter((s) => s.pending.size > 0);
+  return {
+    running: busy.length,
+    runningLarge: busy.filter((s) => s.large).length,
+    waiting: waiting.length,
+    waitingLarge: waiting.filter((w) => w.job.bytes.byteLength >= OFFLOAD_LARGE_BYTES).length,
+  };
 }
 
 /** Starts the pool's first worker ahead of the first large body (a server calls it at start). */
@@ -118,22 +169,21 @@ function movable(b: Uint8Array): Uint8Array {
  * worker gives them back, with `giveBack`) instead of copying them.
  */
 function runJob(input: JobInput, move: boolean): Promise<Extract<OffloadReply, { ok: true }>> {
-  const slot = pick();
   const id = nextId++;
   const job: OffloadJob = { ...input, id, bytes: move ? movable(input.bytes) : input.bytes };
   offloadStats.jobs++;
   offloadStats.bytes += job.bytes.byteLength;
   return new Promise((resolve, reject) => {
-    slot.pending.set(id, (r) => {
+    const done = (r: OffloadReply | Error) => {
       if (r instanceof Error) return reject(r); // a PayloadTooLargeError when the worker ran out of heap
       if (r.ok) return resolve(r);
       const { code, message, extra } = r.error;
       reject(
         code === "bad_request" ? new ValidationError(message, typeof extra.field === "string" ? extra.field : undefined) : new SvcError(code, message, extra),
       );
-    });
-    slot.worker.ref();
-    slot.worker.postMessage(job, move ? [job.bytes.buffer as ArrayBuffer] : []);
+    };
+    waiting.push({ job, move, done });
+    dispatch();
   });
 }
 

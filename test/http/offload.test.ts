@@ -1,7 +1,7 @@
 // Large bodies are worked on in worker threads (server/http/offload.ts): the result and every
 // refusal are the same as on the event loop (server/http/body-prepare.ts), bodies below the
-// threshold never leave the loop, the bytes moved to a worker come back whole, and a pool whose
-// workers were stopped starts new ones.
+// threshold never leave the loop, the bytes moved to a worker come back whole, a pool whose
+// workers were stopped starts new ones, and a small body never waits behind large ones.
 import test from "tape";
 import { createHash, randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
@@ -12,7 +12,10 @@ import {
   closeOffload,
   hashBody,
   OFFLOAD_HEAP_MIB,
+  OFFLOAD_LARGE_BYTES,
   OFFLOAD_MIN_BYTES,
+  OFFLOAD_THREADS,
+  offloadQueue,
   offloadStats,
   prepareEngineBody,
   prepareGatewayBody,
@@ -251,5 +254,33 @@ test("many jobs at once each get their own answer; a stopped pool starts again",
   await closeOffload();
   const again = await prepareEngineBody("/v1/put", json({ namespace: "ns", key: "after", data_b64: big().toString("base64") }));
   t.equal((again.value as { key: string }).key, "after", "after the workers were stopped, a new one takes the next body");
+  await closeOffload();
+});
+
+test("large bodies leave a worker to the small ones: a small body goes ahead of the large ones waiting", async (t) => {
+  const largeSlots = Math.max(1, OFFLOAD_THREADS - 1);
+  const large = Array.from({ length: largeSlots + 2 }, (_, i) => ({ i, payload: big(OFFLOAD_LARGE_BYTES) }));
+  const jobs = large.map(({ i, payload }) =>
+    prepareEngineBody("/v1/put", json({ namespace: "ns", key: `large${i}`, data_b64: payload.toString("base64") })).then(
+      (r) => r.value as { key: string; data: Uint8Array },
+    ),
+  );
+  t.deepEqual(
+    offloadQueue(),
+    { running: largeSlots, runningLarge: largeSlots, waiting: 2, waitingLarge: 2 },
+    `${largeSlots} large bodies run (of ${OFFLOAD_THREADS} workers); 2 wait`,
+  );
+  const smallPayload = big();
+  const small = prepareEngineBody("/v1/put", json({ namespace: "ns", key: "small", data_b64: smallPayload.toString("base64") })).then(
+    (r) => r.value as { key: string; data: Uint8Array },
+  );
+  t.deepEqual(offloadQueue(), { running: largeSlots + 1, runningLarge: largeSlots, waiting: 2, waitingLarge: 2 }, "the small body runs at once beside them");
+  const [results, s] = await Promise.all([Promise.all(jobs), small]);
+  t.ok(
+    results.every((r, i) => r.key === `large${i}` && Buffer.from(r.data).equals(large[i]!.payload)),
+    "every large body gets its own answer",
+  );
+  t.ok(s.key === "small" && Buffer.from(s.data).equals(smallPayload), "so does the small one");
+  t.deepEqual(offloadQueue(), { running: 0, runningLarge: 0, waiting: 0, waitingLarge: 0 }, "nothing left running or waiting");
   await closeOffload();
 });

@@ -16,6 +16,7 @@
         "native/napi_util.cc",
         "native/pred.cc",
         "native/pred_block.cc",
+        "native/pred_int.cc",
         "native/pred_lossless.cc",
         "native/pred_rans.cc",
         "native/pred_stream.cc",

@@ -107,3 +107,11 @@ const long = nativeFiles()
   .filter(([, n]) => n > MAX_NATIVE_LINES);
 for (const [f, n] of long) console.error(`lint: ${f} has ${n} lines, more than ${MAX_NATIVE_LINES}; split it by concept.`);
 if (long.length > 0) process.exit(1);
+
+// Both native builds compile every C++ source: CMake (the real build) and node-gyp (its
+// fallback on machines without CMake), so a source added to one list is added to the other.
+const cc = readdirSync(join(root, "native")).filter((f) => f.endsWith(".cc"));
+const lists = { "CMakeLists.txt": readFileSync(join(root, "CMakeLists.txt"), "utf8"), "binding.gyp": readFileSync(join(root, "binding.gyp"), "utf8") };
+const unlisted = cc.flatMap((f) => Object.entries(lists).flatMap(([name, text]) => (text.includes(`native/${f}`) ? [] : [[f, name]])));
+for (const [f, name] of unlisted) console.error(`lint: native/${f} is not compiled by ${name}; list it there as in the other build.`);
+if (unlisted.length > 0) process.exit(1);

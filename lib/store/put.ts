@@ -190,6 +190,29 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
 const DEFLATE_SAMPLED_FROM = 1 << 20;
 const DEFLATE_MARGIN = 1.25;
 
+// From DEFLATE_SAMPLED_FROM, integer data whose sample the integer coder shrinks less than
+// this (random integers) are not coded whole by it.
+const INT_SAMPLE_HOPELESS = 1.05;
+
+/**
+ * The ratio the integer coder reaches on four windows of whole rows (of the last dimension;
+ * 16384 elements, or one row where a row is longer) spread over the data: a quick estimate,
+ * low for volumes, whose windows lose the plane behind.
+ */
+async function intPredSampleRatio(bytes: Uint8Array, dtype: Dtype, shape: readonly number[]): Promise<number> {
+  const size = itemsize(dtype);
+  const count = bytes.byteLength / size;
+  const row = Math.min(shape[shape.length - 1] ?? count, 16384);
+  const rows = Math.max(1, Math.floor(16384 / row));
+  const win = Math.min(count, rows * row);
+  let coded = 0;
+  for (let w = 0; w < 4; w++) {
+    const at = Math.floor(((count - win) * w) / 3 / row) * row;
+    coded += (await intPredEncode(bytes.subarray(at * size, (at + win) * size), dtype, [win / row, row])).byteLength;
+  }
+  return (4 * win * size) / coded;
+}
+
 /**
  * The lossless payload of data that are not floating: byte shuffle + deflate and, for integers,
  * the integer coder's stream (kept only when it decodes to the same bytes), whichever is smaller;
@@ -202,8 +225,9 @@ async function losslessPayload(
   minRatio: number,
 ): Promise<{ payload: Uint8Array; layout: PayloadLayout } | null> {
   const n = bytes.byteLength;
+  const coder = intCoded(dtype) && (n < DEFLATE_SAMPLED_FROM || (await intPredSampleRatio(bytes, dtype, shape)) >= INT_SAMPLE_HOPELESS);
   const [coded, estimate] = await Promise.all([
-    intCoded(dtype) ? intPredEncode(bytes, dtype, shape) : null,
+    coder ? intPredEncode(bytes, dtype, shape) : null,
     intCoded(dtype) && n >= DEFLATE_SAMPLED_FROM ? deflateEstimate(bytes, dtype) : null,
   ]);
   const deflateWorthIt = !(coded && estimate !== null && n / coded.byteLength >= DEFLATE_MARGIN * estimate);
@@ -212,7 +236,8 @@ async function losslessPayload(
     payload: deflated.payload,
     layout: { codec: "lossless", shuffle: deflated.shuffle },
   };
-  if (coded && (!best || coded.byteLength < best.payload.byteLength) && (await sameBytesPaced(await intPredDecode(coded, dtype, shape), bytes)))
+  const codedWins = coded !== null && n / coded.byteLength >= minRatio && (!best || coded.byteLength < best.payload.byteLength);
+  if (codedWins && (await sameBytesPaced(await intPredDecode(coded, dtype, shape), bytes)))
     best = { payload: coded, layout: { codec: "lossless", shuffle: 1, coding: "intpred" } };
   return best && n / best.payload.byteLength >= minRatio ? best : null;
 }

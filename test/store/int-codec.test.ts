@@ -250,4 +250,12 @@ suite.test("integer data that deflate codes better (a repeated pattern) stay wit
   }
 });
 
+suite.test("random integers past the sampling size are stored as they are, and serve bit for bit", async (t, s) => {
+  const r = rng(31);
+  const x = Uint32Array.from({ length: 300_000 }, () => r());
+  const p = await s.put("ns", "random", x, { shape: [300, 1000], dtype: "uint32" });
+  t.deepEqual([p.verdict, p.fingerprint.codec, p.bytes_stored], ["passthrough", "raw", x.byteLength], "passthrough, raw");
+  t.ok(bytesOf((await s.serve("ns", "random")).data).equals(bytesOf(x)), "served bit for bit");
+});
+
 suite.run();

@@ -26,6 +26,7 @@ namespace {
 
 using pred_detail::Reader;
 using pred_detail::scratch;
+using pred_detail::write_parts;
 using pred_detail::Writer;
 using U64 = uint64_t;
 
@@ -295,14 +296,7 @@ std::vector<uint8_t> encode_t(const T* src, int dtype, const std::vector<size_t>
   w.u8(uint8_t(shape.size()));
   for (size_t v : shape) w.var(v);
   w.var(slab);
-  size_t total = out.size() + 4 * slabs;
-  for (auto& p : parts) {
-    if (p.size() > 0xffffffffu) throw TTError("internal", "", "slab payload too large");
-    w.u32(uint32_t(p.size()));
-    total += p.size();
-  }
-  out.reserve(total);
-  for (auto& p : parts) w.raw(p.data(), p.size());
+  write_parts(out, parts, "slab");
   return out;
 }
 

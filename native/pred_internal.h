@@ -142,6 +142,19 @@ struct Reader {
   }
 };
 
+// Appends one uint32 length per part, then the parts: a stream's table and payloads.
+inline void write_parts(std::vector<uint8_t>& out, const std::vector<std::vector<uint8_t>>& parts, const char* what) {
+  Writer w{out};
+  size_t total = out.size() + 4 * parts.size();
+  for (const auto& p : parts) {
+    if (p.size() > 0xffffffffu) throw TTError("internal", "", std::string(what) + " payload too large");
+    w.u32(uint32_t(p.size()));
+    total += p.size();
+  }
+  out.reserve(total);
+  for (const auto& p : parts) w.raw(p.data(), p.size());
+}
+
 // ---- geometry ------------------------------------------------------------------------------
 
 struct Geometry {

@@ -93,14 +93,7 @@ std::vector<uint8_t> write_stream(const Geometry& g, double eb, std::vector<std:
   w.f64(eb);
   for (size_t v : g.shape) w.u64(v);
   for (int k = kDims - g.inner_rank; k < kDims; ++k) w.u32(uint32_t(g.b5[k]));
-  size_t total = out.size() + 4 * g.blocks;
-  for (auto& p : parts) {
-    if (p.size() > 0xffffffffu) throw TTError("internal", "", "block payload too large");
-    w.u32(uint32_t(p.size()));
-    total += p.size();
-  }
-  out.reserve(total);
-  for (auto& p : parts) w.raw(p.data(), p.size());
+  write_parts(out, parts, "block");
   return out;
 }
 

@@ -64,6 +64,10 @@ export class MemoryRateLimiter implements RateLimiter {
       log = { ts: [], head: 0 };
       this.logs.set(tenant, log);
     }
+    // The clock stepped back (NTP, a resumed VM): admissions dated after now count as made
+    // now, so that they leave one window from now rather than when the clock catches up.
+    const last = log.ts.length - 1;
+    if (last >= log.head && log.ts[last]! > now) for (let i = log.head; i <= last; i++) log.ts[i] = Math.min(log.ts[i]!, now);
     // Entries are in time order; drop those at or before now - window.
     while (log.head < log.ts.length && log.ts[log.head]! <= now - windowMs) log.head++;
     if (log.head > 1024 && log.head * 2 > log.ts.length) {
@@ -112,12 +116,18 @@ export class MemoryRateLimiter implements RateLimiter {
 // The request's entry is added first and taken out again when the window was full: Redis out
 // of memory (maxmemory with noeviction) refuses a script's ZADD only while the script has
 // written nothing yet, so this order makes such a Redis refuse the admission (OOM, answered
-// 503 state_unavailable) rather than admit requests whose charges it then refuses.
+// 503 state_unavailable) rather than admit requests whose charges it then refuses. Entries
+// dated after the server's now (its clock stepped back) are first moved to now.
 export const SLIDE_LUA = `
 local function slide(key, limit, winMs, member, peek)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local win = winMs * 1000
+  -- the server's clock stepped back: admissions dated after now count as made now
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[2] and tonumber(newest[2]) > now then
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf')) do redis.call('ZADD', key, now, m) end
+  end
   if peek then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - win)
     local count = redis.call('ZCARD', key)

@@ -3,7 +3,7 @@
 // requests staggered across the window, run on both, that only a true sliding window passes.
 import test from "tape";
 import { FakeClock } from "../../server/gateway/clock.js";
-import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from "../../server/gateway/ratelimit.js";
+import { MemoryRateLimiter, RedisRateLimiter, rateKey, type RateLimiter } from "../../server/gateway/ratelimit.js";
 import { redisFor, uniquePrefix } from "./helpers.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -189,4 +189,33 @@ test("memory: large windows stay exact across queue compaction", async (t) => {
   clock.set(2099); // every original admission has left; the one at 1100 ms has not
   const p = await rl.peek("big", spec);
   t.equal(p.remaining, 5000 - 1, "only the admission at 1100 ms remains");
+});
+
+test("memory: a clock stepped back an hour holds a full window for one window, not for the hour", async (t) => {
+  const clock = new FakeClock(5_000_000_000);
+  const rl = new MemoryRateLimiter(clock);
+  const spec = { requests: 3, windowMs: 60_000 };
+  for (let i = 0; i < 3; i++) await rl.hit("s", spec);
+  clock.advance(-3_600_000);
+  const no = await rl.hit("s", spec);
+  t.deepEqual([no.allowed, no.retryAfterS], [false, 60], "full: refused, retry after one window (not an hour)");
+  clock.advance(59_999);
+  t.equal((await rl.hit("s", spec)).allowed, false, "1 ms before the window ends: refused");
+  clock.advance(1);
+  t.equal((await rl.hit("s", spec)).allowed, true, "one window after the step: admitted");
+});
+
+test("redis: admissions dated after the server's clock (a clock stepped back) leave one window from now", async (t) => {
+  const prefix = uniquePrefix();
+  const { redis, cleanup } = await redisFor(prefix);
+  const rl = new RedisRateLimiter(redis, prefix);
+  const spec = { requests: 3, windowMs: 30_000 };
+  // three admissions dated an hour ahead, as a server whose clock then stepped back an hour holds them
+  const ahead = (Date.now() + 3_600_000) * 1000;
+  for (let i = 0; i < 3; i++) await redis.sendCommand(["ZADD", rateKey(prefix, "s"), String(ahead + i), `future-${i}`]);
+  const no = await rl.hit("s", spec);
+  t.equal(no.allowed, false, "the window is full");
+  t.ok(no.retryAfterS >= 29 && no.retryAfterS <= 31, `retry after one window (${no.retryAfterS} s), not an hour`);
+  t.ok((await rl.peek("s", spec)).remaining === 0, "peek agrees");
+  await cleanup();
 });

@@ -1,5 +1,6 @@
-// The codec of a floating put (docs/store.md "Codec policy"): TT cores, the prediction codec's
-// stream, or an exact entry. Every lossy candidate is decoded and measured before it is kept:
+// The codec of a put (docs/store.md "Codec policy"). Floating data: TT cores, the prediction
+// codec's stream, or an exact entry. Others: the integer coder or deflate (losslessPayload, at
+// the end). Every lossy candidate is decoded and measured before it is kept:
 // its relative Frobenius error and its largest element error over the values a serve gives
 // back (float16/bfloat16 rounded to their type), so the bounds a caller asked for are checked,
 // not trusted. `auto` tries TT first under a high min_ratio (a smooth field ends there), then
@@ -10,7 +11,7 @@ import { TT_CLEAR_WIN, TT_FIRST_RATIO, TT_SHARE_OF_ESTIMATE } from "../auto-code
 import { ValidationError } from "../errors.js";
 import { itemsize, type Dtype } from "../fields.js";
 import type { CodecChoice } from "../schemas.js";
-import { asBytes, fromWorkingFloat, toWorkingFloat } from "./codec.js";
+import { asBytes, deflateEstimate, deflateMayPay, fromWorkingFloat, intCoded, intPredDecode, intPredEncode, losslessEncode, toWorkingFloat } from "./codec.js";
 import type { StoreConfig } from "./context.js";
 import { pacedScan, sameBytesPaced } from "./pace.js";
 import { loadPred, type PredApi } from "./predapi.js";
@@ -378,4 +379,63 @@ function smaller(tt: Encoded | null, pr: Encoded | null): Encoded | null {
   if (!tt || !pr) return tt ?? pr;
   if (tt.verdict === "weak") return pr;
   return pr.payload.byteLength < tt.payload.byteLength ? pr : tt;
+}
+
+// ---- data that are not floating ----
+
+// From this size, deflate over the whole of integer data runs only where a sample of it says
+// it may come within DEFLATE_MARGIN of the integer coder's stream (deflate is the slower of the two).
+const DEFLATE_SAMPLED_FROM = 1 << 20;
+const DEFLATE_MARGIN = 1.25;
+
+// From DEFLATE_SAMPLED_FROM, integer data whose sample the integer coder shrinks less than
+// this (random integers) are not coded whole by it.
+const INT_SAMPLE_HOPELESS = 1.05;
+
+/**
+ * The ratio the integer coder reaches on four windows of whole rows (of the last dimension;
+ * 16384 elements, or one row where a row is longer) spread over the data: a quick estimate,
+ * low for volumes, whose windows lose the plane behind.
+ */
+async function intPredSampleRatio(bytes: Uint8Array, dtype: Dtype, shape: readonly number[]): Promise<number> {
+  const size = itemsize(dtype);
+  const count = bytes.byteLength / size;
+  const row = Math.min(shape[shape.length - 1] ?? count, 16384);
+  const rows = Math.max(1, Math.floor(16384 / row));
+  const win = Math.min(count, rows * row);
+  let coded = 0;
+  for (let w = 0; w < 4; w++) {
+    const at = Math.floor(((count - win) * w) / 3 / row) * row;
+    coded += (await intPredEncode(bytes.subarray(at * size, (at + win) * size), dtype, [win / row, row])).byteLength;
+  }
+  return (4 * win * size) / coded;
+}
+
+/**
+ * The lossless payload of data that are not floating: byte shuffle + deflate and, for integers,
+ * the integer coder's stream (kept only when it decodes to the same bytes), whichever is smaller;
+ * null when neither reaches `minRatio` (the put stores the bytes raw).
+ */
+export async function losslessPayload(
+  bytes: Uint8Array,
+  dtype: Dtype,
+  shape: readonly number[],
+  minRatio: number,
+): Promise<{ payload: Uint8Array; layout: PayloadLayout } | null> {
+  const n = bytes.byteLength;
+  const coder = intCoded(dtype) && (n < DEFLATE_SAMPLED_FROM || (await intPredSampleRatio(bytes, dtype, shape)) >= INT_SAMPLE_HOPELESS);
+  const [coded, estimate] = await Promise.all([
+    coder ? intPredEncode(bytes, dtype, shape) : null,
+    coder && n >= DEFLATE_SAMPLED_FROM ? deflateEstimate(bytes, dtype) : null,
+  ]);
+  const deflateWorthIt = !(coded && estimate !== null && n / coded.byteLength >= DEFLATE_MARGIN * estimate);
+  const deflated = deflateWorthIt && deflateMayPay(bytes, dtype, minRatio) ? await losslessEncode(bytes, dtype) : null;
+  let best: { payload: Uint8Array; layout: PayloadLayout } | null = deflated && {
+    payload: deflated.payload,
+    layout: { codec: "lossless", shuffle: deflated.shuffle },
+  };
+  const codedWins = coded !== null && n / coded.byteLength >= minRatio && (!best || coded.byteLength < best.payload.byteLength);
+  if (codedWins && (await sameBytesPaced(await intPredDecode(coded, dtype, shape), bytes)))
+    best = { payload: coded, layout: { codec: "lossless", shuffle: 1, coding: "intpred" } };
+  return best && n / best.payload.byteLength >= minRatio ? best : null;
 }

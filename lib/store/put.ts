@@ -9,31 +9,15 @@ import { isFloatDtype, itemsize, naturalDtype, parseOrThrow, shapeSchema, type D
 import { copyPutData } from "../dtypes.js";
 import { putCoresOptionsSchema, putOptionsSchema, putPredOptionsSchema, type PutCoresOptions, type PutOptions, type PutPredOptions } from "../schemas.js";
 import type { RecordKey } from "./backend.js";
-import {
-  addScaledSquares,
-  asBytes,
-  hasNonFinite,
-  deflateEstimate,
-  deflateMayPay,
-  intCoded,
-  intPredDecode,
-  intPredEncode,
-  losslessEncode,
-  maxAbs,
-  product,
-  sha256hex,
-  toFloat64,
-  toWorkingFloat,
-  typedView,
-} from "./codec.js";
+import { addScaledSquares, asBytes, hasNonFinite, losslessEncode, maxAbs, product, sha256hex, toFloat64, toWorkingFloat, typedView } from "./codec.js";
 import { headKey, idempotencyKey, keyName, namespace, open, secondsSince, versionKey, TOMBSTONE_RETENTION_MS, type Scope } from "./context.js";
 import { checkCores, type CoreInput } from "./cores.js";
 import { lookup, recordOf, replayOf } from "./idempotency.js";
 import { packRecord, unpackRecord } from "./records.js";
 import { loadTT, type TT } from "./ttapi.js";
 import type { DeleteResult, HeadRecord, PayloadLayout, PutResult, ServeArray, VersionRecord } from "./types.js";
-import { pacedScan, sameBytesPaced } from "./pace.js";
-import { exactAsked, exactRoute, finiteNorm, lossyRoute, type Encoded, type FloatJob } from "./choose.js";
+import { pacedScan } from "./pace.js";
+import { exactAsked, exactRoute, finiteNorm, losslessPayload, lossyRoute, type Encoded, type FloatJob } from "./choose.js";
 import { describe, value } from "../scaled.js";
 import { loadPred } from "./predapi.js";
 
@@ -183,63 +167,6 @@ async function prepare(s: Scope, data: PutData, o: z.output<typeof putOptionsSch
   const norm = dtype === "bytes" ? null : finiteNorm(await denseNormPaced(view, dtype));
   if (bytesIn < config.min_compress_bytes) return raw(norm);
   return lossless(norm);
-}
-
-// From this size, deflate over the whole of integer data runs only where a sample of it says
-// it may come within DEFLATE_MARGIN of the integer coder's stream (deflate is the slower of the two).
-const DEFLATE_SAMPLED_FROM = 1 << 20;
-const DEFLATE_MARGIN = 1.25;
-
-// From DEFLATE_SAMPLED_FROM, integer data whose sample the integer coder shrinks less than
-// this (random integers) are not coded whole by it.
-const INT_SAMPLE_HOPELESS = 1.05;
-
-/**
- * The ratio the integer coder reaches on four windows of whole rows (of the last dimension;
- * 16384 elements, or one row where a row is longer) spread over the data: a quick estimate,
- * low for volumes, whose windows lose the plane behind.
- */
-async function intPredSampleRatio(bytes: Uint8Array, dtype: Dtype, shape: readonly number[]): Promise<number> {
-  const size = itemsize(dtype);
-  const count = bytes.byteLength / size;
-  const row = Math.min(shape[shape.length - 1] ?? count, 16384);
-  const rows = Math.max(1, Math.floor(16384 / row));
-  const win = Math.min(count, rows * row);
-  let coded = 0;
-  for (let w = 0; w < 4; w++) {
-    const at = Math.floor(((count - win) * w) / 3 / row) * row;
-    coded += (await intPredEncode(bytes.subarray(at * size, (at + win) * size), dtype, [win / row, row])).byteLength;
-  }
-  return (4 * win * size) / coded;
-}
-
-/**
- * The lossless payload of data that are not floating: byte shuffle + deflate and, for integers,
- * the integer coder's stream (kept only when it decodes to the same bytes), whichever is smaller;
- * null when neither reaches `minRatio` (the put stores the bytes raw).
- */
-async function losslessPayload(
-  bytes: Uint8Array,
-  dtype: Dtype,
-  shape: readonly number[],
-  minRatio: number,
-): Promise<{ payload: Uint8Array; layout: PayloadLayout } | null> {
-  const n = bytes.byteLength;
-  const coder = intCoded(dtype) && (n < DEFLATE_SAMPLED_FROM || (await intPredSampleRatio(bytes, dtype, shape)) >= INT_SAMPLE_HOPELESS);
-  const [coded, estimate] = await Promise.all([
-    coder ? intPredEncode(bytes, dtype, shape) : null,
-    intCoded(dtype) && n >= DEFLATE_SAMPLED_FROM ? deflateEstimate(bytes, dtype) : null,
-  ]);
-  const deflateWorthIt = !(coded && estimate !== null && n / coded.byteLength >= DEFLATE_MARGIN * estimate);
-  const deflated = deflateWorthIt && deflateMayPay(bytes, dtype, minRatio) ? await losslessEncode(bytes, dtype) : null;
-  let best: { payload: Uint8Array; layout: PayloadLayout } | null = deflated && {
-    payload: deflated.payload,
-    layout: { codec: "lossless", shuffle: deflated.shuffle },
-  };
-  const codedWins = coded !== null && n / coded.byteLength >= minRatio && (!best || coded.byteLength < best.payload.byteLength);
-  if (codedWins && (await sameBytesPaced(await intPredDecode(coded, dtype, shape), bytes)))
-    best = { payload: coded, layout: { codec: "lossless", shuffle: 1, coding: "intpred" } };
-  return best && n / best.payload.byteLength >= minRatio ? best : null;
 }
 
 async function prepareCores(cores: CoreInput[], denseShape: number[] | undefined, where: string): Promise<Prepared> {

@@ -13,14 +13,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { deflateRawSync } from "node:zlib";
-import { native } from "../lib/native.js";
-import { shuffle } from "../lib/store/codec.js";
+import { intCoded, intPredDecode, intPredEncode, shuffle } from "../lib/store/codec.js";
 import { createStore } from "../lib/store/index.js";
-import type { Dtype } from "../lib/fields.js";
 import { writeNpy } from "../lib/npy.js";
 import { loadReal, python } from "./data/real.js";
 
-const CODES: Partial<Record<Dtype, number>> = { int8: 1, uint8: 2, int16: 3, uint16: 4, int32: 5, uint32: 6, int64: 7, uint64: 8 };
 const names = process.argv.slice(2).length ? process.argv.slice(2) : ["camera", "moon", "mri", "dem"];
 const work = mkdtempSync(join(tmpdir(), "svc-int-codec-"));
 const zfpPython = python("zfpy");
@@ -56,8 +53,7 @@ try {
       out({ dataset: name, skipped: a.skipped });
       continue;
     }
-    const code = CODES[a.dtype];
-    if (code === undefined) {
+    if (!intCoded(a.dtype)) {
       out({ dataset: name, skipped: `its dtype is ${a.dtype}, not an integer one` });
       continue;
     }
@@ -67,8 +63,8 @@ try {
     const exact = Buffer.from(served.data.buffer, served.data.byteOffset, served.data.byteLength).equals(bytes);
     if (!exact) wrong++;
     const deflate = deflateRawSync(shuffle(bytes, a.data.BYTES_PER_ELEMENT)).byteLength;
-    const enc = await bestOf3(() => native().intEncode(bytes, code, a.shape));
-    const dec = await bestOf3(() => native().intDecode(enc.v, code, a.shape));
+    const enc = await bestOf3(() => intPredEncode(bytes, a.dtype, a.shape));
+    const dec = await bestOf3(() => intPredDecode(enc.v, a.dtype, a.shape));
     const file = join(work, `${name}-own.npy`);
     writeFileSync(file, writeNpy(a));
     const zfp = zfpReversible(file);

@@ -183,19 +183,25 @@ size_t codes_of(const Geo& g, size_t e0, const int64_t* x, size_t m, uint16_t* o
   return o;
 }
 
-size_t codes_any(uint8_t kind, const Geo& g, size_t e0, const int64_t* x, size_t m, uint16_t* out, bool sampled) {
+// f(std::integral_constant<uint8_t, K>) for the predictor `kind` (an unknown one is the median's).
+template <typename F>
+auto by_kind(uint8_t kind, F&& f) {
   switch (kind) {
     case kPrev:
-      return codes_of<kPrev>(g, e0, x, m, out, sampled);
+      return f(std::integral_constant<uint8_t, kPrev>{});
     case kLorenzo:
-      return codes_of<kLorenzo>(g, e0, x, m, out, sampled);
+      return f(std::integral_constant<uint8_t, kLorenzo>{});
     case kLorenzo2:
-      return codes_of<kLorenzo2>(g, e0, x, m, out, sampled);
+      return f(std::integral_constant<uint8_t, kLorenzo2>{});
     case kLine:
-      return codes_of<kLine>(g, e0, x, m, out, sampled);
+      return f(std::integral_constant<uint8_t, kLine>{});
     default:
-      return codes_of<kMed>(g, e0, x, m, out, sampled);
+      return f(std::integral_constant<uint8_t, kMed>{});
   }
+}
+
+size_t codes_any(uint8_t kind, const Geo& g, size_t e0, const int64_t* x, size_t m, uint16_t* out, bool sampled) {
+  return by_kind(kind, [&](auto k) { return codes_of<decltype(k)::value>(g, e0, x, m, out, sampled); });
 }
 
 // The predictor whose codes (on a sample of rows in a large slab) cost the fewest bits, the
@@ -267,18 +273,7 @@ void decode_slab(const uint8_t* p, size_t len, const Geo& g, size_t e0, size_t e
   if (r.var() != zeros) bad_stream("count of values kept does not match the codes");
   if (r.left() != zeros * sizeof(T)) bad_stream("slab does not end where it should");
   std::unique_ptr<int64_t[]> x = scratch<int64_t>(m);
-  switch (kind) {
-    case kPrev:
-      return rebuild<T, kPrev>(g, e0, m, codes.get(), r, x.get(), out);
-    case kLorenzo:
-      return rebuild<T, kLorenzo>(g, e0, m, codes.get(), r, x.get(), out);
-    case kLorenzo2:
-      return rebuild<T, kLorenzo2>(g, e0, m, codes.get(), r, x.get(), out);
-    case kLine:
-      return rebuild<T, kLine>(g, e0, m, codes.get(), r, x.get(), out);
-    default:
-      return rebuild<T, kMed>(g, e0, m, codes.get(), r, x.get(), out);
-  }
+  by_kind(kind, [&](auto k) { rebuild<T, decltype(k)::value>(g, e0, m, codes.get(), r, x.get(), out); });
 }
 
 template <typename T>

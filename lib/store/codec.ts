@@ -227,17 +227,26 @@ const SAMPLE_WINDOW_MAX = 8 * 1024;
  * alone leaves room for the margin may pay; bytes with neither that room nor repeats to match
  * (random, encrypted, already compressed) do not.
  */
+/**
+ * `windows` windows of up to `maxBytes` (whole elements) spread evenly over the data, each
+ * byte-shuffled as losslessEncode shuffles the whole, side by side: a sample for deflate.
+ */
+function shuffledWindows(bytes: Uint8Array, dtype: Dtype, windows: number, maxBytes: number): Uint8Array {
+  const n = bytes.byteLength;
+  const width = dtype === "bytes" || dtype === "bool" ? 1 : itemsize(dtype);
+  const win = Math.max(width, Math.floor(maxBytes / width) * width);
+  const sample = new Uint8Array(win * windows);
+  for (let w = 0; w < windows; w++) {
+    const at = Math.floor(((n - win) * w) / (windows - 1) / width) * width;
+    sample.set(shuffle(bytes.subarray(at, at + win), width), w * win);
+  }
+  return sample;
+}
+
 export function deflateMayPay(bytes: Uint8Array, dtype: Dtype, minRatio: number): boolean {
   const n = bytes.byteLength;
   if (n < SAMPLE_FROM_BYTES) return true;
-  const width = dtype === "bytes" || dtype === "bool" ? 1 : itemsize(dtype);
-  // whole elements per window, so that the shuffle of a window groups bytes as the full shuffle does
-  const win = Math.max(width, Math.floor(Math.min(SAMPLE_WINDOW_MAX, n / 16) / width) * width);
-  const sample = new Uint8Array(win * SAMPLE_WINDOWS);
-  for (let w = 0; w < SAMPLE_WINDOWS; w++) {
-    const at = Math.floor(((n - win) * w) / (SAMPLE_WINDOWS - 1) / width) * width;
-    sample.set(shuffle(bytes.subarray(at, at + win), width), w * win);
-  }
+  const sample = shuffledWindows(bytes, dtype, SAMPLE_WINDOWS, Math.min(SAMPLE_WINDOW_MAX, n / 16));
   const need = 1 + (minRatio - 1) / 2;
   const { bits, repeated } = native().byteStats(sample);
   // Huffman coding of the bytes alone reaches about 8 / bits; a quarter bit per byte of margin
@@ -253,15 +262,7 @@ export function deflateMayPay(bytes: Uint8Array, dtype: Dtype, minRatio: number)
  * for about a twentieth of its cost from 10 MiB on.
  */
 export async function deflateEstimate(bytes: Uint8Array, dtype: Dtype): Promise<number> {
-  const n = bytes.byteLength;
-  const width = dtype === "bytes" || dtype === "bool" ? 1 : itemsize(dtype);
-  const windows = 8;
-  const win = Math.max(width, Math.floor(Math.min(64 * 1024, n / windows) / width) * width);
-  const sample = new Uint8Array(win * windows);
-  for (let w = 0; w < windows; w++) {
-    const at = Math.floor(((n - win) * w) / (windows - 1) / width) * width;
-    sample.set(shuffle(bytes.subarray(at, at + win), width), w * win);
-  }
+  const sample = shuffledWindows(bytes, dtype, 8, Math.min(64 * 1024, bytes.byteLength / 8));
   const packed = await deflateAsync(sample, { level: zc.Z_DEFAULT_COMPRESSION });
   return sample.byteLength / packed.byteLength;
 }
